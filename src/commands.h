@@ -1,0 +1,16 @@
+/*
+ * commands.h: the subcommands of the dsgap CLI (DESIGN §1). Each takes main's argc/argv shifted so
+ * that argv[0] is the command name, parses its own options with getopt_long, answers --help,
+ * and returns the process exit status (0 ok, 1 error, 2 usage).
+ */
+#ifndef DG_COMMANDS_H
+#define DG_COMMANDS_H
+
+int dg_cmd_synth(int argc, char **argv);     /* cmd_synth.c */
+int dg_cmd_info(int argc, char **argv);      /* cmd_info.c */
+int dg_cmd_replay(int argc, char **argv);    /* cmd_replay.c */
+int dg_cmd_decompose(int argc, char **argv); /* cmd_decompose.c */
+int dg_cmd_plot(int argc, char **argv);      /* cmd_plot.c */
+int dg_cmd_demo(int argc, char **argv);      /* cmd_demo.c */
+
+#endif

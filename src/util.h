@@ -1,0 +1,90 @@
+/*
+ * util.h: the small pieces every file of dsgap uses: error reporting (git style: lowercase,
+ * problem first, one line), checked allocation, bf16 conversion, monotonic time, directories,
+ * and atomic output (write to a temporary name, rename on success).
+ */
+#ifndef DG_UTIL_H
+#define DG_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define DG_VERSION "0.1.0"
+
+#define DG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* Print "dsgap: error: <message>" on one line to stderr and return -1 (for `return dg_error(..)`). */
+int dg_error(const char *fmt, ...) DG_PRINTF(1, 2);
+/* Print "dsgap: warning: <message>" to stderr and continue. */
+void dg_warn(const char *fmt, ...) DG_PRINTF(1, 2);
+/* Print "dsgap: fatal: <message>" and exit(1): for conditions a caller cannot recover from. */
+_Noreturn void dg_die(const char *fmt, ...) DG_PRINTF(1, 2);
+/* Programmer error: prints file:line and the message, then aborts. */
+#define DG_BUG(...) dg_bug_(__FILE__, __LINE__, __func__, __VA_ARGS__)
+_Noreturn void dg_bug_(const char *file, int line, const char *func, const char *fmt, ...)
+	DG_PRINTF(4, 5);
+#define DG_ASSERT(c) do { if (!(c)) DG_BUG("assertion failed: %s", #c); } while (0)
+
+/* Allocation that dies (out of memory) instead of returning NULL. Sizes are checked for overflow. */
+void *dg_malloc(size_t n);
+void *dg_calloc(size_t count, size_t size);
+void *dg_realloc(void *p, size_t n);
+char *dg_strdup(const char *s);
+/* n floats, each set to NaN: the poison that every output buffer starts with */
+float *dg_alloc_poisoned(size_t n);
+
+/* bfloat16 <-> float32, round to nearest even (NaN stays NaN). */
+static inline float dg_bf16_to_f32(uint16_t h)
+{
+	union { uint32_t u; float f; } x = { .u = (uint32_t)h << 16 };
+	return x.f;
+}
+static inline uint16_t dg_f32_to_bf16(float f)
+{
+	union { float f; uint32_t u; } x = { .f = f };
+	if ((x.u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x.u >> 16) | 0x40);
+	x.u += 0x7fffu + ((x.u >> 16) & 1u);
+	return (uint16_t)(x.u >> 16);
+}
+static inline float dg_round_bf16(float f) { return dg_bf16_to_f32(dg_f32_to_bf16(f)); }
+
+/* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
+double dg_now(void);
+/* UTC time as "2026-12-02T14:05:27Z" into buf (at least 32 bytes). */
+void dg_utc_now(char *buf, size_t size);
+/* Short description of the machine, e.g. "cpu: Intel Xeon (2 threads)". Static storage. */
+const char *dg_cpu_name(void);
+/* git commit the binary was built from (compiled in). */
+const char *dg_git_commit(void);
+
+/* mkdir -p. Returns 0 or reports "cannot create directory PATH: reason" and returns -1. */
+int dg_mkdir_p(const char *path);
+/* "dir/name" in a new string. */
+char *dg_path_join(const char *dir, const char *name);
+
+/*
+ * Atomic output file: dg_out_open creates "PATH.tmp.PID" for writing; dg_out_commit closes it,
+ * checks every write succeeded and renames it to PATH; dg_out_abort closes and removes it.
+ * Either way the handle is freed; readers never see a partial PATH.
+ */
+typedef struct {
+	FILE *f;
+	char *path;
+	char *tmp;
+} dg_out;
+int dg_out_open(dg_out *o, const char *path);
+int dg_out_commit(dg_out *o);
+void dg_out_abort(dg_out *o);
+/* Temporary name for PATH (PATH.tmp.PID), new string: for writers that are not stdio (HDF5). */
+char *dg_tmp_name(const char *path);
+
+/* Split a comma-separated list in place into at most max items; returns the count or -1. */
+int dg_split(char *s, char sep, char **items, int max);
+/* Parse a list "0.1,0.15" / "1,5,9" / "0-3" (ints only: ranges a-b inclusive). Return count or -1. */
+int dg_parse_doubles(const char *s, double *out, int max);
+int dg_parse_ints(const char *s, int *out, int max);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * policy.h: a sparse-attention policy as a point in a space of orthogonal switches (DESIGN §3),
+ * the named presets (dense, the oracle ladder, the MC-Sparse factorial), and the schedule.
+ *
+ * Policy spec grammar (the --policies list is comma-separated, so specs never hold commas):
+ *   NAME[/key=value]...     e.g.  mc-sparse   oracle-tile/group=tile3d   mc-sparse/budget=topp:0.9
+ *   custom/group=pca/kv=token/score=exact/residual=cached/refresh=anchor/sinks=0-256
+ * keys: group=raster|tile3d|pca|query  kv=token|block  score=exact|pooled
+ *       budget=topk|topp:P  sinks=A-B  residual=none|cached  refresh=anchor|step
+ * With budget=topk the density comes from --density; topp ignores it (one run per density still).
+ */
+#ifndef DG_POLICY_H
+#define DG_POLICY_H
+
+#include <stdbool.h>
+
+typedef enum { DG_GROUP_RASTER, DG_GROUP_TILE3D, DG_GROUP_PCA, DG_GROUP_QUERY, DG_GROUP_COUNT } dg_group_kind;
+typedef enum { DG_KV_TOKEN, DG_KV_BLOCK, DG_KV_COUNT } dg_kv_kind;
+typedef enum { DG_SCORE_EXACT, DG_SCORE_POOLED, DG_SCORE_COUNT } dg_score_kind;
+typedef enum { DG_BUDGET_TOPK, DG_BUDGET_TOPP, DG_BUDGET_COUNT } dg_budget_kind;
+typedef enum { DG_RESIDUAL_NONE, DG_RESIDUAL_CACHED, DG_RESIDUAL_COUNT } dg_residual_kind;
+typedef enum { DG_REFRESH_ANCHOR, DG_REFRESH_STEP, DG_REFRESH_COUNT } dg_refresh_kind;
+
+const char *dg_group_name(dg_group_kind k);
+const char *dg_kv_name(dg_kv_kind k);
+const char *dg_score_name(dg_score_kind k);
+const char *dg_budget_name(dg_budget_kind k);
+const char *dg_residual_name(dg_residual_kind k);
+const char *dg_refresh_name(dg_refresh_kind k);
+int dg_group_parse(const char *s, dg_group_kind *k); /* 0 or -1 (no message) */
+
+#define DG_POLICY_NAME_MAX 96
+
+typedef struct {
+	char name[DG_POLICY_NAME_MAX]; /* the spec as written: the policy column of metrics.csv */
+	bool dense;                    /* the dense reference: no selection at all */
+	dg_group_kind group;
+	dg_kv_kind kv;
+	dg_score_kind score;
+	dg_budget_kind budget;
+	double topp;                   /* budget=topp: mass to reach */
+	int sink_lo, sink_hi;          /* keys [sink_lo, sink_hi) always kept; empty when equal */
+	dg_residual_kind residual;
+	dg_refresh_kind refresh;
+} dg_policy;
+
+/* Parse a spec into p. Reports "unknown policy 'x' (known: ...)" or the bad switch; returns -1. */
+int dg_policy_parse(const char *spec, dg_policy *p);
+/* The preset names, NULL-terminated (for help and error messages). */
+extern const char *const dg_policy_presets[];
+
+#define DG_SCHEDULE_MAX 256
+
+/*
+ * When policies act. Steps and layers are the trace's own indices (/step_index, /layer_index).
+ *   warmup=W        steps < W give the dense output
+ *   anchors=a,b     steps where refresh=anchor policies make their metadata (output dense there);
+ *                   default: the last stored step < W, else the first stored step
+ *   dense_layers=.. layers that always give the dense output
+ * Written "warmup=10,anchors=9;25,dense_layers=0" (lists inside a key use ';' or '-' ranges).
+ */
+typedef struct {
+	int warmup;
+	int nanchors;
+	int anchors[DG_SCHEDULE_MAX];
+	int ndense_layers;
+	int dense_layers[DG_SCHEDULE_MAX];
+	bool anchors_given;
+} dg_schedule;
+
+int dg_schedule_parse(const char *s, dg_schedule *out);
+bool dg_schedule_is_anchor(const dg_schedule *s, int step);
+bool dg_schedule_dense_layer(const dg_schedule *s, int layer);
+
+#endif

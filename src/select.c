@@ -1,0 +1,305 @@
+/*
+ * select.c: exact and pooled key scores for query groups, and the budget (top-k, top-p, sinks)
+ * that turns a score row into a sorted key list. See select.h.
+ */
+#include "select.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cblas.h>
+
+#include "util.h"
+
+#define BQ 128 /* query rows per pass of the exact scores */
+#define BK 256 /* key columns per task */
+
+void dg_selection_free(dg_selection *s)
+{
+	free(s->off);
+	free(s->idx);
+	memset(s, 0, sizeof *s);
+}
+
+int dg_topk_count(double rho, int n)
+{
+	long k = (long)ceil(rho * n / DG_KV_BLOCK_SIZE - 1e-9) * DG_KV_BLOCK_SIZE;
+	if (k < DG_KV_BLOCK_SIZE)
+		k = DG_KV_BLOCK_SIZE;
+	return k < n ? (int)k : n;
+}
+
+typedef struct {
+	float s;
+	int i;
+} item;
+
+/* a ranks before b: higher score, then lower index (a strict total order) */
+static inline int before(const item *a, const item *b)
+{
+	return a->s > b->s || (a->s == b->s && a->i < b->i);
+}
+
+static int cmp_rank(const void *a, const void *b)
+{
+	return before(a, b) ? -1 : before(b, a) ? 1 : 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* Rearrange it[0..n) so that the k best (by `before`) come first, in any order. Quickselect with a
+ * median-of-three pivot; O(n) expected. */
+static void select_best(item *it, int n, int k)
+{
+	int lo = 0, hi = n - 1;
+	while (lo < hi && k > lo && k <= hi) {
+		int mid = lo + (hi - lo) / 2;
+		item a = it[lo], b = it[mid], c = it[hi], piv;
+		if (before(&a, &b))
+			piv = before(&b, &c) ? b : (before(&a, &c) ? c : a);
+		else
+			piv = before(&a, &c) ? a : (before(&b, &c) ? c : b);
+		int i = lo, j = hi;
+		while (i <= j) {
+			while (before(&it[i], &piv))
+				i++;
+			while (before(&piv, &it[j]))
+				j--;
+			if (i <= j) {
+				item t = it[i];
+				it[i++] = it[j];
+				it[j--] = t;
+			}
+		}
+		if (k <= j + 1)
+			hi = j;
+		else if (k >= i)
+			lo = i;
+		else
+			break;
+	}
+}
+
+size_t dg_select_work_size(int n) { return (size_t)n * sizeof(item); }
+
+int dg_select_row(const float *score, int n, const dg_budget *b, int *out, void *work)
+{
+	item *it = work;
+	bool block = b->kv == DG_KV_BLOCK;
+	int cols = block ? (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : n;
+	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n;
+	/* rankable items: tokens outside the sinks, or every block */
+	int m = 0;
+	double total = 0;
+	for (int c = 0; c < cols; c++) {
+		if (!block && c >= lo && c < hi)
+			continue;
+		it[m].s = score[c];
+		it[m++].i = c;
+		total += score[c];
+	}
+	int keep; /* items kept */
+	if (b->budget == DG_BUDGET_TOPK) {
+		int keys = dg_topk_count(b->rho, n);
+		keep = block ? (keys + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : keys;
+		keep = keep < m ? keep : m;
+		select_best(it, m, keep);
+	} else {
+		qsort(it, m, sizeof *it, cmp_rank);
+		double cum = 0;
+		keep = 0;
+		while (keep < m && cum < b->topp * total)
+			cum += it[keep++].s;
+		keep = keep ? keep : 1;
+		if (!block) /* count rounded up to a multiple of 128 keys */
+			keep = (int)((keep + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE * DG_KV_BLOCK_SIZE);
+		keep = keep < m ? keep : m;
+	}
+	int cnt = 0;
+	if (block) {
+		/* expand the kept blocks, then add sink keys not already inside them */
+		char *in = calloc((size_t)n, 1);
+		for (int t = 0; t < keep; t++)
+			for (int j = it[t].i * DG_KV_BLOCK_SIZE; j < n && j < (it[t].i + 1) * DG_KV_BLOCK_SIZE; j++)
+				in[j] = 1;
+		for (int j = lo; j < hi; j++)
+			in[j] = 1;
+		for (int j = 0; j < n; j++)
+			if (in[j])
+				out[cnt++] = j;
+		free(in);
+		return cnt;
+	}
+	for (int j = lo; j < hi; j++)
+		out[cnt++] = j;
+	for (int t = 0; t < keep; t++)
+		out[cnt++] = it[t].i;
+	qsort(out, cnt, sizeof *out, cmp_int);
+	return cnt;
+}
+
+void dg_select_groups(dg_selection *sel, const float *scores, int ngroups, int n, const dg_budget *b)
+{
+	int cols = b->kv == DG_KV_BLOCK ? (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : n;
+	int **rows = dg_malloc((size_t)ngroups * sizeof(int *));
+	int *counts = dg_malloc((size_t)ngroups * sizeof(int));
+#pragma omp parallel
+	{
+		void *work = dg_malloc(dg_select_work_size(n));
+		int *buf = dg_malloc((size_t)n * sizeof(int));
+#pragma omp for schedule(dynamic)
+		for (int g = 0; g < ngroups; g++) {
+			counts[g] = dg_select_row(scores + (size_t)g * cols, n, b, buf, work);
+			rows[g] = memcpy(dg_malloc((size_t)counts[g] * sizeof(int)), buf,
+					 (size_t)counts[g] * sizeof(int));
+		}
+		free(work);
+		free(buf);
+	}
+	sel->ngroups = ngroups;
+	sel->off = dg_malloc((size_t)(ngroups + 1) * sizeof(int64_t));
+	sel->off[0] = 0;
+	for (int g = 0; g < ngroups; g++)
+		sel->off[g + 1] = sel->off[g] + counts[g];
+	sel->idx = dg_malloc((size_t)sel->off[ngroups] * sizeof(int));
+	for (int g = 0; g < ngroups; g++) {
+		memcpy(sel->idx + sel->off[g], rows[g], (size_t)counts[g] * sizeof(int));
+		free(rows[g]);
+	}
+	free(rows);
+	free(counts);
+}
+
+void dg_scores_exact(const float *q, const float *k, const float *lse, int n, int d,
+		     dg_score_acc *acc, int nacc, dg_prob_row_fn fn, void *ctx)
+{
+	float scale = 1.0f / sqrtf((float)d);
+	int **owner = dg_malloc((size_t)(nacc ? nacc : 1) * sizeof(int *));
+	for (int a = 0; a < nacc; a++) {
+		const dg_groups *g = acc[a].groups;
+		owner[a] = dg_malloc((size_t)n * sizeof(int));
+		for (int grp = 0; grp < g->ngroups; grp++)
+			for (int p = g->off[grp]; p < g->off[grp + 1]; p++)
+				owner[a][g->perm[p]] = grp;
+		memset(acc[a].scores, 0, (size_t)g->ngroups * n * sizeof(float));
+	}
+	float *P = dg_malloc((size_t)BQ * n * sizeof(float)); /* (BQ, n) probabilities of a row block */
+	int nchunks = (n + BK - 1) / BK;
+	for (int q0 = 0; q0 < n; q0 += BQ) {
+		int bq = n - q0 < BQ ? n - q0 : BQ;
+		/* columns in parallel: each task owns its key columns, so accumulation needs no lock */
+#pragma omp parallel
+		{
+			float *s = dg_malloc((size_t)BQ * BK * sizeof(float));
+#pragma omp for schedule(dynamic)
+			for (int c = 0; c < nchunks; c++) {
+				int k0 = c * BK, bk = n - k0 < BK ? n - k0 : BK;
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, d, scale,
+					    q + (size_t)q0 * d, d, k + (size_t)k0 * d, d, 0.0f, s, bk);
+				for (int i = 0; i < bq; i++) {
+					float *pi = P + (size_t)i * n + k0, *si = s + (size_t)i * bk;
+					for (int j = 0; j < bk; j++)
+						pi[j] = expf(si[j] - lse[q0 + i]);
+					for (int a = 0; a < nacc; a++) {
+						float *row = acc[a].scores + (size_t)owner[a][q0 + i] * n + k0;
+						for (int j = 0; j < bk; j++)
+							row[j] += pi[j];
+					}
+				}
+			}
+			free(s);
+		}
+		if (fn) {
+#pragma omp parallel for schedule(dynamic)
+			for (int i = 0; i < bq; i++)
+				fn(ctx, q0 + i, P + (size_t)i * n);
+		}
+	}
+	for (int a = 0; a < nacc; a++) {
+		const dg_groups *g = acc[a].groups;
+		for (int grp = 0; grp < g->ngroups; grp++) {
+			float inv = 1.0f / (float)(g->off[grp + 1] - g->off[grp]);
+			float *row = acc[a].scores + (size_t)grp * n;
+			for (int j = 0; j < n; j++)
+				row[j] *= inv;
+		}
+		free(owner[a]);
+	}
+	free(owner);
+	free(P);
+}
+
+/* softmax of a row in place, with optional log-weights added first */
+static void softmax_row(float *x, int cols, const float *logw)
+{
+	float mx = -INFINITY;
+	for (int j = 0; j < cols; j++) {
+		if (logw)
+			x[j] += logw[j];
+		mx = x[j] > mx ? x[j] : mx;
+	}
+	double sum = 0;
+	for (int j = 0; j < cols; j++)
+		sum += x[j] = expf(x[j] - mx);
+	for (int j = 0; j < cols; j++)
+		x[j] = (float)(x[j] / sum);
+}
+
+void dg_scores_pooled(const float *q, const float *k, int n, int d, const dg_groups *g,
+		      dg_kv_kind kv, float *scores)
+{
+	int G = g->ngroups, nb = (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE;
+	float scale = 1.0f / sqrtf((float)d);
+	float *qbar = dg_calloc((size_t)G * d, sizeof(float)); /* (G, d) */
+	for (int grp = 0; grp < G; grp++) {
+		int a = g->off[grp], b = g->off[grp + 1];
+		for (int p = a; p < b; p++)
+			for (int c = 0; c < d; c++)
+				qbar[(size_t)grp * d + c] += q[(size_t)g->perm[p] * d + c];
+		for (int c = 0; c < d; c++)
+			qbar[(size_t)grp * d + c] /= (float)(b - a);
+	}
+	if (kv == DG_KV_TOKEN) {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, n, d, scale, qbar, d, k, d, 0.0f,
+			    scores, n);
+		for (int grp = 0; grp < G; grp++)
+			softmax_row(scores + (size_t)grp * n, n, NULL);
+	} else {
+		float *kbar = dg_calloc((size_t)nb * d, sizeof(float)), *logw = dg_malloc(nb * sizeof(float));
+		for (int blk = 0; blk < nb; blk++) {
+			int a = blk * DG_KV_BLOCK_SIZE, b = a + DG_KV_BLOCK_SIZE < n ? a + DG_KV_BLOCK_SIZE : n;
+			for (int j = a; j < b; j++)
+				for (int c = 0; c < d; c++)
+					kbar[(size_t)blk * d + c] += k[(size_t)j * d + c];
+			for (int c = 0; c < d; c++)
+				kbar[(size_t)blk * d + c] /= (float)(b - a);
+			logw[blk] = logf((float)(b - a));
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, nb, d, scale, qbar, d, kbar, d,
+			    0.0f, scores, nb);
+		for (int grp = 0; grp < G; grp++)
+			softmax_row(scores + (size_t)grp * nb, nb, logw);
+		free(kbar);
+		free(logw);
+	}
+	free(qbar);
+}
+
+void dg_scores_to_blocks(const float *token_scores, int ngroups, int n, float *block_scores)
+{
+	int nb = (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE;
+	for (int grp = 0; grp < ngroups; grp++)
+		for (int blk = 0; blk < nb; blk++) {
+			const float *t = token_scores + (size_t)grp * n;
+			float s = 0;
+			for (int j = blk * DG_KV_BLOCK_SIZE; j < n && j < (blk + 1) * DG_KV_BLOCK_SIZE; j++)
+				s += t[j];
+			block_scores[(size_t)grp * nb + blk] = s;
+		}
+}

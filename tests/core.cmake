@@ -1,2 +1,4 @@
 # CPU attention, grouping, scoring, selection and metrics against fp64 references and identities.
 dg_test(test_attention SOURCES test_attention.c LABELS cpu)
+# The replay engine against an independent fp64 implementation of the policy definitions.
+dg_test(test_replay SOURCES test_replay.c LABELS cpu)

@@ -105,11 +105,17 @@ int dg_select_row(const float *score, int n, const dg_budget *b, int *out, void 
 		total += score[c];
 	}
 	int keep; /* items kept */
-	if (b->budget == DG_BUDGET_TOPK) {
-		int keys = dg_topk_count(b->rho, n);
-		keep = block ? (keys + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : keys;
+	if (b->budget == DG_BUDGET_TOPK && !block) {
+		keep = dg_topk_count(b->rho, n);
 		keep = keep < m ? keep : m;
 		select_best(it, m, keep);
+	} else if (b->budget == DG_BUDGET_TOPK) {
+		/* the best blocks until they hold K keys (the last block may be short) */
+		int keys = dg_topk_count(b->rho, n), held = 0;
+		qsort(it, m, sizeof *it, cmp_rank);
+		for (keep = 0; keep < m && held < keys; keep++)
+			held += (it[keep].i + 1) * DG_KV_BLOCK_SIZE <= n ? DG_KV_BLOCK_SIZE
+									  : n - it[keep].i * DG_KV_BLOCK_SIZE;
 	} else {
 		qsort(it, m, sizeof *it, cmp_rank);
 		double cum = 0;

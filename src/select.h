@@ -6,7 +6,8 @@
  *   pooled the group's mean query against the keys, softmax over keys; for kv=block against
  *          mean-pooled key blocks, softmax over blocks weighted by block size
  *   kv=block scores blocks of 128 contiguous keys (exact: the sum of the block's token scores)
- *   topk   the K highest, K = min(n, 128 * ceil(rho * n / 128)) keys, or ceil(rho*n/128) blocks
+ *   topk   the K highest keys, K = min(n, 128 * ceil(rho * n / 128)); for kv=block the highest
+ *          blocks until they hold at least K keys (the last block of a head may be short)
  *   topp   the shortest prefix (by score, descending) whose mass before the last kept item is
  *          below p of the total, its count rounded up to a multiple of 128 keys
  *   sinks  keys [lo, hi) always kept, in addition to the budget and excluded from ranking

@@ -20,42 +20,47 @@
 #include <cjson/cJSON.h>
 #include <gsl/gsl_version.h>
 
-#include "attention.h"
-#include "groups.h"
-#include "metrics.h"
-#include "select.h"
+#include "backend.h"
 #include "trace.h"
 #include "util.h"
 
 /* ---------------------------------------------------------------------------------------------- */
-/* shared, reference-counted metadata                                                             */
+/* shared, reference-counted metadata (handles of the backend)                                     */
 
 typedef struct {
 	int refs;
-	dg_groups g;
+	dg_bgroups *g;
 } shared_groups;
 
 typedef struct {
 	int refs;
 	shared_groups *groups;
-	dg_selection sel;
+	dg_bsel *sel;
 } shared_meta;
 
-static void groups_unref(shared_groups *s)
+static void groups_unref(dg_backend *be, shared_groups *s)
 {
 	if (s && --s->refs == 0) {
-		dg_groups_free(&s->g);
+		be->groups_free(be, s->g);
 		free(s);
 	}
 }
 
-static void meta_unref(shared_meta *m)
+static void meta_unref(dg_backend *be, shared_meta *m)
 {
 	if (m && --m->refs == 0) {
-		groups_unref(m->groups);
-		dg_selection_free(&m->sel);
+		groups_unref(be, m->groups);
+		be->sel_free(be, m->sel);
 		free(m);
 	}
+}
+
+static shared_meta *meta_new(shared_groups *g, dg_bsel *sel)
+{
+	shared_meta *m = dg_malloc(sizeof *m);
+	*m = (shared_meta){ 1, g, sel };
+	g->refs++;
+	return m;
 }
 
 /* A policy at one density, and its state within the current (layer, head) cluster. */
@@ -65,7 +70,7 @@ typedef struct {
 	dg_budget budget;
 	shared_meta *meta; /* groups + selection, or NULL */
 	int meta_step;     /* step index the metadata was made at */
-	float *residual;   /* (n, d) when valid, else NULL */
+	dg_bvec *residual; /* O_dense - O_sparse at the anchor (or previous step), or NULL */
 	double meta_s;     /* metadata seconds, summed over units (run.json) */
 	double attn_s;     /* attention seconds, summed */
 	/* per unit */
@@ -73,6 +78,7 @@ typedef struct {
 	shared_meta *fresh; /* metadata made at this unit */
 } instance;
 
+/* instances whose metadata is the same function of the unit */
 static bool same_key(const instance *a, const instance *b)
 {
 	const dg_policy *p = a->p, *q = b->p;
@@ -82,53 +88,14 @@ static bool same_key(const instance *a, const instance *b)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* per-query oracle selection, streamed from the exact probability rows                            */
-
-typedef struct {
-	int n;
-	int nb;             /* budgets */
-	const dg_budget **budgets;
-	int ***rows;        /* [budget][query] kept keys */
-	int **counts;       /* [budget][query] */
-	void **work;        /* [thread] */
-	int **buf;          /* [thread] */
-} query_select;
-
-static void query_select_row(void *ctx, int i, const float *p)
-{
-	query_select *qs = ctx;
-	int t = omp_get_thread_num();
-	for (int b = 0; b < qs->nb; b++) {
-		int c = dg_select_row(p, qs->n, qs->budgets[b], qs->buf[t], qs->work[t]);
-		qs->counts[b][i] = c;
-		qs->rows[b][i] = memcpy(dg_malloc((size_t)c * sizeof(int)), qs->buf[t], (size_t)c * sizeof(int));
-	}
-}
-
-static void rows_to_selection(dg_selection *sel, int **rows, const int *counts, int n)
-{
-	sel->ngroups = n;
-	sel->off = dg_malloc((size_t)(n + 1) * sizeof(int64_t));
-	sel->off[0] = 0;
-	for (int i = 0; i < n; i++)
-		sel->off[i + 1] = sel->off[i] + counts[i];
-	sel->idx = dg_malloc((size_t)sel->off[n] * sizeof(int));
-	for (int i = 0; i < n; i++) {
-		memcpy(sel->idx + sel->off[i], rows[i], (size_t)counts[i] * sizeof(int));
-		free(rows[i]);
-	}
-}
-
-/* ---------------------------------------------------------------------------------------------- */
 /* one unit                                                                                        */
 
 typedef struct {
 	const dg_trace *t;
 	const dg_replay_opts *o;
+	dg_backend *be;
 	int n, d;
-	float *q, *k, *v;  /* (n, d) */
-	float *o_ref, *lse; /* (n, d), (n) */
-	float *o_sp, *out, *mass, *rnew; /* (n, d), (n, d), (n), (n, d) */
+	float *q, *k, *v; /* (n, d) host copies of the unit */
 	instance *inst;
 	int ninst;
 	FILE *csv;
@@ -144,11 +111,12 @@ static void emit(replay_ctx *c, const instance *in, int s, int l, int h, double 
 		m->rel_l2, m->cosine, m->psnr, m->mass_mean, m->mass_p5, staleness, ms);
 }
 
-/* Build the metadata of every instance with make_meta set, sharing groupings, scores and
- * selections. Sets in->fresh (one reference each) and adds the time to in->meta_s. */
+/* Build the metadata of every instance with make_meta set, sharing groupings, the exact-score
+ * pass and selections among instances. Sets in->fresh (one reference each) and adds to
+ * in->meta_s what the instance's metadata would cost alone. */
 static void make_metadata(replay_ctx *c)
 {
-	int n = c->n, d = c->d;
+	dg_backend *be = c->be;
 	const dg_trace_meta *tm = &c->t->meta;
 	shared_groups *groups[DG_GROUP_COUNT] = { 0 };
 	double group_s[DG_GROUP_COUNT] = { 0 };
@@ -158,79 +126,55 @@ static void make_metadata(replay_ctx *c)
 		if (!in->make_meta || groups[in->p->group])
 			continue;
 		double t0 = dg_now();
-		shared_groups *sg = dg_calloc(1, sizeof *sg);
-		if (dg_groups_build(&sg->g, in->p->group, c->q, n, d, tm->grid, tm->text_tokens))
+		shared_groups *sg = dg_malloc(sizeof *sg);
+		sg->refs = 1;
+		sg->g = be->groups(be, in->p->group, tm->grid, tm->text_tokens);
+		if (!sg->g)
 			dg_die("%s: cannot group queries", c->t->path); /* grid validated at open */
 		groups[in->p->group] = sg;
-		sg->refs = 1;
 		group_s[in->p->group] = dg_now() - t0;
 	}
-	/* 2. exact scores: one pass for every grouping that needs them, plus per-query rows */
-	float *exact[DG_GROUP_COUNT] = { 0 };
-	dg_score_acc acc[DG_GROUP_COUNT];
-	int nacc = 0;
+	/* 2. exact scores: one pass for every grouping that needs them, plus per-query selections */
+	dg_bscores *exact[DG_GROUP_COUNT] = { 0 };
+	dg_bgroups *acc_groups[DG_GROUP_COUNT];
+	dg_group_kind acc_kind[DG_GROUP_COUNT];
+	int nacc = 0, nq = 0;
 	const dg_budget *qb[64];
 	instance *qinst[64];
-	int nq = 0;
 	for (int i = 0; i < c->ninst; i++) {
 		instance *in = &c->inst[i];
 		if (!in->make_meta || in->p->score != DG_SCORE_EXACT)
 			continue;
 		dg_group_kind gk = in->p->group;
 		if (gk == DG_GROUP_QUERY) {
-			int dup = 0;
+			bool dup = false;
 			for (int j = 0; j < nq; j++)
 				dup |= same_key(qinst[j], in);
 			if (!dup && nq < 64) {
 				qinst[nq] = in;
 				qb[nq++] = &in->budget;
 			}
-		} else if (!exact[gk]) {
-			exact[gk] = dg_malloc((size_t)groups[gk]->g.ngroups * n * sizeof(float));
-			acc[nacc++] = (dg_score_acc){ &groups[gk]->g, exact[gk] };
+		} else {
+			bool have = false;
+			for (int a = 0; a < nacc; a++)
+				have |= acc_kind[a] == gk;
+			if (!have) {
+				acc_kind[nacc] = gk;
+				acc_groups[nacc++] = groups[gk]->g;
+			}
 		}
 	}
 	double exact_s = 0;
 	shared_meta *qmeta[64] = { 0 };
 	if (nacc || nq) {
 		double t0 = dg_now();
-		query_select qs = { .n = n, .nb = nq, .budgets = qb };
-		int threads = omp_get_max_threads();
-		if (nq) {
-			qs.rows = dg_malloc(nq * sizeof(int **));
-			qs.counts = dg_malloc(nq * sizeof(int *));
-			for (int b = 0; b < nq; b++) {
-				qs.rows[b] = dg_malloc((size_t)n * sizeof(int *));
-				qs.counts[b] = dg_malloc((size_t)n * sizeof(int));
-			}
-			qs.work = dg_malloc(threads * sizeof(void *));
-			qs.buf = dg_malloc(threads * sizeof(int *));
-			for (int t = 0; t < threads; t++) {
-				qs.work[t] = dg_malloc(dg_select_work_size(n));
-				qs.buf[t] = dg_malloc((size_t)n * sizeof(int));
-			}
-		}
-		dg_scores_exact(c->q, c->k, c->lse, n, d, acc, nacc, nq ? query_select_row : NULL, &qs);
-		for (int b = 0; b < nq; b++) {
-			shared_meta *m = dg_calloc(1, sizeof *m);
-			m->refs = 1;
-			m->groups = groups[DG_GROUP_QUERY];
-			m->groups->refs++;
-			rows_to_selection(&m->sel, qs.rows[b], qs.counts[b], n);
-			qmeta[b] = m;
-			free(qs.rows[b]);
-			free(qs.counts[b]);
-		}
-		if (nq) {
-			for (int t = 0; t < threads; t++) {
-				free(qs.work[t]);
-				free(qs.buf[t]);
-			}
-			free(qs.work);
-			free(qs.buf);
-			free(qs.rows);
-			free(qs.counts);
-		}
+		dg_bscores *out[DG_GROUP_COUNT];
+		dg_bsel *qsel[64];
+		be->exact(be, acc_groups, out, nacc, qb, qsel, nq);
+		for (int a = 0; a < nacc; a++)
+			exact[acc_kind[a]] = out[a];
+		for (int b = 0; b < nq; b++)
+			qmeta[b] = meta_new(groups[DG_GROUP_QUERY], qsel[b]);
 		exact_s = dg_now() - t0;
 	}
 	/* 3. selections, shared by instances with the same key */
@@ -250,34 +194,22 @@ static void make_metadata(replay_ctx *c)
 		if (m) {
 			m->refs++;
 		} else {
-			m = dg_calloc(1, sizeof *m);
-			m->refs = 1;
-			m->groups = groups[p->group];
-			m->groups->refs++;
-			const dg_groups *g = &m->groups->g;
-			int cols = p->kv == DG_KV_BLOCK ? (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : n;
-			float *scores;
-			if (p->score == DG_SCORE_POOLED) {
-				scores = dg_malloc((size_t)g->ngroups * cols * sizeof(float));
-				dg_scores_pooled(c->q, c->k, n, d, g, p->kv, scores);
-			} else if (p->kv == DG_KV_BLOCK) {
-				scores = dg_malloc((size_t)g->ngroups * cols * sizeof(float));
-				dg_scores_to_blocks(exact[p->group], g->ngroups, n, scores);
-			} else {
-				scores = exact[p->group];
-			}
-			dg_select_groups(&m->sel, scores, g->ngroups, n, &in->budget);
+			dg_bgroups *g = groups[p->group]->g;
+			dg_bscores *scores = p->score == DG_SCORE_POOLED ? be->pooled(be, g, p->kv)
+					   : p->kv == DG_KV_BLOCK ? be->to_blocks(be, exact[p->group])
+								  : exact[p->group];
+			m = meta_new(groups[p->group], be->select(be, g, scores, &in->budget));
 			if (scores != exact[p->group])
-				free(scores);
+				be->scores_free(be, scores);
 		}
 		in->fresh = m;
 		in->meta_s += dg_now() - t0 + group_s[p->group] + (p->score == DG_SCORE_EXACT ? exact_s : 0);
 	}
 	for (int b = 0; b < nq; b++)
-		meta_unref(qmeta[b]);
+		meta_unref(be, qmeta[b]);
 	for (int gk = 0; gk < DG_GROUP_COUNT; gk++) {
-		free(exact[gk]);
-		groups_unref(groups[gk]);
+		be->scores_free(be, exact[gk]);
+		groups_unref(be, groups[gk]);
 	}
 }
 
@@ -285,15 +217,14 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 {
 	const dg_trace_meta *tm = &c->t->meta;
 	const dg_schedule *sc = &c->o->schedule;
-	int n = c->n, d = c->d, step = tm->step_index[s];
-	size_t nd = (size_t)n * d;
+	dg_backend *be = c->be;
+	int step = tm->step_index[s];
 	dg_trace *t = (dg_trace *)c->t;
 	if (dg_trace_read(t, DG_QKV_Q, s, l, h, c->q) || dg_trace_read(t, DG_QKV_K, s, l, h, c->k) ||
 	    dg_trace_read(t, DG_QKV_V, s, l, h, c->v))
 		return -1;
-	double t0 = dg_now();
-	dg_attn_dense(c->q, c->k, c->v, n, n, d, c->o_ref, c->lse);
-	double dense_s = dg_now() - t0;
+	be->load(be, c->q, c->k, c->v);
+	double dense_s = be->dense(be);
 	c->dense_s += dense_s;
 
 	bool dense_layer = dg_schedule_dense_layer(sc, tm->layer_index[l]);
@@ -316,68 +247,44 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 	}
 	make_metadata(c);
 
-	dg_metrics dense_m;
-	dg_metrics_compute(c->o_ref, c->o_ref, nd, NULL, n, &dense_m);
+	const dg_metrics exact_m = { 0, 0, 1, INFINITY, 1, 1 }; /* a dense output */
 	for (int i = 0; i < c->ninst; i++) {
 		instance *in = &c->inst[i];
 		const dg_policy *p = in->p;
+		bool cached = p->residual == DG_RESIDUAL_CACHED;
 		if (in->fresh && p->refresh == DG_REFRESH_ANCHOR) {
-			meta_unref(in->meta);
+			/* an anchor: new metadata, and R = O_dense - O_sparse with its own selection */
+			meta_unref(be, in->meta);
 			in->meta = in->fresh;
 			in->meta_step = step;
 			in->fresh = NULL;
-			free(in->residual);
-			in->residual = NULL;
-			if (p->residual == DG_RESIDUAL_CACHED) {
-				/* R = O_dense - O_sparse with the anchor's own selection */
-				dg_attn_sparse(c->q, c->k, c->v, n, d, &in->meta->groups->g, &in->meta->sel,
-					       NULL, NULL, c->o_sp, NULL);
-				in->residual = dg_malloc(nd * sizeof(float));
-				for (size_t e = 0; e < nd; e++)
-					in->residual[e] = c->o_ref[e] - c->o_sp[e];
-			}
+			if (cached)
+				be->attend(be, in->meta->groups->g, in->meta->sel, NULL, &in->residual, NULL, NULL);
 		}
-		if (in->dense_out && p->refresh == DG_REFRESH_STEP && in->fresh) {
+		if (in->dense_out && p->refresh == DG_REFRESH_STEP && in->fresh)
 			/* warm-up step of an oracle with residual: keep R for the next step */
-			dg_attn_sparse(c->q, c->k, c->v, n, d, &in->fresh->groups->g, &in->fresh->sel, NULL,
-				       NULL, c->o_sp, NULL);
-			if (!in->residual)
-				in->residual = dg_malloc(nd * sizeof(float));
-			for (size_t e = 0; e < nd; e++)
-				in->residual[e] = c->o_ref[e] - c->o_sp[e];
-		}
+			be->attend(be, in->fresh->groups->g, in->fresh->sel, NULL, &in->residual, NULL, NULL);
 		if (in->dense_out) {
-			meta_unref(in->fresh);
-			emit(c, in, s, l, h, 1.0, &dense_m, 0, 1e3 * dense_s);
+			meta_unref(be, in->fresh);
+			emit(c, in, s, l, h, 1.0, &exact_m, 0, 1e3 * dense_s);
 			in->attn_s += dense_s;
 			continue;
 		}
-		const shared_meta *m = p->refresh == DG_REFRESH_STEP ? in->fresh : in->meta;
-		const float *res = p->residual == DG_RESIDUAL_CACHED ? in->residual : NULL;
-		double a0 = dg_now();
-		int64_t pairs;
-		if (p->refresh == DG_REFRESH_STEP && p->residual == DG_RESIDUAL_CACHED) {
-			/* output O_sparse + R(previous step); then R = O_dense - O_sparse of this step */
-			pairs = dg_attn_sparse(c->q, c->k, c->v, n, d, &m->groups->g, &m->sel, NULL, c->lse,
-					       c->o_sp, c->mass);
-			for (size_t e = 0; e < nd; e++)
-				c->out[e] = c->o_sp[e] + (res ? res[e] : 0.0f);
-			if (!in->residual)
-				in->residual = dg_malloc(nd * sizeof(float));
-			for (size_t e = 0; e < nd; e++)
-				in->residual[e] = c->o_ref[e] - c->o_sp[e];
-		} else {
-			pairs = dg_attn_sparse(c->q, c->k, c->v, n, d, &m->groups->g, &m->sel, res, c->lse,
-					       c->out, c->mass);
-		}
-		double attn_s = dg_now() - a0;
-		in->attn_s += attn_s;
 		dg_metrics met;
-		dg_metrics_compute(c->o_ref, c->out, nd, c->mass, n, &met);
+		double attn_s;
+		int64_t pairs;
+		if (p->refresh == DG_REFRESH_STEP) {
+			/* output O_sparse + R(previous step); R becomes this step's O_dense - O_sparse */
+			pairs = be->attend(be, in->fresh->groups->g, in->fresh->sel, cached ? in->residual : NULL,
+					   cached ? &in->residual : NULL, &met, &attn_s);
+			meta_unref(be, in->fresh);
+		} else {
+			pairs = be->attend(be, in->meta->groups->g, in->meta->sel, cached ? in->residual : NULL,
+					   NULL, &met, &attn_s);
+		}
+		in->attn_s += attn_s;
 		int staleness = p->refresh == DG_REFRESH_STEP ? 0 : step - in->meta_step;
-		emit(c, in, s, l, h, (double)pairs / ((double)n * n), &met, staleness, 1e3 * attn_s);
-		if (p->refresh == DG_REFRESH_STEP)
-			meta_unref(in->fresh);
+		emit(c, in, s, l, h, (double)pairs / ((double)c->n * c->n), &met, staleness, 1e3 * attn_s);
 	}
 	return ferror(c->csv) ? dg_error("%s: write error", c->o->out_dir) : 0;
 }
@@ -399,8 +306,8 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 	cJSON_AddStringToObject(root, "dsgap_version", DG_VERSION);
 	cJSON_AddStringToObject(root, "git_commit", dg_git_commit());
 	cJSON_AddStringToObject(root, "date", date);
-	cJSON_AddStringToObject(root, "device", dg_cpu_name());
-	cJSON_AddStringToObject(root, "backend", "cpu");
+	cJSON_AddStringToObject(root, "device", c->be->device);
+	cJSON_AddStringToObject(root, "backend", c->be->name);
 	cJSON_AddNumberToObject(root, "threads", omp_get_max_threads());
 	if (o->command_line)
 		cJSON_AddStringToObject(root, "command", o->command_line);
@@ -525,14 +432,14 @@ int dg_replay(const dg_replay_opts *opt)
 
 	replay_ctx c = { .t = &t, .o = &o, .n = t.meta.tokens, .d = t.meta.head_dim, .csv = csv.f };
 	size_t nd = (size_t)c.n * c.d;
+	c.be = o.device && !strcmp(o.device, "gpu") ? dg_backend_gpu(c.n, c.d) : dg_backend_cpu(c.n, c.d);
+	if (!c.be) {
+		dg_out_abort(&csv);
+		goto out_paths;
+	}
 	c.q = dg_malloc(nd * sizeof(float));
 	c.k = dg_malloc(nd * sizeof(float));
 	c.v = dg_malloc(nd * sizeof(float));
-	c.o_ref = dg_alloc_poisoned(nd);
-	c.lse = dg_alloc_poisoned(c.n);
-	c.o_sp = dg_alloc_poisoned(nd);
-	c.out = dg_alloc_poisoned(nd);
-	c.mass = dg_alloc_poisoned(c.n);
 	c.ninst = o.npolicies * o.ndensities;
 	c.inst = dg_calloc(c.ninst, sizeof *c.inst);
 	for (int p = 0, i = 0; p < o.npolicies; p++)
@@ -543,7 +450,6 @@ int dg_replay(const dg_replay_opts *opt)
 			in->budget = (dg_budget){ in->p->kv, in->p->budget, in->rho, in->p->topp,
 						  in->p->sink_lo, in->p->sink_hi };
 		}
-	dg_attn_init_threads();
 	char date[32];
 	dg_utc_now(date, sizeof date);
 	double start = dg_now();
@@ -557,9 +463,9 @@ int dg_replay(const dg_replay_opts *opt)
 					progress(start, ++done, total);
 			}
 			for (int i = 0; i < c.ninst; i++) {
-				meta_unref(c.inst[i].meta);
+				meta_unref(c.be, c.inst[i].meta);
 				c.inst[i].meta = NULL;
-				free(c.inst[i].residual);
+				c.be->vec_free(c.be, c.inst[i].residual);
 				c.inst[i].residual = NULL;
 			}
 		}
@@ -582,12 +488,8 @@ int dg_replay(const dg_replay_opts *opt)
 	free(c.q);
 	free(c.k);
 	free(c.v);
-	free(c.o_ref);
-	free(c.lse);
-	free(c.o_sp);
-	free(c.out);
-	free(c.mass);
 	free(c.inst);
+	c.be->destroy(c.be);
 out_paths:
 	if (rc && made_dir)
 		rmdir(o.out_dir);

@@ -26,6 +26,7 @@ typedef struct {
 	double *densities;
 	int ndensities;
 	dg_schedule schedule;
+	const char *device;       /* "cpu" (default) or "gpu" */
 	bool progress;            /* progress line with ETA on stderr */
 	const char *command_line; /* recorded in run.json */
 } dg_replay_opts;

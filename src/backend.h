@@ -1,0 +1,67 @@
+/*
+ * backend.h: where the replay engine computes: the CPU (backend_cpu.c, the reference) or the GPU
+ * (backend_gpu.c, kernels/). The policy logic lives once, in replay.c; a backend only provides
+ * these primitives on one loaded (step, layer, head) unit of n tokens and head_dim d.
+ *
+ * Groupings, scores, selections and residuals are opaque handles that live where the backend
+ * computes (host memory or device memory); replay.c only passes them around and frees them.
+ */
+#ifndef DG_BACKEND_H
+#define DG_BACKEND_H
+
+#include <stdint.h>
+
+#include "metrics.h"
+#include "policy.h"
+#include "select.h"
+
+typedef struct dg_backend dg_backend;
+typedef struct dg_bgroups dg_bgroups; /* a grouping of the unit's queries */
+typedef struct dg_bscores dg_bscores; /* (ngroups, cols) key or block scores */
+typedef struct dg_bsel dg_bsel;       /* key lists per group */
+typedef struct dg_bvec dg_bvec;       /* (n, d) fp32, e.g. a residual */
+
+struct dg_backend {
+	const char *name;  /* "cpu" or "gpu" */
+	char device[192];  /* what it runs on, for run.json */
+	int n, d;
+	void *impl;
+	/* Load the unit's Q, K, V (host, (n, d) each). */
+	void (*load)(dg_backend *, const float *q, const float *k, const float *v);
+	/* Dense attention of the loaded unit: the reference O and its LSE. Returns seconds. */
+	double (*dense)(dg_backend *);
+	/* Group the loaded unit's queries (groups.h). NULL after reporting on failure. */
+	dg_bgroups *(*groups)(dg_backend *, dg_group_kind, const int grid[3], int text_tokens);
+	/* Exact scores (select.h) of nacc groupings in one pass over the probabilities, into
+	 * scores[a]; and per-query selections (the oracle) for the nq budgets into qsel[b]. */
+	void (*exact)(dg_backend *, dg_bgroups *const *groups, dg_bscores **scores, int nacc,
+		      const dg_budget *const *qbudgets, dg_bsel **qsel, int nq);
+	/* Pooled scores of a grouping, for kv=token or kv=block. */
+	dg_bscores *(*pooled)(dg_backend *, dg_bgroups *, dg_kv_kind);
+	/* Block sums of token scores. */
+	dg_bscores *(*to_blocks)(dg_backend *, const dg_bscores *);
+	/* Per-group key lists from scores under a budget. */
+	dg_bsel *(*select)(dg_backend *, const dg_bgroups *, const dg_bscores *, const dg_budget *);
+	/*
+	 * Sparse attention of the loaded unit with a selection: out = sparse + residual (NULL: none).
+	 * new_residual (or NULL): receives O_ref - sparse, allocated when *new_residual is NULL.
+	 * m (or NULL): metrics of out against O_ref, with the retained mass. seconds: attention time.
+	 * Returns the computed (query, key) pairs.
+	 */
+	int64_t (*attend)(dg_backend *, const dg_bgroups *, const dg_bsel *, const dg_bvec *residual,
+			  dg_bvec **new_residual, dg_metrics *m, double *seconds);
+	void (*groups_free)(dg_backend *, dg_bgroups *);
+	void (*scores_free)(dg_backend *, dg_bscores *);
+	void (*sel_free)(dg_backend *, dg_bsel *);
+	void (*vec_free)(dg_backend *, dg_bvec *);
+	void (*destroy)(dg_backend *);
+};
+
+dg_backend *dg_backend_cpu(int n, int d);
+/* The GPU backend, or NULL after one line saying why (no CUDA in this build, no device, head_dim
+ * other than 64 or 128). */
+dg_backend *dg_backend_gpu(int n, int d);
+/* Whether this build has the GPU backend and a device answers (no message). */
+int dg_backend_gpu_available(void);
+
+#endif

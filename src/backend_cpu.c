@@ -1,0 +1,248 @@
+/*
+ * backend_cpu.c: the CPU backend of the replay engine: the reference implementation of every
+ * primitive of backend.h, on host memory, through attention.c, groups.c, select.c and metrics.c.
+ */
+#include "backend.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "groups.h"
+#include "util.h"
+
+struct dg_bgroups {
+	dg_groups g;
+};
+struct dg_bscores {
+	int rows, cols;
+	float *s; /* (rows, cols) */
+};
+struct dg_bsel {
+	dg_selection s;
+};
+struct dg_bvec {
+	float *x; /* (n, d) */
+};
+
+typedef struct {
+	const float *q, *k, *v; /* the loaded unit (caller's buffers) */
+	float *o_ref, *lse, *o_sp, *out, *mass;
+} cpu;
+
+static void cpu_load(dg_backend *be, const float *q, const float *k, const float *v)
+{
+	cpu *c = be->impl;
+	c->q = q, c->k = k, c->v = v;
+}
+
+static double cpu_dense(dg_backend *be)
+{
+	cpu *c = be->impl;
+	double t0 = dg_now();
+	dg_attn_dense(c->q, c->k, c->v, be->n, be->n, be->d, c->o_ref, c->lse);
+	return dg_now() - t0;
+}
+
+static dg_bgroups *cpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
+{
+	cpu *c = be->impl;
+	dg_bgroups *g = dg_malloc(sizeof *g);
+	if (dg_groups_build(&g->g, kind, c->q, be->n, be->d, grid, text)) {
+		free(g);
+		return NULL;
+	}
+	return g;
+}
+
+static dg_bscores *scores_new(int rows, int cols)
+{
+	dg_bscores *s = dg_malloc(sizeof *s);
+	s->rows = rows, s->cols = cols;
+	s->s = dg_malloc((size_t)rows * cols * sizeof(float));
+	return s;
+}
+
+/* per-query selections, streamed from the exact probability rows */
+typedef struct {
+	int n, nb;
+	const dg_budget *const *budgets;
+	int ***rows, **counts;
+	void **work;
+	int **buf;
+} query_select;
+
+static void query_select_row(void *ctx, int i, const float *p)
+{
+	query_select *qs = ctx;
+	int t = omp_get_thread_num();
+	for (int b = 0; b < qs->nb; b++) {
+		int c = dg_select_row(p, qs->n, qs->budgets[b], qs->buf[t], qs->work[t]);
+		qs->counts[b][i] = c;
+		qs->rows[b][i] = memcpy(dg_malloc((size_t)c * sizeof(int)), qs->buf[t], (size_t)c * sizeof(int));
+	}
+}
+
+static void cpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **scores, int nacc,
+		      const dg_budget *const *qb, dg_bsel **qsel, int nq)
+{
+	cpu *c = be->impl;
+	int n = be->n, threads = omp_get_max_threads();
+	dg_score_acc *acc = dg_malloc((size_t)(nacc ? nacc : 1) * sizeof *acc);
+	for (int a = 0; a < nacc; a++) {
+		scores[a] = scores_new(groups[a]->g.ngroups, n);
+		acc[a] = (dg_score_acc){ &groups[a]->g, scores[a]->s };
+	}
+	query_select qs = { .n = n, .nb = nq, .budgets = qb };
+	if (nq) {
+		qs.rows = dg_malloc(nq * sizeof(int **));
+		qs.counts = dg_malloc(nq * sizeof(int *));
+		for (int b = 0; b < nq; b++) {
+			qs.rows[b] = dg_malloc((size_t)n * sizeof(int *));
+			qs.counts[b] = dg_malloc((size_t)n * sizeof(int));
+		}
+		qs.work = dg_malloc(threads * sizeof(void *));
+		qs.buf = dg_malloc(threads * sizeof(int *));
+		for (int t = 0; t < threads; t++) {
+			qs.work[t] = dg_malloc(dg_select_work_size(n));
+			qs.buf[t] = dg_malloc((size_t)n * sizeof(int));
+		}
+	}
+	dg_scores_exact(c->q, c->k, c->lse, n, be->d, acc, nacc, nq ? query_select_row : NULL, &qs);
+	for (int b = 0; b < nq; b++) {
+		dg_selection *s = &(qsel[b] = dg_malloc(sizeof(dg_bsel)))->s;
+		s->ngroups = n;
+		s->off = dg_malloc((size_t)(n + 1) * sizeof(int64_t));
+		s->off[0] = 0;
+		for (int i = 0; i < n; i++)
+			s->off[i + 1] = s->off[i] + qs.counts[b][i];
+		s->idx = dg_malloc((size_t)s->off[n] * sizeof(int));
+		for (int i = 0; i < n; i++) {
+			memcpy(s->idx + s->off[i], qs.rows[b][i], (size_t)qs.counts[b][i] * sizeof(int));
+			free(qs.rows[b][i]);
+		}
+		free(qs.rows[b]);
+		free(qs.counts[b]);
+	}
+	if (nq) {
+		for (int t = 0; t < threads; t++) {
+			free(qs.work[t]);
+			free(qs.buf[t]);
+		}
+		free(qs.work), free(qs.buf), free(qs.rows), free(qs.counts);
+	}
+	free(acc);
+}
+
+static dg_bscores *cpu_pooled(dg_backend *be, dg_bgroups *g, dg_kv_kind kv)
+{
+	cpu *c = be->impl;
+	int cols = kv == DG_KV_BLOCK ? (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : be->n;
+	dg_bscores *s = scores_new(g->g.ngroups, cols);
+	dg_scores_pooled(c->q, c->k, be->n, be->d, &g->g, kv, s->s);
+	return s;
+}
+
+static dg_bscores *cpu_to_blocks(dg_backend *be, const dg_bscores *t)
+{
+	dg_bscores *s = scores_new(t->rows, (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE);
+	dg_scores_to_blocks(t->s, t->rows, be->n, s->s);
+	return s;
+}
+
+static dg_bsel *cpu_select(dg_backend *be, const dg_bgroups *g, const dg_bscores *s, const dg_budget *b)
+{
+	dg_bsel *sel = dg_malloc(sizeof *sel);
+	dg_select_groups(&sel->s, s->s, g->g.ngroups, be->n, b);
+	return sel;
+}
+
+static int64_t cpu_attend(dg_backend *be, const dg_bgroups *g, const dg_bsel *sel,
+			  const dg_bvec *residual, dg_bvec **new_residual, dg_metrics *m, double *seconds)
+{
+	cpu *c = be->impl;
+	size_t nd = (size_t)be->n * be->d;
+	double t0 = dg_now();
+	int64_t pairs;
+	if (new_residual) {
+		/* O_sparse first: the new residual needs it without the old residual */
+		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &sel->s, NULL, c->lse,
+				       c->o_sp, c->mass);
+		for (size_t e = 0; e < nd; e++)
+			c->out[e] = c->o_sp[e] + (residual ? residual->x[e] : 0.0f);
+	} else {
+		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &sel->s,
+				       residual ? residual->x : NULL, c->lse, c->out, c->mass);
+	}
+	if (seconds)
+		*seconds = dg_now() - t0;
+	if (m)
+		dg_metrics_compute(c->o_ref, c->out, nd, c->mass, be->n, m);
+	if (new_residual) {
+		if (!*new_residual) {
+			*new_residual = dg_malloc(sizeof(dg_bvec));
+			(*new_residual)->x = dg_malloc(nd * sizeof(float));
+		}
+		for (size_t e = 0; e < nd; e++)
+			(*new_residual)->x[e] = c->o_ref[e] - c->o_sp[e];
+	}
+	return pairs;
+}
+
+static void cpu_groups_free(dg_backend *be, dg_bgroups *g)
+{
+	if (g)
+		dg_groups_free(&g->g);
+	free(g);
+}
+
+static void cpu_scores_free(dg_backend *be, dg_bscores *s)
+{
+	if (s)
+		free(s->s);
+	free(s);
+}
+
+static void cpu_sel_free(dg_backend *be, dg_bsel *s)
+{
+	if (s)
+		dg_selection_free(&s->s);
+	free(s);
+}
+
+static void cpu_vec_free(dg_backend *be, dg_bvec *v)
+{
+	if (v)
+		free(v->x);
+	free(v);
+}
+
+static void cpu_destroy(dg_backend *be)
+{
+	cpu *c = be->impl;
+	free(c->o_ref), free(c->lse), free(c->o_sp), free(c->out), free(c->mass);
+	free(c);
+	free(be);
+}
+
+dg_backend *dg_backend_cpu(int n, int d)
+{
+	dg_backend *be = dg_calloc(1, sizeof *be);
+	cpu *c = dg_calloc(1, sizeof *c);
+	size_t nd = (size_t)n * d;
+	c->o_ref = dg_alloc_poisoned(nd);
+	c->lse = dg_alloc_poisoned(n);
+	c->o_sp = dg_alloc_poisoned(nd);
+	c->out = dg_alloc_poisoned(nd);
+	c->mass = dg_alloc_poisoned(n);
+	*be = (dg_backend){ .name = "cpu", .n = n, .d = d, .impl = c, .load = cpu_load,
+			    .dense = cpu_dense, .groups = cpu_groups, .exact = cpu_exact,
+			    .pooled = cpu_pooled, .to_blocks = cpu_to_blocks, .select = cpu_select,
+			    .attend = cpu_attend, .groups_free = cpu_groups_free,
+			    .scores_free = cpu_scores_free, .sel_free = cpu_sel_free,
+			    .vec_free = cpu_vec_free, .destroy = cpu_destroy };
+	snprintf(be->device, sizeof be->device, "%s", dg_cpu_name());
+	dg_attn_init_threads();
+	return be;
+}

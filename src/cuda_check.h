@@ -1,0 +1,24 @@
+/*
+ * cuda_check.h: fatal checks of CUDA runtime and cuBLAS calls (DESIGN §11): print the statement,
+ * the function and file:line, then exit. For C code calling the CUDA runtime API.
+ */
+#ifndef DG_CUDA_CHECK_H
+#define DG_CUDA_CHECK_H
+
+#include <cuda_runtime_api.h>
+
+#include "util.h"
+
+#define CUDA_CHECK(stmt) do { \
+	cudaError_t e_ = (stmt); \
+	if (e_ != cudaSuccess) \
+		dg_die("%s: %s (%s at %s:%d)", #stmt, cudaGetErrorString(e_), __func__, __FILE__, __LINE__); \
+} while (0)
+
+#define KERNEL_CHECK(stmt) do { \
+	if ((stmt) != 0) \
+		dg_die("%s failed (%s at %s:%d)", #stmt, __func__, __FILE__, __LINE__); \
+	CUDA_CHECK(cudaGetLastError()); \
+} while (0)
+
+#endif

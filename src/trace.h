@@ -48,13 +48,15 @@ typedef struct {
 	uint16_t *scratch;   /* (tokens, head_dim) */
 	long long file_size; /* bytes on disk */
 	const char *dtype;   /* "bf16", "f16" or "f32" */
+	hid_t mem_type;      /* what H5Dread converts to: the file's bf16 type (raw) or native float */
 } dg_trace;
 
 /* Open and validate PATH: format attribute, version, every dataset present with the right rank,
  * consistent shapes and a floating-point type. */
 int dg_trace_open(dg_trace *t, const char *path);
 /* Read one unit of Q, K or V into out (tokens, head_dim) as float32. Rejects NaN/Inf with an error
- * naming the file, dataset and unit. s, l, h are positions in the file (0-based), not indices. */
+ * naming the file, dataset and unit. s, l, h are positions in the file (0-based), not indices;
+ * errors name the unit by the trace's own indices (/step_index, /layer_index, /head_index). */
 int dg_trace_read(dg_trace *t, dg_qkv which, int s, int l, int h, float *out);
 void dg_trace_close(dg_trace *t);
 
@@ -64,14 +66,16 @@ typedef struct {
 	dg_trace_meta meta; /* copy */
 	hid_t file;
 	hid_t dset[DG_QKV_COUNT];
-	uint16_t *scratch;
+	hid_t bf16;             /* dsgap's bf16 file type, also the memory type of every write */
+	uint16_t *scratch;      /* (tokens, head_dim) */
+	unsigned char *written; /* (3, steps, layers, heads): finish refuses a trace with holes */
 } dg_trace_writer;
 
 /* Create the file with every dataset and attribute of meta (copied). */
 int dg_trace_writer_open(dg_trace_writer *w, const char *path, const dg_trace_meta *meta);
 /* Write one unit (tokens, head_dim) as bf16 (round to nearest even). */
 int dg_trace_writer_put(dg_trace_writer *w, dg_qkv which, int s, int l, int h, const float *data);
-/* Close and rename to the final path. */
+/* Check every unit was put, close and rename to the final path. */
 int dg_trace_writer_finish(dg_trace_writer *w);
 /* Close and remove the temporary file. */
 void dg_trace_writer_abort(dg_trace_writer *w);

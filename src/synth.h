@@ -1,0 +1,45 @@
+/*
+ * synth.h: structured synthetic traces, for tests and for the demo when no captured trace is at hand.
+ *   dsgap synth --out T.h5 [--grid FxHxW] [--heads H] [--head-dim D] [--layers L] [--steps S] [--seed X]
+ *
+ * Tokens are a latent grid of frames x height x width (no text tokens). Each (layer, head) is one of
+ * four kinds, cycling with head + layer, so every layer holds every kind when heads >= 4:
+ *   local    attention decays with the 3D distance of token positions (random Fourier features of
+ *            (f, y, x), like RoPE): top 15% of keys hold about 0.85-0.9 of each query's mass
+ *   frame    features of (y, x) only: a query attends to its own spatial position in every frame
+ *   sink     2-4 global sink tokens that every query attends to strongly (about 0.6-0.8 of the mass)
+ *   diffuse  near-uniform attention (top 15% of keys hold about 0.2-0.3)
+ * On top of every kind, content: per-token latent vectors shared by all heads (a smooth field in
+ * position plus a per-token part), projected by per-head matrices into Q, K and V. V is a smooth
+ * function of position plus content. The latents drift slowly across steps (an AR(1) process,
+ * z_s = sqrt(1 - 0.03) z_{s-1} + sqrt(0.03) noise), so consecutive steps are similar, not identical.
+ * Steps are the first S steps (step_index 0..S-1) of a 50-step flow-matching schedule with shift 5:
+ * t = 1 - i/50, sigma = 5t / (1 + 4t), timestep = 1000 sigma. Each (layer, head) is generated from
+ * its own stream of gsl_rng_mt19937 derived from the seed, the latents from another.
+ */
+#ifndef DG_SYNTH_H
+#define DG_SYNTH_H
+
+typedef enum { DG_SYNTH_LOCAL, DG_SYNTH_FRAME, DG_SYNTH_SINK, DG_SYNTH_DIFFUSE, DG_SYNTH_KIND_COUNT } dg_synth_kind;
+const char *dg_synth_kind_name(dg_synth_kind kind); /* "local", "frame", "sink", "diffuse" */
+dg_synth_kind dg_synth_head_kind(int layer, int head);
+
+#define DG_SYNTH_SCHEDULE_STEPS 50
+#define DG_SYNTH_SHIFT 5.0
+
+typedef struct {
+	int grid[3]; /* frames, height, width in tokens: default 4x16x16, at most 131072 tokens */
+	int heads;   /* default 4, 1..128 */
+	int head_dim; /* default 64, 32..256 */
+	int layers;  /* default 2, 1..128 */
+	int steps;   /* default 8, 1..50 */
+	unsigned long seed; /* default 1 */
+} dg_synth_opts;
+
+void dg_synth_defaults(dg_synth_opts *o);
+/* Check the options: one-line error and -1 if one is out of range. */
+int dg_synth_check(const dg_synth_opts *o);
+/* Write the trace to out_path (atomically: a temporary name renamed at the end). */
+int dg_synth(const dg_synth_opts *o, const char *out_path);
+
+#endif

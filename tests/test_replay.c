@@ -362,8 +362,11 @@ int main(void)
 	CHECKF(bad == 0 && checked > 0, "every metric of %d rows agrees with fp64 to 1e-4 (%d bad)", checked, bad);
 	CHECKF(ties * 20 < checked, "near-tie rows skipped are rare (%d of %d)", ties, checked + ties);
 	dg_trace_close(&t);
+	free(q), free(k), free(v), free(u.P), free(u.O), free(os), free(out64), free(mass), free(sel);
+	free(rows);
 	char cmd[512];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	free(trace), free(out), free(csv);
 	if (system(cmd))
 		return 1;
 	return test_report();

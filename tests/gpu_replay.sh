@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# gpu_replay.sh: the GPU replay's metrics.csv against the CPU replay's on the same traces: the same
+# rows, the same selections (identical effective density) and every metric within 1e-3 relative
+# (DESIGN §9; issue 3). Skips (77) without a CUDA build or device.
+# Run: ctest -R gpu_replay (needs $DSGAP).
+set -u
+: "${DSGAP:?set DSGAP to the dsgap binary}"
+tmp=$(mktemp -d /tmp/dsgap-gpu-replay-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+"$DSGAP" synth --out "$tmp/probe.h5" --grid 1x1x130 --heads 1 --layers 1 --steps 1 --head-dim 64 >/dev/null
+if ! "$DSGAP" replay "$tmp/probe.h5" --device gpu --policies dense --out "$tmp/probe" --quiet 2>"$tmp/err"; then
+  if grep -q -e "without CUDA" -e "no CUDA device" "$tmp/err"; then
+    echo "skipped: $(head -1 "$tmp/err")"; exit 77
+  fi
+  cat "$tmp/err"; exit 1
+fi
+fail=0
+# 1000 tokens (not a multiple of 128) at d=64 and 4100 tokens at d=128; every policy, two densities
+for shape in "2x20x25 64 3" "4x25x41 128 2"; do
+  set -- $shape
+  grid=$1 d=$2 heads=$3
+  "$DSGAP" synth --out "$tmp/t.h5" --grid "$grid" --heads "$heads" --layers 1 --steps 4 --head-dim "$d" --seed $RANDOM >/dev/null
+  for dev in cpu gpu; do
+    "$DSGAP" replay "$tmp/t.h5" --device $dev --policies all --density 0.1,0.25 --schedule warmup=1 \
+      --out "$tmp/$dev" --quiet || { echo "FAIL replay --device $dev"; fail=1; }
+  done
+  # join rows by (policy, density_target, step, layer, head); compare
+  if ! awk -F, -v shape="$grid d=$d" '
+    FNR == 1 { next }
+    NR == FNR { key = $1 FS $2 FS $4 FS $5 FS $6; for (i = 3; i <= 13; i++) cpu[key, i] = $i; n++; next }
+    {
+      key = $1 FS $2 FS $4 FS $5 FS $6; m++
+      if (!((key, 3) in cpu)) { print "missing on cpu: " key; bad++; next }
+      if ($3 != cpu[key, 3]) { print "density differs (selection): " key " " $3 " vs " cpu[key, 3]; sel++ }
+      for (i = 7; i <= 12; i++) {
+        a = $i; b = cpu[key, i]
+        if (a == "inf" || b == "inf") { if (a != b && (a + 0 < 120 && b + 0 < 120)) { print "psnr " key; bad++ }; continue }
+        d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b
+        if (d > 1e-3 * (s > 1e-3 ? s : 1e-3)) { if (bad < 10) print "metric " i " differs: " key " gpu " a " cpu " b; bad++ }
+      }
+      if ($13 != cpu[key, 13]) { print "staleness differs: " key; bad++ }
+    }
+    END {
+      printf "%s: %d rows; %d metric mismatches; %d selection differences\n", shape, m, bad, sel
+      exit (m != n || bad > 0 || sel > 0)
+    }' "$tmp/cpu/metrics.csv" "$tmp/gpu/metrics.csv"; then
+    fail=1
+  fi
+done
+[ $fail -eq 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
+exit $fail

@@ -28,14 +28,14 @@
 #include "trace.h"
 #include "util.h"
 
-#define LATENT 16       /* C: content latent dims per token */
-#define LATENT_FREQS 32 /* frequencies of the smooth part of the latents */
+#define LATENT 16         /* C: content latent dims per token */
+#define LATENT_FREQS 32   /* frequencies of the smooth part of the latents */
 #define LATENT_SMOOTH 0.6 /* share of the latents' variance that is smooth in position */
-#define LATENT_SCALE 3.0 /* lengthscale of the smooth part, tokens */
-#define DRIFT 0.03      /* per-step AR(1) innovation variance of the latents */
-#define CONTENT_RHO 0.2 /* correlation of the q and k content projections */
-#define V_FREQS 32      /* frequencies of v's positional field */
-#define V_SCALE 3.0     /* lengthscale of v's positional field, tokens */
+#define LATENT_SCALE 3.0  /* lengthscale of the smooth part, tokens */
+#define DRIFT 0.03        /* per-step AR(1) innovation variance of the latents */
+#define CONTENT_RHO 0.2   /* correlation of the q and k content projections */
+#define V_FREQS 32        /* frequencies of v's positional field */
+#define V_SCALE 3.0       /* lengthscale of v's positional field, tokens */
 #define MAX_TOKENS 131072
 
 /* beta: peak positional logit; lt, ls: temporal and spatial lengthscales (tokens); gamma: std of the
@@ -56,11 +56,16 @@ const char *dg_synth_kind_name(dg_synth_kind kind)
 	return kinds[kind].name;
 }
 
-dg_synth_kind dg_synth_head_kind(int layer, int head) { return (dg_synth_kind)((head + layer) % DG_SYNTH_KIND_COUNT); }
+dg_synth_kind dg_synth_head_kind(int layer, int head)
+{
+	return (dg_synth_kind)((head + layer) % DG_SYNTH_KIND_COUNT);
+}
 
 void dg_synth_defaults(dg_synth_opts *o)
 {
-	*o = (dg_synth_opts){ .grid = { 4, 16, 16 }, .heads = 4, .head_dim = 64, .layers = 2, .steps = 8, .seed = 1 };
+	*o = (dg_synth_opts){
+		.grid = { 4, 16, 16 }, .heads = 4, .head_dim = 64, .layers = 2, .steps = 8, .seed = 1,
+	};
 }
 
 int dg_synth_check(const dg_synth_opts *o)
@@ -255,7 +260,8 @@ static void head_init(head *hd, const dg_synth_opts *o, int layer, int h, int to
 	for (int i = 0; i < V_FREQS; i++)
 		phase[i] = 2 * M_PI * gsl_rng_uniform(r);
 	gsl_matrix *psi = gsl_matrix_alloc(tokens, 2 * V_FREQS), *b = gsl_matrix_alloc(d, 2 * V_FREQS);
-	fourier(gsl_matrix_submatrix(psi, 0, 0, tokens, 2 * V_FREQS), vfreq, phase, o->grid, sqrt(1.0 / V_FREQS));
+	fourier(gsl_matrix_submatrix(psi, 0, 0, tokens, 2 * V_FREQS), vfreq, phase, o->grid,
+		sqrt(1.0 / V_FREQS));
 	fill_gaussian(b, r, 0.8);
 	hd->vpos = gsl_matrix_alloc(tokens, d);
 	gsl_blas_dgemm(CblasNoTrans, CblasTrans, 1, psi, b, 0, hd->vpos);
@@ -369,7 +375,8 @@ static int write_units(dg_trace_writer *w, const dg_synth_opts *o, int tokens)
 	gsl_rng_set(r, o->seed);
 	latents lt;
 	latents_init(&lt, r, o->grid, tokens);
-	unit_buf b = { gsl_matrix_alloc(tokens, d), gsl_matrix_alloc(tokens, d), dg_malloc((size_t)tokens * d * sizeof(float)) };
+	unit_buf b = { gsl_matrix_alloc(tokens, d), gsl_matrix_alloc(tokens, d),
+		       dg_malloc((size_t)tokens * d * sizeof(float)) };
 	for (int s = 0; s < o->steps && !rc; s++) {
 		latents_step(&lt, r, s);
 		for (int l = 0; l < o->layers && !rc; l++)

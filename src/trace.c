@@ -1,7 +1,8 @@
 /*
  * trace.c: the dsgap trace file (DESIGN §6): a writer and a streaming reader on the HDF5 1.10 C API.
  * bf16 is an HDF5 custom float (h5py reads it as float32); dsgap writes and reads its raw 16-bit
- * words (memory type = file type, so no HDF5 conversion) and converts them itself. f16 and f32
+ * words (memory type = file type, so no HDF5 conversion) and converts them itself: HDF5 1.10.8's
+ * software conversion is slow and rounds ties away from zero, not to even. f16 and f32
  * traces (made with h5py, say) are read through HDF5's own conversion to native float.
  * The layout is in trace.h; tests/test_trace.c and tests/cli_trace.sh check it.
  */
@@ -290,14 +291,19 @@ static int read_meta(dg_trace *t)
 	m->sigma = dg_malloc(m->steps * sizeof(float));
 	m->layer_index = dg_malloc(m->layers * sizeof(int));
 	m->head_index = dg_malloc(m->heads * sizeof(int));
-	if (read_vector(path, t->file, "step_index", H5T_INTEGER, m->steps, "the steps of /q", H5T_NATIVE_INT, m->step_index) ||
-	    read_vector(path, t->file, "timestep", H5T_FLOAT, m->steps, "the steps of /q", H5T_NATIVE_FLOAT, m->timestep) ||
-	    read_vector(path, t->file, "sigma", H5T_FLOAT, m->steps, "the steps of /q", H5T_NATIVE_FLOAT, m->sigma) ||
-	    read_vector(path, t->file, "layer_index", H5T_INTEGER, m->layers, "the layers of /q", H5T_NATIVE_INT, m->layer_index) ||
-	    read_vector(path, t->file, "head_index", H5T_INTEGER, m->heads, "the heads of /q", H5T_NATIVE_INT, m->head_index) ||
-	    read_vector(path, t->file, "grid", H5T_INTEGER, 3, "frames, height, width", H5T_NATIVE_INT, m->grid) ||
-	    read_vector(path, t->file, "text_tokens", H5T_INTEGER, 0, "", H5T_NATIVE_INT, &m->text_tokens))
-		return -1;
+	const char *st = "the steps of /q";
+	struct { const char *name; H5T_class_t c; int n; const char *what; hid_t mt; void *out; } v[] = {
+		{ "step_index", H5T_INTEGER, m->steps, st, H5T_NATIVE_INT, m->step_index },
+		{ "timestep", H5T_FLOAT, m->steps, st, H5T_NATIVE_FLOAT, m->timestep },
+		{ "sigma", H5T_FLOAT, m->steps, st, H5T_NATIVE_FLOAT, m->sigma },
+		{ "layer_index", H5T_INTEGER, m->layers, "the layers of /q", H5T_NATIVE_INT, m->layer_index },
+		{ "head_index", H5T_INTEGER, m->heads, "the heads of /q", H5T_NATIVE_INT, m->head_index },
+		{ "grid", H5T_INTEGER, 3, "frames, height, width", H5T_NATIVE_INT, m->grid },
+		{ "text_tokens", H5T_INTEGER, 0, "", H5T_NATIVE_INT, &m->text_tokens },
+	};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		if (read_vector(path, t->file, v[i].name, v[i].c, v[i].n, v[i].what, v[i].mt, v[i].out))
+			return -1;
 	const int *g = m->grid;
 	if (g[0] < 1 || g[1] < 1 || g[2] < 1 || m->text_tokens < 0)
 		return dg_error("%s: bad /grid %dx%dx%d or /text_tokens %d", path, g[0], g[1], g[2], m->text_tokens);
@@ -579,17 +585,17 @@ static void writer_free(dg_trace_writer *w)
 int dg_trace_writer_finish(dg_trace_writer *w)
 {
 	const dg_trace_meta *m = &w->meta;
-	for (int q = 0; q < DG_QKV_COUNT; q++)
-		for (int s = 0; s < m->steps; s++)
-			for (int l = 0; l < m->layers; l++)
-				for (int h = 0; h < m->heads; h++)
-					if (!w->written[unit_id(m, q, s, l, h)]) {
-						dg_error("cannot write %s: /%s at step %d layer %d head %d was never written",
-							 w->path, qkv_names[q], m->step_index[s], m->layer_index[l],
-							 m->head_index[h]);
-						dg_trace_writer_abort(w);
-						return -1;
-					}
+	size_t units = (size_t)DG_QKV_COUNT * m->steps * m->layers * m->heads;
+	for (size_t u = 0; u < units; u++) {
+		if (w->written[u])
+			continue;
+		int h = u % m->heads, l = u / m->heads % m->layers, s = u / m->heads / m->layers % m->steps;
+		dg_error("cannot write %s: /%s at step %d layer %d head %d was never written", w->path,
+			 qkv_names[u / m->heads / m->layers / m->steps], m->step_index[s], m->layer_index[l],
+			 m->head_index[h]);
+		dg_trace_writer_abort(w);
+		return -1;
+	}
 	for (int i = 0; i < DG_QKV_COUNT; i++)
 		close_id(&w->dset[i], H5Dclose);
 	close_id(&w->bf16, H5Tclose);

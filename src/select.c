@@ -47,12 +47,6 @@ static int cmp_rank(const void *a, const void *b)
 	return before(a, b) ? -1 : before(b, a) ? 1 : 0;
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-	return (x > y) - (x < y);
-}
-
 /* Rearrange it[0..n) so that the k best (by `before`) come first, in any order. Quickselect with a
  * median-of-three pivot; O(n) expected. */
 static void select_best(item *it, int n, int k)
@@ -86,7 +80,7 @@ static void select_best(item *it, int n, int k)
 	}
 }
 
-size_t dg_select_work_size(int n) { return (size_t)n * sizeof(item); }
+size_t dg_select_work_size(int n) { return (size_t)n * (sizeof(item) + 1); }
 
 int dg_select_row(const float *score, int n, const dg_budget *b, int *out, void *work)
 {
@@ -127,26 +121,23 @@ int dg_select_row(const float *score, int n, const dg_budget *b, int *out, void 
 			keep = (int)((keep + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE * DG_KV_BLOCK_SIZE);
 		keep = keep < m ? keep : m;
 	}
-	int cnt = 0;
-	if (block) {
-		/* expand the kept blocks, then add sink keys not already inside them */
-		char *in = calloc((size_t)n, 1);
-		for (int t = 0; t < keep; t++)
-			for (int j = it[t].i * DG_KV_BLOCK_SIZE; j < n && j < (it[t].i + 1) * DG_KV_BLOCK_SIZE; j++)
-				in[j] = 1;
-		for (int j = lo; j < hi; j++)
+	/* mark the kept keys (blocks expanded, sinks added), then list them in ascending order */
+	unsigned char *in = (unsigned char *)(it + n);
+	memset(in, 0, (size_t)n);
+	for (int t = 0; t < keep; t++) {
+		if (!block) {
+			in[it[t].i] = 1;
+			continue;
+		}
+		for (int j = it[t].i * DG_KV_BLOCK_SIZE; j < n && j < (it[t].i + 1) * DG_KV_BLOCK_SIZE; j++)
 			in[j] = 1;
-		for (int j = 0; j < n; j++)
-			if (in[j])
-				out[cnt++] = j;
-		free(in);
-		return cnt;
 	}
 	for (int j = lo; j < hi; j++)
-		out[cnt++] = j;
-	for (int t = 0; t < keep; t++)
-		out[cnt++] = it[t].i;
-	qsort(out, cnt, sizeof *out, cmp_int);
+		in[j] = 1;
+	int cnt = 0;
+	for (int j = 0; j < n; j++)
+		if (in[j])
+			out[cnt++] = j;
 	return cnt;
 }
 

@@ -1,0 +1,36 @@
+/*
+ * bootstrap.h: 95% percentile bootstrap intervals that resample (layer, head) clusters with
+ * replacement (DESIGN §5), with GSL's mt19937 (gsl_rng) and quantiles (gsl_sort, gsl_stats).
+ *
+ * The statistic is any function of per-policy means E_p = sum_c w_c S_pc / sum_c w_c N_pc,
+ * where S_pc and N_pc are the sum of rel_l2 and the unit count of policy p in cluster c and
+ * w_c is the cluster's multiplicity in the replicate: all units of a cluster move together, and
+ * every policy sees the same resample (paired), so differences between policies are resampled
+ * as differences. Each call seeds a fresh generator with the given seed: an interval does not
+ * depend on which other intervals were computed before it.
+ */
+#ifndef DG_BOOTSTRAP_H
+#define DG_BOOTSTRAP_H
+
+/* E[n_pol] (NaN where a policy has no unit in the replicate) -> q[n_q] */
+typedef void (*dg_boot_stat_fn)(const double *E, double *q);
+
+typedef struct {
+	int n_pol, n_clusters;
+	const double *sum;   /* (n_pol, n_clusters) sum of rel_l2 per cluster */
+	const double *count; /* (n_pol, n_clusters) units per cluster */
+	const int *member;   /* (n_member) the clusters resampled (indices into the above) */
+	int n_member;
+} dg_boot_data;
+
+/*
+ * est: the statistic with each member once; lo, hi: the 2.5% and 97.5% quantiles of its finite
+ * values over boot replicates (NaN when none is finite, or when boot == 0). All (n_q).
+ */
+void dg_boot_stat(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, int boot,
+		  unsigned long seed, double *est, double *lo, double *hi);
+
+/* Percentile interval of the finite values of rep (n): sorts rep in place. */
+void dg_boot_percentile(double *rep, int n, double level, double *lo, double *hi);
+
+#endif

@@ -1,0 +1,251 @@
+#!/bin/bash
+# cli_decompose.sh: dsgap decompose and dsgap plot end to end on a metrics.csv + run.json written
+# here with awk (no trace needed): table formats and numbers (checked against awk's own means and
+# sums), figures (.dat .gp .png .pdf, re-rendered by gnuplot alone), reproducibility of the
+# bootstrap, and bad input: one line "dsgap: error: ..." naming file:line, a non-zero exit and
+# no partial output (no *.tmp.* files, no figures directory).
+#   DSGAP=build-cpu/dsgap bash tests/cli_decompose.sh
+set -eu
+: "${DSGAP:?set DSGAP to the dsgap binary}"
+dir=$(mktemp -d /tmp/dsgap-cli-decompose.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+passed=0
+failed=0
+
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+check() { # check DESCRIPTION COMMAND...
+	local d=$1
+	shift
+	if "$@"; then ok "$d"; else fail "$d"; fi
+}
+
+# expect_error DESCR WANT CMD...: non-zero exit, stderr one line "dsgap: error: ...WANT..."
+expect_error() {
+	local descr=$1 want=$2 rc=0
+	shift 2
+	"$@" >"$dir/stdout" 2>"$dir/stderr" || rc=$?
+	if [ "$rc" -ne 0 ] && [ "$(wc -l <"$dir/stderr")" -eq 1 ] &&
+		[ "$(head -c 14 "$dir/stderr")" = "dsgap: error: " ] && grep -qF -- "$want" "$dir/stderr"; then
+		ok "$descr: $(cat "$dir/stderr")"
+	else
+		fail "$descr (exit $rc, stderr: $(cat "$dir/stderr"))"
+	fi
+}
+
+# no_partial DIR: no temporary file or directory and no table or figure left in DIR
+no_partial() {
+	if [ -n "$(find "$1" -name '*.tmp.*')" ] || [ -e "$1/figures" ] ||
+		compgen -G "$1/decomposition.*" >/dev/null || compgen -G "$1/ablation.*" >/dev/null; then
+		fail "no partial output in $(basename "$1"): $(ls "$1")"
+	else
+		ok "no partial output in $(basename "$1")"
+	fi
+}
+
+# write_results DIR POLICIES...: warm-up 2 steps, layer 0 dense, layers 0-3, heads 0-2, steps 0-5,
+# densities 0.1 and 0.3; rel_l2 from a fixed awk generator (base error per policy, noise per unit)
+write_results() {
+	local out=$1
+	shift
+	mkdir -p "$out"
+	cat >"$out/run.json" <<'EOF'
+{
+  "schedule": {"warmup": 2, "anchors": [1], "dense_layers": [0]},
+  "densities": [0.1, 0.3],
+  "trace": {"path": "data/my_trace_#1.h5", "model": "wan-mini", "source": "synthetic"},
+  "git_commit": "0123abcd", "device": "cpu: test", "date": "2026-12-02T14:00:00Z",
+  "policies": [{"name": "est-block"}]
+}
+EOF
+	awk -v policies="$*" 'BEGIN {
+		srand(11)
+		print "policy,density_target,density,step,layer,head,rel_l1,rel_l2,cosine,psnr,mass_mean,mass_p5,staleness,time_ms"
+		n = split(policies, pol, " ")
+		split("dense 0 est-block 0.2 oracle-block 0.14 oracle-tile 0.1 oracle-pca 0.085 oracle 0.06 " \
+		      "oracle+res 0.02 baseline 0.22 mc-grouping 0.16 mc-selection 0.17 mc-residual 0.12 " \
+		      "mc-gs 0.11 mc-gr 0.08 mc-sr 0.09 mc-sparse 0.05 mc-sparse/budget=topp:0.9 0.045", kv, " ")
+		for (i = 1; i < 32; i += 2) base[kv[i]] = kv[i + 1]
+		for (i = 1; i <= n; i++) for (d = 1; d <= 2; d++) for (s = 0; s < 6; s++)
+		for (l = 0; l < 4; l++) for (h = 0; h < 3; h++) {
+			p = pol[i]; rho = d == 1 ? 0.1 : 0.3
+			dense = p == "dense" || s < 2 || l == 0
+			anchor = p ~ /^(baseline|mc-)/
+			st = anchor ? s - 1 : 0
+			e = dense ? 0 : base[p] * (0.15 / rho) ^ 0.7 * (1 + 0.1 * l) * (0.8 + 0.4 * rand())
+			m = dense ? 1 : 1 - e * (0.5 + rand())
+			printf "%s,%g,%g,%d,%d,%d,%.6g,%.6g,%.6g,%s,%.5g,%.5g,%d,%.3f\n", p, rho,
+				dense ? 1 : rho * 1.02, s, l, h, e * 1.1, e, 1 - e * e / 2,
+				dense ? "inf" : sprintf("%.3f", -20 * log(e) / log(10)), m, m - 0.05,
+				dense ? 0 : st, 0.5
+		}
+	}' >"$out/metrics.csv"
+}
+
+all="dense est-block oracle-block oracle-tile oracle-pca oracle oracle+res baseline mc-grouping
+mc-selection mc-residual mc-gs mc-gr mc-sr mc-sparse mc-sparse/budget=topp:0.9"
+r=$dir/r
+write_results "$r" $all
+
+# --- decompose -----------------------------------------------------------------------------------
+if $DSGAP decompose "$r" --boot 300 --seed 5 >"$dir/stdout" 2>"$dir/stderr" && [ ! -s "$dir/stderr" ]; then
+	ok "decompose exits 0 with nothing on stderr"
+else
+	fail "decompose: $(cat "$dir/stdout" "$dir/stderr")"
+fi
+check "decompose prints the sum checks" grep -q "sources sum to E(est-block) within" "$dir/stdout"
+for f in decomposition ablation; do
+	for ext in csv md tex; do
+		check "$f.$ext written" test -s "$r/$f.$ext"
+	done
+	check "$f.csv header" test "$(head -1 "$r/$f.csv")" = "density_target,layer,quantity,estimate,lo,hi,n_units,n_clusters"
+	check "$f.csv: 8 fields, numbers, lo <= hi, layer all or 1-3" awk -F, 'NR > 1 {
+		if (NF != 8 || $4 !~ /^-?[0-9.e+-]+$/ || $5 + 0 > $6 + 0) exit 1
+		if ($2 != "all" && ($2 < 1 || $2 > 3)) exit 1 }' "$r/$f.csv"
+	check "$f.tex: booktabs table with caption and label" bash -c "grep -q '\\\\begin{table}' '$r/$f.tex' &&
+		grep -q '\\\\toprule' '$r/$f.tex' && grep -q '\\\\caption{' '$r/$f.tex' && grep -q '\\\\label{tab:$f-0.1}' '$r/$f.tex'"
+	check "$f.tex escapes TeX specials of the trace path" grep -qF 'data/my\_trace\_\#1.h5' "$r/$f.tex"
+	check "$f.md caption: units, clusters, replicates, seed, trace" \
+		grep -qF "n = 36 post-warm-up units per policy in 9 (layer, head) clusters; 95% percentile bootstrap, 300 replicates, seed 5; trace data/my_trace_#1.h5" "$r/$f.md"
+done
+rows=$(awk -F, 'NR > 1' "$r/decomposition.csv" | wc -l)
+check "decomposition.csv: 2 densities x (all + 3 layers) x 12 quantities = 96 rows (got $rows)" test "$rows" -eq 96
+rows=$(awk -F, 'NR > 1' "$r/ablation.csv" | wc -l)
+check "ablation.csv: 2 densities x 4 scopes x 16 quantities = 128 rows (got $rows)" test "$rows" -eq 128
+check "decomposition.md names the sources and prints the check" bash -c \
+	"grep -q 'lost contributions = E(oracle)' '$r/decomposition.md' && grep -q '^Check: selection + grouping + lost' '$r/decomposition.md'"
+check "ablation.md: the 8 cells, Shapley shares, interactions" bash -c \
+	"grep -q '^| mc-gs | ✓ | ✓ |  |' '$r/ablation.md' && grep -q 'φ_R' '$r/ablation.md' && grep -q 'interaction I_GSR' '$r/ablation.md'"
+
+# E(est-block) of all layers at 0.1 against awk's own mean over post-warm-up units
+want=$(awk -F, '$1 == "est-block" && $2 == 0.1 && $4 >= 2 && $5 != 0 { s += $8; n++ } END { printf "%.10g", s / n }' "$r/metrics.csv")
+got=$(awk -F, '$1 == 0.1 && $2 == "all" && $3 == "E(est-block)" { print $4 }' "$r/decomposition.csv")
+check "E(est-block) at 0.1 is the mean over post-warm-up units ($got vs awk $want)" \
+	awk -v a="$got" -v b="$want" 'BEGIN { exit !(a - b < 1e-9 && b - a < 1e-9) }'
+check "every row: selection + grouping + lost = E(est-block)" awk -F, 'NR > 1 {
+		k = $1 "," $2; v[k, $3] = $4; keys[k] = 1 }
+	END { for (k in keys) { d = v[k, "selection"] + v[k, "grouping"] + v[k, "lost"] - v[k, "E(est-block)"]
+		if (d > 1e-9 || d < -1e-9) exit 1 } }' "$r/decomposition.csv"
+check "every row: shapley_G + shapley_S + shapley_R = total_reduction" awk -F, 'NR > 1 {
+		k = $1 "," $2; v[k, $3] = $4; keys[k] = 1 }
+	END { for (k in keys) { d = v[k, "shapley_G"] + v[k, "shapley_S"] + v[k, "shapley_R"] - v[k, "total_reduction"]
+		if (d > 1e-9 || d < -1e-9) exit 1 } }' "$r/ablation.csv"
+cp "$r/decomposition.csv" "$dir/first.csv"
+$DSGAP decompose "$r" --boot 300 --seed 5 >/dev/null
+check "the same seed reproduces the tables" cmp -s "$r/decomposition.csv" "$dir/first.csv"
+$DSGAP decompose "$r" --boot 300 --seed 6 >/dev/null
+check "another seed changes the intervals only" bash -c "! cmp -s '$r/decomposition.csv' '$dir/first.csv' &&
+	diff <(cut -d, -f1-4 '$r/decomposition.csv') <(cut -d, -f1-4 '$dir/first.csv') >/dev/null"
+check "decompose leaves no temporary file" test -z "$(find "$r" -name '*.tmp.*')"
+
+# --- plot ----------------------------------------------------------------------------------------
+figs="error_vs_density sources_per_layer ablation shapley error_vs_staleness mass_distribution"
+if $DSGAP plot "$r" --boot 200 >"$dir/stdout" 2>"$dir/stderr" && [ ! -s "$dir/stderr" ]; then
+	ok "plot exits 0 with nothing on stderr"
+else
+	fail "plot: $(cat "$dir/stdout" "$dir/stderr")"
+fi
+check "plot says where the figures are" grep -q "plot: 6 figures in $r/figures/" "$dir/stdout"
+check "figures/style.gp is the compiled-in style" grep -q "^set style line 1 " "$r/figures/style.gp"
+for f in $figs; do
+	check "$f: .dat .gp .png .pdf" test -s "$r/figures/$f.dat" -a -s "$r/figures/$f.gp" -a -s "$r/figures/$f.png" -a -s "$r/figures/$f.pdf"
+	check "$f.png is a PNG" test "$(head -c 8 "$r/figures/$f.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a"
+	check "$f.pdf is a PDF" test "$(head -c 5 "$r/figures/$f.pdf")" = "%PDF-"
+	check "$f.dat: provenance header (trace, commits, date) and numeric rows" bash -c "
+		grep -q '^# trace data/my_trace_#1.h5 (model wan-mini, source synthetic); metrics by commit 0123abcd on cpu: test, 2026-12-02T14:00:00Z' '$r/figures/$f.dat' &&
+		grep -q '^# made by dsgap plot' '$r/figures/$f.dat' &&
+		awk '!/^#/ && NF { if (\$1 !~ /^-?[0-9.e+-]+\$/) exit 1; n++ } END { exit !(n > 0) }' '$r/figures/$f.dat'"
+	check "$f.gp loads style.gp and sets both terminals" bash -c "grep -q \"^load 'style.gp'\" '$r/figures/$f.gp' &&
+		grep -q 'pdfcairo size' '$r/figures/$f.gp' && grep -q 'pngcairo size' '$r/figures/$f.gp'"
+done
+check "sources_per_layer is at the density closest to 0.15 (0.1)" grep -q "ρ} = 0.1'" "$r/figures/sources_per_layer.gp"
+check "sources_per_layer.dat: layers 1-3 and all, stacks sum to E(est-block)" awk '!/^#/ && NF {
+	n++; d = $3 + $4 + $5 - $6; if (d > 1e-6 || d < -1e-6) exit 1; last = $2 }
+	END { exit !(n == 4 && last == "all") }' "$r/figures/sources_per_layer.dat"
+if command -v gnuplot >/dev/null; then
+	rm "$r/figures/ablation.png" "$r/figures/ablation.pdf"
+	check "a .gp re-renders standalone inside figures/" bash -c "cd '$r/figures' && gnuplot ablation.gp 2>/dev/null &&
+		test -s ablation.png -a -s ablation.pdf"
+fi
+$DSGAP plot "$r" --density 0.3 --boot 0 >/dev/null 2>&1
+check "--density 0.3 picks that density" grep -q "ρ} = 0.3'" "$r/figures/ablation.gp"
+check "--boot 0: no error bars" bash -c "! grep -q yerror '$r/figures/error_vs_density.gp'"
+check "plot leaves no temporary directory" test -z "$(find "$dir" -name '*.tmp.*')"
+
+# a results directory with only the ladder: no ablation table, no factorial figures (warnings)
+write_results "$dir/ladder" dense est-block oracle-block oracle
+$DSGAP decompose "$dir/ladder" --boot 50 >/dev/null 2>"$dir/stderr"
+check "ladder only: decomposition written, ablation skipped with a warning" bash -c "test -s '$dir/ladder/decomposition.csv' &&
+	test ! -e '$dir/ladder/ablation.csv' && grep -q '^dsgap: warning: .*ablation' '$dir/stderr'"
+check "ladder only: optional rungs left out of the csv" bash -c "! grep -q 'pca_wins_back' '$dir/ladder/decomposition.csv'"
+$DSGAP plot "$dir/ladder" --boot 50 >/dev/null 2>"$dir/stderr"
+check "ladder only: factorial figures skipped with warnings" bash -c "test -s '$dir/ladder/figures/sources_per_layer.png' &&
+	test ! -e '$dir/ladder/figures/ablation.gp' && grep -q '^dsgap: warning: plot: ablation skipped' '$dir/stderr'"
+
+# --- bad input -----------------------------------------------------------------------------------
+expect_error "decompose: missing directory" "$dir/nope/run.json" $DSGAP decompose "$dir/nope"
+expect_error "plot: missing directory" "$dir/nope/run.json" $DSGAP plot "$dir/nope"
+
+bad=$dir/bad1
+write_results "$bad" est-block oracle-block oracle
+corrupt() { # corrupt FILE LINE FIELD VALUE
+	awk -F, -v OFS=, -v line="$2" -v field="$3" -v value="$4" 'NR == line { $field = value } 1' "$1" >"$1.new"
+	mv "$1.new" "$1"
+}
+corrupt "$bad/metrics.csv" 5 8 abc
+expect_error "decompose: malformed number" "$bad/metrics.csv:5: bad rel_l2 'abc'" $DSGAP decompose "$bad"
+no_partial "$bad"
+expect_error "plot: malformed number" "$bad/metrics.csv:5: bad rel_l2 'abc'" $DSGAP plot "$bad"
+no_partial "$bad"
+
+bad=$dir/bad2
+write_results "$bad" est-block oracle-block oracle
+sed -i '7s/,[^,]*$//' "$bad/metrics.csv"
+expect_error "decompose: a line with 13 fields" "$bad/metrics.csv:7: expected 14 fields, found 13" $DSGAP decompose "$bad"
+no_partial "$bad"
+
+bad=$dir/bad3
+write_results "$bad" est-block oracle-block oracle
+sed -i '1s/rel_l2/rel_l3/' "$bad/metrics.csv"
+expect_error "decompose: wrong header" "$bad/metrics.csv:1: not a dsgap metrics header" $DSGAP decompose "$bad"
+no_partial "$bad"
+
+bad=$dir/bad4
+write_results "$bad" est-block oracle-block oracle
+sed -i '2s/"anchors"/anchors/' "$bad/run.json"
+expect_error "decompose: invalid run.json" "$bad/run.json:2: invalid JSON" $DSGAP decompose "$bad"
+no_partial "$bad"
+
+bad=$dir/bad5
+write_results "$bad" est-block oracle-block oracle
+sed -n 9p "$bad/metrics.csv" >>"$bad/metrics.csv"
+expect_error "decompose: duplicate unit" "duplicate unit" $DSGAP decompose "$bad"
+no_partial "$bad"
+
+bad=$dir/bad6
+write_results "$bad" est-block oracle-block oracle
+sed -i '2s/^est-block,0.1,/est-block,nan,/' "$bad/metrics.csv"
+expect_error "decompose: NaN density_target" "$bad/metrics.csv:2: bad density_target 'nan'" $DSGAP decompose "$bad"
+no_partial "$bad"
+
+bad=$dir/bad7
+write_results "$bad" dense
+rc=0
+$DSGAP decompose "$bad" >/dev/null 2>"$dir/stderr" || rc=$?
+check "decompose: dense only is an error (nothing to decompose)" bash -c "test $rc -ne 0 && grep -q '^dsgap: error: decompose: .*nothing to decompose' '$dir/stderr'"
+rc=0
+$DSGAP plot "$bad" >/dev/null 2>"$dir/stderr" || rc=$?
+check "plot: dense only is an error (no figure)" bash -c "test $rc -ne 0 && grep -q '^dsgap: error: plot: .*no figure' '$dir/stderr'"
+no_partial "$bad"
+
+# a failed plot keeps the figures of an earlier run
+corrupt "$r/metrics.csv" 5 8 abc
+$DSGAP plot "$r" >/dev/null 2>&1 || true
+check "a failed plot leaves the older figures in place" test -s "$r/figures/ablation.png"
+
+expect_error "plot: a density not in the results" "no density_target 0.2 in" $DSGAP plot "$dir/ladder" --density 0.2
+expect_error "decompose: bad --boot" "bad --boot '-3'" $DSGAP decompose "$dir/ladder" --boot -3
+expect_error "plot: bad --density" "bad --density 'x'" $DSGAP plot "$dir/ladder" --density x
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

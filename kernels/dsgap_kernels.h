@@ -27,7 +27,8 @@ typedef struct CUstream_st *dg_stream;
 /*
  * Dense attention forward, one head per blockIdx.y slice: q,k,v (heads, n, d) bf16,
  * o (heads, n, d) bf16 or fp32 (o_f32 non-NULL selects fp32 output), lse (heads, n) fp32, natural
- * log of the softmax denominator of scale*q.k (scale = 1/sqrt(d)).
+ * log of the softmax denominator of scale*q.k (scale = 1/sqrt(d)); lse may be NULL. Any n >= 1
+ * (tail keys masked, tail query rows guarded). q, k, v 16-byte aligned.
  */
 int dg_flash_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 		 float *o_f32, uint16_t *o_bf16, float *lse, dg_stream stream);
@@ -37,13 +38,90 @@ int dg_flash_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int he
  * sidx[soff[g]..] (online softmax over tiles of gathered keys). Output o (heads, n, d) fp32 in the
  * ORIGINAL query order. Optional: residual (heads, n, d) fp32 added in the epilogue; lse_ref
  * (heads, n) dense LSE, with mass (heads, n) = sum over selected keys of exp(scale*q.k - lse_ref).
- * Per head h the group arrays are offset by h: perm + h*n, goff + h*(ngroups+1), soff likewise,
- * sidx indexes are relative to the head's own key rows.
+ * Per head h the group arrays are offset by h: perm + h*n, goff + h*(ngroups+1), soff likewise;
+ * soff values are absolute offsets into the one sidx array; goff values are positions in the head's
+ * perm; perm and sidx values are query and key indices within the head. Queries whose position is
+ * in no group are not written.
  */
 int dg_sparse_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 		  const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 		  const int32_t *sidx, const float *residual, const float *lse_ref, float *o,
 		  float *mass, dg_stream stream);
+
+/*
+ * Numbered versions (tuning and tests; the two launchers above run version 0 = the promoted one):
+ * dg_flash_fwd_v / dg_sparse_fwd_v take the same arguments plus version 1..count;
+ * dg_flash_fwd_name / dg_sparse_fwd_name return a one-line description, NULL past the last.
+ * The sparse launchers accept groups of any size (more than 128 queries are done in chunks of 128),
+ * empty key lists (output = residual, mass 0), and use a warp-per-group kernel for groups of at
+ * most DG_SPARSE_SMALL_GROUP queries (the per-query oracle).
+ */
+#define DG_SPARSE_SMALL_GROUP 8
+int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+		   float *o_f32, uint16_t *o_bf16, float *lse, dg_stream stream);
+const char *dg_flash_fwd_name(int version);
+int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
+		    int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
+		    const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
+		    dg_stream stream);
+const char *dg_sparse_fwd_name(int version);
+
+/* ---- metadata kernels (group_scores.cu, query_topk.cu, select_topk.cu, pca_group.cu,
+ * pooled_scores.cu, metrics.cu): one head per call, q k (n, d) bf16, lse (n) fp32 natural log.
+ * Selections rank by (score desc, index asc) exactly as src/select.c; -0.0 ranks as +0.0.
+ * Scratch comes from cudaMallocAsync on `stream` (the device's default pool) and is freed there. */
+
+/* Exact group scores (dg_scores_exact): scores (ngroups, n) = mean over the group's queries of
+ * exp(scale*q.k_j - lse_i) and/or block_scores (ngroups, ceil(n/128)) = sums over runs of 128 keys
+ * (dg_scores_to_blocks); either may be NULL. Groups of any size (chunks of 128 queries). */
+int dg_exact_scores(const uint16_t *q, const uint16_t *k, const float *lse, int n, int d,
+		    const int32_t *perm, const int32_t *goff, int ngroups, float *scores,
+		    float *block_scores, dg_stream stream);
+/* numbered versions (version 0 = the promoted one); name: NULL past the last */
+int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t *k, const float *lse, int n,
+		      int d, const int32_t *perm, const int32_t *goff, int ngroups, float *scores,
+		      float *block_scores, dg_stream stream);
+const char *dg_exact_scores_name(int version);
+
+/* Per-query oracle (group = query, kv = token, topk): for each of nk <= 8 budgets K[i] (host
+ * array of key counts, e.g. dg_topk_count(rho, n)), sidx[i] (host array of device pointers) gets
+ * (n, dg_query_topk_row(n, K[i], sink_lo, sink_hi)) int32: row q holds its kept keys ascending =
+ * sinks [sink_lo, sink_hi) plus the K[i] most probable other keys (ties: lower index). Streamed
+ * over blocks of query rows (scratch: rows x n fp32). */
+int dg_query_topk(const uint16_t *q, const uint16_t *k, const float *lse, int n, int d, int nk,
+		  const int *K, int sink_lo, int sink_hi, int32_t *const *sidx, dg_stream stream);
+int dg_query_topk_row(int n, int K, int sink_lo, int sink_hi);
+/* The exact probabilities the oracle ranks: p (rows, n) = exp(scale*q_i.k_j - lse_i) for query
+ * rows row0 .. row0+rows-1 (bit-identical to those dg_query_topk uses). */
+int dg_query_probs(const uint16_t *q, const uint16_t *k, const float *lse, int n, int d, int row0,
+		   int rows, float *p, dg_stream stream);
+
+/* Per-group selection from a score matrix (dg_select_groups): scores (ngroups, n) for kv = 0
+ * (token) or (ngroups, ceil(n/128)) for kv = 1 (block); budget 0 = topk (rho), 1 = topp (topp);
+ * sinks [sink_lo, sink_hi). Output CSR: soff (ngroups+1) int64, sidx ascending per group, block
+ * selections expanded to key indices; sidx has room for sidx_cap entries (dg_select_keys_cap gives
+ * the worst case; entries past it are not written, soff[ngroups] still tells the total). */
+int dg_select_keys(const float *scores, int ngroups, int n, int kv, int budget, double rho,
+		   double topp, int sink_lo, int sink_hi, int64_t *soff, int32_t *sidx,
+		   int64_t sidx_cap, dg_stream stream);
+int64_t dg_select_keys_cap(int ngroups, int n, int kv, int budget, double rho, int sink_lo,
+			   int sink_hi);
+
+/* PCA grouping, MC-Sparse's Fast PDDP (dg_groups_build with DG_GROUP_PCA): perm (n) and goff
+ * (ceil(n/128)+1), leaves of exactly 128 (the last short). n < 2^19. */
+int dg_pca_groups(const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff, dg_stream stream);
+
+/* Pooled scores (dg_scores_pooled): the group's mean query against the keys (kv = 0, scores
+ * (ngroups, n), softmax over keys) or against mean-pooled 128-key blocks (kv = 1, scores
+ * (ngroups, ceil(n/128)), softmax over blocks of logit + log(block size)). */
+int dg_pooled_scores(const uint16_t *q, const uint16_t *k, int n, int d, const int32_t *perm,
+		     const int32_t *goff, int ngroups, int kv, float *scores, dg_stream stream);
+
+/* Metrics (dg_metrics_compute) of o against ref (count fp32 values each) and the retained mass
+ * (nq values, or NULL: mean = p5 = 1), accumulated in double. out: 6 device doubles in the order of
+ * dg_metrics: rel_l1, rel_l2, cosine, psnr (inf when identical), mass_mean, mass_p5 (gsl quantile). */
+int dg_metrics_device(const float *ref, const float *o, uint64_t count, const float *mass, int nq,
+		      double *out, dg_stream stream);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,79 @@
+# lib.sh: shared steps of the experiment scripts (experiments/NAME.sh source this).
+#   exp_init NAME          ROOT, DSGAP (default ROOT/build/dsgap), WORK (scratch output, default
+#                          ROOT/build/experiments/NAME: traces and cells stay out of results/),
+#                          RESULTS (ROOT/results/NAME), T0 (start time)
+#   exp_run [ARGS...]      dsgap run experiments/NAME.ini --out WORK ARGS (e.g. --workers 2, --gpus all)
+#   exp_analyse RUN        dsgap decompose and dsgap plot on WORK/RUN
+#   exp_collect RUN DEST   copy the small outputs of WORK/RUN to DEST (metrics.csv only under 2 MB)
+#   exp_readme TEXT JSON   RESULTS/README.md: TEXT, then the command, run time, device (from the
+#                          run.json JSON), commit and the files; copies WORK/summary.{csv,md}
+# DSGAP_WORK=DIR moves the scratch folder; KEEP_WORK=0 removes it at the end.
+set -euo pipefail
+
+exp_init() {
+  NAME=$1
+  ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  DSGAP=${DSGAP:-$ROOT/build/dsgap}
+  [ -x "$DSGAP" ] || { echo "$DSGAP not found: build first (cmake --preset default && cmake --build --preset default) or set DSGAP" >&2; exit 1; }
+  WORK=${DSGAP_WORK:-$ROOT/build/experiments}/$NAME
+  RESULTS=$ROOT/results/$NAME
+  INI=$ROOT/experiments/$NAME.ini
+  T0=$(date +%s)
+  mkdir -p "$RESULTS"
+}
+
+exp_run() {
+  "$DSGAP" run "$INI" --out "$WORK" "$@"
+}
+
+exp_analyse() {
+  "$DSGAP" decompose "$WORK/$1"
+  "$DSGAP" plot "$WORK/$1"
+}
+
+exp_collect() { # exp_collect RUN DEST
+  local src=$WORK/$1 dest=$2
+  mkdir -p "$dest/figures"
+  rm -f "$dest"/figures/*.{dat,gp,png,pdf} 2>/dev/null || true
+  for f in run.json decomposition.csv decomposition.md decomposition.tex ablation.csv ablation.md ablation.tex; do
+    [ -e "$src/$f" ] && cp "$src/$f" "$dest/"
+  done
+  if [ "$(stat -c %s "$src/metrics.csv")" -lt 2000000 ]; then
+    cp "$src/metrics.csv" "$dest/"
+  else
+    rm -f "$dest/metrics.csv"
+    echo "metrics.csv is $(du -h "$src/metrics.csv" | cut -f1): not kept; experiments/$NAME.sh regenerates it" > "$dest/metrics.csv.README"
+  fi
+  local f
+  for f in "$src"/figures/*.png; do # a figure: its .png .pdf .gp .dat (a skipped figure has only a .dat)
+    [ -e "$f" ] || continue
+    f=${f%.png}
+    cp "$f".png "$f".pdf "$f".gp "$dest/figures/"
+    [ -e "$f".dat ] && cp "$f".dat "$dest/figures/"
+  done
+  cp "$src"/figures/style.gp "$dest/figures/" 2>/dev/null || true
+}
+
+exp_readme() { # exp_readme TEXT RUN.JSON
+  local secs=$(( $(date +%s) - T0 )) device commit cells_s=0 j
+  device=$(sed -n 's/^[[:space:]]*"device":[[:space:]]*"\(.*\)",*$/\1/p' "$2" | head -1)
+  for j in "$WORK"/*/run.json; do # replay time summed over the cells of every run (timing.wall_s)
+    cells_s=$(awk -v s="$cells_s" '/"wall_s"/ { gsub(/[^0-9.e+-]/, "", $2); s += $2 } END { printf "%.0f", s }' "$j")
+  done
+  commit=$("$DSGAP" --version | sed 's/.*commit \([0-9a-f]*\).*/\1/')
+  cp "$WORK/summary.csv" "$WORK/summary.md" "$RESULTS/"
+  {
+    printf '%s\n\n' "$1"
+    printf 'Regenerate: `experiments/%s.sh` (`dsgap run experiments/%s.ini`, then `dsgap decompose` and `dsgap plot`; traces and cells go to the scratch folder `build/experiments/%s/`).\n\n' "$NAME" "$NAME" "$NAME"
+    printf 'Last run: %s on %s, dsgap commit %s: replay %s s (the cells, summed); this invocation %d s wall (cells not already done, tables, figures).\n\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$device" "$commit" "$cells_s" "$secs"
+    printf 'Files:\n\n'
+    (cd "$RESULTS" && find . -type f ! -name README.md | sort | sed 's|^\./|- |')
+  } > "$RESULTS/README.md"
+  echo "$NAME: results in $RESULTS ($secs s)"
+}
+
+# gnuplot with the shared style, from inside a figures folder: exp_gnuplot DIR NAME.gp
+exp_gnuplot() {
+  [ -e "$1/style.gp" ] || cp "$ROOT/analysis/style.gp" "$1/"
+  (cd "$1" && gnuplot "$2")
+}

@@ -1,0 +1,495 @@
+/*
+ * attn_common.cuh: device helpers shared by flash_fwd.cu and sparse_fwd.cu (not a public header).
+ *
+ * What is here: the kernel parameter block, the work-item walk that dense and gather-KV sparse
+ * attention share, the cp.async tile loader into 128-byte-swizzled shared memory (the layout that
+ * both ldmatrix and wgmma read without bank conflicts), PTX wrappers (cp.async, mbarrier, named
+ * barriers, wgmma, mma.sync, ldmatrix, setmaxnreg) and the online-softmax step on an MMA accumulator.
+ *
+ * Shared-memory tile layout (all kernels): a tile of R rows x D bf16 is stored as D/64 column blocks
+ * of R rows x 128 bytes; inside a block, the 16-byte chunk c of row r sits at r*128 + ((c ^ (r%8))*16)
+ * (CUTLASS's Swizzle<3,4,3>, the wgmma "128B" mode). Tiles start at 1024-byte boundaries.
+ *
+ * Accumulator layout (mma.sync m16n8 and wgmma m64nN alike, per warp of 16 rows): thread lane
+ * holds rows g = lane/4 and g+8 and columns 8j + 2*(lane%4) + {0,1}: acc[4j+0..1] row g,
+ * acc[4j+2..3] row g+8.
+ */
+#ifndef DG_ATTN_COMMON_CUH
+#define DG_ATTN_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <math.h>
+
+#define DG_DEV static __device__ __forceinline__
+
+typedef __nv_bfloat16 bf16;
+
+#define DG_LOG2E 1.4426950408889634f
+#define DG_LN2 0.6931471805599453f
+
+/* Parameters of one attention launch (dense or sparse). */
+struct dg_attn_params {
+	const bf16 *q, *k, *v; /* (heads, n, d) */
+	int heads, n;
+	float scale_log2;      /* log2(e)/sqrt(d) */
+	/* dense outputs */
+	float *o_f32;          /* (heads, n, d) or NULL */
+	bf16 *o_bf16;          /* used when o_f32 is NULL */
+	float *lse;            /* (heads, n) or NULL */
+	/* sparse inputs and outputs */
+	const int32_t *perm, *goff;
+	int ngroups;
+	const int64_t *soff;
+	const int32_t *sidx;
+	const float *residual, *lse_ref;
+	float *o;
+	float *mass;
+	int small_max;         /* groups of <= small_max queries are left to the small-group kernel */
+};
+
+/* One unit of work: up to BM query rows of one head against one key list. */
+struct dg_item {
+	int h;
+	int qpos;        /* dense: first query row; sparse: first position in the head's perm */
+	int qcount;      /* valid query rows */
+	long long kbase; /* sparse: offset of the key list in sidx */
+	int nkeys;       /* keys in the list (dense: n) */
+};
+
+/* The work items of this CTA, in order (producer and consumers walk the same sequence).
+ * Dense: blockIdx.x = query block, blockIdx.y = head. Sparse: blockIdx.y = head, groups
+ * blockIdx.x, +gridDim.x, ...; a group of more than BM queries is done in chunks of BM. */
+template <bool SPARSE, int BM, bool PERSIST = false, typename F>
+DG_DEV void dg_for_each_item(const dg_attn_params &p, F &&f)
+{
+	if (SPARSE && PERSIST) {
+		/* persistent: items (h, g) flattened, CTA b takes b, b + gridDim.x, ... (consecutive items are
+		 * in the same head, so the CTAs in flight share one or two heads' K/V in L2) */
+		const int total = p.heads * p.ngroups; /* < 2^31, checked by the launcher */
+		for (int i = blockIdx.x; i < total; i += gridDim.x) {
+			const int h = i / p.ngroups, g = i - h * p.ngroups;
+			const size_t gb = (size_t)h * (p.ngroups + 1);
+			const int q0 = __ldg(p.goff + gb + g), gs = __ldg(p.goff + gb + g + 1) - q0;
+			if (gs <= p.small_max)
+				continue;
+			const long long s0 = __ldg(p.soff + gb + g);
+			const int nk = (int)(__ldg(p.soff + gb + g + 1) - s0);
+			for (int c0 = 0; c0 < gs; c0 += BM) {
+				dg_item it = {h, q0 + c0, min(BM, gs - c0), s0, nk};
+				f(it);
+			}
+		}
+		return;
+	}
+	const int h = blockIdx.y;
+	if (!SPARSE) {
+		const int m0 = blockIdx.x * BM;
+		dg_item it = {h, m0, min(BM, p.n - m0), 0, p.n};
+		f(it);
+		return;
+	}
+	const int32_t *goff = p.goff + (size_t)h * (p.ngroups + 1);
+	const int64_t *soff = p.soff + (size_t)h * (p.ngroups + 1);
+	for (int g = blockIdx.x; g < p.ngroups; g += gridDim.x) {
+		const int q0 = __ldg(goff + g), gs = __ldg(goff + g + 1) - q0;
+		if (gs <= p.small_max)
+			continue;
+		const long long s0 = __ldg(soff + g);
+		const int nk = (int)(__ldg(soff + g + 1) - s0);
+		for (int c0 = 0; c0 < gs; c0 += BM) {
+			dg_item it = {h, q0 + c0, min(BM, gs - c0), s0, nk};
+			f(it);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* PTX wrappers                                                                                   */
+
+DG_DEV uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16-byte async copy global -> shared; src_bytes 0 fills the 16 bytes with zeros */
+DG_DEV void cp_async16(uint32_t dst, const void *src, int src_bytes)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+		     : "memory");
+}
+DG_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> DG_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+DG_DEV void mbar_init(uint32_t bar, int count)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+DG_DEV void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+DG_DEV void mbar_arrive(uint32_t bar)
+{
+	asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/* arrive on bar once all cp.async of this thread issued so far have landed (counts as one arrival) */
+DG_DEV void mbar_arrive_cpasync(uint32_t bar)
+{
+	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+DG_DEV void mbar_wait(uint32_t bar, int parity)
+{
+	asm volatile("{\n"
+		     ".reg .pred P1;\n"
+		     "DG_WAIT:\n"
+		     "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+		     "@P1 bra DG_DONE;\n"
+		     "bra DG_WAIT;\n"
+		     "DG_DONE:\n"
+		     "}\n" ::"r"(bar),
+		     "r"(parity)
+		     : "memory");
+}
+/* order this thread's later async-proxy reads (wgmma) after generic-proxy writes it synchronised with */
+DG_DEV void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+DG_DEV void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+DG_DEV void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+
+template <int R> DG_DEV void reg_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
+template <int R> DG_DEV void reg_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
+
+DG_DEV float ex2(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
+
+DG_DEV uint32_t pack_bf16(float lo, float hi)
+{
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	return *reinterpret_cast<uint32_t *>(&v);
+}
+
+DG_DEV void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(addr));
+}
+DG_DEV void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(addr));
+}
+/* c += a (16x16, row) * b (16x8, col), bf16 in, fp32 accumulate */
+DG_DEV void mma_16816(float *c, const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+		     "{%8, %9}, {%0, %1, %2, %3};\n"
+		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* wgmma: fences, groups, and the three shapes used here */
+DG_DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+DG_DEV void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> DG_DEV void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+DG_DEV void reg_fence(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+DG_DEV void reg_fence(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
+template <typename T, int N> DG_DEV void reg_fence(T (&r)[N])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		reg_fence(r[i]);
+}
+
+/* Shared-memory matrix descriptor, 128-byte swizzle. lbo/sbo in bytes. */
+DG_DEV uint64_t wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo)
+{
+	return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
+	       (1ull << 62);
+}
+
+DG_DEV void wgmma_m64n128k16_ss(float (&d)[64], uint64_t da, uint64_t db, int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+		: "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* B transposed (MN-major, e.g. V stored (keys, d)); always accumulates */
+DG_DEV void wgmma_m64n128k16_rs_tb(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t db)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+		: "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "n"(1));
+}
+
+/* B transposed (MN-major, e.g. V stored (keys, d)); always accumulates */
+DG_DEV void wgmma_m64n64k16_rs_tb(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t db)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+		: "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "n"(1));
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tiles and softmax                                                                              */
+
+/* byte offset of 16-byte chunk c of row r in a swizzled tile of R rows */
+template <int R> DG_DEV uint32_t swz(int r, int c)
+{
+	return (uint32_t)((c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+/*
+ * Copy R rows of D bf16 into the swizzled tile at sdst with NT threads (tid in 0..NT-1):
+ * row r comes from base + row(r)*D, row(r) = idx[r] (gather) or row0 + r (contiguous);
+ * rows r >= nvalid are zero-filled.
+ */
+template <int R, int D, int NT, bool GATHER>
+DG_DEV void load_tile(uint32_t sdst, const bf16 *base, const int32_t *idx, int row0, int nvalid, int tid)
+{
+	constexpr int CPR = D / 8, RPP = NT / CPR;
+	static_assert(R % RPP == 0, "tile rows");
+	const int c = tid % CPR, rin = tid / CPR;
+#pragma unroll 4
+	for (int i = 0; i < R / RPP; i++) {
+		const int r = i * RPP + rin;
+		const bool ok = r < nvalid;
+		int row = 0;
+		if (ok)
+			row = GATHER ? __ldg(idx + r) : row0 + r;
+		cp_async16(sdst + swz<R>(r, c), base + (size_t)row * D + c * 8, ok ? 16 : 0);
+	}
+}
+
+/*
+ * Gather loader with the list entries prefetched: for a tile of 128 rows copied by 128 threads, each
+ * warp needs 32 list entries; lane l of warp w holds entry tile_lane_row(tid) (loaded a tile ahead),
+ * and each copy pass takes its row index by warp shuffle instead of a dependent global load.
+ */
+template <int D, int NT> DG_DEV int tile_lane_row(int tid)
+{
+	constexpr int CPR = D / 8, RPP = NT / CPR, RPW = 32 / CPR;
+	const int lane = tid & 31, w = tid >> 5;
+	return (lane / RPW) * RPP + w * RPW + lane % RPW;
+}
+template <int R, int D, int NT>
+DG_DEV void load_tile_shfl(uint32_t sdst, const bf16 *base, int idx, int nvalid, int tid)
+{
+	constexpr int CPR = D / 8, RPP = NT / CPR, RPW = 32 / CPR;
+	static_assert(R == NT && (R / RPP) * RPW == 32, "one list entry per lane");
+	const int c = tid % CPR, rin = tid / CPR, lane = tid & 31;
+#pragma unroll
+	for (int i = 0; i < R / RPP; i++) {
+		const int r = i * RPP + rin;
+		const int row = __shfl_sync(0xffffffffu, idx, i * RPW + lane / CPR);
+		const bool ok = r < nvalid;
+		cp_async16(sdst + swz<R>(r, c), base + (size_t)(ok ? row : 0) * D + c * 8, ok ? 16 : 0);
+	}
+}
+
+DG_DEV float quad_max(float x)
+{
+	x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+	return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+}
+DG_DEV float quad_sum(float x)
+{
+	x += __shfl_xor_sync(0xffffffff, x, 1);
+	return x + __shfl_xor_sync(0xffffffff, x, 2);
+}
+
+/* scores of key columns >= nvalid to -inf (accumulator layout, NS floats = NS/2 columns) */
+template <int NS> DG_DEV void mask_cols(float (&s)[NS], int nvalid, int t4)
+{
+#pragma unroll
+	for (int j = 0; j < NS / 4; j++) {
+		const int col = 8 * j + 2 * t4;
+		if (col >= nvalid) {
+			s[4 * j] = -INFINITY;
+			s[4 * j + 2] = -INFINITY;
+		}
+		if (col + 1 >= nvalid) {
+			s[4 * j + 1] = -INFINITY;
+			s[4 * j + 3] = -INFINITY;
+		}
+	}
+}
+
+/*
+ * Online softmax step on raw scores s (two rows per thread). m0/m1 are running maxima in
+ * log2 units (score * scale_log2), l0/l1 per-thread partial row sums (reduced over the quad only
+ * at the end). On return s holds p = 2^(score*sl2 - m) and a0/a1 the factors for the old sums.
+ */
+template <int NS>
+DG_DEV void softmax_step(float (&s)[NS], float &m0, float &m1, float &l0, float &l1, float &a0, float &a1, float sl2)
+{
+	float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+	for (int j = 0; j < NS / 4; j++) {
+		x0 = fmaxf(x0, fmaxf(s[4 * j], s[4 * j + 1]));
+		x1 = fmaxf(x1, fmaxf(s[4 * j + 2], s[4 * j + 3]));
+	}
+	x0 = quad_max(x0);
+	x1 = quad_max(x1);
+	const float n0 = fmaxf(m0, x0 * sl2), n1 = fmaxf(m1, x1 * sl2);
+	a0 = ex2(m0 - n0);
+	a1 = ex2(m1 - n1);
+	m0 = n0;
+	m1 = n1;
+	float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+	for (int j = 0; j < NS / 4; j++) {
+		s[4 * j] = ex2(fmaf(s[4 * j], sl2, -n0));
+		s[4 * j + 1] = ex2(fmaf(s[4 * j + 1], sl2, -n0));
+		s[4 * j + 2] = ex2(fmaf(s[4 * j + 2], sl2, -n1));
+		s[4 * j + 3] = ex2(fmaf(s[4 * j + 3], sl2, -n1));
+		r0 += s[4 * j] + s[4 * j + 1];
+		r1 += s[4 * j + 2] + s[4 * j + 3];
+	}
+	l0 = l0 * a0 + r0;
+	l1 = l1 * a1 + r1;
+}
+
+template <int NO> DG_DEV void rescale(float (&o)[NO], float a0, float a1)
+{
+#pragma unroll
+	for (int j = 0; j < NO / 4; j++) {
+		o[4 * j] *= a0;
+		o[4 * j + 1] *= a0;
+		o[4 * j + 2] *= a1;
+		o[4 * j + 3] *= a1;
+	}
+}
+
+/* P (accumulator layout, fp32) to bf16 A fragments: 16 keys per k-step, 4 registers each */
+template <int NS> DG_DEV void pack_p(uint32_t (&pr)[NS / 2], const float (&s)[NS])
+{
+#pragma unroll
+	for (int i = 0; i < NS / 2; i++)
+		pr[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+}
+
+/*
+ * Retained mass sum_j 2^(s_j sl2 - lse_ref log2 e) = l 2^(m - lse_ref log2 e), with l = sum_j 2^(s_j sl2 - m)
+ * for the m the sums were taken against. The exponent is a difference of two numbers near |s| sl2
+ * (tens): formed in fp64 from the fp32 m and lse_ref so that it is rounded once, not three times.
+ */
+DG_DEV float dg_mass(float l, float m, float lse_ref)
+{
+	if (!(l > 0.f))
+		return 0.f;
+	return (float)((double)l * exp2((double)m - (double)lse_ref * 1.4426950408889634));
+}
+
+/*
+ * Epilogue for one thread's two rows r0 = rbase + g and r1 = r0 + 8 of the item: normalise,
+ * write O (dense: fp32 or bf16 + LSE; sparse: fp32 at the original query index, + residual,
+ * + retained mass).
+ */
+template <int D, bool SPARSE>
+DG_DEV void write_rows(const dg_attn_params &p, const dg_item &it, int rbase, int g, int t4, const float (&o)[D / 2],
+		       float m0, float m1, float l0, float l1)
+{
+	l0 = quad_sum(l0);
+	l1 = quad_sum(l1);
+#pragma unroll
+	for (int half = 0; half < 2; half++) {
+		const int r = rbase + g + 8 * half;
+		if (r >= it.qcount)
+			continue;
+		const float l = half ? l1 : l0, m = half ? m1 : m0;
+		const float inv = l > 0.f ? 1.f / l : 0.f;
+		int row;
+		if (SPARSE)
+			row = __ldg(p.perm + (size_t)it.h * p.n + it.qpos + r);
+		else
+			row = it.qpos + r;
+		const size_t ri = (size_t)it.h * p.n + row;
+		if (SPARSE) {
+			float *dst = p.o + ri * D;
+			const float *res = p.residual ? p.residual + ri * D : nullptr;
+#pragma unroll
+			for (int j = 0; j < D / 8; j++) {
+				const int col = 8 * j + 2 * t4;
+				float2 v = make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+				if (res) {
+					const float2 rv = __ldg(reinterpret_cast<const float2 *>(res + col));
+					v.x += rv.x;
+					v.y += rv.y;
+				}
+				*reinterpret_cast<float2 *>(dst + col) = v;
+			}
+			if (t4 == 0 && p.mass && p.lse_ref)
+				p.mass[ri] = dg_mass(l, m, __ldg(p.lse_ref + ri));
+		} else {
+			if (p.o_f32) {
+				float *dst = p.o_f32 + ri * D;
+#pragma unroll
+				for (int j = 0; j < D / 8; j++)
+					*reinterpret_cast<float2 *>(dst + 8 * j + 2 * t4) =
+						make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+			} else {
+				bf16 *dst = p.o_bf16 + ri * D;
+#pragma unroll
+				for (int j = 0; j < D / 8; j++)
+					*reinterpret_cast<uint32_t *>(dst + 8 * j + 2 * t4) =
+						pack_bf16(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+			}
+			if (t4 == 0 && p.lse)
+				p.lse[ri] = l > 0.f ? (float)(((double)m + log2((double)l)) * 0.6931471805599453) : -INFINITY;
+		}
+	}
+}
+
+
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Host side: argument checks and launch                                                          */
+#include <stdio.h>
+#include <cuda_runtime.h>
+
+static inline int dg_check_qkv(const char *op, const void *q, const void *k, const void *v, int heads, int n, int d)
+{
+	if (!q || !k || !v) {
+		fprintf(stderr, "%s: q, k and v must not be NULL\n", op);
+		return -1;
+	}
+	if (d != 64 && d != 128) {
+		fprintf(stderr, "%s: head_dim %d not supported (64 or 128)\n", op, d);
+		return -1;
+	}
+	if (heads < 1 || heads > 65535 || n < 1) {
+		fprintf(stderr, "%s: bad shape heads=%d n=%d\n", op, heads, n);
+		return -1;
+	}
+	if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15) {
+		fprintf(stderr, "%s: q, k and v must be 16-byte aligned\n", op);
+		return -1;
+	}
+	return 0;
+}
+
+template <typename Kern>
+static int dg_launch(const char *op, Kern kernel, dim3 grid, int threads, size_t smem, const dg_attn_params &p,
+		     cudaStream_t st)
+{
+	if (smem > 48 * 1024) {
+		cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+		if (e != cudaSuccess) {
+			fprintf(stderr, "%s: cannot set %zu bytes of shared memory: %s\n", op, smem, cudaGetErrorString(e));
+			return -1;
+		}
+	}
+	kernel<<<grid, threads, smem, st>>>(p);
+	cudaError_t e = cudaGetLastError();
+	if (e != cudaSuccess) {
+		fprintf(stderr, "%s: launch failed: %s\n", op, cudaGetErrorString(e));
+		return -1;
+	}
+	return 0;
+}
+#endif

@@ -1,0 +1,279 @@
+/*
+ * attn_sm90.cuh: the Hopper (sm_90a) versions of the dense and gather-KV attention kernels,
+ * FlashAttention-3 style. One CTA = 3 warpgroups:
+ *   WG0 producer (setmaxnreg 40; 96 in FAST, whose unrolled shuffle loops need more): cp.async 16-byte copies of Q (once per item) and of each K and V
+ *       tile (128 keys; contiguous rows, or rows gathered through the key list) into a STAGES-deep
+ *       ring of 128B-swizzled shared-memory tiles; each copy batch signals an mbarrier
+ *       (cp.async.mbarrier.arrive.noinc), so the producer never blocks on data.
+ *   WG1, WG2 consumers (setmaxnreg 232; 200 in FAST), 64 query rows each: S = Q K^T with wgmma m64n128k16
+ *       (A and B from shared memory), online softmax in registers, O += P V with wgmma
+ *       m64n{D}k16 (P from registers, V as an MN-major B operand), empty-slot mbarriers back to
+ *       the producer.
+ * Template switches (the numbered versions in flash_fwd.cu / sparse_fwd.cu):
+ *   OVERLAP   issue S(t+1) = Q K(t+1)^T and O += P(t) V(t) back to back, do softmax(t+1) while the
+ *             P V product runs (FA3's intra-warpgroup overlap);
+ *   PINGPONG  named barriers make the two consumer warpgroups take turns issuing their GEMMs, so
+ *             one warpgroup's softmax hides under the other's GEMMs (FA3's inter-warpgroup overlap).
+ *   FAST      (sparse) the producer holds the key-list entries one tile ahead in registers and takes
+ *             each row index by warp shuffle, and the grid is persistent (one CTA per SM walks the
+ *             flattened (head, group) items), so the next item's Q and K/V load under this epilogue.
+ */
+#ifndef DG_ATTN_SM90_CUH
+#define DG_ATTN_SM90_CUH
+
+#include "attn_common.cuh"
+
+template <int D, int STAGES> struct dg_sm90_cfg {
+	static constexpr int BM = 128, BN = 128, NT = 384;
+	static constexpr uint32_t QB = BM * D * 2, KVB = BN * D * 2;
+	static constexpr uint32_t BARS = 8 * (2 + 4 * STAGES);
+	static constexpr size_t SMEM = 1024 + QB + 2 * STAGES * KVB + BARS;
+};
+
+/* S (64 x 128, fp32) = Q rows of this warpgroup (64 x D) times K tile^T (D x 128) */
+template <int D> DG_DEV void qk_gemm(float (&s)[64], uint32_t sQw, uint32_t sKs)
+{
+#pragma unroll
+	for (int kk = 0; kk < D / 16; kk++) {
+		const uint32_t off = (kk >> 2) * (128 * 128) + (kk & 3) * 32;
+		wgmma_m64n128k16_ss(s, wg_desc(sQw + off, 16, 1024), wg_desc(sKs + off, 16, 1024), kk > 0);
+	}
+}
+
+/* O (64 x D) += P (64 x 128, bf16 registers) times V tile (128 x D, MN-major) */
+template <int D> DG_DEV void pv_gemm(float (&o)[D / 2], const uint32_t (&pr)[32], uint32_t sVs)
+{
+#pragma unroll
+	for (int c = 0; c < 8; c++) {
+		const uint64_t db = wg_desc(sVs + c * 2048, 128 * 128, 1024);
+		if constexpr (D == 128)
+			wgmma_m64n128k16_rs_tb(o, pr[4 * c], pr[4 * c + 1], pr[4 * c + 2], pr[4 * c + 3], db);
+		else
+			wgmma_m64n64k16_rs_tb(o, pr[4 * c], pr[4 * c + 1], pr[4 * c + 2], pr[4 * c + 3], db);
+	}
+}
+
+template <int D, int STAGES, bool OVERLAP, bool PINGPONG, bool SPARSE, bool FAST = false>
+__global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_constant__ dg_attn_params p)
+{
+	using C = dg_sm90_cfg<D, STAGES>;
+	constexpr int BM = C::BM, BN = C::BN;
+	extern __shared__ uint8_t smem_raw[];
+	const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
+	const uint32_t sK = sQ + C::QB, sV = sK + STAGES * C::KVB, bar = sV + STAGES * C::KVB;
+	const uint32_t fullQ = bar, emptyQ = bar + 8;
+#define FULLK(s) (bar + 16 + 8 * (s))
+#define EMPTYK(s) (bar + 16 + 8 * (STAGES + (s)))
+#define FULLV(s) (bar + 16 + 8 * (2 * STAGES + (s)))
+#define EMPTYV(s) (bar + 16 + 8 * (3 * STAGES + (s)))
+	const int tid = threadIdx.x, wg = tid >> 7;
+	if (tid == 0) {
+		mbar_init(fullQ, 128);
+		mbar_init(emptyQ, 8);
+		for (int s = 0; s < STAGES; s++) {
+			mbar_init(FULLK(s), 128);
+			mbar_init(EMPTYK(s), 8);
+			mbar_init(FULLV(s), 128);
+			mbar_init(EMPTYV(s), 8);
+		}
+		mbar_fence_init();
+	}
+	__syncthreads();
+
+	if (wg == 0) {
+		/* ------------------------------------------------------------------ producer */
+		reg_dealloc<FAST ? 96 : 40>(); /* released (168-P)*128 must cover (C-168)*256 */
+		int kvit = 0, iq = 0;
+		dg_for_each_item<SPARSE, BM, FAST>(p, [&](const dg_item &it) {
+			const size_t hoff = (size_t)it.h * p.n * D;
+			const bf16 *kh = p.k + hoff, *vh = p.v + hoff;
+			if constexpr (SPARSE && FAST) { /* one perm load per thread, rows by shuffle */
+				const int myr = tile_lane_row<D, 128>(tid);
+				const int qidx = myr < it.qcount ? __ldg(p.perm + (size_t)it.h * p.n + it.qpos + myr) : 0;
+				mbar_wait(emptyQ, (iq & 1) ^ 1);
+				load_tile_shfl<BM, D, 128>(sQ, p.q + hoff, qidx, it.qcount, tid);
+			} else {
+				mbar_wait(emptyQ, (iq & 1) ^ 1);
+				load_tile<BM, D, 128, SPARSE>(sQ, p.q + hoff,
+							      SPARSE ? p.perm + (size_t)it.h * p.n + it.qpos : nullptr, it.qpos,
+							      it.qcount, tid);
+			}
+			mbar_arrive_cpasync(fullQ);
+			iq++;
+			const int ntiles = (it.nkeys + BN - 1) / BN;
+			const int32_t *klist = SPARSE ? p.sidx + it.kbase : nullptr;
+			if constexpr (SPARSE && FAST) {
+				/* list entries one tile ahead, rows by shuffle: no dependent load before a copy */
+				const int myr = tile_lane_row<D, 128>(tid);
+				int idx = myr < it.nkeys ? __ldg(klist + myr) : 0;
+				for (int t = 0; t < ntiles; t++, kvit++) {
+					const int s = kvit % STAGES, ph = (kvit / STAGES) & 1;
+					const int nv = min(BN, it.nkeys - t * BN);
+					const int rn = (t + 1) * BN + myr;
+					const int nidx = rn < it.nkeys ? __ldg(klist + rn) : 0;
+					mbar_wait(EMPTYK(s), ph ^ 1);
+					load_tile_shfl<BN, D, 128>(sK + s * C::KVB, kh, idx, nv, tid);
+					mbar_arrive_cpasync(FULLK(s));
+					mbar_wait(EMPTYV(s), ph ^ 1);
+					load_tile_shfl<BN, D, 128>(sV + s * C::KVB, vh, idx, nv, tid);
+					mbar_arrive_cpasync(FULLV(s));
+					idx = nidx;
+				}
+			} else {
+				for (int t = 0; t < ntiles; t++, kvit++) {
+					const int s = kvit % STAGES, ph = (kvit / STAGES) & 1;
+					const int nv = min(BN, it.nkeys - t * BN);
+					mbar_wait(EMPTYK(s), ph ^ 1);
+					load_tile<BN, D, 128, SPARSE>(sK + s * C::KVB, kh, SPARSE ? klist + t * BN : nullptr, t * BN,
+								      nv, tid);
+					mbar_arrive_cpasync(FULLK(s));
+					mbar_wait(EMPTYV(s), ph ^ 1);
+					load_tile<BN, D, 128, SPARSE>(sV + s * C::KVB, vh, SPARSE ? klist + t * BN : nullptr, t * BN,
+								      nv, tid);
+					mbar_arrive_cpasync(FULLV(s));
+				}
+			}
+		});
+		asm volatile("cp.async.wait_all;\n" ::: "memory"); /* the copies above were never committed to groups */
+	} else {
+		/* ------------------------------------------------------------------ consumers */
+		reg_alloc<FAST ? 200 : 232>();
+		const int cwg = wg - 1, lane = tid & 31, wq = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
+		const uint32_t sQw = sQ + cwg * 64 * 128;
+		const float sl2 = p.scale_log2;
+		if (PINGPONG && cwg == 0)
+			named_arrive(1, 256);
+		int kvit = 0, iq = 0;
+		dg_for_each_item<SPARSE, BM, FAST>(p, [&](const dg_item &it) {
+			mbar_wait(fullQ, iq & 1);
+			fence_proxy_async();
+			iq++;
+			float o[D / 2];
+#pragma unroll
+			for (int i = 0; i < D / 2; i++)
+				o[i] = 0.f;
+			float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, a0, a1;
+			float s[64];
+			uint32_t pr[32];
+			const int ntiles = (it.nkeys + BN - 1) / BN;
+			if (ntiles == 0) {
+				if (lane == 0)
+					mbar_arrive(emptyQ);
+			} else if (!OVERLAP) {
+				for (int t = 0; t < ntiles; t++, kvit++) {
+					const int st = kvit % STAGES, ph = (kvit / STAGES) & 1;
+					mbar_wait(FULLK(st), ph);
+					fence_proxy_async();
+					wg_fence();
+					qk_gemm<D>(s, sQw, sK + st * C::KVB);
+					wg_commit();
+					wg_wait<0>();
+					reg_fence(s);
+					if (lane == 0) {
+						mbar_arrive(EMPTYK(st));
+						if (t == ntiles - 1)
+							mbar_arrive(emptyQ);
+					}
+					const int nv = it.nkeys - t * BN;
+					if (nv < BN)
+						mask_cols<64>(s, nv, t4);
+					softmax_step<64>(s, m0, m1, l0, l1, a0, a1, sl2);
+					rescale<D / 2>(o, a0, a1);
+					pack_p<64>(pr, s);
+					mbar_wait(FULLV(st), ph);
+					fence_proxy_async();
+					wg_fence();
+					pv_gemm<D>(o, pr, sV + st * C::KVB);
+					wg_commit();
+					wg_wait<0>();
+					reg_fence(o);
+					reg_fence(pr);
+					if (lane == 0)
+						mbar_arrive(EMPTYV(st));
+				}
+			} else {
+				int st = kvit % STAGES, ph = (kvit / STAGES) & 1;
+				mbar_wait(FULLK(st), ph);
+				fence_proxy_async();
+				if (PINGPONG)
+					named_sync(1 + cwg, 256);
+				wg_fence();
+				qk_gemm<D>(s, sQw, sK + st * C::KVB);
+				wg_commit();
+				if (PINGPONG)
+					named_arrive(2 - cwg, 256);
+				wg_wait<0>();
+				reg_fence(s);
+				if (lane == 0) {
+					mbar_arrive(EMPTYK(st));
+					if (ntiles == 1)
+						mbar_arrive(emptyQ);
+				}
+				if (it.nkeys < BN)
+					mask_cols<64>(s, it.nkeys, t4);
+				softmax_step<64>(s, m0, m1, l0, l1, a0, a1, sl2);
+				pack_p<64>(pr, s);
+				for (int t = 1; t < ntiles; t++) {
+					const int sp = st, php = ph;
+					kvit++;
+					st = kvit % STAGES;
+					ph = (kvit / STAGES) & 1;
+					mbar_wait(FULLK(st), ph);
+					fence_proxy_async();
+					if (PINGPONG)
+						named_sync(1 + cwg, 256);
+					wg_fence();
+					qk_gemm<D>(s, sQw, sK + st * C::KVB);
+					wg_commit();
+					mbar_wait(FULLV(sp), php);
+					fence_proxy_async();
+					wg_fence();
+					pv_gemm<D>(o, pr, sV + sp * C::KVB);
+					wg_commit();
+					if (PINGPONG)
+						named_arrive(2 - cwg, 256);
+					wg_wait<1>();
+					reg_fence(s);
+					if (lane == 0) {
+						mbar_arrive(EMPTYK(st));
+						if (t == ntiles - 1)
+							mbar_arrive(emptyQ);
+					}
+					const int nv = it.nkeys - t * BN;
+					if (nv < BN)
+						mask_cols<64>(s, nv, t4);
+					softmax_step<64>(s, m0, m1, l0, l1, a0, a1, sl2);
+					wg_wait<0>();
+					reg_fence(o);
+					reg_fence(pr);
+					if (lane == 0)
+						mbar_arrive(EMPTYV(sp));
+					rescale<D / 2>(o, a0, a1);
+					pack_p<64>(pr, s);
+				}
+				mbar_wait(FULLV(st), ph);
+				fence_proxy_async();
+				if (PINGPONG)
+					named_sync(1 + cwg, 256);
+				wg_fence();
+				pv_gemm<D>(o, pr, sV + st * C::KVB);
+				wg_commit();
+				if (PINGPONG)
+					named_arrive(2 - cwg, 256);
+				wg_wait<0>();
+				reg_fence(o);
+				reg_fence(pr);
+				if (lane == 0)
+					mbar_arrive(EMPTYV(st));
+				kvit++;
+			}
+			write_rows<D, SPARSE>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1);
+		});
+	}
+#undef FULLK
+#undef EMPTYK
+#undef FULLV
+#undef EMPTYV
+}
+
+#endif

@@ -1,0 +1,373 @@
+/*
+ * pca_group.cu: PCA grouping, MC-Sparse's Fast PDDP, GPU twin of dg_groups_build(DG_GROUP_PCA)
+ * (src/groups.c) with its semantics: nodes are ranges of 128-query blocks of the grouped order,
+ * split level by level; per node the centred Gram matrix X^T X - s s^T / cnt in fp32, 4 power
+ * iterations from dg_pca_start's normalised vector (a zero norm keeps the vector), projections
+ * x.v in fp32, a stable sort by (projection, query index), and the node's block range split at
+ * ceil(blocks/2); leaves of exactly 128 queries (the last short).
+ *
+ * The node structure does not depend on the data, so the host lays out every level first. Per
+ * level: gram_partial (one CTA per 128-row block: fp32 X_b^T X_b and column sums, exact products of
+ * bf16 values), gram_reduce (sum of the node's block partials, in block order), power_iter (one CTA
+ * per node: centre, 4 iterations, norm in double), project (warp per row: a 64-bit sort key
+ * node | orderable(projection) | query index; rows of unsplit nodes keep their order) and one CUB
+ * radix sort of all n keys, whose low bits are the new order. fp32 sums are ordered differently
+ * from OpenBLAS, so near-ties of projection may order differently from the CPU (tests/gpu_meta.c).
+ *
+ *   q (n, d) bf16 -> perm (n) int32, goff (ceil(n/128)+1) int32.
+ * Build: part of dsgapkernels; test: tests/gpu_meta.c.
+ */
+#include "dsgap_kernels.h"
+#include "meta_common.cuh"
+
+#include <cub/cub.cuh>
+
+#include <stdlib.h>
+#include <string.h>
+
+namespace {
+
+#define BS 128 /* queries per block / leaf */
+
+struct StartVec {
+	float v[128];
+};
+
+/* per-level tables (device ints), see the launcher */
+struct Level {
+	int nsplit;         /* nodes split at this level */
+	int nsblocks;       /* blocks inside split nodes */
+	const int *sblocks; /* (nsblocks) block ids inside split nodes */
+	const int *slo;     /* (nsplit) first block of each split node */
+	const int *shi;     /* (nsplit) end block */
+	const int *bnode;   /* (nb) node index (all nodes of the level, in order) of each block */
+	const int *bslot;   /* (nb) split-node slot of each block or -1 */
+	int nodebits;
+};
+
+__global__ void init_identity(int32_t *perm, int32_t *goff, int n, int nb)
+{
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+		perm[i] = i;
+	for (int k = blockIdx.x * blockDim.x + threadIdx.x; k <= nb; k += gridDim.x * blockDim.x)
+		goff[k] = k * BS < n ? k * BS : n;
+}
+
+/* partial[b] (D, D) = sum over the block's rows of x x^T; psum[b] (D) = sum of x. 256 threads. */
+template <int D>
+__global__ void __launch_bounds__(256) gram_partial(const uint16_t *q, const int32_t *perm, int n, Level L,
+						    float *partial, float *psum)
+{
+	extern __shared__ float xs[]; /* (BS, D) fp32 */
+	const int b = L.sblocks[blockIdx.x], tid = threadIdx.x;
+	const int r0 = b * BS, rows = min(BS, n - r0);
+	for (int e = tid; e < BS * D; e += 256) {
+		const int r = e / D, c = e % D;
+		xs[e] = r < rows ? bf2f(q[(size_t)perm[r0 + r] * D + c]) : 0.f;
+	}
+	__syncthreads();
+	constexpr int TA = D / 16;
+	const int ty = tid >> 4, tx = tid & 15;
+	float acc[TA][TA];
+#pragma unroll
+	for (int i = 0; i < TA; i++)
+#pragma unroll
+		for (int j = 0; j < TA; j++)
+			acc[i][j] = 0.f;
+	for (int r = 0; r < rows; r++) {
+		const float *x = xs + r * D;
+		float a[TA], bb[TA];
+#pragma unroll
+		for (int i = 0; i < TA; i++) {
+			a[i] = x[ty + 16 * i];
+			bb[i] = x[tx + 16 * i];
+		}
+#pragma unroll
+		for (int i = 0; i < TA; i++)
+#pragma unroll
+			for (int j = 0; j < TA; j++)
+				acc[i][j] = fmaf(a[i], bb[j], acc[i][j]);
+	}
+	float *out = partial + (size_t)b * D * D;
+#pragma unroll
+	for (int i = 0; i < TA; i++)
+#pragma unroll
+		for (int j = 0; j < TA; j++)
+			out[(ty + 16 * i) * D + tx + 16 * j] = acc[i][j];
+	if (tid < D) {
+		float s = 0.f;
+		for (int r = 0; r < rows; r++)
+			s += xs[r * D + tid];
+		psum[(size_t)b * D + tid] = s;
+	}
+}
+
+/* G[slot] = sum over the node's blocks of partial[b], in block order */
+template <int D>
+__global__ void gram_reduce(Level L, const float *partial, float *G)
+{
+	const int slot = blockIdx.x, e = blockIdx.y * 256 + threadIdx.x;
+	if (e >= D * D)
+		return;
+	const int lo = L.slo[slot], hi = L.shi[slot];
+	float s = 0.f;
+	for (int b = lo; b < hi; b++)
+		s += partial[(size_t)b * D * D + e];
+	G[(size_t)slot * D * D + e] = s;
+}
+
+/* centre the node's Gram matrix and run 4 power iterations; v[slot] (D). D threads. */
+template <int D>
+__global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, const float *psum, StartVec start,
+						float *V)
+{
+	extern __shared__ float gs[]; /* (D, D+1) */
+	__shared__ float s[D], v[D], w[D];
+	__shared__ double red[D / 32];
+	const int slot = blockIdx.x, a = threadIdx.x;
+	const int lo = L.slo[slot], hi = L.shi[slot];
+	const int cnt = min(hi * BS, n) - lo * BS;
+	float sa = 0.f;
+	for (int b = lo; b < hi; b++)
+		sa += psum[(size_t)b * D + a];
+	s[a] = sa;
+	v[a] = start.v[a];
+	__syncthreads();
+	const float *g = G + (size_t)slot * D * D;
+	const float fc = (float)cnt;
+	for (int e = a; e < D * D; e += D) {
+		const int r = e / D, c = e % D, lo2 = min(r, c), hi2 = max(r, c);
+		const float prod = s[lo2] * s[hi2];
+		gs[r * (D + 1) + c] = g[lo2 * D + hi2] - prod / fc;
+	}
+	__syncthreads();
+	for (int it = 0; it < 4; it++) {
+		float acc = 0.f;
+		for (int b = 0; b < D; b++)
+			acc = fmaf(gs[a * (D + 1) + b], v[b], acc);
+		w[a] = acc;
+		double sq = (double)acc * acc;
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1)
+			sq += __shfl_xor_sync(0xffffffffu, sq, o);
+		if ((a & 31) == 0)
+			red[a >> 5] = sq;
+		__syncthreads();
+		double tot = 0;
+		for (int i = 0; i < D / 32; i++)
+			tot += red[i];
+		const float norm = (float)sqrt(tot);
+		__syncthreads();
+		if (!(norm > 0))
+			break; /* all queries equal: keep the vector */
+		v[a] = w[a] / norm;
+		__syncthreads();
+	}
+	V[(size_t)slot * D + a] = v[a];
+}
+
+/* sort keys: node | orderable(projection) | query (split nodes); node | row | query (the others) */
+template <int D>
+__global__ void project(const uint16_t *q, const int32_t *perm, int n, Level L, const float *V, int ib,
+			unsigned long long *keys)
+{
+	const int lane = threadIdx.x & 31;
+	const int r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	if (r >= n)
+		return;
+	const int b = r / BS, slot = L.bslot[b], qi = perm[r];
+	uint32_t mid = (uint32_t)r;
+	if (slot >= 0) {
+		const uint16_t *x = q + (size_t)qi * D;
+		const float *v = V + (size_t)slot * D;
+		float acc = 0.f;
+#pragma unroll
+		for (int c = lane; c < D; c += 32)
+			acc = fmaf(bf2f(x[c]), v[c], acc);
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1)
+			acc += __shfl_xor_sync(0xffffffffu, acc, o);
+		mid = f2key(acc);
+	}
+	if (lane == 0)
+		keys[r] = ((unsigned long long)L.bnode[b] << (32 + ib)) | ((unsigned long long)mid << ib) |
+			  (unsigned long long)qi;
+}
+
+__global__ void extract(const unsigned long long *keys, int n, int ib, int32_t *perm)
+{
+	const unsigned long long mask = (1ull << ib) - 1;
+	for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x)
+		perm[r] = (int32_t)(keys[r] & mask);
+}
+
+static int bits_for(long long x) /* bits to hold values 0 .. x-1 */
+{
+	int b = 0;
+	while ((1LL << b) < x)
+		b++;
+	return b;
+}
+
+template <int D>
+int run(const uint16_t *q, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
+{
+	const int nb = (n + BS - 1) / BS;
+	const int ib = bits_for(n) > 0 ? bits_for(n) : 1;
+	/* ---- host: the levels (data-independent), exactly as groups.c's loop. Per level the table
+	 * holds sblocks (nsblocks), slo (nsplit), shi (nsplit), bnode (nb), bslot (nb). */
+	int *lo = (int *)malloc(sizeof(int) * nb), *hi = (int *)malloc(sizeof(int) * nb);
+	int *nlo = (int *)malloc(sizeof(int) * nb), *nhi = (int *)malloc(sizeof(int) * nb);
+	enum { MAXLEV = 64 };
+	int lev_nsplit[MAXLEV], lev_nsblocks[MAXLEV], lev_bits[MAXLEV];
+	size_t lev_off[MAXLEV];
+	size_t cap = 4096, used = 0;
+	int *tab = (int *)malloc(sizeof(int) * cap);
+	int nlevels = 0, nodes = 1, maxsplit = 1, maxbits = 0;
+	lo[0] = 0;
+	hi[0] = nb;
+	for (;;) {
+		int nsplit = 0, nsblocks = 0;
+		for (int k = 0; k < nodes; k++)
+			if (hi[k] - lo[k] > 1) {
+				nsplit++;
+				nsblocks += hi[k] - lo[k];
+			}
+		if (!nsplit || nlevels == MAXLEV)
+			break;
+		const size_t need = (size_t)nsblocks + 2 * nsplit + 2 * nb;
+		while (used + need > cap) {
+			cap *= 2;
+			tab = (int *)realloc(tab, sizeof(int) * cap);
+		}
+		int *sb = tab + used, *sl = sb + nsblocks, *sh = sl + nsplit, *bn = sh + nsplit, *bs = bn + nb;
+		int next = 0, si = 0, bi = 0;
+		for (int k = 0; k < nodes; k++) {
+			const int blocks = hi[k] - lo[k];
+			for (int b = lo[k]; b < hi[k]; b++) {
+				bn[b] = k;
+				bs[b] = blocks > 1 ? si : -1;
+				if (blocks > 1)
+					sb[bi++] = b;
+			}
+			if (blocks <= 1) {
+				nlo[next] = lo[k];
+				nhi[next++] = hi[k];
+				continue;
+			}
+			sl[si] = lo[k];
+			sh[si++] = hi[k];
+			const int mid = lo[k] + (blocks + 1) / 2;
+			nlo[next] = lo[k];
+			nhi[next++] = mid;
+			nlo[next] = mid;
+			nhi[next++] = hi[k];
+		}
+		lev_nsplit[nlevels] = nsplit;
+		lev_nsblocks[nlevels] = nsblocks;
+		lev_bits[nlevels] = bits_for(nodes);
+		lev_off[nlevels] = used;
+		maxsplit = nsplit > maxsplit ? nsplit : maxsplit;
+		maxbits = lev_bits[nlevels] > maxbits ? lev_bits[nlevels] : maxbits;
+		used += need;
+		nlevels++;
+		int *x = lo;
+		lo = nlo;
+		nlo = x;
+		x = hi;
+		hi = nhi;
+		nhi = x;
+		nodes = next;
+	}
+	free(lo);
+	free(hi);
+	free(nlo);
+	free(nhi);
+	if (maxbits + 32 + ib > 64) {
+		free(tab);
+		DGM_ARG(0, "pca grouping: %d queries too many (sort key over 64 bits)", n);
+	}
+	/* start vector exactly as dg_pca_start (host fp32) */
+	StartVec sv;
+	{
+		float norm = 0;
+		for (int i = 0; i < D; i++) {
+			sv.v[i] = 1.0f + 0.25f * (float)(i % 3);
+			norm += sv.v[i] * sv.v[i];
+		}
+		const float r = sqrtf(norm);
+		for (int i = 0; i < D; i++)
+			sv.v[i] /= r;
+	}
+
+	/* ---- device scratch */
+	size_t sort_bytes = 0;
+	if (cub::DeviceRadixSort::SortKeys(NULL, sort_bytes, (unsigned long long *)NULL, (unsigned long long *)NULL, n,
+					   0, 64, st) != cudaSuccess) {
+		free(tab);
+		DGM_ARG(0, "pca grouping: sort size query failed");
+	}
+	const size_t a_tab = dgm_align((used ? used : 1) * sizeof(int)), a_part = dgm_align((size_t)nb * D * D * 4),
+		     a_psum = dgm_align((size_t)nb * D * 4), a_G = dgm_align((size_t)maxsplit * D * D * 4),
+		     a_V = dgm_align((size_t)maxsplit * D * 4), a_keys = dgm_align((size_t)n * 8),
+		     a_sort = dgm_align(sort_bytes);
+	char *base = NULL;
+	cudaError_t e = cudaMallocAsync((void **)&base, a_tab + a_part + a_psum + a_G + a_V + 2 * a_keys + a_sort, st);
+	if (e == cudaSuccess && used)
+		e = cudaMemcpyAsync(base, tab, used * sizeof(int), cudaMemcpyHostToDevice, st);
+	free(tab);
+	DGM_CUDA(e);
+	char *p = base;
+	const int *dtab = (const int *)p;
+	p += a_tab;
+	float *partial = (float *)p;
+	p += a_part;
+	float *psum = (float *)p;
+	p += a_psum;
+	float *G = (float *)p;
+	p += a_G;
+	float *V = (float *)p;
+	p += a_V;
+	unsigned long long *k0 = (unsigned long long *)p, *k1 = (unsigned long long *)(p + a_keys);
+	p += 2 * a_keys;
+	void *tmp = p;
+
+	const size_t smem_gram = (size_t)BS * D * 4, smem_pow = (size_t)D * (D + 1) * 4;
+	if (dgm_dyn_smem((const void *)gram_partial<D>, smem_gram) || dgm_dyn_smem((const void *)power_iter<D>, smem_pow))
+		DGM_ARG(0, "pca grouping: cannot get shared memory");
+	init_identity<<<(n + 255) / 256, 256, 0, st>>>(perm, goff, n, nb);
+	DGM_LAUNCHED();
+	for (int lev = 0; lev < nlevels; lev++) {
+		Level L;
+		L.nsplit = lev_nsplit[lev];
+		L.nsblocks = lev_nsblocks[lev];
+		L.nodebits = lev_bits[lev];
+		L.sblocks = dtab + lev_off[lev];
+		L.slo = L.sblocks + L.nsblocks;
+		L.shi = L.slo + L.nsplit;
+		L.bnode = L.shi + L.nsplit;
+		L.bslot = L.bnode + nb;
+		gram_partial<D><<<L.nsblocks, 256, smem_gram, st>>>(q, perm, n, L, partial, psum);
+		gram_reduce<D><<<dim3(L.nsplit, (D * D + 255) / 256), 256, 0, st>>>(L, partial, G);
+		power_iter<D><<<L.nsplit, D, smem_pow, st>>>(L, n, G, psum, sv, V);
+		project<D><<<(n * 32 + 255) / 256, 256, 0, st>>>(q, perm, n, L, V, ib, k0);
+		DGM_LAUNCHED();
+		size_t sb = sort_bytes;
+		DGM_CUDA(cub::DeviceRadixSort::SortKeys(tmp, sb, k0, k1, n, 0, L.nodebits + 32 + ib, st));
+		extract<<<(n + 255) / 256, 256, 0, st>>>(k1, n, ib, perm);
+		DGM_LAUNCHED();
+	}
+	DGM_CUDA(cudaFreeAsync(base, st));
+	return 0;
+}
+
+} // namespace
+
+extern "C" int dg_pca_groups(const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff, dg_stream stream)
+{
+	DGM_ARG(d == 64 || d == 128, "pca grouping: head_dim %d (64 or 128 supported)", d);
+	DGM_ARG(n >= 1 && n < (1 << 19), "pca grouping: n %d (1 .. 2^19-1)", n);
+	DGM_ARG(q && perm && goff, "pca grouping: NULL argument");
+	cudaStream_t st = (cudaStream_t)stream;
+	return d == 64 ? run<64>(q, n, perm, goff, st) : run<128>(q, n, perm, goff, st);
+}

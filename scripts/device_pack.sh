@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# device_pack.sh: prepare .carry/ (ignored by git) for a run on the GPU machine, which has the CUDA
+# driver and toolkit but not GSL, OpenBLAS, cJSON, inih or gnuplot: the dsgap binary and the GPU test
+# binaries built here (CUDA runtime linked statically) plus the shared libraries they need that the
+# GPU machine lacks. Then: device run with carry [".carry"] and `bash scripts/device_all.sh`.
+#   Usage: scripts/device_pack.sh   (after cmake --build --preset default)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .carry && mkdir -p .carry/bin .carry/lib
+cp build/dsgap .carry/bin/
+for t in build/tests/gpu_*; do [ -x "$t" ] && [ -f "$t" ] && cp "$t" .carry/bin/; done
+[ -x build/kernels/dsgap-bench-kernels ] && cp build/kernels/dsgap-bench-kernels .carry/bin/ || true
+[ -x build/dsgap-bench-kernels ] && cp build/dsgap-bench-kernels .carry/bin/ || true
+# libraries of the harness that a stock CUDA image lacks (the rest of ldd's list is there)
+for lib in libhdf5_serial.so.103 libhdf5_serial_hl.so.100 libsz.so.2 libaec.so.0 libgsl.so.27 \
+           libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libcjson.so.1 libinih.so.1 libgomp.so.1; do
+  cp -L "/lib/x86_64-linux-gnu/$lib" .carry/lib/
+done
+strip --strip-unneeded .carry/lib/*.so* 2>/dev/null || true
+tar -C .carry -cJf .carry/lib.tar.xz lib && rm -rf .carry/lib   # OpenBLAS alone is 35 MB unpacked
+du -sh .carry

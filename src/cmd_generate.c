@@ -1,0 +1,323 @@
+/*
+ * cmd_generate.c: dsgap generate, closed-loop generation: the dense reference and each policy (at
+ * each density) from the same noise and prompt, every self-attention call under the policy
+ * (dit_attn.h). Writes DIR/<run>.h5 (final latents, /latents) per run, DIR/generate.csv (one row
+ * per run: fidelity against dense, effective density, transformer time and speedup) and
+ * DIR/generate.json (the resolved configuration).
+ *   dsgap generate --model DIR --text T.safetensors --latent 4x16x16 --seed 1 \
+ *                  --policies dense,mc-sparse --density 0.15 --schedule warmup=10,dense_layers=0 --out G
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "commands.h"
+#include "dit_attn.h"
+#include "dit_sample.h"
+#include "fidelity.h"
+#include "replay.h"
+#include "tensorfile.h"
+#include "util.h"
+
+#define MAX_POLICIES 64
+#define MAX_DENSITIES 16
+
+#define GENERATE_HEADER \
+	"policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: dsgap generate --model DIR|FILE --text FILE --out DIR [options]\n\n"
+		"Closed loop: runs the dense reference and every policy (at every density) from the same\n"
+		"noise, with the policy inside every self-attention call, and writes DIR/<run>.h5 (final\n"
+		"latents), DIR/generate.csv and DIR/generate.json.\n\n"
+		"  --model P          checkpoint directory (config.json + safetensors or index), file or index\n"
+		"  --text FILE        text embeddings [tokens, text_dim]: safetensors or HDF5, one tensor\n"
+		"  --negative FILE    embeddings of the negative prompt for CFG (default: zeros)\n"
+		"  -o, --out DIR      output directory\n"
+		"  --policies LIST    policy specs as for replay (default dense,mc-sparse; dense always runs)\n"
+		"  --density LIST     top-k densities in (0,1] (default 0.15)\n"
+		"  --schedule S       warmup=W,anchors=a;b,dense_layers=l;m (denoising steps and blocks;\n"
+		"                     default no warm-up, anchor at step W-1, else 0)\n"
+		"  --latent FxHxW     latent size before patchify (default: from --noise)\n"
+		"  --noise FILE       initial noise [channels, F, H, W] (safetensors or HDF5)\n"
+		"  --seed N           Gaussian noise from GSL's mt19937 (default 0) when no --noise\n"
+		"  --steps S          denoising steps (default 50)\n"
+		"  --shift X          schedule shift (default 5)\n"
+		"  --guidance G       classifier-free guidance scale; 1 = no CFG (default 5)\n"
+		"  --sampler S        unipc (default) or euler\n"
+		"  --device D         cpu (default; the GPU path comes later)\n"
+		"  --quiet            no progress lines\n\n"
+		"generate.csv: " GENERATE_HEADER "\n"
+		"psnr/ssim: per latent frame against the dense run, averaged over frames (min: worst frame);\n"
+		"density: computed (query, key) pairs / N^2 over every self-attention call of the run.\n");
+}
+
+static int parse_num(const char *opt, const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end == s || *end || errno || !(v >= lo && v <= hi))
+		return dg_error("bad %s '%s' (expected a number in [%g, %g])", opt, s, lo, hi);
+	*out = v;
+	return 0;
+}
+
+/* file name of a run: the spec with '/' and ':' made safe, @density for sparse runs */
+static char *run_file(const char *dir, const dg_policy *p, double rho)
+{
+	char name[160];
+	if (p->dense)
+		snprintf(name, sizeof name, "%.100s.h5", p->name);
+	else
+		snprintf(name, sizeof name, "%.100s@%g.h5", p->name, rho);
+	for (char *c = name; *c; c++)
+		if (*c == '/' || *c == ':' || *c == ' ')
+			*c = '_';
+	return dg_path_join(dir, name);
+}
+
+typedef struct {
+	const dg_policy *p;
+	double rho;
+	dg_dit_attn_stats as;
+	dg_dit_sample_stats ss;
+	double psnr, ssim, psnr_min, ssim_min;
+} run_result;
+
+int dg_cmd_generate(int argc, char **argv)
+{
+	enum { O_MODEL = 256, O_TEXT, O_NEG, O_LATENT, O_NOISE, O_SEED, O_STEPS, O_SHIFT, O_GUIDE,
+	       O_SAMPLER, O_POL, O_DENS, O_SCHED, O_DEVICE, O_QUIET };
+	static const struct option opts[] = {
+		{ "model", required_argument, 0, O_MODEL }, { "text", required_argument, 0, O_TEXT },
+		{ "negative", required_argument, 0, O_NEG }, { "out", required_argument, 0, 'o' },
+		{ "latent", required_argument, 0, O_LATENT }, { "noise", required_argument, 0, O_NOISE },
+		{ "seed", required_argument, 0, O_SEED }, { "steps", required_argument, 0, O_STEPS },
+		{ "shift", required_argument, 0, O_SHIFT }, { "guidance", required_argument, 0, O_GUIDE },
+		{ "sampler", required_argument, 0, O_SAMPLER }, { "policies", required_argument, 0, O_POL },
+		{ "density", required_argument, 0, O_DENS }, { "schedule", required_argument, 0, O_SCHED },
+		{ "device", required_argument, 0, O_DEVICE }, { "quiet", no_argument, 0, O_QUIET },
+		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+	};
+	dg_dit_input_opts in = { .device = "cpu", .guidance = 5 };
+	dg_dit_sample_opts so = { .steps = 50, .shift = 5, .guidance = 5, .sampler = DG_SAMPLER_UNIPC };
+	const char *out = NULL, *policies = "dense,mc-sparse", *density = "0.15", *schedule = "";
+	bool quiet = false, seeded = true;
+	double x = 0;
+	int c, bad = 0;
+	opterr = 0;
+	optind = 1;
+	while (!bad && (c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case O_MODEL: in.model = optarg; break;
+		case O_TEXT: in.text = optarg; break;
+		case O_NEG: in.negative = optarg; break;
+		case 'o': out = optarg; break;
+		case O_LATENT: bad = dg_parse_latent("--latent", optarg, in.latent); break;
+		case O_NOISE: in.noise = optarg; seeded = false; break;
+		case O_SEED:
+			bad = parse_num("--seed", optarg, 0, 4294967295.0, &x);
+			in.seed = (unsigned long)x;
+			break;
+		case O_STEPS:
+			bad = parse_num("--steps", optarg, 1, 10000, &x) || (x != (int)x && dg_error("--steps must be an integer"));
+			so.steps = (int)x;
+			break;
+		case O_SHIFT: bad = parse_num("--shift", optarg, 1e-3, 1e3, &so.shift); break;
+		case O_GUIDE: bad = parse_num("--guidance", optarg, 0, 1e3, &so.guidance); break;
+		case O_SAMPLER:
+			if (dg_sampler_parse(optarg, &so.sampler))
+				bad = dg_error("generate: unknown --sampler '%s' (unipc or euler)", optarg);
+			break;
+		case O_POL: policies = optarg; break;
+		case O_DENS: density = optarg; break;
+		case O_SCHED: schedule = optarg; break;
+		case O_DEVICE: in.device = optarg; break;
+		case O_QUIET: quiet = true; break;
+		case 'h': usage(stdout); return 0;
+		case ':': bad = dg_error("generate: option '%s' needs a value", argv[optind - 1]); break;
+		default: bad = dg_error("generate: unknown option '%s' (dsgap generate --help)", argv[optind - 1]); break;
+		}
+	}
+	if (bad)
+		return 2;
+	if (optind < argc)
+		return dg_error("generate: unexpected argument '%s' (dsgap generate --help)", argv[optind]), 2;
+	if (!out || !in.model || !in.text)
+		return dg_error("generate: --model, --text and --out are required (dsgap generate --help)"), 2;
+	if (strcmp(in.device, "cpu") && strcmp(in.device, "gpu"))
+		return dg_error("generate: unknown --device '%s' (cpu or gpu)", in.device), 2;
+	in.guidance = so.guidance;
+	dg_policy pol[MAX_POLICIES + 1];
+	double dens[MAX_DENSITIES];
+	dg_schedule sched;
+	int np = dg_policies_expand(policies, pol + 1, MAX_POLICIES);
+	int nd = dg_parse_doubles(density, dens, MAX_DENSITIES);
+	if (np < 0)
+		return 2;
+	if (nd <= 0)
+		return dg_error("generate: bad --density '%s' (comma-separated numbers in (0,1])", density), 2;
+	for (int i = 0; i < nd; i++)
+		if (!(dens[i] > 0 && dens[i] <= 1))
+			return dg_error("generate: density %g is outside (0, 1]", dens[i]), 2;
+	if (dg_schedule_parse(schedule, &sched))
+		return 2;
+	if (dg_policy_parse("dense", &pol[0]))
+		return 1;
+	if (dg_mkdir_p(out))
+		return 1;
+
+	dg_dit_inputs di;
+	if (dg_dit_inputs_load(&in, &di))
+		return 1;
+	dg_wan_model *m = di.model;
+	const dg_wan_config *cf = &m->cfg;
+	int C = cf->out_dim, F = di.latent[0], H = di.latent[1], W = di.latent[2], rc = 1;
+	size_t nlat = (size_t)C * F * H * W;
+	float *ref = dg_malloc(nlat * sizeof(float)), *lat = dg_malloc(nlat * sizeof(float));
+	double *ps = dg_malloc((size_t)F * sizeof(double)), *ss = dg_malloc((size_t)F * sizeof(double));
+	run_result *res = dg_calloc((size_t)(1 + np * nd), sizeof *res);
+	int nres = 0;
+	so.model = m;
+	memcpy(so.latent, di.latent, sizeof so.latent);
+	so.noise = di.noise;
+	so.cond = di.cond;
+	so.uncond = di.uncond;
+	int shape[4] = { C, F, H, W };
+	for (int pi = 0; pi <= np; pi++) {
+		const dg_policy *p = &pol[pi];
+		if (pi > 0 && p->dense)
+			continue; /* the reference already ran */
+		for (int di_ = 0; di_ < (p->dense ? 1 : nd); di_++) {
+			double rho = p->dense ? 1 : dens[di_];
+			run_result *r = &res[nres];
+			r->p = p;
+			r->rho = rho;
+			dg_dit_attn *attn = dg_dit_attn_new(m->ops, p, rho, &sched, di.grid, cf->num_layers,
+							    cf->num_heads, dg_wan_head_dim(cf),
+							    so.guidance != 1 ? 2 : 1);
+			if (!attn)
+				goto done;
+			char label[200];
+			snprintf(label, sizeof label, p->dense ? "generate %s" : "generate %s@%g", p->name, rho);
+			so.attn = attn;
+			so.label = quiet ? NULL : label;
+			int sr = dg_dit_sample(&so, pi == 0 ? ref : lat, &r->ss);
+			dg_dit_attn_get_stats(attn, &r->as);
+			dg_dit_attn_free(attn);
+			if (sr)
+				goto done;
+			const float *xr = pi == 0 ? ref : lat;
+			dg_frames_fidelity(ref, xr, C, F, H, W, ps, ss);
+			r->psnr = r->ssim = 0;
+			r->psnr_min = r->ssim_min = INFINITY;
+			for (int f = 0; f < F; f++) {
+				r->psnr += ps[f] / F;
+				r->ssim += ss[f] / F;
+				r->psnr_min = fmin(r->psnr_min, ps[f]);
+				r->ssim_min = fmin(r->ssim_min, ss[f]);
+			}
+			char *path = run_file(out, p, rho);
+			char dstr[32];
+			snprintf(dstr, sizeof dstr, "%g", rho);
+			const char *attrs[] = { "policy", p->name, "density_target", dstr, NULL };
+			int wr = dg_latents_write(path, xr, shape, attrs);
+			free(path);
+			if (wr)
+				goto done;
+			nres++;
+		}
+	}
+	/* generate.csv */
+	char *csv = dg_path_join(out, "generate.csv");
+	dg_out o;
+	int orc = dg_out_open(&o, csv);
+	if (!orc) {
+		fprintf(o.f, GENERATE_HEADER "\n");
+		for (int i = 0; i < nres; i++) {
+			run_result *r = &res[i];
+			double density = r->as.full_pairs > 0 ? r->as.pairs / r->as.full_pairs : 1;
+			fprintf(o.f, "%s,%g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g\n", r->p->name, r->rho, density,
+				r->psnr, r->ssim, r->psnr_min, r->ssim_min, r->ss.transformer_s, r->ss.total_s,
+				res[0].ss.transformer_s / r->ss.transformer_s);
+		}
+		orc = dg_out_commit(&o);
+	}
+	free(csv);
+	if (orc)
+		goto done;
+	/* generate.json */
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "format", "dsgap-generate");
+	cJSON_AddStringToObject(j, "dsgap_version", DG_VERSION);
+	cJSON_AddStringToObject(j, "git_commit", dg_git_commit());
+	char date[32];
+	dg_utc_now(date, sizeof date);
+	cJSON_AddStringToObject(j, "date", date);
+	cJSON_AddStringToObject(j, "device", m->ops->device);
+	cJSON_AddStringToObject(j, "model", m->name);
+	cJSON_AddStringToObject(j, "weights", m->weights_path);
+	char *mc = dg_wan_config_json(cf);
+	cJSON *mj = cJSON_Parse(mc);
+	free(mc);
+	cJSON_AddItemToObject(j, "config", mj ? mj : cJSON_CreateNull());
+	cJSON_AddItemToObject(j, "latent", cJSON_CreateIntArray(di.latent, 3));
+	cJSON_AddItemToObject(j, "grid", cJSON_CreateIntArray(di.grid, 3));
+	cJSON_AddNumberToObject(j, "steps", so.steps);
+	cJSON_AddNumberToObject(j, "shift", so.shift);
+	cJSON_AddNumberToObject(j, "guidance", so.guidance);
+	cJSON_AddStringToObject(j, "sampler", dg_sampler_name(so.sampler));
+	cJSON_AddStringToObject(j, "text", in.text);
+	if (in.negative)
+		cJSON_AddStringToObject(j, "negative", in.negative);
+	if (seeded)
+		cJSON_AddNumberToObject(j, "seed", (double)in.seed);
+	else
+		cJSON_AddStringToObject(j, "noise", in.noise);
+	cJSON *sj = cJSON_AddObjectToObject(j, "schedule");
+	cJSON_AddNumberToObject(sj, "warmup", sched.warmup);
+	if (sched.anchors_given)
+		cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(sched.anchors, sched.nanchors));
+	else
+		cJSON_AddNumberToObject(sj, "anchor", sched.warmup > 0 ? sched.warmup - 1 : 0);
+	cJSON_AddItemToObject(sj, "dense_layers", cJSON_CreateIntArray(sched.dense_layers, sched.ndense_layers));
+	cJSON *runs = cJSON_AddArrayToObject(j, "runs");
+	for (int i = 0; i < nres; i++) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "policy", res[i].p->name);
+		cJSON_AddNumberToObject(r, "density_target", res[i].rho);
+		cJSON_AddNumberToObject(r, "attention_s", res[i].as.seconds);
+		cJSON_AddNumberToObject(r, "metadata_s", res[i].as.meta_seconds);
+		cJSON_AddNumberToObject(r, "sparse_units", (double)res[i].as.sparse_calls);
+		cJSON_AddNumberToObject(r, "units", (double)res[i].as.calls);
+		cJSON_AddItemToArray(runs, r);
+	}
+	char *js = cJSON_Print(j);
+	cJSON_Delete(j);
+	char *jp = dg_path_join(out, "generate.json");
+	orc = dg_out_open(&o, jp);
+	if (!orc) {
+		fprintf(o.f, "%s\n", js);
+		orc = dg_out_commit(&o);
+	}
+	free(jp);
+	cJSON_free(js);
+	if (orc)
+		goto done;
+	if (!quiet)
+		fprintf(stderr, "generate: wrote %s/generate.csv, %s/generate.json and %d latents files\n", out,
+			out, nres);
+	rc = 0;
+done:
+	free(ref), free(lat), free(ps), free(ss), free(res);
+	dg_dit_inputs_free(&di);
+	return rc;
+}

@@ -1,0 +1,71 @@
+/*
+ * dit_attn.h: the one self-attention entry point of the DiT engine. Every self-attention call of
+ * the forward (wan_forward.c) comes here with its site (step, layer, pass) and its Q, K, V exactly
+ * as attention receives them: post-qk-norm, post-RoPE, head-major (heads, tokens, head_dim) fp32.
+ *
+ *   capture  a hook sees those Q/K/V first (dsgap capture streams them into a trace);
+ *   policy   then the output is computed under the policy (policy.h, DESIGN §3) in the closed
+ *            loop: dense, or a sparse policy whose metadata (groups, selections) and cached
+ *            residual live per (pass, layer, head) across denoising steps, following the
+ *            schedule (warm-up steps dense, anchors, dense layers) exactly as the replay engine
+ *            (replay.c) does in the open loop.
+ *
+ * Per (pass, layer, head) at step s (W = warm-up, anchor = schedule anchor or no metadata yet):
+ *   dense policy / dense layer      O = dense
+ *   refresh=anchor: s < W, no anchor O = dense
+ *                   anchor          O = dense; metadata from this step's Q/K (exact scores use
+ *                                   the dense LSE); residual R = O_dense - O_sparse (cached)
+ *                   otherwise       O = sparse(metadata) [+ R]
+ *   refresh=step:   s < W           O = dense (and, with a residual, metadata + R for next step)
+ *                   otherwise       metadata from this step; O = sparse [+ R of the previous
+ *                                   step]; R = O_dense - O_sparse
+ * The sparse path runs on the CPU reference (groups.h, select.h, dg_attn_sparse); the dense path
+ * through the op table (ops->attention), so a GPU backend slots in there.
+ */
+#ifndef DG_DIT_ATTN_H
+#define DG_DIT_ATTN_H
+
+#include <stdint.h>
+
+#include "policy.h"
+#include "wan_ops.h"
+
+typedef struct {
+	int step;     /* denoising step, 0-based */
+	int layer;    /* block */
+	int pass;     /* 0 conditional, 1 unconditional (CFG) */
+	double sigma; /* noise level of the step */
+} dg_attn_site;
+
+/* The capture hook: q, k, v (heads, n, d) on the host. Nonzero return aborts the forward. */
+typedef int (*dg_attn_capture_fn)(void *user, const dg_attn_site *site, int heads, int n, int d,
+				  const float *q, const float *k, const float *v);
+
+typedef struct dg_dit_attn dg_dit_attn;
+
+/*
+ * An entry point for a model of `layers` blocks of `heads` heads of head_dim d on a token grid
+ * (frames, height, width); passes = 1 or 2 (CFG). policy NULL (or dense) = dense; rho: top-k
+ * density; schedule may be NULL (no warm-up; the first step is the anchor). Returns NULL after
+ * reporting (e.g. a sparse policy on a backend other than the CPU).
+ */
+dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rho,
+			     const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
+			     int passes);
+void dg_dit_attn_set_capture(dg_dit_attn *a, dg_attn_capture_fn fn, void *user);
+/* o (heads, n, d) = attention of q, k, v (heads, n, d) at site under the policy. 0 or -1. */
+int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *site, const float *q, const float *k,
+		     const float *v, float *o);
+
+typedef struct {
+	long long calls;        /* (site, head) units */
+	long long sparse_calls; /* units whose output was sparse */
+	double pairs;           /* computed (query, key) pairs of the outputs */
+	double full_pairs;      /* calls * n^2 */
+	double seconds;         /* time inside the entry point (metadata included) */
+	double meta_seconds;    /* of which groups, scores, selections */
+} dg_dit_attn_stats;
+void dg_dit_attn_get_stats(const dg_dit_attn *a, dg_dit_attn_stats *s);
+void dg_dit_attn_free(dg_dit_attn *a);
+
+#endif

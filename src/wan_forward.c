@@ -1,0 +1,376 @@
+/*
+ * wan_forward.c: the Wan2.1 forward (reference §1.4), orchestrated over the op table (wan_ops.h):
+ *
+ *   tokens = patchify(x) (N, C*pt*ph*pw), c slowest          -> x = patch_embedding(tokens) (N, D)
+ *   e = MLP(sinusoid(t), cos first)   e0 = Linear(SiLU(e)) (6, D)      (host, fp64 sinusoid)
+ *   per block, mod = modulation + e0:
+ *     h = LN(x) (1 + mod1) + mod0;  q, k = RMSNorm_D(Wq h), RMSNorm_D(Wk h); v = Wv h
+ *     q, k = RoPE_3D(q, k) (interleaved pairs; t/h/w split of head_dim);   heads -> attention entry point
+ *     x += Wo attn * mod2
+ *     x += Wo' crossattn(q' = RMSNorm(Wq' LN_affine(x)), K/V of the cached context)
+ *     x += W2 GELU_tanh(W1 (LN(x) (1 + mod4) + mod3)) * mod5
+ *   out = head(LN(x) (1 + head_mod1 + e) + head_mod0 + e) -> unpatchify, channel fastest
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dit_attn.h"
+#include "util.h"
+#include "wan.h"
+
+struct dg_wan_workspace {
+	int n;                 /* tokens the buffers are sized for */
+	int grid[3];           /* the grid of the RoPE tables */
+	float *x, *h, *t1, *t2, *qh, *kh, *vh, *oh; /* (n, dim) each */
+	float *f;              /* (n, ffn_dim) */
+	float *cos, *sin;      /* (n, head_dim/2) */
+	float *mods;           /* (layers, 6, dim) per forward */
+	float *head_ss;        /* (2, dim) */
+	float *patches;        /* (n, max(in, out) * patch) */
+	float *host_tokens;    /* host staging of the same size */
+};
+
+void dg_wan_workspace_free(dg_wan_model *m)
+{
+	dg_wan_workspace *w = m->ws;
+	if (!w)
+		return;
+	dg_wan_ops *o = m->ops;
+	float *bufs[] = { w->x, w->h, w->t1, w->t2, w->qh, w->kh, w->vh, w->oh, w->f, w->cos, w->sin,
+			  w->mods, w->head_ss, w->patches };
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+		if (bufs[i])
+			o->release(o, bufs[i]);
+	free(w->host_tokens);
+	free(w);
+	m->ws = NULL;
+}
+
+static int patch_vec(const dg_wan_config *c)
+{
+	int p = c->patch[0] * c->patch[1] * c->patch[2];
+	return (c->in_dim > c->out_dim ? c->in_dim : c->out_dim) * p;
+}
+
+/* RoPE angles for the grid: pairs [0, t/2) by frame, then [.., +h/2) by row, then by column;
+ * frequency theta^(-2i/dim_axis); fp64, stored fp32 (n, d/2) */
+static void rope_tables(const dg_wan_config *c, const int grid[3], float *cos_h, float *sin_h)
+{
+	int d = dg_wan_head_dim(c), half = d / 2, dims[3];
+	dg_wan_rope_dims(d, dims);
+	double *freq = dg_malloc((size_t)half * sizeof(double));
+	int *axis = dg_malloc((size_t)half * sizeof(int));
+	int p = 0;
+	for (int a = 0; a < 3; a++)
+		for (int i = 0; i < dims[a] / 2; i++, p++) {
+			freq[p] = pow(c->rope_theta, -2.0 * i / dims[a]);
+			axis[p] = a;
+		}
+	DG_ASSERT(p == half);
+	int n = grid[0] * grid[1] * grid[2];
+	for (int tok = 0; tok < n; tok++) {
+		int pos[3] = { tok / (grid[1] * grid[2]), tok / grid[2] % grid[1], tok % grid[2] };
+		for (int i = 0; i < half; i++) {
+			double ang = pos[axis[i]] * freq[i];
+			cos_h[(size_t)tok * half + i] = (float)cos(ang);
+			sin_h[(size_t)tok * half + i] = (float)sin(ang);
+		}
+	}
+	free(freq);
+	free(axis);
+}
+
+static dg_wan_workspace *workspace(dg_wan_model *m, const int grid[3])
+{
+	const dg_wan_config *c = &m->cfg;
+	int n = grid[0] * grid[1] * grid[2];
+	dg_wan_workspace *w = m->ws;
+	dg_wan_ops *o = m->ops;
+	if (w && w->n != n) {
+		dg_wan_workspace_free(m);
+		w = NULL;
+	}
+	if (!w) {
+		w = m->ws = dg_calloc(1, sizeof *w);
+		w->n = n;
+		size_t nd = (size_t)n * c->dim;
+		float **bufs[] = { &w->x, &w->h, &w->t1, &w->t2, &w->qh, &w->kh, &w->vh, &w->oh };
+		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+			*bufs[i] = o->alloc(o, nd);
+		w->f = o->alloc(o, (size_t)n * c->ffn_dim);
+		size_t half = (size_t)n * (dg_wan_head_dim(c) / 2);
+		w->cos = o->alloc(o, half);
+		w->sin = o->alloc(o, half);
+		w->mods = o->alloc(o, (size_t)c->num_layers * 6 * c->dim);
+		w->head_ss = o->alloc(o, 2 * (size_t)c->dim);
+		w->patches = o->alloc(o, (size_t)n * patch_vec(c));
+		w->host_tokens = dg_malloc((size_t)n * patch_vec(c) * sizeof(float));
+	}
+	if (memcmp(w->grid, grid, sizeof w->grid)) {
+		size_t half = (size_t)n * (dg_wan_head_dim(c) / 2);
+		float *ch = dg_malloc(half * sizeof(float)), *sh = dg_malloc(half * sizeof(float));
+		rope_tables(c, grid, ch, sh);
+		o->upload(o, w->cos, ch, half);
+		o->upload(o, w->sin, sh, half);
+		free(ch);
+		free(sh);
+		memcpy(w->grid, grid, sizeof w->grid);
+	}
+	return w;
+}
+
+int dg_wan_grid(const dg_wan_model *m, const int latent[3], int grid[3])
+{
+	const dg_wan_config *c = &m->cfg;
+	for (int i = 0; i < 3; i++) {
+		if (latent[i] < 1 || latent[i] % c->patch[i])
+			return dg_error("latent %dx%dx%d is not a multiple of the patch %dx%dx%d", latent[0],
+					latent[1], latent[2], c->patch[0], c->patch[1], c->patch[2]);
+		grid[i] = latent[i] / c->patch[i];
+		if (grid[i] > c->rope_max)
+			return dg_error("latent %dx%dx%d: %d tokens along axis %d exceed the %d RoPE positions",
+					latent[0], latent[1], latent[2], grid[i], i, c->rope_max);
+	}
+	if ((long long)grid[0] * grid[1] * grid[2] > (1 << 24))
+		return dg_error("latent %dx%dx%d: too many tokens", latent[0], latent[1], latent[2]);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* host helpers for the tiny per-forward vectors                                                    */
+
+/* y (out) = W x + b on the host */
+static void host_linear(const dg_wan_linear *l, const float *x, float *y)
+{
+	for (int i = 0; i < l->out; i++) {
+		const float *w = l->w + (size_t)i * l->in;
+		double s = l->b ? l->b[i] : 0;
+		for (int j = 0; j < l->in; j++)
+			s += (double)w[j] * x[j];
+		y[i] = (float)s;
+	}
+}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* e (dim) and e0 (6 dim) of timestep t */
+static void time_embedding(const dg_wan_model *m, double t, float *e, float *e0)
+{
+	const dg_wan_config *c = &m->cfg;
+	int half = c->freq_dim / 2, D = c->dim;
+	float *s = dg_malloc((size_t)c->freq_dim * sizeof(float));
+	for (int j = 0; j < half; j++) {
+		double a = t * pow(10000.0, -(double)j / half);
+		s[j] = (float)cos(a);
+		s[half + j] = (float)sin(a);
+	}
+	float *h = dg_malloc((size_t)D * sizeof(float));
+	host_linear(&m->time1, s, h);
+	for (int i = 0; i < D; i++)
+		h[i] = silu(h[i]);
+	host_linear(&m->time2, h, e);
+	for (int i = 0; i < D; i++)
+		h[i] = silu(e[i]);
+	host_linear(&m->time_proj, h, e0);
+	free(s);
+	free(h);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* contexts                                                                                        */
+
+int dg_wan_context_new(dg_wan_model *m, const float *text, int tokens, dg_wan_context **out)
+{
+	const dg_wan_config *c = &m->cfg;
+	dg_wan_ops *o = m->ops;
+	*out = NULL;
+	if (tokens < 1)
+		return dg_error("text embeddings: no tokens");
+	if (c->text_len > 0 && tokens > c->text_len)
+		return dg_error("text embeddings: %d tokens, more than the model's text_len %d", tokens,
+				c->text_len);
+	int L = c->text_len > 0 ? c->text_len : tokens, D = c->dim, H = c->num_heads, d = D / H;
+	float *padded = dg_calloc((size_t)L * c->text_dim, sizeof(float));
+	memcpy(padded, text, (size_t)tokens * c->text_dim * sizeof(float));
+	float *in = o->alloc(o, (size_t)L * c->text_dim), *a = o->alloc(o, (size_t)L * D),
+	      *ctx = o->alloc(o, (size_t)L * D), *t = o->alloc(o, (size_t)L * D);
+	o->upload(o, in, padded, (size_t)L * c->text_dim);
+	free(padded);
+	o->linear(o, &m->text1, in, L, a);
+	o->gelu_tanh(o, a, (size_t)L * D);
+	o->linear(o, &m->text2, a, L, ctx);
+	dg_wan_context *x = dg_calloc(1, sizeof *x);
+	x->tokens = L;
+	x->k = dg_calloc(c->num_layers, sizeof(float *));
+	x->v = dg_calloc(c->num_layers, sizeof(float *));
+	for (int i = 0; i < c->num_layers; i++) {
+		const dg_wan_block *b = &m->blocks[i];
+		x->k[i] = o->alloc(o, (size_t)L * D);
+		x->v[i] = o->alloc(o, (size_t)L * D);
+		o->linear(o, &b->ck, ctx, L, t);
+		if (b->cnorm_k)
+			o->rmsnorm(o, t, L, D, (float)c->eps, b->cnorm_k);
+		o->to_heads(o, t, L, H, d, NULL, NULL, x->k[i]);
+		o->linear(o, &b->cv, ctx, L, t);
+		o->to_heads(o, t, L, H, d, NULL, NULL, x->v[i]);
+	}
+	o->release(o, in), o->release(o, a), o->release(o, ctx), o->release(o, t);
+	*out = x;
+	return 0;
+}
+
+void dg_wan_context_free(dg_wan_model *m, dg_wan_context *x)
+{
+	if (!x)
+		return;
+	for (int i = 0; i < m->cfg.num_layers; i++) {
+		if (x->k[i])
+			m->ops->release(m->ops, x->k[i]);
+		if (x->v[i])
+			m->ops->release(m->ops, x->v[i]);
+	}
+	free(x->k);
+	free(x->v);
+	free(x);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* forward                                                                                         */
+
+/* tokens (n, C*pt*ph*pw) from x (C, F, H, W): vector (c, kt, kh, kw), c slowest */
+static void patchify(const dg_wan_config *c, const float *x, const int lat[3], const int grid[3],
+		     float *tok)
+{
+	int C = c->in_dim, pt = c->patch[0], ph = c->patch[1], pw = c->patch[2], P = C * pt * ph * pw;
+	for (int f = 0; f < grid[0]; f++)
+		for (int i = 0; i < grid[1]; i++)
+			for (int j = 0; j < grid[2]; j++) {
+				float *v = tok + (((size_t)f * grid[1] + i) * grid[2] + j) * P;
+				for (int ch = 0; ch < C; ch++)
+					for (int a = 0; a < pt; a++)
+						for (int b = 0; b < ph; b++)
+							for (int e = 0; e < pw; e++)
+								*v++ = x[(((size_t)ch * lat[0] + f * pt + a) * lat[1] +
+									  i * ph + b) * lat[2] + j * pw + e];
+			}
+}
+
+/* out (C, F, H, W) from tokens (n, pt*ph*pw*C): vector (kt, kh, kw, c), c fastest */
+static void unpatchify(const dg_wan_config *c, const float *tok, const int lat[3], const int grid[3],
+		       float *out)
+{
+	int C = c->out_dim, pt = c->patch[0], ph = c->patch[1], pw = c->patch[2], P = C * pt * ph * pw;
+	for (int f = 0; f < grid[0]; f++)
+		for (int i = 0; i < grid[1]; i++)
+			for (int j = 0; j < grid[2]; j++) {
+				const float *v = tok + (((size_t)f * grid[1] + i) * grid[2] + j) * P;
+				for (int a = 0; a < pt; a++)
+					for (int b = 0; b < ph; b++)
+						for (int e = 0; e < pw; e++)
+							for (int ch = 0; ch < C; ch++)
+								out[(((size_t)ch * lat[0] + f * pt + a) * lat[1] + i * ph + b) *
+									    lat[2] + j * pw + e] = *v++;
+			}
+}
+
+int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double t,
+		   const dg_wan_context *ctx, const dg_wan_call *call, float *out)
+{
+	const dg_wan_config *c = &m->cfg;
+	dg_wan_ops *o = m->ops;
+	int grid[3];
+	if (dg_wan_grid(m, latent, grid))
+		return -1;
+	dg_wan_workspace *w = workspace(m, grid);
+	int n = w->n, D = c->dim, H = c->num_heads, d = D / H, L = c->num_layers;
+	int P = c->patch[0] * c->patch[1] * c->patch[2];
+	float eps = (float)c->eps;
+
+	/* time: e, e0 and every block's modulation on the host, uploaded once */
+	float *e = dg_malloc((size_t)D * sizeof(float)), *e0 = dg_malloc((size_t)6 * D * sizeof(float));
+	time_embedding(m, t, e, e0);
+	float *mods = dg_malloc((size_t)L * 6 * D * sizeof(float));
+	for (int l = 0; l < L; l++)
+		for (int i = 0; i < 6 * D; i++)
+			mods[(size_t)l * 6 * D + i] = m->blocks[l].modulation[i] + e0[i];
+	o->upload(o, w->mods, mods, (size_t)L * 6 * D);
+	float hs[2 * 4096], *head_ss = D <= 4096 ? hs : dg_malloc((size_t)2 * D * sizeof(float));
+	for (int i = 0; i < 2 * D; i++)
+		head_ss[i] = m->head_mod[i] + e[i % D];
+	o->upload(o, w->head_ss, head_ss, 2 * (size_t)D);
+	if (head_ss != hs)
+		free(head_ss);
+	free(mods), free(e), free(e0);
+
+	/* patch embedding */
+	patchify(c, x, latent, grid, w->host_tokens);
+	o->upload(o, w->patches, w->host_tokens, (size_t)n * c->in_dim * P);
+	o->linear(o, &m->patch, w->patches, n, w->x);
+
+	int rc = 0;
+	float *hbuf = call && call->hidden ? dg_malloc((size_t)n * D * sizeof(float)) : NULL;
+	for (int l = 0; l < L && !rc; l++) {
+		const dg_wan_block *b = &m->blocks[l];
+		const float *mod = w->mods + (size_t)l * 6 * D;
+		/* self-attention */
+		o->layernorm(o, w->x, n, D, eps, NULL, NULL, mod + 1 * D, mod + 0 * D, w->h);
+		o->linear(o, &b->q, w->h, n, w->t1);
+		o->linear(o, &b->k, w->h, n, w->t2);
+		if (b->norm_q) {
+			o->rmsnorm(o, w->t1, n, D, eps, b->norm_q);
+			o->rmsnorm(o, w->t2, n, D, eps, b->norm_k);
+		}
+		o->to_heads(o, w->t1, n, H, d, w->cos, w->sin, w->qh);
+		o->to_heads(o, w->t2, n, H, d, w->cos, w->sin, w->kh);
+		o->linear(o, &b->v, w->h, n, w->t1);
+		o->to_heads(o, w->t1, n, H, d, NULL, NULL, w->vh);
+		dg_attn_site site = { call ? call->step : 0, l, call ? call->pass : 0, call ? call->sigma : 0 };
+		if (call && call->attn) {
+			if (dg_dit_attention(call->attn, &site, w->qh, w->kh, w->vh, w->oh)) {
+				rc = -1;
+				break;
+			}
+		} else {
+			o->attention(o, w->qh, w->kh, w->vh, H, n, n, d, w->oh, NULL);
+		}
+		o->from_heads(o, w->oh, n, H, d, w->t1);
+		o->linear(o, &b->o, w->t1, n, w->t2);
+		o->add_gated(o, w->x, w->t2, mod + 2 * D, n, D);
+		/* cross-attention to the cached context */
+		const float *hc = w->x;
+		if (b->norm3_w) {
+			o->layernorm(o, w->x, n, D, eps, b->norm3_w, b->norm3_b, NULL, NULL, w->h);
+			hc = w->h;
+		}
+		o->linear(o, &b->cq, hc, n, w->t1);
+		if (b->cnorm_q)
+			o->rmsnorm(o, w->t1, n, D, eps, b->cnorm_q);
+		o->to_heads(o, w->t1, n, H, d, NULL, NULL, w->qh);
+		o->attention(o, w->qh, ctx->k[l], ctx->v[l], H, n, ctx->tokens, d, w->oh, NULL);
+		o->from_heads(o, w->oh, n, H, d, w->t1);
+		o->linear(o, &b->co, w->t1, n, w->t2);
+		o->add_gated(o, w->x, w->t2, NULL, n, D);
+		/* feed-forward */
+		o->layernorm(o, w->x, n, D, eps, NULL, NULL, mod + 4 * D, mod + 3 * D, w->h);
+		o->linear(o, &b->ffn1, w->h, n, w->f);
+		o->gelu_tanh(o, w->f, (size_t)n * c->ffn_dim);
+		o->linear(o, &b->ffn2, w->f, n, w->t2);
+		o->add_gated(o, w->x, w->t2, mod + 5 * D, n, D);
+		if (hbuf) {
+			o->download(o, hbuf, w->x, (size_t)n * D);
+			call->hidden(call->user, l, hbuf);
+		}
+		if (call && call->progress)
+			call->progress(call->user, l);
+	}
+	free(hbuf);
+	if (rc)
+		return -1;
+	/* head */
+	o->layernorm(o, w->x, n, D, eps, NULL, NULL, w->head_ss + D, w->head_ss, w->h);
+	o->linear(o, &m->head, w->h, n, w->patches);
+	o->download(o, w->host_tokens, w->patches, (size_t)n * c->out_dim * P);
+	unpatchify(c, w->host_tokens, latent, grid, out);
+	return 0;
+}

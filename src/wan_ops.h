@@ -1,0 +1,65 @@
+/*
+ * wan_ops.h: the operations the Wan2.1 forward (wan_forward.c) is made of, as a table that a
+ * backend fills: the CPU (wan_ops_cpu.c: fp32, OpenBLAS SGEMM, OpenMP) now, the GPU (bf16
+ * weights, cuBLAS, kernels/) later. The forward only orchestrates: every per-token tensor lives
+ * where the backend computes ("device" buffers from alloc), and the forward touches it only
+ * through these functions, so a backend slots in without changing the model code.
+ *
+ * Layouts: activations are token-major (m, n) row-major; attention operands are head-major
+ * (heads, tokens, head_dim), the layout the attention entry point (dit_attn.h) and the trace use.
+ * Weights are dg_wan_linear (wan.h): the host fp32 copy is always there; a backend may keep its own
+ * converted copy in ->dev (made by prepare).
+ */
+#ifndef DG_WAN_OPS_H
+#define DG_WAN_OPS_H
+
+#include <stddef.h>
+
+typedef struct dg_wan_linear dg_wan_linear;
+typedef struct dg_wan_ops dg_wan_ops;
+
+struct dg_wan_ops {
+	const char *name; /* "cpu" */
+	char device[192]; /* what it runs on, for reports */
+	void *impl;
+	/* buffers of n floats where the backend computes (uninitialised) */
+	float *(*alloc)(dg_wan_ops *, size_t n);
+	void (*release)(dg_wan_ops *, float *p);
+	void (*upload)(dg_wan_ops *, float *dst, const float *host, size_t n);
+	void (*download)(dg_wan_ops *, float *host, const float *src, size_t n);
+	/* make the backend's copy of a weight (e.g. bf16 on the device); no-op on the CPU */
+	void (*prepare)(dg_wan_ops *, dg_wan_linear *l);
+	void (*unprepare)(dg_wan_ops *, dg_wan_linear *l);
+	/* y (m, l->out) = x (m, l->in) W^T + b */
+	void (*linear)(dg_wan_ops *, const dg_wan_linear *l, const float *x, int m, float *y);
+	/*
+	 * y (m, n) = (x - mean) / sqrt(var + eps) over each row (biased variance), then * w + b if w
+	 * (affine; b may be NULL), then * (1 + scale) + shift if scale/shift (each (n) or NULL).
+	 */
+	void (*layernorm)(dg_wan_ops *, const float *x, int m, int n, float eps, const float *w,
+			  const float *b, const float *scale, const float *shift, float *y);
+	/* x (m, n) = x * rsqrt(mean(x^2) + eps) * w, in place (RMSNorm over the full row) */
+	void (*rmsnorm)(dg_wan_ops *, float *x, int m, int n, float eps, const float *w);
+	/*
+	 * y (heads, m, d) = x (m, heads*d) split into heads; with cos/sin (m, d/2) (else NULL) each
+	 * interleaved pair (x[2i], x[2i+1]) of every head is rotated by the angle of (token, i).
+	 */
+	void (*to_heads)(dg_wan_ops *, const float *x, int m, int heads, int d, const float *cos,
+			 const float *sin, float *y);
+	/* y (m, heads*d) = x (heads, m, d) merged */
+	void (*from_heads)(dg_wan_ops *, const float *x, int m, int heads, int d, float *y);
+	/* x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place */
+	void (*gelu_tanh)(dg_wan_ops *, float *x, size_t n);
+	/* x (m, n) += y * gate (gate (n), or NULL for 1) */
+	void (*add_gated)(dg_wan_ops *, float *x, const float *y, const float *gate, int m, int n);
+	/* dense attention per head, scale 1/sqrt(d): q (heads, nq, d), k v (heads, nk, d) ->
+	 * o (heads, nq, d); lse (heads, nq) or NULL */
+	void (*attention)(dg_wan_ops *, const float *q, const float *k, const float *v, int heads,
+			  int nq, int nk, int d, float *o, float *lse);
+	void (*destroy)(dg_wan_ops *);
+};
+
+/* The CPU backend (host memory; OpenBLAS kept single-threaded, OpenMP across row blocks). */
+dg_wan_ops *dg_wan_ops_cpu(void);
+
+#endif

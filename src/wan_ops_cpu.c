@@ -1,0 +1,193 @@
+/*
+ * wan_ops_cpu.c: the CPU backend of the Wan forward (wan_ops.h): host memory, fp32, OpenBLAS SGEMM
+ * (kept single-threaded) called on row or column blocks from an OpenMP team, norms and elementwise
+ * ops in OpenMP loops with fp64 row statistics, attention through dg_attn_dense (attention.h).
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cblas.h>
+
+#include "attention.h"
+#include "util.h"
+#include "wan.h"
+#include "wan_ops.h"
+
+static float *cpu_alloc(dg_wan_ops *o, size_t n) { return dg_malloc((n ? n : 1) * sizeof(float)); }
+static void cpu_release(dg_wan_ops *o, float *p) { free(p); }
+static void cpu_copy(dg_wan_ops *o, float *dst, const float *src, size_t n)
+{
+	if (n)
+		memcpy(dst, src, n * sizeof(float));
+}
+static void cpu_prepare(dg_wan_ops *o, dg_wan_linear *l) {}
+
+/* y (m, out) = x (m, in) W^T + b: split rows (tall) or output columns (short) across threads */
+static void cpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+{
+	int out = l->out, in = l->in, threads = omp_get_max_threads();
+	int by_rows = m >= 32 * threads || out < 64 * threads;
+	int parts = by_rows ? (m + 31) / 32 : (out + 63) / 64;
+	if (parts > 4 * threads)
+		parts = 4 * threads;
+	if (parts < 1)
+		parts = 1;
+#pragma omp parallel for schedule(static) if (parts > 1 && (double)m * out * in > 1e6)
+	for (int p = 0; p < parts; p++) {
+		if (by_rows) {
+			int r0 = (int)((long long)m * p / parts), r1 = (int)((long long)m * (p + 1) / parts);
+			if (r1 > r0)
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, out, in, 1.0f,
+					    x + (size_t)r0 * in, in, l->w, in, 0.0f, y + (size_t)r0 * out, out);
+		} else {
+			int c0 = (int)((long long)out * p / parts), c1 = (int)((long long)out * (p + 1) / parts);
+			if (c1 > c0)
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, c1 - c0, in, 1.0f, x, in,
+					    l->w + (size_t)c0 * in, in, 0.0f, y + c0, out);
+		}
+	}
+	if (l->b) {
+#pragma omp parallel for schedule(static) if ((double)m * out > 1e5)
+		for (int r = 0; r < m; r++) {
+			float *yr = y + (size_t)r * out;
+			for (int j = 0; j < out; j++)
+				yr[j] += l->b[j];
+		}
+	}
+}
+
+static void cpu_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps, const float *w,
+			  const float *b, const float *scale, const float *shift, float *y)
+{
+#pragma omp parallel for schedule(static) if ((double)m * n > 1e5)
+	for (int r = 0; r < m; r++) {
+		const float *xr = x + (size_t)r * n;
+		float *yr = y + (size_t)r * n;
+		double s = 0, ss = 0;
+		for (int j = 0; j < n; j++)
+			s += xr[j];
+		double mean = s / n;
+		for (int j = 0; j < n; j++) {
+			double d = xr[j] - mean;
+			ss += d * d;
+		}
+		float inv = (float)(1.0 / sqrt(ss / n + eps)), mu = (float)mean;
+		for (int j = 0; j < n; j++) {
+			float v = (xr[j] - mu) * inv;
+			if (w)
+				v = v * w[j] + (b ? b[j] : 0.0f);
+			if (scale)
+				v *= 1.0f + scale[j];
+			if (shift)
+				v += shift[j];
+			yr[j] = v;
+		}
+	}
+}
+
+static void cpu_rmsnorm(dg_wan_ops *o, float *x, int m, int n, float eps, const float *w)
+{
+#pragma omp parallel for schedule(static) if ((double)m * n > 1e5)
+	for (int r = 0; r < m; r++) {
+		float *xr = x + (size_t)r * n;
+		double ss = 0;
+		for (int j = 0; j < n; j++)
+			ss += (double)xr[j] * xr[j];
+		float inv = (float)(1.0 / sqrt(ss / n + eps));
+		for (int j = 0; j < n; j++)
+			xr[j] = xr[j] * inv * (w ? w[j] : 1.0f);
+	}
+}
+
+static void cpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *cos,
+			 const float *sin, float *y)
+{
+	int half = d / 2;
+#pragma omp parallel for schedule(static) if ((double)m * heads * d > 1e5)
+	for (int r = 0; r < m; r++) {
+		const float *c = cos ? cos + (size_t)r * half : NULL, *s = sin ? sin + (size_t)r * half : NULL;
+		for (int h = 0; h < heads; h++) {
+			const float *xr = x + (size_t)r * heads * d + (size_t)h * d;
+			float *yr = y + ((size_t)h * m + r) * d;
+			if (!c) {
+				memcpy(yr, xr, (size_t)d * sizeof(float));
+				continue;
+			}
+			for (int i = 0; i < half; i++) {
+				float a = xr[2 * i], b = xr[2 * i + 1];
+				yr[2 * i] = a * c[i] - b * s[i];
+				yr[2 * i + 1] = a * s[i] + b * c[i];
+			}
+		}
+	}
+}
+
+static void cpu_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
+{
+#pragma omp parallel for schedule(static) if ((double)m * heads * d > 1e5)
+	for (int r = 0; r < m; r++)
+		for (int h = 0; h < heads; h++)
+			memcpy(y + (size_t)r * heads * d + (size_t)h * d, x + ((size_t)h * m + r) * d,
+			       (size_t)d * sizeof(float));
+}
+
+static void cpu_gelu_tanh(dg_wan_ops *o, float *x, size_t n)
+{
+	const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+#pragma omp parallel for schedule(static) if (n > 100000)
+	for (size_t i = 0; i < n; i++) {
+		float v = x[i];
+		x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+	}
+}
+
+static void cpu_add_gated(dg_wan_ops *o, float *x, const float *y, const float *gate, int m, int n)
+{
+#pragma omp parallel for schedule(static) if ((double)m * n > 1e5)
+	for (int r = 0; r < m; r++) {
+		float *xr = x + (size_t)r * n;
+		const float *yr = y + (size_t)r * n;
+		if (gate)
+			for (int j = 0; j < n; j++)
+				xr[j] += yr[j] * gate[j];
+		else
+			for (int j = 0; j < n; j++)
+				xr[j] += yr[j];
+	}
+}
+
+static void cpu_attention(dg_wan_ops *o, const float *q, const float *k, const float *v, int heads,
+			  int nq, int nk, int d, float *out, float *lse)
+{
+	for (int h = 0; h < heads; h++)
+		dg_attn_dense(q + (size_t)h * nq * d, k + (size_t)h * nk * d, v + (size_t)h * nk * d, nq, nk,
+			      d, out + (size_t)h * nq * d, lse ? lse + (size_t)h * nq : NULL);
+}
+
+static void cpu_destroy(dg_wan_ops *o) { free(o); }
+
+dg_wan_ops *dg_wan_ops_cpu(void)
+{
+	dg_attn_init_threads(); /* OpenBLAS single-threaded: we parallelise around it */
+	dg_wan_ops *o = dg_calloc(1, sizeof *o);
+	o->name = "cpu";
+	snprintf(o->device, sizeof o->device, "%s", dg_cpu_name());
+	o->alloc = cpu_alloc;
+	o->release = cpu_release;
+	o->upload = cpu_copy;
+	o->download = cpu_copy;
+	o->prepare = cpu_prepare;
+	o->unprepare = cpu_prepare;
+	o->linear = cpu_linear;
+	o->layernorm = cpu_layernorm;
+	o->rmsnorm = cpu_rmsnorm;
+	o->to_heads = cpu_to_heads;
+	o->from_heads = cpu_from_heads;
+	o->gelu_tanh = cpu_gelu_tanh;
+	o->add_gated = cpu_add_gated;
+	o->attention = cpu_attention;
+	o->destroy = cpu_destroy;
+	return o;
+}

@@ -1,0 +1,650 @@
+/*
+ * gpu_kernels.cu: checks dsgap's CUDA attention kernels (kernels/flash_fwd.cu, kernels/sparse_fwd.cu),
+ * every numbered version, against an fp64 CPU reference with the FlashAttention-3 rule (DESIGN §9):
+ *   max|out - ref64| <= 2 max|naive - ref64| + 2 floor,
+ * naive = the straightforward low-precision computation (bf16 inputs, fp32 scores and sums, P
+ * rounded to bf16 before P.V, as a bf16 kernel does), floor = max|fl32(fl32(ref + 0.3) - 0.3) - ref|.
+ * Inputs are fresh random bf16 with varied row scales (peaked and flat softmax rows), N not a multiple
+ * of 128, d = 64 and 128; sparse: random query permutations, groups of 1..200 queries, random sorted
+ * key lists of varying lengths (empty and full included), block-run lists, per-query groups, residual
+ * and retained mass. Outputs are poisoned (NaN) before each run and every element must be written.
+ *   gpu_kernels [--quick] [--version V]     (--quick: small sizes, for compute-sanitizer)
+ *   env: DG_SEED=<printed seed> reproduces a run's inputs; DG_WATCHDOG_S (default 60) bounds one launch
+ * Exits 77 (skipped) when there is no CUDA device.
+ */
+#include "dsgap_kernels.h"
+#include "testhelp.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <algorithm>
+#include <vector>
+
+#ifndef DG_GIT_COMMIT
+#define DG_GIT_COMMIT "unknown"
+#endif
+
+#define CUDA_CHECK(x) do { \
+	cudaError_t e_ = (x); \
+	if (e_ != cudaSuccess) { \
+		fprintf(stderr, "CUDA error %s at %s in %s (%s:%d): %s\n", cudaGetErrorName(e_), #x, __func__, __FILE__, \
+			__LINE__, cudaGetErrorString(e_)); \
+		exit(1); \
+	} \
+} while (0)
+
+/* ------------------------------------------------------------------------------------------------ */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng_u64(void)
+{
+	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+static double rng_uniform(void) { return (rng_u64() >> 11) * (1.0 / 9007199254740992.0); }
+static int rng_int(int n) { return (int)(rng_uniform() * n); }
+static double rng_normal(void)
+{
+	double u = rng_uniform(), v = rng_uniform();
+	return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+static uint16_t f2bf(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffff) > 0x7f800000)
+		return 0x7fc0;
+	u += 0x7fff + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+static float rbf(float f) { return bf2f(f2bf(f)); }
+
+/* (heads, n, d) bf16 with per-row scales exp(U(lo, hi)) and an optional per-tensor offset */
+static std::vector<uint16_t> gen_tensor(int heads, int n, int d, double lo, double hi, double offset)
+{
+	std::vector<uint16_t> t((size_t)heads * n * d);
+	for (size_t r = 0; r < (size_t)heads * n; r++) {
+		const double sc = exp(lo + (hi - lo) * rng_uniform());
+		for (int c = 0; c < d; c++)
+			t[r * d + c] = f2bf((float)(sc * rng_normal() + offset));
+	}
+	return t;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* References for one query row against a key list (keys == NULL: all n keys).                      */
+
+struct RowRef {
+	std::vector<double> o64;
+	std::vector<float> on; /* naive */
+	double lse64;
+	float lsen;
+	double mass64;
+	float massn;
+};
+
+static void row_ref(const uint16_t *q, const uint16_t *k, const uint16_t *v, int n, int d, const int *keys,
+		    int nk, double lse_ref, RowRef &r)
+{
+	const double scale = 1.0 / sqrt((double)d);
+	const float sl2 = (float)(1.4426950408889634 / sqrt((double)d));
+	if (!keys)
+		nk = n;
+	r.o64.assign(d, 0.0);
+	r.on.assign(d, 0.f);
+	if (nk == 0) {
+		r.lse64 = -INFINITY;
+		r.lsen = -INFINITY;
+		r.mass64 = 0;
+		r.massn = 0;
+		return;
+	}
+	std::vector<double> s64(nk);
+	std::vector<float> s32(nk);
+	std::vector<float> qf(d);
+	for (int c = 0; c < d; c++)
+		qf[c] = bf2f(q[c]);
+	double m = -INFINITY;
+	float m32 = -INFINITY;
+	for (int j = 0; j < nk; j++) {
+		const uint16_t *kr = k + (size_t)(keys ? keys[j] : j) * d;
+		double a = 0;
+		float b = 0;
+		for (int c = 0; c < d; c++) {
+			const float kv = bf2f(kr[c]);
+			a += (double)qf[c] * kv;
+			b += qf[c] * kv;
+		}
+		s64[j] = a * scale;
+		s32[j] = b;
+		m = std::max(m, s64[j]);
+		m32 = std::max(m32, b);
+	}
+	const float m2 = m32 * sl2;
+	double l = 0;
+	float l32 = 0;
+	std::vector<float> p32(nk);
+	for (int j = 0; j < nk; j++) {
+		const double e = exp(s64[j] - m);
+		l += e;
+		p32[j] = exp2f(s32[j] * sl2 - m2);
+		l32 += p32[j];
+		const uint16_t *vr = v + (size_t)(keys ? keys[j] : j) * d;
+		const float pb = rbf(p32[j]);
+		for (int c = 0; c < d; c++) {
+			const float vv = bf2f(vr[c]);
+			r.o64[c] += e * vv;
+			r.on[c] += pb * vv;
+		}
+	}
+	for (int c = 0; c < d; c++) {
+		r.o64[c] /= l;
+		r.on[c] /= l32;
+	}
+	r.lse64 = m + log(l);
+	r.lsen = (m2 + log2f(l32)) * 0.6931471805599453f;
+	r.mass64 = exp(m + log(l) - lse_ref);
+	r.massn = l32 * exp2f(m2 - (float)lse_ref * 1.4426950408889634f);
+}
+
+/* Accumulates max errors of one check under the FA3 rule. */
+struct Err {
+	double err = 0, nerr = 0, floor = 0, sumsq = 0, refsq = 0;
+	long bad = 0; /* NaN / unwritten */
+	void add(double out, double ref, double naive)
+	{
+		const double e = fabs(out - ref);
+		if (!(e == e) || !(fabs(out) < INFINITY && fabs(ref) < INFINITY)) {
+			if (!(out == ref)) /* -inf == -inf is fine (empty list LSE) */
+				bad++;
+			return;
+		}
+		err = std::max(err, e);
+		nerr = std::max(nerr, fabs(naive - ref));
+		const float r = (float)ref, f = (r + 0.3f) - 0.3f;
+		floor = std::max(floor, fabs((double)f - ref));
+		sumsq += e * e;
+		refsq += ref * ref;
+	}
+	double tol() const { return 2 * nerr + 2 * floor; }
+	bool ok() const { return bad == 0 && err <= tol(); }
+};
+
+static void report(const char *what, const Err &e)
+{
+	CHECKF(e.ok(), "%-46s err %.3e  tol %.3e (naive %.3e floor %.1e)  rel_l2 %.2e%s", what, e.err, e.tol(), e.nerr,
+	       e.floor, sqrt(e.sumsq / (e.refsq + 1e-300)), e.bad ? "  NaN/unwritten!" : "");
+}
+
+static long count_nonfinite_f32(const float *x, size_t n)
+{
+	long c = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(x[i]))
+			c++;
+	return c;
+}
+
+/* cudaDeviceSynchronize with a watchdog: a kernel that deadlocks (a pipeline barrier bug) ends the
+ * test with a clear line instead of hanging it */
+static cudaError_t sync_watchdog(const char *what)
+{
+	const time_t t0 = time(NULL);
+	const long limit = getenv("DG_WATCHDOG_S") ? atol(getenv("DG_WATCHDOG_S")) : 60;
+	cudaError_t e;
+	while ((e = cudaStreamQuery(0)) == cudaErrorNotReady) {
+		if (time(NULL) - t0 > limit) {
+			printf("FAIL HANG %s: kernel still running after %ld s (DG_WATCHDOG_S)\n", what, limit);
+			fflush(stdout);
+			_exit(3);
+		}
+	}
+	return e == cudaSuccess ? cudaDeviceSynchronize() : e;
+}
+
+template <typename T> static T *dev_upload(const std::vector<T> &h)
+{
+	T *d = NULL;
+	CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(h.size(), 1) * sizeof(T)));
+	if (!h.empty())
+		CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+	return d;
+}
+
+static int g_nflash, g_nsparse, g_only = 0;
+
+/* ------------------------------------------------------------------------------------------------ */
+static void test_dense(int heads, int n, int d)
+{
+	printf("# dense heads=%d n=%d d=%d\n", heads, n, d);
+	std::vector<uint16_t> q = gen_tensor(heads, n, d, -1.0, 1.0, 0.0);
+	std::vector<uint16_t> k = gen_tensor(heads, n, d, -0.5, 0.5, 0.0);
+	std::vector<uint16_t> v = gen_tensor(heads, n, d, -0.3, 0.3, 0.2);
+	/* rows checked against the reference: all for small n, else a stride plus the tail block */
+	std::vector<int> rows;
+	for (int i = 0; i < n; i++)
+		if (n <= 1100 || i % 7 == 0 || i >= n - 130)
+			rows.push_back(i);
+	std::vector<RowRef> ref((size_t)heads * rows.size());
+	for (int h = 0; h < heads; h++)
+		for (size_t ri = 0; ri < rows.size(); ri++) {
+			const size_t off = (size_t)h * n * d;
+			row_ref(&q[off + (size_t)rows[ri] * d], &k[off], &v[off], n, d, NULL, n, 0.0, ref[h * rows.size() + ri]);
+		}
+	uint16_t *dq = dev_upload(q), *dk = dev_upload(k), *dv = dev_upload(v);
+	const size_t no = (size_t)heads * n * d, nl = (size_t)heads * n;
+	float *dof, *dlse;
+	uint16_t *dob;
+	CUDA_CHECK(cudaMalloc(&dof, no * 4));
+	CUDA_CHECK(cudaMalloc(&dob, no * 2));
+	CUDA_CHECK(cudaMalloc(&dlse, nl * 4));
+	std::vector<float> of(no), lse(nl);
+	std::vector<uint16_t> ob(no);
+	for (int ver = 1; ver <= g_nflash; ver++) {
+		if (g_only && ver != g_only)
+			continue;
+		char what[128];
+		/* fp32 output + LSE */
+		CUDA_CHECK(cudaMemset(dof, 0xff, no * 4));
+		CUDA_CHECK(cudaMemset(dlse, 0xff, nl * 4));
+		int rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, dof, NULL, dlse, NULL);
+		snprintf(what, sizeof what, "flash v%d n=%d d=%d launch", ver, n, d);
+		cudaError_t ce = sync_watchdog(what);
+		CHECKF(rc == 0 && ce == cudaSuccess, "%s (%s)", what, cudaGetErrorString(ce));
+		if (ce != cudaSuccess)
+			exit(1);
+		CUDA_CHECK(cudaMemcpy(of.data(), dof, no * 4, cudaMemcpyDeviceToHost));
+		CUDA_CHECK(cudaMemcpy(lse.data(), dlse, nl * 4, cudaMemcpyDeviceToHost));
+		Err eo, el;
+		for (int h = 0; h < heads; h++)
+			for (size_t ri = 0; ri < rows.size(); ri++) {
+				const RowRef &r = ref[h * rows.size() + ri];
+				const size_t base = ((size_t)h * n + rows[ri]);
+				for (int c = 0; c < d; c++)
+					eo.add(of[base * d + c], r.o64[c], r.on[c]);
+				el.add(lse[base], r.lse64, r.lsen);
+			}
+		const long nf = count_nonfinite_f32(of.data(), no) + count_nonfinite_f32(lse.data(), nl);
+		snprintf(what, sizeof what, "flash v%d n=%d d=%d O fp32", ver, n, d);
+		report(what, eo);
+		snprintf(what, sizeof what, "flash v%d n=%d d=%d LSE", ver, n, d);
+		report(what, el);
+		CHECKF(nf == 0, "flash v%d n=%d d=%d every output written (%ld NaN)", ver, n, d, nf);
+		/* bf16 output, no LSE */
+		CUDA_CHECK(cudaMemset(dob, 0xff, no * 2));
+		rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, NULL, dob, NULL, NULL);
+		CUDA_CHECK(cudaDeviceSynchronize());
+		CUDA_CHECK(cudaMemcpy(ob.data(), dob, no * 2, cudaMemcpyDeviceToHost));
+		Err eb;
+		long nfb = 0;
+		for (size_t i = 0; i < no; i++)
+			if (!isfinite(bf2f(ob[i])))
+				nfb++;
+		for (int h = 0; h < heads; h++)
+			for (size_t ri = 0; ri < rows.size(); ri++) {
+				const RowRef &r = ref[h * rows.size() + ri];
+				const size_t base = ((size_t)h * n + rows[ri]) * d;
+				for (int c = 0; c < d; c++)
+					eb.add(bf2f(ob[base + c]), r.o64[c], rbf(r.on[c]));
+			}
+		snprintf(what, sizeof what, "flash v%d n=%d d=%d O bf16", ver, n, d);
+		CHECKF(rc == 0 && nfb == 0, "%s launch, every output written (%ld NaN)", what, nfb);
+		report(what, eb);
+	}
+	cudaFree(dq);
+	cudaFree(dk);
+	cudaFree(dv);
+	cudaFree(dof);
+	cudaFree(dob);
+	cudaFree(dlse);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+enum { LISTS_MIXED, LISTS_BLOCKS, LISTS_QUERY };
+
+static std::vector<int> random_sorted_subset(int n, int count)
+{
+	std::vector<int> out;
+	out.reserve(count);
+	int need = count;
+	for (int j = 0; j < n && need > 0; j++)
+		if (rng_uniform() * (n - j) < need) {
+			out.push_back(j);
+			need--;
+		}
+	return out;
+}
+static std::vector<int> block_list(int n, int nblocks_sel)
+{
+	const int nb = (n + 127) / 128;
+	std::vector<int> blocks = random_sorted_subset(nb, std::min(nb, nblocks_sel));
+	std::vector<int> out;
+	for (int b : blocks)
+		for (int j = b * 128; j < std::min(n, b * 128 + 128); j++)
+			out.push_back(j);
+	return out;
+}
+
+/*
+ * kind LISTS_MIXED: random permutation, groups of mixed sizes (1..200), mixed lists (random sorted
+ * subsets of many lengths incl. 0, 1, n; block runs); LISTS_BLOCKS: raster groups of 128 with block
+ * lists at ~15% density (first block always kept, a sink); LISTS_QUERY: one query per group.
+ */
+static void test_sparse(int heads, int n, int d, int kind, bool with_residual, bool with_mass)
+{
+	static const char *kn[] = {"mixed", "blocks", "per-query"};
+	printf("# sparse %s heads=%d n=%d d=%d residual=%d mass=%d\n", kn[kind], heads, n, d, with_residual, with_mass);
+	std::vector<uint16_t> q = gen_tensor(heads, n, d, -1.0, 1.0, 0.0);
+	std::vector<uint16_t> k = gen_tensor(heads, n, d, -0.5, 0.5, 0.0);
+	std::vector<uint16_t> v = gen_tensor(heads, n, d, -0.3, 0.3, 0.2);
+	/* groups: the same count per head (the interface), sizes differ per head */
+	int ngroups;
+	std::vector<std::vector<int>> sizes(heads);
+	if (kind == LISTS_QUERY) {
+		ngroups = n;
+		for (int h = 0; h < heads; h++)
+			sizes[h].assign(n, 1);
+	} else if (kind == LISTS_BLOCKS) {
+		ngroups = (n + 127) / 128;
+		for (int h = 0; h < heads; h++)
+			for (int g = 0; g < ngroups; g++)
+				sizes[h].push_back(std::min(128, n - g * 128));
+	} else {
+		static const int pick[] = {128, 128, 128, 200, 37, 5, 1, 8, 9, 64, 127, 129, 3, 128};
+		std::vector<int> base;
+		int tot = 0;
+		while (tot < n) {
+			int s = std::min(pick[rng_int(14)], n - tot);
+			base.push_back(s);
+			tot += s;
+		}
+		ngroups = (int)base.size();
+		for (int h = 0; h < heads; h++) { /* same sizes, another order in odd heads */
+			sizes[h] = base;
+			if (h % 2)
+				std::reverse(sizes[h].begin(), sizes[h].end());
+		}
+	}
+	std::vector<int32_t> perm((size_t)heads * n), goff((size_t)heads * (ngroups + 1)), sidx;
+	std::vector<int64_t> soff((size_t)heads * (ngroups + 1));
+	for (int h = 0; h < heads; h++) {
+		int32_t *ph = &perm[(size_t)h * n];
+		for (int i = 0; i < n; i++)
+			ph[i] = i;
+		if (kind != LISTS_BLOCKS)
+			for (int i = n - 1; i > 0; i--)
+				std::swap(ph[i], ph[rng_int(i + 1)]);
+		int pos = 0;
+		for (int g = 0; g < ngroups; g++) {
+			goff[(size_t)h * (ngroups + 1) + g] = pos;
+			pos += sizes[h][g];
+			soff[(size_t)h * (ngroups + 1) + g] = (int64_t)sidx.size();
+			std::vector<int> L;
+			if (kind == LISTS_BLOCKS) {
+				L = block_list(n, (int)ceil(0.15 * ((n + 127) / 128)));
+				if (L.empty() || L[0] != 0) { /* sink block 0 */
+					std::vector<int> s0;
+					for (int j = 0; j < std::min(n, 128); j++)
+						s0.push_back(j);
+					for (int j : L)
+						if (j >= 128)
+							s0.push_back(j);
+					L = s0;
+				}
+			} else if (kind == LISTS_QUERY) {
+				const int len = rng_int(8) == 0 ? rng_int(3) : (int)(0.15 * n) + rng_int(40);
+				L = random_sorted_subset(n, std::min(n, len));
+			} else {
+				static const int lens[] = {0, 1, 100, 128, 129, 300, -1, -2, -2, -2, -3};
+				const int t = lens[rng_int(11)];
+				if (t == -1)
+					L = random_sorted_subset(n, n);
+				else if (t == -2)
+					L = random_sorted_subset(n, 1 + rng_int(n));
+				else if (t == -3)
+					L = block_list(n, 1 + rng_int((n + 127) / 128));
+				else
+					L = random_sorted_subset(n, std::min(n, t));
+			}
+			sidx.insert(sidx.end(), L.begin(), L.end());
+		}
+		goff[(size_t)h * (ngroups + 1) + ngroups] = pos;
+		soff[(size_t)h * (ngroups + 1) + ngroups] = (int64_t)sidx.size();
+	}
+	const size_t no = (size_t)heads * n * d, nl = (size_t)heads * n;
+	std::vector<float> res(with_residual ? no : 0);
+	for (auto &x : res)
+		x = (float)rng_normal();
+	/* dense LSE (fp64, rounded to fp32) as lse_ref */
+	std::vector<float> lse_ref(nl);
+	std::vector<double> lse_ref64(nl);
+	{
+		RowRef r;
+		for (int h = 0; h < heads; h++)
+			for (int i = 0; i < n; i++) {
+				const size_t off = (size_t)h * n * d;
+				row_ref(&q[off + (size_t)i * d], &k[off], &v[off], n, d, NULL, n, 0.0, r);
+				lse_ref[(size_t)h * n + i] = (float)r.lse64;
+			}
+	}
+	/* reference per query (all queries; sizes are small) */
+	std::vector<RowRef> ref(nl);
+	for (int h = 0; h < heads; h++) {
+		const size_t off = (size_t)h * n * d;
+		for (int g = 0; g < ngroups; g++) {
+			const size_t gb = (size_t)h * (ngroups + 1);
+			const int64_t s0 = soff[gb + g], s1 = soff[gb + g + 1];
+			for (int pq = goff[gb + g]; pq < goff[gb + g + 1]; pq++) {
+				const int qi = perm[(size_t)h * n + pq];
+				row_ref(&q[off + (size_t)qi * d], &k[off], &v[off], n, d, sidx.data() + s0, (int)(s1 - s0),
+					(double)lse_ref[(size_t)h * n + qi], ref[(size_t)h * n + qi]);
+			}
+		}
+	}
+	uint16_t *dq = dev_upload(q), *dk = dev_upload(k), *dv = dev_upload(v);
+	int32_t *dperm = dev_upload(perm), *dgoff = dev_upload(goff), *dsidx = dev_upload(sidx);
+	int64_t *dsoff = dev_upload(soff);
+	float *dres = with_residual ? dev_upload(res) : NULL;
+	float *dlref = dev_upload(lse_ref);
+	float *dout, *dmass;
+	CUDA_CHECK(cudaMalloc(&dout, no * 4));
+	CUDA_CHECK(cudaMalloc(&dmass, nl * 4));
+	std::vector<float> out(no), mass(nl);
+	for (int ver = 1; ver <= g_nsparse; ver++) {
+		if (g_only && ver != g_only)
+			continue;
+		char what[160];
+		CUDA_CHECK(cudaMemset(dout, 0xff, no * 4));
+		CUDA_CHECK(cudaMemset(dmass, 0xff, nl * 4));
+		const int rc = dg_sparse_fwd_v(ver, dq, dk, dv, heads, n, d, dperm, dgoff, ngroups, dsoff, dsidx, dres,
+					       with_mass ? dlref : NULL, dout, with_mass ? dmass : NULL, NULL);
+		snprintf(what, sizeof what, "sparse v%d %s n=%d d=%d", ver, kn[kind], n, d);
+		cudaError_t ce = sync_watchdog(what);
+		CHECKF(rc == 0 && ce == cudaSuccess, "sparse v%d %s n=%d d=%d launch (%s)", ver, kn[kind], n, d,
+		       cudaGetErrorString(ce));
+		if (ce != cudaSuccess)
+			exit(1);
+		CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
+		CUDA_CHECK(cudaMemcpy(mass.data(), dmass, nl * 4, cudaMemcpyDeviceToHost));
+		Err eo, em;
+		for (size_t r = 0; r < nl; r++) {
+			for (int c = 0; c < d; c++) {
+				const double rv = with_residual ? res[r * d + c] : 0.0;
+				eo.add(out[r * d + c], ref[r].o64[c] + rv, (double)(ref[r].on[c] + (float)rv));
+			}
+			if (with_mass)
+				em.add(mass[r], ref[r].mass64, ref[r].massn);
+		}
+		snprintf(what, sizeof what, "sparse v%d %s n=%d d=%d O%s", ver, kn[kind], n, d, with_residual ? "+R" : "");
+		report(what, eo);
+		if (with_mass) {
+			snprintf(what, sizeof what, "sparse v%d %s n=%d d=%d mass", ver, kn[kind], n, d);
+			report(what, em);
+		}
+	}
+	cudaFree(dq);
+	cudaFree(dk);
+	cudaFree(dv);
+	cudaFree(dperm);
+	cudaFree(dgoff);
+	cudaFree(dsidx);
+	cudaFree(dsoff);
+	cudaFree(dres);
+	cudaFree(dlref);
+	cudaFree(dout);
+	cudaFree(dmass);
+}
+
+/* rho = 1 equals dense: raster groups of 128, every list = all keys, sparse (fp32) vs dense (fp32) */
+static void test_sparse_equals_dense(int heads, int n, int d)
+{
+	std::vector<uint16_t> q = gen_tensor(heads, n, d, -1.0, 1.0, 0.0);
+	std::vector<uint16_t> k = gen_tensor(heads, n, d, -0.5, 0.5, 0.0);
+	std::vector<uint16_t> v = gen_tensor(heads, n, d, -0.3, 0.3, 0.2);
+	const int ng = (n + 127) / 128;
+	std::vector<int32_t> perm((size_t)heads * n), goff((size_t)heads * (ng + 1)), sidx((size_t)heads * ng * n);
+	std::vector<int64_t> soff((size_t)heads * (ng + 1));
+	for (int h = 0; h < heads; h++) {
+		for (int i = 0; i < n; i++)
+			perm[(size_t)h * n + i] = i;
+		for (int g = 0; g <= ng; g++) {
+			goff[(size_t)h * (ng + 1) + g] = std::min(n, g * 128);
+			soff[(size_t)h * (ng + 1) + g] = ((int64_t)h * ng + g) * n;
+		}
+	}
+	for (size_t i = 0; i < sidx.size(); i++)
+		sidx[i] = (int32_t)(i % n);
+	const size_t no = (size_t)heads * n * d;
+	uint16_t *dq = dev_upload(q), *dk = dev_upload(k), *dv = dev_upload(v);
+	int32_t *dperm = dev_upload(perm), *dgoff = dev_upload(goff), *dsidx = dev_upload(sidx);
+	int64_t *dsoff = dev_upload(soff);
+	float *a, *b;
+	CUDA_CHECK(cudaMalloc(&a, no * 4));
+	CUDA_CHECK(cudaMalloc(&b, no * 4));
+	std::vector<float> ha(no), hb(no);
+	for (int ver = 1; ver <= std::min(g_nflash, g_nsparse); ver++) {
+		if (g_only && ver != g_only)
+			continue;
+		CUDA_CHECK(cudaMemset(a, 0xff, no * 4));
+		CUDA_CHECK(cudaMemset(b, 0xff, no * 4));
+		int rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, a, NULL, NULL, NULL);
+		rc |= dg_sparse_fwd_v(ver, dq, dk, dv, heads, n, d, dperm, dgoff, ng, dsoff, dsidx, NULL, NULL, b, NULL, NULL);
+		CUDA_CHECK(cudaDeviceSynchronize());
+		CUDA_CHECK(cudaMemcpy(ha.data(), a, no * 4, cudaMemcpyDeviceToHost));
+		CUDA_CHECK(cudaMemcpy(hb.data(), b, no * 4, cudaMemcpyDeviceToHost));
+		double mx = 0;
+		for (size_t i = 0; i < no; i++) {
+			const double e = fabs((double)ha[i] - hb[i]);
+			mx = (e == e && mx == mx) ? std::max(mx, e) : NAN;
+		}
+		CHECKF(rc == 0 && mx == 0.0, "v%d rho=1 sparse equals dense bitwise, n=%d d=%d (max diff %.3e)", ver, n, d, mx);
+	}
+	cudaFree(dq);
+	cudaFree(dk);
+	cudaFree(dv);
+	cudaFree(dperm);
+	cudaFree(dgoff);
+	cudaFree(dsidx);
+	cudaFree(dsoff);
+	cudaFree(a);
+	cudaFree(b);
+}
+
+static void test_bad_args(void)
+{
+	uint16_t *x = NULL;
+	CUDA_CHECK(cudaMalloc(&x, 1 << 20));
+	float *o = (float *)x;
+	CHECK("flash rejects head_dim 96", dg_flash_fwd(x, x, x, 1, 16, 96, o, NULL, NULL, NULL) == -1);
+	CHECK("flash rejects no output", dg_flash_fwd(x, x, x, 1, 16, 64, NULL, NULL, NULL, NULL) == -1);
+	CHECK("flash rejects misaligned q", dg_flash_fwd(x + 1, x, x, 1, 16, 64, o, NULL, NULL, NULL) == -1);
+	CHECK("flash rejects version 99", dg_flash_fwd_v(99, x, x, x, 1, 16, 64, o, NULL, NULL, NULL) == -1);
+	CHECK("sparse rejects mass without lse_ref",
+	      dg_sparse_fwd(x, x, x, 1, 16, 64, (int32_t *)x, (int32_t *)x, 1, (int64_t *)x, (int32_t *)x, NULL, NULL,
+			    o, o, NULL) == -1);
+	CHECK("version names end", dg_flash_fwd_name(g_nflash + 1) == NULL && dg_sparse_fwd_name(g_nsparse + 1) == NULL);
+	cudaFree(x);
+}
+
+int main(int argc, char **argv)
+{
+	bool quick = false;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = true;
+		else if (!strcmp(argv[i], "--version") && i + 1 < argc)
+			g_only = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: gpu_kernels [--quick] [--version V]\n");
+			return 2;
+		}
+	}
+	int ndev = 0;
+	cudaError_t e = cudaGetDeviceCount(&ndev);
+	if (e != cudaSuccess || ndev == 0) {
+		printf("skipped: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+		return 77;
+	}
+	cudaDeviceProp prop;
+	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+	char date[32];
+	time_t now = time(NULL);
+	strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	const char *commit = getenv("DG_COMMIT") ? getenv("DG_COMMIT") : DG_GIT_COMMIT;
+	printf("# gpu_kernels: device %s (sm_%d%d, %d SMs), date %s, commit %s%s\n", prop.name, prop.major, prop.minor,
+	       prop.multiProcessorCount, date, commit, quick ? ", quick" : "");
+	while (dg_flash_fwd_name(g_nflash + 1))
+		g_nflash++;
+	while (dg_sparse_fwd_name(g_nsparse + 1))
+		g_nsparse++;
+	for (int i = 1; i <= g_nflash; i++)
+		printf("# flash  %s\n", dg_flash_fwd_name(i));
+	for (int i = 1; i <= g_nsparse; i++)
+		printf("# sparse %s\n", dg_sparse_fwd_name(i));
+	if (prop.major != 9) {
+		printf("# device is not sm_90: only version 1 is checked\n");
+		g_only = 1;
+	}
+	rng_state ^= (uint64_t)now * 0x2545F4914F6CDD1Dull; /* fresh inputs every run */
+	if (getenv("DG_SEED")) /* reproduce a run: the seed it printed */
+		rng_state = strtoull(getenv("DG_SEED"), NULL, 10);
+	printf("# seed %llu (DG_SEED=%llu reproduces these inputs)\n", (unsigned long long)rng_state,
+	       (unsigned long long)rng_state);
+	test_bad_args();
+	if (quick) {
+		test_dense(1, 200, 128);
+		test_dense(1, 130, 64);
+		test_sparse(1, 300, 128, LISTS_MIXED, true, true);
+		test_sparse(1, 150, 64, LISTS_MIXED, false, true);
+	} else {
+		test_dense(2, 1000, 128);
+		test_dense(2, 1000, 64);
+		test_dense(2, 4100, 128);
+		test_dense(1, 4100, 64);
+		test_dense(1, 77, 128);
+		test_sparse(2, 1000, 128, LISTS_MIXED, true, true);
+		test_sparse(2, 1000, 64, LISTS_MIXED, true, false);
+		test_sparse(1, 2100, 128, LISTS_BLOCKS, false, true);
+		test_sparse(1, 2100, 64, LISTS_BLOCKS, true, true);
+		test_sparse(1, 300, 128, LISTS_QUERY, true, true);
+		test_sparse(2, 200, 64, LISTS_QUERY, false, true);
+		test_sparse_equals_dense(2, 1000, 128);
+		test_sparse_equals_dense(1, 700, 64);
+	}
+	return test_report();
+}

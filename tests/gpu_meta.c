@@ -1,0 +1,1001 @@
+/*
+ * gpu_meta.c: checks dsgap's metadata kernels (kernels/group_scores.cu, query_topk.cu,
+ * select_topk.cu, pca_group.cu, pooled_scores.cu, metrics.cu) against their CPU twins in src/
+ * (dg_scores_exact, dg_select_row / dg_select_groups, dg_groups_build, dg_scores_pooled,
+ * dg_metrics_compute) and fp64 references:
+ *   - scores: the FlashAttention-3 rule of DESIGN §9, max|gpu - ref64| <= 2 max|cpu - ref64| + 2 floor
+ *     (cpu = the same-precision fp32 twin, floor = 2^-24 max|ref64|), over every group up to n = 4100
+ *     and sampled groups at n = 32760;
+ *   - selections: identical CSR to the CPU's when the CPU's scores are fed to the GPU selector (all
+ *     budgets, sinks, quantised scores with many ties, -0.0); near-identical (boundary near-ties
+ *     only) when each side computes its own scores; the per-query oracle identical to dg_select_row
+ *     run on the GPU's own probabilities (dg_query_probs), and near-identical to the CPU's;
+ *   - PCA: identical perm on well-separated (lattice) queries; on random queries a small fraction of
+ *     queries in another leaf and the inertia within 1%;
+ *   - metrics: 1e-12 relative (double sums in another order), p5 exact.
+ * Inputs are fresh random bf16 values every run (the seed is printed; --seed S repeats one), N not a
+ * multiple of 128, d = 64 and 128, outputs poisoned (NaN / -1) before every run.
+ *   gpu_meta [--quick | --tiny | --bench] [--seed S]
+ *     (none)   n = 1000, 4100 (d = 64, 128) and 32760 (d = 128)
+ *     --quick  n = 1000 and 4100 only;  --tiny  n = 1000 only (for compute-sanitizer)
+ *     --bench  only time every kernel at n = 32760, d = 128 (events, 3 warm-ups, median of 15)
+ * Exits 77 (skipped) when there is no CUDA device.
+ */
+#include "dsgap_kernels.h"
+
+#include "attention.h"
+#include "groups.h"
+#include "metrics.h"
+#include "select.h"
+#include "util.h"
+
+#include "testhelp.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CUDA_CHECK(x) do { \
+	cudaError_t e_ = (x); \
+	if (e_ != cudaSuccess) { \
+		fprintf(stderr, "CUDA error %s at %s in %s (%s:%d): %s\n", cudaGetErrorName(e_), #x, __func__, __FILE__, \
+			__LINE__, cudaGetErrorString(e_)); \
+		exit(1); \
+	} \
+} while (0)
+
+/* ------------------------------------------------------------------------------------------------ */
+static uint64_t rng_state;
+static uint64_t rng_u64(void)
+{
+	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+static double rng_uniform(void) { return (rng_u64() >> 11) * (1.0 / 9007199254740992.0); }
+static int rng_int(int n) { return (int)(rng_uniform() * n); }
+static double rng_normal(void)
+{
+	double u = rng_uniform(), v = rng_uniform();
+	return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+static cudaStream_t stream;
+
+static void *dmalloc(size_t bytes)
+{
+	void *p = NULL;
+	CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 16));
+	CUDA_CHECK(cudaMemset(p, 0xff, bytes ? bytes : 16)); /* NaN / -1 */
+	return p;
+}
+static void *dupload(const void *h, size_t bytes)
+{
+	void *p = dmalloc(bytes);
+	CUDA_CHECK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
+	return p;
+}
+static void poison(void *p, size_t bytes) { CUDA_CHECK(cudaMemset(p, 0xff, bytes)); }
+static void download(void *h, const void *d, size_t bytes)
+{
+	CUDA_CHECK(cudaStreamSynchronize(stream));
+	CUDA_CHECK(cudaGetLastError());
+	CUDA_CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* (n, d) rows: bf16-representable floats with row scales exp(U(lo, hi)) (peaked and flat rows) */
+static void gen_rows(float *x, uint16_t *xb, int n, int d, double lo, double hi, double offset)
+{
+	for (int i = 0; i < n; i++) {
+		const double sc = exp(lo + (hi - lo) * rng_uniform());
+		for (int c = 0; c < d; c++) {
+			const uint16_t b = dg_f32_to_bf16((float)(sc * rng_normal() + offset));
+			xb[(size_t)i * d + c] = b;
+			x[(size_t)i * d + c] = dg_bf16_to_f32(b);
+		}
+	}
+}
+
+typedef struct {
+	int n, d;
+	float *q, *k, *v, *lse;     /* host fp32 (bf16 values) */
+	uint16_t *qb, *kb;          /* host bf16 */
+	uint16_t *dq, *dk;          /* device */
+	float *dlse;
+} problem;
+
+static void problem_make(problem *P, int n, int d)
+{
+	P->n = n;
+	P->d = d;
+	size_t nd = (size_t)n * d;
+	P->q = dg_malloc(nd * 4);
+	P->k = dg_malloc(nd * 4);
+	P->v = dg_malloc(nd * 4);
+	P->qb = dg_malloc(nd * 2);
+	P->kb = dg_malloc(nd * 2);
+	uint16_t *vb = dg_malloc(nd * 2);
+	gen_rows(P->q, P->qb, n, d, -1.0, 1.2, 0.0);
+	gen_rows(P->k, P->kb, n, d, -0.5, 0.5, 0.3);
+	gen_rows(P->v, vb, n, d, 0, 0, 0);
+	free(vb);
+	P->lse = dg_malloc((size_t)n * 4);
+	float *o = dg_malloc(nd * 4);
+	dg_attn_dense(P->q, P->k, P->v, n, n, d, o, P->lse);
+	free(o);
+	P->dq = dupload(P->qb, nd * 2);
+	P->dk = dupload(P->kb, nd * 2);
+	P->dlse = dupload(P->lse, (size_t)n * 4);
+}
+
+static void problem_free(problem *P)
+{
+	free(P->q), free(P->k), free(P->v), free(P->qb), free(P->kb), free(P->lse);
+	cudaFree(P->dq), cudaFree(P->dk), cudaFree(P->dlse);
+}
+
+static int count_nan(const float *x, size_t n)
+{
+	int c = 0;
+	for (size_t i = 0; i < n; i++)
+		c += isnan(x[i]) ? 1 : 0;
+	return c;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Exact scores                                                                                      */
+
+/* fp64 s(G, j) for group g */
+static void ref_group_scores(const problem *P, const dg_groups *g, int grp, double *out)
+{
+	const int n = P->n, d = P->d, a = g->off[grp], b = g->off[grp + 1];
+	const double scale = 1.0 / sqrt((double)d);
+#pragma omp parallel for schedule(static)
+	for (int j = 0; j < n; j++) {
+		double s = 0;
+		for (int p = a; p < b; p++) {
+			const float *qi = P->q + (size_t)g->perm[p] * d, *kj = P->k + (size_t)j * d;
+			double dot = 0;
+			for (int c = 0; c < d; c++)
+				dot += (double)qi[c] * kj[c];
+			s += exp(dot * scale - (double)P->lse[g->perm[p]]);
+		}
+		out[j] = s / (b - a);
+	}
+}
+
+/* upload a grouping; returns device perm and goff */
+static void groups_upload(const dg_groups *g, int32_t **perm, int32_t **goff)
+{
+	*perm = dupload(g->perm, (size_t)g->n * 4);
+	*goff = dupload(g->off, (size_t)(g->ngroups + 1) * 4);
+}
+
+/* random groups of 1..300 queries over a random permutation (chunks of 128 inside a CTA) */
+static void groups_random(dg_groups *g, int n)
+{
+	g->n = n;
+	g->perm = dg_malloc((size_t)n * 4);
+	g->off = dg_malloc((size_t)(n + 1) * 4);
+	for (int i = 0; i < n; i++)
+		g->perm[i] = i;
+	for (int i = n - 1; i > 0; i--) {
+		int j = rng_int(i + 1), t = g->perm[i];
+		g->perm[i] = g->perm[j];
+		g->perm[j] = t;
+	}
+	int pos = 0, k = 0;
+	while (pos < n) {
+		g->off[k++] = pos;
+		int sz = rng_int(4) == 0 ? 1 + rng_int(8) : 1 + rng_int(300);
+		pos += sz < n - pos ? sz : n - pos;
+	}
+	g->off[k] = n;
+	g->ngroups = k;
+}
+
+/* CPU exact scores of one grouping (and, optionally, the probability-row callback) */
+static float *cpu_exact(const problem *P, const dg_groups *g, dg_prob_row_fn fn, void *ctx)
+{
+	float *s = dg_malloc((size_t)g->ngroups * P->n * 4);
+	dg_score_acc acc = { g, s };
+	dg_scores_exact(P->q, P->k, P->lse, P->n, P->d, &acc, 1, fn, ctx);
+	return s;
+}
+
+/* the FA3 rule over the sampled groups; also block scores */
+static void check_exact(const problem *P, const dg_groups *g, const char *gname, const float *cpu, int version)
+{
+	const int n = P->n, G = g->ngroups, nb = (n + 127) / 128;
+	int32_t *dperm, *dgoff;
+	groups_upload(g, &dperm, &dgoff);
+	float *dsc = dmalloc((size_t)G * n * 4), *dbs = dmalloc((size_t)G * nb * 4);
+	int rc = dg_exact_scores_v(version, P->dq, P->dk, P->dlse, n, P->d, dperm, dgoff, G, dsc, dbs, stream);
+	float *gpu = dg_malloc((size_t)G * n * 4), *gbs = dg_malloc((size_t)G * nb * 4);
+	download(gpu, dsc, (size_t)G * n * 4);
+	download(gbs, dbs, (size_t)G * nb * 4);
+	/* scores only (block NULL) must match bit for bit */
+	poison(dsc, (size_t)G * n * 4);
+	rc |= dg_exact_scores_v(version, P->dq, P->dk, P->dlse, n, P->d, dperm, dgoff, G, dsc, NULL, stream);
+	float *gpu2 = dg_malloc((size_t)G * n * 4);
+	download(gpu2, dsc, (size_t)G * n * 4);
+	CHECKF(rc == 0 && count_nan(gpu, (size_t)G * n) == 0 && count_nan(gbs, (size_t)G * nb) == 0,
+	       "exact scores v%d n=%d d=%d %s: every score written", version, n, P->d, gname);
+	CHECKF(!memcmp(gpu, gpu2, (size_t)G * n * 4), "exact scores v%d n=%d d=%d %s: deterministic", version, n, P->d,
+	       gname);
+	/* sampled groups against fp64 */
+	const int ns = n <= 4100 ? G : 3;
+	double eg = 0, ec = 0, mx = 0, ebg = 0, ebc = 0, bmx = 0, rel = 0;
+	double *ref = dg_malloc((size_t)n * 8);
+	float *cb = dg_malloc((size_t)G * nb * 4);
+	dg_scores_to_blocks(cpu, G, n, cb);
+	for (int t = 0; t < ns; t++) {
+		const int grp = ns == G ? t : (t == 0 ? 0 : t == 1 ? G - 1 : rng_int(G));
+		ref_group_scores(P, g, grp, ref);
+		for (int j = 0; j < n; j++) {
+			const double r = ref[j], a = gpu[(size_t)grp * n + j], c = cpu[(size_t)grp * n + j];
+			eg = fmax(eg, fabs(a - r));
+			ec = fmax(ec, fabs(c - r));
+			mx = fmax(mx, fabs(r));
+		}
+		for (int j = 0; j < n; j++)
+			if (ref[j] > 1e-6 * mx)
+				rel = fmax(rel, fabs(gpu[(size_t)grp * n + j] - ref[j]) / ref[j]);
+		for (int b = 0; b < nb; b++) {
+			double r = 0;
+			for (int j = b * 128; j < n && j < (b + 1) * 128; j++)
+				r += ref[j];
+			ebg = fmax(ebg, fabs(gbs[(size_t)grp * nb + b] - r));
+			ebc = fmax(ebc, fabs(cb[(size_t)grp * nb + b] - r));
+			bmx = fmax(bmx, r);
+		}
+	}
+	const double floor_ = ldexp(mx, -24), bfloor = ldexp(bmx, -24);
+	CHECKF(eg <= 2 * ec + 2 * floor_, "exact scores v%d n=%d d=%d %s: max err %.3g <= 2*cpu %.3g + 2*floor %.3g "
+	       "(max rel %.2g over %d groups)", version, n, P->d, gname, eg, ec, floor_, rel, ns);
+	CHECKF(ebg <= 2 * ebc + 2 * bfloor, "exact block scores v%d n=%d d=%d %s: max err %.3g <= 2*cpu %.3g + 2*floor %.3g",
+	       version, n, P->d, gname, ebg, ebc, bfloor);
+	free(ref), free(cb), free(gpu), free(gpu2), free(gbs);
+	cudaFree(dsc), cudaFree(dbs), cudaFree(dperm), cudaFree(dgoff);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Selection                                                                                         */
+
+typedef struct {
+	const char *name;
+	int kv, budget;
+	double rho, topp;
+	int slo, shi;
+} budget_case;
+
+static dg_budget to_budget(const budget_case *c)
+{
+	dg_budget b = { c->kv ? DG_KV_BLOCK : DG_KV_TOKEN, c->budget ? DG_BUDGET_TOPP : DG_BUDGET_TOPK, c->rho, c->topp,
+			c->slo, c->shi };
+	return b;
+}
+
+/* GPU selection from host scores (uploaded) into host CSR (caller frees) */
+static int gpu_select(const float *scores, int G, int n, const budget_case *c, int64_t **soff, int32_t **sidx,
+		      int64_t *total)
+{
+	const int cols = c->kv ? (n + 127) / 128 : n;
+	float *ds = dupload(scores, (size_t)G * cols * 4);
+	const int64_t cap = dg_select_keys_cap(G, n, c->kv, c->budget, c->rho, c->slo, c->shi);
+	int64_t *dsoff = dmalloc((size_t)(G + 1) * 8);
+	int32_t *dsidx = dmalloc((size_t)cap * 4);
+	int rc = dg_select_keys(ds, G, n, c->kv, c->budget, c->rho, c->topp, c->slo, c->shi, dsoff, dsidx, cap, stream);
+	*soff = dg_malloc((size_t)(G + 1) * 8);
+	download(*soff, dsoff, (size_t)(G + 1) * 8);
+	*total = (*soff)[G];
+	*sidx = dg_malloc((size_t)(*total > 0 ? *total : 1) * 4);
+	if (*total > 0 && *total <= cap)
+		download(*sidx, dsidx, (size_t)*total * 4);
+	else
+		rc = -1;
+	cudaFree(ds), cudaFree(dsoff), cudaFree(dsidx);
+	return rc;
+}
+
+/* exact equality of GPU CSR with the CPU's dg_select_groups */
+static void check_select_exact(const float *scores, int G, int n, const budget_case *c, const char *what)
+{
+	dg_budget b = to_budget(c);
+	dg_selection sel;
+	dg_select_groups(&sel, scores, G, n, &b);
+	int64_t *soff, total;
+	int32_t *sidx;
+	int rc = gpu_select(scores, G, n, c, &soff, &sidx, &total);
+	int same = rc == 0 && !memcmp(soff, sel.off, (size_t)(G + 1) * 8) &&
+		   !memcmp(sidx, sel.idx, (size_t)sel.off[G] * 4);
+	int bad = -1;
+	if (!same && rc == 0)
+		for (int g = 0; g < G && bad < 0; g++)
+			if (soff[g + 1] - soff[g] != sel.off[g + 1] - sel.off[g] ||
+			    memcmp(sidx + soff[g], sel.idx + sel.off[g], (size_t)(sel.off[g + 1] - sel.off[g]) * 4))
+				bad = g;
+	CHECKF(same, "select %s n=%d %s: identical to the CPU (%lld keys%s%d)", c->name, n, what, (long long)sel.off[G],
+	       same ? "" : ", first bad group ", same ? 0 : bad);
+	if (!same && bad >= 0)
+		printf("     group %d: gpu %lld keys, cpu %lld keys\n", bad, (long long)(soff[bad + 1] - soff[bad]),
+		       (long long)(sel.off[bad + 1] - sel.off[bad]));
+	dg_selection_free(&sel);
+	free(soff), free(sidx);
+}
+
+/* |A xor B| of two ascending lists */
+static long long sym_diff(const int *a, long long na, const int *b, long long nb)
+{
+	long long i = 0, j = 0, d = 0;
+	while (i < na && j < nb) {
+		if (a[i] == b[j])
+			i++, j++;
+		else if (a[i] < b[j])
+			i++, d++;
+		else
+			j++, d++;
+	}
+	return d + (na - i) + (nb - j);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Per-query oracle                                                                                  */
+
+typedef struct {
+	int n, nrows;
+	const int *rows;   /* sampled query rows, ascending */
+	char *want;        /* (n) 1 if sampled */
+	float *probs;      /* (nrows, n) CPU probabilities of the sampled rows */
+	int *slot;         /* (n) index into rows */
+} prob_capture;
+
+static void capture_rows(void *ctx, int query, const float *p)
+{
+	prob_capture *c = ctx;
+	if (c->want[query])
+		memcpy(c->probs + (size_t)c->slot[query] * c->n, p, (size_t)c->n * 4);
+}
+
+static void check_oracle(const problem *P, const prob_capture *cap, const double *rhos, int nk, int slo, int shi)
+{
+	const int n = P->n, d = P->d;
+	int K[8], cnt[8];
+	int32_t *dsidx[8];
+	for (int i = 0; i < nk; i++) {
+		K[i] = dg_topk_count(rhos[i], n);
+		cnt[i] = dg_query_topk_row(n, K[i], slo, shi);
+		dsidx[i] = dmalloc((size_t)n * cnt[i] * 4);
+	}
+	int rc = dg_query_topk(P->dq, P->dk, P->dlse, n, d, nk, K, slo, shi, dsidx, stream);
+	CHECKF(rc == 0, "oracle n=%d d=%d: launch (%d budgets, sinks %d-%d)", n, d, nk, slo, shi);
+	/* GPU probabilities of the sampled rows, in runs of consecutive rows */
+	float *gp = dg_malloc((size_t)cap->nrows * n * 4), *dp = dmalloc((size_t)128 * n * 4);
+	for (int r = 0; r < cap->nrows;) {
+		int e = r + 1;
+		while (e < cap->nrows && e - r < 128 && cap->rows[e] == cap->rows[e - 1] + 1)
+			e++;
+		poison(dp, (size_t)128 * n * 4);
+		rc |= dg_query_probs(P->dq, P->dk, P->dlse, n, d, cap->rows[r], e - r, dp, stream);
+		download(gp + (size_t)r * n, dp, (size_t)(e - r) * n * 4);
+		r = e;
+	}
+	CHECKF(rc == 0 && count_nan(gp, (size_t)cap->nrows * n) == 0, "oracle n=%d d=%d: probabilities written", n, d);
+	/* probabilities against the CPU's (fp32 both): relative error where p > 1e-30 */
+	double perr = 0;
+	for (size_t e = 0; e < (size_t)cap->nrows * n; e++)
+		if (cap->probs[e] > 1e-12f)
+			perr = fmax(perr, fabs((double)gp[e] - cap->probs[e]) / cap->probs[e]);
+	CHECKF(perr < 5e-5, "oracle n=%d d=%d: probabilities (> 1e-12) within %.2g relative of the CPU's", n, d, perr);
+	int *out = dg_malloc((size_t)n * 4), *row = dg_malloc((size_t)n * 4);
+	void *work = dg_malloc(dg_select_work_size(n));
+	for (int i = 0; i < nk; i++) {
+		int32_t *all = dg_malloc((size_t)n * cnt[i] * 4);
+		download(all, dsidx[i], (size_t)n * cnt[i] * 4);
+		int neg = 0;
+		for (size_t e = 0; e < (size_t)n * cnt[i]; e++)
+			neg += all[e] < 0 || all[e] >= n;
+		CHECKF(neg == 0, "oracle n=%d d=%d K=%d: every index written and in range", n, d, K[i]);
+		dg_budget b = { DG_KV_TOKEN, DG_BUDGET_TOPK, rhos[i], 0, slo, shi };
+		int exact_bad = 0, near_bad = 0;
+		long long diff = 0, keys = 0;
+		for (int r = 0; r < cap->nrows; r++) {
+			const int32_t *g = all + (size_t)cap->rows[r] * cnt[i];
+			/* exact: dg_select_row on the GPU's own probabilities */
+			int c = dg_select_row(gp + (size_t)r * n, n, &b, out, work);
+			if (c != cnt[i] || memcmp(out, g, (size_t)c * 4))
+				exact_bad++;
+			/* near: the CPU's own probabilities; differences must be boundary near-ties */
+			const float *pc = cap->probs + (size_t)r * n;
+			c = dg_select_row(pc, n, &b, row, work);
+			long long dd = sym_diff(row, c, g, cnt[i]);
+			diff += dd;
+			keys += c;
+			if (dd) {
+				/* CPU threshold: the smallest kept non-sink probability */
+				float thr = INFINITY;
+				for (int t = 0; t < c; t++)
+					if (row[t] < slo || row[t] >= shi)
+						thr = fminf(thr, pc[row[t]]);
+				long long a = 0, bb = 0;
+				while (a < c || bb < cnt[i]) {
+					int j;
+					if (bb >= cnt[i] || (a < c && row[a] < g[bb]))
+						j = row[a++];
+					else if (a >= c || g[bb] < row[a])
+						j = g[bb++];
+					else {
+						a++, bb++;
+						continue;
+					}
+					if (fabs((double)pc[j] - thr) > 1e-4 * thr)
+						near_bad++;
+				}
+			}
+		}
+		CHECKF(exact_bad == 0, "oracle n=%d d=%d K=%d sinks %d-%d: identical to dg_select_row on the GPU "
+		       "probabilities (%d rows, %d differ)", n, d, K[i], slo, shi, cap->nrows, exact_bad);
+		CHECKF(near_bad == 0 && diff <= keys / 1000 + 2, "oracle n=%d d=%d K=%d: near-identical to the CPU's own "
+		       "selection (%lld of %lld keys differ, %d not near-ties)", n, d, K[i], diff, keys, near_bad);
+		free(all);
+		cudaFree(dsidx[i]);
+	}
+	free(out), free(row), free(work), free(gp);
+	cudaFree(dp);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* PCA                                                                                               */
+
+static int gpu_pca(const uint16_t *dq, int n, int d, int *perm, int *goff)
+{
+	const int nb = (n + 127) / 128;
+	int32_t *dperm = dmalloc((size_t)n * 4), *dgoff = dmalloc((size_t)(nb + 1) * 4);
+	int rc = dg_pca_groups(dq, n, d, dperm, dgoff, stream);
+	download(perm, dperm, (size_t)n * 4);
+	download(goff, dgoff, (size_t)(nb + 1) * 4);
+	cudaFree(dperm), cudaFree(dgoff);
+	return rc;
+}
+
+static void check_pca(const problem *P)
+{
+	const int n = P->n, d = P->d, nb = (n + 127) / 128;
+	int *perm = dg_malloc((size_t)n * 4), *goff = dg_malloc((size_t)(nb + 1) * 4);
+	/* (a) lattice: q_i = t_i u, t_i integers in [-40, 40] (exact in bf16), well separated */
+	{
+		float *q = dg_malloc((size_t)n * d * 4);
+		uint16_t *qb = dg_malloc((size_t)n * d * 2);
+		static const float u[8] = { 1.0f, 2.0f, 0.5f, -1.0f, 0.25f, 1.5f, 0.75f, 1.0f };
+		for (int i = 0; i < n; i++) {
+			const int t = rng_int(81) - 40;
+			for (int c = 0; c < d; c++) {
+				qb[(size_t)i * d + c] = dg_f32_to_bf16((float)t * u[c % 8] * (c < 24 ? 1.0f : 0.0f));
+				q[(size_t)i * d + c] = dg_bf16_to_f32(qb[(size_t)i * d + c]);
+			}
+		}
+		uint16_t *dq = dupload(qb, (size_t)n * d * 2);
+		dg_groups cg;
+		dg_groups_build(&cg, DG_GROUP_PCA, q, n, d, NULL, 0);
+		int rc = gpu_pca(dq, n, d, perm, goff);
+		CHECKF(rc == 0 && !memcmp(perm, cg.perm, (size_t)n * 4) && !memcmp(goff, cg.off, (size_t)(nb + 1) * 4),
+		       "pca n=%d d=%d: identical perm and goff on well-separated (lattice) queries", n, d);
+		dg_groups_free(&cg);
+		free(q), free(qb);
+		cudaFree(dq);
+	}
+	/* (b) the random attention queries */
+	{
+		dg_groups cg;
+		dg_groups_build(&cg, DG_GROUP_PCA, P->q, n, d, NULL, 0);
+		for (int i = 0; i < n; i++)
+			perm[i] = -1;
+		int rc = gpu_pca(P->dq, n, d, perm, goff);
+		char *seen = calloc(n, 1);
+		int ok = rc == 0;
+		for (int i = 0; i < n && ok; i++) {
+			ok = perm[i] >= 0 && perm[i] < n && !seen[perm[i]];
+			if (ok)
+				seen[perm[i]] = 1;
+		}
+		ok = ok && !memcmp(goff, cg.off, (size_t)(nb + 1) * 4);
+		CHECKF(ok, "pca n=%d d=%d: a permutation, leaves of 128 (last short)", n, d);
+		int *leaf_c = dg_malloc((size_t)n * 4), moved = 0;
+		for (int p = 0; p < n; p++)
+			leaf_c[cg.perm[p]] = p / 128;
+		for (int p = 0; p < n && ok; p++)
+			moved += leaf_c[perm[p]] != p / 128;
+		dg_groups gg = { n, nb, perm, goff };
+		const double ic = dg_groups_inertia(&cg, P->q, d), ig = ok ? dg_groups_inertia(&gg, P->q, d) : NAN;
+		int same = ok && !memcmp(perm, cg.perm, (size_t)n * 4);
+		CHECKF(ok && moved <= n / 20 && fabs(ig - ic) <= 0.01 * ic,
+		       "pca n=%d d=%d random queries: %d of %d queries in another leaf (%.2f%%), inertia %.5g vs cpu %.5g "
+		       "(%+.3f%%)%s", n, d, moved, n, 100.0 * moved / n, ig, ic, 100 * (ig - ic) / ic,
+		       same ? ", identical perm" : "");
+		free(seen), free(leaf_c);
+		dg_groups_free(&cg);
+	}
+	free(perm), free(goff);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Pooled scores                                                                                     */
+
+static void ref_pooled(const problem *P, const dg_groups *g, int kv, double *out)
+{
+	const int n = P->n, d = P->d, G = g->ngroups, nb = (n + 127) / 128, cols = kv ? nb : n;
+	const double scale = 1.0 / sqrt((double)d);
+	double *kx = dg_malloc((size_t)cols * d * 8), *lw = dg_malloc((size_t)cols * 8);
+	for (int j = 0; j < cols; j++) {
+		int a = kv ? j * 128 : j, b = kv ? (j * 128 + 128 < n ? j * 128 + 128 : n) : j + 1;
+		for (int c = 0; c < d; c++) {
+			double s = 0;
+			for (int t = a; t < b; t++)
+				s += P->k[(size_t)t * d + c];
+			kx[(size_t)j * d + c] = s / (b - a);
+		}
+		lw[j] = kv ? log((double)(b - a)) : 0;
+	}
+#pragma omp parallel for schedule(dynamic)
+	for (int grp = 0; grp < G; grp++) {
+		double qb[128];
+		const int a = g->off[grp], b = g->off[grp + 1];
+		for (int c = 0; c < d; c++) {
+			double s = 0;
+			for (int p = a; p < b; p++)
+				s += P->q[(size_t)g->perm[p] * d + c];
+			qb[c] = s / (b - a);
+		}
+		double *row = out + (size_t)grp * cols, mx = -INFINITY, sum = 0;
+		for (int j = 0; j < cols; j++) {
+			double s = 0;
+			for (int c = 0; c < d; c++)
+				s += qb[c] * kx[(size_t)j * d + c];
+			row[j] = s * scale + lw[j];
+			mx = fmax(mx, row[j]);
+		}
+		for (int j = 0; j < cols; j++)
+			sum += row[j] = exp(row[j] - mx);
+		for (int j = 0; j < cols; j++)
+			row[j] /= sum;
+	}
+	free(kx), free(lw);
+}
+
+static void check_pooled(const problem *P, const dg_groups *g, const char *gname)
+{
+	const int n = P->n, G = g->ngroups, nb = (n + 127) / 128;
+	int32_t *dperm, *dgoff;
+	groups_upload(g, &dperm, &dgoff);
+	for (int kv = 0; kv < 2; kv++) {
+		const int cols = kv ? nb : n;
+		float *cpu = dg_malloc((size_t)G * cols * 4), *gpu = dg_malloc((size_t)G * cols * 4);
+		double *ref = dg_malloc((size_t)G * cols * 8);
+		dg_scores_pooled(P->q, P->k, n, P->d, g, kv ? DG_KV_BLOCK : DG_KV_TOKEN, cpu);
+		float *ds = dmalloc((size_t)G * cols * 4);
+		int rc = dg_pooled_scores(P->dq, P->dk, n, P->d, dperm, dgoff, G, kv, ds, stream);
+		download(gpu, ds, (size_t)G * cols * 4);
+		ref_pooled(P, g, kv, ref);
+		double eg = 0, ec = 0, mx = 0;
+		for (size_t e = 0; e < (size_t)G * cols; e++) {
+			eg = fmax(eg, fabs(gpu[e] - ref[e]));
+			ec = fmax(ec, fabs(cpu[e] - ref[e]));
+			mx = fmax(mx, fabs(ref[e]));
+		}
+		if (count_nan(gpu, (size_t)G * cols))
+			eg = NAN;
+		CHECKF(rc == 0 && eg <= 2 * ec + 2 * ldexp(mx, -24), "pooled scores %s n=%d d=%d %s: max err %.3g <= 2*cpu "
+		       "%.3g + 2*floor %.3g", kv ? "block" : "token", n, P->d, gname, eg, ec, ldexp(mx, -24));
+		free(cpu), free(gpu), free(ref);
+		cudaFree(ds);
+	}
+	cudaFree(dperm), cudaFree(dgoff);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Metrics                                                                                           */
+
+static void check_metrics(int n, int d)
+{
+	const size_t cnt = (size_t)n * d;
+	float *ref = dg_malloc(cnt * 4), *o = dg_malloc(cnt * 4), *mass = dg_malloc((size_t)n * 4);
+	for (size_t i = 0; i < cnt; i++) {
+		ref[i] = (float)(rng_normal() * 0.3 + 0.05);
+		o[i] = ref[i] + (float)(rng_normal() * 0.01);
+	}
+	for (int i = 0; i < n; i++)
+		mass[i] = (float)(0.6 + 0.4 * rng_uniform());
+	float *dref = dupload(ref, cnt * 4), *dO = dupload(o, cnt * 4), *dm = dupload(mass, (size_t)n * 4);
+	double *dout = dmalloc(6 * 8), g[6];
+	dg_metrics c;
+	for (int variant = 0; variant < 3; variant++) {
+		/* 0: o vs ref with mass; 1: identical (psnr inf), no mass; 2: nq = 1 */
+		const float *dx = variant == 1 ? dref : dO;
+		const float *dmass = variant == 1 ? NULL : dm;
+		const int nq = variant == 2 ? 1 : n;
+		poison(dout, 6 * 8);
+		int rc = dg_metrics_device(dref, dx, cnt, dmass, nq, dout, stream);
+		download(g, dout, 6 * 8);
+		dg_metrics_compute(ref, variant == 1 ? ref : o, cnt, variant == 1 ? NULL : mass, nq, &c);
+		const double cv[6] = { c.rel_l1, c.rel_l2, c.cosine, c.psnr, c.mass_mean, c.mass_p5 };
+		double worst = 0;
+		int ok = rc == 0;
+		for (int i = 0; i < 6; i++) {
+			if (isinf(cv[i]) || isinf(g[i])) {
+				ok &= cv[i] == g[i];
+				continue;
+			}
+			double e = fabs(g[i] - cv[i]) / fmax(fabs(cv[i]), 1e-300);
+			worst = fmax(worst, e);
+			ok &= e <= 1e-12 || (cv[i] == 0 && g[i] == 0);
+		}
+		ok &= g[5] == cv[5];
+		CHECKF(ok, "metrics n=%d d=%d variant %d: within %.2g relative of the CPU, p5 exact (%.9g vs %.9g), psnr "
+		       "%g vs %g", n, d, variant, worst, g[5], cv[5], g[3], cv[3]);
+	}
+	free(ref), free(o), free(mass);
+	cudaFree(dref), cudaFree(dO), cudaFree(dm), cudaFree(dout);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+
+static void run_config(int n, int d)
+{
+	printf("# n=%d d=%d\n", n, d);
+	fflush(stdout);
+	double t0 = dg_now();
+	problem P;
+	problem_make(&P, n, d);
+	dg_groups raster, pca, rnd;
+	dg_groups_build(&raster, DG_GROUP_RASTER, P.q, n, d, NULL, 0);
+	dg_groups_build(&pca, DG_GROUP_PCA, P.q, n, d, NULL, 0);
+	groups_random(&rnd, n);
+
+	/* CPU exact scores of the raster groups, with the oracle's sampled probability rows */
+	prob_capture cap;
+	cap.n = n;
+	const int want_rows = n <= 1000 ? n : n <= 4100 ? 600 : 384;
+	int *rows = dg_malloc((size_t)want_rows * 4);
+	cap.want = calloc(n, 1);
+	cap.slot = dg_malloc((size_t)n * 4);
+	int nr = 0;
+	if (want_rows == n)
+		for (int i = 0; i < n; i++)
+			cap.want[i] = 1;
+	else {
+		/* runs of 64 consecutive rows at random places, plus the last rows */
+		while (nr < want_rows - 64) {
+			int s = rng_int(n - 64);
+			for (int i = s; i < s + 64; i++)
+				if (!cap.want[i]) {
+					cap.want[i] = 1;
+					nr++;
+				}
+		}
+		for (int i = n - 64; i < n; i++)
+			cap.want[i] = 1;
+	}
+	nr = 0;
+	for (int i = 0; i < n; i++)
+		if (cap.want[i]) {
+			cap.slot[i] = nr;
+			rows[nr++] = i;
+		}
+	cap.rows = rows;
+	cap.nrows = nr;
+	cap.probs = dg_malloc((size_t)nr * n * 4);
+	float *cpu_raster = cpu_exact(&P, &raster, capture_rows, &cap);
+	float *cpu_pca = cpu_exact(&P, &pca, NULL, NULL);
+	printf("     (cpu references %.1f s)\n", dg_now() - t0);
+
+	/* 1. exact scores */
+	check_exact(&P, &raster, "raster", cpu_raster, 0);
+	check_exact(&P, &pca, "pca", cpu_pca, 0);
+	if (n <= 4100) {
+		check_exact(&P, &raster, "raster", cpu_raster, 1);
+		float *cpu_rnd = cpu_exact(&P, &rnd, NULL, NULL);
+		check_exact(&P, &rnd, "random groups of 1..300", cpu_rnd, 0);
+		free(cpu_rnd);
+	}
+
+	/* 2. selections from the CPU's scores: identical */
+	const int G = raster.ngroups, nb = (n + 127) / 128;
+	float *cpu_blocks = dg_malloc((size_t)G * nb * 4);
+	dg_scores_to_blocks(cpu_raster, G, n, cpu_blocks);
+	const budget_case cases[] = {
+		{ "token topk 0.15", 0, 0, 0.15, 0, 0, 0 },
+		{ "token topk 0.05 sinks 0-300", 0, 0, 0.05, 0, 0, 300 },
+		{ "token topk 1.0", 0, 0, 1.0, 0, 0, 0 },
+		{ "token topp 0.9", 0, 1, 0, 0.9, 0, 0 },
+		{ "token topp 0.5 sinks 100-228", 0, 1, 0, 0.5, 100, 228 },
+		{ "token topp 1.0", 0, 1, 0, 1.0, 0, 0 },
+		{ "block topk 0.15", 1, 0, 0.15, 0, 0, 0 },
+		{ "block topk 0.1 sinks 0-64", 1, 0, 0.1, 0, 0, 64 },
+		{ "block topp 0.9", 1, 1, 0, 0.9, 0, 0 },
+		{ "block topp 0.99 sinks 50-300", 1, 1, 0, 0.99, 50, 300 },
+	};
+	const int ncases = (int)(sizeof cases / sizeof cases[0]);
+	for (int i = 0; i < ncases; i++) {
+		const float *s = cases[i].kv ? cpu_blocks : cpu_raster;
+		check_select_exact(s, G, n, &cases[i], "cpu scores");
+	}
+	/* quantised scores: many exact ties (zeros included) and -0.0 */
+	{
+		float *qs = dg_malloc((size_t)G * n * 4), *qbk = dg_malloc((size_t)G * nb * 4);
+		for (size_t e = 0; e < (size_t)G * n; e++) {
+			qs[e] = floorf(cpu_raster[e] * 2e3f) / 2e3f;
+			if (qs[e] == 0 && rng_int(2))
+				qs[e] = -0.0f;
+		}
+		for (size_t e = 0; e < (size_t)G * nb; e++)
+			qbk[e] = (float)rng_int(4) * 0.25f;
+		for (int i = 0; i < ncases; i++)
+			check_select_exact(cases[i].kv ? qbk : qs, G, n, &cases[i], "quantised scores (ties)");
+		free(qs), free(qbk);
+	}
+
+	/* 3. each side its own scores: near-identical */
+	{
+		int32_t *dperm, *dgoff;
+		groups_upload(&raster, &dperm, &dgoff);
+		float *dsc = dmalloc((size_t)G * n * 4), *gsc = dg_malloc((size_t)G * n * 4);
+		dg_exact_scores(P.dq, P.dk, P.dlse, n, d, dperm, dgoff, G, dsc, NULL, stream);
+		download(gsc, dsc, (size_t)G * n * 4);
+		for (int i = 0; i < ncases; i++) {
+			if (cases[i].kv)
+				continue;
+			dg_budget b = to_budget(&cases[i]);
+			dg_selection sel;
+			dg_select_groups(&sel, cpu_raster, G, n, &b);
+			int64_t *soff, total;
+			int32_t *sidx;
+			int rc = gpu_select(gsc, G, n, &cases[i], &soff, &sidx, &total);
+			long long diff = 0;
+			for (int g = 0; g < G && rc == 0; g++)
+				diff += sym_diff(sel.idx + sel.off[g], sel.off[g + 1] - sel.off[g], sidx + soff[g],
+						 soff[g + 1] - soff[g]);
+			const int topk = cases[i].budget == 0;
+			CHECKF(rc == 0 && (!topk || total == sel.off[G]) && diff <= sel.off[G] / 1000 + 256,
+			       "select %s n=%d d=%d: gpu scores + gpu select ~ cpu scores + cpu select (%lld of %lld keys "
+			       "differ)", cases[i].name, n, d, diff, (long long)sel.off[G]);
+			dg_selection_free(&sel);
+			free(soff), free(sidx);
+		}
+		free(gsc);
+		cudaFree(dsc), cudaFree(dperm), cudaFree(dgoff);
+	}
+
+	/* 4. the per-query oracle */
+	{
+		const double rhos[2] = { 0.05, 0.15 };
+		check_oracle(&P, &cap, rhos, 2, 0, 0);
+		const double r1[1] = { 0.15 };
+		check_oracle(&P, &cap, r1, 1, 0, 200);
+	}
+
+	/* 5. PCA */
+	check_pca(&P);
+
+	/* 6. pooled scores */
+	check_pooled(&P, &raster, "raster");
+	check_pooled(&P, &pca, "pca");
+
+	/* 7. metrics */
+	check_metrics(n, d);
+
+	free(cpu_blocks), free(cpu_raster), free(cpu_pca);
+	free(cap.want), free(cap.slot), free(cap.probs), free(rows);
+	dg_groups_free(&raster), dg_groups_free(&pca), dg_groups_free(&rnd);
+	problem_free(&P);
+	printf("     (config %.1f s)\n", dg_now() - t0);
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Timing at n = 32760, d = 128                                                                      */
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+typedef int (*bench_fn)(void *ctx);
+static float bench(const char *name, bench_fn fn, void *ctx, double work, const char *unit)
+{
+	cudaEvent_t a, b;
+	CUDA_CHECK(cudaEventCreate(&a));
+	CUDA_CHECK(cudaEventCreate(&b));
+	float t[15];
+	for (int i = 0; i < 3; i++)
+		if (fn(ctx))
+			return -1;
+	for (int i = 0; i < 15; i++) {
+		CUDA_CHECK(cudaEventRecord(a, stream));
+		fn(ctx);
+		CUDA_CHECK(cudaEventRecord(b, stream));
+		CUDA_CHECK(cudaEventSynchronize(b));
+		CUDA_CHECK(cudaEventElapsedTime(&t[i], a, b));
+	}
+	CUDA_CHECK(cudaGetLastError());
+	qsort(t, 15, sizeof(float), cmp_float);
+	if (work > 0)
+		printf("bench %-44s %9.3f ms  (min %.3f, max %.3f)  %8.1f %s\n", name, t[7], t[0], t[14], work / (t[7] * 1e-3),
+		       unit);
+	else
+		printf("bench %-44s %9.3f ms  (min %.3f, max %.3f)\n", name, t[7], t[0], t[14]);
+	fflush(stdout);
+	cudaEventDestroy(a);
+	cudaEventDestroy(b);
+	return t[7];
+}
+
+typedef struct {
+	problem *P;
+	int32_t *perm, *goff, *pcaperm, *pcagoff;
+	int G, version, nk, kv, budget;
+	double rho, topp;
+	int K[3];
+	int32_t *qsidx[3];
+	float *scores, *bscores, *pooled;
+	int64_t *soff;
+	int32_t *sidx;
+	int64_t cap;
+	float *ref, *o, *mass;
+	double *mout;
+} bctx;
+
+static int b_exact(void *c)
+{
+	bctx *x = c;
+	return dg_exact_scores_v(x->version, x->P->dq, x->P->dk, x->P->dlse, x->P->n, x->P->d, x->perm, x->goff, x->G,
+				 x->scores, x->bscores, stream);
+}
+static int b_oracle(void *c)
+{
+	bctx *x = c;
+	return dg_query_topk(x->P->dq, x->P->dk, x->P->dlse, x->P->n, x->P->d, x->nk, x->K, 0, 0, x->qsidx, stream);
+}
+static int b_select(void *c)
+{
+	bctx *x = c;
+	return dg_select_keys(x->kv ? x->bscores : x->scores, x->G, x->P->n, x->kv, x->budget, x->rho, x->topp, 0, 0,
+			      x->soff, x->sidx, x->cap, stream);
+}
+static int b_pca(void *c)
+{
+	bctx *x = c;
+	return dg_pca_groups(x->P->dq, x->P->n, x->P->d, x->pcaperm, x->pcagoff, stream);
+}
+static int b_pooled(void *c)
+{
+	bctx *x = c;
+	return dg_pooled_scores(x->P->dq, x->P->dk, x->P->n, x->P->d, x->perm, x->goff, x->G, x->kv, x->pooled, stream);
+}
+static int b_metrics(void *c)
+{
+	bctx *x = c;
+	return dg_metrics_device(x->ref, x->o, (size_t)x->P->n * x->P->d, x->mass, x->P->n, x->mout, stream);
+}
+
+static void run_bench(void)
+{
+	const int n = 32760, d = 128;
+	printf("# bench n=%d d=%d (one head; events, 3 warm-ups, median of 15)\n", n, d);
+	problem P;
+	problem_make(&P, n, d);
+	dg_groups raster;
+	dg_groups_build(&raster, DG_GROUP_RASTER, P.q, n, d, NULL, 0);
+	bctx x;
+	memset(&x, 0, sizeof x);
+	x.P = &P;
+	x.G = raster.ngroups;
+	groups_upload(&raster, &x.perm, &x.goff);
+	const int nb = (n + 127) / 128;
+	x.scores = dmalloc((size_t)x.G * n * 4);
+	x.bscores = dmalloc((size_t)x.G * nb * 4);
+	x.pooled = dmalloc((size_t)x.G * n * 4);
+	x.pcaperm = dmalloc((size_t)n * 4);
+	x.pcagoff = dmalloc((size_t)(nb + 1) * 4);
+	x.soff = dmalloc((size_t)(x.G + 1) * 8);
+	x.cap = (int64_t)x.G * n;
+	x.sidx = dmalloc((size_t)x.cap * 4);
+	const double rhos[3] = { 0.15, 0.05, 0.3 };
+	for (int i = 0; i < 3; i++) {
+		x.K[i] = dg_topk_count(rhos[i], n);
+		x.qsidx[i] = dmalloc((size_t)n * x.K[i] * 4);
+	}
+	const double qk = 2.0 * n * (double)n * d;
+	char name[96];
+	for (int v = 1; dg_exact_scores_name(v); v++) {
+		x.version = v;
+		snprintf(name, sizeof name, "exact_scores v%d (+blocks)", v);
+		bench(name, b_exact, &x, qk * 1e-12, "TFLOP/s (QK^T)");
+	}
+	x.version = 0;
+	x.bscores = NULL;
+	bench("exact_scores v0 (token scores only)", b_exact, &x, qk * 1e-12, "TFLOP/s");
+	x.bscores = dmalloc((size_t)x.G * nb * 4);
+	b_exact(&x);
+	x.nk = 1;
+	bench("query_topk K=4992 (rho 0.15)", b_oracle, &x, qk * 1e-12, "TFLOP/s");
+	x.nk = 3;
+	bench("query_topk K=4992,1664,9856 (3 budgets)", b_oracle, &x, 0, "");
+	x.kv = 0, x.budget = 0, x.rho = 0.15;
+	bench("select token topk 0.15 (256 groups)", b_select, &x, 0, "");
+	x.budget = 1, x.topp = 0.9;
+	bench("select token topp 0.9", b_select, &x, 0, "");
+	x.kv = 1, x.budget = 0;
+	bench("select block topk 0.15", b_select, &x, 0, "");
+	x.budget = 1;
+	bench("select block topp 0.9", b_select, &x, 0, "");
+	bench("pca_groups", b_pca, &x, 0, "");
+	x.kv = 0;
+	bench("pooled_scores token", b_pooled, &x, 0, "");
+	x.kv = 1;
+	bench("pooled_scores block", b_pooled, &x, 0, "");
+	x.ref = x.pooled;
+	x.o = x.scores;
+	x.mass = x.scores;
+	x.mout = dmalloc(6 * 8);
+	bench("metrics (n*d values + n mass)", b_metrics, &x, 0, "");
+	dg_groups_free(&raster);
+	problem_free(&P);
+}
+
+int main(int argc, char **argv)
+{
+	int quick = 0, tiny = 0, do_bench = 0;
+	uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = 1;
+		else if (!strcmp(argv[i], "--tiny"))
+			tiny = 1;
+		else if (!strcmp(argv[i], "--bench"))
+			do_bench = 1;
+		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+			seed = strtoull(argv[++i], NULL, 0);
+		else {
+			fprintf(stderr, "usage: gpu_meta [--quick | --tiny | --bench] [--seed S]\n");
+			return 2;
+		}
+	}
+	int ndev = 0;
+	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+		printf("no CUDA device: skipped\n");
+		return 77;
+	}
+	struct cudaDeviceProp prop;
+	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+	printf("device: %s (%d SMs), seed %llu\n", prop.name, prop.multiProcessorCount, (unsigned long long)seed);
+	rng_state = seed;
+	dg_attn_init_threads();
+	CUDA_CHECK(cudaStreamCreate(&stream));
+	/* keep the launchers' stream-ordered scratch in the pool between calls */
+	cudaMemPool_t pool;
+	CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+	uint64_t thr = UINT64_MAX;
+	CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
+
+	if (do_bench) {
+		run_bench();
+	} else {
+		/* bad arguments: -1 and one line */
+		CHECK("bad head_dim is refused",
+		      dg_exact_scores(NULL, NULL, NULL, 10, 96, NULL, NULL, 1, NULL, NULL, stream) == -1);
+		CHECK("bad budget is refused", dg_select_keys(NULL, 1, 10, 0, 7, 0.1, 0, 0, 0, NULL, NULL, 0, stream) == -1);
+		CHECK("bad pca size is refused", dg_pca_groups(NULL, 0, 128, NULL, NULL, stream) == -1);
+		const int cfg[][2] = { { 1000, 64 }, { 1000, 128 }, { 4100, 64 }, { 4100, 128 }, { 32760, 128 } };
+		const int ncfg = tiny ? 2 : quick ? 4 : 5;
+		for (int i = 0; i < ncfg; i++)
+			run_config(cfg[i][0], cfg[i][1]);
+	}
+	CUDA_CHECK(cudaStreamDestroy(stream));
+	return test_report();
+}

@@ -1,0 +1,278 @@
+/*
+ * test_wan.c: dsgap's Wan2.1 CPU engine against the independent fp64 NumPy reference
+ * (tests/wan_ref.py; fixtures in tests/fixtures/wan): per-layer outputs, Q/K/V as the attention
+ * entry point receives them, the final output, and whole UniPC+CFG and Euler runs, for both key
+ * layouts, F32/BF16/F16 files, sharded indexes, the model.diffusion_model. prefix and a config
+ * inferred from shapes, at head_dim 64 (2 heads) and 128 (1 head). Identical weights in either
+ * layout must give bit-identical outputs. Closed loop: a sparse policy at density 1 equals dense.
+ *   test_wan MODELS_DIR FIXTURES_DIR     (MODELS_DIR from `wan_ref.py derive`)
+ * Tolerance: fp32 engine vs fp64 reference, max |a-b| / max |ref| <= 1e-5 for one forward
+ * (DESIGN 9's spirit: what fp32 rounding of the same math gives, measured ~1e-6), 2e-5 for the
+ * multi-step runs (errors pass through 4 forwards x 2 passes and the solver).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dit_attn.h"
+#include "dit_sample.h"
+#include "safetensors.h"
+#include "testhelp.h"
+#include "util.h"
+#include "wan.h"
+
+#define TOL_FORWARD 1e-5
+#define TOL_RUN 2e-5
+
+static const char *models_dir, *fix_dir;
+
+/* a reference tensor as double */
+static double *ref_get(dg_safetensors *st, const char *name, int64_t *numel)
+{
+	const dg_st_tensor *t = dg_st_find(st, name);
+	if (!t)
+		dg_die("reference tensor %s missing", name);
+	int64_t n = dg_st_numel(t);
+	float *f = dg_malloc((size_t)n * sizeof(float));
+	if (dg_st_read_f32(st, t, f))
+		dg_die("cannot read %s", name);
+	double *d = dg_malloc((size_t)n * sizeof(double));
+	for (int64_t i = 0; i < n; i++)
+		d[i] = f[i];
+	free(f);
+	if (numel)
+		*numel = n;
+	return d;
+}
+
+typedef struct {
+	int layers, n, dim;
+	float *hidden;        /* (layers, n, dim) */
+	float *q, *k, *v;     /* layer 1: (heads, n, d) */
+	int heads, d;
+} record;
+
+static void on_hidden(void *user, int layer, const float *x)
+{
+	record *r = user;
+	memcpy(r->hidden + (size_t)layer * r->n * r->dim, x, (size_t)r->n * r->dim * sizeof(float));
+}
+
+static int on_capture(void *user, const dg_attn_site *s, int heads, int n, int d, const float *q,
+		      const float *k, const float *v)
+{
+	record *r = user;
+	if (s->layer != 1)
+		return 0;
+	size_t sz = (size_t)heads * n * d * sizeof(float);
+	r->q = memcpy(dg_malloc(sz), q, sz);
+	r->k = memcpy(dg_malloc(sz), k, sz);
+	r->v = memcpy(dg_malloc(sz), v, sz);
+	r->heads = heads;
+	r->d = d;
+	return 0;
+}
+
+typedef struct {
+	float *out, *unipc, *euler; /* results kept for the bit-identity checks */
+	size_t nout;
+} results;
+
+static void load_input(const char *name, dg_wan_model *m, float **data, int *tokens, int latent[3])
+{
+	char *p = dg_malloc(strlen(fix_dir) + 64);
+	sprintf(p, "%s/%s.safetensors", fix_dir, name);
+	int rc = latent ? dg_dit_read_noise(m, p, latent, data) : dg_dit_read_text(m, p, data, tokens);
+	if (rc)
+		dg_die("cannot read %s", p);
+	free(p);
+}
+
+/* forward + runs of one model directory against ref_<tag> */
+static void check_model(const char *sub, const char *tag, int heads, dg_wan_layout layout, results *res)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", models_dir, sub);
+	dg_wan_model *m;
+	int rc = dg_wan_load(&m, path, "cpu");
+	CHECKF(rc == 0, "%s: loads", sub);
+	if (rc)
+		return;
+	CHECKF(m->cfg.num_heads == heads && m->cfg.dim == 128 && m->cfg.num_layers == 2 &&
+		       m->cfg.ffn_dim == 128 && m->cfg.text_dim == 32 && m->cfg.freq_dim == 32 &&
+		       m->cfg.in_dim == 4 && m->cfg.out_dim == 4 && m->cfg.patch[1] == 2 && m->cfg.text_len == 512 &&
+		       m->layout == layout && m->params == 478352,
+	       "%s: config (%d heads of %d, %s layout, %lld params)", sub, m->cfg.num_heads,
+	       dg_wan_head_dim(&m->cfg), dg_wan_layout_name(m->layout), m->params);
+	float *text, *neg, *noise;
+	int tokens, ntok, latent[3] = { 0, 0, 0 };
+	load_input("text", m, &text, &tokens, NULL);
+	load_input("negative", m, &neg, &ntok, NULL);
+	load_input("noise", m, &noise, NULL, latent);
+	dg_wan_context *cond, *uncond;
+	if (dg_wan_context_new(m, text, tokens, &cond) || dg_wan_context_new(m, neg, ntok, &uncond))
+		dg_die("context");
+	int grid[3];
+	dg_wan_grid(m, latent, grid);
+	int n = grid[0] * grid[1] * grid[2];
+	record r = { .layers = 2, .n = n, .dim = 128 };
+	r.hidden = dg_alloc_poisoned((size_t)2 * n * 128);
+	dg_dit_attn *attn = dg_dit_attn_new(m->ops, NULL, 1, NULL, grid, 2, heads, 128 / heads, 1);
+	dg_dit_attn_set_capture(attn, on_capture, &r);
+	dg_wan_call call = { .attn = attn, .hidden = on_hidden, .user = &r };
+	size_t nout = (size_t)4 * latent[0] * latent[1] * latent[2];
+	float *out = dg_alloc_poisoned(nout);
+	rc = dg_wan_forward(m, noise, latent, 999, cond, &call, out);
+	CHECKF(rc == 0, "%s: forward runs", sub);
+
+	char rp[512];
+	snprintf(rp, sizeof rp, "%s/ref_%s.safetensors", fix_dir, tag);
+	dg_safetensors ref;
+	if (dg_st_open(&ref, rp))
+		dg_die("cannot open %s", rp);
+	int64_t k;
+	for (int l = 0; l < 2; l++) {
+		char nm[32];
+		snprintf(nm, sizeof nm, "hidden.%d", l);
+		double *h = ref_get(&ref, nm, &k);
+		double e = max_rel_diff(r.hidden + (size_t)l * n * 128, h, (size_t)k);
+		CHECKF(e <= TOL_FORWARD, "%s: block %d output vs fp64 reference: max rel diff %.2e", sub, l, e);
+		free(h);
+	}
+	const char *qkv[3] = { "q.1", "k.1", "v.1" };
+	float *got[3] = { r.q, r.k, r.v };
+	for (int i = 0; i < 3; i++) {
+		double *h = ref_get(&ref, qkv[i], &k);
+		double e = got[i] ? max_rel_diff(got[i], h, (size_t)k) : INFINITY;
+		CHECKF(e <= TOL_FORWARD, "%s: block 1 %c as attention receives it (post-norm, post-RoPE, "
+		       "(heads, n, d)) vs reference: %.2e", sub, qkv[i][0], e);
+		free(h);
+	}
+	double *ho = ref_get(&ref, "out", &k);
+	double e = max_rel_diff(out, ho, nout);
+	CHECKF(e <= TOL_FORWARD && (size_t)k == nout, "%s: final output (unpatchified) vs reference: %.2e", sub, e);
+	free(ho);
+
+	/* whole runs: UniPC with CFG, Euler without */
+	struct { const char *name; int steps; double shift, g; dg_sampler_kind s; float **keep; } runs[] = {
+		{ "unipc_cfg", 4, 3.0, 4.0, DG_SAMPLER_UNIPC, &res->unipc },
+		{ "euler", 3, 1.0, 1.0, DG_SAMPLER_EULER, &res->euler },
+	};
+	for (int i = 0; i < 2; i++) {
+		dg_dit_sample_opts so = { .model = m, .latent = { latent[0], latent[1], latent[2] }, .noise = noise,
+					  .steps = runs[i].steps, .shift = runs[i].shift, .guidance = runs[i].g,
+					  .sampler = runs[i].s, .cond = cond, .uncond = uncond };
+		float *x = dg_alloc_poisoned(nout);
+		dg_dit_sample_stats st;
+		rc = dg_dit_sample(&so, x, &st);
+		double *hr = ref_get(&ref, runs[i].name, &k);
+		e = rc ? INFINITY : max_rel_diff(x, hr, nout);
+		CHECKF(e <= TOL_RUN && st.forwards == runs[i].steps * (runs[i].g != 1 ? 2 : 1),
+		       "%s: %s run (%d steps, shift %g, guidance %g) final latents vs reference: %.2e", sub,
+		       runs[i].name, runs[i].steps, runs[i].shift, runs[i].g, e);
+		free(hr);
+		*runs[i].keep = x;
+	}
+	res->out = out;
+	res->nout = nout;
+	dg_st_close(&ref);
+	dg_dit_attn_free(attn);
+	free(r.hidden), free(r.q), free(r.k), free(r.v);
+	dg_wan_context_free(m, cond);
+	dg_wan_context_free(m, uncond);
+	free(text), free(neg), free(noise);
+	dg_wan_free(m);
+}
+
+static bool same(const results *a, const results *b)
+{
+	return a->out && b->out && a->nout == b->nout && !memcmp(a->out, b->out, a->nout * sizeof(float)) &&
+	       !memcmp(a->unipc, b->unipc, a->nout * sizeof(float)) &&
+	       !memcmp(a->euler, b->euler, a->nout * sizeof(float));
+}
+
+static void results_free(results *r)
+{
+	free(r->out), free(r->unipc), free(r->euler);
+}
+
+/* closed loop: a sparse policy at density 1 keeps every key, so it must reproduce dense */
+static void closed_loop_identity(void)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/orig_hd64", models_dir);
+	dg_wan_model *m;
+	if (dg_wan_load(&m, path, "cpu"))
+		return;
+	int latent[3] = { 4, 16, 24 }, grid[3]; /* 384 tokens: three groups of 128 */
+	dg_wan_grid(m, latent, grid);
+	float *noise = dg_dit_seed_noise(m, latent, 7), *text;
+	int tokens;
+	load_input("text", m, &text, &tokens, NULL);
+	dg_wan_context *cond;
+	dg_wan_context_new(m, text, tokens, &cond);
+	size_t nout = (size_t)4 * latent[0] * latent[1] * latent[2];
+	dg_dit_sample_opts so = { .model = m, .latent = { 4, 16, 24 }, .noise = noise, .steps = 3,
+				  .shift = 3, .guidance = 1, .sampler = DG_SAMPLER_UNIPC, .cond = cond };
+	float *dense = dg_alloc_poisoned(nout), *x = dg_alloc_poisoned(nout);
+	dg_dit_sample_stats st;
+	dg_dit_sample(&so, dense, &st);
+	const char *specs[] = { "mc-sparse", "oracle+res", "est-block", "oracle-tile" };
+	dg_schedule sched;
+	dg_schedule_parse("warmup=1", &sched);
+	for (int i = 0; i < 4; i++) {
+		dg_policy p;
+		dg_policy_parse(specs[i], &p);
+		for (int dens = 0; dens < 2; dens++) {
+			double rho = dens ? 0.3 : 1.0;
+			dg_dit_attn *a = dg_dit_attn_new(m->ops, &p, rho, &sched, grid, 2, 2, 64, 1);
+			so.attn = a;
+			int rc = dg_dit_sample(&so, x, &st);
+			dg_dit_attn_stats as;
+			dg_dit_attn_get_stats(a, &as);
+			dg_dit_attn_free(a);
+			double num = 0, den = 0;
+			for (size_t e = 0; e < nout; e++) {
+				num = fmax(num, fabs((double)x[e] - dense[e]));
+				den = fmax(den, fabs((double)dense[e]));
+			}
+			double density = as.pairs / as.full_pairs;
+			if (rho == 1)
+				CHECKF(rc == 0 && num / den <= 1e-5 && as.sparse_calls > 0,
+				       "closed loop: %s at density 1 reproduces dense (%.2e; %lld of %lld units sparse)",
+				       specs[i], num / den, as.sparse_calls, as.calls);
+			else
+				CHECKF(rc == 0 && density < 0.95 && num / den > 1e-6 && isfinite(num),
+				       "closed loop: %s at density 0.3 runs sparse (effective density %.3f, max rel "
+				       "change %.2e)", specs[i], density, num / den);
+		}
+	}
+	free(dense), free(x), free(noise), free(text);
+	dg_wan_context_free(m, cond);
+	dg_wan_free(m);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: test_wan MODELS_DIR FIXTURES_DIR\n");
+		return 2;
+	}
+	models_dir = argv[1];
+	fix_dir = argv[2];
+	results r[5] = { 0 };
+	check_model("orig_hd64", "hd64", 2, DG_WAN_LAYOUT_ORIGINAL, &r[0]);
+	check_model("diff_hd64", "hd64", 2, DG_WAN_LAYOUT_DIFFUSERS, &r[1]);
+	check_model("orig_hd128", "hd128", 1, DG_WAN_LAYOUT_ORIGINAL, &r[2]);
+	check_model("diff_hd128", "hd128", 1, DG_WAN_LAYOUT_DIFFUSERS, &r[3]);
+	check_model("infer_hd128", "hd128", 1, DG_WAN_LAYOUT_ORIGINAL, &r[4]);
+	CHECK("head_dim 64: original (BF16) and diffusers (F32, sharded) layouts give bit-identical outputs",
+	      same(&r[0], &r[1]));
+	CHECK("head_dim 128: original (F16, prefixed), diffusers (BF16) and inferred-config (F32) give "
+	      "bit-identical outputs", same(&r[2], &r[3]) && same(&r[2], &r[4]));
+	for (int i = 0; i < 5; i++)
+		results_free(&r[i]);
+	closed_loop_identity();
+	return test_report();
+}

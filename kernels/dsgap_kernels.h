@@ -123,6 +123,11 @@ int dg_pooled_scores(const uint16_t *q, const uint16_t *k, int n, int d, const i
 int dg_metrics_device(const float *ref, const float *o, uint64_t count, const float *mass, int nq,
 		      double *out, dg_stream stream);
 
+/* Residual bookkeeping (residual.cu): out = o_sp + r_old (r_old NULL: o_sp), r_new = o_ref - o_sp;
+ * out or r_new may be NULL. */
+int dg_residual_update(const float *o_ref, const float *o_sp, const float *r_old, float *out,
+		       float *r_new, uint64_t count, dg_stream stream);
+
 #ifdef __cplusplus
 }
 #endif

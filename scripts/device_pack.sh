@@ -7,6 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
+git rev-parse --short=12 HEAD > .carry/COMMIT
+git diff --quiet HEAD || sed -i "s/$/+wip/" .carry/COMMIT
 cp build/dsgap .carry/bin/
 for t in build/tests/gpu_*; do [ -x "$t" ] && [ -f "$t" ] && cp "$t" .carry/bin/; done
 [ -x build/kernels/dsgap-bench-kernels ] && cp build/kernels/dsgap-bench-kernels .carry/bin/ || true

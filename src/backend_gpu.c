@@ -8,6 +8,7 @@
 
 #ifdef DG_HAVE_CUDA
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,34 +18,38 @@
 #include "groups.h"
 
 /*
- * Handles: groupings and selections are kept on the host (the CPU twin builds them where no
- * kernel does yet) and mirrored on the device for the attention kernels; residuals live on the
- * device only.
+ * Handles live on the device. Groupings keep their host offsets too (group sizes count the
+ * computed pairs), selections their host offsets; everything the kernels read is on the device.
  */
 struct dg_bgroups {
-	dg_groups g;
-	int32_t *perm, *off; /* device mirrors */
+	dg_groups g;         /* host: perm and off (perm only where built on the host) */
+	int32_t *perm, *off; /* device */
 };
 struct dg_bscores {
 	int rows, cols;
-	float *s; /* host (rows, cols) */
+	float *s;                /* device (rows, cols) */
+	struct dg_bscores *blocks; /* exact token scores: their block sums, made in the same pass */
+	int owned;
 };
 struct dg_bsel {
-	dg_selection s;
-	int64_t *off; /* device mirrors */
-	int32_t *idx;
+	int ngroups;
+	int64_t *hoff;   /* host (ngroups+1) */
+	int64_t *off;    /* device (ngroups+1) */
+	int32_t *idx;    /* device */
 };
 struct dg_bvec {
 	float *x; /* device (n, d) */
 };
 
 typedef struct {
-	const float *q, *k, *v;      /* host unit (caller's buffers) */
-	uint16_t *hq;                /* host bf16 staging (3, n, d) */
-	uint16_t *dq, *dk, *dv;      /* device bf16 (n, d) */
+	const float *q, *k;      /* host unit (caller's buffers), for the host twins */
+	uint16_t *hq;            /* pinned bf16 staging (3, n, d) */
+	uint16_t *dq, *dk, *dv;  /* device bf16 (n, d) */
 	float *o_ref, *lse, *out, *o_sp, *mass; /* device */
-	float *h_ref, *h_out, *h_mass, *h_lse; /* host copies for the metrics and the twins */
+	double *dmet;            /* device (6) */
+	float *h_lse;            /* host copy, for the host twin of the per-query top-p */
 	cudaStream_t stream;
+	cudaEvent_t ev[2];
 } gpu;
 
 static void *dmalloc(size_t bytes)
@@ -58,9 +63,10 @@ static void gpu_load(dg_backend *be, const float *q, const float *k, const float
 {
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
-	g->q = q, g->k = k, g->v = v;
+	g->q = q, g->k = k;
 	const float *src[3] = { q, k, v };
 	uint16_t *dst[3] = { g->dq, g->dk, g->dv };
+	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* the staging buffer may still be in flight */
 	for (int t = 0; t < 3; t++) {
 		uint16_t *h = g->hq + t * nd;
 		for (size_t e = 0; e < nd; e++)
@@ -69,61 +75,90 @@ static void gpu_load(dg_backend *be, const float *q, const float *k, const float
 	}
 }
 
+/* device time of the work enqueued between timed_begin and timed_end (which waits for it) */
+static void timed_begin(gpu *g)
+{
+	CUDA_CHECK(cudaEventRecord(g->ev[0], g->stream));
+}
+
+static double timed_end(gpu *g)
+{
+	float ms;
+	CUDA_CHECK(cudaEventRecord(g->ev[1], g->stream));
+	CUDA_CHECK(cudaEventSynchronize(g->ev[1]));
+	CUDA_CHECK(cudaEventElapsedTime(&ms, g->ev[0], g->ev[1]));
+	return ms * 1e-3;
+}
+
 static double gpu_dense(dg_backend *be)
 {
 	gpu *g = be->impl;
-	size_t nd = (size_t)be->n * be->d;
-	cudaEvent_t a, b;
-	CUDA_CHECK(cudaEventCreate(&a));
-	CUDA_CHECK(cudaEventCreate(&b));
-	CUDA_CHECK(cudaEventRecord(a, g->stream));
+	timed_begin(g);
 	KERNEL_CHECK(dg_flash_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, g->o_ref, NULL, g->lse,
 				  (dg_stream)g->stream));
-	CUDA_CHECK(cudaEventRecord(b, g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(g->h_ref, g->o_ref, nd * 4, cudaMemcpyDeviceToHost, g->stream));
+	double s = timed_end(g);
 	CUDA_CHECK(cudaMemcpyAsync(g->h_lse, g->lse, (size_t)be->n * 4, cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaStreamSynchronize(g->stream));
-	float ms;
-	CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-	cudaEventDestroy(a);
-	cudaEventDestroy(b);
-	return ms * 1e-3;
+	return s;
 }
 
 static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
 {
 	gpu *g = be->impl;
+	int n = be->n;
 	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
-	if (dg_groups_build(&bg->g, kind, g->q, be->n, be->d, grid, text)) {
+	if (kind == DG_GROUP_PCA) {
+		int ng = (n + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
+		bg->perm = dmalloc((size_t)n * 4);
+		bg->off = dmalloc((size_t)(ng + 1) * 4);
+		KERNEL_CHECK(dg_pca_groups(g->dq, n, be->d, bg->perm, bg->off, (dg_stream)g->stream));
+		bg->g.n = n;
+		bg->g.ngroups = ng;
+		bg->g.off = dg_malloc((size_t)(ng + 1) * sizeof(int));
+		CUDA_CHECK(cudaMemcpyAsync(bg->g.off, bg->off, (size_t)(ng + 1) * 4, cudaMemcpyDeviceToHost, g->stream));
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+		return bg;
+	}
+	if (dg_groups_build(&bg->g, kind, g->q, n, be->d, grid, text)) {
 		free(bg);
 		return NULL;
 	}
-	bg->perm = dmalloc((size_t)be->n * 4);
+	bg->perm = dmalloc((size_t)n * 4);
 	bg->off = dmalloc((size_t)(bg->g.ngroups + 1) * 4);
-	CUDA_CHECK(cudaMemcpy(bg->perm, bg->g.perm, (size_t)be->n * 4, cudaMemcpyHostToDevice));
+	CUDA_CHECK(cudaMemcpy(bg->perm, bg->g.perm, (size_t)n * 4, cudaMemcpyHostToDevice));
 	CUDA_CHECK(cudaMemcpy(bg->off, bg->g.off, (size_t)(bg->g.ngroups + 1) * 4, cudaMemcpyHostToDevice));
 	return bg;
 }
 
 static dg_bscores *scores_new(int rows, int cols)
 {
-	dg_bscores *s = dg_malloc(sizeof *s);
-	s->rows = rows, s->cols = cols;
-	s->s = dg_malloc((size_t)rows * cols * sizeof(float));
+	dg_bscores *s = dg_calloc(1, sizeof *s);
+	s->rows = rows, s->cols = cols, s->owned = 1;
+	s->s = dmalloc((size_t)rows * cols * 4);
 	return s;
 }
 
-static dg_bsel *sel_upload(dg_bsel *s)
+static dg_bsel *sel_new(int ngroups)
 {
-	int64_t total = s->s.off[s->s.ngroups];
-	s->off = dmalloc((size_t)(s->s.ngroups + 1) * 8);
-	s->idx = dmalloc((size_t)total * 4);
-	CUDA_CHECK(cudaMemcpy(s->off, s->s.off, (size_t)(s->s.ngroups + 1) * 8, cudaMemcpyHostToDevice));
-	CUDA_CHECK(cudaMemcpy(s->idx, s->s.idx, (size_t)total * 4, cudaMemcpyHostToDevice));
+	dg_bsel *s = dg_calloc(1, sizeof *s);
+	s->ngroups = ngroups;
+	s->hoff = dg_malloc((size_t)(ngroups + 1) * 8);
+	s->off = dmalloc((size_t)(ngroups + 1) * 8);
 	return s;
 }
 
-/* per-query selections on the host twin: the rows of the exact pass */
+/* a host selection (the twin's) onto the device */
+static dg_bsel *sel_from_host(const dg_selection *h)
+{
+	dg_bsel *s = sel_new(h->ngroups);
+	int64_t total = h->off[h->ngroups];
+	memcpy(s->hoff, h->off, (size_t)(h->ngroups + 1) * 8);
+	s->idx = dmalloc((size_t)total * 4);
+	CUDA_CHECK(cudaMemcpy(s->off, h->off, (size_t)(h->ngroups + 1) * 8, cudaMemcpyHostToDevice));
+	CUDA_CHECK(cudaMemcpy(s->idx, h->idx, (size_t)total * 4, cudaMemcpyHostToDevice));
+	return s;
+}
+
+/* per-query selections by the host twin, from the exact probability rows (top-p, mixed sinks) */
 typedef struct {
 	int n, nb;
 	const dg_budget *const *budgets;
@@ -144,37 +179,68 @@ static void qsel_row(void *ctx, int i, const float *p)
 	free(work);
 }
 
+static void query_select_host(dg_backend *be, const dg_budget *const *qb, dg_bsel **qsel, int nq)
+{
+	gpu *g = be->impl;
+	int n = be->n;
+	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* h_lse */
+	qsel_ctx qs = { n, nq, qb, dg_malloc((size_t)nq * n * sizeof(int *)), dg_malloc((size_t)nq * n * sizeof(int)) };
+	dg_scores_exact(g->q, g->k, g->h_lse, n, be->d, NULL, 0, qsel_row, &qs);
+	for (int b = 0; b < nq; b++) {
+		dg_selection h = { n, dg_malloc((size_t)(n + 1) * 8), NULL };
+		h.off[0] = 0;
+		for (int i = 0; i < n; i++)
+			h.off[i + 1] = h.off[i] + qs.counts[(size_t)b * n + i];
+		h.idx = dg_malloc((size_t)h.off[n] * sizeof(int));
+		for (int i = 0; i < n; i++) {
+			memcpy(h.idx + h.off[i], qs.rows[(size_t)b * n + i], (size_t)qs.counts[(size_t)b * n + i] * sizeof(int));
+			free(qs.rows[(size_t)b * n + i]);
+		}
+		qsel[b] = sel_from_host(&h);
+		dg_selection_free(&h);
+	}
+	free(qs.rows);
+	free(qs.counts);
+}
+
 static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **scores, int nacc,
 		      const dg_budget *const *qb, dg_bsel **qsel, int nq)
 {
 	gpu *g = be->impl;
-	int n = be->n;
-	dg_score_acc *acc = dg_malloc((size_t)(nacc ? nacc : 1) * sizeof *acc);
+	int n = be->n, nb = (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE;
 	for (int a = 0; a < nacc; a++) {
 		scores[a] = scores_new(groups[a]->g.ngroups, n);
-		acc[a] = (dg_score_acc){ &groups[a]->g, scores[a]->s };
+		scores[a]->blocks = scores_new(groups[a]->g.ngroups, nb);
+		KERNEL_CHECK(dg_exact_scores(g->dq, g->dk, g->lse, n, be->d, groups[a]->perm, groups[a]->off,
+					     groups[a]->g.ngroups, scores[a]->s, scores[a]->blocks->s,
+					     (dg_stream)g->stream));
 	}
-	qsel_ctx qs = { n, nq, qb, dg_malloc((size_t)(nq ? nq : 1) * n * sizeof(int *)),
-			dg_malloc((size_t)(nq ? nq : 1) * n * sizeof(int)) };
-	dg_scores_exact(g->q, g->k, g->h_lse, n, be->d, acc, nacc, nq ? qsel_row : NULL, &qs);
+	if (!nq)
+		return;
+	/* the oracle's top-k on the device: every budget top-k with the same sinks */
+	bool device = nq <= 8;
+	for (int b = 0; b < nq; b++)
+		device &= qb[b]->budget == DG_BUDGET_TOPK && qb[b]->sink_lo == qb[0]->sink_lo &&
+			  qb[b]->sink_hi == qb[0]->sink_hi;
+	if (!device) {
+		query_select_host(be, qb, qsel, nq);
+		return;
+	}
+	int K[8];
+	int32_t *rows[8];
 	for (int b = 0; b < nq; b++) {
-		dg_bsel *s = dg_calloc(1, sizeof *s);
-		s->s.ngroups = n;
-		s->s.off = dg_malloc((size_t)(n + 1) * sizeof(int64_t));
-		s->s.off[0] = 0;
-		for (int i = 0; i < n; i++)
-			s->s.off[i + 1] = s->s.off[i] + qs.counts[(size_t)b * n + i];
-		s->s.idx = dg_malloc((size_t)s->s.off[n] * sizeof(int));
-		for (int i = 0; i < n; i++) {
-			memcpy(s->s.idx + s->s.off[i], qs.rows[(size_t)b * n + i],
-			       (size_t)qs.counts[(size_t)b * n + i] * sizeof(int));
-			free(qs.rows[(size_t)b * n + i]);
-		}
-		qsel[b] = sel_upload(s);
+		K[b] = dg_topk_count(qb[b]->rho, n);
+		int row = dg_query_topk_row(n, K[b], qb[b]->sink_lo, qb[b]->sink_hi);
+		qsel[b] = sel_new(n);
+		for (int i = 0; i <= n; i++)
+			qsel[b]->hoff[i] = (int64_t)i * row;
+		CUDA_CHECK(cudaMemcpyAsync(qsel[b]->off, qsel[b]->hoff, (size_t)(n + 1) * 8,
+					   cudaMemcpyHostToDevice, g->stream));
+		rows[b] = qsel[b]->idx = dmalloc((size_t)n * row * 4);
 	}
-	free(qs.rows);
-	free(qs.counts);
-	free(acc);
+	KERNEL_CHECK(dg_query_topk(g->dq, g->dk, g->lse, n, be->d, nq, K, qb[0]->sink_lo, qb[0]->sink_hi,
+				   rows, (dg_stream)g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* hoff staging */
 }
 
 static dg_bscores *gpu_pooled(dg_backend *be, dg_bgroups *bg, dg_kv_kind kv)
@@ -182,22 +248,35 @@ static dg_bscores *gpu_pooled(dg_backend *be, dg_bgroups *bg, dg_kv_kind kv)
 	gpu *g = be->impl;
 	int cols = kv == DG_KV_BLOCK ? (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : be->n;
 	dg_bscores *s = scores_new(bg->g.ngroups, cols);
-	dg_scores_pooled(g->q, g->k, be->n, be->d, &bg->g, kv, s->s);
+	KERNEL_CHECK(dg_pooled_scores(g->dq, g->dk, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
+				      kv == DG_KV_BLOCK, s->s, (dg_stream)g->stream));
 	return s;
 }
 
+/* the block sums were made with the token scores: a view of them */
 static dg_bscores *gpu_to_blocks(dg_backend *be, const dg_bscores *t)
 {
-	dg_bscores *s = scores_new(t->rows, (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE);
-	dg_scores_to_blocks(t->s, t->rows, be->n, s->s);
-	return s;
+	dg_bscores *view = dg_malloc(sizeof *view);
+	*view = *t->blocks;
+	view->owned = 0;
+	view->blocks = NULL;
+	return view;
 }
 
 static dg_bsel *gpu_select(dg_backend *be, const dg_bgroups *bg, const dg_bscores *sc, const dg_budget *b)
 {
-	dg_bsel *s = dg_calloc(1, sizeof *s);
-	dg_select_groups(&s->s, sc->s, bg->g.ngroups, be->n, b);
-	return sel_upload(s);
+	gpu *g = be->impl;
+	int kv = b->kv == DG_KV_BLOCK, budget = b->budget == DG_BUDGET_TOPP;
+	dg_bsel *s = sel_new(bg->g.ngroups);
+	int64_t cap = dg_select_keys_cap(bg->g.ngroups, be->n, kv, budget, b->rho, b->sink_lo, b->sink_hi);
+	s->idx = dmalloc((size_t)cap * 4);
+	KERNEL_CHECK(dg_select_keys(sc->s, bg->g.ngroups, be->n, kv, budget, b->rho, b->topp, b->sink_lo,
+				    b->sink_hi, s->off, s->idx, cap, (dg_stream)g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(s->hoff, s->off, (size_t)(bg->g.ngroups + 1) * 8, cudaMemcpyDeviceToHost,
+				   g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	DG_ASSERT(s->hoff[bg->g.ngroups] <= cap);
+	return s;
 }
 
 static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel,
@@ -205,50 +284,36 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *s
 {
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
-	cudaEvent_t a, b;
-	CUDA_CHECK(cudaEventCreate(&a));
-	CUDA_CHECK(cudaEventCreate(&b));
-	CUDA_CHECK(cudaEventRecord(a, g->stream));
-	/* with a new residual to make, the sparse output without the old residual comes first */
-	float *dst = new_residual ? g->o_sp : g->out;
-	KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off,
-				   bg->g.ngroups, sel->off, sel->idx,
-				   new_residual || !residual ? NULL : residual->x, g->lse, dst, g->mass,
-				   (dg_stream)g->stream));
-	CUDA_CHECK(cudaEventRecord(b, g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(g->h_out, dst, nd * 4, cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(g->h_mass, g->mass, (size_t)be->n * 4, cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaStreamSynchronize(g->stream));
-	float ms;
-	CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-	cudaEventDestroy(a);
-	cudaEventDestroy(b);
-	if (seconds)
-		*seconds = ms * 1e-3;
-	if (new_residual) {
-		/* R_new = O_ref - O_sparse (host, then device); out = O_sparse + R_old */
-		float *r = dg_malloc(nd * sizeof(float));
-		for (size_t e = 0; e < nd; e++)
-			r[e] = g->h_ref[e] - g->h_out[e];
-		if (residual) {
-			float *old = dg_malloc(nd * sizeof(float));
-			CUDA_CHECK(cudaMemcpy(old, residual->x, nd * 4, cudaMemcpyDeviceToHost));
-			for (size_t e = 0; e < nd; e++)
-				g->h_out[e] += old[e];
-			free(old);
-		}
-		if (!*new_residual) {
-			*new_residual = dg_malloc(sizeof(dg_bvec));
-			(*new_residual)->x = dmalloc(nd * 4);
-		}
-		CUDA_CHECK(cudaMemcpy((*new_residual)->x, r, nd * 4, cudaMemcpyHostToDevice));
-		free(r);
+	dg_stream st = (dg_stream)g->stream;
+	if (new_residual && !*new_residual) {
+		*new_residual = dg_malloc(sizeof(dg_bvec));
+		(*new_residual)->x = dmalloc(nd * 4);
 	}
-	if (m)
-		dg_metrics_compute(g->h_ref, g->h_out, nd, g->h_mass, be->n, m);
+	timed_begin(g);
+	if (new_residual) {
+		/* O_sparse without the old residual first: the new residual needs it alone */
+		KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off,
+					   bg->g.ngroups, sel->off, sel->idx, NULL, g->lse, g->o_sp, g->mass, st));
+		KERNEL_CHECK(dg_residual_update(g->o_ref, g->o_sp, residual ? residual->x : NULL, g->out,
+						(*new_residual)->x, nd, st));
+	} else {
+		KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off,
+					   bg->g.ngroups, sel->off, sel->idx, residual ? residual->x : NULL,
+					   g->lse, g->out, g->mass, st));
+	}
+	double s = timed_end(g);
+	if (seconds)
+		*seconds = s;
+	if (m) {
+		double h[6];
+		KERNEL_CHECK(dg_metrics_device(g->o_ref, g->out, nd, g->mass, be->n, g->dmet, st));
+		CUDA_CHECK(cudaMemcpyAsync(h, g->dmet, sizeof h, cudaMemcpyDeviceToHost, st));
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+		*m = (dg_metrics){ h[0], h[1], h[2], h[3], h[4], h[5] };
+	}
 	int64_t pairs = 0;
 	for (int grp = 0; grp < bg->g.ngroups; grp++)
-		pairs += (int64_t)(bg->g.off[grp + 1] - bg->g.off[grp]) * (sel->s.off[grp + 1] - sel->s.off[grp]);
+		pairs += (int64_t)(bg->g.off[grp + 1] - bg->g.off[grp]) * (sel->hoff[grp + 1] - sel->hoff[grp]);
 	return pairs;
 }
 
@@ -264,8 +329,11 @@ static void gpu_groups_free(dg_backend *be, dg_bgroups *g)
 
 static void gpu_scores_free(dg_backend *be, dg_bscores *s)
 {
-	if (s)
-		free(s->s);
+	if (!s)
+		return;
+	if (s->owned)
+		CUDA_CHECK(cudaFree(s->s));
+	gpu_scores_free(be, s->blocks);
 	free(s);
 }
 
@@ -273,7 +341,7 @@ static void gpu_sel_free(dg_backend *be, dg_bsel *s)
 {
 	if (!s)
 		return;
-	dg_selection_free(&s->s);
+	free(s->hoff);
 	CUDA_CHECK(cudaFree(s->off));
 	CUDA_CHECK(cudaFree(s->idx));
 	free(s);
@@ -290,18 +358,15 @@ static void gpu_vec_free(dg_backend *be, dg_bvec *v)
 static void gpu_destroy(dg_backend *be)
 {
 	gpu *g = be->impl;
-	float *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass };
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->dq, g->dk, g->dv };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		CUDA_CHECK(cudaFree(dev[i]));
-	CUDA_CHECK(cudaFree(g->dq));
-	CUDA_CHECK(cudaFree(g->dk));
-	CUDA_CHECK(cudaFree(g->dv));
+	CUDA_CHECK(cudaEventDestroy(g->ev[0]));
+	CUDA_CHECK(cudaEventDestroy(g->ev[1]));
 	CUDA_CHECK(cudaStreamDestroy(g->stream));
 	CUDA_CHECK(cudaFreeHost(g->hq));
-	CUDA_CHECK(cudaFreeHost(g->h_ref));
-	CUDA_CHECK(cudaFreeHost(g->h_out));
-	free(g->h_mass);
-	free(g->h_lse);
+	CUDA_CHECK(cudaFreeHost(g->h_lse));
 	free(g);
 	free(be);
 }
@@ -328,15 +393,14 @@ dg_backend *dg_backend_gpu(int n, int d)
 	dg_backend *be = dg_calloc(1, sizeof *be);
 	gpu *g = dg_calloc(1, sizeof *g);
 	size_t nd = (size_t)n * d;
-	CUDA_CHECK(cudaStreamCreate(&g->stream));
+	CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+	CUDA_CHECK(cudaEventCreate(&g->ev[0]));
+	CUDA_CHECK(cudaEventCreate(&g->ev[1]));
 	CUDA_CHECK(cudaMallocHost((void **)&g->hq, 3 * nd * 2));
-	CUDA_CHECK(cudaMallocHost((void **)&g->h_ref, nd * 4));
-	CUDA_CHECK(cudaMallocHost((void **)&g->h_out, nd * 4));
-	g->h_mass = dg_malloc((size_t)n * 4);
-	g->h_lse = dg_malloc((size_t)n * 4);
+	CUDA_CHECK(cudaMallocHost((void **)&g->h_lse, (size_t)n * 4));
 	g->dq = dmalloc(nd * 2), g->dk = dmalloc(nd * 2), g->dv = dmalloc(nd * 2);
 	g->o_ref = dmalloc(nd * 4), g->out = dmalloc(nd * 4), g->o_sp = dmalloc(nd * 4);
-	g->lse = dmalloc((size_t)n * 4), g->mass = dmalloc((size_t)n * 4);
+	g->lse = dmalloc((size_t)n * 4), g->mass = dmalloc((size_t)n * 4), g->dmet = dmalloc(6 * 8);
 	*be = (dg_backend){ .name = "gpu", .n = n, .d = d, .impl = g, .load = gpu_load,
 			    .dense = gpu_dense, .groups = gpu_groups, .exact = gpu_exact,
 			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,
@@ -345,7 +409,7 @@ dg_backend *dg_backend_gpu(int n, int d)
 			    .vec_free = gpu_vec_free, .destroy = gpu_destroy };
 	struct cudaDeviceProp prop;
 	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-	snprintf(be->device, sizeof be->device, "gpu: %s (sm_%d%d, %d SMs, %.0f GiB)", prop.name,
+	snprintf(be->device, sizeof be->device, "gpu: %.100s (sm_%d%d, %d SMs, %.0f GiB)", prop.name,
 		 prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
 	dg_attn_init_threads();
 	return be;

@@ -12,6 +12,7 @@ int dg_cmd_replay(int argc, char **argv);    /* cmd_replay.c */
 int dg_cmd_decompose(int argc, char **argv); /* cmd_decompose.c */
 int dg_cmd_plot(int argc, char **argv);      /* cmd_plot.c */
 int dg_cmd_demo(int argc, char **argv);      /* cmd_demo.c */
+int dg_cmd_bench(int argc, char **argv);     /* cmd_bench.c */
 int dg_cmd_run(int argc, char **argv);       /* cmd_run.c */
 int dg_cmd_merge(int argc, char **argv);     /* cmd_merge.c */
 int dg_cmd_capture(int argc, char **argv);   /* cmd_capture.c */

@@ -23,6 +23,7 @@ static const struct {
 	{ "replay", dg_cmd_replay, "run policies over a trace's Q/K/V; write metrics.csv and run.json" },
 	{ "decompose", dg_cmd_decompose, "oracle ladder and factorial ablation tables with intervals" },
 	{ "plot", dg_cmd_plot, "figures (.dat .gp .png .pdf) from a results directory" },
+	{ "bench", dg_cmd_bench, "replay benchmarks: dense, anchor step, sparse pass, one layer-step" },
 	{ "run", dg_cmd_run, "run an experiment file (.ini): a grid of cells, resumable, sharded, on workers" },
 	{ "merge", dg_cmd_merge, "combine the shards of an experiment into results directories" },
 	{ "capture", dg_cmd_capture, "run a Wan2.1 DiT and stream its self-attention Q/K/V into a trace" },

@@ -80,17 +80,17 @@ int dg_cmd_bench(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "D:n:H:d:r:c:L:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'D': device = optarg; break;
-		case 'n': n = atoi(optarg); break;
-		case 'H': heads = atoi(optarg); break;
-		case 'd': d = atoi(optarg); break;
-		case 'r': reps = atoi(optarg); break;
+		case 'n': if (dg_opt_int("bench", "tokens", optarg, 128, 1 << 20, &n)) return 2; break;
+		case 'H': if (dg_opt_int("bench", "heads", optarg, 1, 256, &heads)) return 2; break;
+		case 'd': if (dg_opt_int("bench", "head-dim", optarg, 32, 256, &d)) return 2; break;
+		case 'r': if (dg_opt_int("bench", "reps", optarg, 1, 1000, &reps)) return 2; break;
 		case 'c': csv = optarg; break;
 		case 'L': grid = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc || n < 128 || heads < 1 || d < 32 || reps < 1) {
+	if (optind != argc) {
 		usage(stderr);
 		return 2;
 	}
@@ -170,8 +170,8 @@ int dg_cmd_bench(int argc, char **argv)
 		/* one layer-step of the whole ladder + factorial: 2 stored steps (an anchor, a reuse) */
 		dg_synth_opts so;
 		dg_synth_defaults(&so);
-		if (sscanf(grid, "%dx%dx%d", &so.grid[0], &so.grid[1], &so.grid[2]) != 3)
-			return dg_error("bench: bad --layer-step grid '%s'", grid), 1;
+		if (dg_opt_grid("bench", "layer-step", grid, so.grid))
+			return 2;
 		so.heads = heads, so.head_dim = d, so.layers = 1, so.steps = 2;
 		char dir[] = "/tmp/dsgap-bench-XXXXXX";
 		if (!mkdtemp(dir))

@@ -5,7 +5,6 @@
  * Writes DIR/decomposition.{csv,md,tex} and DIR/ablation.{csv,md,tex}, each atomically.
  *   dsgap decompose results/demo --boot 2000 --seed 7
  */
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -58,23 +57,14 @@ int dg_cmd_decompose(int argc, char **argv)
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		char *end;
-		errno = 0;
 		switch (c) {
 		case 'b':
-			boot = strtol(optarg, &end, 10);
-			if (end == optarg || *end || errno || boot < 0 || boot > 10000000) {
-				dg_error("decompose: bad --boot '%s' (replicates, 0 to 10000000)",
-					 optarg);
+			if (dg_opt_long("decompose", "boot", optarg, 0, 10000000, &boot))
 				return 2;
-			}
 			break;
 		case 's':
-			seed = strtoul(optarg, &end, 10);
-			if (end == optarg || *end || errno || optarg[0] == '-') {
-				dg_error("decompose: bad --seed '%s' (an unsigned integer)", optarg);
+			if (dg_opt_seed("decompose", "seed", optarg, &seed))
 				return 2;
-			}
 			break;
 		case 'h':
 			usage(stdout);

@@ -57,18 +57,12 @@ int dg_cmd_plot(int argc, char **argv)
 			}
 			break;
 		case 'b':
-			boot = strtol(optarg, &end, 10);
-			if (end == optarg || *end || errno || boot < 0 || boot > 10000000) {
-				dg_error("plot: bad --boot '%s' (replicates, 0 to 10000000)", optarg);
+			if (dg_opt_long("plot", "boot", optarg, 0, 10000000, &boot))
 				return 2;
-			}
 			break;
 		case 's':
-			seed = strtoul(optarg, &end, 10);
-			if (end == optarg || *end || errno || optarg[0] == '-') {
-				dg_error("plot: bad --seed '%s' (an unsigned integer)", optarg);
+			if (dg_opt_seed("plot", "seed", optarg, &seed))
 				return 2;
-			}
 			break;
 		case 'h':
 			usage(stdout);

@@ -32,43 +32,6 @@ static void usage(FILE *f)
 		d.grid[0], d.grid[1], d.grid[2], d.heads, d.head_dim, d.layers, d.steps, d.seed);
 }
 
-static int parse_int(const char *opt, const char *s, int *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (end == s || *end || errno || v < INT_MIN || v > INT_MAX)
-		return dg_error("synth: bad %s '%s' (expected an integer)", opt, s);
-	*out = (int)v;
-	return 0;
-}
-
-static int parse_grid(const char *s, int *g)
-{
-	const char *p = s;
-	for (int i = 0; i < 3; i++) {
-		char *end;
-		errno = 0;
-		long v = strtol(p, &end, 10);
-		if (end == p || errno || v < 1 || v > INT_MAX || *end != (i < 2 ? 'x' : 0))
-			return dg_error("synth: bad --grid '%s' (expected FxHxW, e.g. 4x16x16)", s);
-		g[i] = (int)v;
-		p = end + 1;
-	}
-	return 0;
-}
-
-static int parse_seed(const char *s, unsigned long *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (end == s || *end || errno || *s == '-')
-		return dg_error("synth: bad --seed '%s' (expected a non-negative integer)", s);
-	*out = v;
-	return 0;
-}
-
 int dg_cmd_synth(int argc, char **argv)
 {
 	enum { OPT_GRID = 256, OPT_HEADS, OPT_HEAD_DIM, OPT_LAYERS, OPT_STEPS, OPT_SEED };
@@ -92,12 +55,12 @@ int dg_cmd_synth(int argc, char **argv)
 	while (!bad && (c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
-		case OPT_GRID: bad = parse_grid(optarg, o.grid); break;
-		case OPT_HEADS: bad = parse_int("--heads", optarg, &o.heads); break;
-		case OPT_HEAD_DIM: bad = parse_int("--head-dim", optarg, &o.head_dim); break;
-		case OPT_LAYERS: bad = parse_int("--layers", optarg, &o.layers); break;
-		case OPT_STEPS: bad = parse_int("--steps", optarg, &o.steps); break;
-		case OPT_SEED: bad = parse_seed(optarg, &o.seed); break;
+		case OPT_GRID: bad = dg_opt_grid("synth", "grid", optarg, o.grid); break;
+		case OPT_HEADS: bad = dg_opt_int("synth", "heads", optarg, INT_MIN, INT_MAX, &o.heads); break;
+		case OPT_HEAD_DIM: bad = dg_opt_int("synth", "head-dim", optarg, INT_MIN, INT_MAX, &o.head_dim); break;
+		case OPT_LAYERS: bad = dg_opt_int("synth", "layers", optarg, INT_MIN, INT_MAX, &o.layers); break;
+		case OPT_STEPS: bad = dg_opt_int("synth", "steps", optarg, INT_MIN, INT_MAX, &o.steps); break;
+		case OPT_SEED: bad = dg_opt_seed("synth", "seed", optarg, &o.seed); break;
 		case 'h': usage(stdout); return 0;
 		case ':': bad = dg_error("synth: option '%s' needs a value", argv[optind - 1]); break;
 		default: bad = dg_error("synth: unknown option '%s' (dsgap synth --help)", argv[optind - 1]); break;

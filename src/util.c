@@ -299,3 +299,49 @@ int dg_parse_ints(const char *s, int *out, int max)
 	free(copy);
 	return n < 0 ? -1 : count;
 }
+
+int dg_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < lo || v > hi)
+		return dg_error("%s: bad --%s '%s' (an integer from %ld to %ld)", cmd, opt, s, lo, hi);
+	*out = v;
+	return 0;
+}
+
+int dg_opt_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out)
+{
+	long v = 0;
+	if (dg_opt_long(cmd, opt, s, lo, hi, &v))
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+int dg_opt_seed(const char *cmd, const char *opt, const char *s, unsigned long *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (end == s || *end || errno || *s == '-')
+		return dg_error("%s: bad --%s '%s' (a non-negative integer)", cmd, opt, s);
+	*out = v;
+	return 0;
+}
+
+int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3])
+{
+	const char *p = s;
+	for (int i = 0; i < 3; i++) {
+		char *end;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (end == p || errno || v < 1 || v > 1 << 20 || *end != (i < 2 ? 'x' : 0))
+			return dg_error("%s: bad --%s '%s' (FxHxW, e.g. 4x16x16)", cmd, opt, s);
+		grid[i] = (int)v;
+		p = end + 1;
+	}
+	return 0;
+}

@@ -87,4 +87,13 @@ int dg_split(char *s, char sep, char **items, int max);
 int dg_parse_doubles(const char *s, double *out, int max);
 int dg_parse_ints(const char *s, int *out, int max);
 
+/*
+ * Option values (getopt_long arguments): an integer in [lo, hi], an unsigned seed, a grid FxHxW.
+ * On failure each reports "CMD: bad --OPT 'S' (what was expected)" and returns -1.
+ */
+int dg_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
+int dg_opt_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
+int dg_opt_seed(const char *cmd, const char *opt, const char *s, unsigned long *out);
+int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3]);
+
 #endif

@@ -2,6 +2,7 @@
 # device_all.sh: on the GPU machine, in one call: every GPU test (kernels, metadata kernels, GPU replay
 # against CPU replay), compute-sanitizer memcheck/racecheck on a GPU replay, and `dsgap bench`, all from
 # the binaries scripts/device_pack.sh built here and put in .carry/. Logs and CSV go to $OUT.
+# SANITIZERS="memcheck racecheck" adds racecheck (the kernels alone: scripts/gpu_run.sh).
 #   (here)   cmake --build --preset default && scripts/device_pack.sh
 #   (device) OUT=dir bash scripts/device_all.sh [--no-bench] [--no-sanitize]
 set -u
@@ -27,18 +28,18 @@ run() { # name timeout command...
   local rc=$?
   echo "$name: rc=$rc ($((SECONDS - t0)) s): $(grep -E "passed|failed|FAIL|error" "$OUT/$name.log" | tail -2 | tr '\n' ' ')" | tee -a "$S"
 }
-run gpu_kernels 150 .carry/bin/gpu_kernels
-run gpu_meta 200 .carry/bin/gpu_meta
-run gpu_replay 300 bash tests/gpu_replay.sh
+run gpu_kernels 75 .carry/bin/gpu_kernels
+run gpu_meta 75 .carry/bin/gpu_meta
+run gpu_replay 150 bash tests/gpu_replay.sh
 if [ $SAN = 1 ]; then
   "$DSGAP" synth --out /tmp/san.h5 --grid 2x10x25 --heads 2 --layers 1 --steps 3 --head-dim 128 --seed 5 >/dev/null
-  for tool in memcheck racecheck; do
-    run "sanitize_$tool" 240 compute-sanitizer --tool $tool --error-exitcode 9 "$DSGAP" replay /tmp/san.h5 \
+  for tool in ${SANITIZERS:-memcheck}; do
+    run "sanitize_$tool" 90 compute-sanitizer --tool $tool --error-exitcode 9 "$DSGAP" replay /tmp/san.h5 \
       --device gpu --policies all --density 0.2 --schedule warmup=1 --out /tmp/san-$tool --quiet
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard" "$OUT/sanitize_$tool.log" | tail -2 | tee -a "$S"
   done
 fi
 if [ $BENCH = 1 ]; then
-  run bench 300 "$DSGAP" bench --device gpu --csv "$OUT/bench.csv"
+  run bench 150 "$DSGAP" bench --device gpu --csv "$OUT/bench.csv"
   grep -E "^[a-z_]+(@[0-9.]+)? " "$OUT/bench.log" | tee -a "$S"
 fi

@@ -1,14 +1,16 @@
 /*
- * backend.h: where the replay engine computes: the CPU (backend_cpu.c, the reference) or the GPU
- * (backend_gpu.c, kernels/). The policy logic lives once, in replay.c; a backend only provides
- * these primitives on one loaded (step, layer, head) unit of n tokens and head_dim d.
+ * backend.h: where the policies compute: the CPU (backend_cpu.c, the reference) or the GPU
+ * (backend_gpu.c, kernels/). The policy logic lives once, in policy_run.c (used by the replay and
+ * the DiT engine); a backend only provides these primitives on one loaded (step, layer, head) unit
+ * of n tokens and head_dim d.
  *
  * Groupings, scores, selections and residuals are opaque handles that live where the backend
- * computes (host memory or device memory); replay.c only passes them around and frees them.
+ * computes (host memory or device memory); policy_run.c only passes them around and frees them.
  */
 #ifndef DG_BACKEND_H
 #define DG_BACKEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "metrics.h"
@@ -50,6 +52,8 @@ struct dg_backend {
 	 */
 	int64_t (*attend)(dg_backend *, const dg_bgroups *, const dg_bsel *, const dg_bvec *residual,
 			  dg_bvec **new_residual, dg_metrics *m, double *seconds);
+	/* o (n, d) on the host = the dense O (dense), or the output (out) of the last attend. */
+	void (*output)(dg_backend *, bool dense, float *o);
 	void (*groups_free)(dg_backend *, dg_bgroups *);
 	void (*scores_free)(dg_backend *, dg_bscores *);
 	void (*sel_free)(dg_backend *, dg_bsel *);

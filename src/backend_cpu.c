@@ -1,10 +1,9 @@
 /*
- * backend_cpu.c: the CPU backend of the replay engine: the reference implementation of every
+ * backend_cpu.c: the CPU backend of the policies: the reference implementation of every
  * primitive of backend.h, on host memory, through attention.c, groups.c, select.c and metrics.c.
  */
 #include "backend.h"
 
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,73 +63,26 @@ static dg_bscores *scores_new(int rows, int cols)
 	return s;
 }
 
-/* per-query selections, streamed from the exact probability rows */
-typedef struct {
-	int n, nb;
-	const dg_budget *const *budgets;
-	int ***rows, **counts;
-	void **work;
-	int **buf;
-} query_select;
-
-static void query_select_row(void *ctx, int i, const float *p)
-{
-	query_select *qs = ctx;
-	int t = omp_get_thread_num();
-	for (int b = 0; b < qs->nb; b++) {
-		int c = dg_select_row(p, qs->n, qs->budgets[b], qs->buf[t], qs->work[t]);
-		qs->counts[b][i] = c;
-		qs->rows[b][i] = memcpy(dg_malloc((size_t)c * sizeof(int)), qs->buf[t], (size_t)c * sizeof(int));
-	}
-}
-
 static void cpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **scores, int nacc,
 		      const dg_budget *const *qb, dg_bsel **qsel, int nq)
 {
 	cpu *c = be->impl;
-	int n = be->n, threads = omp_get_max_threads();
-	dg_score_acc *acc = dg_malloc((size_t)(nacc ? nacc : 1) * sizeof *acc);
+	int n = be->n;
+	dg_score_acc *acc = dg_malloc((size_t)nacc * sizeof *acc);
 	for (int a = 0; a < nacc; a++) {
 		scores[a] = scores_new(groups[a]->g.ngroups, n);
 		acc[a] = (dg_score_acc){ &groups[a]->g, scores[a]->s };
 	}
-	query_select qs = { .n = n, .nb = nq, .budgets = qb };
-	if (nq) {
-		qs.rows = dg_malloc(nq * sizeof(int **));
-		qs.counts = dg_malloc(nq * sizeof(int *));
+	dg_query_select *qs = nq ? dg_query_select_new(n, qb, nq) : NULL;
+	dg_scores_exact(c->q, c->k, c->lse, n, be->d, acc, nacc, qs ? dg_query_select_row : NULL, qs);
+	if (qs) {
+		dg_selection *sel = dg_malloc((size_t)nq * sizeof *sel);
+		dg_query_select_finish(qs, sel);
 		for (int b = 0; b < nq; b++) {
-			qs.rows[b] = dg_malloc((size_t)n * sizeof(int *));
-			qs.counts[b] = dg_malloc((size_t)n * sizeof(int));
+			qsel[b] = dg_malloc(sizeof(dg_bsel));
+			qsel[b]->s = sel[b];
 		}
-		qs.work = dg_malloc(threads * sizeof(void *));
-		qs.buf = dg_malloc(threads * sizeof(int *));
-		for (int t = 0; t < threads; t++) {
-			qs.work[t] = dg_malloc(dg_select_work_size(n));
-			qs.buf[t] = dg_malloc((size_t)n * sizeof(int));
-		}
-	}
-	dg_scores_exact(c->q, c->k, c->lse, n, be->d, acc, nacc, nq ? query_select_row : NULL, &qs);
-	for (int b = 0; b < nq; b++) {
-		dg_selection *s = &(qsel[b] = dg_malloc(sizeof(dg_bsel)))->s;
-		s->ngroups = n;
-		s->off = dg_malloc((size_t)(n + 1) * sizeof(int64_t));
-		s->off[0] = 0;
-		for (int i = 0; i < n; i++)
-			s->off[i + 1] = s->off[i] + qs.counts[b][i];
-		s->idx = dg_malloc((size_t)s->off[n] * sizeof(int));
-		for (int i = 0; i < n; i++) {
-			memcpy(s->idx + s->off[i], qs.rows[b][i], (size_t)qs.counts[b][i] * sizeof(int));
-			free(qs.rows[b][i]);
-		}
-		free(qs.rows[b]);
-		free(qs.counts[b]);
-	}
-	if (nq) {
-		for (int t = 0; t < threads; t++) {
-			free(qs.work[t]);
-			free(qs.buf[t]);
-		}
-		free(qs.work), free(qs.buf), free(qs.rows), free(qs.counts);
+		free(sel);
 	}
 	free(acc);
 }
@@ -190,6 +142,12 @@ static int64_t cpu_attend(dg_backend *be, const dg_bgroups *g, const dg_bsel *se
 	return pairs;
 }
 
+static void cpu_output(dg_backend *be, bool dense, float *o)
+{
+	cpu *c = be->impl;
+	memcpy(o, dense ? c->o_ref : c->out, (size_t)be->n * be->d * sizeof(float));
+}
+
 static void cpu_groups_free(dg_backend *be, dg_bgroups *g)
 {
 	if (g)
@@ -239,7 +197,7 @@ dg_backend *dg_backend_cpu(int n, int d)
 	*be = (dg_backend){ .name = "cpu", .n = n, .d = d, .impl = c, .load = cpu_load,
 			    .dense = cpu_dense, .groups = cpu_groups, .exact = cpu_exact,
 			    .pooled = cpu_pooled, .to_blocks = cpu_to_blocks, .select = cpu_select,
-			    .attend = cpu_attend, .groups_free = cpu_groups_free,
+			    .attend = cpu_attend, .output = cpu_output, .groups_free = cpu_groups_free,
 			    .scores_free = cpu_scores_free, .sel_free = cpu_sel_free,
 			    .vec_free = cpu_vec_free, .destroy = cpu_destroy };
 	snprintf(be->device, sizeof be->device, "%s", dg_cpu_name());

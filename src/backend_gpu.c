@@ -1,5 +1,5 @@
 /*
- * backend_gpu.c: the GPU backend of the replay engine (backend.h) over the kernels of kernels/.
+ * backend_gpu.c: the GPU backend of the policies (backend.h) over the kernels of kernels/.
  * Built only with CUDA (DG_HAVE_CUDA); without it dg_backend_gpu says so and returns NULL.
  */
 #include "backend.h"
@@ -158,49 +158,21 @@ static dg_bsel *sel_from_host(const dg_selection *h)
 	return s;
 }
 
-/* per-query selections by the host twin, from the exact probability rows (top-p, mixed sinks) */
-typedef struct {
-	int n, nb;
-	const dg_budget *const *budgets;
-	int **rows, *counts; /* [b * n + i] */
-} qsel_ctx;
-
-static void qsel_row(void *ctx, int i, const float *p)
-{
-	qsel_ctx *q = ctx;
-	int *buf = dg_malloc((size_t)q->n * sizeof(int));
-	void *work = dg_malloc(dg_select_work_size(q->n));
-	for (int b = 0; b < q->nb; b++) {
-		int c = dg_select_row(p, q->n, q->budgets[b], buf, work);
-		q->counts[(size_t)b * q->n + i] = c;
-		q->rows[(size_t)b * q->n + i] = memcpy(dg_malloc((size_t)c * sizeof(int)), buf, (size_t)c * sizeof(int));
-	}
-	free(buf);
-	free(work);
-}
-
+/* per-query selections by the host twin, from the exact probability rows (top-p, kv=block,
+ * mixed sinks) */
 static void query_select_host(dg_backend *be, const dg_budget *const *qb, dg_bsel **qsel, int nq)
 {
 	gpu *g = be->impl;
-	int n = be->n;
 	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* h_lse */
-	qsel_ctx qs = { n, nq, qb, dg_malloc((size_t)nq * n * sizeof(int *)), dg_malloc((size_t)nq * n * sizeof(int)) };
-	dg_scores_exact(g->q, g->k, g->h_lse, n, be->d, NULL, 0, qsel_row, &qs);
+	dg_query_select *qs = dg_query_select_new(be->n, qb, nq);
+	dg_scores_exact(g->q, g->k, g->h_lse, be->n, be->d, NULL, 0, dg_query_select_row, qs);
+	dg_selection *h = dg_malloc((size_t)nq * sizeof *h);
+	dg_query_select_finish(qs, h);
 	for (int b = 0; b < nq; b++) {
-		dg_selection h = { n, dg_malloc((size_t)(n + 1) * 8), NULL };
-		h.off[0] = 0;
-		for (int i = 0; i < n; i++)
-			h.off[i + 1] = h.off[i] + qs.counts[(size_t)b * n + i];
-		h.idx = dg_malloc((size_t)h.off[n] * sizeof(int));
-		for (int i = 0; i < n; i++) {
-			memcpy(h.idx + h.off[i], qs.rows[(size_t)b * n + i], (size_t)qs.counts[(size_t)b * n + i] * sizeof(int));
-			free(qs.rows[(size_t)b * n + i]);
-		}
-		qsel[b] = sel_from_host(&h);
-		dg_selection_free(&h);
+		qsel[b] = sel_from_host(&h[b]);
+		dg_selection_free(&h[b]);
 	}
-	free(qs.rows);
-	free(qs.counts);
+	free(h);
 }
 
 static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **scores, int nacc,
@@ -217,11 +189,11 @@ static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 	}
 	if (!nq)
 		return;
-	/* the oracle's top-k on the device: every budget top-k with the same sinks */
+	/* the oracle's top-k on the device: every budget top-k over tokens with the same sinks */
 	bool device = nq <= 8;
 	for (int b = 0; b < nq; b++)
-		device &= qb[b]->budget == DG_BUDGET_TOPK && qb[b]->sink_lo == qb[0]->sink_lo &&
-			  qb[b]->sink_hi == qb[0]->sink_hi;
+		device &= qb[b]->budget == DG_BUDGET_TOPK && qb[b]->kv == DG_KV_TOKEN &&
+			  qb[b]->sink_lo == qb[0]->sink_lo && qb[b]->sink_hi == qb[0]->sink_hi;
 	if (!device) {
 		query_select_host(be, qb, qsel, nq);
 		return;
@@ -317,6 +289,14 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *s
 	return pairs;
 }
 
+static void gpu_output(dg_backend *be, bool dense, float *o)
+{
+	gpu *g = be->impl;
+	CUDA_CHECK(cudaMemcpyAsync(o, dense ? g->o_ref : g->out, (size_t)be->n * be->d * 4,
+				   cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+}
+
 static void gpu_groups_free(dg_backend *be, dg_bgroups *g)
 {
 	if (!g)
@@ -404,7 +384,7 @@ dg_backend *dg_backend_gpu(int n, int d)
 	*be = (dg_backend){ .name = "gpu", .n = n, .d = d, .impl = g, .load = gpu_load,
 			    .dense = gpu_dense, .groups = gpu_groups, .exact = gpu_exact,
 			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,
-			    .attend = gpu_attend, .groups_free = gpu_groups_free,
+			    .attend = gpu_attend, .output = gpu_output, .groups_free = gpu_groups_free,
 			    .scores_free = gpu_scores_free, .sel_free = gpu_sel_free,
 			    .vec_free = gpu_vec_free, .destroy = gpu_destroy };
 	struct cudaDeviceProp prop;

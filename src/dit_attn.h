@@ -7,20 +7,11 @@
  *   policy   then the output is computed under the policy (policy.h, DESIGN §3) in the closed
  *            loop: dense, or a sparse policy whose metadata (groups, selections) and cached
  *            residual live per (pass, layer, head) across denoising steps, following the
- *            schedule (warm-up steps dense, anchors, dense layers) exactly as the replay engine
- *            (replay.c) does in the open loop.
- *
- * Per (pass, layer, head) at step s (W = warm-up, anchor = schedule anchor or no metadata yet):
- *   dense policy / dense layer      O = dense
- *   refresh=anchor: s < W, no anchor O = dense
- *                   anchor          O = dense; metadata from this step's Q/K (exact scores use
- *                                   the dense LSE); residual R = O_dense - O_sparse (cached)
- *                   otherwise       O = sparse(metadata) [+ R]
- *   refresh=step:   s < W           O = dense (and, with a residual, metadata + R for next step)
- *                   otherwise       metadata from this step; O = sparse [+ R of the previous
- *                                   step]; R = O_dense - O_sparse
- * The sparse path runs on the CPU reference (groups.h, select.h, dg_attn_sparse); the dense path
- * through the op table (ops->attention), so a GPU backend slots in there.
+ *            schedule (warm-up steps dense, anchors, dense layers) through the same code as the
+ *            replay engine in the open loop (policy_run.h, where the state machine is written
+ *            out), on the CPU backend (backend.h); the default anchor is step W-1, else 0.
+ * Sites where every head gives the dense output go through the op table (ops->attention), so a
+ * GPU op table serves them.
  */
 #ifndef DG_DIT_ATTN_H
 #define DG_DIT_ATTN_H

@@ -2,15 +2,12 @@
  * replay.c: the open-loop replay engine. See replay.h for what it writes; DESIGN §3 for the
  * meaning of each switch. Per unit:
  *   1. read Q, K, V; dense attention -> O (the reference) and LSE
- *   2. decide per policy instance (policy x density): dense output, new metadata, or reuse
- *   3. build the groupings and scores the new metadata needs, once each (shared by instances)
- *   4. select keys per (grouping, kv, score, budget), once each
- *   5. sparse attention per instance, residual bookkeeping, metrics row
+ *   2. every instance (policy x density) is a run of policy_run.h: plan, metadata built for all
+ *      instances together, output with its metrics
+ *   3. one metrics row per instance
  */
 #include "replay.h"
 
-#include <errno.h>
-#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,74 +18,15 @@
 #include <gsl/gsl_version.h>
 
 #include "backend.h"
+#include "policy_run.h"
 #include "trace.h"
 #include "util.h"
 
-/* ---------------------------------------------------------------------------------------------- */
-/* shared, reference-counted metadata (handles of the backend)                                     */
-
+/* a policy at one density: its run, and its time at the outputs */
 typedef struct {
-	int refs;
-	dg_bgroups *g;
-} shared_groups;
-
-typedef struct {
-	int refs;
-	shared_groups *groups;
-	dg_bsel *sel;
-} shared_meta;
-
-static void groups_unref(dg_backend *be, shared_groups *s)
-{
-	if (s && --s->refs == 0) {
-		be->groups_free(be, s->g);
-		free(s);
-	}
-}
-
-static void meta_unref(dg_backend *be, shared_meta *m)
-{
-	if (m && --m->refs == 0) {
-		groups_unref(be, m->groups);
-		be->sel_free(be, m->sel);
-		free(m);
-	}
-}
-
-static shared_meta *meta_new(shared_groups *g, dg_bsel *sel)
-{
-	shared_meta *m = dg_malloc(sizeof *m);
-	*m = (shared_meta){ 1, g, sel };
-	g->refs++;
-	return m;
-}
-
-/* A policy at one density, and its state within the current (layer, head) cluster. */
-typedef struct {
-	const dg_policy *p;
-	double rho;
-	dg_budget budget;
-	shared_meta *meta; /* groups + selection, or NULL */
-	int meta_step;     /* step index the metadata was made at */
-	dg_bvec *residual; /* O_dense - O_sparse at the anchor (or previous step), or NULL */
-	double meta_s;     /* metadata seconds, summed over units (run.json) */
-	double attn_s;     /* attention seconds, summed */
-	/* per unit */
-	bool dense_out, make_meta;
-	shared_meta *fresh; /* metadata made at this unit */
+	dg_policy_run run;
+	double attn_s; /* output seconds (sparse attention, or the dense pass), summed (run.json) */
 } instance;
-
-/* instances whose metadata is the same function of the unit */
-static bool same_key(const instance *a, const instance *b)
-{
-	const dg_policy *p = a->p, *q = b->p;
-	return p->group == q->group && p->kv == q->kv && p->score == q->score &&
-	       p->budget == q->budget && a->budget.rho == b->budget.rho &&
-	       a->budget.topp == b->budget.topp && p->sink_lo == q->sink_lo && p->sink_hi == q->sink_hi;
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* one unit                                                                                        */
 
 typedef struct {
 	const dg_trace *t;
@@ -97,126 +35,25 @@ typedef struct {
 	int n, d;
 	float *q, *k, *v; /* (n, d) host copies of the unit */
 	instance *inst;
+	dg_policy_run **runs; /* &inst[i].run */
 	int ninst;
 	FILE *csv;
 	double dense_s;
 } replay_ctx;
 
-static void emit(replay_ctx *c, const instance *in, int s, int l, int h, double density,
-		 const dg_metrics *m, int staleness, double ms)
+static void emit(replay_ctx *c, const instance *in, int s, int l, int h, const dg_policy_out *r,
+		 const dg_metrics *m, double seconds)
 {
 	const dg_trace_meta *tm = &c->t->meta;
-	fprintf(c->csv, "%s,%g,%.9g,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%.6g\n", in->p->name,
-		in->rho, density, tm->step_index[s], tm->layer_index[l], tm->head_index[h], m->rel_l1,
-		m->rel_l2, m->cosine, m->psnr, m->mass_mean, m->mass_p5, staleness, ms);
-}
-
-/* Build the metadata of every instance with make_meta set, sharing groupings, the exact-score
- * pass and selections among instances. Sets in->fresh (one reference each) and adds to
- * in->meta_s what the instance's metadata would cost alone. */
-static void make_metadata(replay_ctx *c)
-{
-	dg_backend *be = c->be;
-	const dg_trace_meta *tm = &c->t->meta;
-	shared_groups *groups[DG_GROUP_COUNT] = { 0 };
-	double group_s[DG_GROUP_COUNT] = { 0 };
-	/* 1. groupings */
-	for (int i = 0; i < c->ninst; i++) {
-		instance *in = &c->inst[i];
-		if (!in->make_meta || groups[in->p->group])
-			continue;
-		double t0 = dg_now();
-		shared_groups *sg = dg_malloc(sizeof *sg);
-		sg->refs = 1;
-		sg->g = be->groups(be, in->p->group, tm->grid, tm->text_tokens);
-		if (!sg->g)
-			dg_die("%s: cannot group queries", c->t->path); /* grid validated at open */
-		groups[in->p->group] = sg;
-		group_s[in->p->group] = dg_now() - t0;
-	}
-	/* 2. exact scores: one pass for every grouping that needs them, plus per-query selections */
-	dg_bscores *exact[DG_GROUP_COUNT] = { 0 };
-	dg_bgroups *acc_groups[DG_GROUP_COUNT];
-	dg_group_kind acc_kind[DG_GROUP_COUNT];
-	int nacc = 0, nq = 0;
-	const dg_budget *qb[64];
-	instance *qinst[64];
-	for (int i = 0; i < c->ninst; i++) {
-		instance *in = &c->inst[i];
-		if (!in->make_meta || in->p->score != DG_SCORE_EXACT)
-			continue;
-		dg_group_kind gk = in->p->group;
-		if (gk == DG_GROUP_QUERY) {
-			bool dup = false;
-			for (int j = 0; j < nq; j++)
-				dup |= same_key(qinst[j], in);
-			if (!dup && nq < 64) {
-				qinst[nq] = in;
-				qb[nq++] = &in->budget;
-			}
-		} else {
-			bool have = false;
-			for (int a = 0; a < nacc; a++)
-				have |= acc_kind[a] == gk;
-			if (!have) {
-				acc_kind[nacc] = gk;
-				acc_groups[nacc++] = groups[gk]->g;
-			}
-		}
-	}
-	double exact_s = 0;
-	shared_meta *qmeta[64] = { 0 };
-	if (nacc || nq) {
-		double t0 = dg_now();
-		dg_bscores *out[DG_GROUP_COUNT];
-		dg_bsel *qsel[64];
-		be->exact(be, acc_groups, out, nacc, qb, qsel, nq);
-		for (int a = 0; a < nacc; a++)
-			exact[acc_kind[a]] = out[a];
-		for (int b = 0; b < nq; b++)
-			qmeta[b] = meta_new(groups[DG_GROUP_QUERY], qsel[b]);
-		exact_s = dg_now() - t0;
-	}
-	/* 3. selections, shared by instances with the same key */
-	for (int i = 0; i < c->ninst; i++) {
-		instance *in = &c->inst[i];
-		if (!in->make_meta)
-			continue;
-		double t0 = dg_now();
-		const dg_policy *p = in->p;
-		shared_meta *m = NULL;
-		for (int j = 0; j < i && !m; j++)
-			if (c->inst[j].make_meta && same_key(&c->inst[j], in))
-				m = c->inst[j].fresh;
-		for (int b = 0; b < nq && !m; b++)
-			if (same_key(qinst[b], in))
-				m = qmeta[b];
-		if (m) {
-			m->refs++;
-		} else {
-			dg_bgroups *g = groups[p->group]->g;
-			dg_bscores *scores = p->score == DG_SCORE_POOLED ? be->pooled(be, g, p->kv)
-					   : p->kv == DG_KV_BLOCK ? be->to_blocks(be, exact[p->group])
-								  : exact[p->group];
-			m = meta_new(groups[p->group], be->select(be, g, scores, &in->budget));
-			if (scores != exact[p->group])
-				be->scores_free(be, scores);
-		}
-		in->fresh = m;
-		in->meta_s += dg_now() - t0 + group_s[p->group] + (p->score == DG_SCORE_EXACT ? exact_s : 0);
-	}
-	for (int b = 0; b < nq; b++)
-		meta_unref(be, qmeta[b]);
-	for (int gk = 0; gk < DG_GROUP_COUNT; gk++) {
-		be->scores_free(be, exact[gk]);
-		groups_unref(be, groups[gk]);
-	}
+	fprintf(c->csv, "%s,%g,%.9g,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%.6g\n", in->run.p->name,
+		in->run.budget.rho, (double)r->pairs / ((double)c->n * c->n), tm->step_index[s],
+		tm->layer_index[l], tm->head_index[h], m->rel_l1, m->rel_l2, m->cosine, m->psnr,
+		m->mass_mean, m->mass_p5, r->staleness, 1e3 * seconds);
 }
 
 static int replay_unit(replay_ctx *c, int s, int l, int h)
 {
 	const dg_trace_meta *tm = &c->t->meta;
-	const dg_schedule *sc = &c->o->schedule;
 	dg_backend *be = c->be;
 	int step = tm->step_index[s];
 	dg_trace *t = (dg_trace *)c->t;
@@ -226,65 +63,17 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 	be->load(be, c->q, c->k, c->v);
 	double dense_s = be->dense(be);
 	c->dense_s += dense_s;
-
-	bool dense_layer = dg_schedule_dense_layer(sc, tm->layer_index[l]);
-	bool warm = step < sc->warmup;
+	for (int i = 0; i < c->ninst; i++)
+		dg_policy_run_plan(c->runs[i], &c->o->schedule, step, tm->layer_index[l]);
+	if (dg_policy_run_metadata(be, c->runs, c->ninst, tm->grid, tm->text_tokens))
+		return dg_error("%s: cannot group queries", c->t->path);
 	for (int i = 0; i < c->ninst; i++) {
 		instance *in = &c->inst[i];
-		const dg_policy *p = in->p;
-		in->fresh = NULL;
-		if (p->dense || dense_layer) {
-			in->dense_out = true;
-			in->make_meta = false;
-		} else if (p->refresh == DG_REFRESH_STEP) {
-			in->dense_out = warm;
-			in->make_meta = !warm || p->residual == DG_RESIDUAL_CACHED;
-		} else {
-			bool anchor = dg_schedule_is_anchor(sc, step) || (!warm && !in->meta);
-			in->dense_out = warm || anchor;
-			in->make_meta = anchor;
-		}
-	}
-	make_metadata(c);
-
-	const dg_metrics exact_m = { 0, 0, 1, INFINITY, 1, 1 }; /* a dense output */
-	for (int i = 0; i < c->ninst; i++) {
-		instance *in = &c->inst[i];
-		const dg_policy *p = in->p;
-		bool cached = p->residual == DG_RESIDUAL_CACHED;
-		if (in->fresh && p->refresh == DG_REFRESH_ANCHOR) {
-			/* an anchor: new metadata, and R = O_dense - O_sparse with its own selection */
-			meta_unref(be, in->meta);
-			in->meta = in->fresh;
-			in->meta_step = step;
-			in->fresh = NULL;
-			if (cached)
-				be->attend(be, in->meta->groups->g, in->meta->sel, NULL, &in->residual, NULL, NULL);
-		}
-		if (in->dense_out && p->refresh == DG_REFRESH_STEP && in->fresh)
-			/* warm-up step of an oracle with residual: keep R for the next step */
-			be->attend(be, in->fresh->groups->g, in->fresh->sel, NULL, &in->residual, NULL, NULL);
-		if (in->dense_out) {
-			meta_unref(be, in->fresh);
-			emit(c, in, s, l, h, 1.0, &exact_m, 0, 1e3 * dense_s);
-			in->attn_s += dense_s;
-			continue;
-		}
-		dg_metrics met;
-		double attn_s;
-		int64_t pairs;
-		if (p->refresh == DG_REFRESH_STEP) {
-			/* output O_sparse + R(previous step); R becomes this step's O_dense - O_sparse */
-			pairs = be->attend(be, in->fresh->groups->g, in->fresh->sel, cached ? in->residual : NULL,
-					   cached ? &in->residual : NULL, &met, &attn_s);
-			meta_unref(be, in->fresh);
-		} else {
-			pairs = be->attend(be, in->meta->groups->g, in->meta->sel, cached ? in->residual : NULL,
-					   NULL, &met, &attn_s);
-		}
-		in->attn_s += attn_s;
-		int staleness = p->refresh == DG_REFRESH_STEP ? 0 : step - in->meta_step;
-		emit(c, in, s, l, h, (double)pairs / ((double)c->n * c->n), &met, staleness, 1e3 * attn_s);
+		dg_metrics m;
+		dg_policy_out r = dg_policy_run_apply(be, &in->run, step, &m, NULL);
+		double seconds = r.dense ? dense_s : r.seconds;
+		in->attn_s += seconds;
+		emit(c, in, s, l, h, &r, &m, seconds);
 	}
 	return ferror(c->csv) ? dg_error("%s: write error", c->o->out_dir) : 0;
 }
@@ -359,8 +148,8 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 		}
 		double meta_s = 0, attn_s = 0;
 		for (int k = 0; k < c->ninst; k++)
-			if (c->inst[k].p == p) {
-				meta_s += c->inst[k].meta_s;
+			if (c->inst[k].run.p == p) {
+				meta_s += c->inst[k].run.meta_s;
 				attn_s += c->inst[k].attn_s;
 			}
 		cJSON_AddNumberToObject(j, "metadata_s", meta_s);
@@ -442,13 +231,11 @@ int dg_replay(const dg_replay_opts *opt)
 	c.v = dg_malloc(nd * sizeof(float));
 	c.ninst = o.npolicies * o.ndensities;
 	c.inst = dg_calloc(c.ninst, sizeof *c.inst);
+	c.runs = dg_malloc(c.ninst * sizeof *c.runs);
 	for (int p = 0, i = 0; p < o.npolicies; p++)
 		for (int di = 0; di < o.ndensities; di++, i++) {
-			instance *in = &c.inst[i];
-			in->p = &o.policies[p];
-			in->rho = o.densities[di];
-			in->budget = (dg_budget){ in->p->kv, in->p->budget, in->rho, in->p->topp,
-						  in->p->sink_lo, in->p->sink_hi };
+			dg_policy_run_init(&c.inst[i].run, &o.policies[p], o.densities[di]);
+			c.runs[i] = &c.inst[i].run;
 		}
 	char date[32];
 	dg_utc_now(date, sizeof date);
@@ -462,12 +249,8 @@ int dg_replay(const dg_replay_opts *opt)
 				if (o.progress && !err)
 					progress(start, ++done, total);
 			}
-			for (int i = 0; i < c.ninst; i++) {
-				meta_unref(c.be, c.inst[i].meta);
-				c.inst[i].meta = NULL;
-				c.be->vec_free(c.be, c.inst[i].residual);
-				c.inst[i].residual = NULL;
-			}
+			for (int i = 0; i < c.ninst; i++)
+				dg_policy_run_clear(c.be, c.runs[i]);
 		}
 	if (err) {
 		if (o.progress)
@@ -489,6 +272,7 @@ int dg_replay(const dg_replay_opts *opt)
 	free(c.k);
 	free(c.v);
 	free(c.inst);
+	free(c.runs);
 	c.be->destroy(c.be);
 out_paths:
 	if (rc && made_dir)

@@ -141,6 +141,21 @@ int dg_select_row(const float *score, int n, const dg_budget *b, int *out, void 
 	return cnt;
 }
 
+/* a selection from per-group key lists (freed) */
+static void selection_from_rows(dg_selection *sel, int **rows, const int *counts, int ngroups)
+{
+	sel->ngroups = ngroups;
+	sel->off = dg_malloc((size_t)(ngroups + 1) * sizeof(int64_t));
+	sel->off[0] = 0;
+	for (int g = 0; g < ngroups; g++)
+		sel->off[g + 1] = sel->off[g] + counts[g];
+	sel->idx = dg_malloc((size_t)sel->off[ngroups] * sizeof(int));
+	for (int g = 0; g < ngroups; g++) {
+		memcpy(sel->idx + sel->off[g], rows[g], (size_t)counts[g] * sizeof(int));
+		free(rows[g]);
+	}
+}
+
 void dg_select_groups(dg_selection *sel, const float *scores, int ngroups, int n, const dg_budget *b)
 {
 	int cols = b->kv == DG_KV_BLOCK ? (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : n;
@@ -159,16 +174,7 @@ void dg_select_groups(dg_selection *sel, const float *scores, int ngroups, int n
 		free(work);
 		free(buf);
 	}
-	sel->ngroups = ngroups;
-	sel->off = dg_malloc((size_t)(ngroups + 1) * sizeof(int64_t));
-	sel->off[0] = 0;
-	for (int g = 0; g < ngroups; g++)
-		sel->off[g + 1] = sel->off[g] + counts[g];
-	sel->idx = dg_malloc((size_t)sel->off[ngroups] * sizeof(int));
-	for (int g = 0; g < ngroups; g++) {
-		memcpy(sel->idx + sel->off[g], rows[g], (size_t)counts[g] * sizeof(int));
-		free(rows[g]);
-	}
+	selection_from_rows(sel, rows, counts, ngroups);
 	free(rows);
 	free(counts);
 }
@@ -230,6 +236,61 @@ void dg_scores_exact(const float *q, const float *k, const float *lse, int n, in
 	}
 	free(owner);
 	free(P);
+}
+
+struct dg_query_select {
+	int n, nb, threads;
+	const dg_budget *const *budgets;
+	int **rows, *counts; /* [b * n + query] */
+	void **work;         /* per thread: dg_select_work_size(n) */
+	int **buf;           /* per thread: (n) */
+	float **blocks;      /* per thread: (ceil(n/128)) block sums of the row */
+};
+
+dg_query_select *dg_query_select_new(int n, const dg_budget *const *budgets, int nb)
+{
+	dg_query_select *qs = dg_malloc(sizeof *qs);
+	int threads = omp_get_max_threads();
+	*qs = (dg_query_select){ n, nb, threads, budgets, dg_malloc((size_t)nb * n * sizeof(int *)),
+				 dg_malloc((size_t)nb * n * sizeof(int)), dg_malloc(threads * sizeof(void *)),
+				 dg_malloc(threads * sizeof(int *)), dg_malloc(threads * sizeof(float *)) };
+	for (int t = 0; t < threads; t++) {
+		qs->work[t] = dg_malloc(dg_select_work_size(n));
+		qs->buf[t] = dg_malloc((size_t)n * sizeof(int));
+		qs->blocks[t] = dg_malloc((size_t)(n / DG_KV_BLOCK_SIZE + 1) * sizeof(float));
+	}
+	return qs;
+}
+
+void dg_query_select_row(void *ctx, int i, const float *p)
+{
+	dg_query_select *qs = ctx;
+	int t = omp_get_thread_num(), n = qs->n;
+	bool summed = false;
+	for (int b = 0; b < qs->nb; b++) {
+		const dg_budget *bu = qs->budgets[b];
+		if (bu->kv == DG_KV_BLOCK && !summed) {
+			dg_scores_to_blocks(p, 1, n, qs->blocks[t]);
+			summed = true;
+		}
+		size_t at = (size_t)b * n + i;
+		int c = dg_select_row(bu->kv == DG_KV_BLOCK ? qs->blocks[t] : p, n, bu, qs->buf[t], qs->work[t]);
+		qs->counts[at] = c;
+		qs->rows[at] = memcpy(dg_malloc((size_t)c * sizeof(int)), qs->buf[t], (size_t)c * sizeof(int));
+	}
+}
+
+void dg_query_select_finish(dg_query_select *qs, dg_selection *sel)
+{
+	for (int b = 0; b < qs->nb; b++)
+		selection_from_rows(&sel[b], qs->rows + (size_t)b * qs->n, qs->counts + (size_t)b * qs->n, qs->n);
+	for (int t = 0; t < qs->threads; t++) {
+		free(qs->work[t]);
+		free(qs->buf[t]);
+		free(qs->blocks[t]);
+	}
+	free(qs->work), free(qs->buf), free(qs->blocks), free(qs->rows), free(qs->counts);
+	free(qs);
 }
 
 /* softmax of a row in place, with optional log-weights added first */

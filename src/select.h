@@ -64,6 +64,15 @@ typedef void (*dg_prob_row_fn)(void *ctx, int query, const float *p /* (n) */);
 void dg_scores_exact(const float *q, const float *k, const float *lse, int n, int d,
 		     dg_score_acc *acc, int nacc, dg_prob_row_fn fn, void *ctx);
 
+/* Per-query selections (group=query, the oracle) under nb budgets, made row by row as the exact
+ * pass streams the probabilities: pass dg_query_select_row with the context to dg_scores_exact,
+ * then finish into sel[nb] (n groups of one query each), which frees the context. Under kv=block
+ * a row is ranked by its block sums. */
+typedef struct dg_query_select dg_query_select;
+dg_query_select *dg_query_select_new(int n, const dg_budget *const *budgets, int nb);
+void dg_query_select_row(void *qs, int query, const float *p);
+void dg_query_select_finish(dg_query_select *qs, dg_selection *sel);
+
 /* Pooled scores: (ngroups, n) for kv=token or (ngroups, ceil(n/128)) for kv=block. */
 void dg_scores_pooled(const float *q, const float *k, int n, int d, const dg_groups *g,
 		      dg_kv_kind kv, float *scores);

@@ -207,7 +207,9 @@ static int close_rel(double a, double b)
 		return 1; /* psnr: fp32 exact where fp64 sees only its own rounding (rel_l2 ~ 1e-16) */
 	if (isinf(a) || isinf(b))
 		return a == b;
-	return fabs(a - b) <= 1e-4 * fmax(fabs(b), 1e-3);
+	/* 1e-4 relative, with an absolute floor of 1e-6: the fp32 rounding of an output difference
+	 * (an oracle+res error of 1e-3 is itself a difference of two fp32 outputs) */
+	return fabs(a - b) <= 1e-4 * fmax(fabs(b), 1e-2);
 }
 
 int main(void)

@@ -1,0 +1,71 @@
+/*
+ * policy_run.h: the policies of DESIGN §3 at work on a stream of units, on any backend (backend.h).
+ * The one implementation of the schedule state machine and of metadata construction: the
+ * open-loop replay (replay.c) and the closed-loop DiT entry point (dit_attn.c) both run on it.
+ *
+ * A dg_policy_run is one policy at one density on one stream of units of the same (layer, head)
+ * across steps (a (pass, layer, head) in the DiT): metadata and residual carry over from unit to
+ * unit. Per unit, with the unit loaded into the backend and its dense pass done (be->dense):
+ *   1. dg_policy_run_plan      per run: does it output the dense O, does it make metadata?
+ *   2. dg_policy_run_metadata  the new metadata of every run that makes some, built together:
+ *                              each grouping once, one exact-score pass for all groupings and the
+ *                              per-query (oracle) budgets, selections shared by identical keys
+ *   3. dg_policy_run_apply     per run: residual bookkeeping, the output, optionally its metrics
+ *
+ * At step s (W = warm-up, anchor = a schedule anchor, or past the warm-up with no metadata yet):
+ *   dense policy / dense layer        O = dense
+ *   refresh=anchor: s < W, no anchor  O = dense
+ *                   anchor            O = dense; metadata from this step's Q/K (exact scores use
+ *                                     the dense LSE); residual R = O_dense - O_sparse (cached)
+ *                   otherwise         O = sparse(metadata) [+ R]
+ *   refresh=step:   s < W             O = dense (with a residual: metadata and R for next step)
+ *                   otherwise         metadata from this step; O = sparse [+ R of the previous
+ *                                     step]; R = O_dense - O_sparse
+ * The default anchor depends on which steps exist, so callers resolve it into the schedule.
+ */
+#ifndef DG_POLICY_RUN_H
+#define DG_POLICY_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "policy.h"
+
+typedef struct dg_policy_meta dg_policy_meta; /* groups + selection, shared between runs */
+
+typedef struct {
+	const dg_policy *p;
+	dg_budget budget;      /* the policy's budget at the run's density */
+	dg_policy_meta *meta;  /* refresh=anchor: the last anchor's metadata, or NULL */
+	int meta_step;         /* the step it was made at */
+	dg_bvec *residual;     /* R, or NULL */
+	double meta_s;         /* metadata seconds summed over units, as if made alone */
+	/* the current unit, from dg_policy_run_plan */
+	bool dense_out, make_meta;
+	dg_policy_meta *fresh; /* metadata made at this unit */
+} dg_policy_run;
+
+/* A run of policy p (kept by pointer) at top-k density rho, with no state yet. */
+void dg_policy_run_init(dg_policy_run *r, const dg_policy *p, double rho);
+/* What the run does at the unit of (step, layer) under schedule sc: sets dense_out, make_meta. */
+void dg_policy_run_plan(dg_policy_run *r, const dg_schedule *sc, int step, int layer);
+/* The metadata of every run with make_meta set (into its fresh), for the loaded unit on a token
+ * grid whose first text_tokens keys are text. 0, or -1 after reporting (queries not groupable). */
+int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns, const int grid[3],
+			   int text_tokens);
+
+typedef struct {
+	bool dense;      /* the output is the dense O */
+	int64_t pairs;   /* computed (query, key) pairs of the output: n^2 when dense */
+	int staleness;   /* steps since its metadata was made: 0 when dense or fresh */
+	double seconds;  /* sparse attention time; 0 when dense */
+} dg_policy_out;
+
+/* The run's output at the unit of `step`: m (or NULL) gets its metrics against the dense O, o (or
+ * NULL) the output itself, (n, d) on the host. */
+dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg_metrics *m, float *o);
+/* Drop the run's metadata and residual (the end of its stream). */
+void dg_policy_run_clear(dg_backend *be, dg_policy_run *r);
+
+#endif

@@ -12,7 +12,7 @@ exp_analyse $run
 exp_collect $run "$RESULTS"
 exp_readme "# Experiment 2: MC-Sparse ablation with Shapley shares (synthetic trace)
 
-Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 heads=4 layers=2 steps=10
+Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 heads=4 layers=4 steps=10
 head_dim=64 seed=1\`: 2560 tokens; local, frame, sink and diffuse heads), not a model capture.
 Policies: \`dense\` and the 2³ factorial \`baseline mc-grouping mc-selection mc-residual mc-gs mc-gr
 mc-sr mc-sparse\` (refresh=anchor: groups, selection and residual made at the anchor, step 2, and

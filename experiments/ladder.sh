@@ -73,7 +73,7 @@ exp_gnuplot "$fig" sources_vs_density.gp
 
 exp_readme "# Experiment 1: the oracle ladder vs density (synthetic trace)
 
-Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 heads=4 layers=2 steps=6
+Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 heads=4 layers=3 steps=6
 head_dim=64 seed=1\`: 2560 tokens; local, frame, sink and diffuse heads), not a model capture.
 Policies: \`dense\` and the oracle ladder (\`est-block oracle-block oracle-tile oracle-pca oracle
 oracle+res\`, refresh=step) at top-k densities 0.05, 0.1, 0.15, 0.25, 0.5; warm-up 2 steps.

@@ -8,6 +8,7 @@
 #   exp_readme TEXT JSON   RESULTS/README.md: TEXT, then the command, run time, device (from the
 #                          run.json JSON), commit and the files; copies WORK/summary.{csv,md}
 # DSGAP_WORK=DIR moves the scratch folder; KEEP_WORK=0 removes it at the end.
+# shellcheck shell=bash
 set -euo pipefail
 
 exp_init() {
@@ -64,7 +65,7 @@ exp_readme() { # exp_readme TEXT RUN.JSON
   cp "$WORK/summary.csv" "$WORK/summary.md" "$RESULTS/"
   {
     printf '%s\n\n' "$1"
-    printf 'Regenerate: `experiments/%s.sh` (`dsgap run experiments/%s.ini`, then `dsgap decompose` and `dsgap plot`; traces and cells go to the scratch folder `build/experiments/%s/`).\n\n' "$NAME" "$NAME" "$NAME"
+    printf 'Regenerate: `experiments/%s.sh` (`dsgap run experiments/%s.ini`, then `dsgap decompose`, `dsgap plot` and the script'"'"'s own tables and figures; traces and cells go to the scratch folder `build/experiments/%s/`).\n\n' "$NAME" "$NAME" "$NAME"
     printf 'Last run: %s on %s, dsgap commit %s: replay %s s (the cells, summed); this invocation %d s wall (cells not already done, tables, figures).\n\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$device" "$commit" "$cells_s" "$secs"
     printf 'Files:\n\n'
     (cd "$RESULTS" && find . -type f ! -name README.md | sort | sed 's|^\./|- |')

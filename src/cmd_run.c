@@ -150,6 +150,7 @@ typedef struct {
 	bool running;
 	char *gpu;  /* CUDA_VISIBLE_DEVICES of the worker, or NULL */
 	int ncells; /* its part of the slice */
+	double end; /* when it was reaped */
 } worker;
 
 static int run_workers(const dg_experiment *e, const char *ini, const char *out, const char *device,
@@ -229,6 +230,7 @@ static int run_workers(const dg_experiment *e, const char *ini, const char *out,
 				if (w[i].pid == pid && w[i].running) {
 					w[i].running = false;
 					w[i].status = st;
+					w[i].end = dg_now();
 					running--;
 				}
 			continue;
@@ -264,8 +266,9 @@ static int run_workers(const dg_experiment *e, const char *ini, const char *out,
 		bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
 		failed += !ok;
 		if (!ok || !quiet)
-			fprintf(stderr, "run: worker %d (pid %ld%s%s) %s\n", i, (long)w[i].pid,
-				w[i].gpu ? ", CUDA_VISIBLE_DEVICES=" : "", w[i].gpu ? w[i].gpu : "", what);
+			fprintf(stderr, "run: worker %d (pid %ld%s%s, %d cells) %s after %.1f s\n", i, (long)w[i].pid,
+				w[i].gpu ? ", CUDA_VISIBLE_DEVICES=" : "", w[i].gpu ? w[i].gpu : "", w[i].ncells, what,
+				w[i].end - start);
 	}
 	int done = dg_batch_count_done(e, out, idx, nidx);
 	free(tmp);

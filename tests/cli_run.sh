@@ -39,18 +39,18 @@ bad() { # bad DESCRIPTION EXPECTED-PREFIX-AND-MESSAGE INI-TEXT
 }
 T='[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n'
 B=$tmp/bad.ini
-bad "unknown policy" "$B:4: unknown policy 'nope'" "$T[policies]\nlist = dense, nope\n"
-bad "bad policy switch" "$B:5: policy 'mc-sparse/group=hex': bad switch 'group=hex'" "$T[policies]\nlist = dense\nlist = mc-sparse/group=hex\n"
-bad "density out of range" "$B:4: density 1.5 is outside (0, 1]" "$T[densities]\nlist = 0.1, 1.5\n"
-bad "density not a number" "$B:5: density 'abc' is not a number" "$T[densities]\nlist = 0.1,\n  abc\n"
-bad "density twice" "$B:4: density 0.10 is listed twice" "$T[densities]\nlist = 0.1, 0.10\n"
-bad "bad schedule" "$B:4: schedule 'a': bad warmup 'x'" "$T[schedules]\na = warmup=x\n"
-bad "anchor not in the trace" "$B:5: schedule 'b': anchor step 9 is not in trace 't' (its steps: 0..3)" "$T[schedules]\na = warmup=1\nb = warmup=2,anchors=9\n"
-bad "unknown section" "$B:4: unknown section [foo]" "$T[foo]\nx = 1\n"
-bad "unknown key" "$B:4: unknown key 'gpu' in [device]" "$T[device]\ngpu = 1\n"
-bad "unknown device" "$B:4: unknown device 'tpu' (cpu or gpu)" "$T[device]\ndevice = tpu\n"
+bad "unknown policy" "$B:4: unknown policy 'nope'" "${T}[policies]\nlist = dense, nope\n"
+bad "bad policy switch" "$B:5: policy 'mc-sparse/group=hex': bad switch 'group=hex'" "${T}[policies]\nlist = dense\nlist = mc-sparse/group=hex\n"
+bad "density out of range" "$B:4: density 1.5 is outside (0, 1]" "${T}[densities]\nlist = 0.1, 1.5\n"
+bad "density not a number" "$B:5: density 'abc' is not a number" "${T}[densities]\nlist = 0.1,\n  abc\n"
+bad "density twice" "$B:4: density 0.10 is listed twice" "${T}[densities]\nlist = 0.1, 0.10\n"
+bad "bad schedule" "$B:4: schedule 'a': bad warmup 'x'" "${T}[schedules]\na = warmup=x\n"
+bad "anchor not in the trace" "$B:5: schedule 'b': anchor step 9 is not in trace 't' (its steps: 0..3)" "${T}[schedules]\na = warmup=1\nb = warmup=2,anchors=9\n"
+bad "unknown section" "$B:4: unknown section [foo]" "${T}[foo]\nx = 1\n"
+bad "unknown key" "$B:4: unknown key 'gpu' in [device]" "${T}[device]\ngpu = 1\n"
+bad "unknown device" "$B:4: unknown device 'tpu' (cpu or gpu)" "${T}[device]\ndevice = tpu\n"
 bad "syntax error" "$B:3: syntax error" "$T""this is not a key\n"
-bad "unterminated section" "$B:3: syntax error" "$T[policies\n"
+bad "unterminated section" "$B:3: syntax error" "${T}[policies\n"
 bad "trace defined twice" "$B:3: trace 't' is defined twice (first at line 2)" "$T""t = synth:\n"
 bad "bad trace label" "$B:2: bad trace label 'a/b'" "[traces]\na/b = synth:\n"
 bad "bad synth spec" "$B:2: trace 't': synth: bad grid '2x8'" "[traces]\nt = synth: grid=2x8\n"
@@ -60,9 +60,9 @@ bad "missing trace file" "$B:2: trace 'x': cannot open $tmp/none.h5: No such fil
 echo "not hdf5" > "$tmp/junk.h5"
 bad "trace not HDF5" "$B:2: trace 'x': $tmp/junk.h5: not an HDF5 file" "[traces]\nx = junk.h5\n"
 long=$(printf 'dense,%.0s' $(seq 40))
-bad "line longer than inih reads" "$B:4: line is 247 characters long, at most 197" "$T[policies]\nlist = $long\n"
+bad "line longer than inih reads" "$B:4: line is 247 characters long, at most 197" "${T}[policies]\nlist = $long\n"
 bad "no traces" "$B: no traces" "[policies]\nlist = dense\n"
-bad "list key" "$B:4: [policies] has one key, list (got 'lst')" "$T[policies]\nlst = dense\n"
+bad "list key" "$B:4: [policies] has one key, list (got 'lst')" "${T}[policies]\nlst = dense\n"
 
 # --- the unsharded run, against dsgap replay of the whole trace --------------------------------------
 "$DSGAP" run "$smoke" --out "$tmp/full" --quiet
@@ -124,7 +124,7 @@ check "another experiment in the same folder is refused" grep -q "was made by an
 # --- workers --------------------------------------------------------------------------------------
 "$DSGAP" run "$smoke" --workers 2 --out "$tmp/w2" 2>"$tmp/err.txt"
 check "--workers 2 exits 0" test $? -eq 0
-check "--workers 2 reports both workers" test "$(grep -c 'run: worker [01] (pid [0-9]*) exited with status 0' "$tmp/err.txt")" -eq 2
+check "--workers 2 reports both workers" test "$(grep -c 'run: worker [01] (pid [0-9]*, [0-9]* cells) exited with status 0' "$tmp/err.txt")" -eq 2
 for r in $runs; do
   check "--workers 2: $r rows identical to one process" same_rows "$tmp/w2/$r/metrics.csv" "$tmp/full/$r/metrics.csv"
 done

@@ -19,7 +19,6 @@ done
 
 tmp=$(mktemp -d /tmp/dsgap-slurm-XXXXXX)
 chmod 755 "$tmp" # munged wants every folder above its socket searchable by all
-pids=()
 stop_daemons() {
   for f in "$tmp/slurmd.pid" "$tmp/slurmctld.pid" "$tmp/munged.pid"; do
     [ -s "$f" ] || continue
@@ -105,7 +104,7 @@ echo "slurm: $(sinfo -V), node $host idle, $cpus CPUs, SLURM_CONF=$SLURM_CONF"
 # --- the job array and the merge job ------------------------------------------------------------------
 smoke=$DSGAP_SOURCE/experiments/smoke.ini
 base=$tmp/runs/smoke
-cd "$tmp"
+cd "$tmp" || exit 1
 export DSGAP OMP_NUM_THREADS=1
 out=$("$DSGAP_SOURCE/experiments/slurm/submit.sh" "$smoke" "$base" 2 --cpus-per-task=1 --output="$tmp/%x-%A_%a.out" 2>&1)
 echo "$out"

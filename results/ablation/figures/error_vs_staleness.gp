@@ -1,6 +1,6 @@
 # error_vs_staleness.gp: mean rel_l2 against steps since the anchor
-# made by dsgap plot (dsgap 0.1.0, commit 1ead4ddcafbd) from /work/main/build/experiments/ablation/synthetic.w3
-# trace synth: grid=5x16x32 heads=4 layers=2 steps=10 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 1ead4ddcafbd on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T14:51:01Z
+# made by dsgap plot (dsgap 0.1.0, commit 6ce75697026a) from /work/main/build/experiments/ablation/synthetic.w3
+# trace synth: grid=5x16x32 heads=4 layers=4 steps=10 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 6ce75697026a on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T15:18:02Z
 # re-render inside this directory: gnuplot error_vs_staleness.gp   (writes error_vs_staleness.pdf and error_vs_staleness.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {

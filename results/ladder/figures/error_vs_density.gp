@@ -1,6 +1,6 @@
 # error_vs_density.gp: mean rel_l2 against target density, per policy
-# made by dsgap plot (dsgap 0.1.0, commit 1ead4ddcafbd) from /work/main/build/experiments/ladder/synthetic.w2
-# trace synth: grid=5x16x32 heads=4 layers=2 steps=6 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 1ead4ddcafbd on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T14:48:54Z
+# made by dsgap plot (dsgap 0.1.0, commit 6ce75697026a) from /work/main/build/experiments/ladder/synthetic.w2
+# trace synth: grid=5x16x32 heads=4 layers=3 steps=6 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 6ce75697026a on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T15:15:51Z
 # re-render inside this directory: gnuplot error_vs_density.gp   (writes error_vs_density.pdf and error_vs_density.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {
@@ -24,8 +24,8 @@ set rmargin at screen 0.9647
 set bmargin at screen 0.2744
 set tmargin at screen 0.8947
 set key at screen 0.1324, screen 0.1165 left top vertical maxrows 2 Left reverse samplen 1.5 width -2 font ',7'
-set yrange [0.005:2]
-set ytics (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2)
+set yrange [0.01:2]
+set ytics (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2)
 set title '(a) oracle ladder (refresh=step)' noenhanced
 plot 'error_vs_density.dat' index 0 using ($1*0.9632):2:3:4 with yerrorlines ls 1 title 'est-block' noenhanced, \
 	'error_vs_density.dat' index 1 using ($1*0.9778):2:3:4 with yerrorlines ls 2 title 'oracle-block' noenhanced, \

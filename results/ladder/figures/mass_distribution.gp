@@ -1,6 +1,6 @@
 # mass_distribution.gp: distribution over units of the retained attention mass
-# made by dsgap plot (dsgap 0.1.0, commit 1ead4ddcafbd) from /work/main/build/experiments/ladder/synthetic.w2
-# trace synth: grid=5x16x32 heads=4 layers=2 steps=6 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 1ead4ddcafbd on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T14:48:54Z
+# made by dsgap plot (dsgap 0.1.0, commit 6ce75697026a) from /work/main/build/experiments/ladder/synthetic.w2
+# trace synth: grid=5x16x32 heads=4 layers=3 steps=6 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 6ce75697026a on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T15:15:51Z
 # re-render inside this directory: gnuplot mass_distribution.gp   (writes mass_distribution.pdf and mass_distribution.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {

@@ -1,6 +1,6 @@
 # sources_per_layer.gp: sources of the dense-sparse gap per layer, stacked to E(est-block)
-# made by dsgap plot (dsgap 0.1.0, commit 1ead4ddcafbd) from /work/main/build/experiments/ladder/synthetic.w2
-# trace synth: grid=5x16x32 heads=4 layers=2 steps=6 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 1ead4ddcafbd on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T14:48:54Z
+# made by dsgap plot (dsgap 0.1.0, commit 6ce75697026a) from /work/main/build/experiments/ladder/synthetic.w2
+# trace synth: grid=5x16x32 heads=4 layers=3 steps=6 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 6ce75697026a on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T15:15:51Z
 # re-render inside this directory: gnuplot sources_per_layer.gp   (writes sources_per_layer.pdf and sources_per_layer.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {
@@ -10,9 +10,9 @@ if (fmt eq "pdf") {
 	set terminal pngcairo size 1020,720 font 'Liberation Sans,8' fontscale 3 linewidth 2
 }
 set output 'sources_per_layer.'.fmt
-set xtics ("0" 0, "1" 1, "all" 3)
-set xrange [-0.7:3.7]
-set arrow from 2, graph 0 to 2, graph 1 nohead dt 2 lc rgb '#999999'
+set xtics ("0" 0, "1" 1, "2" 2, "all" 4)
+set xrange [-0.7:4.7]
+set arrow from 3, graph 0 to 3, graph 1 nohead dt 2 lc rgb '#999999'
 set xlabel 'layer'
 set ylabel 'relative L_2 error (mean)'
 set title 'target density {/:Italic ρ} = 0.15'

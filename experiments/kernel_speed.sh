@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# kernel_speed.sh: experiment 5, attention speed vs density against dense and cuDNN ->
+# results/kernel_speed/: speed.{csv,md,tex} and figures/speed_vs_density.{png,pdf,gp,dat}.
+# Inputs: a kernel benchmark CSV (name,value,unit,device,date,commit) made on the H200 by
+# scripts/gpu_run.sh (dsgap-bench-kernels + scripts/gpu_bench_torch.py: our gather-KV sparse kernel,
+# our dense flash kernel, cuDNN SDPA and FlexAttention block-sparse, bf16, d=128, 12 heads,
+# N=32760, one device call; default the newest results/bench/kernels-*.csv, or KERNELS_CSV=FILE),
+# and, when present, a `dsgap bench` CSV (the replay backend's dense, anchor and sparse passes;
+# BENCH_CSV=FILE, or --measure to run `dsgap bench --device gpu` first on a GPU machine).
+# Only tables and figures are made here (seconds, any machine); the timings are the CSVs'.
+#   experiments/kernel_speed.sh [--measure]
+source "$(dirname "$0")/lib.sh"
+exp_init kernel_speed
+N=${TOKENS:-32760}
+kcsv=${KERNELS_CSV:-$(ls "$ROOT"/results/bench/kernels-*.csv 2>/dev/null | sort | tail -1)}
+[ -n "$kcsv" ] && [ -s "$kcsv" ] || { echo "kernel_speed.sh: no kernel CSV (results/bench/kernels-*.csv): run scripts/gpu_run.sh on the H200 first" >&2; exit 1; }
+bcsv=${BENCH_CSV:-}
+if [ "${1:-}" = --measure ]; then
+  mkdir -p "$WORK"
+  bcsv=$WORK/bench.csv
+  rm -f "$bcsv"
+  "$DSGAP" bench --device "${DEVICE:-gpu}" --csv "$bcsv"
+fi
+fig=$RESULTS/figures
+mkdir -p "$fig"
+rm -f "$fig"/*
+cp "$kcsv" "$RESULTS/kernels.csv"
+[ -n "$bcsv" ] && [ -s "$bcsv" ] && cp "$bcsv" "$RESULTS/bench.csv"
+val() { awk -F, -v n="$1" '$1 == n { v = $2 } END { print (v == "" ? "nan" : v) }' "$kcsv"; }
+meta=$(awk -F, '$1 == "sparse_over_cudnn@0.15" || $1 == "dense_ms" { d = $4; t = $5; c = $6 } END { print d " | " t " | commit " c }' "$kcsv")
+cudnn=$(val cudnn_ms) dense=$(val dense_ms)
+densities=$(awk -F, '$1 ~ /^sparse_ms@/ { sub(/^sparse_ms@/, "", $1); print $1 }' "$kcsv" | sort -g -u)
+{
+  echo "density,keys,ideal_over_dense,sparse_ms,flex_ms,cudnn_ms,dense_ms,sparse_over_cudnn,flex_over_cudnn,sparse_over_dense,sparse_over_flex"
+  for r in $densities; do
+    # K = 128 ceil(rho N / 128) keys per group of 128 queries: the budget rule (README, Policies)
+    awk -v r="$r" -v n="$N" -v s="$(val "sparse_ms@$r")" -v f="$(val "flex_ms@$r")" -v c="$cudnn" -v d="$dense" \
+      -v soc="$(val "sparse_over_cudnn@$r")" -v foc="$(val "flex_over_cudnn@$r")" -v sod="$(val "sparse_over_dense@$r")" \
+      -v sof="$(val "sparse_over_flex@$r")" 'BEGIN {
+        k = 128 * int((r * n + 127) / 128); if (k > n) k = n
+        printf "%s,%d,%.4g,%s,%s,%s,%s,%s,%s,%s,%s\n", r, k, n / k, s, f, c, d, soc, foc, sod, sof }'
+  done
+} > "$RESULTS/speed.csv"
+{
+  echo "# Experiment 5: attention speed vs density against dense and cuDNN"
+  echo
+  echo "Measured: $meta (from \`$(basename "$kcsv")\`). bf16, d=128, 12 heads, N=$N, non-causal; medians"
+  echo "of timed launches (results/bench/BENCH.md). Speedups are cuDNN SDPA dense time (or our dense"
+  echo "flash kernel's) over the sparse kernel's time; ideal = N / K, K = 128·⌈ρN/128⌉ keys per query group."
+  echo
+  echo "| ρ | keys K | ideal | ours sparse ms | Flex block-sparse ms | ours / cuDNN dense | Flex / cuDNN dense | ours / our dense | ours / Flex |"
+  echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+  awk -F, 'NR > 1 { printf "| %s | %d | %.2fx | %.3f | %.3f | %.2fx | %.2fx | %.2fx | %.2fx |\n", $1, $2, $3, $4, $5, $8, $9, $10, $11 }' "$RESULTS/speed.csv"
+  echo
+  echo "Dense: cuDNN SDPA $cudnn ms, our flash kernel $dense ms (dense_over_cudnn $(val dense_over_cudnn))."
+  if [ -s "$RESULTS/bench.csv" ]; then
+    echo
+    echo "Replay level (\`dsgap bench\`: the backend's passes, $(awk -F, 'NR == 1 { print $4 ", " $5 }' "$RESULTS/bench.csv")):"
+    echo
+    echo "| name | value | unit |"
+    echo "|:--|--:|:--|"
+    awk -F, '{ printf "| %s | %.4g | %s |\n", $1, $2, $3 }' "$RESULTS/bench.csv"
+  fi
+} > "$RESULTS/speed.md"
+{
+  echo "% speed.tex: attention speed vs density ($meta), made by experiments/kernel_speed.sh"
+  echo "\\begin{tabular}{rrrrrrr}"
+  echo "\\toprule"
+  echo "\$\\rho\$ & keys & ideal & ours (ms) & Flex (ms) & ours/cuDNN & Flex/cuDNN \\\\"
+  echo "\\midrule"
+  awk -F, 'NR > 1 { printf "%s & %d & %.2f$\\times$ & %.3f & %.3f & %.2f$\\times$ & %.2f$\\times$ \\\\\n", $1, $2, $3, $4, $5, $8, $9 }' "$RESULTS/speed.csv"
+  echo "\\bottomrule"
+  echo "\\end{tabular}"
+} > "$RESULTS/speed.tex"
+{
+  echo "# speed_vs_density.dat: speedup over cuDNN SDPA dense vs target density ($meta)"
+  echo "# columns: density ideal sparse_over_cudnn flex_over_cudnn"
+  awk -F, 'NR > 1 { print $1, $3, $8, $9 }' "$RESULTS/speed.csv"
+} > "$fig/speed_vs_density.dat"
+cat > "$fig/speed_vs_density.gp" <<GP
+# speed_vs_density.gp: attention speedup over cuDNN SDPA dense vs density ($meta)
+# made by experiments/kernel_speed.sh; re-render inside this directory: gnuplot speed_vs_density.gp
+load 'style.gp'
+do for [fmt in "pdf png"] {
+if (fmt eq "pdf") { set terminal pdfcairo size 3.4in,2.4in font 'Liberation Sans,8' } else { set terminal pngcairo size 1020,720 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
+set output 'speed_vs_density.'.fmt
+set title 'attention speed vs density (H200, bf16, d=128, N=$N)'
+set xlabel 'target density {/:Italic ρ}'
+set ylabel 'speedup over cuDNN dense'
+set logscale xy
+set xtics (0.05, 0.1, 0.2, 0.3, 0.5)
+set xrange [0.04:0.6]
+set yrange [0.7:30]
+set key top right font ',7'
+plot 'speed_vs_density.dat' using 1:2 with lines ls 9 dt 2 title 'ideal N/K', \\
+  '' using 1:3 with linespoints ls 1 title 'ours: gather-KV sparse', \\
+  '' using 1:4 with linespoints ls 2 title 'FlexAttention block-sparse', \\
+  1 with lines ls 8 lw 1 dt 3 title 'cuDNN dense'
+unset output
+}
+GP
+exp_gnuplot "$fig" speed_vs_density.gp
+secs=$(( $(date +%s) - T0 ))
+{
+  echo "# Experiment 5: attention speed vs density (H200)"
+  echo
+  echo "Timings from \`kernels.csv\` ($meta): made on the H200 by \`scripts/gpu_run.sh\` (our kernels,"
+  echo "cuDNN SDPA and FlexAttention side by side in one device call; see \`results/bench/BENCH.md\`)."
+  echo "\`speed.{md,tex,csv}\` and \`figures/speed_vs_density.png\`: speedup over cuDNN dense vs density."
+  [ -s "$RESULTS/bench.csv" ] && echo "\`bench.csv\`: \`dsgap bench\` (the replay backend's passes)."
+  echo
+  echo "Regenerate the tables and figure: \`experiments/kernel_speed.sh\` (seconds, any machine); the"
+  echo "timings themselves: \`scripts/gpu_run.sh\` on the H200 (and \`experiments/kernel_speed.sh --measure\` there"
+  echo "for \`dsgap bench\`). Made $(date -u +%Y-%m-%dT%H:%M:%SZ) in $secs s."
+} > "$RESULTS/README.md"
+echo "kernel_speed: results in $RESULTS"

@@ -100,7 +100,8 @@ int dg_query_probs(const uint16_t *q, const uint16_t *k, const float *lse, int n
  * (token) or (ngroups, ceil(n/128)) for kv = 1 (block); budget 0 = topk (rho), 1 = topp (topp);
  * sinks [sink_lo, sink_hi). Output CSR: soff (ngroups+1) int64, sidx ascending per group, block
  * selections expanded to key indices; sidx has room for sidx_cap entries (dg_select_keys_cap gives
- * the worst case; entries past it are not written, soff[ngroups] still tells the total). */
+ * the worst case; entries past it are not written, soff[ngroups] still tells the total; token topk,
+ * whose total is known up front, refuses a short sidx with -1 instead). */
 int dg_select_keys(const float *scores, int ngroups, int n, int kv, int budget, double rho,
 		   double topp, int sink_lo, int sink_hi, int64_t *soff, int32_t *sidx,
 		   int64_t sidx_cap, dg_stream stream);

@@ -298,11 +298,10 @@ DGM_DEV void sel_hist(uint32_t *hist, int nbins, int shift, uint32_t prefix, uin
 	for (int b = threadIdx.x; b < nbins; b += NT)
 		hist[b] = 0;
 	__syncthreads();
+#pragma unroll 4
 	for (int j = threadIdx.x; j < n; j += NT) {
-		if (j >= slo && j < shi)
-			continue;
 		const uint32_t kv = key(j);
-		if ((kv & pmask) == prefix)
+		if ((kv & pmask) == prefix && !(j >= slo && j < shi))
 			atomicAdd(&hist[(kv >> shift) & (uint32_t)(nbins - 1)], 1u);
 	}
 	__syncthreads();
@@ -415,6 +414,7 @@ DGM_DEV int emit_ascending(int *wcnt /* NT/32 shared */, const Keep &keep, int n
 	const int chunk = warp_chunk<NT>(n);
 	const int lo = warp * chunk, hi = min(n, lo + chunk);
 	int cnt = 0;
+#pragma unroll 4
 	for (int base = lo; base < hi; base += 32) {
 		const int j = base + lane;
 		cnt += __popc(__ballot_sync(0xffffffffu, j < hi && keep(j)));
@@ -467,14 +467,35 @@ __global__ void __launch_bounds__(NT, 1)
 	extern __shared__ uint32_t dyn_keys[];
 	__shared__ SelShared<NT> sh;
 	const float *row = P + (long long)blockIdx.x * ldp;
-	if (SMEM) {
-		for (int j = threadIdx.x; j < n; j += NT)
-			dyn_keys[j] = f2key(__ldg(row + j));
-		__syncthreads();
-	}
 	auto key = [&](int j) -> uint32_t { return SMEM ? dyn_keys[j] : f2key(__ldg(row + j)); };
+	if (SMEM) {
+		/* stage the keys, 8 loads in flight per thread, and take the pass-1 histogram on the way */
+		for (int b = threadIdx.x; b < 2048; b += NT)
+			sh.hist1[b] = 0;
+		__syncthreads();
+		for (int base = 0; base < n; base += NT * 8) {
+			float v[8];
+#pragma unroll
+			for (int u = 0; u < 8; u++) {
+				const int j = base + u * NT + threadIdx.x;
+				v[u] = j < n ? __ldg(row + j) : 0.f;
+			}
+#pragma unroll
+			for (int u = 0; u < 8; u++) {
+				const int j = base + u * NT + threadIdx.x;
+				if (j < n) {
+					const uint32_t kv = f2key(v[u]);
+					dyn_keys[j] = kv;
+					if (!(j >= slo && j < shi))
+						atomicAdd(&sh.hist1[kv >> 21], 1u);
+				}
+			}
+		}
+		__syncthreads();
+	} else {
+		sel_hist<NT>(sh.hist1, 2048, 21, 0u, 0u, key, n, slo, shi);
+	}
 	const int m = n - (shi - slo);
-	sel_hist<NT>(sh.hist1, 2048, 21, 0u, 0u, key, n, slo, shi);
 	for (int i = 0; i < L.nk; i++) {
 		const RowSel s = row_select_threshold<NT>(sh, key, n, slo, shi, m, L.K[i]);
 		auto keep = [&](int j) -> bool {

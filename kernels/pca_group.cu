@@ -11,7 +11,8 @@
  * bf16 values), gram_reduce (sum of the node's block partials, in block order), power_iter (one CTA
  * per node: centre, 4 iterations, norm in double), project (warp per row: a 64-bit sort key
  * node | orderable(projection) | query index; rows of unsplit nodes keep their order) and one CUB
- * radix sort of all n keys, whose low bits are the new order. fp32 sums are ordered differently
+ * radix sort of all n keys, whose low bits are the new order (levels whose nodes hold at most 4096
+ * rows: a bitonic sort per node in shared memory instead). fp32 sums are ordered differently
  * from OpenBLAS, so near-ties of projection may order differently from the CPU (tests/gpu_meta.c).
  *
  *   q (n, d) bf16 -> perm (n) int32, goff (ceil(n/128)+1) int32.
@@ -111,7 +112,8 @@ __global__ void gram_reduce(Level L, const float *partial, float *G)
 		return;
 	const int lo = L.slo[slot], hi = L.shi[slot];
 	float s = 0.f;
-	for (int b = lo; b < hi; b++)
+#pragma unroll 16
+	for (int b = lo; b < hi; b++) /* loads batched ahead of the in-order adds */
 		s += partial[(size_t)b * D * D + e];
 	G[(size_t)slot * D * D + e] = s;
 }
@@ -128,6 +130,7 @@ __global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, 
 	const int lo = L.slo[slot], hi = L.shi[slot];
 	const int cnt = min(hi * BS, n) - lo * BS;
 	float sa = 0.f;
+#pragma unroll 16
 	for (int b = lo; b < hi; b++)
 		sa += psum[(size_t)b * D + a];
 	s[a] = sa;
@@ -135,7 +138,8 @@ __global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, 
 	__syncthreads();
 	const float *g = G + (size_t)slot * D * D;
 	const float fc = (float)cnt;
-	for (int e = a; e < D * D; e += D) {
+#pragma unroll 8
+	for (int e = a; e < D * D; e += D) { /* loads batched: this loop is latency-bound otherwise */
 		const int r = e / D, c = e % D, lo2 = min(r, c), hi2 = max(r, c);
 		const float prod = s[lo2] * s[hi2];
 		gs[r * (D + 1) + c] = g[lo2 * D + hi2] - prod / fc;
@@ -194,6 +198,41 @@ __global__ void project(const uint16_t *q, const int32_t *perm, int n, Level L, 
 			  (unsigned long long)qi;
 }
 
+/* levels whose split nodes hold <= NS_MAX rows: one CTA per split node sorts its keys in shared
+ * memory (bitonic, ascending; keys are unique) and writes the node's new order */
+#define NS_MAX 4096
+#define NS_NT 1024
+__global__ void __launch_bounds__(NS_NT) node_sort(const unsigned long long *keys, Level L, int n, int ib,
+						   int32_t *perm)
+{
+	__shared__ unsigned long long sk[NS_MAX];
+	const int slot = blockIdx.x, tid = threadIdx.x;
+	const int start = L.slo[slot] * BS, end = min(L.shi[slot] * BS, n), cnt = end - start;
+	int P2 = 1;
+	while (P2 < cnt)
+		P2 <<= 1;
+	for (int i = tid; i < P2; i += NS_NT)
+		sk[i] = i < cnt ? keys[start + i] : ~0ull;
+	__syncthreads();
+	for (int k = 2; k <= P2; k <<= 1)
+		for (int j = k >> 1; j > 0; j >>= 1) {
+			for (int i = tid; i < P2; i += NS_NT) {
+				const int ixj = i ^ j;
+				if (ixj > i) {
+					const unsigned long long a = sk[i], b = sk[ixj];
+					if ((i & k) == 0 ? a > b : a < b) {
+						sk[i] = b;
+						sk[ixj] = a;
+					}
+				}
+			}
+			__syncthreads();
+		}
+	const unsigned long long mask = (1ull << ib) - 1;
+	for (int i = tid; i < cnt; i += NS_NT)
+		perm[start + i] = (int32_t)(sk[i] & mask);
+}
+
 __global__ void extract(const unsigned long long *keys, int n, int ib, int32_t *perm)
 {
 	const unsigned long long mask = (1ull << ib) - 1;
@@ -219,7 +258,7 @@ int run(const uint16_t *q, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
 	int *lo = (int *)malloc(sizeof(int) * nb), *hi = (int *)malloc(sizeof(int) * nb);
 	int *nlo = (int *)malloc(sizeof(int) * nb), *nhi = (int *)malloc(sizeof(int) * nb);
 	enum { MAXLEV = 64 };
-	int lev_nsplit[MAXLEV], lev_nsblocks[MAXLEV], lev_bits[MAXLEV];
+	int lev_nsplit[MAXLEV], lev_nsblocks[MAXLEV], lev_bits[MAXLEV], lev_maxrows[MAXLEV];
 	size_t lev_off[MAXLEV];
 	size_t cap = 4096, used = 0;
 	int *tab = (int *)malloc(sizeof(int) * cap);
@@ -227,11 +266,13 @@ int run(const uint16_t *q, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
 	lo[0] = 0;
 	hi[0] = nb;
 	for (;;) {
-		int nsplit = 0, nsblocks = 0;
+		int nsplit = 0, nsblocks = 0, maxrows = 0;
 		for (int k = 0; k < nodes; k++)
 			if (hi[k] - lo[k] > 1) {
 				nsplit++;
 				nsblocks += hi[k] - lo[k];
+				const int rows = (hi[k] * BS < n ? hi[k] * BS : n) - lo[k] * BS;
+				maxrows = rows > maxrows ? rows : maxrows;
 			}
 		if (!nsplit || nlevels == MAXLEV)
 			break;
@@ -266,6 +307,7 @@ int run(const uint16_t *q, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
 		lev_nsplit[nlevels] = nsplit;
 		lev_nsblocks[nlevels] = nsblocks;
 		lev_bits[nlevels] = bits_for(nodes);
+		lev_maxrows[nlevels] = maxrows;
 		lev_off[nlevels] = used;
 		maxsplit = nsplit > maxsplit ? nsplit : maxsplit;
 		maxbits = lev_bits[nlevels] > maxbits ? lev_bits[nlevels] : maxbits;
@@ -352,9 +394,13 @@ int run(const uint16_t *q, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
 		power_iter<D><<<L.nsplit, D, smem_pow, st>>>(L, n, G, psum, sv, V);
 		project<D><<<(n * 32 + 255) / 256, 256, 0, st>>>(q, perm, n, L, V, ib, k0);
 		DGM_LAUNCHED();
-		size_t sb = sort_bytes;
-		DGM_CUDA(cub::DeviceRadixSort::SortKeys(tmp, sb, k0, k1, n, 0, L.nodebits + 32 + ib, st));
-		extract<<<(n + 255) / 256, 256, 0, st>>>(k1, n, ib, perm);
+		if (lev_maxrows[lev] <= NS_MAX) {
+			node_sort<<<L.nsplit, NS_NT, 0, st>>>(k0, L, n, ib, perm);
+		} else {
+			size_t sb = sort_bytes;
+			DGM_CUDA(cub::DeviceRadixSort::SortKeys(tmp, sb, k0, k1, n, 0, L.nodebits + 32 + ib, st));
+			extract<<<(n + 255) / 256, 256, 0, st>>>(k1, n, ib, perm);
+		}
 		DGM_LAUNCHED();
 	}
 	DGM_CUDA(cudaFreeAsync(base, st));

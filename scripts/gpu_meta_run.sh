@@ -77,10 +77,10 @@ device)
 	export OMP_NUM_THREADS=$(nproc) OPENBLAS_NUM_THREADS=1
 	rc=0
 	timeout "$LIMIT" "$BIN" 2>&1 | tee "$OUT/gpu_meta.log" || rc=1
-	timeout 70 "$BIN" --bench 2>&1 | tee "$OUT/bench.log" || rc=1
+	timeout "${BENCH_LIMIT:-60}" "$BIN" --bench 2>&1 | tee "$OUT/bench.log" || rc=1
 	if command -v compute-sanitizer >/dev/null; then
-		timeout 70 compute-sanitizer --tool memcheck --leak-check no "$BIN" --tiny 2>&1 |
-			tail -40 | tee "$OUT/memcheck.log" || rc=1
+		timeout "${SAN_LIMIT:-90}" compute-sanitizer --tool memcheck --leak-check no "$BIN" --tiny 2>&1 |
+			grep -v "^ok " | tail -60 | tee "$OUT/memcheck.log" || rc=1
 	fi
 	echo "== summary"
 	grep -h "FAIL\|passed,\|ERROR SUMMARY" "$OUT"/gpu_meta.log "$OUT"/memcheck.log 2>/dev/null

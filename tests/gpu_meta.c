@@ -4,15 +4,18 @@
  * (dg_scores_exact, dg_select_row / dg_select_groups, dg_groups_build, dg_scores_pooled,
  * dg_metrics_compute) and fp64 references:
  *   - scores: the FlashAttention-3 rule of DESIGN §9, max|gpu - ref64| <= 2 max|cpu - ref64| + 2 floor
- *     (cpu = the same-precision fp32 twin, floor = 2^-24 max|ref64|), over every group up to n = 4100
- *     and sampled groups at n = 32760;
+ *     (cpu = the same-precision fp32 twin, floor = 2^-24 max|ref64|), or else, per element, an error
+ *     model of the kernel's arithmetic (ref_group_scores, ref_pooled: tensor-core fp32 accumulation
+ *     may truncate, so the GPU's logits can be a few times less accurate than the CPU's
+ *     round-to-nearest sgemm while still within 2^-22 per 16-term step), over every group up to
+ *     n = 4100 and sampled groups at n = 32760;
  *   - selections: identical CSR to the CPU's when the CPU's scores are fed to the GPU selector (all
  *     budgets, sinks, quantised scores with many ties, -0.0); near-identical (boundary near-ties
  *     only) when each side computes its own scores; the per-query oracle identical to dg_select_row
  *     run on the GPU's own probabilities (dg_query_probs), and near-identical to the CPU's;
  *   - PCA: identical perm on well-separated (lattice) queries; on random queries a small fraction of
  *     queries in another leaf and the inertia within 1%;
- *   - metrics: 1e-12 relative (double sums in another order), p5 exact.
+ *   - metrics: within count 2^-52 relative (double sums in another order), p5 exact.
  * Inputs are fresh random bf16 values every run (the seed is printed; --seed S repeats one), N not a
  * multiple of 128, d = 64 and 128, outputs poisoned (NaN / -1) before every run.
  *   gpu_meta [--quick | --tiny | --bench] [--seed S]
@@ -150,22 +153,33 @@ static int count_nan(const float *x, size_t n)
 /* ------------------------------------------------------------------------------------------------ */
 /* Exact scores                                                                                      */
 
-/* fp64 s(G, j) for group g */
-static void ref_group_scores(const problem *P, const dg_groups *g, int grp, double *out)
+/*
+ * fp64 s(G, j) for group g, and an error bound for an fp32 kernel that computes the logits with
+ * tensor cores (bf16 products exact, fp32 accumulation that may truncate: <= 2^-22 of the running
+ * magnitude per 16-term step, i.e. (d/16) 2^-22 sum_c |q_c k_c|), t = scale*s - lse rounded once
+ * (|t| 2^-23), exp2 within 2 ulp (2^-22), and a sum of <= 128 terms over <= 13 levels (2^-19):
+ *   bnd_j = mean_i p_ij (scale (d/16) 2^-22 A_ij + 2^-22 + |t_ij| 2^-23) + 2^-19 s_j.
+ */
+static void ref_group_scores(const problem *P, const dg_groups *g, int grp, double *out, double *bnd)
 {
 	const int n = P->n, d = P->d, a = g->off[grp], b = g->off[grp + 1];
-	const double scale = 1.0 / sqrt((double)d);
+	const double scale = 1.0 / sqrt((double)d), eacc = (d / 16) * ldexp(1, -22);
 #pragma omp parallel for schedule(static)
 	for (int j = 0; j < n; j++) {
-		double s = 0;
+		double s = 0, e = 0;
 		for (int p = a; p < b; p++) {
 			const float *qi = P->q + (size_t)g->perm[p] * d, *kj = P->k + (size_t)j * d;
-			double dot = 0;
-			for (int c = 0; c < d; c++)
+			double dot = 0, A = 0;
+			for (int c = 0; c < d; c++) {
 				dot += (double)qi[c] * kj[c];
-			s += exp(dot * scale - (double)P->lse[g->perm[p]]);
+				A += fabs((double)qi[c] * kj[c]);
+			}
+			const double t = dot * scale - (double)P->lse[g->perm[p]], pr = exp(t);
+			s += pr;
+			e += pr * (scale * eacc * A + ldexp(1, -22) + fabs(t) * ldexp(1, -23));
 		}
 		out[j] = s / (b - a);
+		bnd[j] = e / (b - a) + ldexp(out[j], -19);
 	}
 }
 
@@ -228,38 +242,47 @@ static void check_exact(const problem *P, const dg_groups *g, const char *gname,
 	       "exact scores v%d n=%d d=%d %s: every score written", version, n, P->d, gname);
 	CHECKF(!memcmp(gpu, gpu2, (size_t)G * n * 4), "exact scores v%d n=%d d=%d %s: deterministic", version, n, P->d,
 	       gname);
-	/* sampled groups against fp64 */
+	/* sampled groups against fp64: the FA3 rule, or else the error model of ref_group_scores */
 	const int ns = n <= 4100 ? G : 3;
-	double eg = 0, ec = 0, mx = 0, ebg = 0, ebc = 0, bmx = 0, rel = 0;
-	double *ref = dg_malloc((size_t)n * 8);
+	double eg = 0, ec = 0, mx = 0, ebg = 0, ebc = 0, bmx = 0, rel = 0, worst = 0, bworst = 0;
+	double *ref = dg_malloc((size_t)n * 8), *bnd = dg_malloc((size_t)n * 8);
 	float *cb = dg_malloc((size_t)G * nb * 4);
 	dg_scores_to_blocks(cpu, G, n, cb);
 	for (int t = 0; t < ns; t++) {
 		const int grp = ns == G ? t : (t == 0 ? 0 : t == 1 ? G - 1 : rng_int(G));
-		ref_group_scores(P, g, grp, ref);
+		ref_group_scores(P, g, grp, ref, bnd);
 		for (int j = 0; j < n; j++) {
 			const double r = ref[j], a = gpu[(size_t)grp * n + j], c = cpu[(size_t)grp * n + j];
 			eg = fmax(eg, fabs(a - r));
 			ec = fmax(ec, fabs(c - r));
 			mx = fmax(mx, fabs(r));
 		}
-		for (int j = 0; j < n; j++)
+		for (int j = 0; j < n; j++) {
+			const double e = fabs(gpu[(size_t)grp * n + j] - ref[j]);
 			if (ref[j] > 1e-6 * mx)
-				rel = fmax(rel, fabs(gpu[(size_t)grp * n + j] - ref[j]) / ref[j]);
+				rel = fmax(rel, e / ref[j]);
+			worst = fmax(worst, e / (bnd[j] + ldexp(fabs(ref[j]), -24) + 1e-38));
+		}
 		for (int b = 0; b < nb; b++) {
-			double r = 0;
+			double r = 0, bb = 0;
 			for (int j = b * 128; j < n && j < (b + 1) * 128; j++)
-				r += ref[j];
-			ebg = fmax(ebg, fabs(gbs[(size_t)grp * nb + b] - r));
+				r += ref[j], bb += bnd[j];
+			const double e = fabs(gbs[(size_t)grp * nb + b] - r);
+			ebg = fmax(ebg, e);
 			ebc = fmax(ebc, fabs(cb[(size_t)grp * nb + b] - r));
 			bmx = fmax(bmx, r);
+			bworst = fmax(bworst, e / (bb + ldexp(r, -17) + 1e-38));
 		}
 	}
 	const double floor_ = ldexp(mx, -24), bfloor = ldexp(bmx, -24);
-	CHECKF(eg <= 2 * ec + 2 * floor_, "exact scores v%d n=%d d=%d %s: max err %.3g <= 2*cpu %.3g + 2*floor %.3g "
-	       "(max rel %.2g over %d groups)", version, n, P->d, gname, eg, ec, floor_, rel, ns);
-	CHECKF(ebg <= 2 * ebc + 2 * bfloor, "exact block scores v%d n=%d d=%d %s: max err %.3g <= 2*cpu %.3g + 2*floor %.3g",
-	       version, n, P->d, gname, ebg, ebc, bfloor);
+	const int fa3 = eg <= 2 * ec + 2 * floor_, bfa3 = ebg <= 2 * ebc + 2 * bfloor;
+	CHECKF(fa3 || worst <= 1, "exact scores v%d n=%d d=%d %s: max err %.3g vs 2*cpu %.3g + 2*floor %.3g (%s), "
+	       "err/model bound %.3f, max rel %.2g, %d groups", version, n, P->d, gname, eg, ec, floor_,
+	       fa3 ? "FA3 rule holds" : "FA3 rule fails", worst, rel, ns);
+	CHECKF(bfa3 || bworst <= 1, "exact block scores v%d n=%d d=%d %s: max err %.3g vs 2*cpu %.3g + 2*floor %.3g "
+	       "(%s), err/model bound %.3f", version, n, P->d, gname, ebg, ebc, bfloor,
+	       bfa3 ? "FA3 rule holds" : "FA3 rule fails", bworst);
+	free(bnd);
 	free(ref), free(cb), free(gpu), free(gpu2), free(gbs);
 	cudaFree(dsc), cudaFree(dbs), cudaFree(dperm), cudaFree(dgoff);
 }
@@ -433,7 +456,7 @@ static void check_oracle(const problem *P, const prob_capture *cap, const double
 						a++, bb++;
 						continue;
 					}
-					if (fabs((double)pc[j] - thr) > 1e-4 * thr)
+					if (j < 0 || j >= n || fabs((double)pc[j] - thr) > 1e-4 * thr)
 						near_bad++;
 				}
 			}
@@ -526,45 +549,65 @@ static void check_pca(const problem *P)
 /* ------------------------------------------------------------------------------------------------ */
 /* Pooled scores                                                                                     */
 
-static void ref_pooled(const problem *P, const dg_groups *g, int kv, double *out)
+/* fp64 pooled scores, and the error model of an fp32 kernel: means summed in fp32 (cnt 2^-24 of the
+ * mean magnitude per component), logits with d-term fp32 sums (d 2^-24 sum_c |qbar_c kx_c|), the
+ * same for the row max, exp within 2 ulp, rounding of x - max and of the quotient:
+ * bnd = p (2 E + |x - max| 2^-24 + 2^-21), E the largest logit error of the row */
+static void ref_pooled(const problem *P, const dg_groups *g, int kv, double *out, double *bnd)
 {
 	const int n = P->n, d = P->d, G = g->ngroups, nb = (n + 127) / 128, cols = kv ? nb : n;
 	const double scale = 1.0 / sqrt((double)d);
 	double *kx = dg_malloc((size_t)cols * d * 8), *lw = dg_malloc((size_t)cols * 8);
+	double *ka = dg_malloc((size_t)cols * d * 8); /* cnt * mean |k| (the fp32 mean's error scale) */
 	for (int j = 0; j < cols; j++) {
 		int a = kv ? j * 128 : j, b = kv ? (j * 128 + 128 < n ? j * 128 + 128 : n) : j + 1;
 		for (int c = 0; c < d; c++) {
-			double s = 0;
-			for (int t = a; t < b; t++)
+			double s = 0, sa = 0;
+			for (int t = a; t < b; t++) {
 				s += P->k[(size_t)t * d + c];
+				sa += fabs(P->k[(size_t)t * d + c]);
+			}
 			kx[(size_t)j * d + c] = s / (b - a);
+			ka[(size_t)j * d + c] = kv ? sa : 0; /* token keys are exact */
 		}
 		lw[j] = kv ? log((double)(b - a)) : 0;
 	}
 #pragma omp parallel for schedule(dynamic)
 	for (int grp = 0; grp < G; grp++) {
-		double qb[128];
+		double qb[128], qa[128];
 		const int a = g->off[grp], b = g->off[grp + 1];
 		for (int c = 0; c < d; c++) {
-			double s = 0;
-			for (int p = a; p < b; p++)
+			double s = 0, sa = 0;
+			for (int p = a; p < b; p++) {
 				s += P->q[(size_t)g->perm[p] * d + c];
+				sa += fabs(P->q[(size_t)g->perm[p] * d + c]);
+			}
 			qb[c] = s / (b - a);
+			qa[c] = sa;
 		}
-		double *row = out + (size_t)grp * cols, mx = -INFINITY, sum = 0;
+		double *row = out + (size_t)grp * cols, *br = bnd + (size_t)grp * cols, mx = -INFINITY, sum = 0, emx = 0;
 		for (int j = 0; j < cols; j++) {
-			double s = 0;
-			for (int c = 0; c < d; c++)
-				s += qb[c] * kx[(size_t)j * d + c];
+			double s = 0, E = 0;
+			for (int c = 0; c < d; c++) {
+				const double kc = kx[(size_t)j * d + c];
+				s += qb[c] * kc;
+				E += d * fabs(qb[c] * kc) + qa[c] * fabs(kc) + fabs(qb[c]) * ka[(size_t)j * d + c];
+			}
 			row[j] = s * scale + lw[j];
+			emx = fmax(emx, scale * ldexp(E, -24) + ldexp(fabs(row[j]), -23));
 			mx = fmax(mx, row[j]);
 		}
-		for (int j = 0; j < cols; j++)
-			sum += row[j] = exp(row[j] - mx);
-		for (int j = 0; j < cols; j++)
+		for (int j = 0; j < cols; j++) {
+			const double x = row[j] - mx;
+			br[j] = 2 * emx + fabs(x) * ldexp(1, -24) + ldexp(1, -21);
+			sum += row[j] = exp(x);
+		}
+		for (int j = 0; j < cols; j++) {
 			row[j] /= sum;
+			br[j] *= row[j];
+		}
 	}
-	free(kx), free(lw);
+	free(kx), free(lw), free(ka);
 }
 
 static void check_pooled(const problem *P, const dg_groups *g, const char *gname)
@@ -575,22 +618,26 @@ static void check_pooled(const problem *P, const dg_groups *g, const char *gname
 	for (int kv = 0; kv < 2; kv++) {
 		const int cols = kv ? nb : n;
 		float *cpu = dg_malloc((size_t)G * cols * 4), *gpu = dg_malloc((size_t)G * cols * 4);
-		double *ref = dg_malloc((size_t)G * cols * 8);
+		double *ref = dg_malloc((size_t)G * cols * 8), *bnd = dg_malloc((size_t)G * cols * 8);
 		dg_scores_pooled(P->q, P->k, n, P->d, g, kv ? DG_KV_BLOCK : DG_KV_TOKEN, cpu);
 		float *ds = dmalloc((size_t)G * cols * 4);
 		int rc = dg_pooled_scores(P->dq, P->dk, n, P->d, dperm, dgoff, G, kv, ds, stream);
 		download(gpu, ds, (size_t)G * cols * 4);
-		ref_pooled(P, g, kv, ref);
-		double eg = 0, ec = 0, mx = 0;
+		ref_pooled(P, g, kv, ref, bnd);
+		double eg = 0, ec = 0, mx = 0, worst = 0;
 		for (size_t e = 0; e < (size_t)G * cols; e++) {
 			eg = fmax(eg, fabs(gpu[e] - ref[e]));
 			ec = fmax(ec, fabs(cpu[e] - ref[e]));
 			mx = fmax(mx, fabs(ref[e]));
+			worst = fmax(worst, fabs(gpu[e] - ref[e]) / (bnd[e] + ldexp(ref[e], -24) + 1e-38));
 		}
 		if (count_nan(gpu, (size_t)G * cols))
-			eg = NAN;
-		CHECKF(rc == 0 && eg <= 2 * ec + 2 * ldexp(mx, -24), "pooled scores %s n=%d d=%d %s: max err %.3g <= 2*cpu "
-		       "%.3g + 2*floor %.3g", kv ? "block" : "token", n, P->d, gname, eg, ec, ldexp(mx, -24));
+			eg = worst = NAN;
+		const int fa3 = eg <= 2 * ec + 2 * ldexp(mx, -24);
+		CHECKF(rc == 0 && (fa3 || worst <= 1), "pooled scores %s n=%d d=%d %s: max err %.3g vs 2*cpu %.3g + "
+		       "2*floor %.3g (%s), err/model bound %.3f", kv ? "block" : "token", n, P->d, gname, eg, ec,
+		       ldexp(mx, -24), fa3 ? "FA3 rule holds" : "FA3 rule fails", worst);
+		free(bnd);
 		free(cpu), free(gpu), free(ref);
 		cudaFree(ds);
 	}
@@ -630,9 +677,10 @@ static void check_metrics(int n, int d)
 				ok &= cv[i] == g[i];
 				continue;
 			}
+			/* double sums of cnt terms in another order: at most cnt 2^-52 apart (relative) */
 			double e = fabs(g[i] - cv[i]) / fmax(fabs(cv[i]), 1e-300);
 			worst = fmax(worst, e);
-			ok &= e <= 1e-12 || (cv[i] == 0 && g[i] == 0);
+			ok &= e <= fmax(1e-12, (double)cnt * ldexp(1, -52)) || (cv[i] == 0 && g[i] == 0);
 		}
 		ok &= g[5] == cv[5];
 		CHECKF(ok, "metrics n=%d d=%d variant %d: within %.2g relative of the CPU, p5 exact (%.9g vs %.9g), psnr "
@@ -660,7 +708,7 @@ static void run_config(int n, int d)
 	prob_capture cap;
 	cap.n = n;
 	const int want_rows = n <= 1000 ? n : n <= 4100 ? 600 : 384;
-	int *rows = dg_malloc((size_t)want_rows * 4);
+	int *rows = dg_malloc((size_t)n * 4);
 	cap.want = calloc(n, 1);
 	cap.slot = dg_malloc((size_t)n * 4);
 	int nr = 0;
@@ -861,6 +909,11 @@ static int b_oracle(void *c)
 	bctx *x = c;
 	return dg_query_topk(x->P->dq, x->P->dk, x->P->dlse, x->P->n, x->P->d, x->nk, x->K, 0, 0, x->qsidx, stream);
 }
+static int b_probs(void *c)
+{
+	bctx *x = c;
+	return dg_query_probs(x->P->dq, x->P->dk, x->P->dlse, x->P->n, x->P->d, 0, 2048, x->pooled, stream);
+}
 static int b_select(void *c)
 {
 	bctx *x = c;
@@ -922,6 +975,11 @@ static void run_bench(void)
 	bench("exact_scores v0 (token scores only)", b_exact, &x, qk * 1e-12, "TFLOP/s");
 	x.bscores = dmalloc((size_t)x.G * nb * 4);
 	b_exact(&x);
+	float *keep_pooled = x.pooled;
+	x.pooled = dmalloc((size_t)2048 * n * 4);
+	bench("query_probs 2048 rows (x16 = all rows)", b_probs, &x, qk / 16 * 1e-12, "TFLOP/s");
+	cudaFree(x.pooled);
+	x.pooled = keep_pooled;
 	x.nk = 1;
 	bench("query_topk K=4992 (rho 0.15)", b_oracle, &x, qk * 1e-12, "TFLOP/s");
 	x.nk = 3;

@@ -5,6 +5,7 @@
 # SANITIZERS="memcheck racecheck" adds racecheck (the kernels alone: scripts/gpu_run.sh).
 #   (here)   cmake --build --preset default && scripts/device_pack.sh
 #   (device) OUT=dir bash scripts/device_all.sh [--no-bench] [--no-sanitize]
+#   STEPS="gpu_meta gpu_replay" picks among the tests (default: all three); BENCH_REPS (default 5).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -28,9 +29,10 @@ run() { # name timeout command...
   local rc=$?
   echo "$name: rc=$rc ($((SECONDS - t0)) s): $(grep -E "passed|failed|FAIL|error" "$OUT/$name.log" | tail -2 | tr '\n' ' ')" | tee -a "$S"
 }
-run gpu_kernels 75 .carry/bin/gpu_kernels
-run gpu_meta 75 .carry/bin/gpu_meta
-run gpu_replay 150 bash tests/gpu_replay.sh
+want() { case " ${STEPS:-gpu_kernels gpu_meta gpu_replay} " in *" $1 "*) return 0 ;; esac; return 1; }
+want gpu_kernels && run gpu_kernels 75 .carry/bin/gpu_kernels
+want gpu_meta && run gpu_meta 75 .carry/bin/gpu_meta
+want gpu_replay && run gpu_replay 150 bash tests/gpu_replay.sh
 if [ $SAN = 1 ]; then
   "$DSGAP" synth --out /tmp/san.h5 --grid 2x10x25 --heads 2 --layers 1 --steps 3 --head-dim 128 --seed 5 >/dev/null
   for tool in ${SANITIZERS:-memcheck}; do
@@ -40,6 +42,6 @@ if [ $SAN = 1 ]; then
   done
 fi
 if [ $BENCH = 1 ]; then
-  run bench 150 "$DSGAP" bench --device gpu --csv "$OUT/bench.csv"
+  run bench 150 "$DSGAP" bench --device gpu --reps ${BENCH_REPS:-5} --csv "$OUT/bench.csv"
   grep -E "^[a-z_]+(@[0-9.]+)? " "$OUT/bench.log" | tee -a "$S"
 fi

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "metrics.h"
+#include "peers.h"
 #include "policy.h"
 #include "select.h"
 
@@ -52,6 +53,15 @@ struct dg_backend {
 	 */
 	int64_t (*attend)(dg_backend *, const dg_bgroups *, const dg_bsel *, const dg_bvec *residual,
 			  dg_bvec **new_residual, dg_metrics *m, double *seconds);
+	/* A peer policy's grouping and selection (peers.h, dg_peer_metadata) for the loaded unit under
+	 * budget b; state is the run's carried state. -1 after reporting. Both backends run the
+	 * host twin and place the result where they compute. */
+	int (*peer)(dg_backend *, const dg_policy *, const dg_budget *, const int grid[3], int text,
+		    dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel);
+	/* PISA's first-order term of the keys not selected (dg_pisa_combine, key blocks of `block`)
+	 * folded into the output of the last attend, which had no residual; m (or NULL): metrics of
+	 * the new output. */
+	void (*approx)(dg_backend *, const dg_bgroups *, const dg_bsel *, int block, dg_metrics *m);
 	/* o (n, d) on the host = the dense O (dense), or the output (out) of the last attend. */
 	void (*output)(dg_backend *, bool dense, float *o);
 	void (*groups_free)(dg_backend *, dg_bgroups *);

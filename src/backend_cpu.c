@@ -142,6 +142,29 @@ static int64_t cpu_attend(dg_backend *be, const dg_bgroups *g, const dg_bsel *se
 	return pairs;
 }
 
+static int cpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, const int grid[3], int text,
+		    dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel)
+{
+	cpu *c = be->impl;
+	dg_bgroups *g = dg_malloc(sizeof *g);
+	dg_bsel *s = dg_malloc(sizeof *s);
+	if (dg_peer_metadata(c->q, c->k, be->n, be->d, p, b, grid, text, state, &g->g, &s->s)) {
+		free(g), free(s);
+		return -1;
+	}
+	*groups = g, *sel = s;
+	return 0;
+}
+
+static void cpu_approx(dg_backend *be, const dg_bgroups *g, const dg_bsel *sel, int block, dg_metrics *m)
+{
+	cpu *c = be->impl;
+	dg_pisa_combine(c->q, c->k, c->v, c->lse, be->n, be->d, block, &g->g, &sel->s, c->out, c->mass,
+			c->out);
+	if (m)
+		dg_metrics_compute(c->o_ref, c->out, (size_t)be->n * be->d, c->mass, be->n, m);
+}
+
 static void cpu_output(dg_backend *be, bool dense, float *o)
 {
 	cpu *c = be->impl;
@@ -197,7 +220,8 @@ dg_backend *dg_backend_cpu(int n, int d)
 	*be = (dg_backend){ .name = "cpu", .n = n, .d = d, .impl = c, .load = cpu_load,
 			    .dense = cpu_dense, .groups = cpu_groups, .exact = cpu_exact,
 			    .pooled = cpu_pooled, .to_blocks = cpu_to_blocks, .select = cpu_select,
-			    .attend = cpu_attend, .output = cpu_output, .groups_free = cpu_groups_free,
+			    .attend = cpu_attend, .peer = cpu_peer, .approx = cpu_approx,
+			    .output = cpu_output, .groups_free = cpu_groups_free,
 			    .scores_free = cpu_scores_free, .sel_free = cpu_sel_free,
 			    .vec_free = cpu_vec_free, .destroy = cpu_destroy };
 	snprintf(be->device, sizeof be->device, "%s", dg_cpu_name());

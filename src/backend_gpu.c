@@ -42,7 +42,7 @@ struct dg_bvec {
 };
 
 typedef struct {
-	const float *q, *k;      /* host unit (caller's buffers), for the host twins */
+	const float *q, *k, *v;  /* host unit (caller's buffers), for the host twins */
 	uint16_t *hq;            /* pinned bf16 staging (3, n, d) */
 	uint16_t *dq, *dk, *dv;  /* device bf16 (n, d) */
 	float *o_ref, *lse, *out, *o_sp, *mass; /* device */
@@ -63,7 +63,7 @@ static void gpu_load(dg_backend *be, const float *q, const float *k, const float
 {
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
-	g->q = q, g->k = k;
+	g->q = q, g->k = k, g->v = v;
 	const float *src[3] = { q, k, v };
 	uint16_t *dst[3] = { g->dq, g->dk, g->dv };
 	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* the staging buffer may still be in flight */
@@ -101,6 +101,15 @@ static double gpu_dense(dg_backend *be)
 	return s;
 }
 
+/* a host grouping's perm and offsets onto the device */
+static void groups_upload(dg_bgroups *bg)
+{
+	bg->perm = dmalloc((size_t)bg->g.n * 4);
+	bg->off = dmalloc((size_t)(bg->g.ngroups + 1) * 4);
+	CUDA_CHECK(cudaMemcpy(bg->perm, bg->g.perm, (size_t)bg->g.n * 4, cudaMemcpyHostToDevice));
+	CUDA_CHECK(cudaMemcpy(bg->off, bg->g.off, (size_t)(bg->g.ngroups + 1) * 4, cudaMemcpyHostToDevice));
+}
+
 static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
 {
 	gpu *g = be->impl;
@@ -122,10 +131,7 @@ static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid
 		free(bg);
 		return NULL;
 	}
-	bg->perm = dmalloc((size_t)n * 4);
-	bg->off = dmalloc((size_t)(bg->g.ngroups + 1) * 4);
-	CUDA_CHECK(cudaMemcpy(bg->perm, bg->g.perm, (size_t)n * 4, cudaMemcpyHostToDevice));
-	CUDA_CHECK(cudaMemcpy(bg->off, bg->g.off, (size_t)(bg->g.ngroups + 1) * 4, cudaMemcpyHostToDevice));
+	groups_upload(bg);
 	return bg;
 }
 
@@ -251,6 +257,18 @@ static dg_bsel *gpu_select(dg_backend *be, const dg_bgroups *bg, const dg_bscore
 	return s;
 }
 
+/* metrics of the output against the dense O, with the retained mass */
+static void out_metrics(dg_backend *be, dg_metrics *m)
+{
+	gpu *g = be->impl;
+	double h[6];
+	KERNEL_CHECK(dg_metrics_device(g->o_ref, g->out, (size_t)be->n * be->d, g->mass, be->n, g->dmet,
+				       (dg_stream)g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(h, g->dmet, sizeof h, cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	*m = (dg_metrics){ h[0], h[1], h[2], h[3], h[4], h[5] };
+}
+
 static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel,
 			  const dg_bvec *residual, dg_bvec **new_residual, dg_metrics *m, double *seconds)
 {
@@ -276,17 +294,51 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *s
 	double s = timed_end(g);
 	if (seconds)
 		*seconds = s;
-	if (m) {
-		double h[6];
-		KERNEL_CHECK(dg_metrics_device(g->o_ref, g->out, nd, g->mass, be->n, g->dmet, st));
-		CUDA_CHECK(cudaMemcpyAsync(h, g->dmet, sizeof h, cudaMemcpyDeviceToHost, st));
-		CUDA_CHECK(cudaStreamSynchronize(g->stream));
-		*m = (dg_metrics){ h[0], h[1], h[2], h[3], h[4], h[5] };
-	}
+	if (m)
+		out_metrics(be, m);
 	int64_t pairs = 0;
 	for (int grp = 0; grp < bg->g.ngroups; grp++)
 		pairs += (int64_t)(bg->g.off[grp + 1] - bg->g.off[grp]) * (sel->hoff[grp + 1] - sel->hoff[grp]);
 	return pairs;
+}
+
+/* the peers' metadata: the host twin (peers.c), as the per-query top-p does, then onto the device
+ * (no device kernel for their scoring yet) */
+static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, const int grid[3], int text,
+		    dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel)
+{
+	gpu *g = be->impl;
+	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
+	dg_selection h;
+	if (dg_peer_metadata(g->q, g->k, be->n, be->d, p, b, grid, text, state, &bg->g, &h)) {
+		free(bg);
+		return -1;
+	}
+	groups_upload(bg);
+	*groups = bg;
+	*sel = sel_from_host(&h);
+	dg_selection_free(&h);
+	return 0;
+}
+
+/* PISA's first-order term: the host twin on the sparse output and mass brought back */
+static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, int block, dg_metrics *m)
+{
+	gpu *g = be->impl;
+	size_t nd = (size_t)be->n * be->d;
+	float *out = dg_malloc(nd * 4), *mass = dg_malloc((size_t)be->n * 4);
+	dg_selection hs = { sel->ngroups, sel->hoff, dg_malloc((size_t)sel->hoff[sel->ngroups] * 4) };
+	CUDA_CHECK(cudaMemcpyAsync(out, g->out, nd * 4, cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(mass, g->mass, (size_t)be->n * 4, cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(hs.idx, sel->idx, (size_t)sel->hoff[sel->ngroups] * 4,
+				   cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* and h_lse */
+	dg_pisa_combine(g->q, g->k, g->v, g->h_lse, be->n, be->d, block, &bg->g, &hs, out, mass, out);
+	CUDA_CHECK(cudaMemcpyAsync(g->out, out, nd * 4, cudaMemcpyHostToDevice, g->stream));
+	if (m)
+		out_metrics(be, m);
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	free(out), free(mass), free(hs.idx);
 }
 
 static void gpu_output(dg_backend *be, bool dense, float *o)
@@ -384,7 +436,8 @@ dg_backend *dg_backend_gpu(int n, int d)
 	*be = (dg_backend){ .name = "gpu", .n = n, .d = d, .impl = g, .load = gpu_load,
 			    .dense = gpu_dense, .groups = gpu_groups, .exact = gpu_exact,
 			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,
-			    .attend = gpu_attend, .output = gpu_output, .groups_free = gpu_groups_free,
+			    .attend = gpu_attend, .peer = gpu_peer, .approx = gpu_approx,
+			    .output = gpu_output, .groups_free = gpu_groups_free,
 			    .scores_free = gpu_scores_free, .sel_free = gpu_sel_free,
 			    .vec_free = gpu_vec_free, .destroy = gpu_destroy };
 	struct cudaDeviceProp prop;

@@ -1,5 +1,6 @@
 /*
- * groups.c: raster, tile3d, PCA (Fast PDDP) and per-query groupings. See groups.h.
+ * groups.c: raster, tile3d, voxel, PCA (Fast PDDP) and per-query groupings. See groups.h.
+ * (kmeans, svg2's clusters, carries state across steps: peers.c.)
  */
 #include "groups.h"
 
@@ -8,6 +9,8 @@
 #include <string.h>
 
 #include <gsl/gsl_cblas.h>
+
+#include <stdint.h>
 
 #include "util.h"
 
@@ -19,7 +22,7 @@ static void alloc_groups(dg_groups *g, int n, int ngroups)
 	g->off = dg_malloc((size_t)(ngroups + 1) * sizeof(int));
 }
 
-static void raster(dg_groups *g, int n, int size)
+void dg_groups_raster(dg_groups *g, int n, int size)
 {
 	alloc_groups(g, n, (n + size - 1) / size);
 	for (int i = 0; i < n; i++)
@@ -28,13 +31,13 @@ static void raster(dg_groups *g, int n, int size)
 		g->off[k] = k * size < n ? k * size : n;
 }
 
-static int tile3d(dg_groups *g, int n, const int grid[3], int text)
+int dg_groups_tiles(dg_groups *g, int n, const int grid[3], int text, const int tile[3])
 {
 	int F = grid[0], H = grid[1], W = grid[2];
 	if ((long)F * H * W + text != n || F < 1 || H < 1 || W < 1)
-		return dg_error("tile3d grouping: grid %dx%dx%d + %d text tokens does not match %d tokens",
+		return dg_error("tile grouping: grid %dx%dx%d + %d text tokens does not match %d tokens",
 				F, H, W, text, n);
-	int tf = F >= 2 ? 2 : 1, th = 8, tw = DG_GROUP_SIZE / (tf * th);
+	int tf = tile[0], th = tile[1], tw = tile[2];
 	int nf = (F + tf - 1) / tf, nh = (H + th - 1) / th, nw = (W + tw - 1) / tw;
 	int ntext = (text + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
 	alloc_groups(g, n, ntext + nf * nh * nw);
@@ -126,7 +129,7 @@ static void pca_split_node(float *X, int *perm, int start, int end, int d, float
 
 static void pca(dg_groups *g, const float *q, int n, int d)
 {
-	raster(g, n, DG_GROUP_SIZE);
+	dg_groups_raster(g, n, DG_GROUP_SIZE);
 	int nb = g->ngroups;
 	float *X = dg_malloc((size_t)n * d * sizeof(float)), *rows = dg_malloc((size_t)n * d * sizeof(float));
 	float *gram = dg_malloc((size_t)d * d * sizeof(float)), *v = dg_malloc(d * sizeof(float));
@@ -172,21 +175,98 @@ static void pca(dg_groups *g, const float *q, int n, int d)
 	free(items);
 }
 
+void dg_kmeans(const float *x, int n, int d, float *c, int kc, int iters, int *labels)
+{
+	float *dots = dg_malloc((size_t)n * kc * sizeof(float)), *cn = dg_malloc((size_t)kc * sizeof(float));
+	double *sum = dg_malloc((size_t)kc * d * sizeof(double));
+	int *cnt = dg_malloc((size_t)kc * sizeof(int));
+	for (int it = 0; it < iters; it++) {
+		for (int a = 0; a < kc; a++)
+			cn[a] = cblas_sdot(d, c + (size_t)a * d, 1, c + (size_t)a * d, 1);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, kc, d, 2.0f, x, d, c, d, 0.0f, dots, kc);
+		for (int i = 0; i < n; i++) { /* argmin |x - c|^2 = argmax 2 x.c - |c|^2 */
+			const float *r = dots + (size_t)i * kc;
+			int best = 0;
+			for (int a = 1; a < kc; a++)
+				best = r[a] - cn[a] > r[best] - cn[best] ? a : best;
+			labels[i] = best;
+		}
+		memset(sum, 0, (size_t)kc * d * sizeof(double));
+		memset(cnt, 0, (size_t)kc * sizeof(int));
+		for (int i = 0; i < n; i++) {
+			cnt[labels[i]]++;
+			for (int e = 0; e < d; e++)
+				sum[(size_t)labels[i] * d + e] += x[(size_t)i * d + e];
+		}
+		for (int a = 0; a < kc; a++)
+			for (int e = 0; e < d && cnt[a]; e++)
+				c[(size_t)a * d + e] = (float)(sum[(size_t)a * d + e] / cnt[a]);
+	}
+	free(dots), free(cn), free(sum), free(cnt);
+}
+
+void dg_groups_from_labels(const int *labels, int n, int kc, dg_groups *g, int *keep)
+{
+	int *cnt = dg_calloc(kc + 1, sizeof(int));
+	for (int i = 0; i < n; i++)
+		cnt[labels[i] + 1]++;
+	int ng = 0;
+	for (int a = 0; a < kc; a++)
+		if (cnt[a + 1])
+			keep[ng++] = a;
+	for (int a = 0; a < kc; a++)
+		cnt[a + 1] += cnt[a];
+	g->n = n;
+	g->ngroups = ng;
+	g->perm = dg_malloc((size_t)n * sizeof(int));
+	g->off = dg_malloc((size_t)(ng + 1) * sizeof(int));
+	for (int t = 0; t < ng; t++)
+		g->off[t] = cnt[keep[t]];
+	g->off[ng] = n;
+	int *pos = dg_malloc((size_t)kc * sizeof(int));
+	memcpy(pos, cnt, (size_t)kc * sizeof(int));
+	for (int i = 0; i < n; i++)
+		g->perm[pos[labels[i]]++] = i;
+	free(cnt), free(pos);
+}
+
+/* svg2's query clustering made cold: ceil(n/128) clusters from evenly spaced tokens, 50 iterations */
+static void kmeans_cold(dg_groups *g, const float *q, int n, int d)
+{
+	int kc = (n + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
+	float *c = dg_malloc((size_t)kc * d * sizeof(float));
+	int *labels = dg_malloc((size_t)n * sizeof(int)), *keep = dg_malloc((size_t)kc * sizeof(int));
+	for (int a = 0; a < kc; a++)
+		memcpy(c + (size_t)a * d, q + (size_t)((int64_t)a * n / kc) * d, d * sizeof(float));
+	dg_kmeans(q, n, d, c, kc, 50, labels);
+	dg_groups_from_labels(labels, n, kc, g, keep);
+	free(c), free(labels), free(keep);
+}
+
 int dg_groups_build(dg_groups *g, dg_group_kind kind, const float *q, int n, int d,
 		    const int grid[3], int text_tokens)
 {
 	memset(g, 0, sizeof *g);
 	switch (kind) {
 	case DG_GROUP_RASTER:
-		raster(g, n, DG_GROUP_SIZE);
+		dg_groups_raster(g, n, DG_GROUP_SIZE);
 		return 0;
 	case DG_GROUP_QUERY:
-		raster(g, n, 1);
+		dg_groups_raster(g, n, 1);
 		return 0;
-	case DG_GROUP_TILE3D:
-		return tile3d(g, n, grid, text_tokens);
+	case DG_GROUP_TILE3D: {
+		int tile[3] = { grid[0] >= 2 ? 2 : 1, 8, grid[0] >= 2 ? 8 : 16 };
+		return dg_groups_tiles(g, n, grid, text_tokens, tile);
+	}
+	case DG_GROUP_VOXEL: { /* Chipmunk's voxels (mcsparse-and-peers.md §2.11) */
+		int tile[3] = { 4, 6, 8 };
+		return dg_groups_tiles(g, n, grid, text_tokens, tile);
+	}
 	case DG_GROUP_PCA:
 		pca(g, q, n, d);
+		return 0;
+	case DG_GROUP_KMEANS:
+		kmeans_cold(g, q, n, d);
 		return 0;
 	default:
 		DG_BUG("grouping %d", kind);

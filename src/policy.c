@@ -20,9 +20,11 @@
 		return -1;                                                       \
 	}
 
-NAMES(dg_group_kind, dg_group_name, "raster", "tile3d", "pca", "query")
+NAMES(dg_group_kind, dg_group_name, "raster", "tile3d", "pca", "query", "kmeans", "voxel")
 NAMES(dg_kv_kind, dg_kv_name, "token", "block")
-NAMES(dg_score_kind, dg_score_name, "exact", "pooled")
+NAMES(dg_score_kind, dg_score_name, "exact", "pooled", "antidiag", "sparge", "centroid")
+NAMES(dg_mask_kind, dg_mask_name, "none", "radial", "sta", "window")
+NAMES(dg_approx_kind, dg_approx_name, "none", "pisa")
 NAMES(dg_budget_kind, dg_budget_name, "topk", "topp")
 NAMES(dg_residual_kind, dg_residual_name, "none", "cached")
 NAMES(dg_refresh_kind, dg_refresh_name, "anchor", "step")
@@ -36,7 +38,8 @@ int dg_group_parse(const char *s, dg_group_kind *k)
 	return 0;
 }
 
-/* Presets: name, then group, kv, score, residual, refresh (DESIGN §3). */
+/* Presets: name, then group, kv, score, residual, refresh (DESIGN §3); the peers also set their
+ * mask, approximation, budget and window (peers.h; defaults from mcsparse-and-peers.md §2). */
 static const struct preset {
 	const char *name;
 	dg_group_kind group;
@@ -44,38 +47,87 @@ static const struct preset {
 	dg_score_kind score;
 	dg_residual_kind residual;
 	dg_refresh_kind refresh;
+	dg_mask_kind mask;
+	dg_approx_kind approx;
+	dg_budget_kind budget;
+	double topp;
+	int window;
 } presets[] = {
+#define NOPEER DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 0
 	/* oracle ladder: metadata every step */
-	{ "est-block", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_STEP },
-	{ "oracle-block", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP },
-	{ "oracle-tile", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP },
-	{ "oracle-pca", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP },
-	{ "oracle", DG_GROUP_QUERY, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP },
-	{ "oracle+res", DG_GROUP_QUERY, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_STEP },
+	{ "est-block", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
+	{ "oracle-block", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
+	{ "oracle-tile", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
+	{ "oracle-pca", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
+	{ "oracle", DG_GROUP_QUERY, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
+	{ "oracle+res", DG_GROUP_QUERY, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_STEP, NOPEER },
 	/* MC-Sparse factorial: G = (raster,block) -> (pca,token), S = pooled -> exact, R = none -> cached */
-	{ "baseline", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR },
-	{ "mc-grouping", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR },
-	{ "mc-selection", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR },
-	{ "mc-residual", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR },
-	{ "mc-gs", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR },
-	{ "mc-gr", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_POOLED, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR },
-	{ "mc-sr", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR },
-	{ "mc-sparse", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR },
+	{ "baseline", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-grouping", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-selection", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-residual", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-gs", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-gr", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_POOLED, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-sr", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-sparse", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
+	/* peers (§2.2 svg2, §2.4 spargeattn, §2.5 xattention: dynamic, every step; §2.6 radial, §2.7
+	 * sta: static masks; §2.9 ditfastattn, §2.11 chipmunk: residual cached at the anchor; §2.12 pisa) */
+	{ "svg2", DG_GROUP_KMEANS, DG_KV_TOKEN, DG_SCORE_CENTROID, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPP, 0.9, 0 },
+	{ "spargeattn", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_SPARGE, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPP, 0.98, 0 },
+	{ "xattention", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_ANTIDIAG, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPP, 0.9, 0 },
+	{ "radial", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_RADIAL, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 0 },
+	{ "sta", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_STA, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 3 },
+	{ "ditfastattn", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR,
+	  DG_MASK_WINDOW, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 64 },
+	{ "chipmunk", DG_GROUP_VOXEL, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR,
+	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 0 },
+	{ "pisa", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_NONE, DG_APPROX_PISA, DG_BUDGET_TOPK, 0, 0 },
 	/* a blank point to set every switch of by hand */
-	{ "custom", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR },
+	{ "custom", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
+#undef NOPEER
 };
 
 const char *const dg_policy_presets[] = {
 	"dense", "est-block", "oracle-block", "oracle-tile", "oracle-pca", "oracle", "oracle+res",
 	"baseline", "mc-grouping", "mc-selection", "mc-residual", "mc-gs", "mc-gr", "mc-sr",
-	"mc-sparse", "custom", NULL
+	"mc-sparse", "svg2", "spargeattn", "xattention", "radial", "sta", "ditfastattn", "chipmunk",
+	"pisa", "custom", NULL
 };
+
+bool dg_policy_is_peer(const dg_policy *p)
+{
+	return !p->dense && (p->mask != DG_MASK_NONE || p->approx != DG_APPROX_NONE ||
+			     p->score == DG_SCORE_ANTIDIAG || p->score == DG_SCORE_SPARGE ||
+			     p->score == DG_SCORE_CENTROID);
+}
 
 static int bad_switch(const char *spec, const char *sw)
 {
-	return dg_error("policy '%s': bad switch '%s' (keys: group=raster|tile3d|pca|query "
-			"kv=token|block score=exact|pooled budget=topk|topp:P sinks=A-B "
-			"residual=none|cached refresh=anchor|step)", spec, sw);
+	return dg_error("policy '%s': bad switch '%s' (keys: group=raster|tile3d|pca|query|kmeans|voxel "
+			"kv=token|block score=exact|pooled|antidiag|sparge|centroid "
+			"mask=none|radial|sta|window approx=none|pisa budget=topk|topp:P sinks=A-B "
+			"residual=none|cached refresh=anchor|step theta= minkc= decay= stride= qc= kc= "
+			"window= block=)", spec, sw);
+}
+
+/* a numeric peer parameter: a double in [lo, hi], or an integer there when i is set */
+static int set_param(const char *val, double lo, double hi, double *d, int *i)
+{
+	char *end;
+	double x = strtod(val, &end);
+	if (end == val || *end || !(x >= lo && x <= hi) || (i && x != (int)x))
+		return 1;
+	if (i)
+		*i = (int)x;
+	else
+		*d = x;
+	return 0;
 }
 
 static int set_switch(dg_policy *p, const char *spec, char *sw)
@@ -96,6 +148,26 @@ static int set_switch(dg_policy *p, const char *spec, char *sw)
 		bad = dg_residual_name_parse(val, &v) || ((p->residual = v), 0);
 	else if (!strcmp(key, "refresh"))
 		bad = dg_refresh_name_parse(val, &v) || ((p->refresh = v), 0);
+	else if (!strcmp(key, "mask"))
+		bad = dg_mask_name_parse(val, &v) || ((p->mask = v), 0);
+	else if (!strcmp(key, "approx"))
+		bad = dg_approx_name_parse(val, &v) || ((p->approx = v), 0);
+	else if (!strcmp(key, "theta"))
+		bad = set_param(val, -1, 1, &p->theta, NULL);
+	else if (!strcmp(key, "minkc"))
+		bad = set_param(val, 0, 1, &p->minkc, NULL);
+	else if (!strcmp(key, "decay"))
+		bad = set_param(val, 1e-3, 1e3, &p->decay, NULL);
+	else if (!strcmp(key, "stride"))
+		bad = set_param(val, 1, 128, NULL, &p->stride);
+	else if (!strcmp(key, "qc"))
+		bad = set_param(val, 1, 1 << 20, NULL, &p->qc);
+	else if (!strcmp(key, "kc"))
+		bad = set_param(val, 1, 1 << 20, NULL, &p->kc);
+	else if (!strcmp(key, "window"))
+		bad = set_param(val, 0, 1 << 20, NULL, &p->window);
+	else if (!strcmp(key, "block"))
+		bad = set_param(val, 1, 1 << 16, NULL, &p->block);
 	else if (!strcmp(key, "budget")) {
 		char *end;
 		if (!strcmp(val, "topk"))
@@ -155,13 +227,34 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 	p->score = pr->score;
 	p->residual = pr->residual;
 	p->refresh = pr->refresh;
-	p->budget = DG_BUDGET_TOPK;
+	p->mask = pr->mask;
+	p->approx = pr->approx;
+	p->budget = pr->budget;
+	p->topp = pr->topp;
+	p->window = pr->window;
+	/* published defaults of the peers' parameters (mcsparse-and-peers.md §2; peers.h) */
+	p->theta = 0.6, p->minkc = 0.1, p->decay = 1.0, p->stride = 8, p->qc = 100, p->kc = 100;
+	p->block = 64;
 	for (int i = 1; i < n; i++)
 		if (set_switch(p, spec, items[i]))
 			return -1;
 	if (p->group == DG_GROUP_QUERY && (p->refresh == DG_REFRESH_ANCHOR || p->score != DG_SCORE_EXACT))
 		return dg_error("policy '%s': group=query is the per-query oracle: it needs score=exact "
 				"and refresh=step", spec);
+	if (p->score == DG_SCORE_CENTROID && p->group != DG_GROUP_KMEANS)
+		return dg_error("policy '%s': score=centroid scores k-means clusters: it needs group=kmeans "
+				"(svg2)", spec);
+	if ((p->score == DG_SCORE_ANTIDIAG || p->score == DG_SCORE_SPARGE) &&
+	    (p->group != DG_GROUP_RASTER || p->kv != DG_KV_BLOCK))
+		return dg_error("policy '%s': score=%s scores 128-query blocks against 128-key blocks: it "
+				"needs group=raster and kv=block", spec, dg_score_name(p->score));
+	if (p->approx == DG_APPROX_PISA && (p->group != DG_GROUP_RASTER || p->kv != DG_KV_BLOCK ||
+					    p->score != DG_SCORE_POOLED || p->mask != DG_MASK_NONE ||
+					    p->residual != DG_RESIDUAL_NONE))
+		return dg_error("policy '%s': approx=pisa takes PISA's own blocks and pooled scores "
+				"(group=raster kv=block score=pooled, no mask, no residual)", spec);
+	if (p->budget == DG_BUDGET_TOPP && (p->approx == DG_APPROX_PISA || p->mask != DG_MASK_NONE))
+		return dg_error("policy '%s': budget=topp has no meaning with a mask or approx=pisa", spec);
 	return 0;
 }
 

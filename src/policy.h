@@ -5,18 +5,31 @@
  * Policy spec grammar (the --policies list is comma-separated, so specs never hold commas):
  *   NAME[/key=value]...     e.g.  mc-sparse   oracle-tile/group=tile3d   mc-sparse/budget=topp:0.9
  *   custom/group=pca/kv=token/score=exact/residual=cached/refresh=anchor/sinks=0-256
- * keys: group=raster|tile3d|pca|query  kv=token|block  score=exact|pooled
- *       budget=topk|topp:P  sinks=A-B  residual=none|cached  refresh=anchor|step
+ * keys: group=raster|tile3d|pca|query|kmeans|voxel  kv=token|block
+ *       score=exact|pooled|antidiag|sparge|centroid  mask=none|radial|sta|window
+ *       approx=none|pisa  budget=topk|topp:P  sinks=A-B  residual=none|cached  refresh=anchor|step
+ *       peer parameters (peers.h): theta= stride= qc= kc= minkc= decay= window= block=
  * With budget=topk the density comes from --density; topp ignores it (one run per density still).
+ *
+ * The peers of DESIGN §3 are presets over these switches (peers.h says what each one computes,
+ * its published defaults and its deviations): svg2 (group=kmeans, score=centroid, topp:0.9),
+ * spargeattn (score=sparge, topp:0.98), xattention (score=antidiag, topp:0.9), radial (mask=radial),
+ * sta (mask=sta), ditfastattn (mask=window, residual=cached), chipmunk (group=voxel, exact
+ * column sums, residual=cached) and pisa (approx=pisa). Their metadata comes from peers.c, except
+ * chipmunk's, which is the shared exact-score path on its voxel groups.
  */
 #ifndef DG_POLICY_H
 #define DG_POLICY_H
 
 #include <stdbool.h>
 
-typedef enum { DG_GROUP_RASTER, DG_GROUP_TILE3D, DG_GROUP_PCA, DG_GROUP_QUERY, DG_GROUP_COUNT } dg_group_kind;
+typedef enum { DG_GROUP_RASTER, DG_GROUP_TILE3D, DG_GROUP_PCA, DG_GROUP_QUERY, DG_GROUP_KMEANS,
+	       DG_GROUP_VOXEL, DG_GROUP_COUNT } dg_group_kind;
 typedef enum { DG_KV_TOKEN, DG_KV_BLOCK, DG_KV_COUNT } dg_kv_kind;
-typedef enum { DG_SCORE_EXACT, DG_SCORE_POOLED, DG_SCORE_COUNT } dg_score_kind;
+typedef enum { DG_SCORE_EXACT, DG_SCORE_POOLED, DG_SCORE_ANTIDIAG, DG_SCORE_SPARGE, DG_SCORE_CENTROID,
+	       DG_SCORE_COUNT } dg_score_kind;
+typedef enum { DG_MASK_NONE, DG_MASK_RADIAL, DG_MASK_STA, DG_MASK_WINDOW, DG_MASK_COUNT } dg_mask_kind;
+typedef enum { DG_APPROX_NONE, DG_APPROX_PISA, DG_APPROX_COUNT } dg_approx_kind;
 typedef enum { DG_BUDGET_TOPK, DG_BUDGET_TOPP, DG_BUDGET_COUNT } dg_budget_kind;
 typedef enum { DG_RESIDUAL_NONE, DG_RESIDUAL_CACHED, DG_RESIDUAL_COUNT } dg_residual_kind;
 typedef enum { DG_REFRESH_ANCHOR, DG_REFRESH_STEP, DG_REFRESH_COUNT } dg_refresh_kind;
@@ -27,6 +40,8 @@ const char *dg_score_name(dg_score_kind k);
 const char *dg_budget_name(dg_budget_kind k);
 const char *dg_residual_name(dg_residual_kind k);
 const char *dg_refresh_name(dg_refresh_kind k);
+const char *dg_mask_name(dg_mask_kind k);
+const char *dg_approx_name(dg_approx_kind k);
 int dg_group_parse(const char *s, dg_group_kind *k); /* 0 or -1 (no message) */
 
 #define DG_POLICY_NAME_MAX 96
@@ -42,7 +57,21 @@ typedef struct {
 	int sink_lo, sink_hi;          /* keys [sink_lo, sink_hi) always kept; empty when equal */
 	dg_residual_kind residual;
 	dg_refresh_kind refresh;
+	dg_mask_kind mask;             /* a static mask gives groups and key lists (peers.h) */
+	dg_approx_kind approx;         /* a term for the keys not selected (peers.h) */
+	/* peer parameters (peers.h; the presets set the published defaults) */
+	double theta;   /* spargeattn: self-similarity threshold */
+	double minkc;   /* svg2: minimum fraction of key clusters kept */
+	double decay;   /* radial: decay factor of the window width */
+	int stride;     /* xattention: antidiagonal stride S */
+	int qc, kc;     /* svg2: query and key clusters */
+	int window;     /* sta: window in tiles per axis; ditfastattn: half-width in tokens */
+	int block;      /* pisa: query and key block size */
 } dg_policy;
+
+/* Whether the policy's metadata is made by peers.c (dg_peer_metadata) rather than the shared
+ * grouping / exact / pooled / select path. */
+bool dg_policy_is_peer(const dg_policy *p);
 
 /* Parse a spec into p. Reports "unknown policy 'x' (known: ...)" or the bad switch; returns -1. */
 int dg_policy_parse(const char *spec, dg_policy *p);

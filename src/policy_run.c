@@ -50,7 +50,7 @@ static dg_policy_meta *meta_new(shared_groups *g, dg_bsel *sel)
 static bool same_key(const dg_policy_run *a, const dg_policy_run *b)
 {
 	const dg_policy *p = a->p, *q = b->p;
-	return p->group == q->group && p->kv == q->kv && p->score == q->score &&
+	return !dg_policy_is_peer(p) && !dg_policy_is_peer(q) && p->group == q->group && p->kv == q->kv && p->score == q->score &&
 	       p->budget == q->budget && a->budget.rho == b->budget.rho &&
 	       a->budget.topp == b->budget.topp && p->sink_lo == q->sink_lo && p->sink_hi == q->sink_hi;
 }
@@ -87,7 +87,7 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 	/* 1. groupings */
 	for (int i = 0; i < nruns; i++) {
 		dg_group_kind gk = runs[i]->p->group;
-		if (!runs[i]->make_meta || groups[gk])
+		if (!runs[i]->make_meta || dg_policy_is_peer(runs[i]->p) || groups[gk])
 			continue;
 		double t0 = dg_now();
 		dg_bgroups *g = be->groups(be, gk, grid, text_tokens);
@@ -109,7 +109,7 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 	dg_policy_run **qrun = dg_malloc((size_t)nruns * sizeof *qrun);
 	for (int i = 0; i < nruns; i++) {
 		dg_policy_run *r = runs[i];
-		if (!r->make_meta || r->p->score != DG_SCORE_EXACT)
+		if (!r->make_meta || r->p->score != DG_SCORE_EXACT || dg_policy_is_peer(r->p))
 			continue;
 		dg_group_kind gk = r->p->group;
 		if (gk == DG_GROUP_QUERY) {
@@ -143,8 +143,9 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 			qmeta[b] = meta_new(groups[DG_GROUP_QUERY], qsel[b]);
 		exact_s = dg_now() - t0;
 	}
-	/* 3. selections, shared by runs with the same key */
-	for (int i = 0; i < nruns; i++) {
+	/* 3. selections, shared by runs with the same key; a peer's made alone */
+	int rc = 0;
+	for (int i = 0; i < nruns && !rc; i++) {
 		dg_policy_run *r = runs[i];
 		if (!r->make_meta)
 			continue;
@@ -159,6 +160,17 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 				m = qmeta[b];
 		if (m) {
 			m->refs++;
+		} else if (dg_policy_is_peer(p)) {
+			shared_groups *sg = dg_malloc(sizeof *sg);
+			dg_bsel *sel;
+			*sg = (shared_groups){ 1, NULL };
+			if (be->peer(be, p, &r->budget, grid, text_tokens, &r->peer, &sg->g, &sel)) {
+				free(sg);
+				rc = -1;
+				break;
+			}
+			m = meta_new(sg, sel);
+			sg->refs--; /* held by m alone */
 		} else {
 			dg_bgroups *g = groups[p->group]->g;
 			dg_bscores *scores = p->score == DG_SCORE_POOLED ? be->pooled(be, g, p->kv)
@@ -169,7 +181,12 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 				be->scores_free(be, scores);
 		}
 		r->fresh = m;
-		r->meta_s += dg_now() - t0 + group_s[p->group] + (p->score == DG_SCORE_EXACT ? exact_s : 0);
+		r->meta_s += dg_now() - t0 + (dg_policy_is_peer(p) ? 0 : group_s[p->group] +
+					      (p->score == DG_SCORE_EXACT ? exact_s : 0));
+	}
+	for (int i = 0; rc && i < nruns; i++) { /* a failed peer: no run keeps half-made metadata */
+		meta_unref(be, runs[i]->fresh);
+		runs[i]->fresh = NULL;
 	}
 	for (int b = 0; b < nq; b++)
 		meta_unref(be, qmeta[b]);
@@ -178,7 +195,7 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 		groups_unref(be, groups[gk]);
 	}
 	free(qb), free(qrun), free(qsel), free(qmeta);
-	return 0;
+	return rc;
 }
 
 dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg_metrics *m, float *o)
@@ -207,15 +224,20 @@ dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg
 			be->output(be, true, o);
 		return out;
 	}
+	/* output O_sparse [+ R]; refresh=step: R becomes this step's O_dense - O_sparse */
+	dg_policy_meta *meta = per_step ? r->fresh : r->meta;
+	bool pisa = p->approx == DG_APPROX_PISA;
+	out.pairs = be->attend(be, meta->groups->g, meta->sel, cached ? r->residual : NULL,
+			       cached && per_step ? &r->residual : NULL, pisa ? NULL : m, &out.seconds);
+	if (pisa) {
+		double t0 = dg_now();
+		be->approx(be, meta->groups->g, meta->sel, p->block, m);
+		out.seconds += dg_now() - t0;
+	}
 	if (per_step) {
-		/* output O_sparse + R(previous step); R becomes this step's O_dense - O_sparse */
-		out.pairs = be->attend(be, r->fresh->groups->g, r->fresh->sel, cached ? r->residual : NULL,
-				       cached ? &r->residual : NULL, m, &out.seconds);
 		meta_unref(be, r->fresh);
 		r->fresh = NULL;
 	} else {
-		out.pairs = be->attend(be, r->meta->groups->g, r->meta->sel, cached ? r->residual : NULL,
-				       NULL, m, &out.seconds);
 		out.staleness = step - r->meta_step;
 	}
 	if (o)
@@ -229,4 +251,6 @@ void dg_policy_run_clear(dg_backend *be, dg_policy_run *r)
 	r->meta = NULL;
 	be->vec_free(be, r->residual);
 	r->residual = NULL;
+	dg_peer_state_free(r->peer);
+	r->peer = NULL;
 }

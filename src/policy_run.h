@@ -9,8 +9,10 @@
  *   1. dg_policy_run_plan      per run: does it output the dense O, does it make metadata?
  *   2. dg_policy_run_metadata  the new metadata of every run that makes some, built together:
  *                              each grouping once, one exact-score pass for all groupings and the
- *                              per-query (oracle) budgets, selections shared by identical keys
- *   3. dg_policy_run_apply     per run: residual bookkeeping, the output, optionally its metrics
+ *                              per-query (oracle) budgets, selections shared by identical keys;
+ *                              a peer's (dg_policy_is_peer) made alone by be->peer (peers.h)
+ *   3. dg_policy_run_apply     per run: residual bookkeeping, the output (approx=pisa: plus its
+ *                              first-order term), optionally its metrics
  *
  * At step s (W = warm-up, anchor = a schedule anchor, or past the warm-up with no metadata yet):
  *   dense policy / dense layer        O = dense
@@ -41,6 +43,7 @@ typedef struct {
 	int meta_step;         /* the step it was made at */
 	dg_bvec *residual;     /* R, or NULL */
 	double meta_s;         /* metadata seconds summed over units, as if made alone */
+	dg_peer_state *peer;   /* a peer's state carried across steps (svg2's centroids), or NULL */
 	/* the current unit, from dg_policy_run_plan */
 	bool dense_out, make_meta;
 	dg_policy_meta *fresh; /* metadata made at this unit */

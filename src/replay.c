@@ -145,6 +145,10 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 			}
 			cJSON_AddStringToObject(j, "residual", dg_residual_name(p->residual));
 			cJSON_AddStringToObject(j, "refresh", dg_refresh_name(p->refresh));
+			if (p->mask != DG_MASK_NONE)
+				cJSON_AddStringToObject(j, "mask", dg_mask_name(p->mask));
+			if (p->approx != DG_APPROX_NONE)
+				cJSON_AddStringToObject(j, "approx", dg_approx_name(p->approx));
 		}
 		double meta_s = 0, attn_s = 0;
 		for (int k = 0; k < c->ninst; k++)
@@ -290,6 +294,8 @@ static const char *const ladder[] = { "dense", "est-block", "oracle-block", "ora
 				      "oracle-pca", "oracle", "oracle+res", NULL };
 static const char *const factorial[] = { "baseline", "mc-grouping", "mc-selection", "mc-residual",
 					 "mc-gs", "mc-gr", "mc-sr", "mc-sparse", NULL };
+static const char *const peers[] = { "svg2", "spargeattn", "xattention", "radial", "sta",
+				     "ditfastattn", "chipmunk", "pisa", NULL };
 
 static int add_policy(const char *spec, dg_policy *out, int *n, int max)
 {
@@ -314,7 +320,8 @@ int dg_policies_expand(const char *list, dg_policy *out, int max)
 	}
 	for (int i = 0; i < k && n >= 0; i++) {
 		const char *const *alias = !strcmp(items[i], "ladder") ? ladder
-					 : !strcmp(items[i], "factorial") ? factorial : NULL;
+					 : !strcmp(items[i], "factorial") ? factorial
+					 : !strcmp(items[i], "peers") ? peers : NULL;
 		if (!strcmp(items[i], "all")) {
 			for (int j = 0; ladder[j] && n >= 0; j++)
 				n = add_policy(ladder[j], out, &n, max) ? -1 : n;

@@ -1,0 +1,468 @@
+/*
+ * test_peers.c: the peer policies (peers.h) on the CPU: a property each paper states, and
+ * independent fp64 computations of the selection-based peers' scores, selections and outputs
+ * (xattention, spargeattn, pisa) in the style of test_replay.c, through the policy engine
+ * (policy_run.h on the CPU backend). Units come from a synthetic trace (structured heads).
+ * Run: ctest -R test_peers.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attention.h"
+#include "backend.h"
+#include "peers.h"
+#include "policy_run.h"
+#include "synth.h"
+#include "testhelp.h"
+#include "trace.h"
+#include "util.h"
+
+static int n, d, grid[3];
+static float *q, *k, *v;
+static double *P, *O; /* (n, n) exact probabilities, (n, d) dense output, fp64 */
+
+static void dense64(void)
+{
+	for (int i = 0; i < n; i++) {
+		double mx = -INFINITY, sum = 0, *p = P + (size_t)i * n;
+		for (int j = 0; j < n; j++) {
+			double dot = 0;
+			for (int c = 0; c < d; c++)
+				dot += (double)q[(size_t)i * d + c] * k[(size_t)j * d + c];
+			p[j] = dot / sqrt((double)d);
+			mx = fmax(mx, p[j]);
+		}
+		for (int j = 0; j < n; j++)
+			sum += p[j] = exp(p[j] - mx);
+		for (int j = 0; j < n; j++)
+			p[j] /= sum;
+		for (int c = 0; c < d; c++) {
+			double o = 0;
+			for (int j = 0; j < n; j++)
+				o += p[j] * v[(size_t)j * d + c];
+			O[(size_t)i * d + c] = o;
+		}
+	}
+}
+
+/* Run policy spec at density rho on the loaded unit over `steps` steps of the same Q/K/V
+ * (schedule sched), the output of the last into o; returns its computed pairs. */
+static int64_t run(const char *spec, double rho, const char *sched, int steps, float *o)
+{
+	dg_policy p;
+	dg_schedule sc;
+	if (dg_policy_parse(spec, &p) || dg_schedule_parse(sched, &sc))
+		exit(1);
+	dg_backend *be = dg_backend_cpu(n, d);
+	dg_policy_run r, *rp = &r;
+	dg_policy_run_init(&r, &p, rho);
+	dg_policy_out out = { 0 };
+	for (int s = 0; s < steps; s++) {
+		be->load(be, q, k, v);
+		be->dense(be);
+		dg_policy_run_plan(&r, &sc, s, 0);
+		if (dg_policy_run_metadata(be, &rp, 1, grid, 0))
+			exit(1);
+		out = dg_policy_run_apply(be, &r, s, NULL, o);
+	}
+	dg_policy_run_clear(be, &r);
+	be->destroy(be);
+	return out.pairs;
+}
+
+/* the sparse output (fp64) of a 0/1 selection sel (n, n) */
+static void sparse64(const char *sel, double *o)
+{
+	for (int i = 0; i < n; i++) {
+		double m = 0;
+		for (int j = 0; j < n; j++)
+			m += sel[(size_t)i * n + j] ? P[(size_t)i * n + j] : 0;
+		for (int c = 0; c < d; c++) {
+			double acc = 0;
+			for (int j = 0; j < n; j++)
+				if (sel[(size_t)i * n + j])
+					acc += P[(size_t)i * n + j] * v[(size_t)j * d + c];
+			o[(size_t)i * d + c] = acc / m;
+		}
+	}
+}
+
+static int rank_desc(const void *a, const void *b)
+{
+	const double *x = a, *y = b;
+	if (x[0] != y[0])
+		return x[0] > y[0] ? -1 : 1;
+	return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* Block selection (fp64) of one query block from block scores s (nb), forced blocks (s = +inf):
+ * topp p (p > 0) or the best blocks until K keys; in (nb) 0/1. Returns 1 on a near tie (the
+ * cumulative mass within 1e-5 of the threshold, or equal neighbouring scores at the cut). */
+static int select_blocks(const double *s, int nb, int bs, double p, int K, char *in)
+{
+	double *ord = malloc(sizeof(double) * 2 * nb), total = 0, cum = 0;
+	int m = 0, keep = 0, held = 0, tie = 0;
+	for (int b = 0; b < nb; b++) {
+		in[b] = isinf(s[b]);
+		if (!in[b]) {
+			ord[2 * m] = s[b], ord[2 * m + 1] = b, total += s[b];
+			m++;
+		}
+	}
+	qsort(ord, m, 2 * sizeof(double), rank_desc);
+	while (keep < m && (p > 0 ? cum < p * total : held < K)) {
+		cum += ord[2 * keep];
+		held += (int)ord[2 * keep + 1] == (n - 1) / bs ? n - (n - 1) / bs * bs : bs;
+		keep++;
+		if (p > 0 && fabs(cum - p * total) <= 1e-5 * total)
+			tie = 1;
+	}
+	if (keep > 0 && keep < m && fabs(ord[2 * keep - 2] - ord[2 * keep]) <= 1e-6 * fabs(ord[2 * keep]))
+		tie = 1;
+	for (int t = 0; t < keep; t++)
+		in[(int)ord[2 * t + 1]] = 1;
+	free(ord);
+	return tie;
+}
+
+/* query-block x key-block selections (bs x bs raster blocks) of scores (nb, nb) into sel (n, n) */
+static int block_sel(const double *scores, int bs, double p, double rho, char *sel)
+{
+	int nb = (n + bs - 1) / bs, ties = 0, K = dg_topk_count(rho, n);
+	char *in = malloc(nb);
+	for (int g = 0; g < nb; g++) {
+		ties += select_blocks(scores + (size_t)g * nb, nb, bs, p, K, in);
+		for (int i = g * bs; i < n && i < (g + 1) * bs; i++)
+			for (int j = 0; j < n; j++)
+				sel[(size_t)i * n + j] = in[j / bs];
+	}
+	free(in);
+	return ties;
+}
+
+static long count(const char *sel)
+{
+	long c = 0;
+	for (size_t e = 0; e < (size_t)n * n; e++)
+		c += sel[e];
+	return c;
+}
+
+/* XAttention's antidiagonal block scores, fp64 straight from the definition (§2.5) */
+static void xattn64(int S, double *scores)
+{
+	int R = (n + S - 1) / S, nb = (n + 127) / 128;
+	double *row = malloc(sizeof(double) * R);
+	memset(scores, 0, sizeof(double) * nb * nb);
+	for (int r = 0; r < R; r++) {
+		double mx = -INFINITY, sum = 0;
+		for (int c = 0; c < R; c++) {
+			double dot = 0;
+			for (int t = 0; t < S; t++) {
+				int iq = r * S + S - 1 - t, ik = c * S + t;
+				for (int e = 0; e < d && iq < n && ik < n; e++)
+					dot += (double)q[(size_t)iq * d + e] * k[(size_t)ik * d + e];
+			}
+			row[c] = dot / (sqrt((double)d) * S);
+			mx = fmax(mx, row[c]);
+		}
+		for (int c = 0; c < R; c++)
+			sum += row[c] = exp(row[c] - mx);
+		for (int c = 0; c < R; c++)
+			scores[(size_t)(r * S / 128) * nb + c * S / 128] += row[c] / sum;
+	}
+	free(row);
+}
+
+/* SpargeAttn stage 1, fp64 (§2.4): block scores with forced blocks as +inf; qs, ks the blocks'
+ * self-similarities */
+static void sparge64(double theta, double *scores, double *qs, double *ks)
+{
+	int nb = (n + 127) / 128;
+	double *mean = calloc(d, sizeof(double)), *qb = calloc((size_t)nb * d, sizeof(double));
+	double *kb = calloc((size_t)nb * d, sizeof(double)), *u = malloc(sizeof(double) * d);
+	for (int j = 0; j < n; j++)
+		for (int e = 0; e < d; e++)
+			mean[e] += (double)k[(size_t)j * d + e] / n;
+	for (int pass = 0; pass < 2; pass++)
+		for (int b = 0; b < nb; b++) {
+			int a = b * 128, z = a + 128 < n ? a + 128 : n;
+			double *bar = (pass ? kb : qb) + (size_t)b * d, su = 0;
+			memset(u, 0, sizeof(double) * d);
+			for (int i = a; i < z; i++) {
+				double x[256], nrm = 0;
+				for (int e = 0; e < d; e++) {
+					x[e] = pass ? k[(size_t)i * d + e] - mean[e] : q[(size_t)i * d + e];
+					nrm += x[e] * x[e];
+					bar[e] += x[e] / (z - a);
+				}
+				for (int e = 0; e < d; e++)
+					u[e] += x[e] / sqrt(nrm);
+			}
+			for (int e = 0; e < d; e++)
+				su += u[e] * u[e];
+			(pass ? ks : qs)[b] = su / ((double)(z - a) * (z - a));
+		}
+	for (int g = 0; g < nb; g++) {
+		double *s = scores + (size_t)g * nb, mx = -INFINITY, sum = 0;
+		for (int b = 0; b < nb; b++) {
+			double dot = 0;
+			for (int e = 0; e < d; e++)
+				dot += qb[(size_t)g * d + e] * kb[(size_t)b * d + e];
+			s[b] = ks[b] < theta ? -INFINITY : dot / sqrt((double)d);
+			mx = fmax(mx, s[b]);
+		}
+		for (int b = 0; b < nb; b++)
+			sum += s[b] = mx == -INFINITY ? 0 : exp(s[b] - mx);
+		for (int b = 0; b < nb; b++)
+			s[b] = qs[g] < theta || ks[b] < theta ? INFINITY : s[b] / sum;
+	}
+	free(mean), free(qb), free(kb), free(u);
+}
+
+/* PISA, fp64 (§2.12): 64-blocks by qbar.kbar until rho*n keys, exact on them, the first-order
+ * expansion elsewhere; returns near ties */
+static int pisa64(double rho, double *o, long *pairs)
+{
+	int bs = 64, nb = (n + bs - 1) / bs, ties = 0;
+	double *qb = calloc((size_t)nb * d, sizeof(double)), *kb = calloc((size_t)nb * d, sizeof(double));
+	double *s = malloc(sizeof(double) * nb * nb);
+	for (int b = 0; b < nb; b++) {
+		int a = b * bs, z = a + bs < n ? a + bs : n;
+		for (int i = a; i < z; i++)
+			for (int e = 0; e < d; e++) {
+				qb[(size_t)b * d + e] += (double)q[(size_t)i * d + e] / (z - a);
+				kb[(size_t)b * d + e] += (double)k[(size_t)i * d + e] / (z - a);
+			}
+	}
+	for (int g = 0; g < nb; g++)
+		for (int b = 0; b < nb; b++) {
+			double dot = 0;
+			for (int e = 0; e < d; e++)
+				dot += qb[(size_t)g * d + e] * kb[(size_t)b * d + e];
+			s[(size_t)g * nb + b] = dot / sqrt((double)d);
+		}
+	char *in = malloc(nb);
+	*pairs = 0;
+	double sc = 1 / sqrt((double)d);
+	for (int g = 0; g < nb; g++) {
+		ties += select_blocks(s + (size_t)g * nb, nb, bs, 0, dg_topk_count(rho, n), in);
+		for (int i = g * bs; i < n && i < (g + 1) * bs; i++) {
+			double num[256] = { 0 }, den = 0;
+			for (int j = 0; j < n; j++) {
+				int c = j / bs;
+				double dot = 0, w;
+				for (int e = 0; e < d; e++)
+					dot += (double)q[(size_t)i * d + e] * k[(size_t)j * d + e];
+				if (in[c]) {
+					w = exp(sc * dot);
+					(*pairs)++;
+				} else { /* w_c (1 + s q.(k_j - kbar_c)) */
+					double dk = 0;
+					for (int e = 0; e < d; e++)
+						dk += (double)q[(size_t)i * d + e] * kb[(size_t)c * d + e];
+					w = exp(sc * dk) * (1 + sc * (dot - dk));
+					/* the denominator takes w_c |c|: its first-order terms sum to zero */
+					den += exp(sc * dk) - w;
+				}
+				den += w;
+				for (int e = 0; e < d; e++)
+					num[e] += w * v[(size_t)j * d + e];
+			}
+			for (int e = 0; e < d; e++)
+				o[(size_t)i * d + e] = num[e] / den;
+		}
+	}
+	free(qb), free(kb), free(s), free(in);
+	return ties;
+}
+
+static double rel(const float *a, const double *b)
+{
+	return max_rel_diff(a, b, (size_t)n * d);
+}
+
+/* the metadata of spec at density rho on random (q, k) from seed */
+static void meta(const char *spec, unsigned seed, int nn, const int gr[3], dg_groups *g, dg_selection *s)
+{
+	dg_policy p;
+	dg_policy_parse(spec, &p);
+	dg_budget b = { p.kv, p.budget, 0.2, p.topp, 0, 0 };
+	float *x = malloc(sizeof(float) * nn * 8 * 2);
+	srand(seed);
+	for (int e = 0; e < nn * 16; e++)
+		x[e] = (float)rand() / RAND_MAX - 0.5f;
+	dg_peer_state *st = NULL;
+	if (dg_peer_metadata(x, x + nn * 8, nn, 8, &p, &b, gr, 0, &st, g, s))
+		exit(1);
+	dg_peer_state_free(st);
+	free(x);
+}
+
+static int same_meta(const dg_groups *a, const dg_selection *sa, const dg_groups *b, const dg_selection *sb)
+{
+	return a->ngroups == b->ngroups && !memcmp(a->perm, b->perm, sizeof(int) * a->n) &&
+	       !memcmp(a->off, b->off, sizeof(int) * (a->ngroups + 1)) &&
+	       !memcmp(sa->off, sb->off, sizeof(int64_t) * (sa->ngroups + 1)) &&
+	       !memcmp(sa->idx, sb->idx, sizeof(int) * sa->off[sa->ngroups]);
+}
+
+static double density_of(const dg_groups *g, const dg_selection *s)
+{
+	double pairs = 0;
+	for (int t = 0; t < g->ngroups; t++)
+		pairs += (double)(g->off[t + 1] - g->off[t]) * (s->off[t + 1] - s->off[t]);
+	return pairs / ((double)g->n * g->n);
+}
+
+int main(void)
+{
+	unsigned long seed = getenv("DSGAP_TEST_SEED") ? strtoul(getenv("DSGAP_TEST_SEED"), NULL, 10)
+						      : (unsigned long)time(NULL) ^ (unsigned long)getpid();
+	printf("seed %lu\n", seed);
+	dg_attn_init_threads();
+
+	/* static masks: input-independent (Radial §2.6, STA §2.7, DiTFastAttn's window §2.9) */
+	const char *masks[3] = { "radial", "sta", "ditfastattn" };
+	int big[3] = { 12, 32, 32 };
+	for (int m = 0; m < 3; m++) {
+		int nn = m == 2 ? 2048 : 12288;
+		dg_groups g1, g2;
+		dg_selection s1, s2;
+		meta(masks[m], 1, nn, big, &g1, &s1);
+		meta(masks[m], 2, nn, big, &g2, &s2);
+		double dens = density_of(&g1, &s1);
+		CHECKF(same_meta(&g1, &s1, &g2, &s2) && dens < 0.9,
+		       "%s: the mask does not depend on Q/K (density %.3f)", masks[m], dens);
+		dg_groups_free(&g1), dg_groups_free(&g2), dg_selection_free(&s1), dg_selection_free(&s2);
+	}
+	{ /* radial: frame pairs at distance <= 1 and key frame 0 (the sink) kept, 12 frames of 1024 */
+		dg_groups g;
+		dg_selection s;
+		meta("radial", 1, 12288, big, &g, &s);
+		int ok = 1;
+		for (int t = 0; t < g.ngroups; t++) {
+			int fq = g.perm[g.off[t]] / 1024, cnt[12] = { 0 };
+			for (int64_t e = s.off[t]; e < s.off[t + 1]; e++)
+				cnt[s.idx[e] / 1024]++;
+			ok &= cnt[0] == 1024 && cnt[fq] == 1024 && (fq == 0 || cnt[fq - 1] > 0);
+			ok &= fq < 9 || (cnt[fq - 8] > 0 && cnt[fq - 8] < cnt[fq - 2]); /* the band halves */
+		}
+		CHECK("radial: sink frame, own and neighbouring frames kept, bands narrower with distance", ok);
+		dg_groups_free(&g), dg_selection_free(&s);
+	}
+
+	/* a synthetic unit: 4x16x20 = 1280 tokens, head_dim 32 */
+	char dir[] = "/tmp/dsgap-test-peers-XXXXXX";
+	if (!mkdtemp(dir))
+		return 1;
+	char *trace = dg_path_join(dir, "t.h5");
+	dg_synth_opts so;
+	dg_synth_defaults(&so);
+	so.grid[0] = 4, so.grid[1] = 16, so.grid[2] = 20;
+	so.heads = 4, so.head_dim = 32, so.layers = 1, so.steps = 1, so.seed = seed;
+	CHECK("synth writes a 1280-token trace", dg_synth(&so, trace) == 0);
+	dg_trace t;
+	if (dg_trace_open(&t, trace))
+		return 1;
+	n = t.meta.tokens, d = t.meta.head_dim;
+	memcpy(grid, t.meta.grid, sizeof grid);
+	q = malloc(sizeof(float) * n * d), k = malloc(sizeof(float) * n * d), v = malloc(sizeof(float) * n * d);
+	P = malloc(sizeof(double) * n * n), O = malloc(sizeof(double) * n * d);
+	double *o64 = malloc(sizeof(double) * n * d), *sc = malloc(sizeof(double) * 64 * 64);
+	double qs[16], ks[16];
+	float *o = malloc(sizeof(float) * n * d);
+	char *sel = malloc((size_t)n * n);
+	int nb = (n + 127) / 128;
+	for (int h = 0; h < t.meta.heads; h++) {
+		dg_trace_read(&t, DG_QKV_Q, 0, 0, h, q);
+		dg_trace_read(&t, DG_QKV_K, 0, 0, h, k);
+		dg_trace_read(&t, DG_QKV_V, 0, 0, h, v);
+		dense64();
+
+		/* xattention (§2.5): tau = 1 is dense; the default against fp64 */
+		int64_t pairs = run("xattention/budget=topp:1", 0.15, "warmup=0", 1, o);
+		CHECKF(pairs == (int64_t)n * n && rel(o, O) < 1e-4, "head %d: xattention with tau=1 is dense", h);
+		xattn64(8, sc);
+		int ties = block_sel(sc, 128, 0.9, 0, sel);
+		sparse64(sel, o64);
+		pairs = run("xattention", 0.15, "warmup=0", 1, o);
+		CHECKF(ties || (pairs == count(sel) && rel(o, o64) < 1e-4),
+		       "head %d: xattention (S=8, tau=0.9) = fp64 (density %.3f, rel %.2g%s)", h,
+		       (double)pairs / n / n, rel(o, o64), ties ? ", near tie: skipped" : "");
+		ties = block_sel(sc, 128, 0, 0.25, sel);
+		sparse64(sel, o64);
+		pairs = run("xattention/budget=topk", 0.25, "warmup=0", 1, o);
+		CHECKF(ties || (pairs == count(sel) && rel(o, o64) < 1e-4),
+		       "head %d: xattention at matched density 0.25 = fp64 (density %.3f)", h, (double)pairs / n / n);
+
+		/* spargeattn (§2.4): theta between the blocks' self-similarities, so that some are forced */
+		sparge64(2, sc, qs, ks); /* theta 2: only the similarities */
+		double all[32];
+		memcpy(all, qs, sizeof(double) * nb), memcpy(all + nb, ks, sizeof(double) * nb);
+		for (int a = 0; a < 2 * nb; a++) /* sort */
+			for (int b = a + 1; b < 2 * nb; b++)
+				if (all[b] < all[a]) {
+					double x = all[a];
+					all[a] = all[b], all[b] = x;
+				}
+		double theta = 0.5 * (all[nb] + all[nb + 1]);
+		char spec[96];
+		snprintf(spec, sizeof spec, "spargeattn/theta=%.9g", theta);
+		sparge64(strtod(spec + 17, NULL), sc, qs, ks);
+		ties = block_sel(sc, 128, 0.98, 0, sel);
+		sparse64(sel, o64);
+		pairs = run(spec, 0.15, "warmup=0", 1, o);
+		int forced = 1;
+		for (int g = 0; g < nb; g++)
+			for (int b = 0; b < nb; b++)
+				if (qs[g] < theta || ks[b] < theta)
+					forced &= sel[(size_t)g * 128 * n + b * 128];
+		CHECKF(ties || (pairs == count(sel) && rel(o, o64) < 1e-4 && forced),
+		       "head %d: spargeattn (theta %.3f, tau 0.98) = fp64, low-similarity blocks kept "
+		       "(density %.3f)", h, theta, (double)pairs / n / n);
+		sparge64(-0.1, sc, qs, ks);
+		ties = block_sel(sc, 128, 0, 0.25, sel);
+		sparse64(sel, o64);
+		pairs = run("spargeattn/theta=-0.1/budget=topk", 0.25, "warmup=0", 1, o);
+		CHECKF(ties || (pairs == count(sel) && rel(o, o64) < 1e-4),
+		       "head %d: spargeattn top-k at matched density 0.25 = fp64", h);
+
+		/* pisa (§2.12): all blocks selected is exact; the first-order term against fp64 */
+		pairs = run("pisa", 1.0, "warmup=0", 1, o);
+		CHECKF(pairs == (int64_t)n * n && rel(o, O) < 1e-5, "head %d: pisa with every block selected is exact", h);
+		long p64;
+		ties = pisa64(0.2, o64, &p64);
+		pairs = run("pisa", 0.2, "warmup=0", 1, o);
+		CHECKF(ties || (pairs == p64 && rel(o, o64) < 1e-4),
+		       "head %d: pisa at density 0.2 = fp64 exact + first-order (rel %.2g)", h, rel(o, o64));
+
+		/* svg2 (§2.2): p = 1 keeps every key; top-k keeps at least rho n keys per cluster */
+		pairs = run("svg2/budget=topp:1", 0.15, "warmup=0", 2, o);
+		CHECKF(pairs == (int64_t)n * n && rel(o, O) < 1e-4, "head %d: svg2 with p=1 keeps all", h);
+		pairs = run("svg2/budget=topk", 0.25, "warmup=0", 2, o);
+		CHECKF(pairs >= (int64_t)n * dg_topk_count(0.25, n) && pairs < (int64_t)n * n,
+		       "head %d: svg2 top-k keeps whole clusters of >= rho n keys (density %.3f)", h,
+		       (double)pairs / n / n);
+
+		/* chipmunk (§2.11), ditfastattn (§2.9): the cached delta at the same step is exact */
+		for (int m = 0; m < 2; m++) {
+			const char *pol = m ? "ditfastattn" : "chipmunk";
+			pairs = run(pol, 0.1, "warmup=1,anchors=0", 2, o);
+			CHECKF(pairs < (int64_t)n * n / 2 && rel(o, O) < 1e-5,
+			       "head %d: %s's cached delta on the anchor's own Q/K/V is exact (density %.3f)",
+			       h, pol, (double)pairs / n / n);
+		}
+	}
+	dg_trace_close(&t);
+	free(q), free(k), free(v), free(P), free(O), free(o64), free(sc), free(o), free(sel);
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	free(trace);
+	if (system(cmd))
+		return 1;
+	return test_report();
+}

@@ -14,6 +14,7 @@
  * give), each with its own random sorted list of 128*ceil(rho*n/128) keys.
  */
 #include "dsgap_kernels.h"
+#include "host_common.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -25,19 +26,6 @@
 #include <unistd.h>
 #include <algorithm>
 #include <vector>
-
-#ifndef DG_GIT_COMMIT
-#define DG_GIT_COMMIT "unknown"
-#endif
-
-#define CUDA_CHECK(x) do { \
-	cudaError_t e_ = (x); \
-	if (e_ != cudaSuccess) { \
-		fprintf(stderr, "CUDA error %s at %s in %s (%s:%d): %s\n", cudaGetErrorName(e_), #x, __func__, __FILE__, \
-			__LINE__, cudaGetErrorString(e_)); \
-		exit(1); \
-	} \
-} while (0)
 
 __device__ __forceinline__ uint64_t hash64(uint64_t z)
 {

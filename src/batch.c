@@ -30,34 +30,6 @@ static bool exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
-/* The whole file as a string (NUL-terminated), or NULL with errno set. */
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t n = 0, cap = 65536;
-	char *s = dg_malloc(cap);
-	for (;;) {
-		size_t k = fread(s + n, 1, cap - n - 1, f);
-		n += k;
-		if (n < cap - 1)
-			break;
-		s = dg_realloc(s, cap *= 2);
-	}
-	int bad = ferror(f);
-	fclose(f);
-	if (bad) {
-		free(s);
-		errno = EIO;
-		return NULL;
-	}
-	s[n] = 0;
-	if (len)
-		*len = n;
-	return s;
-}
-
 /* Remove a folder that holds only files (a cell's temporary folder). */
 static void remove_flat_dir(const char *path)
 {
@@ -152,7 +124,7 @@ int dg_batch_prepare(const dg_experiment *e, const char *out)
 	char *path = dg_path_join(out, "experiment.json"), fp[17];
 	dg_experiment_fingerprint_str(e, fp);
 	int rc = 0;
-	char *old = read_all(path, NULL);
+	char *old = dg_read_all(path, SIZE_MAX, NULL);
 	if (old) {
 		cJSON *j = cJSON_Parse(old);
 		const char *ofp = json_str(j, "fingerprint"), *oname = json_str(j, "name");
@@ -532,7 +504,7 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 	/* 1. every input is an OUT of one experiment */
 	for (int i = 0; i < ndirs; i++) {
 		char *p = dg_path_join(dirs[i], "experiment.json");
-		char *text = read_all(p, NULL);
+		char *text = dg_read_all(p, SIZE_MAX, NULL);
 		if (!text) {
 			dg_error("merge: cannot read %s: %s (not an output folder of dsgap run)", p, strerror(errno));
 			free(p);
@@ -638,7 +610,7 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 				snprintf(path, sizeof path, "%s/cells/%s/%s/metrics.csv", dirs[i], rname, cell->valuestring);
 				if (!exists(path))
 					continue;
-				char *t = read_all(path, NULL);
+				char *t = dg_read_all(path, SIZE_MAX, NULL);
 				if (!t) {
 					err = dg_error("merge: cannot read %s: %s", path, strerror(errno));
 					break;
@@ -647,7 +619,7 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 					text = t;
 					snprintf(where, sizeof where, "%s", path);
 					snprintf(path, sizeof path, "%s/cells/%s/%s/run.json", dirs[i], rname, cell->valuestring);
-					json = read_all(path, NULL);
+					json = dg_read_all(path, SIZE_MAX, NULL);
 					if (!json || !(cj[ci] = cJSON_Parse(json)))
 						err = dg_error("merge: %s: missing or invalid JSON", path);
 					continue;

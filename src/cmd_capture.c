@@ -6,7 +6,6 @@
  * The trace also holds the run's final latents as /latents (channels, F, H, W) fp32. Under CFG
  * the conditional pass is the one recorded. The disk must hold the uncompressed trace up front.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 
 #include "commands.h"
 #include "dit_attn.h"
+#include "dit_cli.h"
 #include "dit_sample.h"
 #include "tensorfile.h"
 #include "trace.h"
@@ -32,21 +32,13 @@ static void usage(FILE *f)
 		"Runs the Wan2.1 DiT (dense attention) from noise and streams the self-attention Q/K/V\n"
 		"(post-norm, post-RoPE, as attention receives them; the conditional pass under CFG) of the\n"
 		"chosen steps, layers and heads into a trace (DESIGN 6), with the final latents as /latents.\n\n"
-		"  --model P          checkpoint directory (config.json + safetensors or index), file or index\n"
-		"  --text FILE        text embeddings [tokens, text_dim]: safetensors or HDF5, one tensor\n"
-		"  --negative FILE    embeddings of the negative prompt for CFG (default: zeros)\n"
+		DG_DIT_USAGE_PROMPT
 		"  -o, --out FILE     the trace to write\n"
-		"  --latent FxHxW     latent size before patchify (default: from --noise)\n"
-		"  --noise FILE       initial noise [channels, F, H, W] (safetensors or HDF5)\n"
-		"  --seed N           Gaussian noise from GSL's mt19937 (default 0) when no --noise\n"
-		"  --steps S          denoising steps (default 50)\n"
-		"  --shift X          schedule shift (default 5)\n"
-		"  --guidance G       classifier-free guidance scale; 1 = no CFG (default 5)\n"
-		"  --sampler S        unipc (default) or euler\n"
+		DG_DIT_USAGE_SAMPLING
 		"  --capture-steps L  steps to record, e.g. 0,10,49 or 0-9 (default all)\n"
 		"  --layers L         blocks to record (default all)\n"
 		"  --heads L          heads to record (default all)\n"
-		"  --device D         cpu (default; the GPU path comes later)\n"
+		DG_DIT_USAGE_DEVICE
 		"  --quiet            no progress line\n");
 }
 
@@ -132,8 +124,7 @@ static int check_disk(const char *out, double bytes, int S, int L, int H, int n,
 	return rc;
 }
 
-static char *run_config(const dg_wan_model *m, const dg_dit_input_opts *in, const dg_dit_sample_opts *so,
-			const int latent[3], bool seeded)
+static char *run_config(const dg_wan_model *m, const dg_dit_cli *cli, const int latent[3])
 {
 	char *mc = dg_wan_config_json(&m->cfg);
 	cJSON *root = cJSON_CreateObject();
@@ -144,17 +135,7 @@ static char *run_config(const dg_wan_model *m, const dg_dit_input_opts *in, cons
 	cJSON_AddStringToObject(root, "weights", m->weights_path);
 	cJSON *r = cJSON_AddObjectToObject(root, "run");
 	cJSON_AddItemToObject(r, "latent", cJSON_CreateIntArray(latent, 3));
-	cJSON_AddNumberToObject(r, "steps", so->steps);
-	cJSON_AddNumberToObject(r, "shift", so->shift);
-	cJSON_AddNumberToObject(r, "guidance", so->guidance);
-	cJSON_AddStringToObject(r, "sampler", dg_sampler_name(so->sampler));
-	cJSON_AddStringToObject(r, "text", in->text);
-	if (in->negative)
-		cJSON_AddStringToObject(r, "negative", in->negative);
-	if (seeded)
-		cJSON_AddNumberToObject(r, "seed", (double)in->seed);
-	else
-		cJSON_AddStringToObject(r, "noise", in->noise);
+	dg_dit_cli_json(cli, r);
 	cJSON_AddStringToObject(r, "captured_pass", "cond");
 	cJSON_AddStringToObject(r, "device", m->ops->device);
 	char *s = cJSON_PrintUnformatted(root);
@@ -164,85 +145,38 @@ static char *run_config(const dg_wan_model *m, const dg_dit_input_opts *in, cons
 	return out;
 }
 
-static int parse_num(const char *opt, const char *s, double lo, double hi, double *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (end == s || *end || errno || !(v >= lo && v <= hi))
-		return dg_error("bad %s '%s' (expected a number in [%g, %g])", opt, s, lo, hi);
-	*out = v;
-	return 0;
-}
-
 int dg_cmd_capture(int argc, char **argv)
 {
-	enum { O_MODEL = 256, O_TEXT, O_NEG, O_LATENT, O_NOISE, O_SEED, O_STEPS, O_SHIFT, O_GUIDE,
-	       O_SAMPLER, O_CSTEPS, O_LAYERS, O_HEADS, O_DEVICE, O_QUIET };
+	enum { O_CSTEPS = DG_DIT_O_END, O_LAYERS, O_HEADS };
 	static const struct option opts[] = {
-		{ "model", required_argument, 0, O_MODEL }, { "text", required_argument, 0, O_TEXT },
-		{ "negative", required_argument, 0, O_NEG }, { "out", required_argument, 0, 'o' },
-		{ "latent", required_argument, 0, O_LATENT }, { "noise", required_argument, 0, O_NOISE },
-		{ "seed", required_argument, 0, O_SEED }, { "steps", required_argument, 0, O_STEPS },
-		{ "shift", required_argument, 0, O_SHIFT }, { "guidance", required_argument, 0, O_GUIDE },
-		{ "sampler", required_argument, 0, O_SAMPLER },
+		DG_DIT_OPTIONS,
 		{ "capture-steps", required_argument, 0, O_CSTEPS },
 		{ "layers", required_argument, 0, O_LAYERS }, { "heads", required_argument, 0, O_HEADS },
-		{ "device", required_argument, 0, O_DEVICE }, { "quiet", no_argument, 0, O_QUIET },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+		{ 0, 0, 0, 0 },
 	};
-	dg_dit_input_opts in = { .device = "cpu", .guidance = 5 };
-	dg_dit_sample_opts so = { .steps = 50, .shift = 5, .guidance = 5, .sampler = DG_SAMPLER_UNIPC };
-	const char *out = NULL, *csteps = NULL, *layers = NULL, *heads = NULL;
-	bool quiet = false, seeded = true;
-	double x = 0;
+	dg_dit_cli cli;
+	dg_dit_cli_init(&cli);
+	dg_dit_sample_opts *so = &cli.so;
+	const char *csteps = NULL, *layers = NULL, *heads = NULL;
 	int c, bad = 0;
 	opterr = 0;
 	optind = 1;
-	while (!bad && (c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+	while (!bad && (c = getopt_long(argc, argv, DG_DIT_SHORT, opts, NULL)) != -1) {
 		switch (c) {
-		case O_MODEL: in.model = optarg; break;
-		case O_TEXT: in.text = optarg; break;
-		case O_NEG: in.negative = optarg; break;
-		case 'o': out = optarg; break;
-		case O_LATENT: bad = dg_parse_latent("--latent", optarg, in.latent); break;
-		case O_NOISE: in.noise = optarg; seeded = false; break;
-		case O_SEED:
-			bad = parse_num("--seed", optarg, 0, 4294967295.0, &x);
-			in.seed = (unsigned long)x;
-			break;
-		case O_STEPS:
-			bad = parse_num("--steps", optarg, 1, 10000, &x) || (x != (int)x && dg_error("--steps must be an integer"));
-			so.steps = (int)x;
-			break;
-		case O_SHIFT: bad = parse_num("--shift", optarg, 1e-3, 1e3, &so.shift); break;
-		case O_GUIDE: bad = parse_num("--guidance", optarg, 0, 1e3, &so.guidance); break;
-		case O_SAMPLER:
-			if (dg_sampler_parse(optarg, &so.sampler))
-				bad = dg_error("capture: unknown --sampler '%s' (unipc or euler)", optarg);
-			break;
 		case O_CSTEPS: csteps = optarg; break;
 		case O_LAYERS: layers = optarg; break;
 		case O_HEADS: heads = optarg; break;
-		case O_DEVICE: in.device = optarg; break;
-		case O_QUIET: quiet = true; break;
 		case 'h': usage(stdout); return 0;
-		case ':': bad = dg_error("capture: option '%s' needs a value", argv[optind - 1]); break;
-		default: bad = dg_error("capture: unknown option '%s' (dsgap capture --help)", argv[optind - 1]); break;
+		default: bad = dg_dit_cli_option(&cli, "capture", c, argv); break;
 		}
 	}
-	if (bad)
+	if (bad || dg_dit_cli_finish(&cli, "capture", argc, argv))
 		return 2;
-	if (optind < argc)
-		return dg_error("capture: unexpected argument '%s' (dsgap capture --help)", argv[optind]), 2;
-	if (!out || !in.model || !in.text)
-		return dg_error("capture: --model, --text and --out are required (dsgap capture --help)"), 2;
-	if (strcmp(in.device, "cpu") && strcmp(in.device, "gpu"))
-		return dg_error("capture: unknown --device '%s' (cpu or gpu)", in.device), 2;
-	in.guidance = so.guidance;
+	const char *out = cli.out;
+	bool quiet = cli.quiet;
 
 	dg_dit_inputs di;
-	if (dg_dit_inputs_load(&in, &di))
+	if (dg_dit_inputs_load(&cli.in, &di))
 		return 1;
 	dg_wan_model *m = di.model;
 	const dg_wan_config *cf = &m->cfg;
@@ -254,18 +188,18 @@ int dg_cmd_capture(int argc, char **argv)
 	char *config = NULL;
 	dg_trace_writer w;
 	bool writer_open = false;
-	if ((ns = index_list("--capture-steps", csteps, so.steps, &sl)) < 0 ||
+	if ((ns = index_list("--capture-steps", csteps, so->steps, &sl)) < 0 ||
 	    (nl = index_list("--layers", layers, cf->num_layers, &ll)) < 0 ||
 	    (nh = index_list("--heads", heads, cf->num_heads, &hl)) < 0)
 		goto done;
 	double bytes = 3.0 * ns * nl * nh * n * d * 2 + 4.0 * cf->out_dim * n * cf->patch[0] * cf->patch[1] * cf->patch[2] + (1 << 20);
 	if (check_disk(out, bytes, ns, nl, nh, n, d))
 		goto done;
-	dg_sampler *sch = dg_sampler_new(so.sampler, so.steps, so.shift, 1);
+	dg_sampler *sch = dg_sampler_new(so->sampler, so->steps, so->shift, 1);
 	float *ts = dg_malloc((size_t)ns * sizeof(float)), *sg = dg_malloc((size_t)ns * sizeof(float));
-	step_pos = dg_malloc((size_t)so.steps * sizeof(int));
+	step_pos = dg_malloc((size_t)so->steps * sizeof(int));
 	layer_pos = dg_malloc((size_t)cf->num_layers * sizeof(int));
-	for (int i = 0; i < so.steps; i++)
+	for (int i = 0; i < so->steps; i++)
 		step_pos[i] = -1;
 	for (int i = 0; i < cf->num_layers; i++)
 		layer_pos[i] = -1;
@@ -277,7 +211,7 @@ int dg_cmd_capture(int argc, char **argv)
 	for (int i = 0; i < nl; i++)
 		layer_pos[ll[i]] = i;
 	dg_sampler_free(sch);
-	config = run_config(m, &in, &so, di.latent, seeded);
+	config = run_config(m, &cli, di.latent);
 	char created[64];
 	snprintf(created, sizeof created, "dsgap %s capture", DG_VERSION);
 	dg_trace_meta meta = { .steps = ns, .layers = nl, .heads = nh, .tokens = n, .head_dim = d,
@@ -293,19 +227,19 @@ int dg_cmd_capture(int argc, char **argv)
 	writer_open = true;
 	capture_ctx cc = { &w, step_pos, layer_pos, hl, nh };
 	attn = dg_dit_attn_new(m->ops, NULL, 1, NULL, di.grid, cf->num_layers, cf->num_heads, d,
-			       so.guidance != 1 ? 2 : 1);
+			       so->guidance != 1 ? 2 : 1);
 	dg_dit_attn_set_capture(attn, capture_hook, &cc);
-	so.model = m;
-	memcpy(so.latent, di.latent, sizeof so.latent);
-	so.noise = di.noise;
-	so.cond = di.cond;
-	so.uncond = di.uncond;
-	so.attn = attn;
-	so.label = quiet ? NULL : "capture";
+	so->model = m;
+	memcpy(so->latent, di.latent, sizeof so->latent);
+	so->noise = di.noise;
+	so->cond = di.cond;
+	so->uncond = di.uncond;
+	so->attn = attn;
+	so->label = quiet ? NULL : "capture";
 	size_t nl_out = (size_t)cf->out_dim * di.latent[0] * di.latent[1] * di.latent[2];
 	latents = dg_malloc(nl_out * sizeof(float));
 	dg_dit_sample_stats st;
-	if (dg_dit_sample(&so, latents, &st))
+	if (dg_dit_sample(so, latents, &st))
 		goto done;
 	int shape[4] = { cf->out_dim, di.latent[0], di.latent[1], di.latent[2] };
 	const char *attrs[] = { "description", "final latents of the captured run (channels, F, H, W)", NULL };

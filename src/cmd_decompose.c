@@ -5,7 +5,6 @@
  * Writes DIR/decomposition.{csv,md,tex} and DIR/ablation.{csv,md,tex}, each atomically.
  *   dsgap decompose results/demo --boot 2000 --seed 7
  */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,40 +45,12 @@ static void summary(const dg_results *r, const dg_table *t)
 
 int dg_cmd_decompose(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "boot", required_argument, NULL, 'b' },
-		{ "seed", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	long boot = 1000;
-	unsigned long seed = 1;
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'b':
-			if (dg_opt_long("decompose", "boot", optarg, 0, 10000000, &boot))
-				return 2;
-			break;
-		case 's':
-			if (dg_opt_seed("decompose", "seed", optarg, &seed))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind != argc - 1) {
-		usage(stderr);
-		return 2;
-	}
+	dg_results_args a;
+	int rc = dg_results_args_parse(&a, "decompose", false, argc, argv, usage);
+	if (rc)
+		return rc > 0 ? 0 : 2;
 	dg_results r;
-	if (dg_results_load(&r, argv[optind]))
+	if (dg_results_load(&r, a.dir))
 		return 1;
 	int *layers = dg_malloc(r.n_clusters * sizeof *layers);
 	printf("decompose: %s: %zu units, %d policies, %d densities, %d (layer, head) clusters; "
@@ -87,10 +58,10 @@ int dg_cmd_decompose(int argc, char **argv)
 	       r.n_policies, r.n_densities, r.n_clusters, r.warmup, dg_results_layers(&r, layers),
 	       r.n_dense_layers);
 	free(layers);
-	int rc = 0, built = 0;
+	int built = 0;
 	for (int k = 0; k < DG_TABLE_COUNT && !rc; k++) {
 		dg_table t;
-		if (dg_table_build(&r, k, -1, (int)boot, seed, &t)) {
+		if (dg_table_build(&r, k, -1, (int)a.boot, a.seed, &t)) {
 			dg_warn("decompose: %s: no density has the policies of the %s table",
 				r.dir, dg_table_name(k));
 			dg_table_free(&t);
@@ -98,7 +69,7 @@ int dg_cmd_decompose(int argc, char **argv)
 		}
 		built++;
 		printf("%s (%d rows, %ld bootstrap replicates, seed %lu): %s sum to %s within %.2g\n",
-		       dg_table_name(k), t.n_rows, boot, seed,
+		       dg_table_name(k), t.n_rows, a.boot, a.seed,
 		       k == DG_TABLE_LADDER ? "sources" : "Shapley shares",
 		       k == DG_TABLE_LADDER ? "E(est-block)" : "the total reduction",
 		       dg_table_check(&t));

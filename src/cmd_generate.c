@@ -7,7 +7,6 @@
  *   dsgap generate --model DIR --text T.safetensors --latent 4x16x16 --seed 1 \
  *                  --policies dense,mc-sparse --density 0.15 --schedule warmup=10,dense_layers=0 --out G
  */
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 
 #include "commands.h"
 #include "dit_attn.h"
+#include "dit_cli.h"
 #include "dit_sample.h"
 #include "fidelity.h"
 #include "replay.h"
@@ -37,37 +37,18 @@ static void usage(FILE *f)
 		"Closed loop: runs the dense reference and every policy (at every density) from the same\n"
 		"noise, with the policy inside every self-attention call, and writes DIR/<run>.h5 (final\n"
 		"latents), DIR/generate.csv and DIR/generate.json.\n\n"
-		"  --model P          checkpoint directory (config.json + safetensors or index), file or index\n"
-		"  --text FILE        text embeddings [tokens, text_dim]: safetensors or HDF5, one tensor\n"
-		"  --negative FILE    embeddings of the negative prompt for CFG (default: zeros)\n"
+		DG_DIT_USAGE_PROMPT
 		"  -o, --out DIR      output directory\n"
 		"  --policies LIST    policy specs as for replay (default dense,mc-sparse; dense always runs)\n"
 		"  --density LIST     top-k densities in (0,1] (default 0.15)\n"
 		"  --schedule S       warmup=W,anchors=a;b,dense_layers=l;m (denoising steps and blocks;\n"
 		"                     default no warm-up, anchor at step W-1, else 0)\n"
-		"  --latent FxHxW     latent size before patchify (default: from --noise)\n"
-		"  --noise FILE       initial noise [channels, F, H, W] (safetensors or HDF5)\n"
-		"  --seed N           Gaussian noise from GSL's mt19937 (default 0) when no --noise\n"
-		"  --steps S          denoising steps (default 50)\n"
-		"  --shift X          schedule shift (default 5)\n"
-		"  --guidance G       classifier-free guidance scale; 1 = no CFG (default 5)\n"
-		"  --sampler S        unipc (default) or euler\n"
-		"  --device D         cpu (default; the GPU path comes later)\n"
+		DG_DIT_USAGE_SAMPLING
+		DG_DIT_USAGE_DEVICE
 		"  --quiet            no progress lines\n\n"
 		"generate.csv: " GENERATE_HEADER "\n"
 		"psnr/ssim: per latent frame against the dense run, averaged over frames (min: worst frame);\n"
 		"density: computed (query, key) pairs / N^2 over every self-attention call of the run.\n");
-}
-
-static int parse_num(const char *opt, const char *s, double lo, double hi, double *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (end == s || *end || errno || !(v >= lo && v <= hi))
-		return dg_error("bad %s '%s' (expected a number in [%g, %g])", opt, s, lo, hi);
-	*out = v;
-	return 0;
 }
 
 /* file name of a run: the spec with '/' and ':' made safe, @density for sparse runs */
@@ -94,68 +75,32 @@ typedef struct {
 
 int dg_cmd_generate(int argc, char **argv)
 {
-	enum { O_MODEL = 256, O_TEXT, O_NEG, O_LATENT, O_NOISE, O_SEED, O_STEPS, O_SHIFT, O_GUIDE,
-	       O_SAMPLER, O_POL, O_DENS, O_SCHED, O_DEVICE, O_QUIET };
+	enum { O_POL = DG_DIT_O_END, O_DENS, O_SCHED };
 	static const struct option opts[] = {
-		{ "model", required_argument, 0, O_MODEL }, { "text", required_argument, 0, O_TEXT },
-		{ "negative", required_argument, 0, O_NEG }, { "out", required_argument, 0, 'o' },
-		{ "latent", required_argument, 0, O_LATENT }, { "noise", required_argument, 0, O_NOISE },
-		{ "seed", required_argument, 0, O_SEED }, { "steps", required_argument, 0, O_STEPS },
-		{ "shift", required_argument, 0, O_SHIFT }, { "guidance", required_argument, 0, O_GUIDE },
-		{ "sampler", required_argument, 0, O_SAMPLER }, { "policies", required_argument, 0, O_POL },
-		{ "density", required_argument, 0, O_DENS }, { "schedule", required_argument, 0, O_SCHED },
-		{ "device", required_argument, 0, O_DEVICE }, { "quiet", no_argument, 0, O_QUIET },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+		DG_DIT_OPTIONS,
+		{ "policies", required_argument, 0, O_POL }, { "density", required_argument, 0, O_DENS },
+		{ "schedule", required_argument, 0, O_SCHED }, { 0, 0, 0, 0 },
 	};
-	dg_dit_input_opts in = { .device = "cpu", .guidance = 5 };
-	dg_dit_sample_opts so = { .steps = 50, .shift = 5, .guidance = 5, .sampler = DG_SAMPLER_UNIPC };
-	const char *out = NULL, *policies = "dense,mc-sparse", *density = "0.15", *schedule = "";
-	bool quiet = false, seeded = true;
-	double x = 0;
+	dg_dit_cli cli;
+	dg_dit_cli_init(&cli);
+	dg_dit_sample_opts *so = &cli.so;
+	const char *policies = "dense,mc-sparse", *density = "0.15", *schedule = "";
 	int c, bad = 0;
 	opterr = 0;
 	optind = 1;
-	while (!bad && (c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+	while (!bad && (c = getopt_long(argc, argv, DG_DIT_SHORT, opts, NULL)) != -1) {
 		switch (c) {
-		case O_MODEL: in.model = optarg; break;
-		case O_TEXT: in.text = optarg; break;
-		case O_NEG: in.negative = optarg; break;
-		case 'o': out = optarg; break;
-		case O_LATENT: bad = dg_parse_latent("--latent", optarg, in.latent); break;
-		case O_NOISE: in.noise = optarg; seeded = false; break;
-		case O_SEED:
-			bad = parse_num("--seed", optarg, 0, 4294967295.0, &x);
-			in.seed = (unsigned long)x;
-			break;
-		case O_STEPS:
-			bad = parse_num("--steps", optarg, 1, 10000, &x) || (x != (int)x && dg_error("--steps must be an integer"));
-			so.steps = (int)x;
-			break;
-		case O_SHIFT: bad = parse_num("--shift", optarg, 1e-3, 1e3, &so.shift); break;
-		case O_GUIDE: bad = parse_num("--guidance", optarg, 0, 1e3, &so.guidance); break;
-		case O_SAMPLER:
-			if (dg_sampler_parse(optarg, &so.sampler))
-				bad = dg_error("generate: unknown --sampler '%s' (unipc or euler)", optarg);
-			break;
 		case O_POL: policies = optarg; break;
 		case O_DENS: density = optarg; break;
 		case O_SCHED: schedule = optarg; break;
-		case O_DEVICE: in.device = optarg; break;
-		case O_QUIET: quiet = true; break;
 		case 'h': usage(stdout); return 0;
-		case ':': bad = dg_error("generate: option '%s' needs a value", argv[optind - 1]); break;
-		default: bad = dg_error("generate: unknown option '%s' (dsgap generate --help)", argv[optind - 1]); break;
+		default: bad = dg_dit_cli_option(&cli, "generate", c, argv); break;
 		}
 	}
-	if (bad)
+	if (bad || dg_dit_cli_finish(&cli, "generate", argc, argv))
 		return 2;
-	if (optind < argc)
-		return dg_error("generate: unexpected argument '%s' (dsgap generate --help)", argv[optind]), 2;
-	if (!out || !in.model || !in.text)
-		return dg_error("generate: --model, --text and --out are required (dsgap generate --help)"), 2;
-	if (strcmp(in.device, "cpu") && strcmp(in.device, "gpu"))
-		return dg_error("generate: unknown --device '%s' (cpu or gpu)", in.device), 2;
-	in.guidance = so.guidance;
+	const char *out = cli.out;
+	bool quiet = cli.quiet;
 	dg_policy pol[MAX_POLICIES + 1];
 	double dens[MAX_DENSITIES];
 	dg_schedule sched;
@@ -176,7 +121,7 @@ int dg_cmd_generate(int argc, char **argv)
 		return 1;
 
 	dg_dit_inputs di;
-	if (dg_dit_inputs_load(&in, &di))
+	if (dg_dit_inputs_load(&cli.in, &di))
 		return 1;
 	dg_wan_model *m = di.model;
 	const dg_wan_config *cf = &m->cfg;
@@ -186,11 +131,11 @@ int dg_cmd_generate(int argc, char **argv)
 	double *ps = dg_malloc((size_t)F * sizeof(double)), *ss = dg_malloc((size_t)F * sizeof(double));
 	run_result *res = dg_calloc((size_t)(1 + np * nd), sizeof *res);
 	int nres = 0;
-	so.model = m;
-	memcpy(so.latent, di.latent, sizeof so.latent);
-	so.noise = di.noise;
-	so.cond = di.cond;
-	so.uncond = di.uncond;
+	so->model = m;
+	memcpy(so->latent, di.latent, sizeof so->latent);
+	so->noise = di.noise;
+	so->cond = di.cond;
+	so->uncond = di.uncond;
 	int shape[4] = { C, F, H, W };
 	for (int pi = 0; pi <= np; pi++) {
 		const dg_policy *p = &pol[pi];
@@ -203,14 +148,14 @@ int dg_cmd_generate(int argc, char **argv)
 			r->rho = rho;
 			dg_dit_attn *attn = dg_dit_attn_new(m->ops, p, rho, &sched, di.grid, cf->num_layers,
 							    cf->num_heads, dg_wan_head_dim(cf),
-							    so.guidance != 1 ? 2 : 1);
+							    so->guidance != 1 ? 2 : 1);
 			if (!attn)
 				goto done;
 			char label[200];
 			snprintf(label, sizeof label, p->dense ? "generate %s" : "generate %s@%g", p->name, rho);
-			so.attn = attn;
-			so.label = quiet ? NULL : label;
-			int sr = dg_dit_sample(&so, pi == 0 ? ref : lat, &r->ss);
+			so->attn = attn;
+			so->label = quiet ? NULL : label;
+			int sr = dg_dit_sample(so, pi == 0 ? ref : lat, &r->ss);
 			dg_dit_attn_get_stats(attn, &r->as);
 			dg_dit_attn_free(attn);
 			if (sr)
@@ -271,17 +216,7 @@ int dg_cmd_generate(int argc, char **argv)
 	cJSON_AddItemToObject(j, "config", mj ? mj : cJSON_CreateNull());
 	cJSON_AddItemToObject(j, "latent", cJSON_CreateIntArray(di.latent, 3));
 	cJSON_AddItemToObject(j, "grid", cJSON_CreateIntArray(di.grid, 3));
-	cJSON_AddNumberToObject(j, "steps", so.steps);
-	cJSON_AddNumberToObject(j, "shift", so.shift);
-	cJSON_AddNumberToObject(j, "guidance", so.guidance);
-	cJSON_AddStringToObject(j, "sampler", dg_sampler_name(so.sampler));
-	cJSON_AddStringToObject(j, "text", in.text);
-	if (in.negative)
-		cJSON_AddStringToObject(j, "negative", in.negative);
-	if (seeded)
-		cJSON_AddNumberToObject(j, "seed", (double)in.seed);
-	else
-		cJSON_AddStringToObject(j, "noise", in.noise);
+	dg_dit_cli_json(&cli, j);
 	cJSON *sj = cJSON_AddObjectToObject(j, "schedule");
 	cJSON_AddNumberToObject(sj, "warmup", sched.warmup);
 	if (sched.anchors_given)

@@ -4,8 +4,6 @@
  * `cd DIR/figures && gnuplot NAME.gp`) + NAME.pdf + NAME.png.
  *   dsgap plot results/demo --density 0.15
  */
-#include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,63 +31,23 @@ static void usage(FILE *f)
 
 int dg_cmd_plot(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "density", required_argument, NULL, 'd' },
-		{ "boot", required_argument, NULL, 'b' },
-		{ "seed", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	double density = NAN;
-	long boot = 1000;
-	unsigned long seed = 1;
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		char *end;
-		errno = 0;
-		switch (c) {
-		case 'd':
-			density = strtod(optarg, &end);
-			if (end == optarg || *end || errno || !(density >= 0 && density <= 1)) {
-				dg_error("plot: bad --density '%s' (a density_target in [0, 1])", optarg);
-				return 2;
-			}
-			break;
-		case 'b':
-			if (dg_opt_long("plot", "boot", optarg, 0, 10000000, &boot))
-				return 2;
-			break;
-		case 's':
-			if (dg_opt_seed("plot", "seed", optarg, &seed))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind != argc - 1) {
-		usage(stderr);
-		return 2;
-	}
+	dg_results_args a;
+	int rc = dg_results_args_parse(&a, "plot", true, argc, argv, usage);
+	if (rc)
+		return rc > 0 ? 0 : 2;
 	dg_results r;
-	if (dg_results_load(&r, argv[optind]))
+	if (dg_results_load(&r, a.dir))
 		return 1;
-	dg_plot_opts o = { .boot = (int)boot, .seed = seed };
-	int rc = 0;
-	if (isnan(density)) {
+	dg_plot_opts o = { .boot = (int)a.boot, .seed = a.seed };
+	if (isnan(a.density)) {
 		o.density = dg_results_density_near(&r, DEFAULT_DENSITY);
-	} else if ((o.density = dg_results_density_near(&r, density)),
-		   fabs(r.density[o.density] - density) > 1e-9) {
+	} else if ((o.density = dg_results_density_near(&r, a.density)),
+		   fabs(r.density[o.density] - a.density) > 1e-9) {
 		char have[512] = "";
 		for (int i = 0; i < r.n_densities && strlen(have) + 24 < sizeof have; i++)
 			snprintf(have + strlen(have), sizeof have - strlen(have), "%s%g",
 				 i ? ", " : "", r.density[i]);
-		rc = dg_error("plot: no density_target %g in %s/metrics.csv (there: %s)", density,
+		rc = dg_error("plot: no density_target %g in %s/metrics.csv (there: %s)", a.density,
 			      r.dir, have);
 	}
 	if (!rc) {

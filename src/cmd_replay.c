@@ -35,20 +35,6 @@ static void usage(FILE *f)
 		"  --quiet          no progress line\n");
 }
 
-static char *join_args(int argc, char **argv)
-{
-	size_t n = 16;
-	for (int i = 0; i < argc; i++)
-		n += strlen(argv[i]) + 1;
-	char *s = dg_malloc(n);
-	strcpy(s, "dsgap");
-	for (int i = 0; i < argc; i++) {
-		strcat(s, " ");
-		strcat(s, argv[i]);
-	}
-	return s;
-}
-
 int dg_cmd_replay(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -91,7 +77,7 @@ int dg_cmd_replay(int argc, char **argv)
 		return dg_error("replay: bad --density '%s' (comma-separated numbers in (0,1])", density), 1;
 	if (dg_schedule_parse(schedule, &o.schedule))
 		return 1;
-	char *cmd = join_args(argc, argv);
+	char *cmd = dg_join_args(argc, argv);
 	o.command_line = cmd;
 	double t0 = dg_now();
 	int rc = dg_replay(&o);

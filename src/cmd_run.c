@@ -46,20 +46,6 @@ static void usage(FILE *f)
 		"  --quiet          no progress lines\n");
 }
 
-static char *join_args(int argc, char **argv)
-{
-	size_t n = 16;
-	for (int i = 0; i < argc; i++)
-		n += strlen(argv[i]) + 1;
-	char *s = dg_malloc(n);
-	strcpy(s, "dsgap");
-	for (int i = 0; i < argc; i++) {
-		strcat(s, " ");
-		strcat(s, argv[i]);
-	}
-	return s;
-}
-
 /* "i/n" with 0 <= i < n */
 static int parse_slash(const char *s, int *i, int *n)
 {
@@ -399,7 +385,7 @@ int dg_cmd_run(int argc, char **argv)
 		free(idx);
 		goto out;
 	}
-	char *cmd = join_args(argc, argv);
+	char *cmd = dg_join_args(argc, argv);
 	double t0 = dg_now();
 	int err = dg_batch_prepare(&e, out);
 	if (!err && !quiet && !is_worker)

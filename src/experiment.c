@@ -791,31 +791,13 @@ int dg_experiment_load_string(dg_experiment *e, const char *text, const char *pa
 int dg_experiment_load(dg_experiment *e, const char *path)
 {
 	memset(e, 0, sizeof *e);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return dg_error("cannot open %s: %s", path, strerror(errno));
-	char *text = NULL;
-	size_t n = 0, cap = 0;
-	for (;;) {
-		if (n + 4096 + 1 > cap)
-			text = dg_realloc(text, cap = 2 * cap + 8192);
-		size_t k = fread(text + n, 1, 4096, f);
-		n += k;
-		if (k < 4096)
-			break;
-		if (n > (16u << 20)) {
-			fclose(f);
-			free(text);
-			return dg_error("%s: larger than 16 MiB: not an experiment file", path);
-		}
-	}
-	int bad = ferror(f);
-	fclose(f);
-	if (bad) {
-		free(text);
-		return dg_error("cannot read %s", path);
-	}
-	text[n] = 0;
+	size_t n;
+	char *text = dg_read_all(path, 16u << 20, &n);
+	if (!text && errno == EFBIG)
+		return dg_error("%s: larger than 16 MiB: not an experiment file", path);
+	if (!text)
+		return dg_error(errno == EIO || errno == EISDIR ? "cannot read %s: %s" : "cannot open %s: %s",
+				path, strerror(errno));
 	if (strlen(text) != n) {
 		free(text);
 		return dg_error("%s: holds NUL bytes: not an experiment file", path);

@@ -5,6 +5,7 @@
 #include "results.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,24 +343,14 @@ static char *json_string(const cJSON *obj, const char *key)
 
 static int load_run(dg_results *r, const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return dg_error("cannot open %s: %s", path, strerror(errno));
-	char *text = NULL;
-	size_t n = 0, cap = 0;
-	for (;;) {
-		if (n + 4096 + 1 > cap)
-			text = dg_realloc(text, cap = 2 * cap + 8192);
-		size_t got = fread(text + n, 1, 4096, f);
-		n += got;
-		if (got < 4096)
-			break;
-	}
-	text[n] = 0;
-	int rc = ferror(f) ? dg_error("cannot read %s: %s", path, strerror(errno)) : 0;
-	fclose(f);
-	cJSON *root = rc ? NULL : cJSON_ParseWithLength(text, n);
-	if (!rc && !root) {
+	size_t n;
+	char *text = dg_read_all(path, SIZE_MAX, &n);
+	if (!text)
+		return dg_error(errno == EIO || errno == EISDIR ? "cannot read %s: %s" : "cannot open %s: %s",
+				path, strerror(errno));
+	cJSON *root = cJSON_ParseWithLength(text, n);
+	int rc = 0;
+	if (!root) {
 		const char *at = cJSON_GetErrorPtr();
 		int line = 1;
 		for (const char *p = text; at && p < at && *p; p++)
@@ -399,6 +390,53 @@ static int load_run(dg_results *r, const char *path)
 	cJSON_Delete(root);
 	free(text);
 	return rc;
+}
+
+int dg_results_args_parse(dg_results_args *a, const char *cmd, bool with_density, int argc,
+			  char **argv, void (*usage)(FILE *f))
+{
+	static const struct option opts[] = {
+		{ "density", required_argument, NULL, 'd' },
+		{ "boot", required_argument, NULL, 'b' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	*a = (dg_results_args){ .density = NAN, .boot = 1000, .seed = 1 };
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts + !with_density, NULL)) != -1) {
+		char *end;
+		errno = 0;
+		switch (c) {
+		case 'd':
+			a->density = strtod(optarg, &end);
+			if (end == optarg || *end || errno || !(a->density >= 0 && a->density <= 1))
+				return dg_error("%s: bad --density '%s' (a density_target in [0, 1])", cmd,
+						optarg);
+			break;
+		case 'b':
+			if (dg_opt_long(cmd, "boot", optarg, 0, 10000000, &a->boot))
+				return -1;
+			break;
+		case 's':
+			if (dg_opt_seed(cmd, "seed", optarg, &a->seed))
+				return -1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return -1;
+	}
+	a->dir = argv[optind];
+	return 0;
 }
 
 int dg_results_load(dg_results *r, const char *dir)

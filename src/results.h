@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #define DG_ANY INT_MIN /* a filter field that does not restrict */
 
@@ -72,6 +73,21 @@ typedef struct {
  */
 int dg_results_load(dg_results *r, const char *dir);
 void dg_results_free(dg_results *r);
+
+/*
+ * The command line of the commands that read a results directory (decompose, plot):
+ * CMD DIR [--density X] [--boot N] [--seed X], --density only where with_density. Defaults:
+ * density NaN (not given), boot 1000, seed 1. Prints usage(stdout) on --help and usage(stderr)
+ * on a bad command line. Returns 0 (go on), 1 (--help: exit 0) or -1 (bad: exit 2).
+ */
+typedef struct {
+	const char *dir;
+	double density;
+	long boot;
+	unsigned long seed;
+} dg_results_args;
+int dg_results_args_parse(dg_results_args *a, const char *cmd, bool with_density, int argc,
+			  char **argv, void (*usage)(FILE *f));
 
 /* Building in memory (tests): add units (policy by name; u->policy is ignored), then index. */
 void dg_results_add(dg_results *r, const char *policy, const dg_unit *u);

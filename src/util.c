@@ -345,3 +345,44 @@ int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3])
 	}
 	return 0;
 }
+
+char *dg_join_args(int argc, char **argv)
+{
+	size_t n = 16;
+	for (int i = 0; i < argc; i++)
+		n += strlen(argv[i]) + 1;
+	char *s = dg_malloc(n);
+	strcpy(s, "dsgap");
+	for (int i = 0; i < argc; i++) {
+		strcat(s, " ");
+		strcat(s, argv[i]);
+	}
+	return s;
+}
+
+char *dg_read_all(const char *path, size_t max, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t n = 0, cap = 65536;
+	char *s = dg_malloc(cap);
+	errno = 0;
+	for (;;) {
+		n += fread(s + n, 1, cap - n - 1, f);
+		if (n < cap - 1 || n > max)
+			break;
+		s = dg_realloc(s, cap *= 2);
+	}
+	int err = ferror(f) ? (errno ? errno : EIO) : n > max ? EFBIG : 0;
+	fclose(f);
+	if (err) {
+		free(s);
+		errno = err;
+		return NULL;
+	}
+	s[n] = 0;
+	if (len)
+		*len = n;
+	return s;
+}

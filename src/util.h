@@ -81,6 +81,14 @@ void dg_out_abort(dg_out *o);
 /* Temporary name for PATH (PATH.tmp.PID), new string: for writers that are not stdio (HDF5). */
 char *dg_tmp_name(const char *path);
 
+/* The command line as "dsgap ARGV[0] ARGV[1] ...", a new string (for the record of a run). */
+char *dg_join_args(int argc, char **argv);
+
+/* The whole file as a NUL-terminated string (new), its length into *len (if not NULL); or NULL
+ * with errno set: fopen's error, a read error (EIO, or EISDIR for a directory), or EFBIG (more
+ * than max bytes). Reports nothing. */
+char *dg_read_all(const char *path, size_t max, size_t *len);
+
 /* Split a comma-separated list in place into at most max items; returns the count or -1. */
 int dg_split(char *s, char sep, char **items, int max);
 /* Parse a list "0.1,0.15" / "1,5,9" / "0-3" (ints only: ranges a-b inclusive). Return count or -1. */

@@ -13,6 +13,7 @@
  * Exits 77 (skipped) when there is no CUDA device.
  */
 #include "dsgap_kernels.h"
+#include "host_common.h"
 #include "testhelp.h"
 
 #include <cuda_runtime.h>
@@ -26,36 +27,7 @@
 #include <algorithm>
 #include <vector>
 
-#ifndef DG_GIT_COMMIT
-#define DG_GIT_COMMIT "unknown"
-#endif
-
-#define CUDA_CHECK(x) do { \
-	cudaError_t e_ = (x); \
-	if (e_ != cudaSuccess) { \
-		fprintf(stderr, "CUDA error %s at %s in %s (%s:%d): %s\n", cudaGetErrorName(e_), #x, __func__, __FILE__, \
-			__LINE__, cudaGetErrorString(e_)); \
-		exit(1); \
-	} \
-} while (0)
-
 /* ------------------------------------------------------------------------------------------------ */
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rng_u64(void)
-{
-	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-static double rng_uniform(void) { return (rng_u64() >> 11) * (1.0 / 9007199254740992.0); }
-static int rng_int(int n) { return (int)(rng_uniform() * n); }
-static double rng_normal(void)
-{
-	double u = rng_uniform(), v = rng_uniform();
-	return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-}
-
 static uint16_t f2bf(float f)
 {
 	uint32_t u;
@@ -594,14 +566,9 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	int ndev = 0;
-	cudaError_t e = cudaGetDeviceCount(&ndev);
-	if (e != cudaSuccess || ndev == 0) {
-		printf("skipped: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-		return 77;
-	}
 	cudaDeviceProp prop;
-	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+	if (gpu_device_or_skip(&prop))
+		return 77;
 	char date[32];
 	time_t now = time(NULL);
 	strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -620,7 +587,7 @@ int main(int argc, char **argv)
 		printf("# device is not sm_90: only version 1 is checked\n");
 		g_only = 1;
 	}
-	rng_state ^= (uint64_t)now * 0x2545F4914F6CDD1Dull; /* fresh inputs every run */
+	rng_state = 0x9E3779B97F4A7C15ull ^ (uint64_t)now * 0x2545F4914F6CDD1Dull; /* fresh inputs every run */
 	if (getenv("DG_SEED")) /* reproduce a run: the seed it printed */
 		rng_state = strtoull(getenv("DG_SEED"), NULL, 10);
 	printf("# seed %llu (DG_SEED=%llu reproduces these inputs)\n", (unsigned long long)rng_state,

@@ -25,6 +25,7 @@
  * Exits 77 (skipped) when there is no CUDA device.
  */
 #include "dsgap_kernels.h"
+#include "host_common.h"
 
 #include "attention.h"
 #include "groups.h"
@@ -41,32 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define CUDA_CHECK(x) do { \
-	cudaError_t e_ = (x); \
-	if (e_ != cudaSuccess) { \
-		fprintf(stderr, "CUDA error %s at %s in %s (%s:%d): %s\n", cudaGetErrorName(e_), #x, __func__, __FILE__, \
-			__LINE__, cudaGetErrorString(e_)); \
-		exit(1); \
-	} \
-} while (0)
-
-/* ------------------------------------------------------------------------------------------------ */
-static uint64_t rng_state;
-static uint64_t rng_u64(void)
-{
-	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-static double rng_uniform(void) { return (rng_u64() >> 11) * (1.0 / 9007199254740992.0); }
-static int rng_int(int n) { return (int)(rng_uniform() * n); }
-static double rng_normal(void)
-{
-	double u = rng_uniform(), v = rng_uniform();
-	return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-}
 
 static cudaStream_t stream;
 
@@ -1024,13 +999,9 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	int ndev = 0;
-	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-		printf("no CUDA device: skipped\n");
-		return 77;
-	}
 	struct cudaDeviceProp prop;
-	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+	if (gpu_device_or_skip(&prop))
+		return 77;
 	printf("device: %s (%d SMs), seed %llu\n", prop.name, prop.multiProcessorCount, (unsigned long long)seed);
 	rng_state = seed;
 	dg_attn_init_threads();

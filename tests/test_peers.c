@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "peers.h"
 #include "policy_run.h"
+#include "ref64.h"
 #include "synth.h"
 #include "testhelp.h"
 #include "trace.h"
@@ -23,30 +24,6 @@
 static int n, d, grid[3];
 static float *q, *k, *v;
 static double *P, *O; /* (n, n) exact probabilities, (n, d) dense output, fp64 */
-
-static void dense64(void)
-{
-	for (int i = 0; i < n; i++) {
-		double mx = -INFINITY, sum = 0, *p = P + (size_t)i * n;
-		for (int j = 0; j < n; j++) {
-			double dot = 0;
-			for (int c = 0; c < d; c++)
-				dot += (double)q[(size_t)i * d + c] * k[(size_t)j * d + c];
-			p[j] = dot / sqrt((double)d);
-			mx = fmax(mx, p[j]);
-		}
-		for (int j = 0; j < n; j++)
-			sum += p[j] = exp(p[j] - mx);
-		for (int j = 0; j < n; j++)
-			p[j] /= sum;
-		for (int c = 0; c < d; c++) {
-			double o = 0;
-			for (int j = 0; j < n; j++)
-				o += p[j] * v[(size_t)j * d + c];
-			O[(size_t)i * d + c] = o;
-		}
-	}
-}
 
 /* Run policy spec at density rho on the loaded unit over `steps` steps of the same Q/K/V
  * (schedule sched), the output of the last into o; returns its computed pairs. */
@@ -73,31 +50,6 @@ static int64_t run(const char *spec, double rho, const char *sched, int steps, f
 	return out.pairs;
 }
 
-/* the sparse output (fp64) of a 0/1 selection sel (n, n) */
-static void sparse64(const char *sel, double *o)
-{
-	for (int i = 0; i < n; i++) {
-		double m = 0;
-		for (int j = 0; j < n; j++)
-			m += sel[(size_t)i * n + j] ? P[(size_t)i * n + j] : 0;
-		for (int c = 0; c < d; c++) {
-			double acc = 0;
-			for (int j = 0; j < n; j++)
-				if (sel[(size_t)i * n + j])
-					acc += P[(size_t)i * n + j] * v[(size_t)j * d + c];
-			o[(size_t)i * d + c] = acc / m;
-		}
-	}
-}
-
-static int rank_desc(const void *a, const void *b)
-{
-	const double *x = a, *y = b;
-	if (x[0] != y[0])
-		return x[0] > y[0] ? -1 : 1;
-	return (x[1] > y[1]) - (x[1] < y[1]);
-}
-
 /* Block selection (fp64) of one query block from block scores s (nb), forced blocks (s = +inf):
  * topp p (p > 0) or the best blocks until K keys; in (nb) 0/1. Returns 1 on a near tie (the
  * cumulative mass within 1e-5 of the threshold, or equal neighbouring scores at the cut). */
@@ -112,7 +64,7 @@ static int select_blocks(const double *s, int nb, int bs, double p, int K, char 
 			m++;
 		}
 	}
-	qsort(ord, m, 2 * sizeof(double), rank_desc);
+	qsort(ord, m, 2 * sizeof(double), ref_rank_desc);
 	while (keep < m && (p > 0 ? cum < p * total : held < K)) {
 		cum += ord[2 * keep];
 		held += (int)ord[2 * keep + 1] == (n - 1) / bs ? n - (n - 1) / bs * bs : bs;
@@ -381,20 +333,20 @@ int main(void)
 		dg_trace_read(&t, DG_QKV_Q, 0, 0, h, q);
 		dg_trace_read(&t, DG_QKV_K, 0, 0, h, k);
 		dg_trace_read(&t, DG_QKV_V, 0, 0, h, v);
-		dense64();
+		ref_probs64(q, k, v, n, d, P, O);
 
 		/* xattention (§2.5): tau = 1 is dense; the default against fp64 */
 		int64_t pairs = run("xattention/budget=topp:1", 0.15, "warmup=0", 1, o);
 		CHECKF(pairs == (int64_t)n * n && rel(o, O) < 1e-4, "head %d: xattention with tau=1 is dense", h);
 		xattn64(8, sc);
 		int ties = block_sel(sc, 128, 0.9, 0, sel);
-		sparse64(sel, o64);
+		ref_sparse64(P, v, n, d, sel, o64, NULL);
 		pairs = run("xattention", 0.15, "warmup=0", 1, o);
 		CHECKF(ties || (pairs == count(sel) && rel(o, o64) < 1e-4),
 		       "head %d: xattention (S=8, tau=0.9) = fp64 (density %.3f, rel %.2g%s)", h,
 		       (double)pairs / n / n, rel(o, o64), ties ? ", near tie: skipped" : "");
 		ties = block_sel(sc, 128, 0, 0.25, sel);
-		sparse64(sel, o64);
+		ref_sparse64(P, v, n, d, sel, o64, NULL);
 		pairs = run("xattention/budget=topk", 0.25, "warmup=0", 1, o);
 		CHECKF(ties || (pairs == count(sel) && rel(o, o64) < 1e-4),
 		       "head %d: xattention at matched density 0.25 = fp64 (density %.3f)", h, (double)pairs / n / n);
@@ -414,7 +366,7 @@ int main(void)
 		snprintf(spec, sizeof spec, "spargeattn/theta=%.9g", theta);
 		sparge64(strtod(spec + 17, NULL), sc, qs, ks);
 		ties = block_sel(sc, 128, 0.98, 0, sel);
-		sparse64(sel, o64);
+		ref_sparse64(P, v, n, d, sel, o64, NULL);
 		pairs = run(spec, 0.15, "warmup=0", 1, o);
 		int forced = 1;
 		for (int g = 0; g < nb; g++)
@@ -426,7 +378,7 @@ int main(void)
 		       "(density %.3f)", h, theta, (double)pairs / n / n);
 		sparge64(-0.1, sc, qs, ks);
 		ties = block_sel(sc, 128, 0, 0.25, sel);
-		sparse64(sel, o64);
+		ref_sparse64(P, v, n, d, sel, o64, NULL);
 		pairs = run("spargeattn/theta=-0.1/budget=topk", 0.25, "warmup=0", 1, o);
 		CHECKF(ties || (pairs == count(sel) && rel(o, o64) < 1e-4),
 		       "head %d: spargeattn top-k at matched density 0.25 = fp64", h);

@@ -16,6 +16,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "attention.h"
+#include "ref64.h"
 #include "replay.h"
 #include "select.h"
 #include "synth.h"
@@ -35,39 +36,6 @@ typedef struct {
 	const float *q, *k, *v;
 } unit64;
 
-static void unit_dense(unit64 *u)
-{
-	int n = u->n, d = u->d;
-	for (int i = 0; i < n; i++) {
-		double mx = -INFINITY, sum = 0, *p = u->P + (size_t)i * n;
-		for (int j = 0; j < n; j++) {
-			double dot = 0;
-			for (int c = 0; c < d; c++)
-				dot += (double)u->q[(size_t)i * d + c] * u->k[(size_t)j * d + c];
-			p[j] = dot / sqrt((double)d);
-			mx = fmax(mx, p[j]);
-		}
-		for (int j = 0; j < n; j++)
-			sum += p[j] = exp(p[j] - mx);
-		for (int j = 0; j < n; j++)
-			p[j] /= sum;
-		for (int c = 0; c < d; c++) {
-			double o = 0;
-			for (int j = 0; j < n; j++)
-				o += p[j] * u->v[(size_t)j * d + c];
-			u->O[(size_t)i * d + c] = o;
-		}
-	}
-}
-
-static int rank_desc(const void *a, const void *b)
-{
-	const double *x = a, *y = b;
-	if (x[0] != y[0])
-		return x[0] > y[0] ? -1 : 1;
-	return (x[1] > y[1]) - (x[1] < y[1]);
-}
-
 /* keep the `keep` best of cols scores into in[] (0/1 over cols); returns 1 if the boundary is a
  * near tie (0 < relative gap < 1e-5: fp32 rounding could order it either way; exact ties
  * are broken by index on both sides) */
@@ -76,7 +44,7 @@ static int keep_best(const double *score, int cols, int keep, char *in)
 	double *pairs = malloc(sizeof(double) * 2 * cols);
 	for (int j = 0; j < cols; j++)
 		pairs[2 * j] = score[j], pairs[2 * j + 1] = j;
-	qsort(pairs, cols, 2 * sizeof(double), rank_desc);
+	qsort(pairs, cols, 2 * sizeof(double), ref_rank_desc);
 	memset(in, 0, cols);
 	for (int t = 0; t < keep; t++)
 		in[(int)pairs[2 * t + 1]] = 1;
@@ -132,7 +100,7 @@ static int select64(const unit64 *u, const char *pol, double rho, char *sel)
 			double *ord = malloc(sizeof(double) * 2 * nb);
 			for (int b = 0; b < nb; b++)
 				ord[2 * b] = s[b], ord[2 * b + 1] = b;
-			qsort(ord, nb, 2 * sizeof(double), rank_desc);
+			qsort(ord, nb, 2 * sizeof(double), ref_rank_desc);
 			int held = 0;
 			for (keep = 0; keep < nb && held < K; keep++)
 				held += (int)ord[2 * keep + 1] == nb - 1 ? n - (nb - 1) * 128 : 128;
@@ -146,25 +114,6 @@ static int select64(const unit64 *u, const char *pol, double rho, char *sel)
 	free(s);
 	free(in);
 	return tie;
-}
-
-/* sparse output (n, d) and retained mass (n) of a selection */
-static void sparse64(const unit64 *u, const char *sel, double *o, double *mass)
-{
-	int n = u->n, d = u->d;
-	for (int i = 0; i < n; i++) {
-		double m = 0;
-		for (int j = 0; j < n; j++)
-			m += sel[(size_t)i * n + j] ? u->P[(size_t)i * n + j] : 0;
-		mass[i] = m;
-		for (int c = 0; c < d; c++) {
-			double acc = 0;
-			for (int j = 0; j < n; j++)
-				if (sel[(size_t)i * n + j])
-					acc += u->P[(size_t)i * n + j] * u->v[(size_t)j * d + c];
-			o[(size_t)i * d + c] = acc / m;
-		}
-	}
 }
 
 typedef struct {
@@ -278,7 +227,7 @@ int main(void)
 				dg_trace_read(&t, DG_QKV_Q, s, l, h, q);
 				dg_trace_read(&t, DG_QKV_K, s, l, h, k);
 				dg_trace_read(&t, DG_QKV_V, s, l, h, v);
-				unit_dense(&u);
+				ref_probs64(u.q, u.k, u.v, u.n, u.d, u.P, u.O);
 				for (int p = 0; p < NPOL; p++)
 					for (int di = 0; di < 2; di++) {
 						const char *pn = policies[p];
@@ -293,7 +242,7 @@ int main(void)
 								anchor_sel[p][di] = dg_malloc((size_t)n * n);
 								tie_state[p][di] = select64(&u, pn, densities[di], anchor_sel[p][di]);
 								if (res) {
-									sparse64(&u, anchor_sel[p][di], os, mass);
+									ref_sparse64(u.P, u.v, u.n, u.d, anchor_sel[p][di], os, mass);
 									resid[p][di] = dg_malloc(sizeof(double) * n * d);
 									for (int e = 0; e < n * d; e++)
 										resid[p][di][e] = u.O[e] - os[e];
@@ -304,7 +253,7 @@ int main(void)
 							if (!dense_out || (res && !anchor_pol)) {
 								const char *use = anchor_pol ? anchor_sel[p][di] : sel;
 								tie |= anchor_pol ? tie_state[p][di] : 0;
-								sparse64(&u, use, os, mass);
+								ref_sparse64(u.P, u.v, u.n, u.d, use, os, mass);
 								for (int e = 0; e < n * d; e++)
 									out64[e] = os[e] + (res && resid[p][di] ? resid[p][di][e] : 0);
 								long pairs = 0;

@@ -14,7 +14,7 @@ for t in build/tests/gpu_*; do [ -x "$t" ] && [ -f "$t" ] && cp "$t" .carry/bin/
 [ -x build/kernels/dsgap-bench-kernels ] && cp build/kernels/dsgap-bench-kernels .carry/bin/ || true
 [ -x build/dsgap-bench-kernels ] && cp build/dsgap-bench-kernels .carry/bin/ || true
 # libraries of the harness that a stock CUDA image lacks (the rest of ldd's list is there)
-for lib in libhdf5_serial.so.103 libhdf5_serial_hl.so.100 libsz.so.2 libaec.so.0 libgsl.so.27 \
+for lib in libhdf5_serial.so.103 libhdf5_serial_hl.so.100 libsz.so.2 libaec.so.0 libgsl.so.27 libgslcblas.so.0 \
            libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libcjson.so.1 libinih.so.1 libgomp.so.1; do
   cp -L "/lib/x86_64-linux-gnu/$lib" .carry/lib/
 done

@@ -16,3 +16,8 @@ set_tests_properties(cli_dit PROPERTIES FIXTURES_REQUIRED wan_models)
 add_test(NAME wan_ref_check COMMAND /usr/bin/python3 -B ${CMAKE_CURRENT_SOURCE_DIR}/wan_ref.py check
          ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/wan)
 set_tests_properties(wan_ref_check PROPERTIES LABELS cpu)
+# one forward with every block's output and Q/K/V dumped, for the PyTorch / diffusers comparison
+# (tests/torch_ref/compare_diffusers.py; needs torch and diffusers, so it is not a ctest)
+add_executable(wan_dump wan_dump.c)
+target_link_libraries(wan_dump PRIVATE dsgapcore)
+target_include_directories(wan_dump PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})

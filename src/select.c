@@ -5,6 +5,7 @@
 #include "select.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,37 +48,49 @@ static int cmp_rank(const void *a, const void *b)
 	return before(a, b) ? -1 : before(b, a) ? 1 : 0;
 }
 
-/* Rearrange it[0..n) so that the k best (by `before`) come first, in any order. Quickselect with a
- * median-of-three pivot; O(n) expected. */
+/* float -> uint32 whose unsigned order is the float order (-0.0 ranks as +0.0) */
+static inline uint32_t order_key(float f)
+{
+	union { float f; uint32_t u; } x = { .f = f == 0.0f ? 0.0f : f };
+	return x.u & 0x80000000u ? ~x.u : x.u | 0x80000000u;
+}
+
+/*
+ * Rearrange it[0..n) (in ascending index order) so that the k best by `before` come first, in any
+ * order: a radix select finds the k-th largest key in three histogram passes (11, 11, 10 bits),
+ * then the items above it and the lowest-index items equal to it move to the front. O(n).
+ */
 static void select_best(item *it, int n, int k)
 {
-	int lo = 0, hi = n - 1;
-	while (lo < hi && k > lo && k <= hi) {
-		int mid = lo + (hi - lo) / 2;
-		item a = it[lo], b = it[mid], c = it[hi], piv;
-		if (before(&a, &b))
-			piv = before(&b, &c) ? b : (before(&a, &c) ? c : a);
-		else
-			piv = before(&a, &c) ? a : (before(&b, &c) ? c : b);
-		int i = lo, j = hi;
-		while (i <= j) {
-			while (before(&it[i], &piv))
-				i++;
-			while (before(&piv, &it[j]))
-				j--;
-			if (i <= j) {
-				item t = it[i];
-				it[i++] = it[j];
-				it[j--] = t;
-			}
+	if (k <= 0 || k >= n)
+		return;
+	static const int shift[3] = { 21, 10, 0 }, bits[3] = { 11, 11, 10 };
+	uint32_t prefix = 0, mask = 0;
+	int want = k; /* items still to take at or below the prefix */
+	for (int pass = 0; pass < 3; pass++) {
+		int hist[2048] = { 0 }, nb = 1 << bits[pass];
+		for (int i = 0; i < n; i++) {
+			uint32_t u = order_key(it[i].s);
+			if ((u & mask) == prefix)
+				hist[(u >> shift[pass]) & (nb - 1)]++;
 		}
-		if (k <= j + 1)
-			hi = j;
-		else if (k >= i)
-			lo = i;
-		else
-			break;
+		int digit = nb - 1;
+		for (; digit > 0 && hist[digit] < want; digit--)
+			want -= hist[digit];
+		prefix |= (uint32_t)digit << shift[pass];
+		mask |= (uint32_t)(nb - 1) << shift[pass];
 	}
+	/* threshold key = prefix; take every larger key and the first `want` equal ones */
+	int j = 0, equal = 0;
+	for (int i = 0; i < n; i++) {
+		uint32_t u = order_key(it[i].s);
+		if (u > prefix || (u == prefix && equal++ < want)) {
+			item t = it[j];
+			it[j++] = it[i];
+			it[i] = t;
+		}
+	}
+	DG_ASSERT(j == k);
 }
 
 size_t dg_select_work_size(int n) { return (size_t)n * (sizeof(item) + 1); }

@@ -287,8 +287,11 @@ static void test_budget(void)
 	for (int trial = 0; trial < 40; trial++) {
 		int n = 1 + (int)gsl_rng_uniform_int(rng, 3000);
 		float *s = dg_malloc(n * sizeof(float)), *pairs = dg_malloc(2 * n * sizeof(float));
-		for (int j = 0; j < n; j++) /* few distinct values: many ties */
-			s[j] = (float)gsl_rng_uniform_int(rng, trial % 2 ? 5 : 100000);
+		for (int j = 0; j < n; j++) { /* few distinct values: many ties; negatives and -0.0 too */
+			s[j] = (float)gsl_rng_uniform_int(rng, trial % 2 ? 5 : 100000) - (trial % 4 == 1 ? 2.0f : 0.0f);
+			if (s[j] == 0.0f && j % 2)
+				s[j] = -0.0f;
+		}
 		int lo = (int)gsl_rng_uniform_int(rng, n), hi = lo + (int)gsl_rng_uniform_int(rng, 40);
 		dg_budget b = { DG_KV_TOKEN, DG_BUDGET_TOPK, gsl_rng_uniform_pos(rng), 0, lo, hi };
 		int *out = dg_malloc(n * sizeof(int));

@@ -112,7 +112,8 @@ def write_plot(out, log_rows, val_rows, title):
         for r in val_rows:
             f.write("%d %.4f %.6f\n" % r)
     gp = os.path.join(out, "loss.gp")
-    style = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "analysis", "style.gp")
+    style = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "analysis", "style.gp"),
+                            os.path.abspath(out))  # gnuplot runs in the model folder
     with open(gp, "w") as f:
         f.write("""# loss.gp: training loss of the bundled model (gnuplot loss.gp -> loss.png, loss.pdf)
 if (system("test -f %(style)s && echo 1") eq "1") load "%(style)s"

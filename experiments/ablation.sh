@@ -2,8 +2,9 @@
 # ablation.sh: experiment 2, the MC-Sparse factorial ablation (experiments/ablation.ini) ->
 # results/ablation/: ablation.{md,tex,csv} (E of the 8 cells, Shapley shares of G, S, R and
 # interactions, 95% cluster-bootstrap intervals, per layer), figures (ablation, shapley, error vs
-# steps since the anchor, error vs density, retained mass), summary.{csv,md}, metrics.csv.
-# Synthetic trace. About 2 minutes on 2 CPU cores. Extra arguments go to dsgap run.
+# steps since the anchor, error vs density, retained mass), the peer methods at matched density
+# beside the factorial (ablation.md), summary.{csv,md}, metrics.csv.
+# Synthetic trace. About 3-4 minutes on 2 CPU cores. Extra arguments go to dsgap run.
 source "$(dirname "$0")/lib.sh"
 exp_init ablation
 exp_run "$@"
@@ -21,4 +22,10 @@ reused on steps 3–9) at top-k densities 0.1, 0.15, 0.25; warm-up 3 steps.
 E(baseline) − E(mc-sparse) (they sum to it exactly), interactions, 95% (layer, head)-cluster
 bootstrap intervals, per layer. Figures: \`figures/ablation.png\`, \`shapley.png\`,
 \`error_vs_staleness.png\` (error vs steps since the anchor), \`error_vs_density.png\`,
-\`mass_distribution.png\`." "$RESULTS/run.json"
+\`mass_distribution.png\`.
+Peers (issue 7): each \`ablation.md\` density section lists the peer methods (src/peers.h, labelled by
+their paper) at matched density beside the factorial: per method the configuration run whose effective
+density is closest to the target (top-k peers follow the density: \`xattention\`, \`spargeattn\`
+(theta=-0.1) and \`svg2\` with budget=topk, \`chipmunk\`, \`pisa\`; DiTFastAttn's window tuned per
+density, STA's window 1-2 tiles, Radial at its default), its effective density (marked † when more
+than 20% off) and E with the paired difference to E(mc-sparse)." "$RESULTS/run.json"

@@ -2,8 +2,9 @@
 # ladder.sh: experiment 1, the oracle ladder vs density (experiments/ladder.ini) -> results/ladder/:
 # decomposition.{md,tex,csv} (the three sources of the gap at every density, all layers and per
 # layer, 95% cluster-bootstrap intervals), figures (error vs density; sources per layer at 0.15;
-# sources vs density, all layers and per layer; retained mass), summary.{csv,md}, metrics.csv.
-# Synthetic trace. About 1-2 minutes on 2 CPU cores. Extra arguments go to dsgap run
+# sources vs density, all layers and per layer; retained mass), the peer methods at matched
+# density beside the ladder (decomposition.md), summary.{csv,md}, metrics.csv.
+# Synthetic trace. About 2-3 minutes on 2 CPU cores. Extra arguments go to dsgap run
 # (e.g. --workers 2, or --gpus all with [device] device = gpu).
 source "$(dirname "$0")/lib.sh"
 exp_init ladder
@@ -81,4 +82,11 @@ oracle+res\`, refresh=step) at top-k densities 0.05, 0.1, 0.15, 0.25, 0.5; warm-
 E(oracle), lost contributions = E(oracle), per density, for all layers and per layer, with 95%
 (layer, head)-cluster bootstrap intervals. Figures: \`figures/sources_vs_density.png\` (stacked
 sources vs density, all layers and per layer), \`error_vs_density\`, \`sources_per_layer\` (ρ = 0.15),
-\`mass_distribution\`." "$RESULTS/run.json"
+\`mass_distribution\`.
+Peers (issue 7): each \`decomposition.md\` density section lists the peer methods (src/peers.h,
+labelled by their paper) at matched density beside the ladder: per method the configuration run whose
+effective density is closest to the target (top-k peers follow the density: \`xattention\`,
+\`spargeattn\` (theta=-0.1) and \`svg2\` with budget=topk, \`chipmunk\`, \`pisa\`; DiTFastAttn's window
+is tuned per density, STA's window swept over 1-3 tiles, Radial at its default), its effective density
+(marked † when more than 20% off: Radial cannot go below 0.83 on 5 frames, STA moves in steps of 1/8
+here) and E with the paired difference to E(est-block)." "$RESULTS/run.json"

@@ -30,8 +30,9 @@ typedef __nv_bfloat16 bf16;
 
 /* Parameters of one attention launch (dense or sparse). */
 struct dg_attn_params {
-	const bf16 *q, *k, *v; /* (heads, n, d) */
+	const bf16 *q, *k, *v; /* q (heads, n, d); k, v (heads, nk, d) */
 	int heads, n;
+	int nk;                /* dense: keys per head (cross-attention); 0 = n (always 0 for sparse) */
 	float scale_log2;      /* log2(e)/sqrt(d) */
 	/* dense outputs */
 	float *o_f32;          /* (heads, n, d) or NULL */
@@ -47,6 +48,9 @@ struct dg_attn_params {
 	float *mass;
 	int small_max;         /* groups of <= small_max queries are left to the small-group kernel */
 };
+
+/* Keys per head: p.nk for dense attention with its own key count, else n. */
+DG_DEV int dg_kv_len(const dg_attn_params &p) { return p.nk > 0 ? p.nk : p.n; }
 
 /* One unit of work: up to BM query rows of one head against one key list. */
 struct dg_item {
@@ -85,7 +89,7 @@ DG_DEV void dg_for_each_item(const dg_attn_params &p, F &&f)
 	const int h = blockIdx.y;
 	if (!SPARSE) {
 		const int m0 = blockIdx.x * BM;
-		dg_item it = {h, m0, min(BM, p.n - m0), 0, p.n};
+		dg_item it = {h, m0, min(BM, p.n - m0), 0, dg_kv_len(p)};
 		f(it);
 		return;
 	}
@@ -365,12 +369,23 @@ template <int NO> DG_DEV void rescale(float (&o)[NO], float a0, float a1)
 	}
 }
 
-/* P (accumulator layout, fp32) to bf16 A fragments: 16 keys per k-step, 4 registers each */
-template <int NS> DG_DEV void pack_p(uint32_t (&pr)[NS / 2], const float (&s)[NS])
+/*
+ * P (accumulator layout, fp32) to bf16 A fragments: 16 keys per k-step, 4 registers each.
+ * hi = bf16(P) (the bf16 mode: |hi - P| <= 2^-8 P). PRECISE also gives lo = bf16(P - hi), P - hi being
+ * exact in fp32, for a second product lo.V: hi + lo carries 16 of P's 24 bits, |hi + lo - P| <= 2^-16 P.
+ */
+template <bool PRECISE, int NS>
+DG_DEV void pack_p(uint32_t (&hi)[NS / 2], uint32_t (&lo)[NS / 2], const float (&s)[NS])
 {
 #pragma unroll
-	for (int i = 0; i < NS / 2; i++)
-		pr[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+	for (int i = 0; i < NS / 2; i++) {
+		const __nv_bfloat162 h = __floats2bfloat162_rn(s[2 * i], s[2 * i + 1]);
+		hi[i] = *reinterpret_cast<const uint32_t *>(&h);
+		if constexpr (PRECISE) {
+			const float2 hf = __bfloat1622float2(h);
+			lo[i] = pack_bf16(s[2 * i] - hf.x, s[2 * i + 1] - hf.y);
+		}
+	}
 }
 
 /*

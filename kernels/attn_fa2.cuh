@@ -3,6 +3,7 @@
  * 4 warps, 64 queries x 64 keys per tile, mma.sync m16n8k16 (bf16 -> fp32), ldmatrix from
  * swizzled shared memory, K/V double-buffered with cp.async (gathered rows for sparse lists).
  * Simple and portable to sm_80; the correctness baseline for the Hopper versions.
+ * PRECISE: P.V as hi.V + lo.V with P split into two bf16 operands (pack_p), a second mma per k-step.
  */
 #ifndef DG_ATTN_FA2_CUH
 #define DG_ATTN_FA2_CUH
@@ -15,7 +16,7 @@ template <int D> struct dg_fa2_cfg {
 	static constexpr size_t SMEM = 1024 + QB + 4 * KVB;
 };
 
-template <int D, bool SPARSE>
+template <int D, bool SPARSE, bool PRECISE>
 __global__ void __launch_bounds__(128) dg_attn_fa2_kernel(const __grid_constant__ dg_attn_params p)
 {
 	using C = dg_fa2_cfg<D>;
@@ -27,8 +28,8 @@ __global__ void __launch_bounds__(128) dg_attn_fa2_kernel(const __grid_constant_
 	const float sl2 = p.scale_log2;
 
 	dg_for_each_item<SPARSE, BM>(p, [&](const dg_item &it) {
-		const size_t hoff = (size_t)it.h * p.n * D;
-		const bf16 *kh = p.k + hoff, *vh = p.v + hoff;
+		const size_t hoff = (size_t)it.h * p.n * D, kvoff = (size_t)it.h * dg_kv_len(p) * D;
+		const bf16 *kh = p.k + kvoff, *vh = p.v + kvoff;
 		const int32_t *klist = SPARSE ? p.sidx + it.kbase : nullptr;
 		const int ntiles = (it.nkeys + BN - 1) / BN;
 		load_tile<BM, D, 128, SPARSE>(sQ, p.q + hoff, SPARSE ? p.perm + (size_t)it.h * p.n + it.qpos : nullptr,
@@ -85,8 +86,8 @@ __global__ void __launch_bounds__(128) dg_attn_fa2_kernel(const __grid_constant_
 			float a0, a1;
 			softmax_step<BN / 2>(s, m0, m1, l0, l1, a0, a1, sl2);
 			rescale<D / 2>(o, a0, a1);
-			uint32_t pr[BN / 4];
-			pack_p<BN / 2>(pr, s);
+			uint32_t pr[BN / 4], pl[BN / 4]; /* P hi, lo (PRECISE) */
+			pack_p<PRECISE>(pr, pl, s);
 #pragma unroll
 			for (int kk = 0; kk < BN / 16; kk++) {
 				const uint32_t a[4] = {pr[4 * kk], pr[4 * kk + 1], pr[4 * kk + 2], pr[4 * kk + 3]};
@@ -96,6 +97,11 @@ __global__ void __launch_bounds__(128) dg_attn_fa2_kernel(const __grid_constant_
 					ldmatrix_x4_trans(b, v_s + swz<BN>(kk * 16 + (lane & 15), dp * 2 + (lane >> 4)));
 					mma_16816(&o[8 * dp], a, b[0], b[1]);
 					mma_16816(&o[8 * dp + 4], a, b[2], b[3]);
+					if constexpr (PRECISE) {
+						const uint32_t al[4] = {pl[4 * kk], pl[4 * kk + 1], pl[4 * kk + 2], pl[4 * kk + 3]};
+						mma_16816(&o[8 * dp], al, b[0], b[1]);
+						mma_16816(&o[8 * dp + 4], al, b[2], b[3]);
+					}
 				}
 			}
 			__syncthreads();

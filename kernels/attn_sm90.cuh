@@ -17,6 +17,10 @@
  *   FAST      (sparse) the producer holds the key-list entries one tile ahead in registers and takes
  *             each row index by warp shuffle, and the grid is persistent (one CTA per SM walks the
  *             flattened (head, group) items), so the next item's Q and K/V load under this epilogue.
+ *   PRECISE   P.V as hi.V + lo.V, P split into two bf16 register operands (pack_p): a second wgmma
+ *             chain per tile on the same accumulator, P exact to 2^-16 instead of 2^-8 (the precise
+ *             mode of the launchers); 32 more live registers per consumer thread, so with FAST at
+ *             d=128 (200 registers) it drops OVERLAP and PINGPONG (v7 precise runs as v6 precise).
  */
 #ifndef DG_ATTN_SM90_CUH
 #define DG_ATTN_SM90_CUH
@@ -40,22 +44,35 @@ template <int D> DG_DEV void qk_gemm(float (&s)[64], uint32_t sQw, uint32_t sKs)
 	}
 }
 
-/* O (64 x D) += P (64 x 128, bf16 registers) times V tile (128 x D, MN-major) */
-template <int D> DG_DEV void pv_gemm(float (&o)[D / 2], const uint32_t (&pr)[32], uint32_t sVs)
+/* O (64 x D) += A (16 keys of P, bf16 registers a[4c..4c+3]) times rows 16c.. of the V tile */
+template <int D> DG_DEV void pv_k16(float (&o)[D / 2], const uint32_t (&a)[32], int c, uint64_t db)
+{
+	if constexpr (D == 128)
+		wgmma_m64n128k16_rs_tb(o, a[4 * c], a[4 * c + 1], a[4 * c + 2], a[4 * c + 3], db);
+	else
+		wgmma_m64n64k16_rs_tb(o, a[4 * c], a[4 * c + 1], a[4 * c + 2], a[4 * c + 3], db);
+}
+
+/* O (64 x D) += P (64 x 128: hi, + lo when PRECISE; bf16 registers) times V tile (128 x D, MN-major) */
+template <int D, bool PRECISE>
+DG_DEV void pv_gemm(float (&o)[D / 2], const uint32_t (&pr)[32], const uint32_t (&pl)[32], uint32_t sVs)
 {
 #pragma unroll
 	for (int c = 0; c < 8; c++) {
 		const uint64_t db = wg_desc(sVs + c * 2048, 128 * 128, 1024);
-		if constexpr (D == 128)
-			wgmma_m64n128k16_rs_tb(o, pr[4 * c], pr[4 * c + 1], pr[4 * c + 2], pr[4 * c + 3], db);
-		else
-			wgmma_m64n64k16_rs_tb(o, pr[4 * c], pr[4 * c + 1], pr[4 * c + 2], pr[4 * c + 3], db);
+		pv_k16<D>(o, pr, c, db);
+		if constexpr (PRECISE)
+			pv_k16<D>(o, pl, c, db);
 	}
 }
 
-template <int D, int STAGES, bool OVERLAP, bool PINGPONG, bool SPARSE, bool FAST = false>
+template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE>
 __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_constant__ dg_attn_params p)
 {
+	/* FAST consumers have 200 registers: at d=128 they cannot hold S, O and both P halves at once
+	 * (ptxas spills and serialises the wgmmas), so PRECISE runs there without the overlap */
+	constexpr bool OVERLAP = OVERLAP_ && !(PRECISE && FAST && D == 128);
+	constexpr bool PINGPONG = PINGPONG_ && OVERLAP;
 	using C = dg_sm90_cfg<D, STAGES>;
 	constexpr int BM = C::BM, BN = C::BN;
 	extern __shared__ uint8_t smem_raw[];
@@ -85,8 +102,8 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 		reg_dealloc<FAST ? 96 : 40>(); /* released (168-P)*128 must cover (C-168)*256 */
 		int kvit = 0, iq = 0;
 		dg_for_each_item<SPARSE, BM, FAST>(p, [&](const dg_item &it) {
-			const size_t hoff = (size_t)it.h * p.n * D;
-			const bf16 *kh = p.k + hoff, *vh = p.v + hoff;
+			const size_t hoff = (size_t)it.h * p.n * D, kvoff = (size_t)it.h * dg_kv_len(p) * D;
+			const bf16 *kh = p.k + kvoff, *vh = p.v + kvoff;
 			if constexpr (SPARSE && FAST) { /* one perm load per thread, rows by shuffle */
 				const int myr = tile_lane_row<D, 128>(tid);
 				const int qidx = myr < it.qcount ? __ldg(p.perm + (size_t)it.h * p.n + it.qpos + myr) : 0;
@@ -154,7 +171,7 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 				o[i] = 0.f;
 			float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, a0, a1;
 			float s[64];
-			uint32_t pr[32];
+			uint32_t pr[32], pl[32]; /* P hi, lo (PRECISE) */
 			const int ntiles = (it.nkeys + BN - 1) / BN;
 			if (ntiles == 0) {
 				if (lane == 0)
@@ -179,15 +196,17 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 						mask_cols<64>(s, nv, t4);
 					softmax_step<64>(s, m0, m1, l0, l1, a0, a1, sl2);
 					rescale<D / 2>(o, a0, a1);
-					pack_p<64>(pr, s);
+					pack_p<PRECISE>(pr, pl, s);
 					mbar_wait(FULLV(st), ph);
 					fence_proxy_async();
 					wg_fence();
-					pv_gemm<D>(o, pr, sV + st * C::KVB);
+					pv_gemm<D, PRECISE>(o, pr, pl, sV + st * C::KVB);
 					wg_commit();
 					wg_wait<0>();
 					reg_fence(o);
 					reg_fence(pr);
+					if constexpr (PRECISE)
+						reg_fence(pl);
 					if (lane == 0)
 						mbar_arrive(EMPTYV(st));
 				}
@@ -212,7 +231,7 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 				if (it.nkeys < BN)
 					mask_cols<64>(s, it.nkeys, t4);
 				softmax_step<64>(s, m0, m1, l0, l1, a0, a1, sl2);
-				pack_p<64>(pr, s);
+				pack_p<PRECISE>(pr, pl, s);
 				for (int t = 1; t < ntiles; t++) {
 					const int sp = st, php = ph;
 					kvit++;
@@ -228,7 +247,7 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 					mbar_wait(FULLV(sp), php);
 					fence_proxy_async();
 					wg_fence();
-					pv_gemm<D>(o, pr, sV + sp * C::KVB);
+					pv_gemm<D, PRECISE>(o, pr, pl, sV + sp * C::KVB);
 					wg_commit();
 					if (PINGPONG)
 						named_arrive(2 - cwg, 256);
@@ -246,23 +265,27 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 					wg_wait<0>();
 					reg_fence(o);
 					reg_fence(pr);
+					if constexpr (PRECISE)
+						reg_fence(pl);
 					if (lane == 0)
 						mbar_arrive(EMPTYV(sp));
 					rescale<D / 2>(o, a0, a1);
-					pack_p<64>(pr, s);
+					pack_p<PRECISE>(pr, pl, s);
 				}
 				mbar_wait(FULLV(st), ph);
 				fence_proxy_async();
 				if (PINGPONG)
 					named_sync(1 + cwg, 256);
 				wg_fence();
-				pv_gemm<D>(o, pr, sV + st * C::KVB);
+				pv_gemm<D, PRECISE>(o, pr, pl, sV + st * C::KVB);
 				wg_commit();
 				if (PINGPONG)
 					named_arrive(2 - cwg, 256);
 				wg_wait<0>();
 				reg_fence(o);
 				reg_fence(pr);
+				if constexpr (PRECISE)
+					reg_fence(pl);
 				if (lane == 0)
 					mbar_arrive(EMPTYV(st));
 				kvit++;

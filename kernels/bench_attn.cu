@@ -9,7 +9,10 @@
  *   sparse_ms@rho, sparse_eff_tflops@rho (4 d sum(queries x keys) / time), sparse_over_dense@rho
  *   (our dense time / our sparse time; scripts/gpu_bench_torch.py adds the cuDNN ratios),
  *   sparse_over_dense_v<i>@0.15, sparse_block_over_dense@0.15 (block-run lists),
- *   sparse_query_ms@0.15, sparse_query_over_dense@0.15 (per-query oracle, groups of one).
+ *   sparse_query_ms@0.15, sparse_query_over_dense@0.15 (per-query oracle, groups of one); all in the
+ *   fast P.V mode (P rounded to bf16), and the precise mode (P as bf16 hi + lo, dsgap_kernels.h) as
+ *   dense_precise_ms, dense_precise_over_fast (and _v<i>), sparse_precise_ms@rho,
+ *   sparse_precise_over_fast@rho (and _v<i>@0.15): precise time over fast time.
  * Sparse setup: groups of 128 queries (a random permutation of the head's queries, as PCA groups
  * give), each with its own random sorted list of 128*ceil(rho*n/128) keys.
  */
@@ -254,19 +257,26 @@ int main(int argc, char **argv)
 	/* dense, every version, bf16 output + LSE (what the engine uses) */
 	double t_dense = 0;
 	for (int ver = 0; ver <= nflash; ver++) {
-		const double t = time_ms([&] { return dg_flash_fwd_v(ver, q, k, v, heads, n, d, NULL, ob, lse, NULL); });
+		auto run = [&](int precise) {
+			return time_ms([&] { return dg_flash_fwd_v(ver, q, k, v, heads, n, d, NULL, ob, lse, precise, NULL); });
+		};
+		const double t = run(0), tp = run(1);
 		char name[64];
 		if (ver == 0) {
 			t_dense = t;
 			emit("dense_ms", t, "ms");
 			emit("dense_tflops", dense_flop / t * 1e-9, "TFLOP/s");
+			emit("dense_precise_ms", tp, "ms");
+			emit("dense_precise_over_fast", tp / t, "x");
 		} else {
 			snprintf(name, sizeof name, "dense_tflops_v%d", ver);
 			emit(name, dense_flop / t * 1e-9, "TFLOP/s");
+			snprintf(name, sizeof name, "dense_precise_over_fast_v%d", ver);
+			emit(name, tp / t, "x");
 		}
 	}
 	if (d == 128 && !quick) {
-		const double t = time_ms([&] { return dg_flash_fwd(q, k, v, heads * 2, n, 64, NULL, ob, lse, NULL); });
+		const double t = time_ms([&] { return dg_flash_fwd(q, k, v, heads * 2, n, 64, NULL, ob, lse, 0, NULL); });
 		emit("dense_tflops_d64", 4.0 * n * (double)n * 64 * heads * 2 / t * 1e-9, "TFLOP/s");
 	}
 
@@ -278,24 +288,30 @@ int main(int argc, char **argv)
 		const int count = std::min(n, 128 * (int)ceil(rho * n / 128.0));
 		Groups G = make_groups(heads, n, 128, count, 0, 1000 + (uint64_t)(rho * 100));
 		char name[64];
-		const double t = time_ms([&] {
-			return dg_sparse_fwd(q, k, v, heads, n, d, G.perm, G.goff, G.ngroups, G.soff, G.sidx, res, lse, o,
-					     NULL, NULL);
-		});
+		auto run = [&](int ver, int precise) {
+			return time_ms([&] {
+				return dg_sparse_fwd_v(ver, q, k, v, heads, n, d, G.perm, G.goff, G.ngroups, G.soff, G.sidx, res,
+						       lse, o, NULL, precise, NULL);
+			});
+		};
+		const double t = run(0, 0), tp = run(0, 1);
 		snprintf(name, sizeof name, "sparse_ms@%.2g", rho);
 		emit(name, t, "ms");
 		snprintf(name, sizeof name, "sparse_eff_tflops@%.2g", rho);
 		emit(name, 4.0 * d * G.pairs / t * 1e-9, "TFLOP/s");
 		snprintf(name, sizeof name, "sparse_over_dense@%.2g", rho);
 		emit(name, t_dense / t, "x");
+		snprintf(name, sizeof name, "sparse_precise_ms@%.2g", rho);
+		emit(name, tp, "ms");
+		snprintf(name, sizeof name, "sparse_precise_over_fast@%.2g", rho);
+		emit(name, tp / t, "x");
 		if (rho == 0.15) {
 			for (int ver = 1; ver <= nsparse; ver++) {
-				const double tv = time_ms([&] {
-					return dg_sparse_fwd_v(ver, q, k, v, heads, n, d, G.perm, G.goff, G.ngroups, G.soff, G.sidx,
-							       res, lse, o, NULL, NULL);
-				});
+				const double tv = run(ver, 0), tvp = run(ver, 1);
 				snprintf(name, sizeof name, "sparse_over_dense_v%d@0.15", ver);
 				emit(name, t_dense / tv, "x");
+				snprintf(name, sizeof name, "sparse_precise_over_fast_v%d@0.15", ver);
+				emit(name, tvp / tv, "x");
 			}
 		}
 		G.free_all();
@@ -305,7 +321,7 @@ int main(int argc, char **argv)
 		Groups G = make_groups(heads, n, 128, count, 1, 77);
 		const double t = time_ms([&] {
 			return dg_sparse_fwd(q, k, v, heads, n, d, G.perm, G.goff, G.ngroups, G.soff, G.sidx, res, lse, o,
-					     NULL, NULL);
+					     NULL, 0, NULL);
 		});
 		emit("sparse_block_ms@0.15", t, "ms");
 		emit("sparse_block_over_dense@0.15", t_dense / t, "x");
@@ -317,7 +333,7 @@ int main(int argc, char **argv)
 		const double t = time_ms(
 			[&] {
 				return dg_sparse_fwd(q, k, v, heads, n, d, G.perm, G.goff, G.ngroups, G.soff, G.sidx, res, lse,
-						     o, NULL, NULL);
+						     o, NULL, 0, NULL);
 			},
 			5);
 		emit("sparse_query_ms@0.15", t, "ms");

@@ -25,13 +25,28 @@ extern "C" {
 typedef struct CUstream_st *dg_stream;
 
 /*
+ * P.V precision of the attention launchers, per call (`precise`):
+ *   0  P (fp32 softmax numerators) rounded to bf16 before the P.V product, as FlashAttention does:
+ *      relative error of P up to 2^-8, the fast mode (closed loop, benchmarks);
+ *   1  precise: P split into hi = bf16(P) and lo = bf16(P - hi), O += hi.V + lo.V (a second P.V
+ *      product): P to 2^-16, V and Q.K^T exact, so the output is at fp32-accumulation level (the
+ *      replay's default; its metrics agree with the fp32 CPU twin).
+ * Row sums (normaliser), LSE and retained mass come from the fp32 P in both modes.
+ */
+
+/*
  * Dense attention forward, one head per blockIdx.y slice: q,k,v (heads, n, d) bf16,
  * o (heads, n, d) bf16 or fp32 (o_f32 non-NULL selects fp32 output), lse (heads, n) fp32, natural
  * log of the softmax denominator of scale*q.k (scale = 1/sqrt(d)); lse may be NULL. Any n >= 1
- * (tail keys masked, tail query rows guarded). q, k, v 16-byte aligned.
+ * (tail keys masked, tail query rows guarded). q, k, v 16-byte aligned. precise: see above.
  */
 int dg_flash_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
-		 float *o_f32, uint16_t *o_bf16, float *lse, dg_stream stream);
+		 float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
+
+/* Dense attention of nq queries against nk keys per head (cross-attention): q (heads, nq, d),
+ * k v (heads, nk, d) bf16, o (heads, nq, d), lse (heads, nq); otherwise as dg_flash_fwd, fast mode. */
+int dg_flash_fwd_kv(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int nq, int nk, int d,
+		    float *o_f32, uint16_t *o_bf16, float *lse, dg_stream stream);
 
 /*
  * Gather-KV sparse attention: for each group g, the queries perm[goff[g]..] attend only to keys
@@ -41,15 +56,16 @@ int dg_flash_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int he
  * Per head h the group arrays are offset by h: perm + h*n, goff + h*(ngroups+1), soff likewise;
  * soff values are absolute offsets into the one sidx array; goff values are positions in the head's
  * perm; perm and sidx values are query and key indices within the head. Queries whose position is
- * in no group are not written.
+ * in no group are not written. precise: see above.
  */
 int dg_sparse_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 		  const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 		  const int32_t *sidx, const float *residual, const float *lse_ref, float *o,
-		  float *mass, dg_stream stream);
+		  float *mass, int precise, dg_stream stream);
 
 /*
- * Numbered versions (tuning and tests; the two launchers above run version 0 = the promoted one):
+ * Numbered versions (tuning and tests; the two launchers above run version 0 = the promoted one;
+ * every version takes both precise modes):
  * dg_flash_fwd_v / dg_sparse_fwd_v take the same arguments plus version 1..count;
  * dg_flash_fwd_name / dg_sparse_fwd_name return a one-line description, NULL past the last.
  * The sparse launchers accept groups of any size (more than 128 queries are done in chunks of 128),
@@ -58,12 +74,12 @@ int dg_sparse_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int h
  */
 #define DG_SPARSE_SMALL_GROUP 8
 int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
-		   float *o_f32, uint16_t *o_bf16, float *lse, dg_stream stream);
+		   float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
 const char *dg_flash_fwd_name(int version);
 int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
 		    int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 		    const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
-		    dg_stream stream);
+		    int precise, dg_stream stream);
 const char *dg_sparse_fwd_name(int version);
 
 /* ---- metadata kernels (group_scores.cu, query_topk.cu, select_topk.cu, pca_group.cu,
@@ -107,10 +123,17 @@ int dg_select_keys(const float *scores, int ngroups, int n, int kv, int budget, 
 		   int64_t sidx_cap, dg_stream stream);
 int64_t dg_select_keys_cap(int ngroups, int n, int kv, int budget, double rho, int sink_lo,
 			   int sink_hi);
+/* Offsets of a selection with the same count per group: soff (ngroups+1) int64 = g * cnt (the
+ * per-query oracle's rows, token top-k); device-side, so the host stages nothing. */
+int dg_fixed_offsets(int64_t *soff, int ngroups, int64_t cnt, dg_stream stream);
 
 /* PCA grouping, MC-Sparse's Fast PDDP (dg_groups_build with DG_GROUP_PCA): perm (n) and goff
  * (ceil(n/128)+1), leaves of exactly 128 (the last short). n < 2^19. */
 int dg_pca_groups(const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff, dg_stream stream);
+/* numbered versions (version 0 = the promoted one); name: NULL past the last */
+int dg_pca_groups_v(int version, const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff,
+		    dg_stream stream);
+const char *dg_pca_groups_name(int version);
 
 /* Pooled scores (dg_scores_pooled): the group's mean query against the keys (kv = 0, scores
  * (ngroups, n), softmax over keys) or against mean-pooled 128-key blocks (kv = 1, scores
@@ -128,6 +151,25 @@ int dg_metrics_device(const float *ref, const float *o, uint64_t count, const fl
  * out or r_new may be NULL. */
 int dg_residual_update(const float *o_ref, const float *o_sp, const float *r_old, float *out,
 		       float *r_new, uint64_t count, dg_stream stream);
+
+/* ---- DiT engine ops (dit_ops.cu), the twins of src/wan_ops_cpu.c (semantics in src/wan_ops.h):
+ * fp32 activations, row-major; y16/x16 (or NULL) receive a bf16 copy of the output as well. */
+/* y (m, n) = LayerNorm of x's rows [* w + b (affine; b may be NULL)] [* (1 + scale)] [+ shift] */
+int dg_dit_layernorm(const float *x, int m, int n, float eps, const float *w, const float *b, const float *scale,
+		     const float *shift, float *y, uint16_t *y16, dg_stream stream);
+/* x (m, n) = x * rsqrt(mean(x^2) + eps) * w (w may be NULL), in place */
+int dg_dit_rmsnorm(float *x, int m, int n, float eps, const float *w, uint16_t *x16, dg_stream stream);
+/* y (heads, m, d) = x (m, heads*d) split; with cos/sin (m, d/2) (else NULL) pairs (2i, 2i+1) rotated */
+int dg_dit_to_heads(const float *x, int m, int heads, int d, const float *cos, const float *sin, float *y,
+		    uint16_t *y16, dg_stream stream);
+/* y (m, heads*d) = x (heads, m, d) merged */
+int dg_dit_from_heads(const float *x, int m, int heads, int d, float *y, uint16_t *y16, dg_stream stream);
+/* x = GELU-tanh(x), in place */
+int dg_dit_gelu_tanh(float *x, uint64_t n, uint16_t *x16, dg_stream stream);
+/* x (m, n) += y * gate (gate (n), or NULL for 1) */
+int dg_dit_add_gated(float *x, const float *y, const float *gate, int m, int n, uint16_t *x16, dg_stream stream);
+/* y = bf16(x), round to nearest even */
+int dg_to_bf16(const float *x, uint16_t *y, uint64_t n, dg_stream stream);
 
 #ifdef __cplusplus
 }

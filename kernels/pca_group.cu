@@ -8,7 +8,7 @@
  *
  * The node structure does not depend on the data, so the host lays out every level first. Per
  * level: gram_partial (one CTA per 128-row block: fp32 X_b^T X_b and column sums, exact products of
- * bf16 values), gram_reduce (sum of the node's block partials, in block order), power_iter (one CTA
+ * bf16 values; v1 sums them on CUDA cores in row order, v2 with tensor cores), gram_reduce (sum of the node's block partials, in block order), power_iter (one CTA
  * per node: centre, 4 iterations, norm in double), project (warp per row: a 64-bit sort key
  * node | orderable(projection) | query index; rows of unsplit nodes keep their order) and one CUB
  * radix sort of all n keys, whose low bits are the new order (levels whose nodes hold at most 4096
@@ -16,7 +16,13 @@
  * from OpenBLAS, so near-ties of projection may order differently from the CPU (tests/gpu_meta.c).
  *
  *   q (n, d) bf16 -> perm (n) int32, goff (ceil(n/128)+1) int32.
- * Build: part of dsgapkernels; test: tests/gpu_meta.c.
+ * Build: part of dsgapkernels; test and per-version timing: tests/gpu_meta.c (--bench).
+ *
+ * Versions (dg_pca_groups_v; H200, d=128, n=32760):
+ *   v1  Gram partials on CUDA cores, fp32 fma in row order                          1.08 ms
+ *   v2  Gram partials with mma.sync (bf16 in, fp32 accumulate) from X_b^T staged as bf16 in
+ *       shared memory (35 KB instead of 64 KB)   PROMOTED; predicted 0.80-0.85 ms (the Gram was
+ *       ~0.3 ms of CUDA-core fma and shared loads over 8 levels)
  */
 #include "dsgap_kernels.h"
 #include "meta_common.cuh"
@@ -100,6 +106,60 @@ __global__ void __launch_bounds__(256) gram_partial(const uint16_t *q, const int
 		for (int r = 0; r < rows; r++)
 			s += xs[r * D + tid];
 		psum[(size_t)b * D + tid] = s;
+	}
+}
+
+/*
+ * The same partials with tensor cores: partial[b] = X_b^T X_b as an MMA with M = N = D and K = the
+ * block's rows, both operands read from X_b^T (D, XT_LD) bf16 in shared memory (A row-major D x rows,
+ * B = X_b column-major); rows past the block's end are zero. Warp w computes output rows
+ * 16w..16w+15 (at D = 64 warps 4-7 only stage). psum in row order, as gram_partial.
+ */
+#define XT_LD (BS + 8) /* padded row: fragment loads of 8 rows x 4 words hit 32 banks */
+template <int D>
+__global__ void __launch_bounds__(256) gram_partial_mma(const uint16_t *q, const int32_t *perm, int n, Level L,
+							float *partial, float *psum)
+{
+	__shared__ __align__(16) uint16_t xt[D * XT_LD];
+	const int b = L.sblocks[blockIdx.x], tid = threadIdx.x;
+	const int r0 = b * BS, rows = min(BS, n - r0);
+	for (int e = tid; e < BS * D; e += 256) {
+		const int r = e / D, c = e % D;
+		xt[c * XT_LD + r] = r < rows ? q[(size_t)perm[r0 + r] * D + c] : (uint16_t)0;
+	}
+	__syncthreads();
+	if (tid < D) {
+		float s = 0.f;
+		for (int r = 0; r < rows; r++)
+			s += bf2f(xt[tid * XT_LD + r]);
+		psum[(size_t)b * D + tid] = s;
+	}
+	const int warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+	if (warp * 16 >= D)
+		return;
+	constexpr int NT = D / 8; /* n-tiles of 8 output columns */
+	float acc[NT][4];
+#pragma unroll
+	for (int j = 0; j < NT; j++)
+		acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+	const uint16_t *ra = xt + (warp * 16 + gq) * XT_LD + 2 * tq, *rb = ra + 8 * XT_LD;
+#pragma unroll 2
+	for (int k0 = 0; k0 < BS; k0 += 16) {
+		const uint32_t a[4] = { *(const uint32_t *)(ra + k0), *(const uint32_t *)(rb + k0),
+					*(const uint32_t *)(ra + k0 + 8), *(const uint32_t *)(rb + k0 + 8) };
+#pragma unroll
+		for (int j = 0; j < NT; j++) {
+			const uint16_t *bc = xt + (8 * j + gq) * XT_LD + k0 + 2 * tq;
+			mma_16816(acc[j], a, *(const uint32_t *)bc, *(const uint32_t *)(bc + 8));
+		}
+	}
+	float *out = partial + (size_t)b * D * D;
+	const int row = warp * 16 + gq;
+#pragma unroll
+	for (int j = 0; j < NT; j++) {
+		const int col = 8 * j + 2 * tq;
+		*(float2 *)(out + (size_t)row * D + col) = make_float2(acc[j][0], acc[j][1]);
+		*(float2 *)(out + (size_t)(row + 8) * D + col) = make_float2(acc[j][2], acc[j][3]);
 	}
 }
 
@@ -249,7 +309,7 @@ static int bits_for(long long x) /* bits to hold values 0 .. x-1 */
 }
 
 template <int D>
-int run(const uint16_t *q, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
+int run(int version, const uint16_t *q, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
 {
 	const int nb = (n + BS - 1) / BS;
 	const int ib = bits_for(n) > 0 ? bits_for(n) : 1;
@@ -389,7 +449,10 @@ int run(const uint16_t *q, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
 		L.shi = L.slo + L.nsplit;
 		L.bnode = L.shi + L.nsplit;
 		L.bslot = L.bnode + nb;
-		gram_partial<D><<<L.nsblocks, 256, smem_gram, st>>>(q, perm, n, L, partial, psum);
+		if (version == 1)
+			gram_partial<D><<<L.nsblocks, 256, smem_gram, st>>>(q, perm, n, L, partial, psum);
+		else
+			gram_partial_mma<D><<<L.nsblocks, 256, 0, st>>>(q, perm, n, L, partial, psum);
 		gram_reduce<D><<<dim3(L.nsplit, (D * D + 255) / 256), 256, 0, st>>>(L, partial, G);
 		power_iter<D><<<L.nsplit, D, smem_pow, st>>>(L, n, G, psum, sv, V);
 		project<D><<<(n * 32 + 255) / 256, 256, 0, st>>>(q, perm, n, L, V, ib, k0);
@@ -409,11 +472,32 @@ int run(const uint16_t *q, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
 
 } // namespace
 
-extern "C" int dg_pca_groups(const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff, dg_stream stream)
+static const char *const names[] = {
+	"v1: Gram partials on CUDA cores (fp32 fma in row order)",
+	"v2: Gram partials with mma.sync from X^T in shared memory",
+};
+#define NVERSIONS 2
+#define PROMOTED 2
+
+extern "C" const char *dg_pca_groups_name(int version)
+{
+	return version >= 1 && version <= NVERSIONS ? names[version - 1] : NULL;
+}
+
+extern "C" int dg_pca_groups_v(int version, const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff,
+			       dg_stream stream)
 {
 	DGM_ARG(d == 64 || d == 128, "pca grouping: head_dim %d (64 or 128 supported)", d);
 	DGM_ARG(n >= 1 && n < (1 << 19), "pca grouping: n %d (1 .. 2^19-1)", n);
 	DGM_ARG(q && perm && goff, "pca grouping: NULL argument");
+	if (version == 0)
+		version = PROMOTED;
+	DGM_ARG(version >= 1 && version <= NVERSIONS, "pca grouping: no version %d", version);
 	cudaStream_t st = (cudaStream_t)stream;
-	return d == 64 ? run<64>(q, n, perm, goff, st) : run<128>(q, n, perm, goff, st);
+	return d == 64 ? run<64>(version, q, n, perm, goff, st) : run<128>(version, q, n, perm, goff, st);
+}
+
+extern "C" int dg_pca_groups(const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff, dg_stream stream)
+{
+	return dg_pca_groups_v(0, q, n, d, perm, goff, stream);
 }

@@ -15,7 +15,8 @@
  * per group replays the CPU's sequential double sums exactly, giving the threshold (key, index) of
  * the last kept item; block: one CTA per group sorts its block scores (bitonic, 64-bit composite
  * keys) and marks the kept blocks. Then a CUB exclusive scan of the counts gives soff, and the
- * ordered emission writes sidx.
+ * ordered emission writes sidx. dg_fixed_offsets writes the offsets of equal-count lists (the
+ * per-query oracle's) with the same fill kernel as token topk.
  * Build: part of dsgapkernels; test: tests/gpu_meta.c.
  */
 #include "dsgap_kernels.h"
@@ -285,6 +286,14 @@ extern "C" int64_t dg_select_keys_cap(int ngroups, int n, int kv, int budget, do
 		per = per < n ? per : n;
 	}
 	return (int64_t)ngroups * per;
+}
+
+extern "C" int dg_fixed_offsets(int64_t *soff, int ngroups, int64_t cnt, dg_stream stream)
+{
+	DGM_ARG(soff && ngroups >= 1 && cnt >= 0, "fixed offsets: %d groups of %lld keys", ngroups, (long long)cnt);
+	fill_soff_fixed<<<(ngroups + 256) / 256, 256, 0, (cudaStream_t)stream>>>((long long *)soff, ngroups, cnt);
+	DGM_LAUNCHED();
+	return 0;
 }
 
 extern "C" int dg_select_keys(const float *scores, int ngroups, int n, int kv, int budget, double rho, double topp,

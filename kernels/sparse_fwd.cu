@@ -9,6 +9,11 @@
  * tiles of 128 gathered keys, cp.async 16-byte rows into swizzled shared memory; groups over 128
  * queries in chunks of 128); smaller groups (the per-query oracle) go to a warp-per-group CUDA-core
  * kernel that reads each selected key once per group, not once per 128-row tile.
+ * Modes (per call, as dg_flash_fwd): the tensor-core kernels round P to bf16 before P.V, or (precise)
+ * split it into bf16 hi + lo for two P.V products; the small-group kernel keeps P in fp32 in both
+ * (CUDA-core fmaf), so it is already at the precise level. Row sums, LSE and retained mass: fp32 P.
+ * At d=128 the persistent versions (v7, v8) run the precise mode without overlap (registers:
+ * attn_sm90.cuh); its cost: results/bench/BENCH.md.
  * Launchers: dg_sparse_fwd / dg_sparse_fwd_v (dsgap_kernels.h). Test: tests/gpu_kernels.cu.
  * Bench: dsgap-bench-kernels (effective TFLOP/s on computed pairs, ratios to dense and cuDNN).
  *
@@ -204,7 +209,7 @@ extern "C" const char *dg_sparse_fwd_name(int version)
 	return version >= 1 && version <= SPARSE_NVER ? sparse_names[version - 1] : NULL;
 }
 
-template <int D> static int sparse_run(int ver, const dg_attn_params &p, cudaStream_t st)
+template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p, cudaStream_t st)
 {
 	const char *op = "sparse_fwd";
 	const dim3 grid(min(p.ngroups, 2048), p.heads);
@@ -219,34 +224,38 @@ template <int D> static int sparse_run(int ver, const dg_attn_params &p, cudaStr
 	int rc = -1;
 	switch (ver) {
 	case 1:
-		rc = dg_launch(op, dg_attn_fa2_kernel<D, true>, grid, 128, dg_fa2_cfg<D>::SMEM, p, st);
+		rc = dg_launch(op, dg_attn_fa2_kernel<D, true, PR>, grid, 128, dg_fa2_cfg<D>::SMEM, p, st);
 		break;
 	case 2:
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, false, false, true>, grid, 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
+		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, false, false, true, false, PR>, grid, 384,
+			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 3:
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, true, false, true>, grid, 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
+		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, true, false, true, false, PR>, grid, 384,
+			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 4:
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, true, true, true>, grid, 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
+		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, true, true, true, false, PR>, grid, 384,
+			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 5: {
 		constexpr int S = D == 128 ? 3 : 4;
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, S, true, true, true>, grid, 384, dg_sm90_cfg<D, S>::SMEM, p, st);
+		rc = dg_launch(op, dg_attn_sm90_kernel<D, S, true, true, true, false, PR>, grid, 384,
+			       dg_sm90_cfg<D, S>::SMEM, p, st);
 		break;
 	}
 	case 6:
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, false, false, true, true>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM,
-			       p, st);
+		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, false, false, true, true, PR>, pgrid, 384,
+			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 7:
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, true, true, true, true>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, p,
-			       st);
+		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, true, true, true, true, PR>, pgrid, 384,
+			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 8: {
 		constexpr int S = D == 128 ? 3 : 4;
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, S, true, true, true, true>, pgrid, 384, dg_sm90_cfg<D, S>::SMEM,
-			       p, st);
+		rc = dg_launch(op, dg_attn_sm90_kernel<D, S, true, true, true, true, PR>, pgrid, 384,
+			       dg_sm90_cfg<D, S>::SMEM, p, st);
 		break;
 	}
 	}
@@ -260,7 +269,7 @@ template <int D> static int sparse_run(int ver, const dg_attn_params &p, cudaStr
 extern "C" int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
 			       int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 			       const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
-			       dg_stream stream)
+			       int precise, dg_stream stream)
 {
 	if (version == 0)
 		version = SPARSE_BEST;
@@ -304,14 +313,16 @@ extern "C" int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k
 	p.mass = mass;
 	p.small_max = DG_SPARSE_SMALL_GROUP;
 	cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-	return d == 128 ? sparse_run<128>(version, p, st) : sparse_run<64>(version, p, st);
+	if (precise)
+		return d == 128 ? sparse_run<128, true>(version, p, st) : sparse_run<64, true>(version, p, st);
+	return d == 128 ? sparse_run<128, false>(version, p, st) : sparse_run<64, false>(version, p, st);
 }
 
 extern "C" int dg_sparse_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 			     const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 			     const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
-			     dg_stream stream)
+			     int precise, dg_stream stream)
 {
 	return dg_sparse_fwd_v(0, q, k, v, heads, n, d, perm, goff, ngroups, soff, sidx, residual, lse_ref, o, mass,
-			       stream);
+			       precise, stream);
 }

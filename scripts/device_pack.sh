@@ -10,7 +10,7 @@ rm -rf .carry && mkdir -p .carry/bin .carry/lib
 git rev-parse --short=12 HEAD > .carry/COMMIT
 git diff --quiet HEAD || sed -i "s/$/+wip/" .carry/COMMIT
 cp build/dsgap .carry/bin/
-for t in build/tests/gpu_*; do [ -x "$t" ] && [ -f "$t" ] && cp "$t" .carry/bin/; done
+for t in build/tests/gpu_* build/tests/wan_dump; do [ -x "$t" ] && [ -f "$t" ] && cp "$t" .carry/bin/; done
 [ -x build/kernels/dsgap-bench-kernels ] && cp build/kernels/dsgap-bench-kernels .carry/bin/ || true
 [ -x build/dsgap-bench-kernels ] && cp build/dsgap-bench-kernels .carry/bin/ || true
 # libraries of the harness that a stock CUDA image lacks (the rest of ldd's list is there)

@@ -24,13 +24,34 @@ typedef struct dg_bscores dg_bscores; /* (ngroups, cols) key or block scores */
 typedef struct dg_bsel dg_bsel;       /* key lists per group */
 typedef struct dg_bvec dg_bvec;       /* (n, d) fp32, e.g. a residual */
 
+/* What the primitives spend device time on (dg_backend.phases, dsgap bench's anchor breakdown). */
+typedef enum {
+	DG_PHASE_DENSE,  /* dense */
+	DG_PHASE_GROUPS, /* groups */
+	DG_PHASE_SCORES, /* exact (with the per-query oracle's selection), pooled */
+	DG_PHASE_SELECT, /* select */
+	DG_PHASE_ATTEND, /* attend (sparse attention, residual bookkeeping, metrics) */
+	DG_PHASE_COUNT
+} dg_phase;
+const char *dg_phase_name(dg_phase p);
+
 struct dg_backend {
 	const char *name;  /* "cpu" or "gpu" */
 	char device[192];  /* what it runs on, for run.json */
 	int n, d;
 	void *impl;
+	/* P.V of dense and attend (dsgap_kernels.h, `precise`): false (the constructors' default) rounds
+	 * P to bf16 on the GPU, the fast mode; true splits it into bf16 hi + lo, fp32-level outputs (the
+	 * replay's default). The CPU keeps P in fp32 either way. Set it before a load: a backend may
+	 * keep the sparse output of a loaded unit. */
+	bool precise;
 	/* Load the unit's Q, K, V (host, (n, d) each). */
 	void (*load)(dg_backend *, const float *q, const float *k, const float *v);
+	/* Load the unit's Q, K, V from where the backend computes, fp32 (n, d) each (device memory on the
+	 * GPU, e.g. the DiT engine's own buffers: no host round trip; the work that wrote them is waited
+	 * for). The primitives that run a host twin on the unit (peers, PISA, per-query selections other
+	 * than top-k over tokens) need a unit from load instead. */
+	void (*load_device)(dg_backend *, const float *q, const float *k, const float *v);
 	/* Dense attention of the loaded unit: the reference O and its LSE. Returns seconds. */
 	double (*dense)(dg_backend *);
 	/* Group the loaded unit's queries (groups.h). NULL after reporting on failure. */
@@ -48,7 +69,9 @@ struct dg_backend {
 	/*
 	 * Sparse attention of the loaded unit with a selection: out = sparse + residual (NULL: none).
 	 * new_residual (or NULL): receives O_ref - sparse, allocated when *new_residual is NULL.
-	 * m (or NULL): metrics of out against O_ref, with the retained mass. seconds: attention time.
+	 * m (or NULL): metrics of out against O_ref, with the retained mass. seconds (or NULL): the
+	 * sparse attention's time (a backend may reuse the sparse output of the same grouping and
+	 * selection on the same loaded unit, reporting the time it took then).
 	 * Returns the computed (query, key) pairs.
 	 */
 	int64_t (*attend)(dg_backend *, const dg_bgroups *, const dg_bsel *, const dg_bvec *residual,
@@ -62,8 +85,16 @@ struct dg_backend {
 	 * folded into the output of the last attend, which had no residual; m (or NULL): metrics of
 	 * the new output. */
 	void (*approx)(dg_backend *, const dg_bgroups *, const dg_bsel *, int block, dg_metrics *m);
+	/*
+	 * Optional (NULL: every primitive is synchronous, as on the CPU). Waits for the work enqueued so
+	 * far. With s: s gets the device seconds per phase since the previous such call; the first one
+	 * starts the accounting (the primitives then record device events around their work).
+	 */
+	void (*phases)(dg_backend *, double s[DG_PHASE_COUNT]);
 	/* o (n, d) on the host = the dense O (dense), or the output (out) of the last attend. */
 	void (*output)(dg_backend *, bool dense, float *o);
+	/* The same into o (n, d) where the backend computes (device memory on the GPU), complete on return. */
+	void (*output_device)(dg_backend *, bool dense, float *o);
 	void (*groups_free)(dg_backend *, dg_bgroups *);
 	void (*scores_free)(dg_backend *, dg_bscores *);
 	void (*sel_free)(dg_backend *, dg_bsel *);

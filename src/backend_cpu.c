@@ -217,11 +217,11 @@ dg_backend *dg_backend_cpu(int n, int d)
 	c->o_sp = dg_alloc_poisoned(nd);
 	c->out = dg_alloc_poisoned(nd);
 	c->mass = dg_alloc_poisoned(n);
-	*be = (dg_backend){ .name = "cpu", .n = n, .d = d, .impl = c, .load = cpu_load,
+	*be = (dg_backend){ .name = "cpu", .n = n, .d = d, .impl = c, .load = cpu_load, .load_device = cpu_load,
 			    .dense = cpu_dense, .groups = cpu_groups, .exact = cpu_exact,
 			    .pooled = cpu_pooled, .to_blocks = cpu_to_blocks, .select = cpu_select,
 			    .attend = cpu_attend, .peer = cpu_peer, .approx = cpu_approx,
-			    .output = cpu_output, .groups_free = cpu_groups_free,
+			    .output = cpu_output, .output_device = cpu_output, .groups_free = cpu_groups_free,
 			    .scores_free = cpu_scores_free, .sel_free = cpu_sel_free,
 			    .vec_free = cpu_vec_free, .destroy = cpu_destroy };
 	snprintf(be->device, sizeof be->device, "%s", dg_cpu_name());

@@ -1,10 +1,24 @@
 /*
  * backend_gpu.c: the GPU backend of the policies (backend.h) over the kernels of kernels/.
  * Built only with CUDA (DG_HAVE_CUDA); without it dg_backend_gpu says so and returns NULL.
+ *
+ * Everything runs in order on one stream and the host waits only where it needs a result: the
+ * dense time, metrics, attention times asked for, and the key counts of a selection whose counts
+ * are not known up front (top-p, block), read when first needed. Handles and the kernels' scratch
+ * come from the device's stream-ordered pool (cudaMallocAsync), which keeps freed memory cached.
+ * A sparse output is kept with the ids of its grouping and selection, so that policies sharing a
+ * selection on one unit (oracle and oracle+res, a factorial cell with and without the residual)
+ * run the sparse kernel once.
  */
 #include "backend.h"
 
 #include "util.h"
+
+const char *dg_phase_name(dg_phase p)
+{
+	static const char *const names[DG_PHASE_COUNT] = { "dense", "groups", "scores", "select", "attend" };
+	return p >= 0 && p < DG_PHASE_COUNT ? names[p] : "?";
+}
 
 #ifdef DG_HAVE_CUDA
 
@@ -19,11 +33,13 @@
 
 /*
  * Handles live on the device. Groupings keep their host offsets too (group sizes count the
- * computed pairs), selections their host offsets; everything the kernels read is on the device.
+ * computed pairs), selections their host offsets once known; everything the kernels read is on the
+ * device. ids (unique per backend) key the kept sparse output.
  */
 struct dg_bgroups {
 	dg_groups g;         /* host: perm and off (perm only where built on the host) */
 	int32_t *perm, *off; /* device */
+	long id;
 };
 struct dg_bscores {
 	int rows, cols;
@@ -33,13 +49,17 @@ struct dg_bscores {
 };
 struct dg_bsel {
 	int ngroups;
+	bool hoff_known; /* hoff filled (else read from off when first needed) */
 	int64_t *hoff;   /* host (ngroups+1) */
 	int64_t *off;    /* device (ngroups+1) */
 	int32_t *idx;    /* device */
+	long id;
 };
 struct dg_bvec {
 	float *x; /* device (n, d) */
 };
+
+#define PHASE_MAX 64 /* event pairs recorded between two reads of the phase times */
 
 typedef struct {
 	const float *q, *k, *v;  /* host unit (caller's buffers), for the host twins */
@@ -50,13 +70,78 @@ typedef struct {
 	float *h_lse;            /* host copy, for the host twin of the per-query top-p */
 	cudaStream_t stream;
 	cudaEvent_t ev[2];
+	long unit, next_id;      /* loads so far (every load of Q/K/V bumps it); the next handle id */
+	struct {                 /* o_sp and mass hold the sparse output of (groups, sel) on unit */
+		long unit, groups, sel;
+		bool timed;
+		double seconds;
+	} kept;
+	bool profiling;          /* phases: events around each primitive */
+	int nph;                 /* event pairs pending */
+	cudaEvent_t pev[2 * PHASE_MAX];
+	dg_phase pph[PHASE_MAX];
+	double pacc[DG_PHASE_COUNT];
 } gpu;
 
-static void *dmalloc(size_t bytes)
+/* device memory from the stream-ordered pool, freed in stream order */
+static void *dmalloc(gpu *g, size_t bytes)
 {
 	void *p;
-	CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 16));
+	CUDA_CHECK(cudaMallocAsync(&p, bytes ? bytes : 16, g->stream));
 	return p;
+}
+
+static void dfree(gpu *g, void *p)
+{
+	if (p)
+		CUDA_CHECK(cudaFreeAsync(p, g->stream));
+}
+
+/* phase accounting (phases): an event pair around a primitive's work */
+static void phase_begin(gpu *g)
+{
+	if (g->profiling)
+		CUDA_CHECK(cudaEventRecord(g->pev[2 * g->nph], g->stream));
+}
+
+static void phases_collect(gpu *g)
+{
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	for (int i = 0; i < g->nph; i++) {
+		float ms;
+		CUDA_CHECK(cudaEventElapsedTime(&ms, g->pev[2 * i], g->pev[2 * i + 1]));
+		g->pacc[g->pph[i]] += ms * 1e-3;
+	}
+	g->nph = 0;
+}
+
+static void phase_end(gpu *g, dg_phase ph)
+{
+	if (!g->profiling)
+		return;
+	CUDA_CHECK(cudaEventRecord(g->pev[2 * g->nph + 1], g->stream));
+	g->pph[g->nph++] = ph;
+	if (g->nph == PHASE_MAX)
+		phases_collect(g);
+}
+
+static void gpu_phases(dg_backend *be, double s[DG_PHASE_COUNT])
+{
+	gpu *g = be->impl;
+	if (!s) {
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+		return;
+	}
+	if (!g->profiling) {
+		for (int i = 0; i < 2 * PHASE_MAX; i++)
+			CUDA_CHECK(cudaEventCreate(&g->pev[i]));
+		g->profiling = true;
+	}
+	phases_collect(g);
+	for (int p = 0; p < DG_PHASE_COUNT; p++) {
+		s[p] = g->pacc[p];
+		g->pacc[p] = 0;
+	}
 }
 
 static void gpu_load(dg_backend *be, const float *q, const float *k, const float *v)
@@ -64,6 +149,7 @@ static void gpu_load(dg_backend *be, const float *q, const float *k, const float
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
 	g->q = q, g->k = k, g->v = v;
+	g->unit++; /* a kept sparse output belongs to the previous unit */
 	const float *src[3] = { q, k, v };
 	uint16_t *dst[3] = { g->dq, g->dk, g->dv };
 	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* the staging buffer may still be in flight */
@@ -73,6 +159,20 @@ static void gpu_load(dg_backend *be, const float *q, const float *k, const float
 			h[e] = dg_f32_to_bf16(src[t][e]); /* exact: trace values are bf16 */
 		CUDA_CHECK(cudaMemcpyAsync(dst[t], h, nd * 2, cudaMemcpyHostToDevice, g->stream));
 	}
+}
+
+/* Q/K/V already on the device (the DiT engine's fp32 buffers, written on another stream): no host
+ * copy, so the host twins have no unit (dit_attn.c loads from the host for the policies that need one) */
+static void gpu_load_device(dg_backend *be, const float *q, const float *k, const float *v)
+{
+	gpu *g = be->impl;
+	size_t nd = (size_t)be->n * be->d;
+	g->q = g->k = g->v = NULL;
+	g->unit++;
+	CUDA_CHECK(cudaDeviceSynchronize());
+	KERNEL_CHECK(dg_to_bf16(q, g->dq, nd, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_to_bf16(k, g->dk, nd, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_to_bf16(v, g->dv, nd, (dg_stream)g->stream));
 }
 
 /* device time of the work enqueued between timed_begin and timed_end (which waits for it) */
@@ -94,20 +194,23 @@ static double gpu_dense(dg_backend *be)
 {
 	gpu *g = be->impl;
 	timed_begin(g);
-	KERNEL_CHECK(dg_flash_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, g->o_ref, NULL, g->lse,
+	KERNEL_CHECK(dg_flash_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, g->o_ref, NULL, g->lse, be->precise,
 				  (dg_stream)g->stream));
 	double s = timed_end(g);
+	if (g->profiling)
+		g->pacc[DG_PHASE_DENSE] += s;
 	CUDA_CHECK(cudaMemcpyAsync(g->h_lse, g->lse, (size_t)be->n * 4, cudaMemcpyDeviceToHost, g->stream));
 	return s;
 }
 
-/* a host grouping's perm and offsets onto the device */
-static void groups_upload(dg_bgroups *bg)
+/* a host grouping's perm and offsets onto the device (pageable sources: staged by the copy) */
+static void groups_upload(gpu *g, dg_bgroups *bg)
 {
-	bg->perm = dmalloc((size_t)bg->g.n * 4);
-	bg->off = dmalloc((size_t)(bg->g.ngroups + 1) * 4);
-	CUDA_CHECK(cudaMemcpy(bg->perm, bg->g.perm, (size_t)bg->g.n * 4, cudaMemcpyHostToDevice));
-	CUDA_CHECK(cudaMemcpy(bg->off, bg->g.off, (size_t)(bg->g.ngroups + 1) * 4, cudaMemcpyHostToDevice));
+	bg->perm = dmalloc(g, (size_t)bg->g.n * 4);
+	bg->off = dmalloc(g, (size_t)(bg->g.ngroups + 1) * 4);
+	CUDA_CHECK(cudaMemcpyAsync(bg->perm, bg->g.perm, (size_t)bg->g.n * 4, cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(bg->off, bg->g.off, (size_t)(bg->g.ngroups + 1) * 4, cudaMemcpyHostToDevice,
+				   g->stream));
 }
 
 static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
@@ -115,52 +218,84 @@ static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid
 	gpu *g = be->impl;
 	int n = be->n;
 	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
+	bg->id = g->next_id++;
 	if (kind == DG_GROUP_PCA) {
+		/* leaves of exactly 128 (the last short): the offsets are known here */
 		int ng = (n + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
-		bg->perm = dmalloc((size_t)n * 4);
-		bg->off = dmalloc((size_t)(ng + 1) * 4);
+		bg->perm = dmalloc(g, (size_t)n * 4);
+		bg->off = dmalloc(g, (size_t)(ng + 1) * 4);
+		phase_begin(g);
 		KERNEL_CHECK(dg_pca_groups(g->dq, n, be->d, bg->perm, bg->off, (dg_stream)g->stream));
+		phase_end(g, DG_PHASE_GROUPS);
 		bg->g.n = n;
 		bg->g.ngroups = ng;
 		bg->g.off = dg_malloc((size_t)(ng + 1) * sizeof(int));
-		CUDA_CHECK(cudaMemcpyAsync(bg->g.off, bg->off, (size_t)(ng + 1) * 4, cudaMemcpyDeviceToHost, g->stream));
-		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+		for (int k = 0; k <= ng; k++)
+			bg->g.off[k] = k * DG_GROUP_SIZE < n ? k * DG_GROUP_SIZE : n;
 		return bg;
 	}
 	if (dg_groups_build(&bg->g, kind, g->q, n, be->d, grid, text)) {
 		free(bg);
 		return NULL;
 	}
-	groups_upload(bg);
+	groups_upload(g, bg);
 	return bg;
 }
 
-static dg_bscores *scores_new(int rows, int cols)
+static dg_bscores *scores_new(gpu *g, int rows, int cols)
 {
 	dg_bscores *s = dg_calloc(1, sizeof *s);
 	s->rows = rows, s->cols = cols, s->owned = 1;
-	s->s = dmalloc((size_t)rows * cols * 4);
+	s->s = dmalloc(g, (size_t)rows * cols * 4);
 	return s;
 }
 
-static dg_bsel *sel_new(int ngroups)
+static dg_bsel *sel_new(gpu *g, int ngroups)
 {
 	dg_bsel *s = dg_calloc(1, sizeof *s);
 	s->ngroups = ngroups;
+	s->id = g->next_id++;
 	s->hoff = dg_malloc((size_t)(ngroups + 1) * 8);
-	s->off = dmalloc((size_t)(ngroups + 1) * 8);
+	s->off = dmalloc(g, (size_t)(ngroups + 1) * 8);
 	return s;
 }
 
-/* a host selection (the twin's) onto the device */
-static dg_bsel *sel_from_host(const dg_selection *h)
+/* ngroups lists of cnt keys each: host offsets made here, device offsets by a kernel (fill; else
+ * the selection kernel writes them), no transfer */
+static dg_bsel *sel_fixed(gpu *g, int ngroups, int64_t cnt, bool fill)
 {
-	dg_bsel *s = sel_new(h->ngroups);
+	dg_bsel *s = sel_new(g, ngroups);
+	for (int i = 0; i <= ngroups; i++)
+		s->hoff[i] = i * cnt;
+	s->hoff_known = true;
+	if (fill)
+		KERNEL_CHECK(dg_fixed_offsets(s->off, ngroups, cnt, (dg_stream)g->stream));
+	s->idx = dmalloc(g, (size_t)(ngroups * cnt) * 4);
+	return s;
+}
+
+/* the host offsets of a selection, read from the device the first time they are needed */
+static const int64_t *sel_hoff(gpu *g, dg_bsel *s)
+{
+	if (!s->hoff_known) {
+		CUDA_CHECK(cudaMemcpyAsync(s->hoff, s->off, (size_t)(s->ngroups + 1) * 8, cudaMemcpyDeviceToHost,
+					   g->stream));
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+		s->hoff_known = true;
+	}
+	return s->hoff;
+}
+
+/* a host selection (the twin's) onto the device */
+static dg_bsel *sel_from_host(gpu *g, const dg_selection *h)
+{
+	dg_bsel *s = sel_new(g, h->ngroups);
 	int64_t total = h->off[h->ngroups];
 	memcpy(s->hoff, h->off, (size_t)(h->ngroups + 1) * 8);
-	s->idx = dmalloc((size_t)total * 4);
-	CUDA_CHECK(cudaMemcpy(s->off, h->off, (size_t)(h->ngroups + 1) * 8, cudaMemcpyHostToDevice));
-	CUDA_CHECK(cudaMemcpy(s->idx, h->idx, (size_t)total * 4, cudaMemcpyHostToDevice));
+	s->hoff_known = true;
+	s->idx = dmalloc(g, (size_t)total * 4);
+	CUDA_CHECK(cudaMemcpyAsync(s->off, h->off, (size_t)(h->ngroups + 1) * 8, cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(s->idx, h->idx, (size_t)total * 4, cudaMemcpyHostToDevice, g->stream));
 	return s;
 }
 
@@ -175,7 +310,7 @@ static void query_select_host(dg_backend *be, const dg_budget *const *qb, dg_bse
 	dg_selection *h = dg_malloc((size_t)nq * sizeof *h);
 	dg_query_select_finish(qs, h);
 	for (int b = 0; b < nq; b++) {
-		qsel[b] = sel_from_host(&h[b]);
+		qsel[b] = sel_from_host(g, &h[b]);
 		dg_selection_free(&h[b]);
 	}
 	free(h);
@@ -186,15 +321,18 @@ static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 {
 	gpu *g = be->impl;
 	int n = be->n, nb = (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE;
+	phase_begin(g);
 	for (int a = 0; a < nacc; a++) {
-		scores[a] = scores_new(groups[a]->g.ngroups, n);
-		scores[a]->blocks = scores_new(groups[a]->g.ngroups, nb);
+		scores[a] = scores_new(g, groups[a]->g.ngroups, n);
+		scores[a]->blocks = scores_new(g, groups[a]->g.ngroups, nb);
 		KERNEL_CHECK(dg_exact_scores(g->dq, g->dk, g->lse, n, be->d, groups[a]->perm, groups[a]->off,
 					     groups[a]->g.ngroups, scores[a]->s, scores[a]->blocks->s,
 					     (dg_stream)g->stream));
 	}
-	if (!nq)
+	if (!nq) {
+		phase_end(g, DG_PHASE_SCORES);
 		return;
+	}
 	/* the oracle's top-k on the device: every budget top-k over tokens with the same sinks */
 	bool device = nq <= 8;
 	for (int b = 0; b < nq; b++)
@@ -202,32 +340,30 @@ static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 			  qb[b]->sink_lo == qb[0]->sink_lo && qb[b]->sink_hi == qb[0]->sink_hi;
 	if (!device) {
 		query_select_host(be, qb, qsel, nq);
+		phase_end(g, DG_PHASE_SCORES);
 		return;
 	}
 	int K[8];
 	int32_t *rows[8];
 	for (int b = 0; b < nq; b++) {
 		K[b] = dg_topk_count(qb[b]->rho, n);
-		int row = dg_query_topk_row(n, K[b], qb[b]->sink_lo, qb[b]->sink_hi);
-		qsel[b] = sel_new(n);
-		for (int i = 0; i <= n; i++)
-			qsel[b]->hoff[i] = (int64_t)i * row;
-		CUDA_CHECK(cudaMemcpyAsync(qsel[b]->off, qsel[b]->hoff, (size_t)(n + 1) * 8,
-					   cudaMemcpyHostToDevice, g->stream));
-		rows[b] = qsel[b]->idx = dmalloc((size_t)n * row * 4);
+		qsel[b] = sel_fixed(g, n, dg_query_topk_row(n, K[b], qb[b]->sink_lo, qb[b]->sink_hi), true);
+		rows[b] = qsel[b]->idx;
 	}
 	KERNEL_CHECK(dg_query_topk(g->dq, g->dk, g->lse, n, be->d, nq, K, qb[0]->sink_lo, qb[0]->sink_hi,
 				   rows, (dg_stream)g->stream));
-	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* hoff staging */
+	phase_end(g, DG_PHASE_SCORES);
 }
 
 static dg_bscores *gpu_pooled(dg_backend *be, dg_bgroups *bg, dg_kv_kind kv)
 {
 	gpu *g = be->impl;
 	int cols = kv == DG_KV_BLOCK ? (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : be->n;
-	dg_bscores *s = scores_new(bg->g.ngroups, cols);
+	dg_bscores *s = scores_new(g, bg->g.ngroups, cols);
+	phase_begin(g);
 	KERNEL_CHECK(dg_pooled_scores(g->dq, g->dk, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
 				      kv == DG_KV_BLOCK, s->s, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SCORES);
 	return s;
 }
 
@@ -244,16 +380,20 @@ static dg_bscores *gpu_to_blocks(dg_backend *be, const dg_bscores *t)
 static dg_bsel *gpu_select(dg_backend *be, const dg_bgroups *bg, const dg_bscores *sc, const dg_budget *b)
 {
 	gpu *g = be->impl;
-	int kv = b->kv == DG_KV_BLOCK, budget = b->budget == DG_BUDGET_TOPP;
-	dg_bsel *s = sel_new(bg->g.ngroups);
-	int64_t cap = dg_select_keys_cap(bg->g.ngroups, be->n, kv, budget, b->rho, b->sink_lo, b->sink_hi);
-	s->idx = dmalloc((size_t)cap * 4);
-	KERNEL_CHECK(dg_select_keys(sc->s, bg->g.ngroups, be->n, kv, budget, b->rho, b->topp, b->sink_lo,
-				    b->sink_hi, s->off, s->idx, cap, (dg_stream)g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(s->hoff, s->off, (size_t)(bg->g.ngroups + 1) * 8, cudaMemcpyDeviceToHost,
-				   g->stream));
-	CUDA_CHECK(cudaStreamSynchronize(g->stream));
-	DG_ASSERT(s->hoff[bg->g.ngroups] <= cap);
+	int kv = b->kv == DG_KV_BLOCK, budget = b->budget == DG_BUDGET_TOPP, ng = bg->g.ngroups;
+	int64_t cap = dg_select_keys_cap(ng, be->n, kv, budget, b->rho, b->sink_lo, b->sink_hi);
+	dg_bsel *s;
+	if (!kv && !budget) { /* token top-k: the same count in every group, known here */
+		s = sel_fixed(g, ng, dg_query_topk_row(be->n, dg_topk_count(b->rho, be->n), b->sink_lo, b->sink_hi),
+			      false);
+	} else {
+		s = sel_new(g, ng);
+		s->idx = dmalloc(g, (size_t)cap * 4);
+	}
+	phase_begin(g);
+	KERNEL_CHECK(dg_select_keys(sc->s, ng, be->n, kv, budget, b->rho, b->topp, b->sink_lo, b->sink_hi,
+				    s->off, s->idx, cap, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SELECT);
 	return s;
 }
 
@@ -269,36 +409,53 @@ static void out_metrics(dg_backend *be, dg_metrics *m)
 	*m = (dg_metrics){ h[0], h[1], h[2], h[3], h[4], h[5] };
 }
 
-static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel,
+/*
+ * o_sp and mass = the sparse output without residual of (bg, sel): computed, or kept from an attend
+ * of the same grouping and selection on this unit. Returns its device seconds when timed (seconds
+ * asked for), else 0 (a kept output: the time measured when it was made; an untimed one is made
+ * again when a time is asked for).
+ */
+static double sparse_out(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, bool timed)
+{
+	gpu *g = be->impl;
+	if (g->kept.unit == g->unit && g->kept.groups == bg->id && g->kept.sel == sel->id &&
+	    (g->kept.timed || !timed))
+		return g->kept.seconds;
+	if (timed)
+		timed_begin(g);
+	KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
+				   sel->off, sel->idx, NULL, g->lse, g->o_sp, g->mass, be->precise,
+				   (dg_stream)g->stream));
+	double s = timed ? timed_end(g) : 0;
+	g->kept.unit = g->unit, g->kept.groups = bg->id, g->kept.sel = sel->id;
+	g->kept.timed = timed, g->kept.seconds = s;
+	return s;
+}
+
+static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *csel,
 			  const dg_bvec *residual, dg_bvec **new_residual, dg_metrics *m, double *seconds)
 {
 	gpu *g = be->impl;
+	dg_bsel *sel = (dg_bsel *)csel; /* its host offsets may be filled in */
 	size_t nd = (size_t)be->n * be->d;
-	dg_stream st = (dg_stream)g->stream;
 	if (new_residual && !*new_residual) {
 		*new_residual = dg_malloc(sizeof(dg_bvec));
-		(*new_residual)->x = dmalloc(nd * 4);
+		(*new_residual)->x = dmalloc(g, nd * 4);
 	}
-	timed_begin(g);
-	if (new_residual) {
-		/* O_sparse without the old residual first: the new residual needs it alone */
-		KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off,
-					   bg->g.ngroups, sel->off, sel->idx, NULL, g->lse, g->o_sp, g->mass, st));
-		KERNEL_CHECK(dg_residual_update(g->o_ref, g->o_sp, residual ? residual->x : NULL, g->out,
-						(*new_residual)->x, nd, st));
-	} else {
-		KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off,
-					   bg->g.ngroups, sel->off, sel->idx, residual ? residual->x : NULL,
-					   g->lse, g->out, g->mass, st));
-	}
-	double s = timed_end(g);
-	if (seconds)
-		*seconds = s;
+	phase_begin(g);
+	double s = sparse_out(be, bg, sel, seconds != NULL);
+	/* out = O_sparse + old residual; the new residual needs O_sparse alone */
+	KERNEL_CHECK(dg_residual_update(g->o_ref, g->o_sp, residual ? residual->x : NULL, g->out,
+					new_residual ? (*new_residual)->x : NULL, nd, (dg_stream)g->stream));
 	if (m)
 		out_metrics(be, m);
+	phase_end(g, DG_PHASE_ATTEND);
+	if (seconds)
+		*seconds = s;
+	const int64_t *hoff = sel_hoff(g, sel);
 	int64_t pairs = 0;
 	for (int grp = 0; grp < bg->g.ngroups; grp++)
-		pairs += (int64_t)(bg->g.off[grp + 1] - bg->g.off[grp]) * (sel->hoff[grp + 1] - sel->hoff[grp]);
+		pairs += (int64_t)(bg->g.off[grp + 1] - bg->g.off[grp]) * (hoff[grp + 1] - hoff[grp]);
 	return pairs;
 }
 
@@ -314,9 +471,10 @@ static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, cons
 		free(bg);
 		return -1;
 	}
-	groups_upload(bg);
+	bg->id = g->next_id++;
+	groups_upload(g, bg);
 	*groups = bg;
-	*sel = sel_from_host(&h);
+	*sel = sel_from_host(g, &h);
 	dg_selection_free(&h);
 	return 0;
 }
@@ -327,10 +485,11 @@ static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel,
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
 	float *out = dg_malloc(nd * 4), *mass = dg_malloc((size_t)be->n * 4);
-	dg_selection hs = { sel->ngroups, sel->hoff, dg_malloc((size_t)sel->hoff[sel->ngroups] * 4) };
+	const int64_t *hoff = sel_hoff(g, (dg_bsel *)sel);
+	dg_selection hs = { sel->ngroups, (int64_t *)hoff, dg_malloc((size_t)hoff[sel->ngroups] * 4) };
 	CUDA_CHECK(cudaMemcpyAsync(out, g->out, nd * 4, cudaMemcpyDeviceToHost, g->stream));
 	CUDA_CHECK(cudaMemcpyAsync(mass, g->mass, (size_t)be->n * 4, cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(hs.idx, sel->idx, (size_t)sel->hoff[sel->ngroups] * 4,
+	CUDA_CHECK(cudaMemcpyAsync(hs.idx, sel->idx, (size_t)hoff[sel->ngroups] * 4,
 				   cudaMemcpyDeviceToHost, g->stream));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* and h_lse */
 	dg_pisa_combine(g->q, g->k, g->v, g->h_lse, be->n, be->d, block, &bg->g, &hs, out, mass, out);
@@ -349,14 +508,23 @@ static void gpu_output(dg_backend *be, bool dense, float *o)
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 }
 
-static void gpu_groups_free(dg_backend *be, dg_bgroups *g)
+/* into a device buffer that the DiT engine's op table reads next, on its own stream: complete on return */
+static void gpu_output_device(dg_backend *be, bool dense, float *o)
 {
-	if (!g)
+	gpu *g = be->impl;
+	CUDA_CHECK(cudaMemcpyAsync(o, dense ? g->o_ref : g->out, (size_t)be->n * be->d * 4,
+				   cudaMemcpyDeviceToDevice, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+}
+
+static void gpu_groups_free(dg_backend *be, dg_bgroups *bg)
+{
+	if (!bg)
 		return;
-	dg_groups_free(&g->g);
-	CUDA_CHECK(cudaFree(g->perm));
-	CUDA_CHECK(cudaFree(g->off));
-	free(g);
+	dg_groups_free(&bg->g);
+	dfree(be->impl, bg->perm);
+	dfree(be->impl, bg->off);
+	free(bg);
 }
 
 static void gpu_scores_free(dg_backend *be, dg_bscores *s)
@@ -364,7 +532,7 @@ static void gpu_scores_free(dg_backend *be, dg_bscores *s)
 	if (!s)
 		return;
 	if (s->owned)
-		CUDA_CHECK(cudaFree(s->s));
+		dfree(be->impl, s->s);
 	gpu_scores_free(be, s->blocks);
 	free(s);
 }
@@ -374,8 +542,8 @@ static void gpu_sel_free(dg_backend *be, dg_bsel *s)
 	if (!s)
 		return;
 	free(s->hoff);
-	CUDA_CHECK(cudaFree(s->off));
-	CUDA_CHECK(cudaFree(s->idx));
+	dfree(be->impl, s->off);
+	dfree(be->impl, s->idx);
 	free(s);
 }
 
@@ -383,7 +551,7 @@ static void gpu_vec_free(dg_backend *be, dg_bvec *v)
 {
 	if (!v)
 		return;
-	CUDA_CHECK(cudaFree(v->x));
+	dfree(be->impl, v->x);
 	free(v);
 }
 
@@ -393,9 +561,12 @@ static void gpu_destroy(dg_backend *be)
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->dq, g->dk, g->dv };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
-		CUDA_CHECK(cudaFree(dev[i]));
+		dfree(g, dev[i]);
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	CUDA_CHECK(cudaEventDestroy(g->ev[0]));
 	CUDA_CHECK(cudaEventDestroy(g->ev[1]));
+	for (int i = 0; g->profiling && i < 2 * PHASE_MAX; i++)
+		CUDA_CHECK(cudaEventDestroy(g->pev[i]));
 	CUDA_CHECK(cudaStreamDestroy(g->stream));
 	CUDA_CHECK(cudaFreeHost(g->hq));
 	CUDA_CHECK(cudaFreeHost(g->h_lse));
@@ -426,18 +597,25 @@ dg_backend *dg_backend_gpu(int n, int d)
 	gpu *g = dg_calloc(1, sizeof *g);
 	size_t nd = (size_t)n * d;
 	CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+	/* the stream-ordered pool keeps what is freed (handles, the kernels' scratch) for reuse
+	 * instead of returning it to the driver at every synchronisation */
+	cudaMemPool_t pool;
+	uint64_t keep = UINT64_MAX;
+	CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+	CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+	g->kept.unit = -1;
 	CUDA_CHECK(cudaEventCreate(&g->ev[0]));
 	CUDA_CHECK(cudaEventCreate(&g->ev[1]));
 	CUDA_CHECK(cudaMallocHost((void **)&g->hq, 3 * nd * 2));
 	CUDA_CHECK(cudaMallocHost((void **)&g->h_lse, (size_t)n * 4));
-	g->dq = dmalloc(nd * 2), g->dk = dmalloc(nd * 2), g->dv = dmalloc(nd * 2);
-	g->o_ref = dmalloc(nd * 4), g->out = dmalloc(nd * 4), g->o_sp = dmalloc(nd * 4);
-	g->lse = dmalloc((size_t)n * 4), g->mass = dmalloc((size_t)n * 4), g->dmet = dmalloc(6 * 8);
-	*be = (dg_backend){ .name = "gpu", .n = n, .d = d, .impl = g, .load = gpu_load,
+	g->dq = dmalloc(g, nd * 2), g->dk = dmalloc(g, nd * 2), g->dv = dmalloc(g, nd * 2);
+	g->o_ref = dmalloc(g, nd * 4), g->out = dmalloc(g, nd * 4), g->o_sp = dmalloc(g, nd * 4);
+	g->lse = dmalloc(g, (size_t)n * 4), g->mass = dmalloc(g, (size_t)n * 4), g->dmet = dmalloc(g, 6 * 8);
+	*be = (dg_backend){ .name = "gpu", .n = n, .d = d, .impl = g, .load = gpu_load, .load_device = gpu_load_device,
 			    .dense = gpu_dense, .groups = gpu_groups, .exact = gpu_exact,
 			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,
 			    .attend = gpu_attend, .peer = gpu_peer, .approx = gpu_approx,
-			    .output = gpu_output, .groups_free = gpu_groups_free,
+			    .phases = gpu_phases, .output = gpu_output, .output_device = gpu_output_device, .groups_free = gpu_groups_free,
 			    .scores_free = gpu_scores_free, .sel_free = gpu_sel_free,
 			    .vec_free = gpu_vec_free, .destroy = gpu_destroy };
 	struct cudaDeviceProp prop;

@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "batch_closed.h"
 #include "replay.h"
 #include "trace_view.h"
 #include "util.h"
@@ -53,7 +54,7 @@ static int remove_temps(const char *run_dir, const char *id)
 	DIR *d = opendir(run_dir);
 	if (!d)
 		return 0;
-	char prefix[80];
+	char prefix[DG_EXP_CELL_ID_MAX + 8];
 	snprintf(prefix, sizeof prefix, ".%s.tmp.", id ? id : "");
 	int n = 0;
 	struct dirent *de;
@@ -84,7 +85,7 @@ bool dg_batch_cell_done(const dg_experiment *e, const char *out, int k)
 {
 	char *d = cell_dir(e, out, k);
 	char *m = dg_path_join(d, "metrics.csv"), *j = dg_path_join(d, "run.json");
-	bool done = exists(m) && exists(j);
+	bool done = e->closed ? dg_closed_cell_done(d) : exists(m) && exists(j);
 	free(m);
 	free(j);
 	free(d);
@@ -154,8 +155,8 @@ int dg_batch_prepare(const dg_experiment *e, const char *out)
 
 int dg_batch_traces(const dg_experiment *e, const int *idx, int n, bool verbose)
 {
-	bool *need = dg_calloc(e->ntraces, sizeof(bool));
-	for (int i = 0; i < n; i++)
+	bool *need = dg_calloc(e->ntraces ? e->ntraces : 1, sizeof(bool));
+	for (int i = 0; i < n && !e->closed; i++)
 		need[e->runs[e->cells[idx[i]].run].trace] = true;
 	int rc = 0;
 	for (int t = 0; t < e->ntraces && !rc; t++) {
@@ -185,12 +186,37 @@ int dg_batch_traces(const dg_experiment *e, const int *idx, int n, bool verbose)
 /* ---------------------------------------------------------------------------------------------- */
 /* cells                                                                                           */
 
-static int run_cell(const dg_batch_opts *o, int k)
+/* An open-loop cell: replay of a one-cluster view of the trace into the folder dir. */
+static int replay_cell(const dg_batch_opts *o, int k, const char *dir)
 {
 	const dg_experiment *e = o->e;
 	const dg_exp_cell *c = &e->cells[k];
 	const dg_exp_run *run = &e->runs[c->run];
 	const dg_exp_trace *t = &e->traces[run->trace];
+	char name[DG_EXP_CELL_ID_MAX + DG_EXP_LABEL_MAX + 16];
+	snprintf(name, sizeof name, "%s.%s.view.h5", t->label, c->id);
+	char *view = dg_path_join(dir, name);
+	int rc = -1;
+	if (dg_trace_view(t->path, c->l, c->h, view) == 0) {
+		dg_replay_opts ro = {
+			.trace_path = view, .out_dir = dir, .policies = e->policies, .npolicies = e->npolicies,
+			.densities = e->densities, .ndensities = e->ndensities,
+			.schedule = e->schedules[run->schedule].schedule, .device = o->device, .progress = false,
+			.command_line = o->command_line,
+		};
+		rc = dg_replay(&ro);
+		unlink(view);
+	}
+	free(view);
+	return rc;
+}
+
+/* Run cell k in a temporary folder, renamed to its final name when complete. */
+static int run_cell(const dg_batch_opts *o, int k)
+{
+	const dg_experiment *e = o->e;
+	const dg_exp_cell *c = &e->cells[k];
+	const dg_exp_run *run = &e->runs[c->run];
 	char *run_dir = dg_path_join(o->out_dir, "cells"), *tmp;
 	{
 		char *r = dg_path_join(run_dir, run->name);
@@ -202,7 +228,7 @@ static int run_cell(const dg_batch_opts *o, int k)
 		return -1;
 	}
 	remove_temps(run_dir, c->id); /* left by a process that was killed on this cell */
-	char host[64] = "host", name[200];
+	char host[64] = "host", name[DG_EXP_CELL_ID_MAX + 2 * DG_EXP_LABEL_MAX + 96];
 	gethostname(host, sizeof host);
 	host[sizeof host - 1] = 0;
 	for (char *s = host; *s; s++)
@@ -216,19 +242,8 @@ static int run_cell(const dg_batch_opts *o, int k)
 		dg_error("cannot create directory %s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	snprintf(name, sizeof name, "%s.%s.view.h5", t->label, c->id);
-	char *view = dg_path_join(tmp, name);
-	if (dg_trace_view(t->path, c->l, c->h, view) == 0) {
-		dg_replay_opts ro = {
-			.trace_path = view, .out_dir = tmp, .policies = e->policies, .npolicies = e->npolicies,
-			.densities = e->densities, .ndensities = e->ndensities,
-			.schedule = e->schedules[run->schedule].schedule, .device = o->device, .progress = false,
-			.command_line = o->command_line,
-		};
-		rc = dg_replay(&ro);
-		unlink(view);
-	}
-	free(view);
+	rc = e->closed ? dg_closed_cell(e, k, tmp, o->device, o->command_line, o->progress)
+		       : replay_cell(o, k, tmp);
 	if (rc == 0 && rename(tmp, final)) {
 		if (errno == EEXIST || errno == ENOTEMPTY) {
 			/* another process finished this cell first: the same rows */
@@ -236,9 +251,11 @@ static int run_cell(const dg_batch_opts *o, int k)
 			rc = dg_error("cannot rename %s to %s: %s", tmp, final, strerror(errno));
 		}
 	}
-	if (rc)
+	if (rc && e->closed)
+		dg_error("cell %s/%s failed; cells done so far are kept, a rerun continues", run->name, c->id);
+	else if (rc)
 		dg_error("cell %s/%s (trace '%s' layer %d head %d) failed; cells done so far are kept, a "
-			 "rerun continues", run->name, c->id, t->label, c->layer, c->head);
+			 "rerun continues", run->name, c->id, e->traces[run->trace].label, c->layer, c->head);
 out:
 	if (exists(tmp))
 		remove_flat_dir(tmp);
@@ -382,32 +399,6 @@ static int write_pending(pending *p, const char *path, const char *text)
 	return 0;
 }
 
-typedef struct {
-	char *buf;
-	size_t n, cap;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		b->cap = 2 * (b->n + n + 1) + 4096;
-		b->buf = dg_realloc(b->buf, b->cap);
-	}
-	memcpy(b->buf + b->n, s, n);
-	b->n += n;
-	b->buf[b->n] = 0;
-}
-
-DG_PRINTF(2, 3) static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-	char tmp[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	sb_add(b, tmp, n < (int)sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
 static int int_in(const cJSON *arr, int v)
 {
 	const cJSON *x;
@@ -433,7 +424,7 @@ static cJSON *merged_run_json(cJSON *first, cJSON *const *cells, int ncells, con
 	cJSON_ReplaceItemInObjectCaseSensitive(j, "trace",
 					       cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(run, "trace"), 1));
 	const char *date = json_str(first, "date");
-	sbuf devices = { 0 };
+	dg_sbuf devices = { 0 };
 	cJSON *pols = cJSON_GetObjectItemCaseSensitive(j, "policies");
 	cJSON *timing = cJSON_GetObjectItemCaseSensitive(j, "timing");
 	for (int i = 0; i < ncells; i++) {
@@ -442,8 +433,8 @@ static cJSON *merged_run_json(cJSON *first, cJSON *const *cells, int ncells, con
 			date = d;
 		if (dev && (!devices.buf || !strstr(devices.buf, dev))) {
 			if (devices.buf)
-				sb_add(&devices, " | ", 3);
-			sb_add(&devices, dev, strlen(dev));
+				dg_sb_add(&devices, " | ", 3);
+			dg_sb_add(&devices, dev, strlen(dev));
 		}
 		if (i == 0)
 			continue;
@@ -500,7 +491,7 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 	cJSON **plans = dg_calloc(ndirs, sizeof *plans);
 	int rc = -1;
 	pending pend = { 0 };
-	sbuf summary = { 0 }, md = { 0 };
+	dg_sbuf summary = { 0 }, md = { 0 };
 	/* 1. every input is an OUT of one experiment */
 	for (int i = 0; i < ndirs; i++) {
 		char *p = dg_path_join(dirs[i], "experiment.json");
@@ -564,18 +555,45 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 		free(dstr);
 		goto out;
 	}
-	sb_printf(&summary, "run,trace,source,schedule,warmup,anchors,n_anchors,policy,density_target,units,"
+	bool closed = !strcmp(jstr(plan, "kind"), "closed-loop");
+	if (closed) {
+		char *head = dg_closed_md_head(jstr(plan, "name"), jstr(plan, "fingerprint"));
+		dg_sb_printf(&summary, "%s\n", DG_CLOSED_SUMMARY_HEADER);
+		dg_sb_printf(&md, "%s", head);
+		free(head);
+	} else {
+	dg_sb_printf(&summary, "run,trace,source,schedule,warmup,anchors,n_anchors,policy,density_target,units,"
 			    "density,rel_l1,rel_l2,cosine,mass_mean,staleness\n");
-	sb_printf(&md, "# %s: mean metrics per run, policy and density\n\n"
+	dg_sb_printf(&md, "# %s: mean metrics per run, policy and density\n\n"
 		       "Means over post-warm-up units (step >= warm-up, dense layers left out) of `dsgap run`'s "
 		       "merged rows; E = mean rel_l2. Experiment fingerprint %s.\n\n"
 		       "| run | source | anchors | policy | density_target | units | density | rel_l2 | cosine | "
 		       "mass_mean |\n|:--|:--|:--|:--|--:|--:|--:|--:|--:|--:|\n",
 		  jstr(plan, "name"), jstr(plan, "fingerprint"));
+	}
 
 	/* 3. each run: rows in canonical order, run.json, summary lines */
 	int err = 0;
 	long long rows_total = 0;
+	if (closed)
+		cJSON_ArrayForEach(run, runs) {
+			dg_closed_merged m;
+			if ((err = dg_closed_merge_run(plan, run, dirs, ndirs, &m)))
+				break;
+			char *dir = dg_path_join(out, jstr(run, "name"));
+			char *cp = dg_path_join(dir, "closed_loop.csv"), *jp = dg_path_join(dir, "run.json");
+			err = dg_mkdir_p(dir) || write_pending(&pend, cp, m.rows) || write_pending(&pend, jp, m.run_json);
+			dg_sb_add(&summary, m.summary, strlen(m.summary));
+			dg_sb_add(&md, m.md, strlen(m.md));
+			rows_total += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(run, "cells"));
+			dg_closed_merged_free(&m);
+			free(cp);
+			free(jp);
+			free(dir);
+			if (err)
+				break;
+		}
+	else
 	cJSON_ArrayForEach(run, runs) {
 		const char *rname = jstr(run, "name");
 		const cJSON *cells = cJSON_GetObjectItemCaseSensitive(run, "cells");
@@ -728,12 +746,12 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 					const acc *x = &a[p * nd + d];
 					double u = x->units > 0 ? x->units : NAN;
 					const char *pname = cJSON_GetArrayItem(policies, p)->valuestring;
-					sb_printf(&summary, "%s,%s,%s,%s,%d,%s,%d,%s,%s,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
+					dg_sb_printf(&summary, "%s,%s,%s,%s,%d,%s,%d,%s,%s,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
 						  rname, jstr(trace, "label"), jstr(trace, "source"),
 						  jstr(sched, "label"), warmup, anchors, nanch, pname, dstr[d], x->units,
 						  x->density / u, x->rel_l1 / u, x->rel_l2 / u, x->cosine / u,
 						  x->mass_mean / u, x->staleness / u);
-					sb_printf(&md, "| %s | %s | %s | %s | %s | %.0f | %.4f | %.4g | %.4f | %.4f |\n", rname,
+					dg_sb_printf(&md, "| %s | %s | %s | %s | %s | %.0f | %.4f | %.4g | %.4f | %.4f |\n", rname,
 						  jstr(trace, "source"), anchors, pname, dstr[d], x->units,
 						  x->density / u, x->rel_l2 / u, x->cosine / u, x->mass_mean / u);
 				}
@@ -780,9 +798,9 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 			remove_temps(path, NULL);
 		}
 	if (verbose)
-		fprintf(stderr, "merge: %d runs, %d cells, %lld rows from %d folder%s -> %s/{RUN/metrics.csv, "
+		fprintf(stderr, "merge: %d runs, %d cells, %lld rows from %d folder%s -> %s/{RUN/%s, "
 				"RUN/run.json, summary.csv, summary.md}\n", cJSON_GetArraySize(runs), total,
-			rows_total, ndirs, ndirs == 1 ? "" : "s", out);
+			rows_total, ndirs, ndirs == 1 ? "" : "s", out, closed ? "closed_loop.csv" : "metrics.csv");
 	rc = 0;
 out:
 	pending_free(&pend, rc != 0);

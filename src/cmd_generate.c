@@ -16,10 +16,8 @@
 #include <cjson/cJSON.h>
 
 #include "commands.h"
-#include "dit_attn.h"
 #include "dit_cli.h"
-#include "dit_sample.h"
-#include "fidelity.h"
+#include "generate.h"
 #include "replay.h"
 #include "tensorfile.h"
 #include "util.h"
@@ -68,9 +66,8 @@ static char *run_file(const char *dir, const dg_policy *p, double rho)
 typedef struct {
 	const dg_policy *p;
 	double rho;
-	dg_dit_attn_stats as;
-	dg_dit_sample_stats ss;
-	double psnr, ssim, psnr_min, ssim_min;
+	dg_generate_stats st;
+	dg_fidelity_summary fs;
 } run_result;
 
 int dg_cmd_generate(int argc, char **argv)
@@ -128,7 +125,6 @@ int dg_cmd_generate(int argc, char **argv)
 	int C = cf->out_dim, F = di.latent[0], H = di.latent[1], W = di.latent[2], rc = 1;
 	size_t nlat = (size_t)C * F * H * W;
 	float *ref = dg_malloc(nlat * sizeof(float)), *lat = dg_malloc(nlat * sizeof(float));
-	double *ps = dg_malloc((size_t)F * sizeof(double)), *ss = dg_malloc((size_t)F * sizeof(double));
 	run_result *res = dg_calloc((size_t)(1 + np * nd), sizeof *res);
 	int nres = 0;
 	so->model = m;
@@ -146,30 +142,10 @@ int dg_cmd_generate(int argc, char **argv)
 			run_result *r = &res[nres];
 			r->p = p;
 			r->rho = rho;
-			dg_dit_attn *attn = dg_dit_attn_new(m->ops, p, rho, &sched, di.grid, cf->num_layers,
-							    cf->num_heads, dg_wan_head_dim(cf),
-							    so->guidance != 1 ? 2 : 1);
-			if (!attn)
-				goto done;
-			char label[200];
-			snprintf(label, sizeof label, p->dense ? "generate %s" : "generate %s@%g", p->name, rho);
-			so->attn = attn;
-			so->label = quiet ? NULL : label;
-			int sr = dg_dit_sample(so, pi == 0 ? ref : lat, &r->ss);
-			dg_dit_attn_get_stats(attn, &r->as);
-			dg_dit_attn_free(attn);
-			if (sr)
+			if (dg_generate_run(so, di.grid, p, rho, &sched, quiet, pi == 0 ? ref : lat, &r->st))
 				goto done;
 			const float *xr = pi == 0 ? ref : lat;
-			dg_frames_fidelity(ref, xr, C, F, H, W, ps, ss);
-			r->psnr = r->ssim = 0;
-			r->psnr_min = r->ssim_min = INFINITY;
-			for (int f = 0; f < F; f++) {
-				r->psnr += ps[f] / F;
-				r->ssim += ss[f] / F;
-				r->psnr_min = fmin(r->psnr_min, ps[f]);
-				r->ssim_min = fmin(r->ssim_min, ss[f]);
-			}
+			dg_fidelity_summarise(ref, xr, C, F, H, W, &r->fs);
 			char *path = run_file(out, p, rho);
 			char dstr[32];
 			snprintf(dstr, sizeof dstr, "%g", rho);
@@ -189,10 +165,10 @@ int dg_cmd_generate(int argc, char **argv)
 		fprintf(o.f, GENERATE_HEADER "\n");
 		for (int i = 0; i < nres; i++) {
 			run_result *r = &res[i];
-			double density = r->as.full_pairs > 0 ? r->as.pairs / r->as.full_pairs : 1;
-			fprintf(o.f, "%s,%g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g\n", r->p->name, r->rho, density,
-				r->psnr, r->ssim, r->psnr_min, r->ssim_min, r->ss.transformer_s, r->ss.total_s,
-				res[0].ss.transformer_s / r->ss.transformer_s);
+			fprintf(o.f, "%s,%g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g\n", r->p->name, r->rho,
+				r->st.density, r->fs.psnr, r->fs.ssim, r->fs.psnr_min, r->fs.ssim_min,
+				r->st.ss.transformer_s, r->st.ss.total_s,
+				res[0].st.ss.transformer_s / r->st.ss.transformer_s);
 		}
 		orc = dg_out_commit(&o);
 	}
@@ -229,10 +205,15 @@ int dg_cmd_generate(int argc, char **argv)
 		cJSON *r = cJSON_CreateObject();
 		cJSON_AddStringToObject(r, "policy", res[i].p->name);
 		cJSON_AddNumberToObject(r, "density_target", res[i].rho);
-		cJSON_AddNumberToObject(r, "attention_s", res[i].as.seconds);
-		cJSON_AddNumberToObject(r, "metadata_s", res[i].as.meta_seconds);
-		cJSON_AddNumberToObject(r, "sparse_units", (double)res[i].as.sparse_calls);
-		cJSON_AddNumberToObject(r, "units", (double)res[i].as.calls);
+		cJSON_AddNumberToObject(r, "attention_s", res[i].st.as.seconds);
+		cJSON_AddNumberToObject(r, "metadata_s", res[i].st.as.meta_seconds);
+		cJSON_AddNumberToObject(r, "sparse_units", (double)res[i].st.as.sparse_calls);
+		/* device time of the op table (GPU): GEMMs, attention through the table, the rest */
+		cJSON_AddNumberToObject(r, "transformer_s", res[i].st.ss.transformer_s);
+		cJSON_AddNumberToObject(r, "gemm_s", res[i].st.ss.op_seconds[DG_WAN_OPK_LINEAR]);
+		cJSON_AddNumberToObject(r, "table_attention_s", res[i].st.ss.op_seconds[DG_WAN_OPK_ATTENTION]);
+		cJSON_AddNumberToObject(r, "elementwise_s", res[i].st.ss.op_seconds[DG_WAN_OPK_OTHER]);
+		cJSON_AddNumberToObject(r, "units", (double)res[i].st.as.calls);
 		cJSON_AddItemToArray(runs, r);
 	}
 	char *js = cJSON_Print(j);
@@ -252,7 +233,7 @@ int dg_cmd_generate(int argc, char **argv)
 			out, nres);
 	rc = 0;
 done:
-	free(ref), free(lat), free(ps), free(ss), free(res);
+	free(ref), free(lat), free(res);
 	dg_dit_inputs_free(&di);
 	return rc;
 }

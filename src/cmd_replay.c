@@ -1,6 +1,7 @@
 /*
- * cmd_replay.c: `dsgap replay T.h5 --policies A,B --density 0.1,0.15 [--schedule ...] --out DIR`
- * runs policies over a trace's Q/K/V and writes DIR/metrics.csv and DIR/run.json (replay.h).
+ * cmd_replay.c: `dsgap replay T.h5 --policies A,B --density 0.1,0.15 [--schedule ...] [--device gpu]
+ * [--precise on|off] --out DIR` runs policies over a trace's Q/K/V and writes DIR/metrics.csv and
+ * DIR/run.json (replay.h).
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: dsgap replay T.h5 --out DIR [--policies LIST] [--density LIST] [--schedule S]\n"
-		"                    [--device cpu] [--quiet]\n\n"
+		"                    [--device cpu|gpu] [--precise on|off] [--quiet]\n\n"
 		"Replays every policy at every density on the trace's own Q/K/V and writes\n"
 		"DIR/metrics.csv (one row per policy x density x step x layer x head) and DIR/run.json.\n\n"
 		"  --policies LIST  comma-separated specs (default ladder,factorial). Aliases: ladder =\n"
@@ -32,6 +33,8 @@ static void usage(FILE *f)
 		"  --schedule S     warmup=W,anchors=a;b,dense_layers=l;m (trace step/layer indices;\n"
 		"                   default no warm-up, anchor at the last step before W)\n"
 		"  --device D       cpu or gpu (default cpu)\n"
+		"  --precise on|off GPU: P.V with P split into bf16 hi + lo, metrics at fp32 level as on the\n"
+		"                   CPU (on, default), or P rounded to bf16 as the fast kernels do (off)\n"
 		"  --quiet          no progress line\n");
 }
 
@@ -41,14 +44,15 @@ int dg_cmd_replay(int argc, char **argv)
 		{ "out", required_argument, 0, 'o' },     { "policies", required_argument, 0, 'p' },
 		{ "density", required_argument, 0, 'd' }, { "schedule", required_argument, 0, 's' },
 		{ "device", required_argument, 0, 'D' },  { "quiet", no_argument, 0, 'q' },
-		{ "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 },
+		{ "precise", required_argument, 0, 'P' }, { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	const char *out = NULL, *policies = "ladder,factorial", *density = "0.15", *schedule = "";
 	const char *device = "cpu";
-	bool quiet = false;
+	bool quiet = false, precise = true;
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:p:d:s:D:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:p:d:s:D:P:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'p': policies = optarg; break;
@@ -56,6 +60,7 @@ int dg_cmd_replay(int argc, char **argv)
 		case 's': schedule = optarg; break;
 		case 'D': device = optarg; break;
 		case 'q': quiet = true; break;
+		case 'P': if (dg_opt_onoff("replay", "precise", optarg, &precise)) return 2; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -70,7 +75,7 @@ int dg_cmd_replay(int argc, char **argv)
 	dg_policy pol[MAX_POLICIES];
 	double dens[MAX_DENSITIES];
 	dg_replay_opts o = { .trace_path = argv[optind], .out_dir = out, .policies = pol,
-			     .densities = dens, .device = device, .progress = !quiet };
+			     .densities = dens, .device = device, .bf16_pv = !precise, .progress = !quiet };
 	if ((o.npolicies = dg_policies_expand(policies, pol, MAX_POLICIES)) < 0)
 		return 1;
 	if ((o.ndensities = dg_parse_doubles(density, dens, MAX_DENSITIES)) <= 0)

@@ -35,7 +35,10 @@ static void usage(FILE *f)
 		"Runs an experiment's grid of cells (a cell: one (layer, head) cluster of one trace x schedule,\n"
 		"every policy at every density and step) into DIR/cells/, skipping cells already done; once all\n"
 		"cells are in DIR, merges them into DIR/RUN/{metrics.csv,run.json} (RUN = TRACE.SCHEDULE; ready\n"
-		"for dsgap decompose and plot) and DIR/summary.{csv,md}. The file format is in README.md.\n\n"
+		"for dsgap decompose and plot) and DIR/summary.{csv,md}. A closed-loop experiment ([model],\n"
+		"[prompts]): a cell is one generate run of one (prompt, seed) sample, dense or one policy at one\n"
+		"density; merged into DIR/RUN/closed_loop.csv (PSNR/SSIM against the sample's dense run,\n"
+		"speedup). The file format is in README.md.\n\n"
 		"  --out DIR        output folder (default: [output] dir, else dsgap-runs/NAME)\n"
 		"  --shard i/n      only cells i, i+n, i+2n, ... (0 <= i < n): one task of a job array;\n"
 		"                   combine the shards' folders with dsgap merge\n"
@@ -376,9 +379,15 @@ int dg_cmd_run(int argc, char **argv)
 	int *idx = dg_malloc((e.ncells ? e.ncells : 1) * sizeof(int));
 	int n = dg_experiment_slice(&e, shard, nshards, worker, nworkers, idx);
 	if (list) {
-		fprintf(stderr, "%s: %d trace%s x %d schedule%s = %d run%s, %d cells; shard %d/%d: %d cells\n",
-			e.name, e.ntraces, e.ntraces == 1 ? "" : "s", e.nschedules, e.nschedules == 1 ? "" : "s",
-			e.nruns, e.nruns == 1 ? "" : "s", e.ncells, shard, nshards, n);
+		if (e.closed)
+			fprintf(stderr, "%s: closed loop, %d schedule%s = %d run%s of %d prompt%s x %d seed%s, %d cells; "
+				"shard %d/%d: %d cells\n", e.name, e.nschedules, e.nschedules == 1 ? "" : "s", e.nruns,
+				e.nruns == 1 ? "" : "s", e.nprompts, e.nprompts == 1 ? "" : "s", e.model.nseeds,
+				e.model.nseeds == 1 ? "" : "s", e.ncells, shard, nshards, n);
+		else
+			fprintf(stderr, "%s: %d trace%s x %d schedule%s = %d run%s, %d cells; shard %d/%d: %d cells\n",
+				e.name, e.ntraces, e.ntraces == 1 ? "" : "s", e.nschedules, e.nschedules == 1 ? "" : "s",
+				e.nruns, e.nruns == 1 ? "" : "s", e.ncells, shard, nshards, n);
 		for (int i = 0; i < n; i++)
 			printf("%d %s/%s\n", idx[i], e.runs[e.cells[idx[i]].run].name, e.cells[idx[i]].id);
 		rc = 0;
@@ -389,9 +398,10 @@ int dg_cmd_run(int argc, char **argv)
 	double t0 = dg_now();
 	int err = dg_batch_prepare(&e, out);
 	if (!err && !quiet && !is_worker)
-		fprintf(stderr, "run: experiment '%s': %d run%s, %d cells (%d policies x %d densities each), "
-				"device %s; this %s: %d cells -> %s\n", e.name, e.nruns, e.nruns == 1 ? "" : "s",
-			e.ncells, e.npolicies, e.ndensities, e.device, nshards > 1 ? "shard" : "run", n, out);
+		fprintf(stderr, "run: experiment '%s': %d run%s, %d cells (%s), device %s; this %s: %d cells -> %s\n",
+			e.name, e.nruns, e.nruns == 1 ? "" : "s", e.ncells,
+			e.closed ? "closed loop: one generate run each" : "every policy x density of a cluster",
+			e.device, nshards > 1 ? "shard" : "run", n, out);
 	if (!err)
 		err = dg_batch_traces(&e, idx, n, !quiet || is_worker);
 	if (!err && spawn) {
@@ -418,7 +428,8 @@ int dg_cmd_run(int argc, char **argv)
 		if (dg_batch_merge(dirs, 1, out, !quiet))
 			rc = 1;
 		else if (!quiet)
-			fprintf(stderr, "run: done in %.1f s; results in %s/ (dsgap decompose %s/%s)\n", dg_now() - t0,
+			fprintf(stderr, e.closed ? "run: done in %.1f s; results in %s/ (%s/%s/closed_loop.csv)\n" :
+				"run: done in %.1f s; results in %s/ (dsgap decompose %s/%s)\n", dg_now() - t0,
 				out, out, e.runs[0].name);
 	} else if (!quiet) {
 		fprintf(stderr, "run: shard %d/%d done; %s holds %d of the experiment's %d cells: when every "

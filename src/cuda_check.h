@@ -1,6 +1,6 @@
 /*
- * cuda_check.h: fatal checks of CUDA runtime and cuBLAS calls (DESIGN §11): print the statement,
- * the function and file:line, then exit. For C code calling the CUDA runtime API.
+ * cuda_check.h: fatal checks of CUDA runtime, kernel launcher and cuBLAS calls (DESIGN §11): print
+ * the statement, the function and file:line, then exit. For C code calling the CUDA runtime API.
  */
 #ifndef DG_CUDA_CHECK_H
 #define DG_CUDA_CHECK_H
@@ -19,6 +19,13 @@
 	if ((stmt) != 0) \
 		dg_die("%s failed (%s at %s:%d)", #stmt, __func__, __FILE__, __LINE__); \
 	CUDA_CHECK(cudaGetLastError()); \
+} while (0)
+
+/* a cuBLAS or cuBLASLt call (status 0 = success) */
+#define CUBLAS_CHECK(stmt) do { \
+	int s_ = (int)(stmt); \
+	if (s_ != 0) \
+		dg_die("%s: cuBLAS status %d (%s at %s:%d)", #stmt, s_, __func__, __FILE__, __LINE__); \
 } while (0)
 
 #endif

@@ -23,6 +23,13 @@ static const char *const cell_policy[8] = {
 	"baseline", "mc-grouping", "mc-selection", "mc-gs", "mc-residual", "mc-gr", "mc-sr",
 	"mc-sparse"
 };
+/* the peers of DESIGN §3, with the method each one replays (reference/mcsparse-and-peers.md §2) */
+const dg_peer_method dg_peer_methods[DG_PEER_METHODS] = {
+	{ "svg2", "Sparse VideoGen2 (§2.2)" },   { "spargeattn", "SpargeAttn (§2.4)" },
+	{ "xattention", "XAttention (§2.5)" },   { "radial", "Radial Attention (§2.6)" },
+	{ "sta", "Sliding Tile Attention (§2.7)" }, { "ditfastattn", "DiTFastAttn (§2.9)" },
+	{ "chipmunk", "Chipmunk (§2.11)" },      { "pisa", "PISA (§2.12)" },
+};
 /* display order of the cells: by number of components on */
 static const int cell_order[8] = { 0, 1, 2, 4, 3, 5, 6, 7 };
 
@@ -100,6 +107,11 @@ static const char *const ablation_layer_tex[] = { "$E$(baseline)", "$E$(mc-spars
 						  "$\\phi_S$", "$\\phi_R$" };
 #define LAYER_COLS 5
 
+const char *dg_table_reference(dg_table_kind kind)
+{
+	return kind == DG_TABLE_LADDER ? ladder_policy[R_EST] : cell_policy[7];
+}
+
 const char *dg_table_name(dg_table_kind kind)
 {
 	return kind == DG_TABLE_LADDER ? "decomposition" : "ablation";
@@ -161,7 +173,76 @@ static double row_check(dg_table_kind kind, const double *q)
 	       q[DG_ABL_TOTAL];
 }
 
+/* a peer against the reference: E[0] the peer, E[1] the reference */
+static void peer_stat(const double *E, double *q)
+{
+	q[0] = E[0];
+	q[1] = E[0] - E[1];
+}
+
 /* ---- building -------------------------------------------------------------------------------- */
+
+/* The method of policy name (PRESET or PRESET/...), or -1. */
+static int peer_method(const char *name)
+{
+	for (int m = 0; m < DG_PEER_METHODS; m++) {
+		size_t n = strlen(dg_peer_methods[m].preset);
+		if (!strncmp(name, dg_peer_methods[m].preset, n) && (name[n] == 0 || name[n] == '/'))
+			return m;
+	}
+	return -1;
+}
+
+/* Mean effective density of the post-warm-up units of policy p at density d; NaN without any. */
+static double mean_density(const dg_results *r, int p, int d, double *n_units)
+{
+	const size_t k = (size_t)p * r->n_densities + d;
+	double s = 0, n = 0;
+	for (size_t i = r->range[k]; i < r->range[k + 1]; i++)
+		if (dg_results_post_warmup(r, &r->unit[i])) {
+			s += r->unit[i].density_eff;
+			n += 1;
+		}
+	*n_units = n;
+	return n > 0 ? s / n : NAN;
+}
+
+/* The peers at matched density of density d (see decompose.h). sum, count: (2, n_clusters)
+ * scratch (every table has at least 2 policies, so the caller's buffers hold them). */
+static void build_peers(const dg_results *r, dg_table *t, int d, double *sum, double *count,
+			int *member)
+{
+	const int nc = r->n_clusters, ref = dg_results_policy(r, dg_table_reference(t->kind));
+	for (int m = 0; m < DG_PEER_METHODS; m++) {
+		dg_peer_row best = { .density = d, .policy = -1, .method = m };
+		for (int p = 0; p < r->n_policies; p++) {
+			double n, rho = peer_method(r->policy[p]) == m ? mean_density(r, p, d, &n) : NAN;
+			if (!isnan(rho) && (best.policy < 0 || fabs(rho - r->density[d]) <
+								 fabs(best.density_eff - r->density[d]))) {
+				best.policy = p;
+				best.density_eff = rho;
+				best.n_units = n;
+			}
+		}
+		if (best.policy < 0)
+			continue;
+		dg_results_cluster_sums(r, best.policy, d, DG_ANY, sum, count);
+		if (ref >= 0)
+			dg_results_cluster_sums(r, ref, d, DG_ANY, sum + nc, count + nc);
+		else /* no reference: its E and the difference are NaN */
+			memset(count + nc, 0, nc * sizeof *count);
+		int nm = 0;
+		for (int c = 0; c < nc; c++)
+			if (count[c] > 0)
+				member[nm++] = c;
+		best.n_clusters = nm;
+		dg_boot_data data = { .n_pol = 2, .n_clusters = nc, .sum = sum, .count = count,
+				      .member = member, .n_member = nm };
+		dg_boot_stat(&data, peer_stat, 2, t->boot, t->seed, best.est, best.lo, best.hi);
+		t->peer = dg_realloc(t->peer, (t->n_peers + 1) * sizeof *t->peer);
+		t->peer[t->n_peers++] = best;
+	}
+}
 
 /* Rows of one density: all layers, then each layer. sum, count: (np, n_clusters). */
 static void build_density(const dg_results *r, dg_table *t, int d, const double *sum,
@@ -238,6 +319,7 @@ int dg_table_build(const dg_results *r, dg_table_kind kind, int density, int boo
 			dg_warn("%s: density_target %g: no post-warm-up units of %s: their %s rows "
 				"left out", r->dir, r->density[d], absent, dg_table_name(kind));
 		build_density(r, t, d, sum, count, np, member, layers);
+		build_peers(r, t, d, sum, count, member);
 	}
 	free(layers);
 	free(member);
@@ -248,6 +330,7 @@ int dg_table_build(const dg_results *r, dg_table_kind kind, int density, int boo
 void dg_table_free(dg_table *t)
 {
 	free(t->row);
+	free(t->peer);
 	memset(t, 0, sizeof *t);
 }
 
@@ -317,6 +400,17 @@ static void write_csv(FILE *f, const dg_results *r, const dg_table *t)
 				r->density[w->density], layer_name(lb, w->layer),
 				Q[q].key, w->est[q], w->lo[q], w->hi[q], w->n_units, w->n_clusters);
 		}
+	}
+	for (int i = 0; i < t->n_peers; i++) {
+		const dg_peer_row *w = &t->peer[i];
+		const char *spec = r->policy[w->policy], *ref = dg_table_reference(t->kind);
+		double rho = r->density[w->density];
+		fprintf(f, "%.10g,all,peer:density(%s),%.10g,nan,nan,%.0f,%d\n", rho, spec, w->density_eff,
+			w->n_units, w->n_clusters);
+		fprintf(f, "%.10g,all,peer:E(%s),%.10g,%.10g,%.10g,%.0f,%d\n", rho, spec, w->est[0],
+			w->lo[0], w->hi[0], w->n_units, w->n_clusters);
+		fprintf(f, "%.10g,all,peer:E(%s)-E(%s),%.10g,%.10g,%.10g,%.0f,%d\n", rho, spec, ref,
+			w->est[1], w->lo[1], w->hi[1], w->n_units, w->n_clusters);
 	}
 }
 
@@ -416,6 +510,38 @@ static void md_layers(FILE *f, const dg_results *r, const dg_table *t, int first
 	fputc('\n', f);
 }
 
+/* the peers at matched density of density index d */
+static void md_peers(FILE *f, const dg_results *r, const dg_table *t, int d)
+{
+	const char *ref = dg_table_reference(t->kind);
+	bool any = false;
+	int nfar = 0;
+	for (int i = 0; i < t->n_peers; i++) {
+		const dg_peer_row *w = &t->peer[i];
+		if (w->density != d)
+			continue;
+		char a[32], b[80], c[32], e[80];
+		if (!any)
+			fprintf(f, "Peers at matched density: per method, the configuration run whose "
+				   "effective density is closest to %g; E over its post-warm-up units; "
+				   "Δ = E(peer) − E(%s), paired 95%% cluster bootstrap:\n\n"
+				   "| method | configuration | effective density | E | 95%% CI | Δ vs E(%s) "
+				   "| 95%% CI |\n|:--|:--|--:|--:|:-:|--:|:-:|\n", r->density[d], ref, ref);
+		any = true;
+		bool far = fabs(w->density_eff - r->density[d]) > 0.2 * r->density[d];
+		nfar += far;
+		fprintf(f, "| %s | `%s` | %.3f%s | %s | %s | %s | %s |\n", dg_peer_methods[w->method].source,
+			r->policy[w->policy], w->density_eff, far ? " †" : "", num(a, w->est[0]),
+			interval(b, w->lo[0], w->hi[0]), num(c, w->est[1]),
+			interval(e, w->lo[1], w->hi[1]));
+	}
+	if (nfar)
+		fprintf(f, "\n† more than 20%% away from the target: no configuration of the method in "
+			   "this experiment comes closer.\n");
+	if (any)
+		fputc('\n', f);
+}
+
 static void write_md(FILE *f, const dg_results *r, const dg_table *t)
 {
 	md_preamble(f, r, t);
@@ -445,6 +571,7 @@ static void write_md(FILE *f, const dg_results *r, const dg_table *t)
 		fprintf(f, "\nCheck: %s = %.3g (zero to rounding).\n\n",
 			t->kind == DG_TABLE_LADDER ? "selection + grouping + lost − E(est-block)" :
 			"φ_G + φ_S + φ_R − total reduction", w->check);
+		md_peers(f, r, t, w->density);
 		if (end > i + 1)
 			md_layers(f, r, t, i + 1, end);
 		i = end;
@@ -482,6 +609,37 @@ static void tex_caption(FILE *f, const dg_results *r, const dg_table *t, const d
 		"reduction, averaged over the 6 orders, positive = error reduced. Interactions on "
 		"the error scale, $I_{GS} = E_{gs} - E_{g} - E_{s} + E_0$, $I_{GSR}$ the three-way "
 		"contrast; $I<0$: synergy.");
+}
+
+/* the peers at matched density of density index d, a table of their own */
+static void tex_peers(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w)
+{
+	const char *ref = dg_table_reference(t->kind);
+	bool any = false;
+	for (int i = 0; i < t->n_peers; i++) {
+		const dg_peer_row *p = &t->peer[i];
+		if (p->density != w->density)
+			continue;
+		if (!any) {
+			fprintf(f, "\n\\begin{table}[t]\n\\centering\n\\small\n");
+			tex_caption(f, r, t, w, "Peers at matched density (the configuration closest to "
+				    "the target density)");
+			fprintf(f, "\\label{tab:%s-peers-%g}\n\\begin{tabular}{llrll}\n\\toprule\n"
+				   "Method & Configuration & Density & $E$ & $E - E$(%s) \\\\\n\\midrule\n",
+				dg_table_name(t->kind), r->density[w->density], ref);
+		}
+		any = true;
+		tex_puts(f, dg_peer_methods[p->method].source);
+		fputs(" & \\texttt{", f);
+		tex_puts(f, r->policy[p->policy]);
+		fprintf(f, "} & %.3f & ", p->density_eff);
+		tex_num(f, p->est[0], p->lo[0], p->hi[0], true);
+		fputs(" & ", f);
+		tex_num(f, p->est[1], p->lo[1], p->hi[1], true);
+		fprintf(f, " \\\\\n");
+	}
+	if (any)
+		fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table}\n");
 }
 
 static void write_tex(FILE *f, const dg_results *r, const dg_table *t)
@@ -531,6 +689,7 @@ static void write_tex(FILE *f, const dg_results *r, const dg_table *t)
 			fprintf(f, " \\\\\n");
 		}
 		fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table}\n");
+		tex_peers(f, r, t, w);
 		if (end > i + 1) {
 			const int *cols = t->kind == DG_TABLE_LADDER ? ladder_layer_q :
 					  ablation_layer_q;

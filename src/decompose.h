@@ -12,6 +12,14 @@
  *   E(baseline) - E(mc-sparse), Shapley shares of G, S, R and the interactions (shapley.h).
  *   Needs all 8 cells.
  *
+ * Peers at matched density (DESIGN §3 peers beside the table's policies): for each density with
+ *   rows and each peer method with post-warm-up units there (a policy PRESET or PRESET/..., PRESET
+ *   one of dg_peer_methods), the configuration whose mean effective density at that
+ *   density_target is closest to the target (ties: the first listed), so a sweep of a fixed-mask
+ *   peer's parameter in the experiment is matched by picking; its E and E minus the reference
+ *   (E(est-block) for the ladder, E(mc-sparse) for the ablation), paired bootstrap over all
+ *   clusters.
+ *
  * Rows: for each density with the needed policies, one row for all layers, then one per layer.
  * Every row resamples its own (layer, head) clusters: all layers' clusters for the "all" row,
  * one layer's heads for a layer row.
@@ -19,9 +27,11 @@
  * Outputs, each written atomically into the results directory:
  *   NAME.csv  density_target,layer,quantity,estimate,lo,hi,n_units,n_clusters
  *             (layer "all" or a trace layer index; quantity keys from dg_quantity_key;
- *             n_units: post-warm-up units of est-block / baseline in the row)
+ *             n_units: post-warm-up units of est-block / baseline in the row); peers:
+ *             layer "all", quantities "peer:density(SPEC)" (lo, hi: nan), "peer:E(SPEC)",
+ *             "peer:E(SPEC)-E(REF)" 
  *   NAME.md   per density: a caption line, the all-layers table (quantity, estimate, interval,
- *             share), the sum check, a per-layer table
+ *             share), the sum check, the peers at matched density, a per-layer table
  *   NAME.tex  per density: booktabs tables in table environments with caption and label
  */
 #ifndef DG_DECOMPOSE_H
@@ -72,15 +82,35 @@ typedef struct {
 	double check; /* ladder: selection + grouping + lost - E(est-block); ablation: sum phi - total */
 } dg_row;
 
+/* The peer methods: preset name and the method's source (paper) for the tables. */
+typedef struct {
+	const char *preset, *source;
+} dg_peer_method;
+extern const dg_peer_method dg_peer_methods[];
+#define DG_PEER_METHODS 8
+
+typedef struct {
+	int density, policy; /* indices into dg_results */
+	int method;          /* index into dg_peer_methods */
+	double density_eff;  /* mean effective density over its post-warm-up units */
+	double n_units;
+	int n_clusters;
+	double est[2], lo[2], hi[2]; /* E(peer), E(peer) - E(reference) */
+} dg_peer_row;
+
 typedef struct {
 	dg_table_kind kind;
 	int boot;
 	unsigned long seed;
 	dg_row *row;
 	int n_rows;
+	dg_peer_row *peer; /* by density, then in dg_peer_methods order */
+	int n_peers;
 } dg_table;
 
 /* "decomposition" or "ablation": the output file stem. */
+/* The reference a peer's E is compared with: "est-block" or "mc-sparse". */
+const char *dg_table_reference(dg_table_kind kind);
 const char *dg_table_name(dg_table_kind kind);
 /* The table's policies (ladder rungs; factorial cells indexed by component mask); the count. */
 int dg_table_policies(dg_table_kind kind, const char *const **names);

@@ -1,6 +1,11 @@
 /*
  * dit_attn.c: the DiT engine's self-attention entry point: capture hook, then dense, or a sparse
  * policy in the closed loop as runs of policy_run.h, one per (pass, layer, head) (dit_attn.h).
+ * The policy's backend is the op table's own kind: the CPU backend for the CPU table, the GPU
+ * backend for the GPU table, which loads Q/K/V from the table's device buffers and writes the
+ * output back into one (load_device, output_device); only policies whose primitives run a host
+ * twin on the unit go through host copies. The dense pass of a unit is skipped where no run
+ * reads it (dg_policy_run_needs_dense).
  */
 #include "dit_attn.h"
 
@@ -14,7 +19,10 @@
 
 struct dg_dit_attn {
 	dg_wan_ops *ops;
+	bool host;           /* the table computes in host memory */
 	dg_backend *be;      /* a sparse policy: where it runs; NULL for dense */
+	bool host_unit;      /* the GPU backend needs the unit on the host too (needs_host_unit) */
+	float *hq, *hk, *hv; /* host copies of q, k, v (heads, n, d): capture on a device, host_unit */
 	dg_policy policy;
 	dg_schedule sched;
 	int grid[3], n, d, layers, heads, passes;
@@ -24,21 +32,34 @@ struct dg_dit_attn {
 	dg_dit_attn_stats stats;
 };
 
+/* whether the GPU backend's primitives for p run a host twin on the unit's Q/K/V (backend_gpu.c:
+ * peers, PISA, k-means groups, per-query selections other than top-k over tokens) */
+static bool needs_host_unit(const dg_policy *p)
+{
+	return dg_policy_is_peer(p) || p->approx == DG_APPROX_PISA || p->group == DG_GROUP_KMEANS ||
+	       (p->group == DG_GROUP_QUERY && (p->budget != DG_BUDGET_TOPK || p->kv != DG_KV_TOKEN));
+}
+
 dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rho,
 			     const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
 			     int passes)
 {
-	bool sparse = policy && !policy->dense;
-	if (sparse && strcmp(ops->name, "cpu")) {
-		dg_error("policy %s: sparse policies in the DiT loop run on the cpu only for now", policy->name);
-		return NULL;
-	}
+	bool sparse = policy && !policy->dense, host = !strcmp(ops->name, "cpu");
 	if (sparse && policy->budget == DG_BUDGET_TOPK && !(rho > 0 && rho <= 1)) {
 		dg_error("policy %s: density %g is outside (0, 1]", policy->name, rho);
 		return NULL;
 	}
+	int n = grid[0] * grid[1] * grid[2];
+	dg_backend *be = NULL;
+	if (sparse && !(be = host ? dg_backend_cpu(n, d) : dg_backend_gpu(n, d)))
+		return NULL;
 	dg_dit_attn *a = dg_calloc(1, sizeof *a);
 	a->ops = ops;
+	a->host = host;
+	a->be = be;
+	a->host_unit = be && !host && needs_host_unit(policy);
+	if (be && be->phases)
+		be->phases(be, NULL); /* start its device-time accounting (the metadata's share) */
 	if (policy)
 		a->policy = *policy;
 	else
@@ -50,14 +71,13 @@ dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rh
 		a->sched.anchors[0] = a->sched.warmup > 0 ? a->sched.warmup - 1 : 0;
 	}
 	memcpy(a->grid, grid, sizeof a->grid);
-	a->n = grid[0] * grid[1] * grid[2];
+	a->n = n;
 	a->d = d;
 	a->layers = layers;
 	a->heads = heads;
 	a->passes = passes;
 	if (sparse) {
 		size_t units = (size_t)passes * layers * heads;
-		a->be = dg_backend_cpu(a->n, d);
 		a->runs = dg_malloc(units * sizeof *a->runs);
 		for (size_t u = 0; u < units; u++)
 			dg_policy_run_init(&a->runs[u], &a->policy, rho);
@@ -81,22 +101,31 @@ void dg_dit_attn_free(dg_dit_attn *a)
 		a->be->destroy(a->be);
 	}
 	free(a->runs);
+	free(a->hq), free(a->hk), free(a->hv);
 	free(a);
 }
 
 void dg_dit_attn_get_stats(const dg_dit_attn *a, dg_dit_attn_stats *s) { *s = a->stats; }
+
+/* q, k, v (heads, n, d) of the table's device buffers into the host copies */
+static void to_host(dg_dit_attn *a, const float *q, const float *k, const float *v)
+{
+	size_t all = (size_t)a->heads * a->n * a->d;
+	if (!a->hq) {
+		a->hq = dg_malloc(all * sizeof(float)), a->hk = dg_malloc(all * sizeof(float));
+		a->hv = dg_malloc(all * sizeof(float));
+	}
+	a->ops->download(a->ops, a->hq, q, all);
+	a->ops->download(a->ops, a->hk, k, all);
+	a->ops->download(a->ops, a->hv, v, all);
+}
 
 int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, const float *k,
 		     const float *v, float *o)
 {
 	DG_ASSERT(s->layer >= 0 && s->layer < a->layers && s->pass >= 0 && s->pass < a->passes);
 	int n = a->n, d = a->d, H = a->heads;
-	if (a->capture && a->capture(a->capture_user, s, H, n, d, q, k, v))
-		return -1;
-	double t0 = dg_now();
-	double full = (double)n * n;
-	a->stats.calls += H;
-	a->stats.full_pairs += H * full;
+	dg_wan_ops *ops = a->ops;
 	/* the site's runs; with nothing but dense outputs, all heads go through the op table */
 	dg_policy_run *runs = a->be ? a->runs + ((size_t)s->pass * a->layers + s->layer) * H : NULL;
 	bool policy = false;
@@ -104,24 +133,47 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 		dg_policy_run_plan(&runs[h], &a->sched, s->step, s->layer);
 		policy |= !runs[h].dense_out || runs[h].make_meta;
 	}
+	bool host_copy = !a->host && (a->capture || (policy && a->host_unit));
+	if (host_copy)
+		to_host(a, q, k, v);
+	if (a->capture && a->capture(a->capture_user, s, H, n, d, host_copy ? a->hq : q, host_copy ? a->hk : k,
+				     host_copy ? a->hv : v))
+		return -1;
+	ops->sync(ops); /* the work queued before is not the attention's */
+	double t0 = dg_now();
+	double full = (double)n * n;
+	a->stats.calls += H;
+	a->stats.full_pairs += H * full;
 	if (!policy) {
-		a->ops->attention(a->ops, q, k, v, H, n, n, d, o, NULL);
+		ops->attention(ops, q, k, v, H, n, n, d, o, NULL);
 		a->stats.pairs += H * full;
 	}
 	size_t hs = (size_t)n * d;
 	for (int h = 0; policy && h < H; h++) {
 		dg_backend *be = a->be;
 		dg_policy_run *r = &runs[h];
-		be->load(be, q + h * hs, k + h * hs, v + h * hs);
-		be->dense(be);
+		if (a->host_unit && !a->host)
+			be->load(be, a->hq + h * hs, a->hk + h * hs, a->hv + h * hs);
+		else
+			be->load_device(be, q + h * hs, k + h * hs, v + h * hs);
+		if (dg_policy_run_needs_dense(r))
+			be->dense(be);
 		double tm = dg_now();
 		if (dg_policy_run_metadata(be, &r, 1, a->grid, 0))
 			return -1;
-		a->stats.meta_seconds += dg_now() - tm;
-		dg_policy_out out = dg_policy_run_apply(be, r, s->step, NULL, o + h * hs);
+		if (!be->phases)
+			a->stats.meta_seconds += dg_now() - tm;
+		dg_policy_out out = dg_policy_run_apply(be, r, s->step, NULL, NULL);
+		be->output_device(be, out.dense, o + h * hs);
 		a->stats.pairs += (double)out.pairs;
 		a->stats.sparse_calls += !out.dense;
 	}
+	if (policy && a->be->phases) { /* device time of the metadata primitives */
+		double ph[DG_PHASE_COUNT];
+		a->be->phases(a->be, ph);
+		a->stats.meta_seconds += ph[DG_PHASE_GROUPS] + ph[DG_PHASE_SCORES] + ph[DG_PHASE_SELECT];
+	}
+	ops->sync(ops);
 	a->stats.seconds += dg_now() - t0;
 	return 0;
 }

@@ -45,7 +45,7 @@ enum { DG_DIT_O_MODEL = 256, DG_DIT_O_TEXT, DG_DIT_O_NEG, DG_DIT_O_LATENT, DG_DI
 	"  --guidance G       classifier-free guidance scale; 1 = no CFG (default 5)\n" \
 	"  --sampler S        unipc (default) or euler\n"
 #define DG_DIT_USAGE_DEVICE \
-	"  --device D         cpu (default; the GPU path comes later)\n"
+	"  --device D         cpu (default) or gpu (bf16 weights, cuBLASLt, the flash and sparse kernels)\n"
 
 typedef struct {
 	dg_dit_input_opts in;

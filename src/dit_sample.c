@@ -68,6 +68,9 @@ int dg_dit_sample(const dg_dit_sample_opts *o, float *out, dg_dit_sample_stats *
 	float *vu = cfg ? dg_malloc(n * sizeof(float)) : NULL;
 	memcpy(x, o->noise, n * sizeof(float));
 	progress_ctx p = { o, t0, 0, 0, (long)o->steps * (cfg ? 2 : 1) * c->num_layers };
+	m->ops->sync(m->ops);
+	double ops0[DG_WAN_OPK_COUNT];
+	memcpy(ops0, m->ops->op_seconds, sizeof ops0);
 	int rc = 0;
 	for (int i = 0; i < o->steps && !rc; i++) {
 		double t = dg_sampler_timestep(s, i), sigma = dg_sampler_sigma(s, i);
@@ -93,6 +96,9 @@ int dg_dit_sample(const dg_dit_sample_opts *o, float *out, dg_dit_sample_stats *
 	}
 	if (!rc)
 		memcpy(out, x, n * sizeof(float));
+	m->ops->sync(m->ops);
+	for (int k = 0; k < DG_WAN_OPK_COUNT; k++)
+		st->op_seconds[k] = m->ops->op_seconds[k] - ops0[k];
 	st->total_s = dg_now() - t0;
 	free(x), free(v), free(vu);
 	dg_sampler_free(s);

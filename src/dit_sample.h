@@ -31,6 +31,9 @@ typedef struct {
 	double transformer_s; /* time inside the transformer forwards (all passes) */
 	double total_s;
 	int forwards;
+	/* device time of the op table's ops over the run, per kind (wan_ops.h; zeros on the CPU):
+	 * GEMMs, attention through the table (dense self-attention sites, cross-attention), the rest */
+	double op_seconds[DG_WAN_OPK_COUNT];
 } dg_dit_sample_stats;
 
 /* Run it: out (out_dim, F, H, W) receives the final latents. 0 or -1 (reported). */

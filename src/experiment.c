@@ -11,6 +11,7 @@
 #include "experiment.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -23,6 +24,7 @@
 #include <cjson/cJSON.h>
 #include <ini.h>
 
+#include "dit_sample.h"
 #include "replay.h"
 #include "util.h"
 
@@ -276,6 +278,7 @@ typedef struct {
 	char last_section[64], last_key[64];
 	int last_trace, last_sched; /* for continuations */
 	bool has_experiment_name;
+	unsigned model_seen;    /* [model] keys given (bit: index in on_model's list) */
 } parse_ctx;
 
 DG_PRINTF(3, 4) static int fail(parse_ctx *c, int line, const char *fmt, ...)
@@ -315,7 +318,8 @@ static char *reader(char *str, int num, void *stream)
 	return str;
 }
 
-static const char *sections = "experiment, traces, policies, densities, schedules, device, output";
+static const char *sections = "experiment, traces, model, prompts, policies, densities, schedules, "
+			      "device, output";
 
 /* Append the comma-separated items of value to *list (trimmed, empty items skipped). */
 static void list_items(const char *value, char ***items, int *n)
@@ -377,6 +381,172 @@ static int on_trace(parse_ctx *c, const char *name, const char *value)
 	t->spec = dg_strdup(value);
 	c->last_trace = e->ntraces++;
 	return 1;
+}
+
+/* FILE[:NAME] with FILE relative to the .ini's folder made absolute; FILE must exist */
+static int prompt_spec(parse_ctx *c, const char *what, const char *value, char **spec, long long *size)
+{
+	char *full = abs_path(c->e->dir, value), *colon = strrchr(full, ':');
+	struct stat st;
+	bool ok = stat(full, &st) == 0;
+	if (!ok && colon && colon > strrchr(full, '/')) { /* FILE:NAME */
+		*colon = 0;
+		ok = stat(full, &st) == 0;
+		if (!ok)
+			fail(c, c->line, "%s: cannot open %s: %s", what, full, strerror(errno));
+		*colon = ':';
+	} else if (!ok) {
+		fail(c, c->line, "%s: cannot open %s: %s", what, full, strerror(errno));
+	}
+	if (!ok) {
+		free(full);
+		return 0;
+	}
+	*spec = full;
+	*size = (long long)st.st_size;
+	return 1;
+}
+
+static int on_prompt(parse_ctx *c, const char *name, const char *value)
+{
+	dg_experiment *e = c->e;
+	if (c->cont)
+		return fail(c, c->line, "prompt '%s': a path cannot continue on the next line", name);
+	if (!label_ok(name))
+		return fail(c, c->line, "bad prompt label '%s' (letters, digits, '_' and '-', at most %d)", name,
+			    DG_EXP_LABEL_MAX);
+	for (int i = 0; i < e->nprompts; i++)
+		if (!strcmp(e->prompts[i].label, name))
+			return fail(c, c->line, "prompt '%s' is defined twice (first at line %d)", name,
+				    e->prompts[i].line);
+	if (!*value)
+		return fail(c, c->line, "prompt '%s': no file (LABEL = FILE or FILE:NAME)", name);
+	if (e->nprompts == MAX_TRACES)
+		return fail(c, c->line, "too many prompts (at most %d)", MAX_TRACES);
+	char what[DG_EXP_LABEL_MAX + 16], *spec;
+	long long size;
+	snprintf(what, sizeof what, "prompt '%s'", name);
+	if (!prompt_spec(c, what, value, &spec, &size))
+		return 0;
+	e->prompts = dg_realloc(e->prompts, (e->nprompts + 1) * sizeof *e->prompts);
+	e->prompts[e->nprompts++] = (dg_exp_prompt){ .label = dg_strdup(name), .line = c->line,
+						     .spec = spec, .file_size = size };
+	return 1;
+}
+
+typedef struct {
+	const char *s;
+	int *latent;
+} latent_arg;
+
+static int latent_call(void *a)
+{
+	latent_arg *l = a;
+	return dg_parse_latent("latent", l->s, l->latent);
+}
+
+/* a number in [lo, hi] */
+static int model_number(parse_ctx *c, const char *key, const char *val, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(val, &end);
+	if (end == val || *end || errno || !(x >= lo && x <= hi))
+		return fail(c, c->line, "[model] %s: '%s' is not a number in [%g, %g]", key, val, lo, hi);
+	*out = x;
+	return 1;
+}
+
+static int on_model(parse_ctx *c, const char *name, const char *value)
+{
+	dg_exp_model *m = &c->e->model;
+	static const char *const keys[] = { "path", "label", "negative", "latent", "steps", "shift",
+					    "guidance", "sampler", "seeds", NULL };
+	int key = 0;
+	while (keys[key] && strcmp(keys[key], name))
+		key++;
+	if (!keys[key])
+		return fail(c, c->line, "unknown key '%s' in [model] (path, label, negative, latent, steps, "
+			    "shift, guidance, sampler, seeds)", name);
+	if (!m->line)
+		m->line = c->line;
+	if (c->cont && strcmp(name, "seeds"))
+		return fail(c, c->line, "[model] %s: one value on one line", name);
+	if (c->model_seen & (1u << key) && strcmp(name, "seeds"))
+		return fail(c, c->line, "[model] %s is given twice", name);
+	c->model_seen |= 1u << key;
+	double x = 0;
+	if (!strcmp(name, "seeds")) {
+		char **items = NULL;
+		int n = 0;
+		list_items(value, &items, &n);
+		for (int i = 0; i < n && !c->err_line; i++) {
+			char *end;
+			errno = 0;
+			unsigned long long v = strtoull(items[i], &end, 10);
+			if (end == items[i] || *end || errno || items[i][0] == '-' || v > 4294967295ull) {
+				fail(c, c->line, "[model] seeds: '%s' is not a seed (0..4294967295)", items[i]);
+				break;
+			}
+			for (int j = 0; j < m->nseeds; j++)
+				if (m->seeds[j] == v)
+					fail(c, c->line, "[model] seeds: %s is listed twice", items[i]);
+			if (m->nseeds == MAX_DENSITIES)
+				fail(c, c->line, "[model] seeds: at most %d", MAX_DENSITIES);
+			if (c->err_line)
+				break;
+			m->seeds = dg_realloc(m->seeds, (m->nseeds + 1) * sizeof *m->seeds);
+			m->seeds[m->nseeds++] = (unsigned long)v;
+		}
+		free_items(items, n);
+		return c->err_line ? 0 : 1;
+	}
+	if (!strcmp(name, "path") || !strcmp(name, "negative") || !strcmp(name, "label")) {
+		char **dst = !strcmp(name, "path") ? &m->path : !strcmp(name, "label") ? &m->label : &m->negative;
+		if (!*value)
+			return fail(c, c->line, "[model] %s needs a value", name);
+		if (!strcmp(name, "label")) {
+			if (!label_ok(value))
+				return fail(c, c->line, "bad model label '%s' (letters, digits, '_' and '-')", value);
+			*dst = dg_strdup(value);
+			return 1;
+		}
+		if (!strcmp(name, "negative")) {
+			long long size;
+			return prompt_spec(c, "[model] negative", value, dst, &size);
+		}
+		char *p = abs_path(c->e->dir, value);
+		struct stat st;
+		if (stat(p, &st)) {
+			fail(c, c->line, "[model] path: cannot open %s: %s", p, strerror(errno));
+			free(p);
+			return 0;
+		}
+		*dst = p;
+		return 1;
+	}
+	if (!strcmp(name, "latent")) {
+		char msg[512];
+		latent_arg a = { value, m->latent };
+		if (captured(latent_call, &a, msg, sizeof msg))
+			return fail(c, c->line, "[model] %s", msg);
+		return 1;
+	}
+	if (!strcmp(name, "steps")) {
+		if (!model_number(c, name, value, 1, 10000, &x))
+			return 0;
+		if (x != floor(x))
+			return fail(c, c->line, "[model] steps: '%s' is not a whole number", value);
+		m->steps = (int)x;
+		return 1;
+	}
+	if (!strcmp(name, "shift"))
+		return model_number(c, name, value, 1e-3, 1e3, &m->shift);
+	if (!strcmp(name, "guidance"))
+		return model_number(c, name, value, 0, 1e3, &m->guidance);
+	/* sampler, the last key of the list */
+	return dg_sampler_parse(value, &m->sampler) ? fail(c, c->line, "[model] sampler: unknown '%s' "
+							   "(unipc or euler)", value) : 1;
 }
 
 static int on_schedule(parse_ctx *c, const char *name, const char *value)
@@ -497,6 +667,10 @@ static int handler(void *user, const char *section, const char *name, const char
 	char *val = dg_strdup(value);
 	if (!strcmp(section, "traces")) {
 		rc = on_trace(c, name, val);
+	} else if (!strcmp(section, "model")) {
+		rc = on_model(c, name, val);
+	} else if (!strcmp(section, "prompts")) {
+		rc = on_prompt(c, name, val);
 	} else if (!strcmp(section, "schedules")) {
 		rc = on_schedule(c, name, val);
 	} else if (!strcmp(section, "policies")) {
@@ -640,6 +814,170 @@ static uint64_t fingerprint(const dg_experiment *e)
 	return h;
 }
 
+/* bytes of a checkpoint: the file, or the folder's *.safetensors, *.json */
+static long long model_size(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st))
+		return -1;
+	if (!S_ISDIR(st.st_mode))
+		return (long long)st.st_size;
+	long long n = 0;
+	DIR *d = opendir(path);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		bool want = (l > 12 && !strcmp(de->d_name + l - 12, ".safetensors")) ||
+			    (l > 5 && !strcmp(de->d_name + l - 5, ".json"));
+		char *p = dg_path_join(path, de->d_name);
+		if (want && !stat(p, &st) && S_ISREG(st.st_mode))
+			n += (long long)st.st_size;
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *b = strrchr(p, '/');
+	return b ? b + 1 : p;
+}
+
+static uint64_t fingerprint_closed(const dg_experiment *e)
+{
+	char buf[4096];
+	const dg_exp_model *m = &e->model;
+	uint64_t h = fnv(1469598103934665603ull, "dsgap-experiment closed 1\ndevice ");
+	h = fnv(h, e->device);
+	h = fnv(h, "\npolicies");
+	for (int i = 0; i < e->npolicies; i++)
+		h = fnv(fnv(h, " "), e->policies[i].name);
+	h = fnv(h, "\ndensities");
+	for (int i = 0; i < e->ndensities; i++) {
+		snprintf(buf, sizeof buf, " %.17g", e->densities[i]);
+		h = fnv(h, buf);
+	}
+	snprintf(buf, sizeof buf, "\nmodel %s %s %lld negative %s latent %dx%dx%d steps %d shift %.17g "
+		 "guidance %.17g sampler %s\nseeds", m->label, base_name(m->path), m->size,
+		 m->negative ? base_name(m->negative) : "-", m->latent[0], m->latent[1], m->latent[2],
+		 m->steps, m->shift, m->guidance, dg_sampler_name(m->sampler));
+	h = fnv(h, buf);
+	for (int i = 0; i < m->nseeds; i++) {
+		snprintf(buf, sizeof buf, " %lu", m->seeds[i]);
+		h = fnv(h, buf);
+	}
+	for (int i = 0; i < e->nprompts; i++) {
+		snprintf(buf, sizeof buf, "\nprompt %s %s %lld", e->prompts[i].label,
+			 base_name(e->prompts[i].spec), e->prompts[i].file_size);
+		h = fnv(h, buf);
+	}
+	for (int r = 0; r < e->nruns; r++) {
+		const dg_schedule *s = &e->runs[r].resolved;
+		snprintf(buf, sizeof buf, "\nrun %s warmup=%d given=%d ", e->runs[r].name, s->warmup,
+			 s->anchors_given);
+		h = fnv(h, buf);
+		ints_str(buf, sizeof buf, s->anchors, s->nanchors);
+		h = fnv(fnv(h, buf), " ");
+		ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
+		h = fnv(h, buf);
+	}
+	return h;
+}
+
+/* a cell's folder name: '/', ':' and ' ' of a policy spec made '_' */
+static void closed_cell_id(dg_exp_cell *cell, const dg_experiment *e)
+{
+	const char *pr = e->prompts[cell->prompt].label;
+	unsigned long seed = e->model.seeds[cell->seed];
+	if (cell->policy < 0)
+		snprintf(cell->id, sizeof cell->id, "%s.s%lu.dense", pr, seed);
+	else
+		snprintf(cell->id, sizeof cell->id, "%s.s%lu.%s@%g", pr, seed, e->policies[cell->policy].name,
+			 e->densities[cell->density]);
+	for (char *s = cell->id; *s; s++)
+		if (*s == '/' || *s == ':' || *s == ' ')
+			*s = '_';
+}
+
+/* the closed-loop side of finish: the model's defaults and checks, runs (one per schedule), cells */
+static int finish_closed(parse_ctx *c)
+{
+	dg_experiment *e = c->e;
+	dg_exp_model *m = &e->model;
+	if (!m->path)
+		return fail(c, m->line ? m->line : -1, "[model] path = the checkpoint folder is required"), -1;
+	if (e->nprompts == 0)
+		return fail(c, m->line, "no prompts: add a [prompts] section with LABEL = FILE or FILE:NAME"), -1;
+	if (m->latent[0] < 1)
+		return fail(c, m->line, "[model] latent = FxHxW is required"), -1;
+	/* generate's defaults for what is not given */
+	if (!m->label)
+		m->label = dg_strdup("model");
+	if (!(c->model_seen & 1u << 4))
+		m->steps = 50;
+	if (!(c->model_seen & 1u << 5))
+		m->shift = 5;
+	if (!(c->model_seen & 1u << 6))
+		m->guidance = 5;
+	if (m->nseeds == 0) {
+		m->seeds = dg_calloc(1, sizeof *m->seeds);
+		m->nseeds = 1;
+	}
+	m->size = model_size(m->path);
+	for (int i = 0; i < e->nschedules; i++) {
+		const dg_schedule *s = &e->schedules[i].schedule;
+		for (int a = 0; a < s->nanchors; a++)
+			if (s->anchors[a] >= m->steps)
+				return fail(c, e->schedules[i].line, "schedule '%s': anchor step %d is not a step of "
+					    "the %d denoising steps", e->schedules[i].label, s->anchors[a],
+					    m->steps), -1;
+	}
+	int nsparse = 0;
+	for (int p = 0; p < e->npolicies; p++)
+		nsparse += !e->policies[p].dense;
+	e->nruns = e->nschedules;
+	e->runs = dg_calloc(e->nruns, sizeof *e->runs);
+	long long per_run = (long long)e->nprompts * m->nseeds * (1 + (long long)nsparse * e->ndensities);
+	if (per_run * e->nruns > 10000000)
+		return fail(c, -1, "the grid has more than 10 million cells"), -1;
+	e->ncells = (int)(per_run * e->nruns);
+	e->cells = dg_calloc(e->ncells, sizeof *e->cells);
+	int k = 0;
+	for (int r = 0; r < e->nruns; r++) {
+		dg_exp_run *run = &e->runs[r];
+		size_t n = strlen(m->label) + strlen(e->schedules[r].label) + 2;
+		run->name = dg_malloc(n);
+		snprintf(run->name, n, "%s.%s", m->label, e->schedules[r].label);
+		*run = (dg_exp_run){ .name = run->name, .trace = -1, .schedule = r,
+				     .resolved = e->schedules[r].schedule, .first_cell = k, .ncells = (int)per_run };
+		for (int pr = 0; pr < e->nprompts; pr++)
+			for (int sd = 0; sd < m->nseeds; sd++) {
+				int ref = k;
+				for (int p = -1; p < e->npolicies; p++)
+					for (int d = 0; d < (p < 0 ? 1 : e->ndensities); d++) {
+						if (p >= 0 && e->policies[p].dense)
+							break;
+						dg_exp_cell *cell = &e->cells[k++];
+						*cell = (dg_exp_cell){ .run = r, .prompt = pr, .seed = sd, .policy = p,
+								       .density = p < 0 ? -1 : d, .reference = ref };
+						closed_cell_id(cell, e);
+					}
+			}
+	}
+	for (int r = 0; r < e->nruns; r++) { /* distinct folders: specs that differ only in '/' vs '_' */
+		const dg_exp_run *run = &e->runs[r];
+		for (int a = run->first_cell; a < run->first_cell + run->ncells && run->ncells < 20000; a++)
+			for (int b = a + 1; b < run->first_cell + run->ncells; b++)
+				if (!strcmp(e->cells[a].id, e->cells[b].id))
+					return fail(c, -1, "[policies]: two cells would share the folder %s (policies "
+						    "that differ only in '/', ':' or ' ' against '_')", e->cells[a].id), -1;
+	}
+	e->fingerprint = fingerprint_closed(e);
+	return 0;
+}
+
 static int finish(parse_ctx *c)
 {
 	dg_experiment *e = c->e;
@@ -657,10 +995,15 @@ static int finish(parse_ctx *c)
 	}
 	if (!e->device)
 		e->device = dg_strdup("cpu");
-	if (e->ntraces == 0)
-		return fail(c, -1, "no traces: add a [traces] section with LABEL = PATH or LABEL = synth: ..."), -1;
-	if (!c->policies)
-		c->policies = dg_strdup("ladder,factorial"); /* replay's default */
+	e->closed = e->model.line > 0 || e->nprompts > 0;
+	if (e->closed && e->ntraces)
+		return fail(c, e->traces[0].line, "[traces] with [model] or [prompts]: an experiment is open loop "
+			    "(traces) or closed loop (a model and prompts), not both"), -1;
+	if (!e->closed && e->ntraces == 0)
+		return fail(c, -1, "no traces: add a [traces] section with LABEL = PATH or LABEL = synth: ... "
+			    "(or [model] and [prompts] for a closed-loop experiment)"), -1;
+	if (!c->policies) /* replay's and generate's defaults */
+		c->policies = dg_strdup(e->closed ? "dense,mc-sparse" : "ladder,factorial");
 	e->policy_list = dg_strdup(c->policies);
 	e->policies = dg_calloc(MAX_POLICIES, sizeof *e->policies);
 	policies_arg pa = { e->policy_list, e->policies, MAX_POLICIES, 0 };
@@ -687,6 +1030,8 @@ static int finish(parse_ctx *c)
 			return fail(c, s->line, "schedule '%s': %s", s->label,
 				    strncmp(msg, "schedule: ", 10) ? msg : msg + 10), -1;
 	}
+	if (e->closed)
+		return finish_closed(c);
 	for (int i = 0; i < e->ntraces; i++) {
 		dg_exp_trace *t = &e->traces[i];
 		if (t->synth) {
@@ -838,7 +1183,7 @@ void dg_experiment_set_device(dg_experiment *e, const char *device)
 {
 	free(e->device);
 	e->device = dg_strdup(device);
-	e->fingerprint = fingerprint(e);
+	e->fingerprint = e->closed ? fingerprint_closed(e) : fingerprint(e);
 }
 
 void dg_experiment_free(dg_experiment *e)
@@ -855,6 +1200,15 @@ void dg_experiment_free(dg_experiment *e)
 	}
 	for (int i = 0; i < e->nruns; i++)
 		free(e->runs[i].name);
+	for (int i = 0; i < e->nprompts; i++) {
+		free(e->prompts[i].label);
+		free(e->prompts[i].spec);
+	}
+	free(e->prompts);
+	free(e->model.label);
+	free(e->model.path);
+	free(e->model.negative);
+	free(e->model.seeds);
 	free(e->traces);
 	free(e->schedules);
 	free(e->runs);
@@ -916,6 +1270,32 @@ static cJSON *trace_json(const dg_exp_trace *t)
 	return j;
 }
 
+/* the closed-loop settings: model, sampling, seeds, prompts */
+static void closed_json(const dg_experiment *e, cJSON *root)
+{
+	const dg_exp_model *m = &e->model;
+	cJSON *j = cJSON_AddObjectToObject(root, "model");
+	cJSON_AddStringToObject(j, "label", m->label);
+	cJSON_AddStringToObject(j, "path", m->path);
+	cJSON_AddStringToObject(j, "negative", m->negative ? m->negative : "");
+	cJSON_AddItemToObject(j, "latent", cJSON_CreateIntArray(m->latent, 3));
+	cJSON_AddNumberToObject(j, "steps", m->steps);
+	cJSON_AddNumberToObject(j, "shift", m->shift);
+	cJSON_AddNumberToObject(j, "guidance", m->guidance);
+	cJSON_AddStringToObject(j, "sampler", dg_sampler_name(m->sampler));
+	cJSON_AddNumberToObject(j, "bytes", (double)m->size);
+	cJSON *seeds = cJSON_AddArrayToObject(root, "seeds");
+	for (int i = 0; i < m->nseeds; i++)
+		cJSON_AddItemToArray(seeds, cJSON_CreateNumber((double)m->seeds[i]));
+	cJSON *prompts = cJSON_AddArrayToObject(root, "prompts");
+	for (int i = 0; i < e->nprompts; i++) {
+		cJSON *p = cJSON_CreateObject();
+		cJSON_AddStringToObject(p, "label", e->prompts[i].label);
+		cJSON_AddStringToObject(p, "path", e->prompts[i].spec);
+		cJSON_AddItemToArray(prompts, p);
+	}
+}
+
 char *dg_experiment_json(const dg_experiment *e)
 {
 	char fp[17];
@@ -931,28 +1311,50 @@ char *dg_experiment_json(const dg_experiment *e)
 	cJSON_AddStringToObject(root, "config_path", e->path);
 	cJSON_AddStringToObject(root, "config_text", e->text);
 	cJSON_AddStringToObject(root, "device", e->device);
+	cJSON_AddStringToObject(root, "kind", e->closed ? "closed-loop" : "open-loop");
 	cJSON *pols = cJSON_AddArrayToObject(root, "policies");
 	for (int i = 0; i < e->npolicies; i++)
 		cJSON_AddItemToArray(pols, cJSON_CreateString(e->policies[i].name));
 	cJSON_AddItemToObject(root, "densities", cJSON_CreateDoubleArray(e->densities, e->ndensities));
 	cJSON_AddNumberToObject(root, "ncells", e->ncells);
+	if (e->closed)
+		closed_json(e, root);
 	cJSON *runs = cJSON_AddArrayToObject(root, "runs");
 	for (int r = 0; r < e->nruns; r++) {
 		const dg_exp_run *run = &e->runs[r];
 		const dg_exp_schedule *s = &e->schedules[run->schedule];
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddStringToObject(j, "name", run->name);
-		cJSON_AddItemToObject(j, "trace", trace_json(&e->traces[run->trace]));
+		if (!e->closed)
+			cJSON_AddItemToObject(j, "trace", trace_json(&e->traces[run->trace]));
 		cJSON *sj = cJSON_AddObjectToObject(j, "schedule");
 		cJSON_AddStringToObject(sj, "label", s->label);
 		cJSON_AddStringToObject(sj, "spec", s->spec);
 		cJSON_AddNumberToObject(sj, "warmup", run->resolved.warmup);
-		cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(run->resolved.anchors, run->resolved.nanchors));
+		int dflt = run->resolved.warmup > 0 ? run->resolved.warmup - 1 : 0; /* the DiT loop's default */
+		if (e->closed && !run->resolved.anchors_given)
+			cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(&dflt, 1));
+		else
+			cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(run->resolved.anchors,
+										  run->resolved.nanchors));
 		cJSON_AddItemToObject(sj, "dense_layers",
 				      cJSON_CreateIntArray(run->resolved.dense_layers, run->resolved.ndense_layers));
 		cJSON *cells = cJSON_AddArrayToObject(j, "cells");
 		for (int k = 0; k < run->ncells; k++)
 			cJSON_AddItemToArray(cells, cJSON_CreateString(e->cells[run->first_cell + k].id));
+		if (e->closed) { /* what each cell runs, and its sample's dense reference */
+			cJSON *info = cJSON_AddArrayToObject(j, "cell_info");
+			for (int k = 0; k < run->ncells; k++) {
+				const dg_exp_cell *c = &e->cells[run->first_cell + k];
+				cJSON *x = cJSON_CreateObject();
+				cJSON_AddStringToObject(x, "prompt", e->prompts[c->prompt].label);
+				cJSON_AddNumberToObject(x, "seed", (double)e->model.seeds[c->seed]);
+				cJSON_AddStringToObject(x, "policy", c->policy < 0 ? "dense" : e->policies[c->policy].name);
+				cJSON_AddNumberToObject(x, "density_target", c->policy < 0 ? 1 : e->densities[c->density]);
+				cJSON_AddStringToObject(x, "reference", e->cells[c->reference].id);
+				cJSON_AddItemToArray(info, x);
+			}
+		}
 		cJSON_AddItemToArray(runs, j);
 	}
 	char *s = cJSON_Print(root);

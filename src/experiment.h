@@ -14,6 +14,19 @@
  *   [output]       dir = PATH                    (default of --out; default dsgap-runs/NAME)
  *                  traces = PATH                 (where synth: traces are written; default OUT/traces)
  *
+ * Closed loop (experiment 4): [model] and [prompts] instead of [traces] (an experiment is one or
+ * the other):
+ *   [model]        path = ../data/model           (checkpoint folder: config.json + safetensors)
+ *                  label = bundled                (run names: LABEL.SCHEDULE; default "model")
+ *                  negative = FILE[:NAME]         (CFG's negative prompt; default zeros)
+ *                  latent = 16x32x32  steps = 20  shift = 3  guidance = 3  sampler = unipc
+ *                  seeds = 1, 2, 3                (default 0)
+ *   [prompts]      LABEL = FILE[:NAME]            (text embeddings, as dsgap generate --text)
+ * A run is one schedule; a cell is one generate run of one sample (prompt, seed): the dense
+ * reference of the sample, or one (sparse policy, density). Cells are ordered run, prompt, seed,
+ * then the reference first and the policies x densities; their final latents are compared with
+ * the sample's reference when the cells are merged (batch_closed.h), so every cell is independent.
+ *
  * Lists may be split over repeated keys or indented continuation lines (both append): Debian's
  * inih reads at most 200 characters a line, and a longer line is an error naming file:line.
  * Every error names FILE:LINE and the problem, in one line.
@@ -32,6 +45,7 @@
 #include <stdint.h>
 
 #include "policy.h"
+#include "sampler.h"
 #include "synth.h"
 #include "trace.h"
 
@@ -57,17 +71,45 @@ typedef struct {
 } dg_exp_schedule;
 
 typedef struct {
-	char *name;          /* "TRACE.SCHEDULE" */
-	int trace, schedule; /* indices into the experiment's arrays */
+	char *label;
+	int line;
+	char *spec;          /* FILE[:NAME] with FILE absolute */
+	long long file_size; /* of FILE */
+} dg_exp_prompt;
+
+typedef struct {
+	char *label;         /* default "model" */
+	char *path;          /* checkpoint folder or file, absolute */
+	char *negative;      /* FILE[:NAME] with FILE absolute, or NULL: zeros */
+	int latent[3];       /* F, H, W before patchify */
+	int steps;
+	double shift, guidance;
+	dg_sampler_kind sampler;
+	unsigned long *seeds;
+	int nseeds;
+	int line;            /* of the [model] section */
+	long long size;      /* bytes of its files (the fingerprint) */
+} dg_exp_model;
+
+typedef struct {
+	char *name;          /* "TRACE.SCHEDULE"; closed loop: "MODEL.SCHEDULE" */
+	int trace, schedule; /* indices into the experiment's arrays (closed loop: trace -1) */
 	dg_schedule resolved; /* anchors resolved against the trace (replay's rule) */
 	int first_cell, ncells;
 } dg_exp_run;
+
+#define DG_EXP_CELL_ID_MAX 200
 
 typedef struct {
 	int run;
 	int l, h;            /* positions in the trace */
 	int layer, head;     /* the trace's own indices */
-	char id[40];         /* "l3-h11": the cell's folder inside cells/RUN/ */
+	/* closed loop: the sample and what runs on it (policy -1: the dense reference) */
+	int prompt, seed, policy, density; /* indices into prompts, model.seeds, policies, densities */
+	int reference;       /* the cell number of the sample's dense reference */
+	char id[DG_EXP_CELL_ID_MAX]; /* "l3-h11"; closed loop "PROMPT.sSEED.POLICY@DENSITY" or
+				      * "PROMPT.sSEED.dense" ('/', ':', ' ' made '_'): the cell's
+				      * folder inside cells/RUN/ */
 } dg_exp_cell;
 
 typedef struct {
@@ -75,6 +117,10 @@ typedef struct {
 	char *dir;           /* its folder (absolute): base of relative paths */
 	char *text;          /* its contents (provenance, recorded in experiment.json) */
 	char *name, *description;
+	bool closed;         /* closed loop: model and prompts instead of traces */
+	dg_exp_model model;
+	dg_exp_prompt *prompts;
+	int nprompts;
 	dg_exp_trace *traces;
 	int ntraces;
 	dg_exp_schedule *schedules;

@@ -46,6 +46,15 @@ static dg_policy_meta *meta_new(shared_groups *g, dg_bsel *sel)
 	return m;
 }
 
+/* the seconds since t0 with the device work enqueued so far done (a backend with asynchronous
+ * primitives waits here, so that metadata times hold its work) */
+static double since(dg_backend *be, double t0)
+{
+	if (be->phases)
+		be->phases(be, NULL);
+	return dg_now() - t0;
+}
+
 /* runs whose metadata is the same function of the unit */
 static bool same_key(const dg_policy_run *a, const dg_policy_run *b)
 {
@@ -79,6 +88,11 @@ void dg_policy_run_plan(dg_policy_run *r, const dg_schedule *sc, int step, int l
 	}
 }
 
+bool dg_policy_run_needs_dense(const dg_policy_run *r)
+{
+	return r->dense_out || r->make_meta || r->p->approx == DG_APPROX_PISA;
+}
+
 int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns, const int grid[3],
 			   int text_tokens)
 {
@@ -98,7 +112,7 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 		}
 		groups[gk] = dg_malloc(sizeof *groups[gk]);
 		*groups[gk] = (shared_groups){ 1, g };
-		group_s[gk] = dg_now() - t0;
+		group_s[gk] = since(be, t0);
 	}
 	/* 2. exact scores: one pass for every grouping that needs them, plus per-query selections */
 	dg_bscores *exact[DG_GROUP_COUNT] = { 0 };
@@ -141,7 +155,7 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 			exact[acc_kind[a]] = out[a];
 		for (int b = 0; b < nq; b++)
 			qmeta[b] = meta_new(groups[DG_GROUP_QUERY], qsel[b]);
-		exact_s = dg_now() - t0;
+		exact_s = since(be, t0);
 	}
 	/* 3. selections, shared by runs with the same key; a peer's made alone */
 	int rc = 0;
@@ -181,7 +195,7 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 				be->scores_free(be, scores);
 		}
 		r->fresh = m;
-		r->meta_s += dg_now() - t0 + (dg_policy_is_peer(p) ? 0 : group_s[p->group] +
+		r->meta_s += since(be, t0) + (dg_policy_is_peer(p) ? 0 : group_s[p->group] +
 					      (p->score == DG_SCORE_EXACT ? exact_s : 0));
 	}
 	for (int i = 0; rc && i < nruns; i++) { /* a failed peer: no run keeps half-made metadata */

@@ -53,6 +53,10 @@ typedef struct {
 void dg_policy_run_init(dg_policy_run *r, const dg_policy *p, double rho);
 /* What the run does at the unit of (step, layer) under schedule sc: sets dense_out, make_meta. */
 void dg_policy_run_plan(dg_policy_run *r, const dg_schedule *sc, int step, int layer);
+/* Whether the run, as planned, reads the unit's dense O or LSE (be->dense must have run): its output
+ * is dense, it makes metadata (refresh=step: every step past the warm-up), or PISA's term needs the LSE.
+ * Otherwise (a reuse step of refresh=anchor) the dense pass can be skipped, as the DiT loop does. */
+bool dg_policy_run_needs_dense(const dg_policy_run *r);
 /* The metadata of every run with make_meta set (into its fresh), for the loaded unit on a token
  * grid whose first text_tokens keys are text. 0, or -1 after reporting (queries not groupable). */
 int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns, const int grid[3],

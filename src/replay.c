@@ -5,10 +5,13 @@
  *   2. every instance (policy x density) is a run of policy_run.h: plan, metadata built for all
  *      instances together, output with its metrics
  *   3. one metrics row per instance
+ * A second thread reads the next unit from the trace (HDF5 decompression) while this one runs the
+ * current unit; only that thread calls HDF5 during the loop.
  */
 #include "replay.h"
 
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -51,15 +54,50 @@ static void emit(replay_ctx *c, const instance *in, int s, int l, int h, const d
 		m->mass_mean, m->mass_p5, r->staleness, 1e3 * seconds);
 }
 
+/* one unit's Q, K, V read from the trace, on the reader thread */
+typedef struct {
+	dg_trace *t;
+	int s, l, h;
+	float *q, *k, *v; /* (n, d) each */
+	int rc;
+	bool thread;      /* read by a thread still to be joined */
+	pthread_t id;
+} unit_read;
+
+static void *read_unit(void *arg)
+{
+	unit_read *u = arg;
+	u->rc = dg_trace_read(u->t, DG_QKV_Q, u->s, u->l, u->h, u->q) ||
+			dg_trace_read(u->t, DG_QKV_K, u->s, u->l, u->h, u->k) ||
+			dg_trace_read(u->t, DG_QKV_V, u->s, u->l, u->h, u->v) ? -1 : 0;
+	return NULL;
+}
+
+/* start reading unit number i (layer, head, step order) into u: on a thread, else now */
+static void read_start(unit_read *u, const dg_trace_meta *m, long i)
+{
+	u->s = (int)(i % m->steps);
+	u->h = (int)(i / m->steps % m->heads);
+	u->l = (int)(i / m->steps / m->heads);
+	u->thread = pthread_create(&u->id, NULL, read_unit, u) == 0;
+	if (!u->thread)
+		read_unit(u);
+}
+
+static int read_wait(unit_read *u)
+{
+	if (u->thread)
+		pthread_join(u->id, NULL);
+	u->thread = false;
+	return u->rc;
+}
+
+/* the unit, read into c->q, c->k, c->v */
 static int replay_unit(replay_ctx *c, int s, int l, int h)
 {
 	const dg_trace_meta *tm = &c->t->meta;
 	dg_backend *be = c->be;
 	int step = tm->step_index[s];
-	dg_trace *t = (dg_trace *)c->t;
-	if (dg_trace_read(t, DG_QKV_Q, s, l, h, c->q) || dg_trace_read(t, DG_QKV_K, s, l, h, c->k) ||
-	    dg_trace_read(t, DG_QKV_V, s, l, h, c->v))
-		return -1;
 	be->load(be, c->q, c->k, c->v);
 	double dense_s = be->dense(be);
 	c->dense_s += dense_s;
@@ -97,6 +135,9 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 	cJSON_AddStringToObject(root, "date", date);
 	cJSON_AddStringToObject(root, "device", c->be->device);
 	cJSON_AddStringToObject(root, "backend", c->be->name);
+	/* the P.V product: fp32 P on the CPU; on the GPU bf16 P, or P as bf16 hi + lo (precise) */
+	const char *pv = strcmp(c->be->name, "gpu") ? "fp32" : c->be->precise ? "precise" : "bf16";
+	cJSON_AddStringToObject(root, "pv", pv);
 	cJSON_AddNumberToObject(root, "threads", omp_get_max_threads());
 	if (o->command_line)
 		cJSON_AddStringToObject(root, "command", o->command_line);
@@ -230,6 +271,7 @@ int dg_replay(const dg_replay_opts *opt)
 		dg_out_abort(&csv);
 		goto out_paths;
 	}
+	c.be->precise = !o.bf16_pv;
 	c.q = dg_malloc(nd * sizeof(float));
 	c.k = dg_malloc(nd * sizeof(float));
 	c.v = dg_malloc(nd * sizeof(float));
@@ -246,16 +288,28 @@ int dg_replay(const dg_replay_opts *opt)
 	double start = dg_now();
 	long total = (long)t.meta.layers * t.meta.heads * t.meta.steps, done = 0;
 	int err = 0;
-	for (int l = 0; l < t.meta.layers && !err; l++)
-		for (int h = 0; h < t.meta.heads && !err; h++) {
-			for (int s = 0; s < t.meta.steps && !err; s++) {
-				err = replay_unit(&c, s, l, h);
-				if (o.progress && !err)
-					progress(start, ++done, total);
-			}
-			for (int i = 0; i < c.ninst; i++)
-				dg_policy_run_clear(c.be, c.runs[i]);
-		}
+	/* units in (layer, head, step) order, the next one read while this one runs */
+	unit_read rd[2] = { { .t = &t, .q = c.q, .k = c.k, .v = c.v },
+			    { .t = &t, .q = dg_malloc(nd * sizeof(float)), .k = dg_malloc(nd * sizeof(float)),
+			      .v = dg_malloc(nd * sizeof(float)) } };
+	read_start(&rd[0], &t.meta, 0);
+	for (long i = 0; i < total && !err; i++) {
+		unit_read *u = &rd[i & 1];
+		if ((err = read_wait(u)))
+			break;
+		if (i + 1 < total)
+			read_start(&rd[(i + 1) & 1], &t.meta, i + 1);
+		c.q = u->q, c.k = u->k, c.v = u->v;
+		err = replay_unit(&c, u->s, u->l, u->h);
+		if (o.progress && !err)
+			progress(start, ++done, total);
+		if (u->s == t.meta.steps - 1) /* the end of a (layer, head) stream */
+			for (int r = 0; r < c.ninst; r++)
+				dg_policy_run_clear(c.be, c.runs[r]);
+	}
+	read_wait(&rd[0]), read_wait(&rd[1]);
+	c.q = rd[0].q, c.k = rd[0].k, c.v = rd[0].v;
+	free(rd[1].q), free(rd[1].k), free(rd[1].v);
 	if (err) {
 		if (o.progress)
 			fputc('\n', stderr);

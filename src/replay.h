@@ -27,6 +27,7 @@ typedef struct {
 	int ndensities;
 	dg_schedule schedule;
 	const char *device;       /* "cpu" (default) or "gpu" */
+	bool bf16_pv;             /* GPU: P rounded to bf16 before P.V (fast), not split (dg_backend.precise) */
 	bool progress;            /* progress line with ETA on stderr */
 	const char *command_line; /* recorded in run.json */
 } dg_replay_opts;

@@ -331,6 +331,14 @@ int dg_opt_seed(const char *cmd, const char *opt, const char *s, unsigned long *
 	return 0;
 }
 
+int dg_opt_onoff(const char *cmd, const char *opt, const char *s, bool *out)
+{
+	if (strcmp(s, "on") && strcmp(s, "off"))
+		return dg_error("%s: bad --%s '%s' (on or off)", cmd, opt, s);
+	*out = !strcmp(s, "on");
+	return 0;
+}
+
 int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3])
 {
 	const char *p = s;
@@ -385,4 +393,33 @@ char *dg_read_all(const char *path, size_t max, size_t *len)
 	if (len)
 		*len = n;
 	return s;
+}
+
+void dg_sb_add(dg_sbuf *b, const char *s, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		b->cap = 2 * (b->n + n + 1) + 4096;
+		b->buf = dg_realloc(b->buf, b->cap);
+	}
+	memcpy(b->buf + b->n, s, n);
+	b->n += n;
+	b->buf[b->n] = 0;
+}
+
+void dg_sb_printf(dg_sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (b->n + (size_t)n + 1 > b->cap) {
+		b->cap = 2 * (b->n + n + 1) + 4096;
+		b->buf = dg_realloc(b->buf, b->cap);
+	}
+	va_start(ap, fmt);
+	vsnprintf(b->buf + b->n, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->n += (size_t)n;
 }

@@ -96,12 +96,22 @@ int dg_parse_doubles(const char *s, double *out, int max);
 int dg_parse_ints(const char *s, int *out, int max);
 
 /*
- * Option values (getopt_long arguments): an integer in [lo, hi], an unsigned seed, a grid FxHxW.
- * On failure each reports "CMD: bad --OPT 'S' (what was expected)" and returns -1.
+ * Option values (getopt_long arguments): an integer in [lo, hi], an unsigned seed, a grid FxHxW,
+ * on|off. On failure each reports "CMD: bad --OPT 'S' (what was expected)" and returns -1.
  */
 int dg_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 int dg_opt_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
 int dg_opt_seed(const char *cmd, const char *opt, const char *s, unsigned long *out);
 int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3]);
+int dg_opt_onoff(const char *cmd, const char *opt, const char *s, bool *out);
+
+/* A growing string: dg_sbuf b = { 0 }; dg_sb_printf(&b, ...); then b.buf (NULL while nothing was
+ * added), free(b.buf). */
+typedef struct {
+	char *buf;
+	size_t n, cap;
+} dg_sbuf;
+void dg_sb_add(dg_sbuf *b, const char *s, size_t n);
+void dg_sb_printf(dg_sbuf *b, const char *fmt, ...) DG_PRINTF(2, 3);
 
 #endif

@@ -11,7 +11,8 @@
  * wan_load.c (checkpoint layouts and loading), wan_forward.c (context + forward), wan_ops*.{h,c}
  * (the op table: where the arithmetic happens), dit_attn.{h,c} (the self-attention entry point).
  * Precision on the CPU: fp32 weights (converted from F32/BF16/F16 at load) and activations; the
- * sinusoid and the RoPE tables in fp64, then fp32.
+ * sinusoid and the RoPE tables in fp64, then fp32. On the GPU (wan_ops_gpu.c): bf16 weights and
+ * GEMM/attention operands, fp32 accumulation, norms, modulation and residual stream.
  */
 #ifndef DG_WAN_H
 #define DG_WAN_H
@@ -60,7 +61,7 @@ typedef enum { DG_WAN_LAYOUT_ORIGINAL, DG_WAN_LAYOUT_DIFFUSERS, DG_WAN_LAYOUT_CO
 const char *dg_wan_layout_name(dg_wan_layout l); /* "original", "diffusers" */
 
 struct dg_wan_linear {
-	float *w;  /* (out, in) row-major, fp32, host */
+	float *w;  /* (out, in) row-major, fp32, host; NULL once a device_weights backend has its copy */
 	float *b;  /* (out) or NULL */
 	int out, in;
 	void *dev; /* the backend's own copy (ops->prepare), NULL on the CPU */
@@ -101,7 +102,8 @@ typedef struct {
  * .index.json; a diffusers pipeline directory's transformer/ is used), a .safetensors file or an
  * index. Original and diffusers key names, with or without a "model.diffusion_model." prefix; the
  * config from config.json next to the weights, else inferred from shapes (num_heads = dim/128).
- * Missing, unexpected or misshapen tensors: one line naming the tensor and file. device: "cpu".
+ * Missing, unexpected or misshapen tensors: one line naming the tensor and file. device: "cpu" or
+ * "gpu" (the op table of wan_ops_gpu.c; no device or a head_dim other than 64/128: one line).
  */
 int dg_wan_load(dg_wan_model **out, const char *path, const char *device);
 void dg_wan_free(dg_wan_model *m);

@@ -2,7 +2,9 @@
  * wan_load.c: load a Wan2.1 text-to-video transformer from safetensors: find the files, detect the
  * key layout (original Wan names or diffusers names, optional "model.diffusion_model." prefix),
  * infer the config from shapes (then config.json on top), check every tensor's presence and shape,
- * and convert to fp32. Name map (reference §1.3), original <- diffusers:
+ * and convert to fp32. The linears that the forward runs through the op table get the backend's
+ * copy (ops->prepare) as soon as they are read; where that copy is complete (the GPU's bf16 on
+ * the device) the host fp32 copy is freed at once, so host memory holds one such tensor at a time. Name map (reference §1.3), original <- diffusers:
  *
  *   patch_embedding.*                  patch_embedding.*
  *   text_embedding.{0,2}.*             condition_embedder.text_embedder.linear_{1,2}.*
@@ -335,7 +337,19 @@ static int take1(ckpt *c, const char *orig, float **dst, int64_t a)
 	return take(c, orig, dst, 1, (int64_t[]){ a });
 }
 
-static int take_linear(ckpt *c, const char *base, dg_wan_linear *l, int out, int in, bool bias)
+/* the backend's copy of a linear the forward runs through ops (NULL: the host's own, e.g. the time MLP) */
+static void to_backend(dg_wan_ops *ops, dg_wan_linear *l)
+{
+	if (!ops)
+		return;
+	ops->prepare(ops, l);
+	if (ops->device_weights) {
+		free(l->w);
+		l->w = NULL;
+	}
+}
+
+static int take_linear(ckpt *c, const char *base, dg_wan_linear *l, int out, int in, bool bias, dg_wan_ops *ops)
 {
 	char name[300];
 	l->out = out;
@@ -344,12 +358,16 @@ static int take_linear(ckpt *c, const char *base, dg_wan_linear *l, int out, int
 	if (take(c, name, &l->w, 2, (int64_t[]){ out, in }))
 		return -1;
 	snprintf(name, sizeof name, "%s.bias", base);
-	return bias ? take1(c, name, &l->b, out) : 0;
+	if (bias && take1(c, name, &l->b, out))
+		return -1;
+	to_backend(ops, l);
+	return 0;
 }
 
 static int load_all(ckpt *c, dg_wan_model *m)
 {
 	const dg_wan_config *g = &m->cfg;
+	dg_wan_ops *o = m->ops;
 	int D = g->dim, P = g->patch[0] * g->patch[1] * g->patch[2];
 	char b[256];
 	if (take(c, "patch_embedding.weight", &m->patch.w, 5,
@@ -358,11 +376,13 @@ static int load_all(ckpt *c, dg_wan_model *m)
 		return -1;
 	m->patch.out = D;
 	m->patch.in = g->in_dim * P;
-	if (take_linear(c, "text_embedding.0", &m->text1, D, g->text_dim, true) ||
-	    take_linear(c, "text_embedding.2", &m->text2, D, D, true) ||
-	    take_linear(c, "time_embedding.0", &m->time1, D, g->freq_dim, true) ||
-	    take_linear(c, "time_embedding.2", &m->time2, D, D, true) ||
-	    take_linear(c, "time_projection.1", &m->time_proj, 6 * D, D, true))
+	to_backend(o, &m->patch);
+	/* the time MLP and projection run on the host (wan_forward.c): no backend copy */
+	if (take_linear(c, "text_embedding.0", &m->text1, D, g->text_dim, true, o) ||
+	    take_linear(c, "text_embedding.2", &m->text2, D, D, true, o) ||
+	    take_linear(c, "time_embedding.0", &m->time1, D, g->freq_dim, true, NULL) ||
+	    take_linear(c, "time_embedding.2", &m->time2, D, D, true, NULL) ||
+	    take_linear(c, "time_projection.1", &m->time_proj, 6 * D, D, true, NULL))
 		return -1;
 	m->blocks = dg_calloc(g->num_layers, sizeof *m->blocks);
 	for (int i = 0; i < g->num_layers; i++) {
@@ -379,7 +399,7 @@ static int load_all(ckpt *c, dg_wan_model *m)
 			return -1;
 		for (size_t j = 0; j < sizeof lin / sizeof lin[0]; j++) {
 			snprintf(b, sizeof b, "blocks.%d.%s", i, lin[j].sub);
-			if (take_linear(c, b, lin[j].l, lin[j].out, lin[j].in, true))
+			if (take_linear(c, b, lin[j].l, lin[j].out, lin[j].in, true, o))
 				return -1;
 		}
 		if (g->qk_norm) {
@@ -403,7 +423,7 @@ static int load_all(ckpt *c, dg_wan_model *m)
 		}
 	}
 	if (take(c, "head.modulation", &m->head_mod, 3, (int64_t[]){ 1, 2, D }) ||
-	    take_linear(c, "head.head", &m->head, g->out_dim * P, D, true))
+	    take_linear(c, "head.head", &m->head, g->out_dim * P, D, true, o))
 		return -1;
 	/* everything else is unexpected */
 	int extra = 0;
@@ -428,20 +448,6 @@ static void linear_free(dg_wan_ops *ops, dg_wan_linear *l)
 		ops->unprepare(ops, l);
 	free(l->w);
 	free(l->b);
-}
-
-static void prepare(dg_wan_model *m)
-{
-	dg_wan_ops *o = m->ops;
-	dg_wan_linear *top[] = { &m->patch, &m->text1, &m->text2, &m->time1, &m->time2, &m->time_proj, &m->head };
-	for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
-		o->prepare(o, top[i]);
-	for (int i = 0; i < m->cfg.num_layers; i++) {
-		dg_wan_block *k = &m->blocks[i];
-		dg_wan_linear *l[] = { &k->q, &k->k, &k->v, &k->o, &k->cq, &k->ck, &k->cv, &k->co, &k->ffn1, &k->ffn2 };
-		for (size_t j = 0; j < sizeof l / sizeof l[0]; j++)
-			o->prepare(o, l[j]);
-	}
 }
 
 void dg_wan_workspace_free(dg_wan_model *m); /* wan_forward.c */
@@ -477,9 +483,9 @@ void dg_wan_free(dg_wan_model *m)
 int dg_wan_load(dg_wan_model **out, const char *path, const char *device)
 {
 	*out = NULL;
-	if (device && strcmp(device, "cpu"))
-		return dg_error("device '%s': the DiT engine runs on the cpu only in this build (the GPU "
-				"path is not built yet)", device);
+	bool gpu = device && !strcmp(device, "gpu");
+	if (device && !gpu && strcmp(device, "cpu"))
+		return dg_error("unknown device '%s' (cpu or gpu)", device);
 	char *weights, *config;
 	if (resolve(path, &weights, &config))
 		return -1;
@@ -502,7 +508,15 @@ int dg_wan_load(dg_wan_model **out, const char *path, const char *device)
 			 "config.json next to it", weights, m->cfg.dim);
 		goto done;
 	}
-	if (dg_wan_config_check(&m->cfg, config ? config : weights) || load_all(&c, m))
+	if (dg_wan_config_check(&m->cfg, config ? config : weights))
+		goto done;
+	if (gpu && dg_wan_head_dim(&m->cfg) != 64 && dg_wan_head_dim(&m->cfg) != 128) {
+		dg_error("%s: head_dim %d: the GPU path takes 64 or 128 (use --device cpu)", weights,
+			 dg_wan_head_dim(&m->cfg));
+		goto done;
+	}
+	m->ops = gpu ? dg_wan_ops_gpu() : dg_wan_ops_cpu();
+	if (!m->ops || load_all(&c, m))
 		goto done;
 	const dg_wan_config *g = &m->cfg;
 	long long P = g->patch[0] * g->patch[1] * g->patch[2], D = g->dim;
@@ -515,8 +529,6 @@ int dg_wan_load(dg_wan_model **out, const char *path, const char *device)
 	snprintf(nm, sizeof nm, "wan2.1-t2v dim %d, %d layers, %d heads of %d (%s layout)", g->dim,
 		 g->num_layers, g->num_heads, dg_wan_head_dim(g), dg_wan_layout_name(m->layout));
 	m->name = dg_strdup(nm);
-	m->ops = dg_wan_ops_cpu();
-	prepare(m);
 	rc = 0;
 done:
 	free(c.names);

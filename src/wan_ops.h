@@ -1,32 +1,42 @@
 /*
  * wan_ops.h: the operations the Wan2.1 forward (wan_forward.c) is made of, as a table that a
- * backend fills: the CPU (wan_ops_cpu.c: fp32, OpenBLAS SGEMM, OpenMP) now, the GPU (bf16
- * weights, cuBLAS, kernels/) later. The forward only orchestrates: every per-token tensor lives
+ * backend fills: the CPU (wan_ops_cpu.c: fp32, OpenBLAS SGEMM, OpenMP) and the GPU (wan_ops_gpu.c:
+ * bf16 weights, cuBLASLt GEMMs, the kernels of kernels/dit_ops.cu and the flash kernel). The forward only orchestrates: every per-token tensor lives
  * where the backend computes ("device" buffers from alloc), and the forward touches it only
  * through these functions, so a backend slots in without changing the model code.
  *
  * Layouts: activations are token-major (m, n) row-major; attention operands are head-major
  * (heads, tokens, head_dim), the layout the attention entry point (dit_attn.h) and the trace use.
- * Weights are dg_wan_linear (wan.h): the host fp32 copy is always there; a backend may keep its own
- * converted copy in ->dev (made by prepare).
+ * Weights are dg_wan_linear (wan.h): the host fp32 copy, and a backend's own converted copy in ->dev
+ * (made by prepare); where that copy is complete (device_weights), the loader frees the host one.
  */
 #ifndef DG_WAN_OPS_H
 #define DG_WAN_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct dg_wan_linear dg_wan_linear;
 typedef struct dg_wan_ops dg_wan_ops;
 
+/* kinds of ops whose device time a backend may accumulate in op_seconds */
+typedef enum { DG_WAN_OPK_LINEAR, DG_WAN_OPK_ATTENTION, DG_WAN_OPK_OTHER, DG_WAN_OPK_COUNT } dg_wan_opk;
+
 struct dg_wan_ops {
-	const char *name; /* "cpu" */
+	const char *name; /* "cpu" or "gpu" */
 	char device[192]; /* what it runs on, for reports */
+	bool device_weights; /* prepare makes a complete copy: the host l->w is not needed after it */
+	/* device seconds per kind of op since the table was made, complete after sync or download
+	 * (the GPU measures them with events; zeros on the CPU) */
+	double op_seconds[DG_WAN_OPK_COUNT];
 	void *impl;
 	/* buffers of n floats where the backend computes (uninitialised) */
 	float *(*alloc)(dg_wan_ops *, size_t n);
 	void (*release)(dg_wan_ops *, float *p);
 	void (*upload)(dg_wan_ops *, float *dst, const float *host, size_t n);
-	void (*download)(dg_wan_ops *, float *host, const float *src, size_t n);
+	void (*download)(dg_wan_ops *, float *host, const float *src, size_t n); /* waits for the ops */
+	/* wait until every queued op is done (for timing; no-op where ops are synchronous) */
+	void (*sync)(dg_wan_ops *);
 	/* make the backend's copy of a weight (e.g. bf16 on the device); no-op on the CPU */
 	void (*prepare)(dg_wan_ops *, dg_wan_linear *l);
 	void (*unprepare)(dg_wan_ops *, dg_wan_linear *l);
@@ -61,5 +71,8 @@ struct dg_wan_ops {
 
 /* The CPU backend (host memory; OpenBLAS kept single-threaded, OpenMP across row blocks). */
 dg_wan_ops *dg_wan_ops_cpu(void);
+/* The GPU backend (device memory, ops queued on the default stream; head_dim 64 or 128), or NULL
+ * after one line saying why (no CUDA in this build, no device). */
+dg_wan_ops *dg_wan_ops_gpu(void);
 
 #endif

@@ -23,6 +23,7 @@ static void cpu_copy(dg_wan_ops *o, float *dst, const float *src, size_t n)
 		memcpy(dst, src, n * sizeof(float));
 }
 static void cpu_prepare(dg_wan_ops *o, dg_wan_linear *l) {}
+static void cpu_sync(dg_wan_ops *o) {}
 
 /* y (m, out) = x (m, in) W^T + b: split rows (tall) or output columns (short) across threads */
 static void cpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
@@ -178,6 +179,7 @@ dg_wan_ops *dg_wan_ops_cpu(void)
 	o->release = cpu_release;
 	o->upload = cpu_copy;
 	o->download = cpu_copy;
+	o->sync = cpu_sync;
 	o->prepare = cpu_prepare;
 	o->unprepare = cpu_prepare;
 	o->linear = cpu_linear;

@@ -35,6 +35,7 @@ check "post-warm-up sparse units: density in [target, target + 256/n] (the round
 check "anchor policies report staleness = step - 1 (anchor at step 1)" awk -F, \
   'NR > 1 && $4 >= 2 && $5 == 0 && $1 ~ /^(baseline|mc-)/ { if ($13 != $4 - 1) exit 1 }' "$tmp/r/metrics.csv"
 check "run.json records schedule, policies and commit" grep -q '"dense_layers"' "$tmp/r/run.json"
+check "run.json records the P.V arithmetic (fp32 on the CPU)" grep -q '"pv":[[:space:]]*"fp32"' "$tmp/r/run.json"
 /usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['schedule']['anchors']==[1] and len(j['policies'])==16" \
   "$tmp/r/run.json" 2>/dev/null || command -v /usr/bin/python3 >/dev/null || true
 "$DSGAP" decompose "$tmp/r" >/dev/null
@@ -64,6 +65,7 @@ bad() { # bad DESCRIPTION EXPECTED-SUBSTRING OUTDIR COMMAND...
 bad "density above 1" "density 1.5 is outside (0, 1]" "$tmp/b1" "$DSGAP" replay "$tmp/t.h5" --density 1.5 --out "$tmp/b1"
 bad "density 0" "outside (0, 1]" "$tmp/b2" "$DSGAP" replay "$tmp/t.h5" --density 0 --out "$tmp/b2"
 bad "density not a number" "bad --density" "$tmp/b3" "$DSGAP" replay "$tmp/t.h5" --density abc --out "$tmp/b3"
+bad "precise neither on nor off" "bad --precise 'yes' (on or off)" "$tmp/b3" "$DSGAP" replay "$tmp/t.h5" --precise yes --out "$tmp/b3"
 bad "unknown policy" "unknown policy 'nope'" "$tmp/b4" "$DSGAP" replay "$tmp/t.h5" --policies dense,nope --out "$tmp/b4"
 bad "bad policy switch" "bad switch 'group=hex'" "$tmp/b5" "$DSGAP" replay "$tmp/t.h5" --policies mc-sparse/group=hex --out "$tmp/b5"
 bad "bad schedule" "schedule" "$tmp/b6" "$DSGAP" replay "$tmp/t.h5" --schedule warmup=x --out "$tmp/b6"

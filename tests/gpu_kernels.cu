@@ -1,9 +1,17 @@
 /*
  * gpu_kernels.cu: checks dsgap's CUDA attention kernels (kernels/flash_fwd.cu, kernels/sparse_fwd.cu),
- * every numbered version, against an fp64 CPU reference with the FlashAttention-3 rule (DESIGN §9):
+ * every numbered version in both P.V modes, against an fp64 CPU reference with the FlashAttention-3
+ * rule (DESIGN §9):
  *   max|out - ref64| <= 2 max|naive - ref64| + 2 floor,
- * naive = the straightforward low-precision computation (bf16 inputs, fp32 scores and sums, P
- * rounded to bf16 before P.V, as a bf16 kernel does), floor = max|fl32(fl32(ref + 0.3) - 0.3) - ref|.
+ * naive = the straightforward low-precision computation of the mode, bf16 inputs, fp32 scores and
+ * sums, and P.V with
+ *   fast mode:    P rounded to bf16 (as a bf16 kernel does), summed key by key in fp32;
+ *   precise mode: P split into hi = bf16(P) and lo = bf16(P - hi), summed as one tensor-core GEMM
+ *                 of P.V would (16 keys per step, exact products, the fp32 accumulator truncated
+ *                 after each step: its error then grows with n/16 roundings toward zero, which a
+ *                 round-to-nearest sequential sum, whose errors cancel, does not model).
+ * The precise bound is P's 2^-16 representation error plus fp32 accumulation: ~100x under the fast
+ * one. floor = max|fl32(fl32(ref + 0.3) - 0.3) - ref|.
  * Inputs are fresh random bf16 with varied row scales (peaked and flat softmax rows), N not a multiple
  * of 128, d = 64 and 128; sparse: random query permutations, groups of 1..200 queries, random sorted
  * key lists of varying lengths (empty and full included), block-run lists, per-query groups, residual
@@ -45,6 +53,15 @@ static float bf2f(uint16_t b)
 	return f;
 }
 static float rbf(float f) { return bf2f(f2bf(f)); }
+/* x rounded to fp32 toward zero (the tensor cores' fp32 accumulation truncates: Fasi et al. 2021,
+ * "Numerical behavior of NVIDIA tensor cores"; Khattak and Mikaitis 2025 for H100) */
+static float f32_rz(double x)
+{
+	float r = (float)x;
+	if (fabs((double)r) > fabs(x))
+		r = nextafterf(r, 0.f);
+	return r;
+}
 
 /* (heads, n, d) bf16 with per-row scales exp(U(lo, hi)) and an optional per-tensor offset */
 static std::vector<uint16_t> gen_tensor(int heads, int n, int d, double lo, double hi, double offset)
@@ -63,7 +80,7 @@ static std::vector<uint16_t> gen_tensor(int heads, int n, int d, double lo, doub
 
 struct RowRef {
 	std::vector<double> o64;
-	std::vector<float> on; /* naive */
+	std::vector<float> on, onp; /* naive: fast mode (P in bf16), precise mode (P = bf16 hi + lo) */
 	double lse64;
 	float lsen;
 	double mass64;
@@ -79,6 +96,7 @@ static void row_ref(const uint16_t *q, const uint16_t *k, const uint16_t *v, int
 		nk = n;
 	r.o64.assign(d, 0.0);
 	r.on.assign(d, 0.f);
+	r.onp.assign(d, 0.f);
 	if (nk == 0) {
 		r.lse64 = -INFINITY;
 		r.lsen = -INFINITY;
@@ -124,9 +142,25 @@ static void row_ref(const uint16_t *q, const uint16_t *k, const uint16_t *v, int
 			r.on[c] += pb * vv;
 		}
 	}
+	/* precise naive: P.V as a tensor-core GEMM computes it, 16 keys per step: the step's hi products,
+	 * then its lo products, summed exactly and added to one fp32 accumulator that is truncated */
+	std::vector<float> ph(nk), pl(nk);
+	for (int j = 0; j < nk; j++) {
+		ph[j] = rbf(p32[j]);
+		pl[j] = rbf(p32[j] - ph[j]);
+	}
+	for (int j0 = 0; j0 < nk; j0 += 16)
+		for (const std::vector<float> *part : {&ph, &pl})
+			for (int c = 0; c < d; c++) {
+				double x = r.onp[c];
+				for (int j = j0; j < std::min(nk, j0 + 16); j++)
+					x += (double)(*part)[j] * bf2f(v[(size_t)(keys ? keys[j] : j) * d + c]);
+				r.onp[c] = f32_rz(x);
+			}
 	for (int c = 0; c < d; c++) {
 		r.o64[c] /= l;
 		r.on[c] /= l32;
+		r.onp[c] /= l32;
 	}
 	r.lse64 = m + log(l);
 	r.lsen = (m2 + log2f(l32)) * 0.6931471805599453f;
@@ -227,15 +261,17 @@ static void test_dense(int heads, int n, int d)
 	CUDA_CHECK(cudaMalloc(&dlse, nl * 4));
 	std::vector<float> of(no), lse(nl);
 	std::vector<uint16_t> ob(no);
-	for (int ver = 1; ver <= g_nflash; ver++) {
+	for (int run = 0; run < 2 * g_nflash; run++) { /* every version in the fast, then the precise mode */
+		const int pm = run / g_nflash, ver = 1 + run % g_nflash;
 		if (g_only && ver != g_only)
 			continue;
+		const char *mode = pm ? " precise" : "";
 		char what[128];
 		/* fp32 output + LSE */
 		CUDA_CHECK(cudaMemset(dof, 0xff, no * 4));
 		CUDA_CHECK(cudaMemset(dlse, 0xff, nl * 4));
-		int rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, dof, NULL, dlse, NULL);
-		snprintf(what, sizeof what, "flash v%d n=%d d=%d launch", ver, n, d);
+		int rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, dof, NULL, dlse, pm, NULL);
+		snprintf(what, sizeof what, "flash v%d%s n=%d d=%d launch", ver, mode, n, d);
 		cudaError_t ce = sync_watchdog(what);
 		CHECKF(rc == 0 && ce == cudaSuccess, "%s (%s)", what, cudaGetErrorString(ce));
 		if (ce != cudaSuccess)
@@ -248,18 +284,18 @@ static void test_dense(int heads, int n, int d)
 				const RowRef &r = ref[h * rows.size() + ri];
 				const size_t base = ((size_t)h * n + rows[ri]);
 				for (int c = 0; c < d; c++)
-					eo.add(of[base * d + c], r.o64[c], r.on[c]);
+					eo.add(of[base * d + c], r.o64[c], pm ? r.onp[c] : r.on[c]);
 				el.add(lse[base], r.lse64, r.lsen);
 			}
 		const long nf = count_nonfinite_f32(of.data(), no) + count_nonfinite_f32(lse.data(), nl);
-		snprintf(what, sizeof what, "flash v%d n=%d d=%d O fp32", ver, n, d);
+		snprintf(what, sizeof what, "flash v%d%s n=%d d=%d O fp32", ver, mode, n, d);
 		report(what, eo);
-		snprintf(what, sizeof what, "flash v%d n=%d d=%d LSE", ver, n, d);
+		snprintf(what, sizeof what, "flash v%d%s n=%d d=%d LSE", ver, mode, n, d);
 		report(what, el);
-		CHECKF(nf == 0, "flash v%d n=%d d=%d every output written (%ld NaN)", ver, n, d, nf);
+		CHECKF(nf == 0, "flash v%d%s n=%d d=%d every output written (%ld NaN)", ver, mode, n, d, nf);
 		/* bf16 output, no LSE */
 		CUDA_CHECK(cudaMemset(dob, 0xff, no * 2));
-		rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, NULL, dob, NULL, NULL);
+		rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, NULL, dob, NULL, pm, NULL);
 		CUDA_CHECK(cudaDeviceSynchronize());
 		CUDA_CHECK(cudaMemcpy(ob.data(), dob, no * 2, cudaMemcpyDeviceToHost));
 		Err eb;
@@ -272,9 +308,9 @@ static void test_dense(int heads, int n, int d)
 				const RowRef &r = ref[h * rows.size() + ri];
 				const size_t base = ((size_t)h * n + rows[ri]) * d;
 				for (int c = 0; c < d; c++)
-					eb.add(bf2f(ob[base + c]), r.o64[c], rbf(r.on[c]));
+					eb.add(bf2f(ob[base + c]), r.o64[c], rbf(pm ? r.onp[c] : r.on[c]));
 			}
-		snprintf(what, sizeof what, "flash v%d n=%d d=%d O bf16", ver, n, d);
+		snprintf(what, sizeof what, "flash v%d%s n=%d d=%d O bf16", ver, mode, n, d);
 		CHECKF(rc == 0 && nfb == 0, "%s launch, every output written (%ld NaN)", what, nfb);
 		report(what, eb);
 	}
@@ -437,18 +473,19 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 	CUDA_CHECK(cudaMalloc(&dout, no * 4));
 	CUDA_CHECK(cudaMalloc(&dmass, nl * 4));
 	std::vector<float> out(no), mass(nl);
-	for (int ver = 1; ver <= g_nsparse; ver++) {
+	for (int run = 0; run < 2 * g_nsparse; run++) { /* every version in the fast, then the precise mode */
+		const int pm = run / g_nsparse, ver = 1 + run % g_nsparse;
 		if (g_only && ver != g_only)
 			continue;
+		const char *mode = pm ? " precise" : "";
 		char what[160];
 		CUDA_CHECK(cudaMemset(dout, 0xff, no * 4));
 		CUDA_CHECK(cudaMemset(dmass, 0xff, nl * 4));
 		const int rc = dg_sparse_fwd_v(ver, dq, dk, dv, heads, n, d, dperm, dgoff, ngroups, dsoff, dsidx, dres,
-					       with_mass ? dlref : NULL, dout, with_mass ? dmass : NULL, NULL);
-		snprintf(what, sizeof what, "sparse v%d %s n=%d d=%d", ver, kn[kind], n, d);
+					       with_mass ? dlref : NULL, dout, with_mass ? dmass : NULL, pm, NULL);
+		snprintf(what, sizeof what, "sparse v%d%s %s n=%d d=%d", ver, mode, kn[kind], n, d);
 		cudaError_t ce = sync_watchdog(what);
-		CHECKF(rc == 0 && ce == cudaSuccess, "sparse v%d %s n=%d d=%d launch (%s)", ver, kn[kind], n, d,
-		       cudaGetErrorString(ce));
+		CHECKF(rc == 0 && ce == cudaSuccess, "%s launch (%s)", what, cudaGetErrorString(ce));
 		if (ce != cudaSuccess)
 			exit(1);
 		CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
@@ -457,15 +494,17 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 		for (size_t r = 0; r < nl; r++) {
 			for (int c = 0; c < d; c++) {
 				const double rv = with_residual ? res[r * d + c] : 0.0;
-				eo.add(out[r * d + c], ref[r].o64[c] + rv, (double)(ref[r].on[c] + (float)rv));
+				const float naive = pm ? ref[r].onp[c] : ref[r].on[c];
+				eo.add(out[r * d + c], ref[r].o64[c] + rv, (double)(naive + (float)rv));
 			}
 			if (with_mass)
 				em.add(mass[r], ref[r].mass64, ref[r].massn);
 		}
-		snprintf(what, sizeof what, "sparse v%d %s n=%d d=%d O%s", ver, kn[kind], n, d, with_residual ? "+R" : "");
+		snprintf(what, sizeof what, "sparse v%d%s %s n=%d d=%d O%s", ver, mode, kn[kind], n, d,
+			 with_residual ? "+R" : "");
 		report(what, eo);
 		if (with_mass) {
-			snprintf(what, sizeof what, "sparse v%d %s n=%d d=%d mass", ver, kn[kind], n, d);
+			snprintf(what, sizeof what, "sparse v%d%s %s n=%d d=%d mass", ver, mode, kn[kind], n, d);
 			report(what, em);
 		}
 	}
@@ -482,7 +521,8 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 	cudaFree(dmass);
 }
 
-/* rho = 1 equals dense: raster groups of 128, every list = all keys, sparse (fp32) vs dense (fp32) */
+/* rho = 1 equals dense: raster groups of 128, every list = all keys, sparse (fp32) vs dense (fp32), in
+ * each P.V mode */
 static void test_sparse_equals_dense(int heads, int n, int d)
 {
 	std::vector<uint16_t> q = gen_tensor(heads, n, d, -1.0, 1.0, 0.0);
@@ -509,13 +549,16 @@ static void test_sparse_equals_dense(int heads, int n, int d)
 	CUDA_CHECK(cudaMalloc(&a, no * 4));
 	CUDA_CHECK(cudaMalloc(&b, no * 4));
 	std::vector<float> ha(no), hb(no);
-	for (int ver = 1; ver <= std::min(g_nflash, g_nsparse); ver++) {
+	const int nver = std::min(g_nflash, g_nsparse);
+	for (int run = 0; run < 2 * nver; run++) {
+		const int pm = run / nver, ver = 1 + run % nver;
 		if (g_only && ver != g_only)
 			continue;
 		CUDA_CHECK(cudaMemset(a, 0xff, no * 4));
 		CUDA_CHECK(cudaMemset(b, 0xff, no * 4));
-		int rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, a, NULL, NULL, NULL);
-		rc |= dg_sparse_fwd_v(ver, dq, dk, dv, heads, n, d, dperm, dgoff, ng, dsoff, dsidx, NULL, NULL, b, NULL, NULL);
+		int rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, a, NULL, NULL, pm, NULL);
+		rc |= dg_sparse_fwd_v(ver, dq, dk, dv, heads, n, d, dperm, dgoff, ng, dsoff, dsidx, NULL, NULL, b, NULL, pm,
+				      NULL);
 		CUDA_CHECK(cudaDeviceSynchronize());
 		CUDA_CHECK(cudaMemcpy(ha.data(), a, no * 4, cudaMemcpyDeviceToHost));
 		CUDA_CHECK(cudaMemcpy(hb.data(), b, no * 4, cudaMemcpyDeviceToHost));
@@ -524,7 +567,8 @@ static void test_sparse_equals_dense(int heads, int n, int d)
 			const double e = fabs((double)ha[i] - hb[i]);
 			mx = (e == e && mx == mx) ? std::max(mx, e) : NAN;
 		}
-		CHECKF(rc == 0 && mx == 0.0, "v%d rho=1 sparse equals dense bitwise, n=%d d=%d (max diff %.3e)", ver, n, d, mx);
+		CHECKF(rc == 0 && mx == 0.0, "v%d%s rho=1 sparse equals dense bitwise, n=%d d=%d (max diff %.3e)", ver,
+		       pm ? " precise" : "", n, d, mx);
 	}
 	cudaFree(dq);
 	cudaFree(dk);
@@ -542,13 +586,13 @@ static void test_bad_args(void)
 	uint16_t *x = NULL;
 	CUDA_CHECK(cudaMalloc(&x, 1 << 20));
 	float *o = (float *)x;
-	CHECK("flash rejects head_dim 96", dg_flash_fwd(x, x, x, 1, 16, 96, o, NULL, NULL, NULL) == -1);
-	CHECK("flash rejects no output", dg_flash_fwd(x, x, x, 1, 16, 64, NULL, NULL, NULL, NULL) == -1);
-	CHECK("flash rejects misaligned q", dg_flash_fwd(x + 1, x, x, 1, 16, 64, o, NULL, NULL, NULL) == -1);
-	CHECK("flash rejects version 99", dg_flash_fwd_v(99, x, x, x, 1, 16, 64, o, NULL, NULL, NULL) == -1);
+	CHECK("flash rejects head_dim 96", dg_flash_fwd(x, x, x, 1, 16, 96, o, NULL, NULL, 0, NULL) == -1);
+	CHECK("flash rejects no output", dg_flash_fwd(x, x, x, 1, 16, 64, NULL, NULL, NULL, 0, NULL) == -1);
+	CHECK("flash rejects misaligned q", dg_flash_fwd(x + 1, x, x, 1, 16, 64, o, NULL, NULL, 0, NULL) == -1);
+	CHECK("flash rejects version 99", dg_flash_fwd_v(99, x, x, x, 1, 16, 64, o, NULL, NULL, 1, NULL) == -1);
 	CHECK("sparse rejects mass without lse_ref",
 	      dg_sparse_fwd(x, x, x, 1, 16, 64, (int32_t *)x, (int32_t *)x, 1, (int64_t *)x, (int32_t *)x, NULL, NULL,
-			    o, o, NULL) == -1);
+			    o, o, 0, NULL) == -1);
 	CHECK("version names end", dg_flash_fwd_name(g_nflash + 1) == NULL && dg_sparse_fwd_name(g_nsparse + 1) == NULL);
 	cudaFree(x);
 }

@@ -450,18 +450,20 @@ static void check_oracle(const problem *P, const prob_capture *cap, const double
 /* ------------------------------------------------------------------------------------------------ */
 /* PCA                                                                                               */
 
-static int gpu_pca(const uint16_t *dq, int n, int d, int *perm, int *goff)
+static int gpu_pca(int version, const uint16_t *dq, int n, int d, int *perm, int *goff)
 {
 	const int nb = (n + 127) / 128;
 	int32_t *dperm = dmalloc((size_t)n * 4), *dgoff = dmalloc((size_t)(nb + 1) * 4);
-	int rc = dg_pca_groups(dq, n, d, dperm, dgoff, stream);
+	poison(dperm, (size_t)n * 4), poison(dgoff, (size_t)(nb + 1) * 4);
+	int rc = dg_pca_groups_v(version, dq, n, d, dperm, dgoff, stream);
 	download(perm, dperm, (size_t)n * 4);
 	download(goff, dgoff, (size_t)(nb + 1) * 4);
 	cudaFree(dperm), cudaFree(dgoff);
 	return rc;
 }
 
-static void check_pca(const problem *P)
+/* every version (1 .. ) of the PCA grouping */
+static void check_pca(const problem *P, int version)
 {
 	const int n = P->n, d = P->d, nb = (n + 127) / 128;
 	int *perm = dg_malloc((size_t)n * 4), *goff = dg_malloc((size_t)(nb + 1) * 4);
@@ -480,9 +482,9 @@ static void check_pca(const problem *P)
 		uint16_t *dq = dupload(qb, (size_t)n * d * 2);
 		dg_groups cg;
 		dg_groups_build(&cg, DG_GROUP_PCA, q, n, d, NULL, 0);
-		int rc = gpu_pca(dq, n, d, perm, goff);
+		int rc = gpu_pca(version, dq, n, d, perm, goff);
 		CHECKF(rc == 0 && !memcmp(perm, cg.perm, (size_t)n * 4) && !memcmp(goff, cg.off, (size_t)(nb + 1) * 4),
-		       "pca n=%d d=%d: identical perm and goff on well-separated (lattice) queries", n, d);
+		       "pca v%d n=%d d=%d: identical perm and goff on well-separated (lattice) queries", version, n, d);
 		dg_groups_free(&cg);
 		free(q), free(qb);
 		cudaFree(dq);
@@ -493,7 +495,7 @@ static void check_pca(const problem *P)
 		dg_groups_build(&cg, DG_GROUP_PCA, P->q, n, d, NULL, 0);
 		for (int i = 0; i < n; i++)
 			perm[i] = -1;
-		int rc = gpu_pca(P->dq, n, d, perm, goff);
+		int rc = gpu_pca(version, P->dq, n, d, perm, goff);
 		char *seen = calloc(n, 1);
 		int ok = rc == 0;
 		for (int i = 0; i < n && ok; i++) {
@@ -502,7 +504,7 @@ static void check_pca(const problem *P)
 				seen[perm[i]] = 1;
 		}
 		ok = ok && !memcmp(goff, cg.off, (size_t)(nb + 1) * 4);
-		CHECKF(ok, "pca n=%d d=%d: a permutation, leaves of 128 (last short)", n, d);
+		CHECKF(ok, "pca v%d n=%d d=%d: a permutation, leaves of 128 (last short)", version, n, d);
 		int *leaf_c = dg_malloc((size_t)n * 4), moved = 0;
 		for (int p = 0; p < n; p++)
 			leaf_c[cg.perm[p]] = p / 128;
@@ -512,8 +514,8 @@ static void check_pca(const problem *P)
 		const double ic = dg_groups_inertia(&cg, P->q, d), ig = ok ? dg_groups_inertia(&gg, P->q, d) : NAN;
 		int same = ok && !memcmp(perm, cg.perm, (size_t)n * 4);
 		CHECKF(ok && moved <= n / 20 && fabs(ig - ic) <= 0.01 * ic,
-		       "pca n=%d d=%d random queries: %d of %d queries in another leaf (%.2f%%), inertia %.5g vs cpu %.5g "
-		       "(%+.3f%%)%s", n, d, moved, n, 100.0 * moved / n, ig, ic, 100 * (ig - ic) / ic,
+		       "pca v%d n=%d d=%d random queries: %d of %d queries in another leaf (%.2f%%), inertia %.5g vs cpu "
+		       "%.5g (%+.3f%%)%s", version, n, d, moved, n, 100.0 * moved / n, ig, ic, 100 * (ig - ic) / ic,
 		       same ? ", identical perm" : "");
 		free(seen), free(leaf_c);
 		dg_groups_free(&cg);
@@ -802,7 +804,8 @@ static void run_config(int n, int d)
 	}
 
 	/* 5. PCA */
-	check_pca(&P);
+	for (int v = 1; dg_pca_groups_name(v); v++)
+		check_pca(&P, v);
 
 	/* 6. pooled scores */
 	check_pooled(&P, &raster, "raster");
@@ -898,7 +901,7 @@ static int b_select(void *c)
 static int b_pca(void *c)
 {
 	bctx *x = c;
-	return dg_pca_groups(x->P->dq, x->P->n, x->P->d, x->pcaperm, x->pcagoff, stream);
+	return dg_pca_groups_v(x->version, x->P->dq, x->P->n, x->P->d, x->pcaperm, x->pcagoff, stream);
 }
 static int b_pooled(void *c)
 {
@@ -967,7 +970,12 @@ static void run_bench(void)
 	bench("select block topk 0.15", b_select, &x, 0, "");
 	x.budget = 1;
 	bench("select block topp 0.9", b_select, &x, 0, "");
-	bench("pca_groups", b_pca, &x, 0, "");
+	for (int v = 1; dg_pca_groups_name(v); v++) {
+		x.version = v;
+		snprintf(name, sizeof name, "pca_groups v%d", v);
+		bench(name, b_pca, &x, 0, "");
+	}
+	x.version = 0;
 	x.kv = 0;
 	bench("pooled_scores token", b_pooled, &x, 0, "");
 	x.kv = 1;

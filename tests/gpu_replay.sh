@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_replay.sh: the GPU replay's metrics.csv against the CPU replay's on the same traces: the same
 # rows, the same selections (identical effective density) and every metric within 1e-3 relative
-# (DESIGN §9; issue 3). Skips (77) without a CUDA build or device.
+# (DESIGN §9; issue 3), the GPU in its precise P.V mode (P as bf16 hi + lo, the replay's default:
+# fp32-level outputs, as the CPU twin's). Skips (77) without a CUDA build or device.
 # Run: ctest -R gpu_replay (needs $DSGAP).
 set -u
 : "${DSGAP:?set DSGAP to the dsgap binary}"
@@ -22,8 +23,8 @@ for shape in "2x20x25 64 3" "4x25x41 128 2"; do
   grid=$1 d=$2 heads=$3
   "$DSGAP" synth --out "$tmp/t.h5" --grid "$grid" --heads "$heads" --layers 1 --steps 4 --head-dim "$d" --seed $RANDOM >/dev/null
   for dev in cpu gpu; do
-    "$DSGAP" replay "$tmp/t.h5" --device $dev --policies all,peers --density 0.1,0.25 --schedule warmup=1 \
-      --out "$tmp/$dev" --quiet || { echo "FAIL replay --device $dev"; fail=1; }
+    "$DSGAP" replay "$tmp/t.h5" --device $dev --precise on --policies all,peers --density 0.1,0.25 \
+      --schedule warmup=1 --out "$tmp/$dev" --quiet || { echo "FAIL replay --device $dev"; fail=1; }
   done
   # join rows by (policy, density_target, step, layer, head); compare
   if ! awk -F, -v shape="$grid d=$d" '

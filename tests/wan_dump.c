@@ -1,11 +1,11 @@
 /*
- * wan_dump.c: one dsgap Wan2.1 forward on the CPU with everything the PyTorch / diffusers
+ * wan_dump.c: one dsgap Wan2.1 forward (CPU, or GPU with a last argument gpu) with everything the PyTorch / diffusers
  * comparison (tests/torch_ref/compare_diffusers.py) looks at, written as an F32 safetensors file:
  *   out (C, F, H, W)            the velocity, unpatchified
  *   hidden.<l> (N, D)           the residual stream after block l
  *   q.<l>, k.<l>, v.<l> (H, N, d)  self-attention operands as the entry point receives them
  *                               (post-qk-norm, post-RoPE)
- *   wan_dump MODEL TEXT NOISE T OUT.safetensors
+ *   wan_dump MODEL TEXT NOISE T OUT.safetensors [cpu|gpu]
  * MODEL as dsgap capture's --model (either key layout); TEXT (tokens, text_dim) and NOISE
  * (channels, F, H, W) as --text and --noise; T the timestep (0..1000). Not a test by itself.
  */
@@ -119,13 +119,13 @@ static int write_safetensors(const char *path, const dump *u)
 
 int main(int argc, char **argv)
 {
-	if (argc != 6) {
-		fprintf(stderr, "usage: wan_dump MODEL TEXT NOISE T OUT.safetensors\n");
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: wan_dump MODEL TEXT NOISE T OUT.safetensors [cpu|gpu]\n");
 		return 2;
 	}
 	double t = atof(argv[4]);
 	dg_wan_model *m;
-	if (dg_wan_load(&m, argv[1], "cpu"))
+	if (dg_wan_load(&m, argv[1], argc == 7 ? argv[6] : "cpu"))
 		return 1;
 	float *text, *noise;
 	int tokens, latent[3] = { 0, 0, 0 }, grid[3];

@@ -5,7 +5,8 @@ the original key layout (Wan-Video/Wan2.1 wan/modules/model.py names; reference:
 
   forward(W, cfg, x, t, context, record=None, dtype=torch.float32) -> out (C_out, F, H, W) float32
 
-W: dict original name -> tensor (any float dtype; `load` strips a "model.diffusion_model." prefix);
+W: dict original name -> tensor (any float dtype, on any one device: the forward runs there; `load`
+strips a "model.diffusion_model." prefix);
 cfg: dim, ffn_dim, freq_dim, text_dim, in_dim, out_dim, num_heads, num_layers, patch_size, eps,
 text_len; x (C, F, H, W); t a number (the model's 0..1000 scale); context (L, text_dim), zero-padded
 here to text_len rows. record (a dict) receives hidden.<l> (N, D) after each block, q/k/v.<l>
@@ -103,7 +104,8 @@ def forward(W, cfg, x, t, context, record=None, dtype=torch.float32):
     d = D // H
     pt, ph, pw = cfg["patch_size"]
     op = Ops(W, dtype)
-    x = torch.as_tensor(x).float()
+    dev = W["patch_embedding.weight"].device  # the weights' device (cpu, or cuda for gpu_dit.py)
+    x = torch.as_tensor(x).float().to(dev)
     C, Fr, Hh, Ww = x.shape
     grid = (Fr // pt, Hh // ph, Ww // pw)
     n = grid[0] * grid[1] * grid[2]
@@ -112,15 +114,15 @@ def forward(W, cfg, x, t, context, record=None, dtype=torch.float32):
                  stride=(pt, ph, pw))
     h = h.flatten(2).transpose(1, 2)[0].float()  # (N, D); fp32 after the first gated add anyway
     # time embedding (fp32 region)
-    e = op.lin("time_embedding.2", F.silu(op.lin("time_embedding.0", sinusoid(cfg["freq_dim"], t), True)), True)
+    e = op.lin("time_embedding.2", F.silu(op.lin("time_embedding.0", sinusoid(cfg["freq_dim"], t).to(dev), True)), True)
     e0 = op.lin("time_projection.1", F.silu(e), True).view(6, D)
     e = e[0]
     # text: zero-padded to text_len rows
-    ctx = torch.as_tensor(context).float()
+    ctx = torch.as_tensor(context).float().to(dev)
     L = cfg.get("text_len") or ctx.shape[0]
     ctx = torch.cat([ctx, ctx.new_zeros(L - ctx.shape[0], ctx.shape[1])])
     c = op.lin("text_embedding.2", F.gelu(op.lin("text_embedding.0", ctx), approximate="tanh"))
-    table = rope_table(d, grid)
+    table = rope_table(d, grid).to(dev)
     for l in range(cfg["num_layers"]):
         b = "blocks.%d." % l
         mod = W[b + "modulation"].float()[0] + e0  # (6, D)

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# closed_loop.sh: experiment 4, the closed loop (experiments/closed_loop.ini) -> results/closed_loop/:
+# closed_loop.{md,tex,csv} (per policy and density, means over the samples: effective density, PSNR
+# and SSIM of the final frames against the dense run of the same prompt and noise, worst frame,
+# transformer time and speedup; each policy labelled by its source: the reference, MC-Sparse or the
+# peer's paper), figures/closed_loop.{png,pdf} (PSNR, SSIM and speedup against the effective
+# density, one line per policy), RUN/closed_loop.csv (every sample) and RUN/run.json, summary.*.
+# Needs the bundled model in data/model (a cell is one whole generate run: hours on 2 CPU cores,
+# minutes on a GPU with the engine's GPU path: --device gpu). Extra arguments go to dsgap run
+# (e.g. --workers 2, --gpus all, --device gpu). CLOSED_LOOP_INI=FILE runs another experiment file of
+# the same form (e.g. a smaller model or grid) into the same results folder.
+source "$(dirname "$0")/lib.sh"
+exp_init closed_loop
+INI=${CLOSED_LOOP_INI:-$INI}
+exp_run "$@"
+rm -rf "$RESULTS"/*/ "$RESULTS"/figures
+for d in "$WORK"/*/closed_loop.csv; do
+  run=$(basename "$(dirname "$d")")
+  mkdir -p "$RESULTS/$run"
+  cp "$d" "$WORK/$run/run.json" "$RESULTS/$run/"
+done
+
+# the table: summary.csv's lines, each policy labelled by its source
+label='function src(p) { sub(/\/.*/, "", p)
+  if (p == "dense") return "reference"
+  if (p == "baseline" || p ~ /^mc-/) return "MC-Sparse"
+  split("svg2:Sparse VideoGen2,spargeattn:SpargeAttn,xattention:XAttention,radial:Radial Attention,sta:Sliding Tile Attention,ditfastattn:DiTFastAttn,chipmunk:Chipmunk,pisa:PISA", m, ",")
+  for (i in m) { split(m[i], kv, ":"); if (kv[1] == p) return kv[2] }
+  return "custom" }'
+awk -F, "$label"' NR > 1 { printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", $1, $6, src($6), $7, $8, $9, $10, $11, $12, $13, $14, $15 }
+  BEGIN { print "run,policy,source,density_target,samples,density,psnr,psnr_min,ssim,ssim_min,transformer_s,speedup" }' \
+  "$WORK/summary.csv" > "$RESULTS/closed_loop.csv"
+model=$(sed -n 's/^[[:space:]]*"path":[[:space:]]*"\(.*\)",*$/\1/p' "$WORK/experiment.json" | head -1)
+{
+  echo "# Closed loop: end-to-end fidelity and speedup per policy"
+  echo
+  echo "Model \`$(basename "$model")\`; means over the samples (prompt x seed) of PSNR (dB) and SSIM of the final frames against the dense run of the same prompt and noise (min: the worst frame of any sample), the effective density (computed pairs / N² over every self-attention call, warm-up included) and the transformer speedup (mean dense time / mean policy time). Settings: \`experiments/$(basename "$INI")\`."
+  echo
+  echo "| policy | source | target ρ | samples | effective density | PSNR | PSNR min | SSIM | SSIM min | speedup |"
+  echo "|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|"
+  awk -F, 'NR > 1 { printf "| `%s` | %s | %s | %s | %.3f | %.2f | %.2f | %.4f | %.4f | %.2f |\n", $2, $3, $4, $5, $6, $7, $8, $9, $10, $12 }' "$RESULTS/closed_loop.csv"
+} > "$RESULTS/closed_loop.md"
+{
+  echo "% closed_loop.tex: made by experiments/closed_loop.sh from summary.csv; needs \\usepackage{booktabs}"
+  echo "\\begin{tabular}{llrrrrrr}"
+  echo "\\toprule"
+  echo "Policy & Source & \$\\rho\$ & Density & PSNR & SSIM & SSIM\$_{\\min}\$ & Speedup \\\\"
+  echo "\\midrule"
+  awk -F, 'NR > 1 { p = $2; gsub(/_/, "\\_", p); printf "\\texttt{%s} & %s & %s & %.3f & %.2f & %.4f & %.4f & %.2f \\\\\n", p, $3, $4, $6, $7, $9, $10, $12 }' "$RESULTS/closed_loop.csv"
+  echo "\\bottomrule"
+  echo "\\end{tabular}"
+} > "$RESULTS/closed_loop.tex"
+
+# figure: PSNR, SSIM and speedup vs effective density, one series per sparse policy
+fig=$RESULTS/figures
+mkdir -p "$fig"
+policies=$(awk -F, 'NR > 1 && $2 != "dense" && !seen[$2]++ { print $2 }' "$RESULTS/closed_loop.csv")
+{
+  echo "# closed_loop.dat: per sparse policy (one block each, in the order of closed_loop.csv), means over the samples"
+  echo "# columns: density psnr ssim speedup target_density"
+  for p in $policies; do
+    echo "# policy $p"
+    awk -F, -v p="$p" '$2 == p { print $6, $7, $9, $12, $4 }' "$RESULTS/closed_loop.csv"
+    printf '\n\n'
+  done
+} > "$fig/closed_loop.dat"
+{
+  echo "# closed_loop.gp: PSNR, SSIM and transformer speedup against the effective density, per policy"
+  echo "# made by experiments/closed_loop.sh; re-render inside this directory: gnuplot closed_loop.gp"
+  echo "load 'style.gp'"
+  echo "do for [fmt in \"pdf png\"] {"
+  echo "if (fmt eq \"pdf\") { set terminal pdfcairo size 9in,2.8in font 'Liberation Sans,8' } else { set terminal pngcairo size 2700,840 font 'Liberation Sans,8' fontscale 3 linewidth 2 }"
+  echo "set output 'closed_loop.'.fmt"
+  echo "set multiplot layout 1,3 title 'closed loop: $(basename "$model" | sed 's/_/\\_/g'), against the dense run of the same prompt and noise'"
+  echo "set xlabel 'effective density'"
+  echo "set xrange [0:*]"
+  echo "set format x '%.2g'"
+  echo "set xtics 0.1"
+  echo "set key off"
+  for panel in "2:PSNR (dB)" "3:SSIM" "4:transformer speedup"; do
+    col=${panel%%:*}
+    echo "set ylabel '${panel#*:}'"
+    [ "$col" = 4 ] && echo "set key outside right top font ',6'"
+    printf "plot "
+    i=0
+    for p in $policies; do
+      [ $i -gt 0 ] && printf ", \\\\\n  "
+      printf "'closed_loop.dat' index %d using 1:%s with linespoints ls %d title '%s'" $i "$col" $((i % 8 + 1)) "$p"
+      i=$((i + 1))
+    done
+    echo
+  done
+  echo "unset multiplot"
+  echo "unset output"
+  echo "}"
+} > "$fig/closed_loop.gp"
+exp_gnuplot "$fig" closed_loop.gp
+
+first=$(ls -d "$RESULTS"/*/run.json | head -1)
+exp_readme "# Experiment 4: the closed loop ($(basename "$model"))
+
+Source: **model** \`$model\` (the bundled model when run from \`experiments/closed_loop.ini\`).
+Every sample (prompt, seed) is generated densely and with each policy inside every self-attention
+call of the denoising loop (\`dsgap run\`: one cell per sample x policy x density, the dense reference
+once per sample); the final frames are compared with the dense run's at merge time.
+\`closed_loop.md\` (also \`.tex\`, \`.csv\`): per policy and target density, the effective density,
+PSNR and SSIM (means over the samples and worst frame) and the transformer speedup, each policy
+labelled by its source (reference, MC-Sparse, or the peer's paper); \`RUN/closed_loop.csv\`: every
+sample. Figure: \`figures/closed_loop.png\` (PSNR, SSIM and speedup against the effective density).
+Speedups are CPU times unless the run said \`--device gpu\` (\`RUN/run.json\`: the devices)." "$first"

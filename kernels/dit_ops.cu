@@ -1,0 +1,259 @@
+/*
+ * dit_ops.cu: the elementwise and row ops of the DiT engine's GPU op table (src/wan_ops_gpu.c), the
+ * twins of src/wan_ops_cpu.c: LayerNorm (affine and/or modulation), RMSNorm, split into heads with
+ * RoPE on interleaved pairs, merge heads, GELU-tanh, gated residual add, fp32 -> bf16.
+ * fp32 activations in and out (DESIGN §7: fp32 norms, modulation, residual stream); every op that
+ * makes the input of a GEMM or an attention may also write a bf16 copy of its output (y16, NULL:
+ * none), so that no separate conversion pass reads the fp32 buffer again. Row statistics in fp32,
+ * two passes (mean, then centred squares). Launchers declared in dsgap_kernels.h.
+ * Check: tests/gpu_dit.c (against the CPU op table and fp64, DESIGN §9).
+ */
+#include <cuda_bf16.h>
+#include <stdio.h>
+
+#include "dsgap_kernels.h"
+
+#define ROW_THREADS 256
+
+static __device__ __forceinline__ uint16_t to_bf16(float v)
+{
+	__nv_bfloat16 b = __float2bfloat16_rn(v);
+	return *reinterpret_cast<uint16_t *>(&b);
+}
+
+/* sum of v over the block (ROW_THREADS threads); sh has ROW_THREADS/32 floats; every thread gets it */
+static __device__ float block_sum(float v, float *sh)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	__syncthreads(); /* sh may still be read from the last call */
+	if (lane == 0)
+		sh[w] = v;
+	__syncthreads();
+	float s = 0.f;
+	for (int i = 0; i < ROW_THREADS / 32; i++)
+		s += sh[i];
+	return s;
+}
+
+/* one row per block: y = (x - mean) / sqrt(var + eps) [* w + b] [* (1 + scale)] [+ shift] */
+__global__ void __launch_bounds__(ROW_THREADS)
+layernorm_kernel(const float *__restrict__ x, int n, float eps, const float *__restrict__ w,
+		 const float *__restrict__ b, const float *__restrict__ scale, const float *__restrict__ shift,
+		 float *__restrict__ y, uint16_t *__restrict__ y16)
+{
+	__shared__ float sh[ROW_THREADS / 32];
+	const size_t r = blockIdx.x;
+	const float *xr = x + r * n;
+	float s = 0.f;
+	for (int j = threadIdx.x; j < n; j += ROW_THREADS)
+		s += xr[j];
+	const float mu = block_sum(s, sh) / n;
+	float ss = 0.f;
+	for (int j = threadIdx.x; j < n; j += ROW_THREADS) {
+		const float dv = xr[j] - mu;
+		ss += dv * dv;
+	}
+	const float inv = 1.0f / sqrtf(block_sum(ss, sh) / n + eps);
+	for (int j = threadIdx.x; j < n; j += ROW_THREADS) {
+		float v = (xr[j] - mu) * inv;
+		if (w)
+			v = v * w[j] + (b ? b[j] : 0.0f);
+		if (scale)
+			v *= 1.0f + scale[j];
+		if (shift)
+			v += shift[j];
+		y[r * n + j] = v;
+		if (y16)
+			y16[r * n + j] = to_bf16(v);
+	}
+}
+
+/* one row per block, in place: x = x / sqrt(mean(x^2) + eps) * w */
+__global__ void __launch_bounds__(ROW_THREADS)
+rmsnorm_kernel(float *__restrict__ x, int n, float eps, const float *__restrict__ w, uint16_t *__restrict__ x16)
+{
+	__shared__ float sh[ROW_THREADS / 32];
+	const size_t r = blockIdx.x;
+	float *xr = x + r * n;
+	float ss = 0.f;
+	for (int j = threadIdx.x; j < n; j += ROW_THREADS)
+		ss += xr[j] * xr[j];
+	const float inv = 1.0f / sqrtf(block_sum(ss, sh) / n + eps); /* block_sum syncs: reads are done */
+	for (int j = threadIdx.x; j < n; j += ROW_THREADS) {
+		const float v = xr[j] * inv * (w ? w[j] : 1.0f);
+		xr[j] = v;
+		if (x16)
+			x16[r * n + j] = to_bf16(v);
+	}
+}
+
+/* one thread per pair (token r, head h, pair i): y (heads, m, d) from x (m, heads*d), rotated */
+__global__ void to_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half,
+				const float *__restrict__ cs, const float *__restrict__ sn, float2 *__restrict__ y,
+				__nv_bfloat162 *__restrict__ y16)
+{
+	const size_t total = (size_t)m * heads * half;
+	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+		const size_t r = e / ((size_t)heads * half);
+		const int rem = (int)(e - r * heads * half), h = rem / half, i = rem - h * half;
+		float2 v = x[e];
+		if (cs) {
+			const float c = cs[r * half + i], s = sn[r * half + i];
+			v = make_float2(v.x * c - v.y * s, v.x * s + v.y * c);
+		}
+		const size_t o = ((size_t)h * m + r) * half + i;
+		y[o] = v;
+		if (y16)
+			y16[o] = __floats2bfloat162_rn(v.x, v.y);
+	}
+}
+
+/* one thread per pair of the output: y (m, heads*d) from x (heads, m, d) */
+__global__ void from_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, float2 *__restrict__ y,
+				  __nv_bfloat162 *__restrict__ y16)
+{
+	const size_t total = (size_t)m * heads * half;
+	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+		const size_t r = e / ((size_t)heads * half);
+		const int rem = (int)(e - r * heads * half), h = rem / half, i = rem - h * half;
+		const float2 v = x[((size_t)h * m + r) * half + i];
+		y[e] = v;
+		if (y16)
+			y16[e] = __floats2bfloat162_rn(v.x, v.y);
+	}
+}
+
+__global__ void gelu_tanh_kernel(float *__restrict__ x, size_t n, uint16_t *__restrict__ x16)
+{
+	const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+		const float v = x[e], g = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+		x[e] = g;
+		if (x16)
+			x16[e] = to_bf16(g);
+	}
+}
+
+/* x (m, n) += y * gate (gate (n) or NULL) */
+__global__ void add_gated_kernel(float *__restrict__ x, const float *__restrict__ y, const float *__restrict__ gate,
+				 size_t total, int n, uint16_t *__restrict__ x16)
+{
+	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+		const float v = x[e] + (gate ? y[e] * gate[e % n] : y[e]);
+		x[e] = v;
+		if (x16)
+			x16[e] = to_bf16(v);
+	}
+}
+
+__global__ void to_bf16_kernel(const float *__restrict__ x, uint16_t *__restrict__ y, size_t n)
+{
+	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x)
+		y[e] = to_bf16(x[e]);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* launchers                                                                                       */
+
+static unsigned grid_for(size_t n)
+{
+	size_t b = (n + 255) / 256;
+	return (unsigned)(b < 1 ? 1 : b > (1u << 20) ? (1u << 20) : b);
+}
+
+static int launched(const char *op)
+{
+	cudaError_t e = cudaGetLastError();
+	if (e != cudaSuccess) {
+		fprintf(stderr, "%s: launch failed: %s\n", op, cudaGetErrorString(e));
+		return -1;
+	}
+	return 0;
+}
+
+static int bad_rows(const char *op, int m, int n)
+{
+	if (m < 0 || m > 2147483647 || n < 1) {
+		fprintf(stderr, "%s: bad shape (%d, %d)\n", op, m, n);
+		return 1;
+	}
+	return 0;
+}
+
+extern "C" int dg_dit_layernorm(const float *x, int m, int n, float eps, const float *w, const float *b,
+				const float *scale, const float *shift, float *y, uint16_t *y16, dg_stream stream)
+{
+	if (bad_rows("dit_layernorm", m, n))
+		return -1;
+	if (m)
+		layernorm_kernel<<<m, ROW_THREADS, 0, (cudaStream_t)stream>>>(x, n, eps, w, b, scale, shift, y, y16);
+	return launched("dit_layernorm");
+}
+
+extern "C" int dg_dit_rmsnorm(float *x, int m, int n, float eps, const float *w, uint16_t *x16, dg_stream stream)
+{
+	if (bad_rows("dit_rmsnorm", m, n))
+		return -1;
+	if (m)
+		rmsnorm_kernel<<<m, ROW_THREADS, 0, (cudaStream_t)stream>>>(x, n, eps, w, x16);
+	return launched("dit_rmsnorm");
+}
+
+static int bad_heads(const char *op, int m, int heads, int d)
+{
+	if (m < 0 || heads < 1 || d < 2 || d % 2) {
+		fprintf(stderr, "%s: bad shape m=%d heads=%d d=%d (d even)\n", op, m, heads, d);
+		return 1;
+	}
+	return 0;
+}
+
+extern "C" int dg_dit_to_heads(const float *x, int m, int heads, int d, const float *cos, const float *sin, float *y,
+			       uint16_t *y16, dg_stream stream)
+{
+	if (bad_heads("dit_to_heads", m, heads, d))
+		return -1;
+	size_t total = (size_t)m * heads * (d / 2);
+	if (total)
+		to_heads_kernel<<<grid_for(total), 256, 0, (cudaStream_t)stream>>>(
+			(const float2 *)x, m, heads, d / 2, cos, sin, (float2 *)y, (__nv_bfloat162 *)y16);
+	return launched("dit_to_heads");
+}
+
+extern "C" int dg_dit_from_heads(const float *x, int m, int heads, int d, float *y, uint16_t *y16, dg_stream stream)
+{
+	if (bad_heads("dit_from_heads", m, heads, d))
+		return -1;
+	size_t total = (size_t)m * heads * (d / 2);
+	if (total)
+		from_heads_kernel<<<grid_for(total), 256, 0, (cudaStream_t)stream>>>(
+			(const float2 *)x, m, heads, d / 2, (float2 *)y, (__nv_bfloat162 *)y16);
+	return launched("dit_from_heads");
+}
+
+extern "C" int dg_dit_gelu_tanh(float *x, uint64_t n, uint16_t *x16, dg_stream stream)
+{
+	if (n)
+		gelu_tanh_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(x, n, x16);
+	return launched("dit_gelu_tanh");
+}
+
+extern "C" int dg_dit_add_gated(float *x, const float *y, const float *gate, int m, int n, uint16_t *x16,
+				dg_stream stream)
+{
+	if (bad_rows("dit_add_gated", m, n))
+		return -1;
+	size_t total = (size_t)m * n;
+	if (total)
+		add_gated_kernel<<<grid_for(total), 256, 0, (cudaStream_t)stream>>>(x, y, gate, total, n, x16);
+	return launched("dit_add_gated");
+}
+
+extern "C" int dg_to_bf16(const float *x, uint16_t *y, uint64_t n, dg_stream stream)
+{
+	if (n)
+		to_bf16_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(x, y, n);
+	return launched("to_bf16");
+}

@@ -1,0 +1,241 @@
+"""gpu_dit.py: the Python half of scripts/gpu_dit.sh (the DiT engine on the H200, issue 4): random
+Wan2.1 checkpoints in the original layout, the independent PyTorch forward tests/torch_ref/wan_torch.py
+against dsgap's GPU and CPU paths, and PyTorch's time for the same forward. Runs under the GPU
+machine's python3 (torch, safetensors, h5py, numpy); `make` and `compare` also run on a CPU
+(the small config).
+
+  python3 gpu_dit.py make CONFIG DIR [--seed S] [--latent FxHxW]   CONFIG: small | 1.3b
+      DIR/model/{config.json,model.safetensors} (bf16, original key names; dsgap's --model DIR/model),
+      DIR/text.safetensors ([tokens, text_dim]), DIR/noise.safetensors ([16, F, H, W]).
+  python3 gpu_dit.py compare DIR DUMP_GPU DUMP_CPU LAT_GPU LAT_CPU --steps S --guidance G --shift X
+      dumps: tests/wan_dump outputs (hidden.<l>, out) at t = 750; LAT_*: `dsgap generate --sampler
+      euler` final latents (h5, /latents). Against wan_torch in fp32 (TF32 off; the reference) and in
+      the original's bf16 autocast precision (the naive low-precision computation): dsgap GPU error
+      <= 2 x torch-bf16 error + 2 x fp32 floor (DESIGN §9), dsgap CPU within fp32 (1e-4). Exit 1 on
+      a failed check.
+  python3 gpu_dit.py bench DIR [--reps R]
+      PyTorch's forward (wan_torch, bf16, SDPA) at DIR's noise size: median seconds of R after a
+      warm-up, peak allocated memory; one JSON line.
+Random weights: linears N(0, 1/fan_in) (activations keep their scale through 30 blocks), biases and
+modulations N(0, 0.02^2)/N(0, 0.1^2), norm weights 1 + N(0, 0.1^2): finite everywhere in bf16.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import statistics
+import sys
+
+import torch
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch_ref"))
+import wan_torch  # noqa: E402
+
+CONFIGS = {
+    # head_dim 128 (RoPE 44/42/42), 2 heads, 3 blocks, Wan's 16 channels and (1, 2, 2) patch
+    "small": dict(dim=256, ffn_dim=512, freq_dim=256, text_dim=64, in_dim=16, out_dim=16, num_heads=2,
+                  num_layers=3, patch_size=[1, 2, 2], eps=1e-6, text_len=512, latent=(3, 16, 24), tokens=9),
+    # the Wan2.1-1.3B architecture; 480p x 81 frames = latent 21 x 60 x 104 (32760 tokens)
+    "1.3b": dict(dim=1536, ffn_dim=8960, freq_dim=256, text_dim=4096, in_dim=16, out_dim=16, num_heads=12,
+                 num_layers=30, patch_size=[1, 2, 2], eps=1e-6, text_len=512, latent=(21, 60, 104), tokens=77),
+}
+
+
+def wan_cfg(c):
+    return {k: c[k] for k in ("dim", "ffn_dim", "freq_dim", "text_dim", "in_dim", "out_dim", "num_heads",
+                              "num_layers", "patch_size", "eps", "text_len")}
+
+
+def random_weights(c, gen, dev):
+    """dict original name -> bf16 tensor"""
+    D, F_, P = c["dim"], c["ffn_dim"], c["patch_size"]
+    W = {}
+
+    def lin(name, out, inp):
+        W[name + ".weight"] = torch.randn(out, inp, generator=gen, device=dev) / math.sqrt(inp)
+        W[name + ".bias"] = torch.randn(out, generator=gen, device=dev) * 0.02
+
+    def vec(name, n, base=0.0, s=0.1):
+        W[name] = base + torch.randn(n, generator=gen, device=dev) * s
+
+    pin = c["in_dim"] * P[0] * P[1] * P[2]
+    W["patch_embedding.weight"] = torch.randn(D, c["in_dim"], *P, generator=gen, device=dev) / math.sqrt(pin)
+    W["patch_embedding.bias"] = torch.randn(D, generator=gen, device=dev) * 0.02
+    lin("text_embedding.0", D, c["text_dim"])
+    lin("text_embedding.2", D, D)
+    lin("time_embedding.0", D, c["freq_dim"])
+    lin("time_embedding.2", D, D)
+    lin("time_projection.1", 6 * D, D)
+    for i in range(c["num_layers"]):
+        b = "blocks.%d." % i
+        W[b + "modulation"] = torch.randn(1, 6, D, generator=gen, device=dev) * 0.1
+        for a in ("self_attn", "cross_attn"):
+            for p in "qkvo":
+                lin(b + a + "." + p, D, D)
+            vec(b + a + ".norm_q.weight", D, 1.0)
+            vec(b + a + ".norm_k.weight", D, 1.0)
+        vec(b + "norm3.weight", D, 1.0)
+        vec(b + "norm3.bias", D, 0.0)
+        lin(b + "ffn.0", F_, D)
+        lin(b + "ffn.2", D, F_)
+    W["head.modulation"] = torch.randn(1, 2, D, generator=gen, device=dev) * 0.1
+    lin("head.head", c["out_dim"] * P[0] * P[1] * P[2], D)
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in W.items()}
+
+
+def cmd_make(a):
+    from safetensors.torch import save_file
+    c = dict(CONFIGS[a.config])
+    if a.latent:
+        c["latent"] = tuple(int(v) for v in a.latent.split("x"))
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    gen = torch.Generator(device=dev).manual_seed(a.seed)
+    os.makedirs(os.path.join(a.dir, "model"), exist_ok=True)
+    W = random_weights(c, gen, dev)
+    save_file({k: v.cpu() for k, v in W.items()}, os.path.join(a.dir, "model", "model.safetensors"))
+    cfg = dict(wan_cfg(c), model_type="t2v", qk_norm=True, cross_attn_norm=True)
+    with open(os.path.join(a.dir, "model", "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    g2 = torch.Generator().manual_seed(a.seed + 1)
+    text = torch.randn(c["tokens"], c["text_dim"], generator=g2)
+    noise = torch.randn(c["in_dim"], *c["latent"], generator=g2)
+    save_file({"text": text}, os.path.join(a.dir, "text.safetensors"))
+    save_file({"noise": noise}, os.path.join(a.dir, "noise.safetensors"))
+    n = sum(v.numel() for v in W.values())
+    print("made %s: %s config, %.3g parameters (bf16), latent %s" % (a.dir, a.config, n, "x".join(map(str, c["latent"]))))
+
+
+def load_dir(d, dev):
+    from safetensors.torch import load_file
+    with open(os.path.join(d, "model", "config.json")) as f:
+        cfg = json.load(f)
+    W = {k: v.to(dev) for k, v in wan_torch.load(os.path.join(d, "model", "model.safetensors")).items()}
+    text = load_file(os.path.join(d, "text.safetensors"))["text"]
+    noise = load_file(os.path.join(d, "noise.safetensors"))["noise"]
+    return cfg, W, text, noise
+
+
+def flow_sigmas(steps, shift):
+    """dsgap's dg_flow_schedule (Wan's FlowUniPC schedule): sigmas (steps + 1) and timesteps"""
+    smax = float(torch.tensor(0.999, dtype=torch.float32))
+    sig, ts = [], []
+    for i in range(steps):
+        s = i * ((0.0 - smax) / steps) + smax
+        x = shift * s / (1 + (shift - 1) * s)
+        ts.append(float(int(x * 1000)))
+        sig.append(float(torch.tensor(x, dtype=torch.float32)))
+    return sig + [0.0], ts
+
+
+def euler_run(W, cfg, noise, text, steps, guidance, shift, dtype):
+    """CFG flow-matching Euler with dsgap's schedule (negative prompt: zero embeddings)"""
+    sig, ts = flow_sigmas(steps, shift)
+    x = noise.float().to(W["patch_embedding.weight"].device)
+    neg = torch.zeros(1, text.shape[1])
+    for i in range(steps):
+        v = wan_torch.forward(W, cfg, x, ts[i], text, dtype=dtype).float()
+        if guidance != 1:
+            vu = wan_torch.forward(W, cfg, x, ts[i], neg, dtype=dtype).float()
+            v = vu + guidance * (v - vu)
+        x = x + (sig[i + 1] - sig[i]) * v
+    return x
+
+
+def cmd_compare(a):
+    from safetensors.torch import load_file
+    import h5py
+    import numpy as np
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    cfg, W, text, noise = load_dir(a.dir, dev)
+    ref, low = {}, {}
+    wan_torch.forward(W, cfg, noise, 750, text, record=ref, dtype=torch.float32)
+    wan_torch.forward(W, cfg, noise, 750, text, record=low, dtype=torch.bfloat16)
+    dumps = {"gpu": load_file(a.dump_gpu), "cpu": load_file(a.dump_cpu)}
+    fails = 0
+
+    def err(x, r):
+        x, r = torch.as_tensor(x).double().cpu(), torch.as_tensor(r).double().cpu()
+        return float((x - r).abs().max()), float(r.abs().max())
+
+    def check(what, got, naive, r, fp32_only=False):
+        nonlocal fails
+        eg, mx = err(got, r)
+        floor = 2.0 ** -24 * mx
+        if fp32_only:
+            ok = eg <= 1e-4 * mx
+            print("%s %s: max rel err %.3g <= 1e-4 (fp32 engines)" % ("ok  " if ok else "FAIL", what, eg / mx))
+        else:
+            en, _ = err(naive, r)
+            ok = eg <= 2 * en + 2 * floor
+            print("%s %s: max err %.3g <= 2 * torch-bf16 %.3g + 2 * floor %.3g (max|ref| %.3g, rel %.3g)" %
+                  ("ok  " if ok else "FAIL", what, eg, en, floor, mx, eg / mx))
+        fails += not ok
+
+    names = ["hidden.%d" % l for l in range(cfg["num_layers"])] + ["out"]
+    for nm in names:
+        check("dsgap gpu " + nm, dumps["gpu"][nm], low[nm], ref[nm])
+        check("dsgap cpu " + nm, dumps["cpu"][nm], None, ref[nm], fp32_only=True)
+    for l in range(cfg["num_layers"]):
+        for t in "qkv":
+            nm = "%s.%d" % (t, l)
+            check("dsgap gpu " + nm + " (attention operand)", dumps["gpu"][nm], low[nm], ref[nm])
+    # final latents of a whole CFG Euler run
+    lat_ref = euler_run(W, cfg, noise, text, a.steps, a.guidance, a.shift, torch.float32)
+    lat_low = euler_run(W, cfg, noise, text, a.steps, a.guidance, a.shift, torch.bfloat16)
+    for name, path in (("gpu", a.lat_gpu), ("cpu", a.lat_cpu)):
+        with h5py.File(path, "r") as f:
+            x = np.asarray(f["latents"], dtype=np.float32)
+        check("dsgap %s final latents (%d Euler steps, CFG %g)" % (name, a.steps, a.guidance), x, lat_low,
+              lat_ref, fp32_only=(name == "cpu"))
+    print("%d checks failed" % fails)
+    return 1 if fails else 0
+
+
+def cmd_bench(a):
+    dev = "cuda"
+    cfg, W, text, noise = load_dir(a.dir, dev)
+    times = []
+    torch.cuda.reset_peak_memory_stats()
+    for r in range(a.reps + 1):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        wan_torch.forward(W, cfg, noise, 750, text, dtype=torch.bfloat16)
+        e.record()
+        torch.cuda.synchronize()
+        if r:
+            times.append(s.elapsed_time(e) * 1e-3)
+    n = noise.shape[1] * noise.shape[2] * noise.shape[3] // (cfg["patch_size"][0] * cfg["patch_size"][1] *
+                                                             cfg["patch_size"][2])
+    print(json.dumps({"pytorch_forward_s": statistics.median(times), "times": times, "tokens": n,
+                      "peak_alloc_gb": torch.cuda.max_memory_allocated() / 1e9, "torch": torch.__version__,
+                      "device": torch.cuda.get_device_name()}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("config", choices=sorted(CONFIGS))
+    m.add_argument("dir")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--latent")
+    c = sub.add_parser("compare")
+    for k in ("dir", "dump_gpu", "dump_cpu", "lat_gpu", "lat_cpu"):
+        c.add_argument(k)
+    c.add_argument("--steps", type=int, default=4)
+    c.add_argument("--guidance", type=float, default=5.0)
+    c.add_argument("--shift", type=float, default=5.0)
+    b = sub.add_parser("bench")
+    b.add_argument("dir")
+    b.add_argument("--reps", type=int, default=2)
+    a = ap.parse_args()
+    return {"make": cmd_make, "compare": cmd_compare, "bench": cmd_bench}[a.cmd](a) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

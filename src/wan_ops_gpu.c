@@ -1,0 +1,463 @@
+/*
+ * wan_ops_gpu.c: the GPU backend of the Wan forward (wan_ops.h), DESIGN §7: weights bf16 on the
+ * device (converted from the loader's per-tensor fp32, which the loader then frees), linears through
+ * cuBLASLt (bf16 operands, fp32 accumulate and output, bias fused in the epilogue), norms, RoPE,
+ * GELU and gated residual adds in fp32 (kernels/dit_ops.cu), attention by the flash kernel
+ * (bf16 Q/K/V, fp32 output; cross-attention with its own key count). Built only with CUDA
+ * (DG_HAVE_CUDA); without it dg_wan_ops_gpu says so and returns NULL.
+ *
+ * Activations are fp32 buffers from alloc. A buffer that a GEMM or an attention reads as bf16 gets
+ * a bf16 shadow (made on that first read); from then on the ops that write the buffer (layernorm,
+ * rmsnorm, to_heads, from_heads, gelu_tanh, add_gated) write the shadow in the same pass, so Wan's
+ * bf16 GEMM inputs cost no extra pass. Any other write (linear, attention, upload) invalidates it.
+ * Buffers written outside the table (the attention entry point's output) are never read as bf16.
+ * Every op is queued on the default stream; download waits for them. Device time per kind of op is
+ * measured with event pairs, summed when the queue is drained (sync, download).
+ */
+#include "wan_ops.h"
+
+#include "util.h"
+
+#ifdef DG_HAVE_CUDA
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+
+#include "cuda_check.h"
+#include "dsgap_kernels.h"
+#include "wan.h"
+
+#define WORKSPACE_BYTES (32u << 20)
+#define MAX_MARKS 2048
+
+typedef struct {
+	float *p;
+	size_t n;
+	uint16_t *bf;   /* bf16 shadow (n), or NULL until a GEMM or attention reads the buffer */
+	size_t valid;   /* leading elements of bf that match p */
+} dbuf;
+
+typedef struct {
+	int m, out, in;
+	bool bias;
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t a, b, c;
+	cublasLtMatmulAlgo_t algo;
+} plan;
+
+typedef struct {
+	uint16_t *w; /* (out, in) bf16 */
+	float *b;    /* (out) or NULL */
+} lin_dev;
+
+typedef struct {
+	cudaEvent_t a, b;
+	int kind;
+} mark;
+
+typedef struct {
+	cublasLtHandle_t lt;
+	void *ws;
+	dbuf *bufs;
+	int nbufs, capbufs;
+	plan *plans;
+	int nplans;
+	uint16_t *scratch[3]; /* conversions of inputs that are not alloc'd buffers */
+	size_t scratch_n[3];
+	mark *marks;
+	int nmarks, made_marks;
+} gpu_ops;
+
+static void *dmalloc(size_t bytes)
+{
+	void *p;
+	CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 16));
+	return p;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* timing                                                                                          */
+
+/* sum the elapsed times of the recorded pairs (waits for the last) */
+static void harvest(dg_wan_ops *o)
+{
+	gpu_ops *g = o->impl;
+	if (!g->nmarks)
+		return;
+	CUDA_CHECK(cudaEventSynchronize(g->marks[g->nmarks - 1].b));
+	for (int i = 0; i < g->nmarks; i++) {
+		float ms;
+		CUDA_CHECK(cudaEventElapsedTime(&ms, g->marks[i].a, g->marks[i].b));
+		o->op_seconds[g->marks[i].kind] += ms * 1e-3;
+	}
+	g->nmarks = 0;
+}
+
+static int mark_begin(dg_wan_ops *o, int kind)
+{
+	gpu_ops *g = o->impl;
+	if (g->nmarks == MAX_MARKS)
+		harvest(o);
+	mark *k = &g->marks[g->nmarks];
+	if (g->nmarks == g->made_marks) {
+		CUDA_CHECK(cudaEventCreate(&k->a));
+		CUDA_CHECK(cudaEventCreate(&k->b));
+		g->made_marks++;
+	}
+	k->kind = kind;
+	CUDA_CHECK(cudaEventRecord(k->a, 0));
+	return g->nmarks;
+}
+
+static void mark_end(dg_wan_ops *o, int i)
+{
+	gpu_ops *g = o->impl;
+	CUDA_CHECK(cudaEventRecord(g->marks[i].b, 0));
+	g->nmarks = i + 1;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* buffers and their bf16 shadows                                                                  */
+
+static dbuf *find_base(gpu_ops *g, const float *p)
+{
+	for (int i = 0; i < g->nbufs; i++)
+		if (g->bufs[i].p == p)
+			return &g->bufs[i];
+	return NULL;
+}
+
+/* the buffer holding p, if any */
+static dbuf *find_holder(gpu_ops *g, const float *p)
+{
+	for (int i = 0; i < g->nbufs; i++)
+		if (p >= g->bufs[i].p && p < g->bufs[i].p + g->bufs[i].n)
+			return &g->bufs[i];
+	return NULL;
+}
+
+/* p was written by something that did not write its shadow */
+static void invalidate(gpu_ops *g, const float *p)
+{
+	dbuf *b = find_holder(g, p);
+	if (b)
+		b->valid = 0;
+}
+
+/* where an op that writes count elements from the start of p also writes their bf16 copy, or NULL */
+static uint16_t *shadow_out(gpu_ops *g, const float *p, size_t count)
+{
+	dbuf *b = find_base(g, p);
+	if (!b) {
+		invalidate(g, p);
+		return NULL;
+	}
+	b->valid = b->bf ? count : 0;
+	return b->bf;
+}
+
+/* bf16 of x (count elements): the buffer's shadow (made now if stale), else scratch slot */
+static const uint16_t *as_bf16(dg_wan_ops *o, const float *x, size_t count, int slot)
+{
+	gpu_ops *g = o->impl;
+	dbuf *b = find_base(g, x);
+	if (b && count <= b->n) {
+		if (!b->bf)
+			b->bf = dmalloc(b->n * 2);
+		if (b->valid < count) {
+			int t = mark_begin(o, DG_WAN_OPK_OTHER);
+			KERNEL_CHECK(dg_to_bf16(x, b->bf, count, 0));
+			mark_end(o, t);
+			b->valid = count;
+		}
+		return b->bf;
+	}
+	if (g->scratch_n[slot] < count) {
+		if (g->scratch[slot])
+			CUDA_CHECK(cudaFree(g->scratch[slot]));
+		g->scratch[slot] = dmalloc(count * 2);
+		g->scratch_n[slot] = count;
+	}
+	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	KERNEL_CHECK(dg_to_bf16(x, g->scratch[slot], count, 0));
+	mark_end(o, t);
+	return g->scratch[slot];
+}
+
+static float *gpu_alloc(dg_wan_ops *o, size_t n)
+{
+	gpu_ops *g = o->impl;
+	if (g->nbufs == g->capbufs) {
+		g->capbufs = g->capbufs ? 2 * g->capbufs : 64;
+		g->bufs = dg_realloc(g->bufs, (size_t)g->capbufs * sizeof *g->bufs);
+	}
+	float *p = dmalloc(n * sizeof(float));
+	g->bufs[g->nbufs++] = (dbuf){ p, n, NULL, 0 };
+	return p;
+}
+
+static void gpu_release(dg_wan_ops *o, float *p)
+{
+	gpu_ops *g = o->impl;
+	dbuf *b = find_base(g, p);
+	DG_ASSERT(b);
+	if (b->bf)
+		CUDA_CHECK(cudaFree(b->bf));
+	CUDA_CHECK(cudaFree(p));
+	*b = g->bufs[--g->nbufs];
+}
+
+static void gpu_upload(dg_wan_ops *o, float *dst, const float *host, size_t n)
+{
+	invalidate(o->impl, dst);
+	if (n)
+		CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+static void gpu_download(dg_wan_ops *o, float *host, const float *src, size_t n)
+{
+	if (n)
+		CUDA_CHECK(cudaMemcpy(host, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+	harvest(o);
+}
+
+static void gpu_sync(dg_wan_ops *o)
+{
+	CUDA_CHECK(cudaDeviceSynchronize());
+	harvest(o);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* weights and linears                                                                             */
+
+static void gpu_prepare(dg_wan_ops *o, dg_wan_linear *l)
+{
+	size_t nw = (size_t)l->out * l->in;
+	lin_dev *d = dg_calloc(1, sizeof *d);
+	float *tmp = dmalloc(nw * sizeof(float));
+	d->w = dmalloc(nw * 2);
+	CUDA_CHECK(cudaMemcpy(tmp, l->w, nw * sizeof(float), cudaMemcpyHostToDevice));
+	KERNEL_CHECK(dg_to_bf16(tmp, d->w, nw, 0));
+	CUDA_CHECK(cudaFree(tmp)); /* synchronous: the conversion is done */
+	if (l->b) {
+		d->b = dmalloc((size_t)l->out * sizeof(float));
+		CUDA_CHECK(cudaMemcpy(d->b, l->b, (size_t)l->out * sizeof(float), cudaMemcpyHostToDevice));
+	}
+	l->dev = d;
+}
+
+static void gpu_unprepare(dg_wan_ops *o, dg_wan_linear *l)
+{
+	lin_dev *d = l->dev;
+	if (!d)
+		return;
+	CUDA_CHECK(cudaFree(d->w));
+	if (d->b)
+		CUDA_CHECK(cudaFree(d->b));
+	free(d);
+	l->dev = NULL;
+}
+
+/* the cuBLASLt plan of y (m, out) = x (m, in) W^T [+ b], made once per shape. Column-major view:
+ * y^T (out, m) = op_T(W as (in, out)) . x^T (in, m); the bias runs along y^T's rows. */
+static const plan *get_plan(gpu_ops *g, int m, int out, int in, bool bias)
+{
+	for (int i = 0; i < g->nplans; i++) {
+		plan *p = &g->plans[i];
+		if (p->m == m && p->out == out && p->in == in && p->bias == bias)
+			return p;
+	}
+	g->plans = dg_realloc(g->plans, (size_t)(g->nplans + 1) * sizeof *g->plans);
+	plan *p = &g->plans[g->nplans++];
+	*p = (plan){ .m = m, .out = out, .in = in, .bias = bias };
+	CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+	cublasLtEpilogue_t ep = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+	if (bias) {
+		cudaDataType_t bt = CUDA_R_32F;
+		CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+	}
+	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, in, out, in));
+	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, in, m, in));
+	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, out, m, out));
+	cublasLtMatmulPreference_t pref;
+	CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+	uint64_t wsb = WORKSPACE_BYTES;
+	CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+	cublasLtMatmulHeuristicResult_t res;
+	int nres = 0;
+	CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &nres));
+	CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+	if (nres < 1)
+		dg_die("cuBLASLt has no bf16 GEMM for (%d x %d) . (%d x %d)^T", m, in, out, in);
+	p->algo = res.algo;
+	return p;
+}
+
+static void gpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+{
+	gpu_ops *g = o->impl;
+	const lin_dev *d = l->dev;
+	DG_ASSERT(d);
+	if (m < 1)
+		return;
+	const uint16_t *x16 = as_bf16(o, x, (size_t)m * l->in, 0);
+	const plan *p = get_plan(g, m, l->out, l->in, d->b != NULL);
+	if (d->b)
+		CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d->b, sizeof d->b));
+	const float one = 1.0f, zero = 0.0f;
+	int t = mark_begin(o, DG_WAN_OPK_LINEAR);
+	CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, d->w, p->a, x16, p->b, &zero, y, p->c, y, p->c, &p->algo, g->ws,
+				WORKSPACE_BYTES, 0));
+	mark_end(o, t);
+	invalidate(g, y);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* row and elementwise ops (kernels/dit_ops.cu)                                                    */
+
+static void gpu_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps, const float *w, const float *b,
+			  const float *scale, const float *shift, float *y)
+{
+	uint16_t *y16 = shadow_out(o->impl, y, (size_t)m * n);
+	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	KERNEL_CHECK(dg_dit_layernorm(x, m, n, eps, w, b, scale, shift, y, y16, 0));
+	mark_end(o, t);
+}
+
+static void gpu_rmsnorm(dg_wan_ops *o, float *x, int m, int n, float eps, const float *w)
+{
+	uint16_t *x16 = shadow_out(o->impl, x, (size_t)m * n);
+	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	KERNEL_CHECK(dg_dit_rmsnorm(x, m, n, eps, w, x16, 0));
+	mark_end(o, t);
+}
+
+static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *cos,
+			 const float *sin, float *y)
+{
+	uint16_t *y16 = shadow_out(o->impl, y, (size_t)m * heads * d);
+	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	KERNEL_CHECK(dg_dit_to_heads(x, m, heads, d, cos, sin, y, y16, 0));
+	mark_end(o, t);
+}
+
+static void gpu_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
+{
+	uint16_t *y16 = shadow_out(o->impl, y, (size_t)m * heads * d);
+	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	KERNEL_CHECK(dg_dit_from_heads(x, m, heads, d, y, y16, 0));
+	mark_end(o, t);
+}
+
+static void gpu_gelu_tanh(dg_wan_ops *o, float *x, size_t n)
+{
+	uint16_t *x16 = shadow_out(o->impl, x, n);
+	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	KERNEL_CHECK(dg_dit_gelu_tanh(x, n, x16, 0));
+	mark_end(o, t);
+}
+
+static void gpu_add_gated(dg_wan_ops *o, float *x, const float *y, const float *gate, int m, int n)
+{
+	uint16_t *x16 = shadow_out(o->impl, x, (size_t)m * n);
+	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	KERNEL_CHECK(dg_dit_add_gated(x, y, gate, m, n, x16, 0));
+	mark_end(o, t);
+}
+
+static void gpu_attention(dg_wan_ops *o, const float *q, const float *k, const float *v, int heads, int nq,
+			  int nk, int d, float *out, float *lse)
+{
+	const uint16_t *q16 = as_bf16(o, q, (size_t)heads * nq * d, 0);
+	const uint16_t *k16 = as_bf16(o, k, (size_t)heads * nk * d, 1);
+	const uint16_t *v16 = as_bf16(o, v, (size_t)heads * nk * d, 2);
+	int t = mark_begin(o, DG_WAN_OPK_ATTENTION);
+	KERNEL_CHECK(dg_flash_fwd_kv(q16, k16, v16, heads, nq, nk, d, out, NULL, lse, 0));
+	mark_end(o, t);
+	invalidate(o->impl, out);
+}
+
+static void gpu_destroy(dg_wan_ops *o)
+{
+	gpu_ops *g = o->impl;
+	CUDA_CHECK(cudaDeviceSynchronize());
+	harvest(o);
+	for (int i = 0; i < g->made_marks; i++) {
+		CUDA_CHECK(cudaEventDestroy(g->marks[i].a));
+		CUDA_CHECK(cudaEventDestroy(g->marks[i].b));
+	}
+	for (int i = 0; i < g->nplans; i++) {
+		plan *p = &g->plans[i];
+		cublasLtMatrixLayoutDestroy(p->a);
+		cublasLtMatrixLayoutDestroy(p->b);
+		cublasLtMatrixLayoutDestroy(p->c);
+		cublasLtMatmulDescDestroy(p->op);
+	}
+	for (int i = 0; i < 3; i++)
+		if (g->scratch[i])
+			CUDA_CHECK(cudaFree(g->scratch[i]));
+	while (g->nbufs) /* owners release theirs; what is left goes with the table */
+		gpu_release(o, g->bufs[0].p);
+	CUDA_CHECK(cudaFree(g->ws));
+	cublasLtDestroy(g->lt);
+	free(g->bufs), free(g->plans), free(g->marks);
+	free(g);
+	free(o);
+}
+
+dg_wan_ops *dg_wan_ops_gpu(void)
+{
+	int count = 0;
+	cudaError_t e = cudaGetDeviceCount(&count);
+	if (e != cudaSuccess || count == 0) {
+		dg_error("no CUDA device (%s): --device gpu is not available",
+			 e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+		return NULL;
+	}
+	gpu_ops *g = dg_calloc(1, sizeof *g);
+	CUBLAS_CHECK(cublasLtCreate(&g->lt));
+	g->ws = dmalloc(WORKSPACE_BYTES);
+	g->marks = dg_malloc(MAX_MARKS * sizeof *g->marks);
+	dg_wan_ops *o = dg_calloc(1, sizeof *o);
+	o->name = "gpu";
+	o->device_weights = true;
+	o->impl = g;
+	struct cudaDeviceProp prop;
+	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+	snprintf(o->device, sizeof o->device, "gpu: %.100s (sm_%d%d, %d SMs, %.0f GiB)", prop.name, prop.major,
+		 prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
+	o->alloc = gpu_alloc;
+	o->release = gpu_release;
+	o->upload = gpu_upload;
+	o->download = gpu_download;
+	o->sync = gpu_sync;
+	o->prepare = gpu_prepare;
+	o->unprepare = gpu_unprepare;
+	o->linear = gpu_linear;
+	o->layernorm = gpu_layernorm;
+	o->rmsnorm = gpu_rmsnorm;
+	o->to_heads = gpu_to_heads;
+	o->from_heads = gpu_from_heads;
+	o->gelu_tanh = gpu_gelu_tanh;
+	o->add_gated = gpu_add_gated;
+	o->attention = gpu_attention;
+	o->destroy = gpu_destroy;
+	return o;
+}
+
+#else /* no CUDA in this build */
+
+dg_wan_ops *dg_wan_ops_gpu(void)
+{
+	dg_error("this dsgap was built without CUDA: --device gpu is not available");
+	return NULL;
+}
+
+#endif

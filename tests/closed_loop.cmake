@@ -1,0 +1,5 @@
+# tests/closed_loop.cmake: experiment 4's closed-loop cells of dsgap run on the tiny random-weight Wan
+# model of tests/wan_ref.py derive (the wan_models fixture): grid, rows, resume, shards + merge,
+# workers, bad experiment files.   ctest -R cli_closed_loop
+dg_test(cli_closed_loop COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli_closed_loop.sh LABELS cpu)
+set_tests_properties(cli_closed_loop PROPERTIES FIXTURES_REQUIRED wan_models)

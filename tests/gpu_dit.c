@@ -1,0 +1,541 @@
+/*
+ * gpu_dit.c: the DiT engine's GPU op table (src/wan_ops_gpu.c, kernels/dit_ops.cu, the flash kernel)
+ * against its CPU twin (src/wan_ops_cpu.c), DESIGN §9: every check is the FlashAttention-3 rule
+ *   max|gpu - ref| <= 2 max|naive - ref| + 2 floor,   floor = 2^-24 max|ref|
+ * with ref in fp64 (ops) or the fp32 CPU engine (whole model), and naive the plain low-precision
+ * computation of the same thing: fp32 in row order for the fp32 ops; bf16 operands with fp32
+ * accumulation for GEMMs and attention; for the model, the CPU engine with every GEMM input and
+ * every attention operand rounded to bf16 (what the GPU path feeds its bf16 kernels).
+ *   1. each op on fresh random inputs (seed printed), outputs poisoned (NaN) before each run;
+ *      cross-attention with nk != nq; a GEMM reading a layernorm's bf16 shadow gives bit-identical
+ *      results to one reading a fresh upload;
+ *   2. one forward of the test models (head_dim 64 and 128): every block's output and the velocity;
+ *   3. three UniPC + CFG steps, dense and mc-sparse (rho 0.3, warm-up 1) through the entry point.
+ *   gpu_dit MODELS_DIR FIXTURES_DIR   (tests/gpu_dit.cmake; exits 77 without a CUDA device)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "dit_attn.h"
+#include "dit_sample.h"
+#include "testhelp.h"
+#include "util.h"
+#include "wan.h"
+
+static const char *models_dir, *fix_dir;
+static uint64_t seed;
+
+static double urand(void) /* splitmix64 -> [0, 1) */
+{
+	uint64_t z = (seed += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* n values uniform in [lo, hi) */
+static float *rnd(size_t n, double lo, double hi)
+{
+	float *x = dg_malloc(n * sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)(lo + (hi - lo) * urand());
+	return x;
+}
+
+static float b16(float x) { return dg_round_bf16(x); }
+
+/* max|a - ref| and max|ref| */
+static double err_of(const float *a, const double *ref, size_t n, double *mx)
+{
+	double e = 0, m = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - ref[i]);
+		e = d > e || isnan(d) ? d : e;
+		m = fmax(m, fabs(ref[i]));
+	}
+	*mx = m;
+	return e;
+}
+
+static void rule(const char *what, const float *gpu, const float *naive, const double *ref, size_t n)
+{
+	double mx, eg = err_of(gpu, ref, n, &mx), en = err_of(naive, ref, n, &mx), fl = ldexp(mx, -24);
+	CHECKF(eg <= 2 * en + 2 * fl, "%s: max err %.3g <= 2 * naive %.3g + 2 * floor %.3g (max|ref| %.3g)", what, eg,
+	       en, fl, mx);
+}
+
+static double *to_f64(const float *x, size_t n)
+{
+	double *y = dg_malloc(n * sizeof(double));
+	for (size_t i = 0; i < n; i++)
+		y[i] = x[i];
+	return y;
+}
+
+/* a device copy of host x (n) */
+static float *up(dg_wan_ops *g, const float *x, size_t n)
+{
+	float *p = g->alloc(g, n);
+	g->upload(g, p, x, n);
+	return p;
+}
+
+/* a device buffer of n NaNs */
+static float *poisoned(dg_wan_ops *g, size_t n)
+{
+	float *h = dg_alloc_poisoned(n), *p = up(g, h, n);
+	free(h);
+	return p;
+}
+
+static float *down(dg_wan_ops *g, const float *p, size_t n)
+{
+	float *h = dg_malloc(n * sizeof(float));
+	g->download(g, h, p, n);
+	return h;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* 1. ops                                                                                          */
+
+static void test_linear(dg_wan_ops *g, int m, int in, int out)
+{
+	dg_wan_linear l = { .w = rnd((size_t)out * in, -1 / sqrt(in), 1 / sqrt(in)), .b = rnd(out, -0.5, 0.5),
+			    .out = out, .in = in };
+	float *x = rnd((size_t)m * in, -2, 2);
+	double *ref = dg_malloc((size_t)m * out * sizeof(double));
+	float *naive = dg_malloc((size_t)m * out * sizeof(float));
+	for (int r = 0; r < m; r++)
+		for (int j = 0; j < out; j++) {
+			double s = l.b[j];
+			float sn = 0;
+			for (int k = 0; k < in; k++) {
+				s += (double)x[(size_t)r * in + k] * l.w[(size_t)j * in + k];
+				sn += b16(x[(size_t)r * in + k]) * b16(l.w[(size_t)j * in + k]);
+			}
+			ref[(size_t)r * out + j] = s;
+			naive[(size_t)r * out + j] = sn + l.b[j];
+		}
+	g->prepare(g, &l);
+	float *dx = up(g, x, (size_t)m * in), *dy = poisoned(g, (size_t)m * out);
+	g->linear(g, &l, dx, m, dy);
+	float *y = down(g, dy, (size_t)m * out);
+	char what[96];
+	snprintf(what, sizeof what, "linear (%d x %d) . (%d x %d)^T + b", m, in, out, in);
+	rule(what, y, naive, ref, (size_t)m * out);
+	g->unprepare(g, &l);
+	g->release(g, dx), g->release(g, dy);
+	free(l.w), free(l.b), free(x), free(ref), free(naive), free(y);
+}
+
+/* layernorm (affine and/or modulated) and rmsnorm of (m, n) rows with an offset mean */
+static void test_norms(dg_wan_ops *g, int m, int n)
+{
+	size_t N = (size_t)m * n;
+	float *x = rnd(N, 2, 4), *w = rnd(n, 0.5, 1.5), *b = rnd(n, -1, 1), *sc = rnd(n, -0.5, 0.5),
+	      *sh = rnd(n, -1, 1), *naive = dg_malloc(N * sizeof(float));
+	double *ref = dg_malloc(N * sizeof(double));
+	float *dx = up(g, x, N), *dw = up(g, w, n), *db = up(g, b, n), *dsc = up(g, sc, n), *dsh = up(g, sh, n);
+	for (int affine = 0; affine < 2; affine++) {
+		for (int r = 0; r < m; r++) {
+			const float *xr = x + (size_t)r * n;
+			double s = 0, ss = 0;
+			float sn = 0, ssn = 0;
+			for (int j = 0; j < n; j++)
+				s += xr[j], sn += xr[j];
+			double mu = s / n;
+			float mun = sn / n;
+			for (int j = 0; j < n; j++)
+				ss += (xr[j] - mu) * (xr[j] - mu), ssn += (xr[j] - mun) * (xr[j] - mun);
+			double inv = 1 / sqrt(ss / n + 1e-6);
+			float invn = 1 / sqrtf(ssn / n + 1e-6f);
+			for (int j = 0; j < n; j++) {
+				double v = (xr[j] - mu) * inv;
+				float vn = (xr[j] - mun) * invn;
+				if (affine)
+					v = v * w[j] + b[j], vn = vn * w[j] + b[j];
+				else
+					v = v * (1.0 + sc[j]) + sh[j], vn = vn * (1.0f + sc[j]) + sh[j];
+				ref[(size_t)r * n + j] = v;
+				naive[(size_t)r * n + j] = vn;
+			}
+		}
+		float *dy = poisoned(g, N);
+		if (affine)
+			g->layernorm(g, dx, m, n, 1e-6f, dw, db, NULL, NULL, dy);
+		else
+			g->layernorm(g, dx, m, n, 1e-6f, NULL, NULL, dsc, dsh, dy);
+		float *y = down(g, dy, N);
+		rule(affine ? "layernorm, affine" : "layernorm, modulated", y, naive, ref, N);
+		g->release(g, dy);
+		free(y);
+	}
+	/* rmsnorm, in place */
+	for (int r = 0; r < m; r++) {
+		const float *xr = x + (size_t)r * n;
+		double ss = 0;
+		float ssn = 0;
+		for (int j = 0; j < n; j++)
+			ss += (double)xr[j] * xr[j], ssn += xr[j] * xr[j];
+		double inv = 1 / sqrt(ss / n + 1e-6);
+		float invn = 1 / sqrtf(ssn / n + 1e-6f);
+		for (int j = 0; j < n; j++)
+			ref[(size_t)r * n + j] = xr[j] * inv * w[j], naive[(size_t)r * n + j] = xr[j] * invn * w[j];
+	}
+	g->rmsnorm(g, dx, m, n, 1e-6f, dw);
+	float *y = down(g, dx, N);
+	rule("rmsnorm", y, naive, ref, N);
+	g->release(g, dx), g->release(g, dw), g->release(g, db), g->release(g, dsc), g->release(g, dsh);
+	free(x), free(w), free(b), free(sc), free(sh), free(naive), free(ref), free(y);
+}
+
+/* to_heads with and without RoPE, from_heads, gelu_tanh, add_gated: the CPU op table is the plain
+ * fp32 computation (naive); ref in fp64 */
+static void test_elementwise(dg_wan_ops *g, dg_wan_ops *c, int m, int heads, int d)
+{
+	int D = heads * d, half = d / 2;
+	size_t N = (size_t)m * D;
+	float *x = rnd(N, -3, 3), *ang = rnd((size_t)m * half, -10, 10), *y = rnd(N, -1, 1), *gate = rnd(D, -1, 1);
+	float *cs = dg_malloc((size_t)m * half * sizeof(float)), *sn = dg_malloc((size_t)m * half * sizeof(float));
+	for (size_t i = 0; i < (size_t)m * half; i++)
+		cs[i] = cosf(ang[i]), sn[i] = sinf(ang[i]);
+	float *naive = dg_malloc(N * sizeof(float));
+	double *ref = dg_malloc(N * sizeof(double));
+	float *dx = up(g, x, N), *dcs = up(g, cs, (size_t)m * half), *dsn = up(g, sn, (size_t)m * half);
+	for (int rope = 0; rope < 2; rope++) {
+		for (int r = 0; r < m; r++)
+			for (int h = 0; h < heads; h++)
+				for (int i = 0; i < half; i++) {
+					double a = x[(size_t)r * D + h * d + 2 * i], b = x[(size_t)r * D + h * d + 2 * i + 1];
+					double c0 = rope ? cs[(size_t)r * half + i] : 1, s0 = rope ? sn[(size_t)r * half + i] : 0;
+					size_t o = ((size_t)h * m + r) * d + 2 * i;
+					ref[o] = a * c0 - b * s0, ref[o + 1] = a * s0 + b * c0;
+				}
+		c->to_heads(c, x, m, heads, d, rope ? cs : NULL, rope ? sn : NULL, naive);
+		float *dy = poisoned(g, N);
+		g->to_heads(g, dx, m, heads, d, rope ? dcs : NULL, rope ? dsn : NULL, dy);
+		float *o = down(g, dy, N);
+		rule(rope ? "to_heads with RoPE" : "to_heads", o, naive, ref, N);
+		if (!rope) { /* from_heads of it gives x back, exactly */
+			float *dz = poisoned(g, N);
+			g->from_heads(g, dy, m, heads, d, dz);
+			float *z = down(g, dz, N);
+			CHECK("from_heads (to_heads (x)) == x", !memcmp(z, x, N * sizeof(float)));
+			g->release(g, dz);
+			free(z);
+		}
+		g->release(g, dy);
+		free(o);
+	}
+	/* gelu_tanh in place */
+	for (size_t i = 0; i < N; i++) {
+		double v = x[i];
+		ref[i] = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+		naive[i] = x[i];
+	}
+	c->gelu_tanh(c, naive, N);
+	float *dg = up(g, x, N);
+	g->gelu_tanh(g, dg, N);
+	float *o = down(g, dg, N);
+	rule("gelu_tanh", o, naive, ref, N);
+	free(o);
+	/* add_gated, with and without the gate */
+	float *dyv = up(g, y, N), *dgate = up(g, gate, D);
+	for (int gated = 0; gated < 2; gated++) {
+		for (size_t i = 0; i < N; i++)
+			ref[i] = (double)x[i] + (double)y[i] * (gated ? gate[i % D] : 1.0f), naive[i] = x[i];
+		c->add_gated(c, naive, y, gated ? gate : NULL, m, D);
+		g->upload(g, dg, x, N);
+		g->add_gated(g, dg, dyv, gated ? dgate : NULL, m, D);
+		o = down(g, dg, N);
+		rule(gated ? "add_gated" : "add_gated, no gate", o, naive, ref, N);
+		free(o);
+	}
+	g->release(g, dx), g->release(g, dcs), g->release(g, dsn), g->release(g, dg), g->release(g, dyv);
+	g->release(g, dgate);
+	free(x), free(ang), free(y), free(gate), free(cs), free(sn), free(naive), free(ref);
+}
+
+/* attention of q (H, nq, d) against k, v (H, nk, d), scale 1/sqrt(d) */
+static void test_attention(dg_wan_ops *g, int H, int nq, int nk, int d)
+{
+	size_t NQ = (size_t)H * nq * d, NK = (size_t)H * nk * d;
+	float *q = rnd(NQ, -1.5, 1.5), *k = rnd(NK, -1.5, 1.5), *v = rnd(NK, -1, 1);
+	float *naive = dg_malloc(NQ * sizeof(float));
+	double *ref = dg_malloc(NQ * sizeof(double)), *s = dg_malloc((size_t)nk * sizeof(double));
+	float *sn = dg_malloc((size_t)nk * sizeof(float));
+	double scale = 1 / sqrt(d);
+	for (int h = 0; h < H; h++)
+		for (int i = 0; i < nq; i++) {
+			const float *qi = q + ((size_t)h * nq + i) * d;
+			double mx = -INFINITY, sum = 0;
+			float mxn = -INFINITY, sumn = 0;
+			for (int j = 0; j < nk; j++) {
+				const float *kj = k + ((size_t)h * nk + j) * d;
+				double a = 0;
+				float an = 0;
+				for (int e = 0; e < d; e++)
+					a += (double)qi[e] * kj[e], an += b16(qi[e]) * b16(kj[e]);
+				s[j] = a * scale, sn[j] = an * (float)scale;
+				mx = fmax(mx, s[j]), mxn = fmaxf(mxn, sn[j]);
+			}
+			for (int j = 0; j < nk; j++) {
+				s[j] = exp(s[j] - mx), sum += s[j];
+				sn[j] = expf(sn[j] - mxn), sumn += sn[j];
+			}
+			for (int e = 0; e < d; e++) {
+				double o = 0;
+				float on = 0;
+				for (int j = 0; j < nk; j++) {
+					float vj = v[((size_t)h * nk + j) * d + e];
+					o += s[j] * vj, on += b16(sn[j]) * b16(vj);
+				}
+				ref[((size_t)h * nq + i) * d + e] = o / sum;
+				naive[((size_t)h * nq + i) * d + e] = on / sumn;
+			}
+		}
+	float *dq = up(g, q, NQ), *dk = up(g, k, NK), *dv = up(g, v, NK), *dout = poisoned(g, NQ);
+	g->attention(g, dq, dk, dv, H, nq, nk, d, dout, NULL);
+	float *o = down(g, dout, NQ);
+	char what[96];
+	snprintf(what, sizeof what, "attention %d heads, %d queries x %d keys, d=%d", H, nq, nk, d);
+	rule(what, o, naive, ref, NQ);
+	g->release(g, dq), g->release(g, dk), g->release(g, dv), g->release(g, dout);
+	free(q), free(k), free(v), free(naive), free(ref), free(s), free(sn), free(o);
+}
+
+/* a GEMM that reads a layernorm's bf16 shadow = the same GEMM on an upload of the layernorm's output */
+static void test_shadow(dg_wan_ops *g, int m, int n)
+{
+	size_t N = (size_t)m * n;
+	float *x = rnd(N, -2, 2), *sc = rnd(n, -0.5, 0.5);
+	dg_wan_linear l = { .w = rnd((size_t)n * n, -0.1, 0.1), .b = NULL, .out = n, .in = n };
+	g->prepare(g, &l);
+	float *dx = up(g, x, N), *dsc = up(g, sc, n), *dh = g->alloc(g, N), *y1 = poisoned(g, N), *y2 = poisoned(g, N);
+	g->layernorm(g, dx, m, n, 1e-6f, NULL, NULL, dsc, NULL, dh);
+	g->linear(g, &l, dh, m, y1); /* the first read makes the shadow */
+	g->layernorm(g, dx, m, n, 1e-6f, NULL, NULL, dsc, dsc, dh);
+	g->linear(g, &l, dh, m, y1); /* written with the layernorm this time */
+	float *h = down(g, dh, N);
+	float *dh2 = up(g, h, N);
+	g->linear(g, &l, dh2, m, y2);
+	float *a = down(g, y1, N), *b = down(g, y2, N);
+	CHECK("a GEMM on a layernorm's bf16 shadow equals one on a fresh upload, bit for bit",
+	      !memcmp(a, b, N * sizeof(float)));
+	g->unprepare(g, &l);
+	g->release(g, dx), g->release(g, dsc), g->release(g, dh), g->release(g, y1), g->release(g, y2);
+	g->release(g, dh2);
+	free(x), free(sc), free(l.w), free(h), free(a), free(b);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* 2., 3. the model: fp32 CPU, the naive bf16 CPU engine, the GPU                                  */
+
+static dg_wan_ops cpu_fns; /* the CPU table's own functions, under the naive wrappers */
+
+static void naive_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+{
+	size_t n = (size_t)m * l->in;
+	float *xr = dg_malloc(n * sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		xr[i] = b16(x[i]);
+	cpu_fns.linear(o, l, xr, m, y);
+	free(xr);
+}
+
+static void naive_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *cos,
+			   const float *sin, float *y)
+{
+	cpu_fns.to_heads(o, x, m, heads, d, cos, sin, y);
+	for (size_t i = 0; i < (size_t)m * heads * d; i++) /* every attention operand */
+		y[i] = b16(y[i]);
+}
+
+typedef struct {
+	dg_wan_model *m;
+	dg_wan_context *cond, *uncond;
+	float **hidden; /* (layers) (n, dim) of the last forward */
+	int n;
+} engine;
+
+static void on_hidden(void *user, int layer, const float *x)
+{
+	engine *e = user;
+	memcpy(e->hidden[layer], x, (size_t)e->n * e->m->cfg.dim * sizeof(float));
+}
+
+static int engine_open(engine *e, const char *sub, const char *device, bool naive, const float *text, int tokens)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", models_dir, sub);
+	memset(e, 0, sizeof *e);
+	if (dg_wan_load(&e->m, path, device))
+		return -1;
+	if (naive) {
+		cpu_fns = *e->m->ops;
+		e->m->ops->linear = naive_linear;
+		e->m->ops->to_heads = naive_to_heads;
+	}
+	float *zeros = dg_calloc(e->m->cfg.text_dim, sizeof(float));
+	int rc = dg_wan_context_new(e->m, text, tokens, &e->cond) || dg_wan_context_new(e->m, zeros, 1, &e->uncond);
+	free(zeros);
+	e->hidden = dg_calloc(e->m->cfg.num_layers, sizeof(float *));
+	return rc ? -1 : 0;
+}
+
+static void engine_close(engine *e)
+{
+	for (int l = 0; e->m && l < e->m->cfg.num_layers; l++)
+		free(e->hidden[l]);
+	free(e->hidden);
+	if (e->m) {
+		dg_wan_context_free(e->m, e->cond);
+		dg_wan_context_free(e->m, e->uncond);
+		dg_wan_free(e->m);
+	}
+}
+
+static float *forward(engine *e, const float *x, const int latent[3], size_t nout)
+{
+	int grid[3];
+	dg_wan_grid(e->m, latent, grid);
+	e->n = grid[0] * grid[1] * grid[2];
+	for (int l = 0; l < e->m->cfg.num_layers; l++) {
+		free(e->hidden[l]);
+		e->hidden[l] = dg_alloc_poisoned((size_t)e->n * e->m->cfg.dim);
+	}
+	dg_wan_call call = { .hidden = on_hidden, .user = e };
+	float *out = dg_alloc_poisoned(nout);
+	if (dg_wan_forward(e->m, x, latent, 750, e->cond, &call, out))
+		dg_die("forward failed");
+	return out;
+}
+
+/* 3 UniPC + CFG steps under policy spec (NULL: dense) */
+static float *sample(engine *e, const float *noise, const int latent[3], size_t nout, const char *spec,
+		     long long *sparse_units)
+{
+	int grid[3];
+	dg_wan_grid(e->m, latent, grid);
+	dg_policy p;
+	dg_schedule sched;
+	dg_policy_parse(spec ? spec : "dense", &p);
+	dg_schedule_parse("warmup=1", &sched);
+	const dg_wan_config *c = &e->m->cfg;
+	dg_dit_attn *a = dg_dit_attn_new(e->m->ops, &p, 0.3, &sched, grid, c->num_layers, c->num_heads,
+					 dg_wan_head_dim(c), 2);
+	if (!a)
+		dg_die("attention entry point");
+	dg_dit_sample_opts so = { .model = e->m, .latent = { latent[0], latent[1], latent[2] }, .noise = noise,
+				  .steps = 3, .shift = 3, .guidance = 5, .sampler = DG_SAMPLER_UNIPC,
+				  .cond = e->cond, .uncond = e->uncond, .attn = a };
+	float *x = dg_alloc_poisoned(nout);
+	dg_dit_sample_stats st;
+	if (dg_dit_sample(&so, x, &st))
+		dg_die("sampling failed");
+	dg_dit_attn_stats as;
+	dg_dit_attn_get_stats(a, &as);
+	*sparse_units = as.sparse_calls;
+	dg_dit_attn_free(a);
+	return x;
+}
+
+static void test_model(const char *sub, bool runs)
+{
+	char p[512];
+	dg_wan_model *probe; /* for the text's width */
+	float *text;
+	int tokens;
+	snprintf(p, sizeof p, "%s/%s", models_dir, sub);
+	if (dg_wan_load(&probe, p, "cpu"))
+		dg_die("cannot load %s", sub);
+	snprintf(p, sizeof p, "%s/text.safetensors", fix_dir);
+	if (dg_dit_read_text(probe, p, &text, &tokens))
+		dg_die("cannot read %s", p);
+	dg_wan_free(probe);
+	engine e[3]; /* fp32 CPU (the reference), naive bf16 CPU, GPU */
+	int rc = engine_open(&e[0], sub, "cpu", false, text, tokens) ||
+		 engine_open(&e[1], sub, "cpu", true, text, tokens) || engine_open(&e[2], sub, "gpu", false, text, tokens);
+	CHECKF(rc == 0, "%s: loads on the cpu and the gpu", sub);
+	if (rc)
+		goto done;
+	int latent[3] = { 4, 16, 24 }; /* 384 tokens with the (1, 2, 2) patch: three groups of 128 */
+	const dg_wan_config *c = &e[0].m->cfg;
+	size_t nout = (size_t)c->out_dim * latent[0] * latent[1] * latent[2];
+	float *noise = dg_dit_seed_noise(e[0].m, latent, seed);
+	float *out[3];
+	for (int i = 0; i < 3; i++)
+		out[i] = forward(&e[i], noise, latent, nout);
+	size_t nh = (size_t)e[0].n * c->dim;
+	for (int l = 0; l < c->num_layers; l++) {
+		double *ref = to_f64(e[0].hidden[l], nh);
+		char what[128];
+		snprintf(what, sizeof what, "%s: forward, block %d output (%d tokens)", sub, l, e[0].n);
+		rule(what, e[2].hidden[l], e[1].hidden[l], ref, nh);
+		free(ref);
+	}
+	double *ref = to_f64(out[0], nout);
+	char what[160];
+	snprintf(what, sizeof what, "%s: forward, velocity", sub);
+	rule(what, out[2], out[1], ref, nout);
+	free(ref);
+	for (int i = 0; i < 3; i++)
+		free(out[i]);
+	for (int pol = 0; runs && pol < 2; pol++) {
+		long long units[3];
+		const char *spec = pol ? "mc-sparse" : NULL;
+		for (int i = 0; i < 3; i++)
+			out[i] = sample(&e[i], noise, latent, nout, spec, &units[i]);
+		ref = to_f64(out[0], nout);
+		snprintf(what, sizeof what, "%s: 3 UniPC + CFG steps, %s (sparse units cpu %lld, gpu %lld)", sub,
+			 spec ? "mc-sparse at 0.3, warm-up 1" : "dense", units[0], units[2]);
+		rule(what, out[2], out[1], ref, nout);
+		if (spec)
+			CHECKF(units[2] == units[0] && units[2] > 0, "%s: mc-sparse runs sparse on the gpu as on the cpu", sub);
+		free(ref);
+		for (int i = 0; i < 3; i++)
+			free(out[i]);
+	}
+	free(noise);
+done:
+	for (int i = 0; i < 3; i++)
+		engine_close(&e[i]);
+	free(text);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: gpu_dit MODELS_DIR FIXTURES_DIR\n");
+		return 2;
+	}
+	models_dir = argv[1], fix_dir = argv[2];
+	if (!dg_backend_gpu_available()) {
+		printf("skipped: no CUDA device\n");
+		return 77;
+	}
+	seed = (uint64_t)time(NULL);
+	printf("seed %llu\n", (unsigned long long)seed);
+	dg_wan_ops *g = dg_wan_ops_gpu(), *c = dg_wan_ops_cpu();
+	printf("%s\n", g->device);
+	test_linear(g, 300, 256, 192);
+	test_linear(g, 77, 4096, 128);
+	test_norms(g, 300, 320);
+	test_elementwise(g, c, 300, 2, 128);
+	test_elementwise(g, c, 77, 4, 64);
+	test_attention(g, 2, 300, 300, 128);
+	test_attention(g, 2, 300, 300, 64);
+	test_attention(g, 3, 300, 77, 128); /* cross-attention: nk != nq, nk not a multiple of the tile */
+	test_attention(g, 2, 130, 512, 64);
+	test_shadow(g, 200, 256);
+	c->destroy(c);
+	g->destroy(g);
+	test_model("orig_hd64", true);
+	test_model("orig_hd128", false);
+	return test_report();
+}

@@ -26,6 +26,7 @@ OUT=${OUT:-$PWD/device-out}
 DEADLINE=${DEADLINE:-540}
 mkdir -p "$OUT" /tmp/dglib
 tar -C /tmp/dglib -xJf .carry/lib.tar.xz
+[ -d .carry/bin ] || tar -C .carry -xJf .carry/bin.tar.xz
 CUBLAS_PY=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${CUBLAS_PY:+$CUBLAS_PY:}${LD_LIBRARY_PATH:-}
 export DSGAP=$PWD/.carry/bin/dsgap OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} OUT

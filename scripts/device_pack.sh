@@ -20,4 +20,6 @@ for lib in libhdf5_serial.so.103 libhdf5_serial_hl.so.100 libsz.so.2 libaec.so.0
 done
 strip --strip-unneeded .carry/lib/*.so* 2>/dev/null || true
 tar -C .carry -cJf .carry/lib.tar.xz lib && rm -rf .carry/lib   # OpenBLAS alone is 35 MB unpacked
+# the binaries too (their CUDA code is 5-15 MB each): the tree and .carry travel within 64 MiB
+tar -C .carry -cJf .carry/bin.tar.xz bin && rm -rf .carry/bin
 du -sh .carry

@@ -18,7 +18,8 @@
 #   bench   dsgap bench --device gpu (kernels, anchor step, layer-step)
 #   dit     scripts/gpu_dit.sh bench: Wan2.1-1.3B forward vs PyTorch, 50-step mc-sparse speedup
 # DEADLINE: seconds for the whole script (default 540); a benchmark that would start after it is
-# skipped and one that runs into it is stopped.
+# skipped and one that runs into it is stopped. CHECK_CAP (default half of it): each check's limit;
+# BENCH_CAP (default 150): dsgap bench's.
 set -u
 cd "$(dirname "$0")/.."
 T0=$SECONDS
@@ -65,14 +66,14 @@ experiments() {
 export -f sanitize experiments
 
 # --- checks, all at once --------------------------------------------------------------------------
-CAP=$(( $(left) / 2 ))
-has "$CHECKS" gpu_kernels && run gpu_kernels 150 .carry/bin/gpu_kernels &
-has "$CHECKS" gpu_meta && run gpu_meta 120 .carry/bin/gpu_meta &
-has "$CHECKS" gpu_replay && run gpu_replay 200 bash tests/gpu_replay.sh &
-has "$CHECKS" gpu_dit && run gpu_dit 200 bash scripts/gpu_dit.sh check &
-has " $BENCHES " dit && run gpu_dit_prepare 200 bash scripts/gpu_dit.sh prepare &
+CAP=${CHECK_CAP:-$(( $(left) / 2 ))}   # each check stops there
+has "$CHECKS" gpu_kernels && run gpu_kernels $CAP .carry/bin/gpu_kernels &
+has "$CHECKS" gpu_meta && run gpu_meta $CAP .carry/bin/gpu_meta &
+has "$CHECKS" gpu_replay && run gpu_replay $CAP bash tests/gpu_replay.sh &
+has "$CHECKS" gpu_dit && run gpu_dit $CAP bash scripts/gpu_dit.sh check &
+has " $BENCHES " dit && run gpu_dit_prepare $CAP bash scripts/gpu_dit.sh prepare &
 for tool in memcheck racecheck; do
-	has "$CHECKS" $tool && run sanitize_$tool 150 bash -c "sanitize $tool" &
+	has "$CHECKS" $tool && run sanitize_$tool $CAP bash -c "sanitize $tool" &
 done
 has "$CHECKS" closed_loop && run closed_loop $CAP "$DSGAP" run experiments/closed_loop.ini --device gpu \
 	--out "$OUT/closed_loop" --quiet &
@@ -85,7 +86,7 @@ echo "checks done at $((SECONDS - T0)) s" | tee -a "$S"
 
 # --- benchmarks, one at a time --------------------------------------------------------------------
 if has "$BENCHES" bench && [ "$(left)" -gt 60 ]; then
-	run bench $(( $(left) < 150 ? $(left) : 150 )) "$DSGAP" bench --device gpu --reps ${BENCH_REPS:-5} \
+	run bench $(( $(left) < ${BENCH_CAP:-150} ? $(left) : ${BENCH_CAP:-150} )) "$DSGAP" bench --device gpu --reps ${BENCH_REPS:-5} \
 		--csv "$OUT/bench.csv"
 	grep -E "^[a-z_]+(@[0-9.]+)? " "$OUT/bench.log" | tee -a "$S"
 fi

@@ -70,7 +70,8 @@ struct dg_wan_linear {
 typedef struct {
 	float *modulation;        /* (6, dim): shift, scale, gate of self-attn; shift, scale, gate of FFN */
 	dg_wan_linear q, k, v, o; /* self-attention */
-	float *norm_q, *norm_k;   /* (dim) RMSNorm weights, NULL without qk_norm */
+	float *norm_q, *norm_k;   /* (dim) RMSNorm weights, NULL without qk_norm; the norm vectors live
+	                           * where the ops compute (device buffers of a device_weights backend) */
 	float *norm3_w, *norm3_b; /* (dim) cross-attention pre-norm (diffusers norm2), NULL without it */
 	dg_wan_linear cq, ck, cv, co;
 	float *cnorm_q, *cnorm_k;
@@ -94,6 +95,7 @@ typedef struct {
 	float *head_mod;            /* (2, dim): shift, scale (plus e, the time embedding) */
 	dg_wan_linear head;         /* (out_dim*pt*ph*pw, dim), output (kt, kh, kw, c) with c fastest */
 	dg_wan_ops *ops;
+	bool vecs_on_backend;       /* the blocks' norm vectors are buffers of ops (device_weights) */
 	dg_wan_workspace *ws;       /* buffers of the last token count */
 } dg_wan_model;
 

@@ -349,6 +349,21 @@ static void to_backend(dg_wan_ops *ops, dg_wan_linear *l)
 	}
 }
 
+/* the vectors that the ops read (norm weights) of block k: into a device_weights backend's buffers,
+ * once the whole checkpoint has loaded (m->vecs_on_backend), so a failed load frees host memory only */
+static void vecs_to_backend(dg_wan_ops *ops, dg_wan_block *k, int n)
+{
+	float **v[] = { &k->norm_q, &k->norm_k, &k->cnorm_q, &k->cnorm_k, &k->norm3_w, &k->norm3_b };
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		if (!*v[i])
+			continue;
+		float *dv = ops->alloc(ops, (size_t)n);
+		ops->upload(ops, dv, *v[i], (size_t)n);
+		free(*v[i]);
+		*v[i] = dv;
+	}
+}
+
 static int take_linear(ckpt *c, const char *base, dg_wan_linear *l, int out, int in, bool bias, dg_wan_ops *ops)
 {
 	char name[300];
@@ -425,6 +440,11 @@ static int load_all(ckpt *c, dg_wan_model *m)
 	if (take(c, "head.modulation", &m->head_mod, 3, (int64_t[]){ 1, 2, D }) ||
 	    take_linear(c, "head.head", &m->head, g->out_dim * P, D, true, o))
 		return -1;
+	if (o && o->device_weights) {
+		for (int i = 0; i < g->num_layers; i++)
+			vecs_to_backend(o, &m->blocks[i], D);
+		m->vecs_on_backend = true;
+	}
 	/* everything else is unexpected */
 	int extra = 0;
 	const named *first = NULL;
@@ -467,8 +487,13 @@ void dg_wan_free(dg_wan_model *m)
 			for (size_t j = 0; j < sizeof l / sizeof l[0]; j++)
 				linear_free(m->ops, l[j]);
 			free(k->modulation);
-			free(k->norm_q), free(k->norm_k), free(k->cnorm_q), free(k->cnorm_k);
-			free(k->norm3_w), free(k->norm3_b);
+			float *vecs[] = { k->norm_q, k->norm_k, k->cnorm_q, k->cnorm_k, k->norm3_w, k->norm3_b };
+			for (size_t j = 0; j < sizeof vecs / sizeof vecs[0]; j++) {
+				if (m->vecs_on_backend && vecs[j])
+					m->ops->release(m->ops, vecs[j]);
+				else
+					free(vecs[j]);
+			}
 		}
 	free(m->blocks);
 	free(m->head_mod);

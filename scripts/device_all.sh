@@ -91,7 +91,7 @@ if has "$BENCHES" bench && [ "$(left)" -gt 60 ]; then
 	grep -E "^[a-z_]+(@[0-9.]+)? " "$OUT/bench.log" | tee -a "$S"
 fi
 if has "$BENCHES" dit && [ "$(left)" -gt 90 ]; then
-	DIT_GEN_TIMEOUT=$(( $(left) - 75 )) run gpu_dit_bench $(left) bash scripts/gpu_dit.sh bench
+	DIT_GEN_TIMEOUT=${DIT_GEN_TIMEOUT:-$(( $(left) - 75 ))} run gpu_dit_bench $(left) bash scripts/gpu_dit.sh bench
 	grep -E "^[a-z_0-9.]+,[-0-9.e+naif]+," "$OUT/gpu_dit.csv" | tee -a "$S"
 fi
 echo "device_all.sh done at $((SECONDS - T0)) s" | tee -a "$S"

@@ -83,8 +83,10 @@ class Ops:
 
     def attn(self, q, k, v):
         """(N, H, d) each -> (Nq, H*d), softmax(q k^T / sqrt(d)) v"""
-        o = F.scaled_dot_product_attention(q.transpose(0, 1).to(self.dt), k.transpose(0, 1).to(self.dt),
-                                           v.transpose(0, 1).to(self.dt))
+        # (1, H, N, d): SDPA's flash and cuDNN kernels take 4-D inputs only (3-D falls back to the
+        # math kernel, which holds the H x N x N scores)
+        o = F.scaled_dot_product_attention(q.transpose(0, 1)[None].to(self.dt), k.transpose(0, 1)[None].to(self.dt),
+                                           v.transpose(0, 1)[None].to(self.dt))[0]
         return o.transpose(0, 1).reshape(q.shape[0], -1)
 
 

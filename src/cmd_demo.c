@@ -107,9 +107,11 @@ int dg_cmd_demo(int argc, char **argv)
 	int rc = (synthetic ? stage(dg_cmd_synth, synth) : stage(dg_cmd_capture, capture)) ||
 		 stage(dg_cmd_replay, replay) || stage(dg_cmd_decompose, decompose) ||
 		 stage(dg_cmd_plot, plot);
-	free(trace), free(text), free(negative), free(defmodel);
-	if (rc)
+	free(trace), free(text), free(negative);
+	if (rc) {
+		free(defmodel);
 		return 1;
+	}
 	printf("\ndemo finished in %.0f s (%s, %s). Results in %s/:\n"
 	       "  trace.h5                              the captured Q/K/V (dsgap info; h5py opens it)\n"
 	       "  metrics.csv, run.json                 one row per policy x density x step x layer x head\n"
@@ -117,5 +119,6 @@ int dg_cmd_demo(int argc, char **argv)
 	       "  ablation.{md,tex,csv}                 the MC-Sparse factorial with Shapley shares\n"
 	       "  figures/*.{png,pdf,gp,dat}            the figures (re-render with gnuplot NAME.gp)\n",
 	       dg_now() - t0, synthetic ? "synthetic trace" : model, device, out);
+	free(defmodel);
 	return 0;
 }

@@ -17,5 +17,7 @@ int dg_cmd_run(int argc, char **argv);       /* cmd_run.c */
 int dg_cmd_merge(int argc, char **argv);     /* cmd_merge.c */
 int dg_cmd_capture(int argc, char **argv);   /* cmd_capture.c */
 int dg_cmd_generate(int argc, char **argv);  /* cmd_generate.c */
+int dg_cmd_attnstats(int argc, char **argv); /* cmd_attnstats.c */
+int dg_cmd_sheet(int argc, char **argv);     /* cmd_sheet.c */
 
 #endif

@@ -28,6 +28,8 @@ static const struct {
 	{ "merge", dg_cmd_merge, "combine the shards of an experiment into results directories" },
 	{ "capture", dg_cmd_capture, "run a Wan2.1 DiT and stream its self-attention Q/K/V into a trace" },
 	{ "generate", dg_cmd_generate, "closed loop: dense and policies from the same noise; fidelity, speedup" },
+	{ "attnstats", dg_cmd_attnstats, "is attention learned? row entropy and per-query oracle mass per layer, head" },
+	{ "sheet", dg_cmd_sheet, "contact sheet (PNG, PDF) of generated pixel-space clips, a row per run" },
 };
 
 static void usage(FILE *f)

@@ -809,8 +809,7 @@ static int fig_mass_distribution(plotter *pl)
 
 /* ---- rendering and installing --------------------------------------------------------------- */
 
-/* Run gnuplot NAME.gp inside dir; its output is kept and reported on failure (last line). */
-static int render(const char *dir, const char *name)
+int dg_gnuplot(const char *dir, const char *name)
 {
 	char gp[128];
 	snprintf(gp, sizeof gp, "%s.gp", name);
@@ -941,7 +940,7 @@ int dg_plot(const dg_results *r, const dg_plot_opts *o)
 	for (size_t i = 0; i < sizeof figure / sizeof *figure && !rc; i++)
 		rc = figure[i](&pl) < 0 ? -1 : 0;
 	for (int i = 0; i < pl.n_made && !rc; i++)
-		rc = render(tmp, pl.made[i]);
+		rc = dg_gnuplot(tmp, pl.made[i]);
 	if (!rc && pl.n_made)
 		rc = install(tmp, final);
 	if (rc || !pl.n_made)

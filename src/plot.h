@@ -33,4 +33,8 @@ typedef struct {
 /* Make DIR/figures (r->dir). Returns the number of figures made (0: all skipped) or -1. */
 int dg_plot(const dg_results *r, const dg_plot_opts *o);
 
+/* Run gnuplot NAME.gp inside dir (the gnuplot found at configure time, else the one on PATH); its
+ * output is kept and its last line reported on failure. 0 or -1. */
+int dg_gnuplot(const char *dir, const char *name);
+
 #endif

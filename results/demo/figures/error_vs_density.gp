@@ -1,6 +1,6 @@
 # error_vs_density.gp: mean rel_l2 against target density, per policy
-# made by dsgap plot (dsgap 0.1.0, commit 6ce75697026a) from /tmp/demo2
-# trace /tmp/demo2/trace.h5 (model synthetic, source synthetic); metrics by commit 6ce75697026a on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T15:16:33Z
+# made by dsgap plot (dsgap 0.1.0, commit 0476919003f4) from /tmp/demo-b
+# trace /tmp/demo-b/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /work/main/data/model/diffusion_pytorch_model.safetensors); metrics by commit 0476919003f4 on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T17:08:00Z
 # re-render inside this directory: gnuplot error_vs_density.gp   (writes error_vs_density.pdf and error_vs_density.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {
@@ -24,8 +24,8 @@ set rmargin at screen 0.4824
 set bmargin at screen 0.3082
 set tmargin at screen 0.8996
 set key at screen 0.0662, screen 0.1577 left top vertical maxrows 2 Left reverse samplen 1.5 width -2 font ',7'
-set yrange [0.01:1]
-set ytics (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1)
+set yrange [0.005:1]
+set ytics (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1)
 set title '(a) oracle ladder (refresh=step)' noenhanced
 plot 'error_vs_density.dat' index 0 using ($1*0.9632):2:3:4 with yerrorlines ls 1 title 'est-block' noenhanced, \
 	'error_vs_density.dat' index 1 using ($1*0.9778):2:3:4 with yerrorlines ls 2 title 'oracle-block' noenhanced, \
@@ -38,8 +38,8 @@ set rmargin at screen 0.9824
 set bmargin at screen 0.3082
 set tmargin at screen 0.8996
 set key at screen 0.5662, screen 0.1577 left top vertical maxrows 3 Left reverse samplen 1.5 width -2 font ',7'
-set yrange [0.05:1]
-set ytics (0.05, 0.1, 0.2, 0.5, 1)
+set yrange [0.02:1]
+set ytics (0.02, 0.05, 0.1, 0.2, 0.5, 1)
 set title '(b) MC-Sparse factorial (refresh=anchor)' noenhanced
 plot 'error_vs_density.dat' index 6 using ($1*0.9489):2:3:4 with yerrorlines ls 1 title 'baseline' noenhanced, \
 	'error_vs_density.dat' index 7 using ($1*0.9632):2:3:4 with yerrorlines ls 2 title 'mc-grouping' noenhanced, \

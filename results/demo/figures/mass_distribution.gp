@@ -1,6 +1,6 @@
 # mass_distribution.gp: distribution over units of the retained attention mass
-# made by dsgap plot (dsgap 0.1.0, commit 6ce75697026a) from /tmp/demo2
-# trace /tmp/demo2/trace.h5 (model synthetic, source synthetic); metrics by commit 6ce75697026a on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T15:16:33Z
+# made by dsgap plot (dsgap 0.1.0, commit 0476919003f4) from /tmp/demo-b
+# trace /tmp/demo-b/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /work/main/data/model/diffusion_pytorch_model.safetensors); metrics by commit 0476919003f4 on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T17:08:00Z
 # re-render inside this directory: gnuplot mass_distribution.gp   (writes mass_distribution.pdf and mass_distribution.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {
@@ -19,7 +19,7 @@ set rmargin at screen 0.4824
 set bmargin at screen 0.3390
 set tmargin at screen 0.9041
 set key at screen 0.0662, screen 0.1952 left top vertical maxrows 3 Left reverse samplen 1.5 width -2 font ',7'
-set xrange [0.1:1]
+set xrange [0.2:1]
 set xtics 0.2
 set title '(a) oracle ladder, {/:Italic ρ} = 0.15'
 plot 'mass_distribution.dat' index 0 using 1:2 with lines ls 1 title 'est-block' noenhanced, \
@@ -33,7 +33,7 @@ set rmargin at screen 0.9824
 set bmargin at screen 0.3390
 set tmargin at screen 0.9041
 set key at screen 0.5662, screen 0.1952 left top vertical maxrows 4 Left reverse samplen 1.5 width -2 font ',7'
-set xrange [0.1:1]
+set xrange [0.2:1]
 set xtics 0.2
 set title '(b) MC-Sparse factorial, {/:Italic ρ} = 0.15'
 plot 'mass_distribution.dat' index 6 using 1:2 with lines ls 1 title 'baseline' noenhanced, \

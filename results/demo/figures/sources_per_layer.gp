@@ -1,6 +1,6 @@
 # sources_per_layer.gp: sources of the dense-sparse gap per layer, stacked to E(est-block)
-# made by dsgap plot (dsgap 0.1.0, commit 6ce75697026a) from /tmp/demo2
-# trace /tmp/demo2/trace.h5 (model synthetic, source synthetic); metrics by commit 6ce75697026a on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T15:16:33Z
+# made by dsgap plot (dsgap 0.1.0, commit 0476919003f4) from /tmp/demo-b
+# trace /tmp/demo-b/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /work/main/data/model/diffusion_pytorch_model.safetensors); metrics by commit 0476919003f4 on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T17:08:00Z
 # re-render inside this directory: gnuplot sources_per_layer.gp   (writes sources_per_layer.pdf and sources_per_layer.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {
@@ -10,9 +10,9 @@ if (fmt eq "pdf") {
 	set terminal pngcairo size 1020,720 font 'Liberation Sans,8' fontscale 3 linewidth 2
 }
 set output 'sources_per_layer.'.fmt
-set xtics ("0" 0, "1" 1, "all" 3)
-set xrange [-0.7:3.7]
-set arrow from 2, graph 0 to 2, graph 1 nohead dt 2 lc rgb '#999999'
+set xtics ("0" 0, "3" 1, "7" 2, "all" 4)
+set xrange [-0.7:4.7]
+set arrow from 3, graph 0 to 3, graph 1 nohead dt 2 lc rgb '#999999'
 set xlabel 'layer'
 set ylabel 'relative L_2 error (mean)'
 set title 'target density {/:Italic ρ} = 0.15'

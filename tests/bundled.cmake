@@ -6,3 +6,5 @@ dg_test(bundled_forward LABELS cpu
   COMMAND /usr/bin/python3 -B ${CMAKE_SOURCE_DIR}/data/check_forward.py --fixture
           ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/bundled --model ${CMAKE_SOURCE_DIR}/data/model
           --dsgap $<TARGET_FILE:dsgap>)
+# attnstats against fp64 NumPy, sheet against its latents, the demo's bad inputs (tests/cli_bundled.sh)
+dg_test(cli_bundled LABELS cpu COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli_bundled.sh)

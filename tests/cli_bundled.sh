@@ -1,0 +1,94 @@
+#!/bin/bash
+# cli_bundled.sh: the commands around the bundled model (data/model) on the CPU at a small size:
+# dsgap attnstats against an independent fp64 NumPy computation of row entropy and per-query top-K
+# mass from the captured trace (read with h5py), dsgap sheet's image against the latents it shows,
+# the demo's bad inputs. One line per check; exit 1 on any failure.
+#   DSGAP=build/dsgap DSGAP_SOURCE=. bash tests/cli_bundled.sh
+set -u
+export PYTHONDONTWRITEBYTECODE=1
+DSGAP=${DSGAP:-build/dsgap}
+SRC=${DSGAP_SOURCE:-.}
+M=$SRC/data/model
+PY=/usr/bin/python3
+T=$(mktemp -d /tmp/dsgap_cli_bundled.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+# --- capture a small trace of the bundled model (256 tokens, 2 steps, layers 0 and 7) -------------
+"$DSGAP" capture --model "$M" --text "$M/conds.safetensors:zoom_in" --latent 4x16x16 --seed 3 --steps 2 \
+  --shift 3 --guidance 3 --layers 0,7 --out "$T/trace.h5" --quiet
+check "capture of the bundled model (exit 0)" '[ $? -eq 0 ] && [ -f "$T/trace.h5" ]'
+
+# --- attnstats against fp64 NumPy ------------------------------------------------------------------
+"$DSGAP" attnstats --density 0.3 --out "$T/as" --quiet bundled="$T/trace.h5" > /dev/null 2>"$T/err"
+check "attnstats runs (exit 0), csv md png pdf written" \
+  '[ $? -eq 0 ] && [ -s "$T/as/attnstats.csv" ] && [ -s "$T/as/attnstats.md" ] && [ -s "$T/as/attnstats.png" ] && [ -s "$T/as/attnstats.pdf" ]'
+$PY - "$T/trace.h5" "$T/as/attnstats.csv" <<'PYEOF' > "$T/py.out" 2>&1
+import csv, math, sys
+import numpy as np, h5py
+f = h5py.File(sys.argv[1], "r")
+rows = list(csv.DictReader(open(sys.argv[2])))
+q, k = f["q"], f["k"]
+S, L, H, n, d = q.shape
+assert len(rows) == S * L * H, len(rows)
+K = min(n, 128 * math.ceil(0.3 * n / 128))
+worst = 0.0
+for r in rows:
+    s = list(f["step_index"][:]).index(int(r["step"]))
+    l = list(f["layer_index"][:]).index(int(r["layer"]))
+    h = list(f["head_index"][:]).index(int(r["head"]))
+    Q = q[s, l, h].astype(np.float64); Kk = k[s, l, h].astype(np.float64)
+    z = Q @ Kk.T / math.sqrt(d)
+    p = np.exp(z - z.max(1, keepdims=True)); p /= p.sum(1, keepdims=True)
+    ent = float((-(p * np.log(np.where(p > 0, p, 1))).sum(1)).mean() / math.log(n))
+    mass = float(np.sort(p, 1)[:, ::-1][:, :K].sum(1).mean())
+    for name, ref in (("entropy_norm", ent), ("oracle_mass", mass)):
+        worst = max(worst, abs(float(r[name]) - ref) / abs(ref))
+print("worst relative difference %.2e over %d units (K = %d of %d)" % (worst, len(rows), K, n))
+assert worst < 1e-4, worst
+PYEOF
+check "attnstats entropy and oracle mass = fp64 NumPy within 1e-4 ($(tail -1 "$T/py.out"))" '[ $? -eq 0 ]'
+"$DSGAP" attnstats --out "$T/x" bundled="$T/nonexistent.h5" 2>"$T/err"
+check "attnstats: missing trace is one line, exit 1, nothing written" \
+  '[ $? -eq 1 ] && [ $(wc -l < "$T/err") -eq 1 ] && [ ! -e "$T/x" ]'
+"$DSGAP" attnstats --density 1.5 --out "$T/x" a="$T/trace.h5" 2>"$T/err"
+check "attnstats: density outside (0, 1] is exit 2" '[ $? -eq 2 ] && [ ! -e "$T/x" ]'
+
+# --- sheet: the image is the latents it shows --------------------------------------------------------
+"$DSGAP" sheet --out "$T/sheet/s" --frames 0,3 --scale 2 first="$T/trace.h5" again="$T/trace.h5" > /dev/null 2>"$T/err"
+check "sheet runs (exit 0), png pdf rgb gp written" \
+  '[ $? -eq 0 ] && [ -s "$T/sheet/s.png" ] && [ -s "$T/sheet/s.pdf" ] && [ -s "$T/sheet/s.gp" ]'
+$PY - "$T/trace.h5" "$T/sheet/s.rgb" <<'PYEOF' > "$T/py.out" 2>&1
+import sys
+import numpy as np, h5py
+x = h5py.File(sys.argv[1], "r")["latents"][:]            # [3, F, H, W] in [-1, 1]
+C, F, H, W = x.shape
+S, G, frames = 2, 2, [0, 3]
+tw, th = (W + G) * S, (H + G) * S
+img = np.fromfile(sys.argv[2], np.uint8).reshape(2 * th, len(frames) * tw, 3)
+for r in range(2):
+    for j, fr in enumerate(frames):
+        ref = np.clip(np.floor((x[:, fr] + 1) * 127.5 + 0.5), 0, 255).astype(np.uint8).transpose(1, 2, 0)
+        ref = ref.repeat(S, 0).repeat(S, 1)
+        tile = img[r * th:r * th + H * S, j * tw:j * tw + W * S]
+        assert (tile == ref).all(), (r, j, int(np.abs(tile.astype(int) - ref).max()))
+        assert (img[r * th + H * S:(r + 1) * th, j * tw:(j + 1) * tw] == 255).all()
+print("tiles equal the latents, gaps white")
+PYEOF
+check "sheet: every tile equals the frame's RGB (fp32 -> uint8), gaps white" '[ $? -eq 0 ]'
+"$DSGAP" sheet --out "$T/sheet2/s" --frames 9 a="$T/trace.h5" 2>"$T/err"
+check "sheet: a frame outside the clip is one line, exit 1, nothing written" \
+  '[ $? -eq 1 ] && [ $(wc -l < "$T/err") -eq 1 ] && [ ! -e "$T/sheet2" ]'
+
+# --- demo: a model that is not there ---------------------------------------------------------------
+"$DSGAP" demo --model "$T/nomodel" --out "$T/demo" 2>"$T/err"
+check "demo: a missing model is one line naming it, exit 1, no output folder" \
+  '[ $? -eq 1 ] && [ $(wc -l < "$T/err") -eq 1 ] && grep -q nomodel "$T/err" && [ ! -e "$T/demo" ]'
+"$DSGAP" demo --device tpu --out "$T/demo" 2>"$T/err"
+check "demo: an unknown device is exit 2" '[ $? -eq 2 ] && [ ! -e "$T/demo" ]'
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -44,7 +44,7 @@ dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rh
 			     const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
 			     int passes)
 {
-	bool sparse = policy && !policy->dense, host = !strcmp(ops->name, "cpu");
+	bool sparse = policy && !policy->dense, host = strcmp(ops->name, "gpu") != 0; /* cpu, cpu-checked */
 	if (sparse && policy->budget == DG_BUDGET_TOPK && !(rho > 0 && rho <= 1)) {
 		dg_error("policy %s: density %g is outside (0, 1]", policy->name, rho);
 		return NULL;

@@ -104,8 +104,9 @@ typedef struct {
  * .index.json; a diffusers pipeline directory's transformer/ is used), a .safetensors file or an
  * index. Original and diffusers key names, with or without a "model.diffusion_model." prefix; the
  * config from config.json next to the weights, else inferred from shapes (num_heads = dim/128).
- * Missing, unexpected or misshapen tensors: one line naming the tensor and file. device: "cpu" or
- * "gpu" (the op table of wan_ops_gpu.c; no device or a head_dim other than 64/128: one line).
+ * Missing, unexpected or misshapen tensors: one line naming the tensor and file. device: "cpu",
+ * "gpu" (the op table of wan_ops_gpu.c; no device or a head_dim other than 64/128: one line) or
+ * "cpu-checked" (tests: the CPU's arithmetic behind a device backend's pointer discipline).
  */
 int dg_wan_load(dg_wan_model **out, const char *path, const char *device);
 void dg_wan_free(dg_wan_model *m);

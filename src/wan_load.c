@@ -508,8 +508,8 @@ void dg_wan_free(dg_wan_model *m)
 int dg_wan_load(dg_wan_model **out, const char *path, const char *device)
 {
 	*out = NULL;
-	bool gpu = device && !strcmp(device, "gpu");
-	if (device && !gpu && strcmp(device, "cpu"))
+	bool gpu = device && !strcmp(device, "gpu"), checked = device && !strcmp(device, "cpu-checked");
+	if (device && !gpu && !checked && strcmp(device, "cpu"))
 		return dg_error("unknown device '%s' (cpu or gpu)", device);
 	char *weights, *config;
 	if (resolve(path, &weights, &config))
@@ -540,7 +540,7 @@ int dg_wan_load(dg_wan_model **out, const char *path, const char *device)
 			 dg_wan_head_dim(&m->cfg));
 		goto done;
 	}
-	m->ops = gpu ? dg_wan_ops_gpu() : dg_wan_ops_cpu();
+	m->ops = gpu ? dg_wan_ops_gpu() : checked ? dg_wan_ops_checked() : dg_wan_ops_cpu();
 	if (!m->ops || load_all(&c, m))
 		goto done;
 	const dg_wan_config *g = &m->cfg;

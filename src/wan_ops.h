@@ -75,4 +75,8 @@ dg_wan_ops *dg_wan_ops_cpu(void);
  * after one line saying why (no CUDA in this build, no device). */
 dg_wan_ops *dg_wan_ops_gpu(void);
 
+/* A CPU stand-in for a device backend, for tests (wan_ops_checked.c): the CPU's arithmetic, but every
+ * tensor argument must lie in a buffer it allocated (weights in its own copies), else it stops. */
+dg_wan_ops *dg_wan_ops_checked(void);
+
 #endif

@@ -253,6 +253,55 @@ static void closed_loop_identity(void)
 	dg_wan_free(m);
 }
 
+/* the forward under a device backend's pointer discipline (wan_ops_checked.c: every op argument in
+ * one of its buffers, weights and norm vectors in its copies) equals the CPU's bit for bit, dense
+ * with CFG and mc-sparse in the closed loop */
+static void checked_backend(void)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/orig_hd64", models_dir);
+	int latent[3] = { 4, 16, 24 }, grid[3];
+	size_t nout = (size_t)4 * latent[0] * latent[1] * latent[2];
+	float *out[2] = { dg_alloc_poisoned(nout), dg_alloc_poisoned(nout) };
+	float *sparse[2] = { dg_alloc_poisoned(nout), dg_alloc_poisoned(nout) };
+	const char *devices[2] = { "cpu", "cpu-checked" };
+	for (int i = 0; i < 2; i++) {
+		dg_wan_model *m;
+		if (dg_wan_load(&m, path, devices[i])) {
+			CHECKF(0, "load %s", devices[i]);
+			return;
+		}
+		dg_wan_grid(m, latent, grid);
+		float *noise = dg_dit_seed_noise(m, latent, 11), *text;
+		int tokens;
+		load_input("text", m, &text, &tokens, NULL);
+		dg_wan_context *cond, *uncond;
+		float *zeros = dg_calloc((size_t)m->cfg.text_dim, sizeof(float));
+		dg_wan_context_new(m, text, tokens, &cond);
+		dg_wan_context_new(m, zeros, 1, &uncond);
+		dg_dit_sample_opts so = { .model = m, .latent = { 4, 16, 24 }, .noise = noise, .steps = 3,
+					  .shift = 3, .guidance = 4, .sampler = DG_SAMPLER_UNIPC, .cond = cond,
+					  .uncond = uncond };
+		dg_dit_sample_stats st;
+		int rc = dg_dit_sample(&so, out[i], &st);
+		dg_policy p;
+		dg_schedule sched;
+		dg_policy_parse("mc-sparse", &p);
+		dg_schedule_parse("warmup=1", &sched);
+		dg_dit_attn *a = dg_dit_attn_new(m->ops, &p, 0.3, &sched, grid, 2, 2, 64, 2);
+		so.attn = a;
+		rc |= !a || dg_dit_sample(&so, sparse[i], &st);
+		dg_dit_attn_free(a);
+		CHECKF(rc == 0, "sampling on the %s op table (UniPC, CFG 4, dense and mc-sparse at 0.3)", devices[i]);
+		dg_wan_context_free(m, cond), dg_wan_context_free(m, uncond);
+		free(noise), free(text), free(zeros);
+		dg_wan_free(m);
+	}
+	CHECKF(!memcmp(out[0], out[1], nout * sizeof(float)) && !memcmp(sparse[0], sparse[1], nout * sizeof(float)),
+	       "the checked op table (device pointer discipline) gives the CPU's outputs bit for bit");
+	free(out[0]), free(out[1]), free(sparse[0]), free(sparse[1]);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -274,5 +323,6 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 5; i++)
 		results_free(&r[i]);
 	closed_loop_identity();
+	checked_backend();
 	return test_report();
 }

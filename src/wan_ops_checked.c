@@ -1,0 +1,222 @@
+/*
+ * wan_ops_checked.c: a CPU stand-in for a device backend of the Wan forward (wan_ops.h), for tests:
+ * it behaves as a device_weights backend (the loader hands it every weight and frees the host
+ * copies) and checks, before each op, that every tensor argument lies inside a buffer made by its
+ * alloc (or, for weights, inside its own copy) with room for the op's extent; anything else (a host
+ * pointer that a GPU kernel would fault on) stops the program with the op and argument named. The
+ * arithmetic is the CPU table's (wan_ops_cpu.c), so its outputs equal the CPU's bit for bit.
+ *   dg_wan_load(&m, path, "cpu-checked")      (tests/test_wan.c)
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#include "wan.h"
+#include "wan_ops.h"
+
+typedef struct {
+	const float *p;
+	size_t n;
+} range;
+
+typedef struct {
+	dg_wan_ops *cpu; /* the arithmetic */
+	range *bufs;
+	int nbufs, cap;
+} checked;
+
+typedef struct {
+	float *w, *b; /* this table's copy of a linear's weight (out, in) and bias (out) */
+} weights;
+
+/* p[0 .. n) lies inside one of the table's buffers, or stop */
+static void need(dg_wan_ops *o, const char *op, const char *arg, const float *p, size_t n)
+{
+	checked *c = o->impl;
+	for (int i = 0; i < c->nbufs; i++)
+		if (p >= c->bufs[i].p && p + n <= c->bufs[i].p + c->bufs[i].n)
+			return;
+	dg_die("checked ops: %s: %s (%p, %zu floats) is not inside a buffer of this table", op, arg,
+	       (const void *)p, n);
+}
+
+static void opt(dg_wan_ops *o, const char *op, const char *arg, const float *p, size_t n)
+{
+	if (p)
+		need(o, op, arg, p, n);
+}
+
+static void track(checked *c, const float *p, size_t n)
+{
+	if (c->nbufs == c->cap) {
+		c->cap = c->cap ? 2 * c->cap : 256;
+		c->bufs = dg_realloc(c->bufs, (size_t)c->cap * sizeof *c->bufs);
+	}
+	c->bufs[c->nbufs++] = (range){ p, n };
+}
+
+static void untrack(checked *c, const float *p)
+{
+	for (int i = 0; i < c->nbufs; i++)
+		if (c->bufs[i].p == p) {
+			c->bufs[i] = c->bufs[--c->nbufs];
+			return;
+		}
+	dg_die("checked ops: release of %p, which this table did not allocate", (const void *)p);
+}
+
+static float *ck_alloc(dg_wan_ops *o, size_t n)
+{
+	float *p = dg_malloc((n ? n : 1) * sizeof(float));
+	track(o->impl, p, n);
+	return p;
+}
+
+static void ck_release(dg_wan_ops *o, float *p)
+{
+	untrack(o->impl, p);
+	free(p);
+}
+
+static void ck_upload(dg_wan_ops *o, float *dst, const float *host, size_t n)
+{
+	need(o, "upload", "dst", dst, n);
+	memcpy(dst, host, n * sizeof(float));
+}
+
+static void ck_download(dg_wan_ops *o, float *host, const float *src, size_t n)
+{
+	need(o, "download", "src", src, n);
+	memcpy(host, src, n * sizeof(float));
+}
+
+static void ck_sync(dg_wan_ops *o) {}
+
+static float *copy_tracked(dg_wan_ops *o, const float *src, size_t n)
+{
+	float *p = ck_alloc(o, n);
+	memcpy(p, src, n * sizeof(float));
+	return p;
+}
+
+static void ck_prepare(dg_wan_ops *o, dg_wan_linear *l)
+{
+	weights *w = dg_malloc(sizeof *w);
+	w->w = copy_tracked(o, l->w, (size_t)l->out * l->in);
+	w->b = l->b ? copy_tracked(o, l->b, (size_t)l->out) : NULL;
+	l->dev = w;
+}
+
+static void ck_unprepare(dg_wan_ops *o, dg_wan_linear *l)
+{
+	weights *w = l->dev;
+	if (!w)
+		return;
+	ck_release(o, w->w);
+	if (w->b)
+		ck_release(o, w->b);
+	free(w);
+	l->dev = NULL;
+}
+
+static void ck_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+{
+	const weights *w = l->dev;
+	if (!w)
+		dg_die("checked ops: linear (%d x %d) was not prepared", l->out, l->in);
+	need(o, "linear", "x", x, (size_t)m * l->in);
+	need(o, "linear", "y", y, (size_t)m * l->out);
+	dg_wan_linear mine = *l;
+	mine.w = w->w;
+	mine.b = w->b;
+	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
+	cpu->linear(cpu, &mine, x, m, y);
+}
+
+static void ck_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps, const float *w,
+			 const float *b, const float *scale, const float *shift, float *y)
+{
+	need(o, "layernorm", "x", x, (size_t)m * n);
+	need(o, "layernorm", "y", y, (size_t)m * n);
+	opt(o, "layernorm", "w", w, n), opt(o, "layernorm", "b", b, n);
+	opt(o, "layernorm", "scale", scale, n), opt(o, "layernorm", "shift", shift, n);
+	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
+	cpu->layernorm(cpu, x, m, n, eps, w, b, scale, shift, y);
+}
+
+static void ck_rmsnorm(dg_wan_ops *o, float *x, int m, int n, float eps, const float *w)
+{
+	need(o, "rmsnorm", "x", x, (size_t)m * n);
+	need(o, "rmsnorm", "w", w, n);
+	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
+	cpu->rmsnorm(cpu, x, m, n, eps, w);
+}
+
+static void ck_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *cos,
+			const float *sin, float *y)
+{
+	size_t all = (size_t)m * heads * d;
+	need(o, "to_heads", "x", x, all), need(o, "to_heads", "y", y, all);
+	opt(o, "to_heads", "cos", cos, (size_t)m * d / 2), opt(o, "to_heads", "sin", sin, (size_t)m * d / 2);
+	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
+	cpu->to_heads(cpu, x, m, heads, d, cos, sin, y);
+}
+
+static void ck_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
+{
+	size_t all = (size_t)m * heads * d;
+	need(o, "from_heads", "x", x, all), need(o, "from_heads", "y", y, all);
+	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
+	cpu->from_heads(cpu, x, m, heads, d, y);
+}
+
+static void ck_gelu_tanh(dg_wan_ops *o, float *x, size_t n)
+{
+	need(o, "gelu_tanh", "x", x, n);
+	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
+	cpu->gelu_tanh(cpu, x, n);
+}
+
+static void ck_add_gated(dg_wan_ops *o, float *x, const float *y, const float *gate, int m, int n)
+{
+	need(o, "add_gated", "x", x, (size_t)m * n), need(o, "add_gated", "y", y, (size_t)m * n);
+	opt(o, "add_gated", "gate", gate, n);
+	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
+	cpu->add_gated(cpu, x, y, gate, m, n);
+}
+
+static void ck_attention(dg_wan_ops *o, const float *q, const float *k, const float *v, int heads, int nq,
+			 int nk, int d, float *out, float *lse)
+{
+	need(o, "attention", "q", q, (size_t)heads * nq * d), need(o, "attention", "o", out, (size_t)heads * nq * d);
+	need(o, "attention", "k", k, (size_t)heads * nk * d), need(o, "attention", "v", v, (size_t)heads * nk * d);
+	opt(o, "attention", "lse", lse, (size_t)heads * nq);
+	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
+	cpu->attention(cpu, q, k, v, heads, nq, nk, d, out, lse);
+}
+
+static void ck_destroy(dg_wan_ops *o)
+{
+	checked *c = o->impl;
+	for (int i = 0; i < c->nbufs; i++) /* owners release theirs; what is left goes with the table */
+		free((void *)c->bufs[i].p);
+	c->cpu->destroy(c->cpu);
+	free(c->bufs), free(c), free(o);
+}
+
+dg_wan_ops *dg_wan_ops_checked(void)
+{
+	checked *c = dg_calloc(1, sizeof *c);
+	c->cpu = dg_wan_ops_cpu();
+	dg_wan_ops *o = dg_calloc(1, sizeof *o);
+	*o = (dg_wan_ops){
+		.name = "cpu-checked", .device_weights = true, .impl = c, .alloc = ck_alloc,
+		.release = ck_release, .upload = ck_upload, .download = ck_download, .sync = ck_sync,
+		.prepare = ck_prepare, .unprepare = ck_unprepare, .linear = ck_linear,
+		.layernorm = ck_layernorm, .rmsnorm = ck_rmsnorm, .to_heads = ck_to_heads,
+		.from_heads = ck_from_heads, .gelu_tanh = ck_gelu_tanh, .add_gated = ck_add_gated,
+		.attention = ck_attention, .destroy = ck_destroy,
+	};
+	snprintf(o->device, sizeof o->device, "checked stand-in: %.150s", c->cpu->device);
+	return o;
+}

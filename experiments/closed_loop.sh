@@ -96,6 +96,17 @@ policies=$(awk -F, 'NR > 1 && $2 != "dense" && !seen[$2]++ { print $2 }' "$RESUL
 } > "$fig/closed_loop.gp"
 exp_gnuplot "$fig" closed_loop.gp
 
+# contact sheet (pixel-space model: the latents are the frames): per prompt of seed 1, the dense run,
+# mc-sparse and svg2 at 0.15, 8 frames each -> sheet.{png,pdf}
+cells=$WORK/cells/$(ls "$WORK/cells" | head -1)
+sheet=()
+for p in $(ls "$cells" | sed -n 's/\.s1\.dense$//p'); do
+  for pol in dense mc-sparse@0.15 svg2_budget=topk@0.15; do
+    [ -f "$cells/$p.s1.$pol/latents.h5" ] && sheet+=("$p ${pol%%[@_]*}=$cells/$p.s1.$pol/latents.h5")
+  done
+done
+[ ${#sheet[@]} -gt 0 ] && "$DSGAP" sheet --out "$WORK/sheet" "${sheet[@]}" && cp "$WORK"/sheet.{png,pdf} "$RESULTS/"
+
 first=$(ls -d "$RESULTS"/*/run.json | head -1)
 exp_readme "# Experiment 4: the closed loop ($(basename "$model"))
 
@@ -106,5 +117,6 @@ once per sample); the final frames are compared with the dense run's at merge ti
 \`closed_loop.md\` (also \`.tex\`, \`.csv\`): per policy and target density, the effective density,
 PSNR and SSIM (means over the samples and worst frame) and the transformer speedup, each policy
 labelled by its source (reference, MC-Sparse, or the peer's paper); \`RUN/closed_loop.csv\`: every
-sample. Figure: \`figures/closed_loop.png\` (PSNR, SSIM and speedup against the effective density).
+sample. Figure: \`figures/closed_loop.png\` (PSNR, SSIM and speedup against the effective density);
+\`sheet.png\`: frames of the dense, mc-sparse and svg2 runs of every prompt (seed 1), side by side.
 Speedups are CPU times unless the run said \`--device gpu\` (\`RUN/run.json\`: the devices)." "$first"

@@ -131,7 +131,10 @@ int dg_cmd_sheet(int argc, char **argv)
 		rc = dg_out_commit(&o);
 	}
 	if (!rc && !(rc = dg_out_open(&o, gp))) {
-		int left = 110; /* room for the row labels */
+		size_t longest = 0; /* room for the row labels: ~9 pixels a character at 11 pt */
+		for (int r = 0; r < rows; r++)
+			longest = strlen(labels[r]) > longest ? strlen(labels[r]) : longest;
+		int left = 20 + 9 * (int)longest;
 		fprintf(o.f, "# %s.gp: contact sheet, %d runs x %d frames (%dx%d pixels each, shown %dx)\n"
 			     "# re-render: gnuplot %s.gp   (reads %s.rgb: %d x %d uint8 RGB, top row first)\n"
 			     "# rows:", name, rows, nf, W, H, scale, name, name, iw, ih);
@@ -145,7 +148,7 @@ int dg_cmd_sheet(int argc, char **argv)
 			     "set bmargin at screen 0\n"
 			     "set xrange [0:%d]; set yrange [%d:0]\n", (double)left / (iw + left), iw, ih);
 		for (int r = 0; r < rows; r++)
-			fprintf(o.f, "set label %d \"%s\" at graph 0, first %g right offset -1,0 font ',%d'\n", r + 1,
+			fprintf(o.f, "set label %d \"%s\" at graph 0, first %g right offset -1,0 font ',%d' noenhanced\n", r + 1,
 				labels[r], r * th + H * scale / 2.0, scale < 3 ? 8 : 11);
 		fprintf(o.f, "do for [fmt in \"png pdf\"] {\n"
 			     "if (fmt eq \"png\") { set terminal pngcairo size %d,%d font 'Liberation Sans' } "

@@ -13,9 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef DG_GIT_COMMIT
-#define DG_GIT_COMMIT "unknown"
-#endif
+#include "git_commit.h" /* DG_GIT_COMMIT, made at build time (src/git_commit.cmake) */
 
 static void vreport(const char *kind, const char *fmt, va_list ap)
 {

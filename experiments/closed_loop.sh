@@ -31,6 +31,7 @@ awk -F, "$label"' NR > 1 { printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", $1, $
   BEGIN { print "run,policy,source,density_target,samples,density,psnr,psnr_min,ssim,ssim_min,transformer_s,speedup" }' \
   "$WORK/summary.csv" > "$RESULTS/closed_loop.csv"
 model=$(sed -n 's/^[[:space:]]*"path":[[:space:]]*"\(.*\)",*$/\1/p' "$WORK/experiment.json" | head -1)
+mlabel=$(sed -n 's/^[[:space:]]*"label":[[:space:]]*"\(.*\)",*$/\1/p' "$WORK/experiment.json" | head -1)
 {
   echo "# Closed loop: end-to-end fidelity and speedup per policy"
   echo
@@ -71,7 +72,7 @@ policies=$(awk -F, 'NR > 1 && $2 != "dense" && !seen[$2]++ { print $2 }' "$RESUL
   echo "do for [fmt in \"pdf png\"] {"
   echo "if (fmt eq \"pdf\") { set terminal pdfcairo size 9in,2.8in font 'Liberation Sans,8' } else { set terminal pngcairo size 2700,840 font 'Liberation Sans,8' fontscale 3 linewidth 2 }"
   echo "set output 'closed_loop.'.fmt"
-  echo "set multiplot layout 1,3 title 'closed loop: $(basename "$model" | sed 's/_/\\_/g'), against the dense run of the same prompt and noise'"
+  echo "set multiplot layout 1,3 title 'closed loop: model $mlabel, against the dense run of the same prompt and noise'"
   echo "set xlabel 'effective density'"
   echo "set xrange [0:*]"
   echo "set format x '%.2g'"
@@ -80,7 +81,7 @@ policies=$(awk -F, 'NR > 1 && $2 != "dense" && !seen[$2]++ { print $2 }' "$RESUL
   for panel in "2:PSNR (dB)" "3:SSIM" "4:transformer speedup"; do
     col=${panel%%:*}
     echo "set ylabel '${panel#*:}'"
-    [ "$col" = 4 ] && echo "set key outside right top font ',6'"
+    [ "$col" = 2 ] && echo "set key inside top right font ',6' noenhanced" || echo "set key off"
     printf "plot "
     i=0
     for p in $policies; do

@@ -86,7 +86,7 @@ policies=$(awk -F, 'NR > 1 && $2 != "dense" && !seen[$2]++ { print $2 }' "$RESUL
     i=0
     for p in $policies; do
       [ $i -gt 0 ] && printf ", \\\\\n  "
-      printf "'closed_loop.dat' index %d using 1:%s with linespoints ls %d title '%s'" $i "$col" $((i % 8 + 1)) "$p"
+      printf "'closed_loop.dat' index %d using 1:%s with linespoints ls %d pt %d ps 1.5 title '%s'" $i "$col" $((i % 8 + 1)) $((i + 4)) "$p"
       i=$((i + 1))
     done
     echo

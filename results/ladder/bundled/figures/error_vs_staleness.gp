@@ -1,0 +1,35 @@
+# error_vs_staleness.gp: mean rel_l2 against steps since the anchor
+# made by dsgap plot (dsgap 0.1.0, commit f8a53d540665+wip) from /work/main/build/experiments/ladder/bundled.w2
+# trace /work/main/experiments/../build/experiments/bundled.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /work/main/data/model/diffusion_pytorch_model.safetensors); metrics by commit f8a53d540665+wip on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T17:37:40Z
+# re-render inside this directory: gnuplot error_vs_staleness.gp   (writes error_vs_staleness.pdf and error_vs_staleness.png)
+load 'style.gp'
+do for [fmt in "pdf png"] {
+if (fmt eq "pdf") {
+	set terminal pdfcairo size 3.40in,2.79in font 'Liberation Sans,8'
+} else {
+	set terminal pngcairo size 1020,837 font 'Liberation Sans,8' fontscale 3 linewidth 2
+}
+set output 'error_vs_staleness.'.fmt
+set lmargin at screen 0.1765
+set rmargin at screen 0.9647
+set bmargin at screen 0.3082
+set tmargin at screen 0.8996
+set key at screen 0.1324, screen 0.1577 left top vertical maxrows 3 Left reverse samplen 1.5 width -2 font ',7'
+set yrange [0.05:1]
+set ytics (0.05, 0.1, 0.2, 0.5, 1)
+set logscale y
+set mytics default
+set xtics 1
+set mxtics 1
+set offsets graph 0.04, graph 0.04, 0, 0
+set xlabel 'steps since the anchor' offset 0,0.3
+set ylabel 'relative L_2 error (mean)'
+set title 'target density {/:Italic ρ} = 0.15'
+plot 'error_vs_staleness.dat' index 0 using ($1-0.100):2:3:4 with yerrorlines ls 12 title 'chipmunk' noenhanced, \
+	'error_vs_staleness.dat' index 1 using ($1-0.060):2:3:4 with yerrorlines ls 14 title 'ditfastattn' noenhanced, \
+	'error_vs_staleness.dat' index 2 using ($1-0.020):2:3:4 with yerrorlines ls 15 title 'ditfastattn/window=130' noenhanced, \
+	'error_vs_staleness.dat' index 3 using ($1+0.020):2:3:4 with yerrorlines ls 16 title 'ditfastattn/window=197' noenhanced, \
+	'error_vs_staleness.dat' index 4 using ($1+0.060):2:3:4 with yerrorlines ls 17 title 'ditfastattn/window=335' noenhanced, \
+	'error_vs_staleness.dat' index 5 using ($1+0.100):2:3:4 with yerrorlines ls 18 title 'ditfastattn/window=750' noenhanced
+unset output
+}

@@ -2,8 +2,9 @@
 #   exp_init NAME          ROOT, DSGAP (default ROOT/build/dsgap), WORK (scratch output, default
 #                          ROOT/build/experiments/NAME: traces and cells stay out of results/),
 #                          RESULTS (ROOT/results/NAME), T0 (start time)
-#   exp_bundled_trace      capture the bundled model's trace that experiments list as
-#                          `bundled = ../build/experiments/bundled.h5` (once; the demo's capture)
+#   exp_bundled_trace [S]  capture the bundled model's trace that experiments list as
+#                          `bundled = ../build/experiments/bundled.h5` (once; the demo's capture;
+#                          S steps other than 10: bundled-sS.h5)
 #   exp_run [ARGS...]      dsgap run experiments/NAME.ini --out WORK ARGS (e.g. --workers 2, --gpus all)
 #   exp_analyse RUN        dsgap decompose and dsgap plot on WORK/RUN
 #   exp_collect RUN DEST   copy the small outputs of WORK/RUN to DEST (metrics.csv only under 2 MB)
@@ -25,12 +26,13 @@ exp_init() {
   mkdir -p "$RESULTS"
 }
 
-exp_bundled_trace() {
-  local t=$ROOT/build/experiments/bundled.h5 m=$ROOT/data/model
+exp_bundled_trace() { # [STEPS]: 10 -> build/experiments/bundled.h5, else bundled-sSTEPS.h5
+  local steps=${1:-10} t=$ROOT/build/experiments/bundled.h5 m=$ROOT/data/model
+  [ "$steps" = 10 ] || t=$ROOT/build/experiments/bundled-s$steps.h5
   mkdir -p "$(dirname "$t")"
   [ -f "$t" ] || "$DSGAP" capture --model "$m" --text "$m/conds.safetensors:cockatoo" \
-    --negative "$m/conds.safetensors:null" --latent 16x32x32 --seed 1 --steps 10 --shift 3 --guidance 3 \
-    --layers 0,3,7 --out "$t" --quiet
+    --negative "$m/conds.safetensors:null" --latent 16x32x32 --seed 1 --steps "$steps" --shift 3 \
+    --guidance 3 --layers 0,3,7 --out "$t" --quiet
 }
 
 exp_run() {

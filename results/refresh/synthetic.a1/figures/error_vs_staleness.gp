@@ -1,6 +1,6 @@
 # error_vs_staleness.gp: mean rel_l2 against steps since the anchor
-# made by dsgap plot (dsgap 0.1.0, commit 6ce75697026a) from /work/main/build/experiments/refresh/synthetic.a1
-# trace synth: grid=5x16x32 heads=4 layers=2 steps=14 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 6ce75697026a on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T15:19:32Z
+# made by dsgap plot (dsgap 0.1.0, commit f8a53d540665+wip) from /work/main/build/experiments/refresh/synthetic.a1
+# trace synth: grid=5x16x32 heads=4 layers=2 steps=14 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit f8a53d540665+wip on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T17:50:18Z
 # re-render inside this directory: gnuplot error_vs_staleness.gp   (writes error_vs_staleness.pdf and error_vs_staleness.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {

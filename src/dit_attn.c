@@ -44,14 +44,17 @@ dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rh
 			     const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
 			     int passes)
 {
-	bool sparse = policy && !policy->dense, host = strcmp(ops->name, "gpu") != 0; /* cpu, cpu-checked */
+	/* the checked table (wan_ops_checked.c) takes the device path (host copies, load_device,
+	 * output_device) over the CPU backend, so that CPU tests exercise it */
+	bool sparse = policy && !policy->dense, host = !strcmp(ops->name, "cpu"),
+	     gpu = !strcmp(ops->name, "gpu");
 	if (sparse && policy->budget == DG_BUDGET_TOPK && !(rho > 0 && rho <= 1)) {
 		dg_error("policy %s: density %g is outside (0, 1]", policy->name, rho);
 		return NULL;
 	}
 	int n = grid[0] * grid[1] * grid[2];
 	dg_backend *be = NULL;
-	if (sparse && !(be = host ? dg_backend_cpu(n, d) : dg_backend_gpu(n, d)))
+	if (sparse && !(be = gpu ? dg_backend_gpu(n, d) : dg_backend_cpu(n, d)))
 		return NULL;
 	dg_dit_attn *a = dg_calloc(1, sizeof *a);
 	a->ops = ops;

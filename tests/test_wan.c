@@ -263,7 +263,12 @@ static void checked_backend(void)
 	int latent[3] = { 4, 16, 24 }, grid[3];
 	size_t nout = (size_t)4 * latent[0] * latent[1] * latent[2];
 	float *out[2] = { dg_alloc_poisoned(nout), dg_alloc_poisoned(nout) };
-	float *sparse[2] = { dg_alloc_poisoned(nout), dg_alloc_poisoned(nout) };
+	enum { NPOL = 2 };
+	const char *pols[NPOL] = { "mc-sparse", "pisa" }; /* the device path; pisa through host copies */
+	float *sparse[2][NPOL];
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < NPOL; j++)
+			sparse[i][j] = dg_alloc_poisoned(nout);
 	const char *devices[2] = { "cpu", "cpu-checked" };
 	for (int i = 0; i < 2; i++) {
 		dg_wan_model *m;
@@ -284,22 +289,31 @@ static void checked_backend(void)
 					  .uncond = uncond };
 		dg_dit_sample_stats st;
 		int rc = dg_dit_sample(&so, out[i], &st);
-		dg_policy p;
 		dg_schedule sched;
-		dg_policy_parse("mc-sparse", &p);
 		dg_schedule_parse("warmup=1", &sched);
-		dg_dit_attn *a = dg_dit_attn_new(m->ops, &p, 0.3, &sched, grid, 2, 2, 64, 2);
-		so.attn = a;
-		rc |= !a || dg_dit_sample(&so, sparse[i], &st);
-		dg_dit_attn_free(a);
-		CHECKF(rc == 0, "sampling on the %s op table (UniPC, CFG 4, dense and mc-sparse at 0.3)", devices[i]);
+		for (int j = 0; j < NPOL; j++) {
+			dg_policy p;
+			dg_policy_parse(pols[j], &p);
+			dg_dit_attn *a = dg_dit_attn_new(m->ops, &p, 0.3, &sched, grid, 2, 2, 64, 2);
+			so.attn = a;
+			rc |= !a || dg_dit_sample(&so, sparse[i][j], &st);
+			dg_dit_attn_free(a);
+		}
+		CHECKF(rc == 0, "sampling on the %s op table (UniPC, CFG 4, dense, mc-sparse and pisa at 0.3)",
+		       devices[i]);
 		dg_wan_context_free(m, cond), dg_wan_context_free(m, uncond);
 		free(noise), free(text), free(zeros);
 		dg_wan_free(m);
 	}
-	CHECKF(!memcmp(out[0], out[1], nout * sizeof(float)) && !memcmp(sparse[0], sparse[1], nout * sizeof(float)),
-	       "the checked op table (device pointer discipline) gives the CPU's outputs bit for bit");
-	free(out[0]), free(out[1]), free(sparse[0]), free(sparse[1]);
+	bool same = !memcmp(out[0], out[1], nout * sizeof(float));
+	for (int j = 0; j < NPOL; j++)
+		same = same && !memcmp(sparse[0][j], sparse[1][j], nout * sizeof(float));
+	CHECKF(same, "the checked op table (device pointer discipline, the entry point's device path) gives "
+		     "the CPU's outputs bit for bit");
+	free(out[0]), free(out[1]);
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < NPOL; j++)
+			free(sparse[i][j]);
 }
 
 int main(int argc, char **argv)

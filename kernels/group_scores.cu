@@ -3,8 +3,9 @@
  * (src/select.c):
  *   s(G, j) = mean_{i in G} exp(scale q_i.k_j - LSE_i),  scale = 1/sqrt(d)
  * for every group G of a grouping (perm, goff) and every key j, streamed: each CTA takes one group
- * and a run of 128-key tiles, computes the 128 x 128 probability tile with mma.sync (bf16 in, fp32
- * accumulate), and reduces it over the group's queries (warp reduce-scatter, then across warps).
+ * and a run of 128-key tiles, computes the 128 x 128 probability tile (bf16 in, fp32 accumulate;
+ * mma.sync in v1/v2, wgmma in v3) and reduces it over the group's queries (warp reduce-scatter, then
+ * across warps).
  * Groups of more than 128 queries are done in chunks of 128. The block form (sums over runs of 128
  * keys = one tile, dg_scores_to_blocks) comes out of the same pass.
  *
@@ -14,6 +15,7 @@
  */
 #include "dsgap_kernels.h"
 #include "meta_common.cuh"
+#include "attn_sm90.cuh" /* dg_sm90_cfg, qk_gemm */
 
 namespace {
 
@@ -25,6 +27,23 @@ struct GSParams {
 	float chi, clo; /* log2(e)/sqrt(d), hi + lo */
 	float *scores, *block_scores;
 };
+
+/* v[2j + e] = p(row A) + p(row B) at the lane's column 8j + 2tq + e of a 16 x 128 score tile in the
+ * accumulator layout (acc[4j + e] row A, acc[4j + 2 + e] row B); columns >= nvalid give 0 */
+DGM_DEV void pair_probs(float (&v)[32], const float *acc, const GSParams &p, float nAh, float nAl, float nBh,
+			float nBl, int nvalid, int tq)
+{
+#pragma unroll
+	for (int j = 0; j < QK_BN / 8; j++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			float pa = prob_of(acc[4 * j + e], p.chi, p.clo, nAh, nAl);
+			float pb = prob_of(acc[4 * j + 2 + e], p.chi, p.clo, nBh, nBl);
+			if (nvalid < QK_BN && 8 * j + 2 * tq + e >= nvalid)
+				pa = pb = 0.f;
+			v[2 * j + e] = pa + pb;
+		}
+}
 
 template <int D, int MINB>
 __global__ void __launch_bounds__(QK_THREADS, MINB) group_scores_kernel(GSParams p)
@@ -68,8 +87,6 @@ __global__ void __launch_bounds__(QK_THREADS, MINB) group_scores_kernel(GSParams
 
 	load_k_tile<D>(kb0, p.k, p.n, t0 * QK_BN);
 	cp_async_commit();
-	const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
-	const int obase = (b4 ? 16 : 0) + (b3 ? 8 : 0) + (b2 ? 4 : 0);
 
 	for (int t = t0; t < t1; t++) {
 		const int buf = (t - t0) & 1;
@@ -80,7 +97,7 @@ __global__ void __launch_bounds__(QK_THREADS, MINB) group_scores_kernel(GSParams
 			cp_async_commit();
 		}
 		const int key0 = t * QK_BN;
-		const bool tail = key0 + QK_BN > p.n;
+		const int nvalid = min(QK_BN, p.n - key0);
 		float cs[4] = {0.f, 0.f, 0.f, 0.f};
 		for (int c = 0; c < nchunks; c++) {
 			if (nchunks > 1)
@@ -88,41 +105,15 @@ __global__ void __launch_bounds__(QK_THREADS, MINB) group_scores_kernel(GSParams
 			float acc[QK_BN / 8][4];
 			qk_mma<D>(acc, qa, buf ? kb1 : kb0);
 			float v[32];
-#pragma unroll
-			for (int j = 0; j < QK_BN / 8; j++)
-#pragma unroll
-				for (int e = 0; e < 2; e++) {
-					float pa = prob_of(acc[j][e], p.chi, p.clo, nAh, nAl);
-					float pb = prob_of(acc[j][2 + e], p.chi, p.clo, nBh, nBl);
-					if (tail && key0 + 8 * j + 2 * tq + e >= p.n)
-						pa = pb = 0.f;
-					v[2 * j + e] = pa + pb;
-				}
-			/* reduce-scatter over the 8 lanes that share tq (lane bits 4, 3, 2) */
-#pragma unroll
-			for (int i = 0; i < 16; i++) {
-				const float send = b4 ? v[i] : v[i + 16], keep = b4 ? v[i + 16] : v[i];
-				v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
-			}
-#pragma unroll
-			for (int i = 0; i < 8; i++) {
-				const float send = b3 ? v[i] : v[i + 8], keep = b3 ? v[i + 8] : v[i];
-				v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
-			}
-#pragma unroll
-			for (int i = 0; i < 4; i++) {
-				const float send = b2 ? v[i] : v[i + 4], keep = b2 ? v[i + 4] : v[i];
-				v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 4);
-			}
+			pair_probs(v, &acc[0][0], p, nAh, nAl, nBh, nBl, nvalid, tq);
+			colsum_scatter(v, lane);
 #pragma unroll
 			for (int i = 0; i < 4; i++)
 				cs[i] += v[i];
 		}
 #pragma unroll
-		for (int i = 0; i < 4; i++) {
-			const int o = obase + i, col = 8 * (o >> 1) + 2 * tq + (o & 1);
-			red[warp * QK_BN + col] = cs[i];
-		}
+		for (int i = 0; i < 4; i++)
+			red[warp * QK_BN + colsum_col(lane, i)] = cs[i];
 		__syncthreads();
 		if (tid < QK_BN) {
 			float s = 0.f;
@@ -160,14 +151,176 @@ int launch(const GSParams &p, cudaStream_t st)
 	return 0;
 }
 
+/*
+ * v3 (sm_90a): one CTA = 3 warpgroups, as the attention kernels of attn_sm90.cuh. WG0 (producer) copies
+ * the group's 128-query chunk (gathered through perm) once and the run's K tiles into a STAGES-deep
+ * ring (cp.async, mbarriers); WG1 and WG2 (consumers, 64 rows each) compute S = Q K^T with wgmma
+ * m64n128k16 and issue the next tile's S before turning this one into probabilities, so the tensor
+ * cores run under the exponentials; each warp's column sums (colsum_scatter) meet in shared memory
+ * (double-buffered) and WG1 adds the 8 warps, in warp order, and writes the scores. Groups of more
+ * than 128 queries: the chunks run one after the other, accumulating in the scores array (token
+ * scores required; the launcher sends block-only calls to v2).
+ */
+template <int D, int STAGES>
+__global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constant__ GSParams p)
+{
+	using C = dg_sm90_cfg<D, STAGES>;
+	extern __shared__ uint8_t smem_raw[];
+	uint8_t *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+	const uint32_t sQ = smem_u32(base), sK = sQ + C::QB;
+	float *red = (float *)(base + C::QB + STAGES * C::KVB); /* (2, 8, 128) */
+	float *bsum = red + 2 * 8 * QK_BN;                      /* (4) */
+	const uint32_t bar = smem_u32(bsum + 4), fullQ = bar, emptyQ = bar + 8;
+#define FULLK(s) (bar + 16 + 8 * (s))
+#define EMPTYK(s) (bar + 16 + 8 * (STAGES + (s)))
+	const int g = blockIdx.x;
+	const int t0 = blockIdx.y * p.tiles_per_cta, t1 = min(p.ntiles, t0 + p.tiles_per_cta);
+	if (t0 >= t1)
+		return;
+	const int tid = threadIdx.x, wg = tid >> 7;
+	const int q0 = __ldg(p.goff + g), cnt = __ldg(p.goff + g + 1) - q0;
+	const int nchunks = max(1, (cnt + QK_BM - 1) / QK_BM);
+	if (tid == 0) {
+		mbar_init(fullQ, 128);
+		mbar_init(emptyQ, 8);
+		for (int s = 0; s < STAGES; s++) {
+			mbar_init(FULLK(s), 128);
+			mbar_init(EMPTYK(s), 8);
+		}
+		mbar_fence_init();
+	}
+	__syncthreads();
+
+	if (wg == 0) {
+		/* ------------------------------------------------------------------ producer */
+		reg_dealloc<40>();
+		int kvit = 0;
+		for (int c = 0; c < nchunks; c++) {
+			mbar_wait(emptyQ, (c & 1) ^ 1);
+			load_tile<QK_BM, D, 128, true>(sQ, (const bf16 *)p.q, p.perm + q0 + c * QK_BM, 0,
+						       min(QK_BM, cnt - c * QK_BM), tid);
+			mbar_arrive_cpasync(fullQ);
+			for (int t = t0; t < t1; t++, kvit++) {
+				const int st = kvit % STAGES, ph = (kvit / STAGES) & 1;
+				mbar_wait(EMPTYK(st), ph ^ 1);
+				load_tile<QK_BN, D, 128, false>(sK + st * C::KVB, (const bf16 *)p.k, nullptr, t * QK_BN,
+								min(QK_BN, p.n - t * QK_BN), tid);
+				mbar_arrive_cpasync(FULLK(st));
+			}
+		}
+		asm volatile("cp.async.wait_all;\n" ::: "memory"); /* copies never committed to groups */
+		return;
+	}
+	/* ---------------------------------------------------------------------- consumers */
+	reg_alloc<232>();
+	const int cwg = wg - 1, ctid = tid - 128, lane = tid & 31, wq = (tid >> 5) & 3, w8 = cwg * 4 + wq;
+	const int tq = lane & 3;
+	const uint32_t sQw = sQ + cwg * 64 * 128;
+	const float inv = 1.0f / (float)cnt;
+	int kvit = 0, it = 0;
+	for (int c = 0; c < nchunks; c++) {
+		const int ra = c * QK_BM + cwg * 64 + wq * 16 + (lane >> 2), rb = ra + 8;
+		float nAh = -INFINITY, nAl = 0.f, nBh = -INFINITY, nBl = 0.f;
+		if (ra < cnt)
+			nl_split(__ldg(p.lse + __ldg(p.perm + q0 + ra)), nAh, nAl);
+		if (rb < cnt)
+			nl_split(__ldg(p.lse + __ldg(p.perm + q0 + rb)), nBh, nBl);
+		const bool last = c == nchunks - 1;
+		mbar_wait(fullQ, c & 1);
+		auto issue = [&](float(&s)[64], int k) { /* S of ring slot k % STAGES, asynchronously */
+			const int st = k % STAGES;
+			mbar_wait(FULLK(st), (k / STAGES) & 1);
+			fence_proxy_async();
+			wg_fence();
+			qk_gemm<D>(s, sQw, sK + st * C::KVB);
+			wg_commit();
+		};
+		/* tile t (ring counter k) is in cur; start tile t+1 into nxt, then reduce cur */
+		auto step = [&](float(&cur)[64], float(&nxt)[64], int t, int k) {
+			wg_wait<0>();
+			reg_fence(cur);
+			if (lane == 0) {
+				mbar_arrive(EMPTYK(k % STAGES));
+				if (t == t1 - 1)
+					mbar_arrive(emptyQ);
+			}
+			if (t + 1 < t1)
+				issue(nxt, k + 1);
+			const int key0 = t * QK_BN;
+			float v[32];
+			pair_probs(v, cur, p, nAh, nAl, nBh, nBl, min(QK_BN, p.n - key0), tq);
+			colsum_scatter(v, lane);
+			float *rd = red + (it & 1) * 8 * QK_BN;
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				rd[w8 * QK_BN + colsum_col(lane, i)] = v[i];
+			named_sync(1, 256);
+			if (cwg == 0) {
+				float sum = 0.f;
+#pragma unroll
+				for (int w = 0; w < 8; w++)
+					sum += rd[w * QK_BN + ctid];
+				const int key = key0 + ctid;
+				const size_t at = (size_t)g * p.n + key;
+				if (c > 0 && key < p.n)
+					sum += p.scores[at];
+				if (last)
+					sum *= inv;
+				if (p.scores && key < p.n)
+					p.scores[at] = sum;
+				if (last && p.block_scores) {
+					float bs = key < p.n ? sum : 0.f;
+#pragma unroll
+					for (int o = 16; o > 0; o >>= 1)
+						bs += __shfl_xor_sync(0xffffffffu, bs, o);
+					if (lane == 0)
+						bsum[wq] = bs;
+					named_sync(2, 128);
+					if (ctid == 0)
+						p.block_scores[(size_t)g * p.ntiles + t] = (bsum[0] + bsum[1]) + (bsum[2] + bsum[3]);
+				}
+			}
+			it++;
+		};
+		float sa[64], sb[64];
+		issue(sa, kvit);
+		for (int t = t0; t < t1; t += 2) {
+			step(sa, sb, t, kvit++);
+			if (t + 1 < t1)
+				step(sb, sa, t + 1, kvit++);
+		}
+	}
+#undef FULLK
+#undef EMPTYK
+}
+
+template <int D, int STAGES>
+int launch_sm90(GSParams p, cudaStream_t st)
+{
+	using C = dg_sm90_cfg<D, STAGES>;
+	const size_t smem = 1024 + C::QB + STAGES * C::KVB + (2 * 8 * QK_BN + 4) * sizeof(float) + 8 * (2 + 2 * STAGES);
+	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES>, smem))
+		DGM_ARG(0, "exact group scores: cannot get %zu bytes of shared memory", smem);
+	/* one CTA per SM at a time: runs of equal length, about 8 CTAs per SM in all */
+	const long long want = 8LL * dgm_num_sms();
+	int runs = (int)((want + p.ngroups - 1) / p.ngroups);
+	runs = runs < 1 ? 1 : runs > p.ntiles ? p.ntiles : runs;
+	p.tiles_per_cta = (p.ntiles + runs - 1) / runs;
+	dim3 grid(p.ngroups, (p.ntiles + p.tiles_per_cta - 1) / p.tiles_per_cta);
+	group_scores_sm90<D, STAGES><<<grid, 384, smem, st>>>(p);
+	DGM_LAUNCHED();
+	return 0;
+}
+
 } // namespace
 
 /* numbered versions (v0 = the promoted one) */
 static const char *const names[] = {
 	"v1: mma.sync 128x128 tiles, 8 warps, 1 CTA/SM (171 registers)",
 	"v2: as v1 with 2 CTAs/SM (128 registers)",
+	"v3: wgmma, producer warpgroup + 2 consumer warpgroups, next tile's S under this tile's exp (sm_90a)",
 };
-#define NVERSIONS 2
+#define NVERSIONS 3
 #define PROMOTED 2
 
 extern "C" const char *dg_exact_scores_name(int version)
@@ -204,6 +357,10 @@ extern "C" int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t 
 	if (version == 0)
 		version = PROMOTED;
 	DGM_ARG(version >= 1 && version <= NVERSIONS, "exact group scores: no version %d", version);
+	if (version == 3 && !scores)
+		version = 2; /* v3 accumulates chunked groups in the token scores */
+	if (version == 3)
+		return d == 64 ? launch_sm90<64, 4>(p, st) : launch_sm90<128, 4>(p, st);
 	if (version == 1)
 		return d == 64 ? launch<64, 1>(p, st) : launch<128, 1>(p, st);
 	return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);

@@ -7,8 +7,9 @@
  *     scratch (cudaMallocAsync) that the launchers free on the same stream;
  *   - the order-preserving float -> uint32 map used by every selection (higher key = higher score;
  *     -0.0 and +0.0 map to the same key, as they compare equal in the CPU twin);
- *   - mma.sync m16n8k16 bf16 wrappers, ldmatrix and cp.async, and the 128-query x 128-key QK^T tile
- *     engine (qk_tiles) that both the exact group scores and the per-query probability rows use;
+ *   - the 128-query x 128-key QK^T tile engine on mma.sync (qk_mma; the PTX wrappers are those of
+ *     attn_common.cuh) that the exact group scores and the per-query probability rows use, and the
+ *     column-sum reduce-scatter of a probability tile over a warp's 16 rows (colsum_scatter);
  *   - the per-row top-K radix select (row_select_*): 3 passes (11, 11, 10 bits) over orderable keys,
  *     ties resolved by the lower index, and the warp-range emission that writes the kept indices in
  *     ascending order.
@@ -24,6 +25,8 @@
 #include <stdio.h>
 #include <limits.h>
 #include <math.h>
+
+#include "attn_common.cuh" /* smem_u32, cp.async, ldmatrix, mma.sync and wgmma wrappers, swizzled tiles */
 
 #define DGM_DEV static __device__ __forceinline__
 
@@ -98,29 +101,7 @@ DGM_DEV float key2f(uint32_t k)
 /* ------------------------------------------------------------------------------------------------ */
 /* PTX wrappers                                                                                      */
 
-DGM_DEV uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-DGM_DEV void cp_async16(uint32_t dst, const void *src, int src_bytes)
-{
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-DGM_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 DGM_DEV void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-DGM_DEV void ldmatrix_x4(uint32_t r[4], uint32_t addr)
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(addr));
-}
-
-DGM_DEV void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-		     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 DGM_DEV float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
@@ -205,6 +186,37 @@ DGM_DEV void qk_mma(float acc[QK_BN / 8][4], const uint32_t qa[D / 16][4], uint3
 			mma_16816(acc[2 * jp + 1], qa[kk], b[2], b[3]);
 		}
 	}
+}
+
+/*
+ * Column sums of a 16-row x 128-column tile held in the MMA accumulator layout, reduced over the
+ * warp's 16 rows: in, v[2j + e] = the lane's two rows' sum at column 8j + 2(lane%4) + e; out, v[0..3]
+ * = the warp's sums at columns colsum_col(lane, 0..3) (a reduce-scatter over the 8 lanes that share
+ * lane%4: lane bits 4, 3, 2; 28 shuffles instead of 96 for a full reduction).
+ */
+DGM_DEV void colsum_scatter(float (&v)[32], int lane)
+{
+	const bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		const float send = b4 ? v[i] : v[i + 16], keep = b4 ? v[i + 16] : v[i];
+		v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+	}
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		const float send = b3 ? v[i] : v[i + 8], keep = b3 ? v[i + 8] : v[i];
+		v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
+	}
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		const float send = b2 ? v[i] : v[i + 4], keep = b2 ? v[i + 4] : v[i];
+		v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 4);
+	}
+}
+DGM_DEV int colsum_col(int lane, int i)
+{
+	const int o = (lane & 16) + (lane & 8) + (lane & 4) + i;
+	return 8 * (o >> 1) + 2 * (lane & 3) + (o & 1);
 }
 
 /* ------------------------------------------------------------------------------------------------ */

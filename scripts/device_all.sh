@@ -17,6 +17,7 @@
 # Benchmarks (BENCHES, default "bench dit"; BENCH_REPS 5):
 #   bench   dsgap bench --device gpu (kernels, anchor step, layer-step)
 #   dit     scripts/gpu_dit.sh bench: Wan2.1-1.3B forward vs PyTorch, 50-step mc-sparse speedup
+#   meta    gpu_meta --bench: every version of every metadata kernel at n = 32760, d = 128
 # DEADLINE: seconds for the whole script (default 540); a benchmark that would start after it is
 # skipped and one that runs into it is stopped. CHECK_CAP (default half of it): each check's limit;
 # BENCH_CAP (default 150): dsgap bench's.
@@ -89,6 +90,10 @@ if has "$BENCHES" bench && [ "$(left)" -gt 60 ]; then
 	run bench $(( $(left) < ${BENCH_CAP:-150} ? $(left) : ${BENCH_CAP:-150} )) "$DSGAP" bench --device gpu --reps ${BENCH_REPS:-5} \
 		--csv "$OUT/bench.csv"
 	grep -E "^[a-z_]+(@[0-9.]+)? " "$OUT/bench.log" | tee -a "$S"
+fi
+if has "$BENCHES" meta && [ "$(left)" -gt 60 ]; then
+	run gpu_meta_bench 60 .carry/bin/gpu_meta --bench
+	grep -E "^bench" "$OUT/gpu_meta_bench.log" | tee -a "$S"
 fi
 if has "$BENCHES" dit && [ "$(left)" -gt 90 ]; then
 	DIT_GEN_TIMEOUT=${DIT_GEN_TIMEOUT:-$(( $(left) - 75 ))} run gpu_dit_bench $(left) bash scripts/gpu_dit.sh bench

@@ -10,7 +10,8 @@
 #   exp_collect RUN DEST   copy the small outputs of WORK/RUN to DEST (metrics.csv only under 2 MB)
 #   exp_readme TEXT JSON   RESULTS/README.md: TEXT, then the command, run time, device (from the
 #                          run.json JSON), commit and the files; copies WORK/summary.{csv,md}
-# DSGAP_WORK=DIR moves the scratch folder; KEEP_WORK=0 removes it at the end.
+# DSGAP_WORK=DIR moves the scratch folder; KEEP_WORK=0 removes it at the end; DSGAP_DEVICE=gpu
+# captures the bundled trace on the GPU.
 # shellcheck shell=bash
 set -euo pipefail
 
@@ -32,7 +33,7 @@ exp_bundled_trace() { # [STEPS]: 10 -> build/experiments/bundled.h5, else bundle
   mkdir -p "$(dirname "$t")"
   [ -f "$t" ] || "$DSGAP" capture --model "$m" --text "$m/conds.safetensors:cockatoo" \
     --negative "$m/conds.safetensors:null" --latent 16x32x32 --seed 1 --steps "$steps" --shift 3 \
-    --guidance 3 --layers 0,3,7 --out "$t" --quiet
+    --guidance 3 --layers 0,3,7 --device "${DSGAP_DEVICE:-cpu}" --out "$t" --quiet
 }
 
 exp_run() {

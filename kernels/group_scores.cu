@@ -152,14 +152,17 @@ int launch(const GSParams &p, cudaStream_t st)
 }
 
 /*
- * v3 (sm_90a): one CTA = 3 warpgroups, as the attention kernels of attn_sm90.cuh. WG0 (producer) copies
- * the group's 128-query chunk (gathered through perm) once and the run's K tiles into a STAGES-deep
- * ring (cp.async, mbarriers); WG1 and WG2 (consumers, 64 rows each) compute S = Q K^T with wgmma
- * m64n128k16 and issue the next tile's S before turning this one into probabilities, so the tensor
- * cores run under the exponentials; each warp's column sums (colsum_scatter) meet in shared memory
- * (double-buffered) and WG1 adds the 8 warps, in warp order, and writes the scores. Groups of more
- * than 128 queries: the chunks run one after the other, accumulating in the scores array (token
- * scores required; the launcher sends block-only calls to v2).
+ * v3 (sm_90a): S^T = K Q^T on wgmma, so that the sum over the group's queries is a row sum in the
+ * accumulator (each thread adds its 32 columns, then 2 quad shuffles) and no warp waits for another.
+ * One CTA = 3 warpgroups, as the attention kernels of attn_sm90.cuh: WG0 (producer) copies the
+ * group's 128-query chunk (gathered through perm) once and the run's K tiles into a STAGES-deep ring
+ * (cp.async, mbarriers); WG1 and WG2 (consumers) take 64 keys of each tile each (M = 64 keys,
+ * N = 128 queries), hold the chunk's 32 per-column -LSE terms in registers, and write their keys'
+ * scores directly; the two warpgroups never synchronise, so one's exponentials run under the
+ * other's wgmma. Groups of more than 128 queries: the chunks run one after the other, accumulating
+ * in the token scores (so v3 needs them: the launcher sends block-only calls to v2); block scores
+ * come from the token scores by block_sums. (A first v3, S = Q K^T with the v2 column reduce-scatter
+ * and a cross-warp sum through shared memory each tile, measured 1.36 ms: slower than v2.)
  */
 template <int D, int STAGES>
 __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constant__ GSParams p)
@@ -167,10 +170,8 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 	using C = dg_sm90_cfg<D, STAGES>;
 	extern __shared__ uint8_t smem_raw[];
 	uint8_t *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-	const uint32_t sQ = smem_u32(base), sK = sQ + C::QB;
-	float *red = (float *)(base + C::QB + STAGES * C::KVB); /* (2, 8, 128) */
-	float *bsum = red + 2 * 8 * QK_BN;                      /* (4) */
-	const uint32_t bar = smem_u32(bsum + 4), fullQ = bar, emptyQ = bar + 8;
+	const uint32_t sQ = smem_u32(base), sK = sQ + C::QB, bar = sK + STAGES * C::KVB;
+	const uint32_t fullQ = bar, emptyQ = bar + 8;
 #define FULLK(s) (bar + 16 + 8 * (s))
 #define EMPTYK(s) (bar + 16 + 8 * (STAGES + (s)))
 	const int g = blockIdx.x;
@@ -213,92 +214,87 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 	}
 	/* ---------------------------------------------------------------------- consumers */
 	reg_alloc<232>();
-	const int cwg = wg - 1, ctid = tid - 128, lane = tid & 31, wq = (tid >> 5) & 3, w8 = cwg * 4 + wq;
-	const int tq = lane & 3;
-	const uint32_t sQw = sQ + cwg * 64 * 128;
+	const int cwg = wg - 1, lane = tid & 31, wq = (tid >> 5) & 3, tq = lane & 3;
+	const int krow = cwg * 64 + wq * 16 + (lane >> 2); /* this thread's keys in a tile: krow, krow + 8 */
 	const float inv = 1.0f / (float)cnt;
-	int kvit = 0, it = 0;
+	int kvit = 0;
 	for (int c = 0; c < nchunks; c++) {
-		const int ra = c * QK_BM + cwg * 64 + wq * 16 + (lane >> 2), rb = ra + 8;
-		float nAh = -INFINITY, nAl = 0.f, nBh = -INFINITY, nBl = 0.f;
-		if (ra < cnt)
-			nl_split(__ldg(p.lse + __ldg(p.perm + q0 + ra)), nAh, nAl);
-		if (rb < cnt)
-			nl_split(__ldg(p.lse + __ldg(p.perm + q0 + rb)), nBh, nBl);
+		float nh[32], nl[32]; /* -LSE log2(e) of the query at column 8j + 2tq + e, hi + lo */
+#pragma unroll
+		for (int j = 0; j < 16; j++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int r = c * QK_BM + 8 * j + 2 * tq + e;
+				nh[2 * j + e] = -INFINITY, nl[2 * j + e] = 0.f;
+				if (r < cnt)
+					nl_split(__ldg(p.lse + __ldg(p.perm + q0 + r)), nh[2 * j + e], nl[2 * j + e]);
+			}
 		const bool last = c == nchunks - 1;
 		mbar_wait(fullQ, c & 1);
-		auto issue = [&](float(&s)[64], int k) { /* S of ring slot k % STAGES, asynchronously */
-			const int st = k % STAGES;
-			mbar_wait(FULLK(st), (k / STAGES) & 1);
+		for (int t = t0; t < t1; t++, kvit++) {
+			const int st = kvit % STAGES;
+			float s[64];
+			mbar_wait(FULLK(st), (kvit / STAGES) & 1);
 			fence_proxy_async();
 			wg_fence();
-			qk_gemm<D>(s, sQw, sK + st * C::KVB);
+			qk_gemm<D>(s, sK + st * C::KVB + cwg * 64 * 128, sQ); /* (64 keys, 128 queries) */
 			wg_commit();
-		};
-		/* tile t (ring counter k) is in cur; start tile t+1 into nxt, then reduce cur */
-		auto step = [&](float(&cur)[64], float(&nxt)[64], int t, int k) {
 			wg_wait<0>();
-			reg_fence(cur);
+			reg_fence(s);
 			if (lane == 0) {
-				mbar_arrive(EMPTYK(k % STAGES));
+				mbar_arrive(EMPTYK(st));
 				if (t == t1 - 1)
 					mbar_arrive(emptyQ);
 			}
-			if (t + 1 < t1)
-				issue(nxt, k + 1);
-			const int key0 = t * QK_BN;
-			float v[32];
-			pair_probs(v, cur, p, nAh, nAl, nBh, nBl, min(QK_BN, p.n - key0), tq);
-			colsum_scatter(v, lane);
-			float *rd = red + (it & 1) * 8 * QK_BN;
+			float r0 = 0.f, r1 = 0.f;
 #pragma unroll
-			for (int i = 0; i < 4; i++)
-				rd[w8 * QK_BN + colsum_col(lane, i)] = v[i];
-			named_sync(1, 256);
-			if (cwg == 0) {
-				float sum = 0.f;
+			for (int j = 0; j < 16; j++)
 #pragma unroll
-				for (int w = 0; w < 8; w++)
-					sum += rd[w * QK_BN + ctid];
-				const int key = key0 + ctid;
-				const size_t at = (size_t)g * p.n + key;
-				if (c > 0 && key < p.n)
-					sum += p.scores[at];
-				if (last)
-					sum *= inv;
-				if (p.scores && key < p.n)
-					p.scores[at] = sum;
-				if (last && p.block_scores) {
-					float bs = key < p.n ? sum : 0.f;
-#pragma unroll
-					for (int o = 16; o > 0; o >>= 1)
-						bs += __shfl_xor_sync(0xffffffffu, bs, o);
-					if (lane == 0)
-						bsum[wq] = bs;
-					named_sync(2, 128);
-					if (ctid == 0)
-						p.block_scores[(size_t)g * p.ntiles + t] = (bsum[0] + bsum[1]) + (bsum[2] + bsum[3]);
+				for (int e = 0; e < 2; e++) {
+					r0 += prob_of(s[4 * j + e], p.chi, p.clo, nh[2 * j + e], nl[2 * j + e]);
+					r1 += prob_of(s[4 * j + 2 + e], p.chi, p.clo, nh[2 * j + e], nl[2 * j + e]);
 				}
+			r0 += __shfl_xor_sync(0xffffffffu, r0, 1);
+			r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
+			r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
+			r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
+			if (tq == 0) {
+				const int ka = t * QK_BN + krow, kb = ka + 8;
+				float *row = p.scores + (size_t)g * p.n;
+				if (ka < p.n)
+					row[ka] = (c > 0 ? row[ka] + r0 : r0) * (last ? inv : 1.f);
+				if (kb < p.n)
+					row[kb] = (c > 0 ? row[kb] + r1 : r1) * (last ? inv : 1.f);
 			}
-			it++;
-		};
-		float sa[64], sb[64];
-		issue(sa, kvit);
-		for (int t = t0; t < t1; t += 2) {
-			step(sa, sb, t, kvit++);
-			if (t + 1 < t1)
-				step(sb, sa, t + 1, kvit++);
 		}
 	}
 #undef FULLK
 #undef EMPTYK
 }
 
+/* block_scores (ngroups, nb) = sums of scores (ngroups, n) over runs of 128 keys: a warp per entry */
+__global__ void block_sums(const float *scores, int n, int nb, long long entries, float *block_scores)
+{
+	const long long e = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	if (e >= entries)
+		return;
+	const int lane = threadIdx.x & 31, b = (int)(e % nb);
+	const float *row = scores + (e / nb) * n;
+	float s = 0.f;
+	for (int j = b * QK_BN + lane; j < min(n, (b + 1) * QK_BN); j += 32)
+		s += row[j];
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xffffffffu, s, o);
+	if (lane == 0)
+		block_scores[e] = s;
+}
+
 template <int D, int STAGES>
 int launch_sm90(GSParams p, cudaStream_t st)
 {
 	using C = dg_sm90_cfg<D, STAGES>;
-	const size_t smem = 1024 + C::QB + STAGES * C::KVB + (2 * 8 * QK_BN + 4) * sizeof(float) + 8 * (2 + 2 * STAGES);
+	const size_t smem = 1024 + C::QB + STAGES * C::KVB + 8 * (2 + 2 * STAGES);
 	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES>, smem))
 		DGM_ARG(0, "exact group scores: cannot get %zu bytes of shared memory", smem);
 	/* one CTA per SM at a time: runs of equal length, about 8 CTAs per SM in all */
@@ -309,6 +305,12 @@ int launch_sm90(GSParams p, cudaStream_t st)
 	dim3 grid(p.ngroups, (p.ntiles + p.tiles_per_cta - 1) / p.tiles_per_cta);
 	group_scores_sm90<D, STAGES><<<grid, 384, smem, st>>>(p);
 	DGM_LAUNCHED();
+	if (p.block_scores) {
+		const long long entries = (long long)p.ngroups * p.ntiles;
+		block_sums<<<(unsigned)((entries * 32 + 255) / 256), 256, 0, st>>>(p.scores, p.n, p.ntiles, entries,
+										  p.block_scores);
+		DGM_LAUNCHED();
+	}
 	return 0;
 }
 
@@ -318,10 +320,10 @@ int launch_sm90(GSParams p, cudaStream_t st)
 static const char *const names[] = {
 	"v1: mma.sync 128x128 tiles, 8 warps, 1 CTA/SM (171 registers)",
 	"v2: as v1 with 2 CTAs/SM (128 registers)",
-	"v3: wgmma, producer warpgroup + 2 consumer warpgroups, next tile's S under this tile's exp (sm_90a)",
+	"v3: S^T = K Q^T on wgmma, producer + 2 independent consumer warpgroups, row sums (sm_90a)",
 };
 #define NVERSIONS 3
-#define PROMOTED 2
+#define PROMOTED 3
 
 extern "C" const char *dg_exact_scores_name(int version)
 {

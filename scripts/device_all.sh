@@ -57,10 +57,16 @@ sanitize() { # tool: compute-sanitizer on a GPU replay of every policy (precise 
 		/tmp/san-$1.h5 --device gpu --policies all --density 0.2 --schedule warmup=1 \
 		--out /tmp/san-$1 --quiet
 }
-experiments() {
+experiments() { # the bundled traces captured here on the GPU, then experiments 1-3, each timed
+	local t0=$SECONDS
+	(source experiments/lib.sh && exp_init ladder && DSGAP_DEVICE=gpu exp_bundled_trace &&
+		DSGAP_DEVICE=gpu exp_bundled_trace 14) || return 1
+	echo "experiments: bundled traces captured in $((SECONDS - t0)) s"
 	for x in ladder ablation refresh; do
+		t0=$SECONDS
 		"$DSGAP" run experiments/$x.ini --device gpu --out /tmp/exp/$x --quiet || return 1
-		mkdir -p "$OUT/experiments/$x" && cp /tmp/exp/$x/summary.* "$OUT/experiments/$x/"
+		echo "experiments: $x in $((SECONDS - t0)) s"
+		mkdir -p "$OUT/experiments/$x" && cp /tmp/exp/$x/summary.* /tmp/exp/$x/*/run.json "$OUT/experiments/$x/" 2>/dev/null
 	done
 }
 
@@ -71,8 +77,8 @@ CAP=${CHECK_CAP:-$(( $(left) / 2 ))}   # each check stops there
 has "$CHECKS" gpu_kernels && run gpu_kernels $CAP .carry/bin/gpu_kernels &
 has "$CHECKS" gpu_meta && run gpu_meta $CAP .carry/bin/gpu_meta &
 has "$CHECKS" gpu_replay && run gpu_replay $CAP bash tests/gpu_replay.sh &
-has "$CHECKS" gpu_dit && run gpu_dit $CAP bash scripts/gpu_dit.sh check &
-has " $BENCHES " dit && run gpu_dit_prepare $CAP bash scripts/gpu_dit.sh prepare &
+has "$CHECKS" gpu_dit && run dit_check $CAP bash scripts/gpu_dit.sh check &
+has " $BENCHES " dit && run dit_prepare $CAP bash scripts/gpu_dit.sh prepare &
 for tool in memcheck racecheck; do
 	has "$CHECKS" $tool && run sanitize_$tool $CAP bash -c "sanitize $tool" &
 done
@@ -96,7 +102,7 @@ if has "$BENCHES" meta && [ "$(left)" -gt 60 ]; then
 	grep -E "^bench" "$OUT/gpu_meta_bench.log" | tee -a "$S"
 fi
 if has "$BENCHES" dit && [ "$(left)" -gt 90 ]; then
-	DIT_GEN_TIMEOUT=${DIT_GEN_TIMEOUT:-$(( $(left) - 75 ))} run gpu_dit_bench $(left) bash scripts/gpu_dit.sh bench
+	DIT_GEN_TIMEOUT=${DIT_GEN_TIMEOUT:-$(( $(left) - 75 ))} run dit_bench $(left) bash scripts/gpu_dit.sh bench
 	grep -E "^[a-z_0-9.]+,[-0-9.e+naif]+," "$OUT/gpu_dit.csv" | tee -a "$S"
 fi
 echo "device_all.sh done at $((SECONDS - T0)) s" | tee -a "$S"

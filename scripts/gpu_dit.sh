@@ -55,6 +55,15 @@ done
 step compare 120 $PY scripts/gpu_dit.py compare "$S" "$W/dump_gpu.safetensors" "$W/dump_cpu.safetensors" \
   "$(ls "$W"/euler_gpu/*.h5 | head -1)" "$(ls "$W"/euler_cpu/*.h5 | head -1)" --steps 4 --guidance 5 --shift 5
 grep -E "^(ok|FAIL)|checks failed" "$L" | tail -3
+# mc-sparse in the loop on both devices (each against its own dense run): the fidelity it loses on
+# the GPU should be the fidelity it loses on the CPU
+for dev in gpu cpu; do
+  step "sparse_$dev" 60 "$DSGAP" generate --model "$S/model" --text "$S/text.safetensors" --noise "$S/noise.safetensors" \
+    --steps 4 --guidance 5 --shift 5 --policies dense,mc-sparse --density 0.3 --schedule warmup=1 --device $dev \
+    --quiet --out "$W/sparse_$dev"
+  log "--- mc-sparse vs dense on the $dev:"
+  cat "$W/sparse_$dev/generate.csv" | tee -a "$L"
+done
 
 fi
 
@@ -67,9 +76,18 @@ fi
 echo "name,value,unit" > "$CSV"
 step torch_forward 90 $PY scripts/gpu_dit.py bench "$B" --reps 2
 TORCH_JSON=$(grep '"pytorch_forward_s"' "$L" | tail -1)
+mem_poll() { # the GPU's used memory every 0.2 s into $1, until killed
+  while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; sleep 0.2; done > "$1" 2>/dev/null
+}
 base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
-( while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; sleep 0.2; done ) \
-  > "$W/mem.txt" 2>/dev/null &
+# the dense forward's peak alone: 2 dense CFG steps (4 forwards)
+mem_poll "$W/mem_dense.txt" &
+POLL=$!
+step generate_dense 120 "$DSGAP" generate --model "$B/model" --text "$B/text.safetensors" --noise "$B/noise.safetensors" \
+  --steps 2 --guidance 5 --shift 5 --device gpu --policies dense --out "$W/gen_dense" --quiet
+kill "$POLL" 2>/dev/null
+wait "$POLL" 2>/dev/null
+mem_poll "$W/mem.txt" &
 POLL=$!
 step generate ${DIT_GEN_TIMEOUT:-330} "$DSGAP" generate --model "$B/model" --text "$B/text.safetensors" --noise "$B/noise.safetensors" \
   --steps "$STEPS" --guidance 5 --shift 5 --device gpu --policies dense,mc-sparse --density 0.15 \
@@ -78,17 +96,19 @@ kill "$POLL" 2>/dev/null
 wait "$POLL" 2>/dev/null
 cp "$W/gen/generate.csv" "$W/gen/generate.json" "$OUT/" 2>/dev/null
 peak=$(sort -n "$W/mem.txt" | tail -1)
-$PY - "$W/gen/generate.json" "$TORCH_JSON" "${peak:-0}" "${base:-0}" >> "$CSV" 2>> "$L" <<'EOF'
+peak_dense=$(sort -n "$W/mem_dense.txt" | tail -1)
+$PY - "$W/gen/generate.json" "$TORCH_JSON" "${peak:-0}" "${base:-0}" "${peak_dense:-0}" >> "$CSV" 2>> "$L" <<'EOF'
 import json, sys
 g = json.load(open(sys.argv[1]))
 t = json.loads(sys.argv[2]) if sys.argv[2] else {}
-peak, base = float(sys.argv[3]), float(sys.argv[4])
+peak, base, peak_dense = float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 runs = {r["policy"]: r for r in g["runs"]}
 d, s = runs["dense"], runs.get("mc-sparse")
 fwd = d["transformer_s"] / (2 * g["steps"])  # CFG: two forwards a step
 rows = [("dsgap_forward_s", fwd, "s"), ("pytorch_forward_s", t.get("pytorch_forward_s", float("nan")), "s"),
         ("forward_over_pytorch", fwd / t.get("pytorch_forward_s", float("nan")), "ratio"),
-        ("peak_mem_gb", (peak - base) / 1024, "GiB (nvidia-smi, process incl. CUDA context)"),
+        ("peak_mem_dense_gb", (peak_dense - base) / 1024, "GiB (nvidia-smi, dense CFG run, incl. CUDA context)"),
+        ("peak_mem_mc_sparse_run_gb", (peak - base) / 1024, "GiB (nvidia-smi, dense + mc-sparse run: residuals of 30 layers x 12 heads x 2 CFG branches)"),
         ("pytorch_peak_alloc_gb", t.get("peak_alloc_gb", float("nan")), "GB")]
 if s:
     rows.append(("e2e_speedup_mc_sparse", d["transformer_s"] / s["transformer_s"], "ratio"))

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "plot.h"
 #include "util.h"
 
 #ifndef DSGAP_DATA_DIR
@@ -104,9 +105,10 @@ int dg_cmd_demo(int argc, char **argv)
 	char *decompose[] = { "decompose", (char *)out, NULL };
 	char *plot[] = { "plot", (char *)out, NULL };
 	double t0 = dg_now();
+	const bool figures = dg_gnuplot_found(); /* GPU machines often lack it: tables only, then */
 	int rc = (synthetic ? stage(dg_cmd_synth, synth) : stage(dg_cmd_capture, capture)) ||
 		 stage(dg_cmd_replay, replay) || stage(dg_cmd_decompose, decompose) ||
-		 stage(dg_cmd_plot, plot);
+		 (figures && stage(dg_cmd_plot, plot));
 	free(trace), free(text), free(negative);
 	if (rc) {
 		free(defmodel);
@@ -119,6 +121,9 @@ int dg_cmd_demo(int argc, char **argv)
 	       "  ablation.{md,tex,csv}                 the MC-Sparse factorial with Shapley shares\n"
 	       "  figures/*.{png,pdf,gp,dat}            the figures (re-render with gnuplot NAME.gp)\n",
 	       dg_now() - t0, synthetic ? "synthetic trace" : model, device, out);
+	if (!figures)
+		printf("gnuplot was not found, so there are no figures: run `dsgap plot %s` where it is "
+		       "installed\n", out);
 	free(defmodel);
 	return 0;
 }

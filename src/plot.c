@@ -809,6 +809,24 @@ static int fig_mass_distribution(plotter *pl)
 
 /* ---- rendering and installing --------------------------------------------------------------- */
 
+bool dg_gnuplot_found(void)
+{
+	if (access(DG_GNUPLOT, X_OK) == 0)
+		return true;
+	const char *path = getenv("PATH");
+	char buf[4096];
+	for (const char *p = path ? path : ""; *p;) {
+		size_t len = strcspn(p, ":");
+		if (len && len < sizeof buf - 9) {
+			snprintf(buf, sizeof buf, "%.*s/gnuplot", (int)len, p);
+			if (access(buf, X_OK) == 0)
+				return true;
+		}
+		p += len + (p[len] == ':');
+	}
+	return false;
+}
+
 int dg_gnuplot(const char *dir, const char *name)
 {
 	char gp[128];

@@ -55,6 +55,14 @@ done
 step compare 120 $PY scripts/gpu_dit.py compare "$S" "$W/dump_gpu.safetensors" "$W/dump_cpu.safetensors" \
   "$(ls "$W"/euler_gpu/*.h5 | head -1)" "$(ls "$W"/euler_cpu/*.h5 | head -1)" --steps 4 --guidance 5 --shift 5
 grep -E "^(ok|FAIL)|checks failed" "$L" | tail -3
+# the same 4 Euler steps without guidance: how much of the latents' error is CFG's amplification
+for dev in gpu cpu; do
+  step "euler_g1_$dev" 60 "$DSGAP" generate --model "$S/model" --text "$S/text.safetensors" --noise "$S/noise.safetensors" \
+    --steps 4 --guidance 1 --shift 5 --sampler euler --policies dense --device $dev --quiet --out "$W/euler_g1_$dev"
+done
+step compare_g1 120 $PY scripts/gpu_dit.py compare "$S" "$W/dump_gpu.safetensors" "$W/dump_cpu.safetensors" \
+  "$(ls "$W"/euler_g1_gpu/*.h5 | head -1)" "$(ls "$W"/euler_g1_cpu/*.h5 | head -1)" --steps 4 --guidance 1 --shift 5
+grep -E "final latents" "$L" | tail -2
 # mc-sparse in the loop on both devices (each against its own dense run): the fidelity it loses on
 # the GPU should be the fidelity it loses on the CPU
 for dev in gpu cpu; do

@@ -52,6 +52,10 @@ struct dg_backend {
 	 * for). The primitives that run a host twin on the unit (peers, PISA, per-query selections other
 	 * than top-k over tokens) need a unit from load instead. */
 	void (*load_device)(dg_backend *, const float *q, const float *k, const float *v);
+	/* Optional (NULL: nothing ahead). A hint, after load and before dense: the loaded unit will be
+	 * grouped by this kind; the backend may compute the grouping alongside the dense pass, and
+	 * groups() of that kind on this unit then returns it. */
+	void (*prefetch_groups)(dg_backend *, dg_group_kind);
 	/* Dense attention of the loaded unit: the reference O and its LSE. Returns seconds. */
 	double (*dense)(dg_backend *);
 	/* Group the loaded unit's queries (groups.h). NULL after reporting on failure. */

@@ -4,8 +4,12 @@
  *
  * Everything runs in order on one stream and the host waits only where it needs a result: the
  * dense time, metrics, attention times asked for, and the key counts of a selection whose counts
- * are not known up front (top-p, block), read when first needed. Handles and the kernels' scratch
- * come from the device's stream-ordered pool (cudaMallocAsync), which keeps freed memory cached.
+ * are not known up front (top-p, block), read when first needed. The one exception is the PCA
+ * grouping of a unit hinted at (prefetch_groups): it may run ahead on a second, high-priority
+ * stream, after the load and overlapping the dense pass (its chain of small kernels is latency
+ * bound), joined by an event when groups() takes it or the next load drops it. Handles and the
+ * kernels' scratch come from the device's stream-ordered pool (cudaMallocAsync), which keeps freed
+ * memory cached.
  * A sparse output is kept with the ids of its grouping and selection, so that policies sharing a
  * selection on one unit (oracle and oracle+res, a factorial cell with and without the residual)
  * run the sparse kernel once.
@@ -70,7 +74,14 @@ typedef struct {
 	float *h_lse;            /* host copy, for the host twin of the per-query top-p */
 	cudaStream_t stream;
 	cudaEvent_t ev[2];
+	cudaStream_t side;       /* high priority: the PCA grouping ahead, alongside the dense pass */
+	cudaEvent_t ev_load, ev_ahead; /* the load done (stream), the grouping ahead done (side) */
 	long unit, next_id;      /* loads so far (every load of Q/K/V bumps it); the next handle id */
+	struct {                 /* the PCA grouping made ahead on side for unit, not yet taken; a load
+				  * drops it, so bg is always the loaded unit's */
+		long unit;
+		dg_bgroups *bg;
+	} ahead;
 	struct {                 /* o_sp and mass hold the sparse output of (groups, sel) on unit */
 		long unit, groups, sel;
 		bool timed;
@@ -83,18 +94,35 @@ typedef struct {
 	double pacc[DG_PHASE_COUNT];
 } gpu;
 
-/* device memory from the stream-ordered pool, freed in stream order */
-static void *dmalloc(gpu *g, size_t bytes)
+/* device memory from the stream-ordered pool, in the order of stream st (dmalloc: the main
+ * stream), freed in the order of the main stream */
+static void *dmalloc_on(cudaStream_t st, size_t bytes)
 {
 	void *p;
-	CUDA_CHECK(cudaMallocAsync(&p, bytes ? bytes : 16, g->stream));
+	CUDA_CHECK(cudaMallocAsync(&p, bytes ? bytes : 16, st));
 	return p;
+}
+
+static void *dmalloc(gpu *g, size_t bytes)
+{
+	return dmalloc_on(g->stream, bytes);
 }
 
 static void dfree(gpu *g, void *p)
 {
 	if (p)
 		CUDA_CHECK(cudaFreeAsync(p, g->stream));
+}
+
+/* here rather than with the other handles' frees: a load drops an unconsumed grouping ahead */
+static void gpu_groups_free(dg_backend *be, dg_bgroups *bg)
+{
+	if (!bg)
+		return;
+	dg_groups_free(&bg->g);
+	dfree(be->impl, bg->perm);
+	dfree(be->impl, bg->off);
+	free(bg);
 }
 
 /* phase accounting (phases): an event pair around a primitive's work */
@@ -144,10 +172,23 @@ static void gpu_phases(dg_backend *be, double s[DG_PHASE_COUNT])
 	}
 }
 
+/* before a load overwrites dq, which the grouping ahead reads: the main stream waits for it, and a
+ * grouping not taken (it belongs to the unit being replaced) is freed */
+static void ahead_drop(dg_backend *be)
+{
+	gpu *g = be->impl;
+	if (!g->ahead.bg)
+		return;
+	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_ahead, 0));
+	gpu_groups_free(be, g->ahead.bg);
+	g->ahead.bg = NULL;
+}
+
 static void gpu_load(dg_backend *be, const float *q, const float *k, const float *v)
 {
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
+	ahead_drop(be);
 	g->q = q, g->k = k, g->v = v;
 	g->unit++; /* a kept sparse output belongs to the previous unit */
 	const float *src[3] = { q, k, v };
@@ -167,6 +208,7 @@ static void gpu_load_device(dg_backend *be, const float *q, const float *k, cons
 {
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
+	ahead_drop(be);
 	g->q = g->k = g->v = NULL;
 	g->unit++;
 	CUDA_CHECK(cudaDeviceSynchronize());
@@ -213,27 +255,57 @@ static void groups_upload(gpu *g, dg_bgroups *bg)
 				   g->stream));
 }
 
+/* the PCA grouping of the loaded unit on stream st (its memory too): leaves of exactly 128 (the last
+ * short), so the offsets are known here */
+static dg_bgroups *pca_groups(dg_backend *be, cudaStream_t st)
+{
+	gpu *g = be->impl;
+	int n = be->n, ng = (n + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
+	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
+	bg->id = g->next_id++;
+	bg->perm = dmalloc_on(st, (size_t)n * 4);
+	bg->off = dmalloc_on(st, (size_t)(ng + 1) * 4);
+	KERNEL_CHECK(dg_pca_groups(g->dq, n, be->d, bg->perm, bg->off, (dg_stream)st));
+	bg->g.n = n;
+	bg->g.ngroups = ng;
+	bg->g.off = dg_malloc((size_t)(ng + 1) * sizeof(int));
+	for (int k = 0; k <= ng; k++)
+		bg->g.off[k] = k * DG_GROUP_SIZE < n ? k * DG_GROUP_SIZE : n;
+	return bg;
+}
+
+/* the PCA grouping ahead on side, from the load's data on: it overlaps the dense pass enqueued next */
+static void gpu_prefetch_groups(dg_backend *be, dg_group_kind kind)
+{
+	gpu *g = be->impl;
+	if (kind != DG_GROUP_PCA || g->ahead.bg)
+		return;
+	CUDA_CHECK(cudaEventRecord(g->ev_load, g->stream));
+	CUDA_CHECK(cudaStreamWaitEvent(g->side, g->ev_load, 0));
+	g->ahead.bg = pca_groups(be, g->side);
+	CUDA_CHECK(cudaEventRecord(g->ev_ahead, g->side));
+	g->ahead.unit = g->unit;
+}
+
 static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
 {
 	gpu *g = be->impl;
+	if (kind == DG_GROUP_PCA && g->ahead.bg && g->ahead.unit == g->unit) {
+		/* made ahead: the main stream waits for it; its device time was hidden, not accounted */
+		dg_bgroups *bg = g->ahead.bg;
+		CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_ahead, 0));
+		g->ahead.bg = NULL;
+		return bg;
+	}
+	if (kind == DG_GROUP_PCA) {
+		phase_begin(g);
+		dg_bgroups *bg = pca_groups(be, g->stream);
+		phase_end(g, DG_PHASE_GROUPS);
+		return bg;
+	}
 	int n = be->n;
 	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
 	bg->id = g->next_id++;
-	if (kind == DG_GROUP_PCA) {
-		/* leaves of exactly 128 (the last short): the offsets are known here */
-		int ng = (n + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
-		bg->perm = dmalloc(g, (size_t)n * 4);
-		bg->off = dmalloc(g, (size_t)(ng + 1) * 4);
-		phase_begin(g);
-		KERNEL_CHECK(dg_pca_groups(g->dq, n, be->d, bg->perm, bg->off, (dg_stream)g->stream));
-		phase_end(g, DG_PHASE_GROUPS);
-		bg->g.n = n;
-		bg->g.ngroups = ng;
-		bg->g.off = dg_malloc((size_t)(ng + 1) * sizeof(int));
-		for (int k = 0; k <= ng; k++)
-			bg->g.off[k] = k * DG_GROUP_SIZE < n ? k * DG_GROUP_SIZE : n;
-		return bg;
-	}
 	if (dg_groups_build(&bg->g, kind, g->q, n, be->d, grid, text)) {
 		free(bg);
 		return NULL;
@@ -517,16 +589,6 @@ static void gpu_output_device(dg_backend *be, bool dense, float *o)
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 }
 
-static void gpu_groups_free(dg_backend *be, dg_bgroups *bg)
-{
-	if (!bg)
-		return;
-	dg_groups_free(&bg->g);
-	dfree(be->impl, bg->perm);
-	dfree(be->impl, bg->off);
-	free(bg);
-}
-
 static void gpu_scores_free(dg_backend *be, dg_bscores *s)
 {
 	if (!s)
@@ -558,6 +620,8 @@ static void gpu_vec_free(dg_backend *be, dg_bvec *v)
 static void gpu_destroy(dg_backend *be)
 {
 	gpu *g = be->impl;
+	CUDA_CHECK(cudaStreamSynchronize(g->side));
+	gpu_groups_free(be, g->ahead.bg);
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->dq, g->dk, g->dv };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
@@ -565,8 +629,11 @@ static void gpu_destroy(dg_backend *be)
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	CUDA_CHECK(cudaEventDestroy(g->ev[0]));
 	CUDA_CHECK(cudaEventDestroy(g->ev[1]));
+	CUDA_CHECK(cudaEventDestroy(g->ev_load));
+	CUDA_CHECK(cudaEventDestroy(g->ev_ahead));
 	for (int i = 0; g->profiling && i < 2 * PHASE_MAX; i++)
 		CUDA_CHECK(cudaEventDestroy(g->pev[i]));
+	CUDA_CHECK(cudaStreamDestroy(g->side));
 	CUDA_CHECK(cudaStreamDestroy(g->stream));
 	CUDA_CHECK(cudaFreeHost(g->hq));
 	CUDA_CHECK(cudaFreeHost(g->h_lse));
@@ -597,6 +664,9 @@ dg_backend *dg_backend_gpu(int n, int d)
 	gpu *g = dg_calloc(1, sizeof *g);
 	size_t nd = (size_t)n * d;
 	CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+	int greatest; /* the most urgent stream priority */
+	CUDA_CHECK(cudaDeviceGetStreamPriorityRange(NULL, &greatest));
+	CUDA_CHECK(cudaStreamCreateWithPriority(&g->side, cudaStreamNonBlocking, greatest));
 	/* the stream-ordered pool keeps what is freed (handles, the kernels' scratch) for reuse
 	 * instead of returning it to the driver at every synchronisation */
 	cudaMemPool_t pool;
@@ -606,13 +676,16 @@ dg_backend *dg_backend_gpu(int n, int d)
 	g->kept.unit = -1;
 	CUDA_CHECK(cudaEventCreate(&g->ev[0]));
 	CUDA_CHECK(cudaEventCreate(&g->ev[1]));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_load, cudaEventDisableTiming));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_ahead, cudaEventDisableTiming));
 	CUDA_CHECK(cudaMallocHost((void **)&g->hq, 3 * nd * 2));
 	CUDA_CHECK(cudaMallocHost((void **)&g->h_lse, (size_t)n * 4));
 	g->dq = dmalloc(g, nd * 2), g->dk = dmalloc(g, nd * 2), g->dv = dmalloc(g, nd * 2);
 	g->o_ref = dmalloc(g, nd * 4), g->out = dmalloc(g, nd * 4), g->o_sp = dmalloc(g, nd * 4);
 	g->lse = dmalloc(g, (size_t)n * 4), g->mass = dmalloc(g, (size_t)n * 4), g->dmet = dmalloc(g, 6 * 8);
 	*be = (dg_backend){ .name = "gpu", .n = n, .d = d, .impl = g, .load = gpu_load, .load_device = gpu_load_device,
-			    .dense = gpu_dense, .groups = gpu_groups, .exact = gpu_exact,
+			    .prefetch_groups = gpu_prefetch_groups, .dense = gpu_dense, .groups = gpu_groups,
+			    .exact = gpu_exact,
 			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,
 			    .attend = gpu_attend, .peer = gpu_peer, .approx = gpu_approx,
 			    .phases = gpu_phases, .output = gpu_output, .output_device = gpu_output_device, .groups_free = gpu_groups_free,

@@ -159,6 +159,8 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 			be->load(be, a->hq + h * hs, a->hk + h * hs, a->hv + h * hs);
 		else
 			be->load_device(be, q + h * hs, k + h * hs, v + h * hs);
+		if (be->prefetch_groups && dg_policy_run_groups_with(&r, 1, DG_GROUP_PCA))
+			be->prefetch_groups(be, DG_GROUP_PCA); /* alongside the dense pass */
 		if (dg_policy_run_needs_dense(r))
 			be->dense(be);
 		double tm = dg_now();

@@ -93,6 +93,14 @@ bool dg_policy_run_needs_dense(const dg_policy_run *r)
 	return r->dense_out || r->make_meta || r->p->approx == DG_APPROX_PISA;
 }
 
+bool dg_policy_run_groups_with(dg_policy_run *const *runs, int nruns, dg_group_kind kind)
+{
+	for (int i = 0; i < nruns; i++)
+		if (runs[i]->make_meta && !dg_policy_is_peer(runs[i]->p) && runs[i]->p->group == kind)
+			return true;
+	return false;
+}
+
 int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns, const int grid[3],
 			   int text_tokens)
 {

@@ -5,8 +5,12 @@
  *
  * A dg_policy_run is one policy at one density on one stream of units of the same (layer, head)
  * across steps (a (pass, layer, head) in the DiT): metadata and residual carry over from unit to
- * unit. Per unit, with the unit loaded into the backend and its dense pass done (be->dense):
- *   1. dg_policy_run_plan      per run: does it output the dense O, does it make metadata?
+ * unit. Per unit:
+ *   1. dg_policy_run_plan      per run: does it output the dense O, does it make metadata? It
+ *                              reads no data: callers plan before loading the unit, so that they
+ *                              can hint the backend at a grouping ahead (dg_policy_run_groups_with,
+ *                              be->prefetch_groups). Then, with the unit loaded into the backend
+ *                              and its dense pass done (be->dense):
  *   2. dg_policy_run_metadata  the new metadata of every run that makes some, built together:
  *                              each grouping once, one exact-score pass for all groupings and the
  *                              per-query (oracle) budgets, selections shared by identical keys;
@@ -57,6 +61,10 @@ void dg_policy_run_plan(dg_policy_run *r, const dg_schedule *sc, int step, int l
  * is dense, it makes metadata (refresh=step: every step past the warm-up), or PISA's term needs the LSE.
  * Otherwise (a reuse step of refresh=anchor) the dense pass can be skipped, as the DiT loop does. */
 bool dg_policy_run_needs_dense(const dg_policy_run *r);
+/* Whether dg_policy_run_metadata, as the runs are planned, groups the unit by kind (be->groups): a
+ * run that makes metadata, not a peer's, groups by it. Known before the unit is loaded: the hint of
+ * be->prefetch_groups. */
+bool dg_policy_run_groups_with(dg_policy_run *const *runs, int nruns, dg_group_kind kind);
 /* The metadata of every run with make_meta set (into its fresh), for the loaded unit on a token
  * grid whose first text_tokens keys are text. 0, or -1 after reporting (queries not groupable). */
 int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns, const int grid[3],

@@ -1,10 +1,11 @@
 /*
  * replay.c: the open-loop replay engine. See replay.h for what it writes; DESIGN §3 for the
  * meaning of each switch. Per unit:
- *   1. read Q, K, V; dense attention -> O (the reference) and LSE
- *   2. every instance (policy x density) is a run of policy_run.h: plan, metadata built for all
- *      instances together, output with its metrics
- *   3. one metrics row per instance
+ *   1. every instance (policy x density) is a run of policy_run.h: planned first
+ *   2. read Q, K, V; dense attention -> O (the reference) and LSE, with the PCA grouping that the
+ *      metadata will take computed alongside where the backend can (prefetch_groups)
+ *   3. metadata built for all instances together, each output with its metrics
+ *   4. one metrics row per instance
  * A second thread reads the next unit from the trace (HDF5 decompression) while this one runs the
  * current unit; only that thread calls HDF5 during the loop.
  */
@@ -98,11 +99,14 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 	const dg_trace_meta *tm = &c->t->meta;
 	dg_backend *be = c->be;
 	int step = tm->step_index[s];
-	be->load(be, c->q, c->k, c->v);
-	double dense_s = be->dense(be);
-	c->dense_s += dense_s;
 	for (int i = 0; i < c->ninst; i++)
 		dg_policy_run_plan(c->runs[i], &c->o->schedule, step, tm->layer_index[l]);
+	be->load(be, c->q, c->k, c->v);
+	/* the PCA grouping the metadata will take, computed alongside the dense pass where it can be */
+	if (be->prefetch_groups && dg_policy_run_groups_with(c->runs, c->ninst, DG_GROUP_PCA))
+		be->prefetch_groups(be, DG_GROUP_PCA);
+	double dense_s = be->dense(be);
+	c->dense_s += dense_s;
 	if (dg_policy_run_metadata(be, c->runs, c->ninst, tm->grid, tm->text_tokens))
 		return dg_error("%s: cannot group queries", c->t->path);
 	for (int i = 0; i < c->ninst; i++) {

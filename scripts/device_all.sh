@@ -13,7 +13,7 @@
 #   closed_loop                      experiment 4 on the bundled model (experiments/closed_loop.ini;
 #                                    fidelity; its times overlap the other checks)
 #   demo_gpu                         dsgap demo --device gpu on the bundled model
-#   experiments                      dsgap run --device gpu of experiments 1-3
+#   experiments                      dsgap run --device gpu of experiments 1-3 (EXPERIMENTS: a subset)
 # Benchmarks (BENCHES, default "bench dit"; BENCH_REPS 5):
 #   bench   dsgap bench --device gpu (kernels, anchor step, layer-step)
 #   dit     scripts/gpu_dit.sh bench: Wan2.1-1.3B forward vs PyTorch, 50-step mc-sparse speedup
@@ -62,7 +62,7 @@ experiments() { # the bundled traces captured here on the GPU, then experiments 
 	(source experiments/lib.sh && exp_init ladder && DSGAP_DEVICE=gpu exp_bundled_trace &&
 		DSGAP_DEVICE=gpu exp_bundled_trace 14) || return 1
 	echo "experiments: bundled traces captured in $((SECONDS - t0)) s"
-	for x in ladder ablation refresh; do
+	for x in ${EXPERIMENTS:-ladder ablation refresh}; do
 		t0=$SECONDS
 		"$DSGAP" run experiments/$x.ini --device gpu --out /tmp/exp/$x --quiet || return 1
 		echo "experiments: $x in $((SECONDS - t0)) s"

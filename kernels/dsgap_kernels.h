@@ -127,11 +127,12 @@ int64_t dg_select_keys_cap(int ngroups, int n, int kv, int budget, double rho, i
  * per-query oracle's rows, token top-k); device-side, so the host stages nothing. */
 int dg_fixed_offsets(int64_t *soff, int ngroups, int64_t cnt, dg_stream stream);
 
-/* PCA grouping, MC-Sparse's Fast PDDP (dg_groups_build with DG_GROUP_PCA): perm (n) and goff
- * (ceil(n/128)+1), leaves of exactly 128 (the last short). n < 2^19. */
-int dg_pca_groups(const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff, dg_stream stream);
+/* PCA grouping, MC-Sparse's Fast PDDP (dg_groups_build with DG_GROUP_PCA) of each of `heads`
+ * heads at once: q (heads, n, d) -> perm (heads, n) and goff (ceil(n/128)+1), the leaves' offsets,
+ * exactly 128 each (the last short), the same for every head. n < 2^19. */
+int dg_pca_groups(const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff, dg_stream stream);
 /* numbered versions (version 0 = the promoted one); name: NULL past the last */
-int dg_pca_groups_v(int version, const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff,
+int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
 		    dg_stream stream);
 const char *dg_pca_groups_name(int version);
 

@@ -6,23 +6,29 @@
  * x.v in fp32, a stable sort by (projection, query index), and the node's block range split at
  * ceil(blocks/2); leaves of exactly 128 queries (the last short).
  *
- * The node structure does not depend on the data, so the host lays out every level first. Per
- * level: gram_partial (one CTA per 128-row block: fp32 X_b^T X_b and column sums, exact products of
- * bf16 values; v1 sums them on CUDA cores in row order, v2 with tensor cores), gram_reduce (sum of the node's block partials, in block order), power_iter (one CTA
- * per node: centre, 4 iterations, norm in double), project (warp per row: a 64-bit sort key
- * node | orderable(projection) | query index; rows of unsplit nodes keep their order) and one CUB
- * radix sort of all n keys, whose low bits are the new order (levels whose nodes hold at most 4096
- * rows: a bitonic sort per node in shared memory instead). fp32 sums are ordered differently
- * from OpenBLAS, so near-ties of projection may order differently from the CPU (tests/gpu_meta.c).
+ * The node structure does not depend on the data, so the host lays out every level first, and
+ * every head of a batch shares it: each kernel below runs all heads at once (grid y = head), so a
+ * batch of H heads costs the same number of dependent launches as one. Per level: gram_partial
+ * (one CTA per chunk of up to CH consecutive 128-row blocks of a node: fp32 X^T X and column sums,
+ * exact products of bf16 values; v1 sums them on CUDA cores in row order, v2/v3 with tensor
+ * cores), gram_reduce (sum of the node's chunk partials, in chunk order), power_iter (one CTA per
+ * node: centre, 4 iterations, norm in double), project (warp per row: a 64-bit sort key
+ * head | node | orderable(projection) | query index; rows of unsplit nodes keep their order) and
+ * one CUB radix sort of all heads' keys, whose low bits are the new order (levels whose nodes hold
+ * at most 4096 rows: a bitonic sort per node in shared memory instead, without the head bits).
+ * fp32 sums are ordered differently from OpenBLAS, so near-ties of projection may order
+ * differently from the CPU (tests/gpu_meta.c).
  *
- *   q (n, d) bf16 -> perm (n) int32, goff (ceil(n/128)+1) int32.
+ *   q (heads, n, d) bf16 -> perm (heads, n) int32, goff (ceil(n/128)+1) int32 (the same for all).
  * Build: part of dsgapkernels; test and per-version timing: tests/gpu_meta.c (--bench).
  *
- * Versions (dg_pca_groups_v; H200, d=128, n=32760):
- *   v1  Gram partials on CUDA cores, fp32 fma in row order                          1.08 ms
+ * Versions (dg_pca_groups_v; H200, d=128, n=32760, one head / 12 heads in one call):
+ *   v1  Gram partials on CUDA cores, fp32 fma in row order, one per block (CH 1)    1.08 ms / -
  *   v2  Gram partials with mma.sync (bf16 in, fp32 accumulate) from X_b^T staged as bf16 in
- *       shared memory (35 KB instead of 64 KB)   PROMOTED; predicted 0.80-0.85 ms (the Gram was
- *       ~0.3 ms of CUDA-core fma and shared loads over 8 levels)
+ *       shared memory (35 KB instead of 64 KB), CH 1                                0.89 ms / -
+ *   v3  v2 with chunks of CH 8 blocks accumulated in the MMA registers: 1/8 of the partials'
+ *       HBM traffic (201 MB written and read per level at 12 heads with CH 1)  PROMOTED;
+ *       predicted one head ~0.8 ms (latency-bound chain of ~40 launches), 12 heads ~1.2 ms
  */
 #include "dsgap_kernels.h"
 #include "meta_common.cuh"
@@ -40,80 +46,89 @@ struct StartVec {
 	float v[128];
 };
 
-/* per-level tables (device ints), see the launcher */
+/* per-level tables (device ints), see the launcher; heads index blockIdx.y and share them */
 struct Level {
 	int nsplit;         /* nodes split at this level */
-	int nsblocks;       /* blocks inside split nodes */
-	const int *sblocks; /* (nsblocks) block ids inside split nodes */
+	int nchunks;        /* chunks of the split nodes' blocks */
+	const int *cb0;     /* (nchunks) first block of each chunk */
+	const int *cb1;     /* (nchunks) end block */
 	const int *slo;     /* (nsplit) first block of each split node */
 	const int *shi;     /* (nsplit) end block */
+	const int *sc0;     /* (nsplit) first chunk of each split node */
+	const int *sc1;     /* (nsplit) end chunk */
 	const int *bnode;   /* (nb) node index (all nodes of the level, in order) of each block */
 	const int *bslot;   /* (nb) split-node slot of each block or -1 */
-	int nodebits;
 };
 
-__global__ void init_identity(int32_t *perm, int32_t *goff, int n, int nb)
+__global__ void init_identity(int32_t *perm, int32_t *goff, int n, int nb, int heads)
 {
-	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-		perm[i] = i;
+	const size_t total = (size_t)n * heads;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
+		perm[i] = (int32_t)(i % n);
 	for (int k = blockIdx.x * blockDim.x + threadIdx.x; k <= nb; k += gridDim.x * blockDim.x)
 		goff[k] = k * BS < n ? k * BS : n;
 }
 
-/* partial[b] (D, D) = sum over the block's rows of x x^T; psum[b] (D) = sum of x. 256 threads. */
+/* partial[h][c] (D, D) = sum over the chunk's rows of x x^T; psum[h][c] (D) = sum of x. 256 threads. */
 template <int D>
 __global__ void __launch_bounds__(256) gram_partial(const uint16_t *q, const int32_t *perm, int n, Level L,
 						    float *partial, float *psum)
 {
 	extern __shared__ float xs[]; /* (BS, D) fp32 */
-	const int b = L.sblocks[blockIdx.x], tid = threadIdx.x;
-	const int r0 = b * BS, rows = min(BS, n - r0);
-	for (int e = tid; e < BS * D; e += 256) {
-		const int r = e / D, c = e % D;
-		xs[e] = r < rows ? bf2f(q[(size_t)perm[r0 + r] * D + c]) : 0.f;
-	}
-	__syncthreads();
+	const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+	q += (size_t)h * n * D;
+	perm += (size_t)h * n;
 	constexpr int TA = D / 16;
 	const int ty = tid >> 4, tx = tid & 15;
-	float acc[TA][TA];
+	float acc[TA][TA], s = 0.f;
 #pragma unroll
 	for (int i = 0; i < TA; i++)
 #pragma unroll
 		for (int j = 0; j < TA; j++)
 			acc[i][j] = 0.f;
-	for (int r = 0; r < rows; r++) {
-		const float *x = xs + r * D;
-		float a[TA], bb[TA];
-#pragma unroll
-		for (int i = 0; i < TA; i++) {
-			a[i] = x[ty + 16 * i];
-			bb[i] = x[tx + 16 * i];
+	for (int b = L.cb0[c]; b < L.cb1[c]; b++) {
+		const int r0 = b * BS, rows = min(BS, n - r0);
+		__syncthreads(); /* the last block's rows are read */
+		for (int e = tid; e < BS * D; e += 256) {
+			const int r = e / D, cc = e % D;
+			xs[e] = r < rows ? bf2f(q[(size_t)perm[r0 + r] * D + cc]) : 0.f;
 		}
+		__syncthreads();
+		for (int r = 0; r < rows; r++) {
+			const float *x = xs + r * D;
+			float a[TA], bb[TA];
 #pragma unroll
-		for (int i = 0; i < TA; i++)
+			for (int i = 0; i < TA; i++) {
+				a[i] = x[ty + 16 * i];
+				bb[i] = x[tx + 16 * i];
+			}
 #pragma unroll
-			for (int j = 0; j < TA; j++)
-				acc[i][j] = fmaf(a[i], bb[j], acc[i][j]);
+			for (int i = 0; i < TA; i++)
+#pragma unroll
+				for (int j = 0; j < TA; j++)
+					acc[i][j] = fmaf(a[i], bb[j], acc[i][j]);
+		}
+		if (tid < D)
+			for (int r = 0; r < rows; r++)
+				s += xs[r * D + tid];
 	}
-	float *out = partial + (size_t)b * D * D;
+	const size_t slot = (size_t)h * L.nchunks + c;
+	float *out = partial + slot * D * D;
 #pragma unroll
 	for (int i = 0; i < TA; i++)
 #pragma unroll
 		for (int j = 0; j < TA; j++)
 			out[(ty + 16 * i) * D + tx + 16 * j] = acc[i][j];
-	if (tid < D) {
-		float s = 0.f;
-		for (int r = 0; r < rows; r++)
-			s += xs[r * D + tid];
-		psum[(size_t)b * D + tid] = s;
-	}
+	if (tid < D)
+		psum[slot * D + tid] = s;
 }
 
 /*
- * The same partials with tensor cores: partial[b] = X_b^T X_b as an MMA with M = N = D and K = the
- * block's rows, both operands read from X_b^T (D, XT_LD) bf16 in shared memory (A row-major D x rows,
- * B = X_b column-major); rows past the block's end are zero. Warp w computes output rows
- * 16w..16w+15 (at D = 64 warps 4-7 only stage). psum in row order, as gram_partial.
+ * The same partials with tensor cores: partial = sum over the chunk's blocks of X_b^T X_b as MMAs
+ * with M = N = D and K = the block's rows, both operands read from X_b^T (D, XT_LD) bf16 in shared
+ * memory (A row-major D x rows, B = X_b column-major); rows past the block's end are zero. Warp w
+ * computes output rows 16w..16w+15 (at D = 64 warps 4-7 only stage). psum in row order, as
+ * gram_partial.
  */
 #define XT_LD (BS + 8) /* padded row: fragment loads of 8 rows x 4 words hit 32 banks */
 template <int D>
@@ -121,39 +136,46 @@ __global__ void __launch_bounds__(256) gram_partial_mma(const uint16_t *q, const
 							float *partial, float *psum)
 {
 	__shared__ __align__(16) uint16_t xt[D * XT_LD];
-	const int b = L.sblocks[blockIdx.x], tid = threadIdx.x;
-	const int r0 = b * BS, rows = min(BS, n - r0);
-	for (int e = tid; e < BS * D; e += 256) {
-		const int r = e / D, c = e % D;
-		xt[c * XT_LD + r] = r < rows ? q[(size_t)perm[r0 + r] * D + c] : (uint16_t)0;
-	}
-	__syncthreads();
-	if (tid < D) {
-		float s = 0.f;
-		for (int r = 0; r < rows; r++)
-			s += bf2f(xt[tid * XT_LD + r]);
-		psum[(size_t)b * D + tid] = s;
-	}
+	const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+	q += (size_t)h * n * D;
+	perm += (size_t)h * n;
 	const int warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
-	if (warp * 16 >= D)
-		return;
 	constexpr int NT = D / 8; /* n-tiles of 8 output columns */
-	float acc[NT][4];
+	float acc[NT][4], s = 0.f;
 #pragma unroll
 	for (int j = 0; j < NT; j++)
 		acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 	const uint16_t *ra = xt + (warp * 16 + gq) * XT_LD + 2 * tq, *rb = ra + 8 * XT_LD;
+	for (int b = L.cb0[c]; b < L.cb1[c]; b++) {
+		const int r0 = b * BS, rows = min(BS, n - r0);
+		__syncthreads(); /* the last block's fragments are read */
+		for (int e = tid; e < BS * D; e += 256) {
+			const int r = e / D, cc = e % D;
+			xt[cc * XT_LD + r] = r < rows ? q[(size_t)perm[r0 + r] * D + cc] : (uint16_t)0;
+		}
+		__syncthreads();
+		if (tid < D)
+			for (int r = 0; r < rows; r++)
+				s += bf2f(xt[tid * XT_LD + r]);
+		if (warp * 16 >= D)
+			continue;
 #pragma unroll 2
-	for (int k0 = 0; k0 < BS; k0 += 16) {
-		const uint32_t a[4] = { *(const uint32_t *)(ra + k0), *(const uint32_t *)(rb + k0),
-					*(const uint32_t *)(ra + k0 + 8), *(const uint32_t *)(rb + k0 + 8) };
+		for (int k0 = 0; k0 < BS; k0 += 16) {
+			const uint32_t a[4] = { *(const uint32_t *)(ra + k0), *(const uint32_t *)(rb + k0),
+						*(const uint32_t *)(ra + k0 + 8), *(const uint32_t *)(rb + k0 + 8) };
 #pragma unroll
-		for (int j = 0; j < NT; j++) {
-			const uint16_t *bc = xt + (8 * j + gq) * XT_LD + k0 + 2 * tq;
-			mma_16816(acc[j], a, *(const uint32_t *)bc, *(const uint32_t *)(bc + 8));
+			for (int j = 0; j < NT; j++) {
+				const uint16_t *bc = xt + (8 * j + gq) * XT_LD + k0 + 2 * tq;
+				mma_16816(acc[j], a, *(const uint32_t *)bc, *(const uint32_t *)(bc + 8));
+			}
 		}
 	}
-	float *out = partial + (size_t)b * D * D;
+	const size_t slot = (size_t)h * L.nchunks + c;
+	if (tid < D)
+		psum[slot * D + tid] = s;
+	if (warp * 16 >= D)
+		return;
+	float *out = partial + slot * D * D;
 	const int row = warp * 16 + gq;
 #pragma unroll
 	for (int j = 0; j < NT; j++) {
@@ -163,22 +185,23 @@ __global__ void __launch_bounds__(256) gram_partial_mma(const uint16_t *q, const
 	}
 }
 
-/* G[slot] = sum over the node's blocks of partial[b], in block order */
+/* G[h][slot] = sum over the node's chunks of partial[h][c], in chunk order */
 template <int D>
 __global__ void gram_reduce(Level L, const float *partial, float *G)
 {
-	const int slot = blockIdx.x, e = blockIdx.y * 256 + threadIdx.x;
+	const int slot = blockIdx.x, e = blockIdx.y * 256 + threadIdx.x, h = blockIdx.z;
 	if (e >= D * D)
 		return;
-	const int lo = L.slo[slot], hi = L.shi[slot];
+	const int lo = L.sc0[slot], hi = L.sc1[slot];
+	const float *p = partial + (size_t)h * L.nchunks * D * D;
 	float s = 0.f;
 #pragma unroll 16
-	for (int b = lo; b < hi; b++) /* loads batched ahead of the in-order adds */
-		s += partial[(size_t)b * D * D + e];
-	G[(size_t)slot * D * D + e] = s;
+	for (int c = lo; c < hi; c++) /* loads batched ahead of the in-order adds */
+		s += p[(size_t)c * D * D + e];
+	G[((size_t)h * L.nsplit + slot) * D * D + e] = s;
 }
 
-/* centre the node's Gram matrix and run 4 power iterations; v[slot] (D). D threads. */
+/* centre the node's Gram matrix and run 4 power iterations; v[h][slot] (D). D threads. */
 template <int D>
 __global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, const float *psum, StartVec start,
 						float *V)
@@ -186,17 +209,19 @@ __global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, 
 	extern __shared__ float gs[]; /* (D, D+1) */
 	__shared__ float s[D], v[D], w[D];
 	__shared__ double red[D / 32];
-	const int slot = blockIdx.x, a = threadIdx.x;
+	const int slot = blockIdx.x, h = blockIdx.y, a = threadIdx.x;
 	const int lo = L.slo[slot], hi = L.shi[slot];
 	const int cnt = min(hi * BS, n) - lo * BS;
+	const float *ps = psum + (size_t)h * L.nchunks * D;
 	float sa = 0.f;
 #pragma unroll 16
-	for (int b = lo; b < hi; b++)
-		sa += psum[(size_t)b * D + a];
+	for (int c = L.sc0[slot]; c < L.sc1[slot]; c++)
+		sa += ps[(size_t)c * D + a];
 	s[a] = sa;
 	v[a] = start.v[a];
 	__syncthreads();
-	const float *g = G + (size_t)slot * D * D;
+	const size_t node = (size_t)h * L.nsplit + slot;
+	const float *g = G + node * D * D;
 	const float fc = (float)cnt;
 #pragma unroll 8
 	for (int e = a; e < D * D; e += D) { /* loads batched: this loop is latency-bound otherwise */
@@ -227,23 +252,24 @@ __global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, 
 		v[a] = w[a] / norm;
 		__syncthreads();
 	}
-	V[(size_t)slot * D + a] = v[a];
+	V[node * D + a] = v[a];
 }
 
-/* sort keys: node | orderable(projection) | query (split nodes); node | row | query (the others) */
+/* sort keys (heads, n): head | node | orderable(projection) | query (split nodes), head | node | row |
+ * query (the others); hshift: where the head bits start (64: none) */
 template <int D>
-__global__ void project(const uint16_t *q, const int32_t *perm, int n, Level L, const float *V, int ib,
+__global__ void project(const uint16_t *q, const int32_t *perm, int n, Level L, const float *V, int ib, int hshift,
 			unsigned long long *keys)
 {
 	const int lane = threadIdx.x & 31;
-	const int r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	const int r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, h = blockIdx.y;
 	if (r >= n)
 		return;
-	const int b = r / BS, slot = L.bslot[b], qi = perm[r];
+	const int b = r / BS, slot = L.bslot[b], qi = perm[(size_t)h * n + r];
 	uint32_t mid = (uint32_t)r;
 	if (slot >= 0) {
-		const uint16_t *x = q + (size_t)qi * D;
-		const float *v = V + (size_t)slot * D;
+		const uint16_t *x = q + ((size_t)h * n + qi) * D;
+		const float *v = V + ((size_t)h * L.nsplit + slot) * D;
 		float acc = 0.f;
 #pragma unroll
 		for (int c = lane; c < D; c += 32)
@@ -254,12 +280,13 @@ __global__ void project(const uint16_t *q, const int32_t *perm, int n, Level L, 
 		mid = f2key(acc);
 	}
 	if (lane == 0)
-		keys[r] = ((unsigned long long)L.bnode[b] << (32 + ib)) | ((unsigned long long)mid << ib) |
-			  (unsigned long long)qi;
+		keys[(size_t)h * n + r] = (hshift < 64 ? (unsigned long long)h << hshift : 0ull) |
+					  ((unsigned long long)L.bnode[b] << (32 + ib)) |
+					  ((unsigned long long)mid << ib) | (unsigned long long)qi;
 }
 
-/* levels whose split nodes hold <= NS_MAX rows: one CTA per split node sorts its keys in shared
- * memory (bitonic, ascending; keys are unique) and writes the node's new order */
+/* levels whose split nodes hold <= NS_MAX rows: one CTA per (split node, head) sorts its keys in
+ * shared memory (bitonic, ascending; keys are unique) and writes the node's new order */
 #define NS_MAX 4096
 #define NS_NT 1024
 __global__ void __launch_bounds__(NS_NT) node_sort(const unsigned long long *keys, Level L, int n, int ib,
@@ -267,6 +294,8 @@ __global__ void __launch_bounds__(NS_NT) node_sort(const unsigned long long *key
 {
 	__shared__ unsigned long long sk[NS_MAX];
 	const int slot = blockIdx.x, tid = threadIdx.x;
+	keys += (size_t)blockIdx.y * n;
+	perm += (size_t)blockIdx.y * n;
 	const int start = L.slo[slot] * BS, end = min(L.shi[slot] * BS, n), cnt = end - start;
 	int P2 = 1;
 	while (P2 < cnt)
@@ -293,10 +322,12 @@ __global__ void __launch_bounds__(NS_NT) node_sort(const unsigned long long *key
 		perm[start + i] = (int32_t)(sk[i] & mask);
 }
 
-__global__ void extract(const unsigned long long *keys, int n, int ib, int32_t *perm)
+/* after the sort of all heads' keys (head bits on top, n keys per head): position p holds head p / n's
+ * row p % n, so perm (heads, n) is the keys' low bits in place */
+__global__ void extract(const unsigned long long *keys, size_t total, int ib, int32_t *perm)
 {
 	const unsigned long long mask = (1ull << ib) - 1;
-	for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x)
+	for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < total; r += (size_t)gridDim.x * blockDim.x)
 		perm[r] = (int32_t)(keys[r] & mask);
 }
 
@@ -308,48 +339,53 @@ static int bits_for(long long x) /* bits to hold values 0 .. x-1 */
 	return b;
 }
 
-template <int D>
-int run(int version, const uint16_t *q, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
+/* the host's plan of the levels (data-independent), exactly as groups.c's loop, chunks of ch blocks */
+struct Plan {
+	enum { MAXLEV = 64 };
+	int nlevels, maxsplit, maxchunks;
+	int nsplit[MAXLEV], nchunks[MAXLEV], bits[MAXLEV], maxrows[MAXLEV];
+	size_t off[MAXLEV];
+	int *tab; /* per level: cb0, cb1 (nchunks), slo, shi, sc0, sc1 (nsplit), bnode, bslot (nb) */
+	size_t used;
+};
+
+static void plan_levels(int n, int ch, Plan *P)
 {
 	const int nb = (n + BS - 1) / BS;
-	const int ib = bits_for(n) > 0 ? bits_for(n) : 1;
-	/* ---- host: the levels (data-independent), exactly as groups.c's loop. Per level the table
-	 * holds sblocks (nsblocks), slo (nsplit), shi (nsplit), bnode (nb), bslot (nb). */
 	int *lo = (int *)malloc(sizeof(int) * nb), *hi = (int *)malloc(sizeof(int) * nb);
 	int *nlo = (int *)malloc(sizeof(int) * nb), *nhi = (int *)malloc(sizeof(int) * nb);
-	enum { MAXLEV = 64 };
-	int lev_nsplit[MAXLEV], lev_nsblocks[MAXLEV], lev_bits[MAXLEV], lev_maxrows[MAXLEV];
-	size_t lev_off[MAXLEV];
-	size_t cap = 4096, used = 0;
-	int *tab = (int *)malloc(sizeof(int) * cap);
-	int nlevels = 0, nodes = 1, maxsplit = 1, maxbits = 0;
+	size_t cap = 4096;
+	P->tab = (int *)malloc(sizeof(int) * cap);
+	P->used = 0;
+	P->nlevels = 0;
+	P->maxsplit = P->maxchunks = 1;
+	int nodes = 1;
 	lo[0] = 0;
 	hi[0] = nb;
 	for (;;) {
-		int nsplit = 0, nsblocks = 0, maxrows = 0;
+		int nsplit = 0, nchunks = 0, maxrows = 0;
 		for (int k = 0; k < nodes; k++)
 			if (hi[k] - lo[k] > 1) {
 				nsplit++;
-				nsblocks += hi[k] - lo[k];
+				nchunks += (hi[k] - lo[k] + ch - 1) / ch;
 				const int rows = (hi[k] * BS < n ? hi[k] * BS : n) - lo[k] * BS;
 				maxrows = rows > maxrows ? rows : maxrows;
 			}
-		if (!nsplit || nlevels == MAXLEV)
+		if (!nsplit || P->nlevels == Plan::MAXLEV)
 			break;
-		const size_t need = (size_t)nsblocks + 2 * nsplit + 2 * nb;
-		while (used + need > cap) {
+		const size_t need = 2 * (size_t)nchunks + 4 * (size_t)nsplit + 2 * (size_t)nb;
+		while (P->used + need > cap) {
 			cap *= 2;
-			tab = (int *)realloc(tab, sizeof(int) * cap);
+			P->tab = (int *)realloc(P->tab, sizeof(int) * cap);
 		}
-		int *sb = tab + used, *sl = sb + nsblocks, *sh = sl + nsplit, *bn = sh + nsplit, *bs = bn + nb;
-		int next = 0, si = 0, bi = 0;
+		int *cb0 = P->tab + P->used, *cb1 = cb0 + nchunks, *sl = cb1 + nchunks, *sh = sl + nsplit,
+		    *sc0 = sh + nsplit, *sc1 = sc0 + nsplit, *bn = sc1 + nsplit, *bs = bn + nb;
+		int next = 0, si = 0, ci = 0;
 		for (int k = 0; k < nodes; k++) {
 			const int blocks = hi[k] - lo[k];
 			for (int b = lo[k]; b < hi[k]; b++) {
 				bn[b] = k;
 				bs[b] = blocks > 1 ? si : -1;
-				if (blocks > 1)
-					sb[bi++] = b;
 			}
 			if (blocks <= 1) {
 				nlo[next] = lo[k];
@@ -357,22 +393,28 @@ int run(int version, const uint16_t *q, int n, int32_t *perm, int32_t *goff, cud
 				continue;
 			}
 			sl[si] = lo[k];
-			sh[si++] = hi[k];
+			sh[si] = hi[k];
+			sc0[si] = ci;
+			for (int b = lo[k]; b < hi[k]; b += ch) {
+				cb0[ci] = b;
+				cb1[ci++] = b + ch < hi[k] ? b + ch : hi[k];
+			}
+			sc1[si++] = ci;
 			const int mid = lo[k] + (blocks + 1) / 2;
 			nlo[next] = lo[k];
 			nhi[next++] = mid;
 			nlo[next] = mid;
 			nhi[next++] = hi[k];
 		}
-		lev_nsplit[nlevels] = nsplit;
-		lev_nsblocks[nlevels] = nsblocks;
-		lev_bits[nlevels] = bits_for(nodes);
-		lev_maxrows[nlevels] = maxrows;
-		lev_off[nlevels] = used;
-		maxsplit = nsplit > maxsplit ? nsplit : maxsplit;
-		maxbits = lev_bits[nlevels] > maxbits ? lev_bits[nlevels] : maxbits;
-		used += need;
-		nlevels++;
+		const int L = P->nlevels++;
+		P->nsplit[L] = nsplit;
+		P->nchunks[L] = nchunks;
+		P->bits[L] = bits_for(nodes);
+		P->maxrows[L] = maxrows;
+		P->off[L] = P->used;
+		P->maxsplit = nsplit > P->maxsplit ? nsplit : P->maxsplit;
+		P->maxchunks = nchunks > P->maxchunks ? nchunks : P->maxchunks;
+		P->used += need;
 		int *x = lo;
 		lo = nlo;
 		nlo = x;
@@ -385,10 +427,23 @@ int run(int version, const uint16_t *q, int n, int32_t *perm, int32_t *goff, cud
 	free(hi);
 	free(nlo);
 	free(nhi);
-	if (maxbits + 32 + ib > 64) {
-		free(tab);
-		DGM_ARG(0, "pca grouping: %d queries too many (sort key over 64 bits)", n);
-	}
+}
+
+template <int D>
+int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
+{
+	const int nb = (n + BS - 1) / BS;
+	const int ib = bits_for(n) > 0 ? bits_for(n) : 1;
+	const int ch = version == 3 ? 8 : 1;
+	Plan P;
+	plan_levels(n, ch, &P);
+	/* key bits: node | projection | query, plus the head on top at the levels sorted by CUB */
+	const int hb = bits_for(heads);
+	for (int lev = 0; lev < P.nlevels; lev++)
+		if (P.bits[lev] + 32 + ib + (P.maxrows[lev] > NS_MAX ? hb : 0) > 64) {
+			free(P.tab);
+			DGM_ARG(0, "pca grouping: %d queries x %d heads too many (sort key over 64 bits)", n, heads);
+		}
 	/* start vector exactly as dg_pca_start (host fp32) */
 	StartVec sv;
 	{
@@ -403,21 +458,24 @@ int run(int version, const uint16_t *q, int n, int32_t *perm, int32_t *goff, cud
 	}
 
 	/* ---- device scratch */
+	const size_t total = (size_t)n * heads;
 	size_t sort_bytes = 0;
-	if (cub::DeviceRadixSort::SortKeys(NULL, sort_bytes, (unsigned long long *)NULL, (unsigned long long *)NULL, n,
-					   0, 64, st) != cudaSuccess) {
-		free(tab);
+	if (cub::DeviceRadixSort::SortKeys(NULL, sort_bytes, (unsigned long long *)NULL, (unsigned long long *)NULL,
+					   total, 0, 64, st) != cudaSuccess) {
+		free(P.tab);
 		DGM_ARG(0, "pca grouping: sort size query failed");
 	}
-	const size_t a_tab = dgm_align((used ? used : 1) * sizeof(int)), a_part = dgm_align((size_t)nb * D * D * 4),
-		     a_psum = dgm_align((size_t)nb * D * 4), a_G = dgm_align((size_t)maxsplit * D * D * 4),
-		     a_V = dgm_align((size_t)maxsplit * D * 4), a_keys = dgm_align((size_t)n * 8),
+	const size_t a_tab = dgm_align((P.used ? P.used : 1) * sizeof(int)),
+		     a_part = dgm_align((size_t)heads * P.maxchunks * D * D * 4),
+		     a_psum = dgm_align((size_t)heads * P.maxchunks * D * 4),
+		     a_G = dgm_align((size_t)heads * P.maxsplit * D * D * 4),
+		     a_V = dgm_align((size_t)heads * P.maxsplit * D * 4), a_keys = dgm_align(total * 8),
 		     a_sort = dgm_align(sort_bytes);
 	char *base = NULL;
 	cudaError_t e = cudaMallocAsync((void **)&base, a_tab + a_part + a_psum + a_G + a_V + 2 * a_keys + a_sort, st);
-	if (e == cudaSuccess && used)
-		e = cudaMemcpyAsync(base, tab, used * sizeof(int), cudaMemcpyHostToDevice, st);
-	free(tab);
+	if (e == cudaSuccess && P.used)
+		e = cudaMemcpyAsync(base, P.tab, P.used * sizeof(int), cudaMemcpyHostToDevice, st);
+	free(P.tab); /* pageable: cudaMemcpyAsync has staged it on return */
 	DGM_CUDA(e);
 	char *p = base;
 	const int *dtab = (const int *)p;
@@ -437,32 +495,37 @@ int run(int version, const uint16_t *q, int n, int32_t *perm, int32_t *goff, cud
 	const size_t smem_gram = (size_t)BS * D * 4, smem_pow = (size_t)D * (D + 1) * 4;
 	if (dgm_dyn_smem((const void *)gram_partial<D>, smem_gram) || dgm_dyn_smem((const void *)power_iter<D>, smem_pow))
 		DGM_ARG(0, "pca grouping: cannot get shared memory");
-	init_identity<<<(n + 255) / 256, 256, 0, st>>>(perm, goff, n, nb);
+	init_identity<<<(unsigned)((total + 255) / 256), 256, 0, st>>>(perm, goff, n, nb, heads);
 	DGM_LAUNCHED();
-	for (int lev = 0; lev < nlevels; lev++) {
+	for (int lev = 0; lev < P.nlevels; lev++) {
 		Level L;
-		L.nsplit = lev_nsplit[lev];
-		L.nsblocks = lev_nsblocks[lev];
-		L.nodebits = lev_bits[lev];
-		L.sblocks = dtab + lev_off[lev];
-		L.slo = L.sblocks + L.nsblocks;
+		L.nsplit = P.nsplit[lev];
+		L.nchunks = P.nchunks[lev];
+		L.cb0 = dtab + P.off[lev];
+		L.cb1 = L.cb0 + L.nchunks;
+		L.slo = L.cb1 + L.nchunks;
 		L.shi = L.slo + L.nsplit;
-		L.bnode = L.shi + L.nsplit;
+		L.sc0 = L.shi + L.nsplit;
+		L.sc1 = L.sc0 + L.nsplit;
+		L.bnode = L.sc1 + L.nsplit;
 		L.bslot = L.bnode + nb;
+		const bool by_node = P.maxrows[lev] <= NS_MAX;
+		const int hshift = by_node ? 64 : P.bits[lev] + 32 + ib;
 		if (version == 1)
-			gram_partial<D><<<L.nsblocks, 256, smem_gram, st>>>(q, perm, n, L, partial, psum);
+			gram_partial<D><<<dim3(L.nchunks, heads), 256, smem_gram, st>>>(q, perm, n, L, partial, psum);
 		else
-			gram_partial_mma<D><<<L.nsblocks, 256, 0, st>>>(q, perm, n, L, partial, psum);
-		gram_reduce<D><<<dim3(L.nsplit, (D * D + 255) / 256), 256, 0, st>>>(L, partial, G);
-		power_iter<D><<<L.nsplit, D, smem_pow, st>>>(L, n, G, psum, sv, V);
-		project<D><<<(n * 32 + 255) / 256, 256, 0, st>>>(q, perm, n, L, V, ib, k0);
+			gram_partial_mma<D><<<dim3(L.nchunks, heads), 256, 0, st>>>(q, perm, n, L, partial, psum);
+		gram_reduce<D><<<dim3(L.nsplit, (D * D + 255) / 256, heads), 256, 0, st>>>(L, partial, G);
+		power_iter<D><<<dim3(L.nsplit, heads), D, smem_pow, st>>>(L, n, G, psum, sv, V);
+		project<D><<<dim3((n * 32 + 255) / 256, heads), 256, 0, st>>>(q, perm, n, L, V, ib, hshift, k0);
 		DGM_LAUNCHED();
-		if (lev_maxrows[lev] <= NS_MAX) {
-			node_sort<<<L.nsplit, NS_NT, 0, st>>>(k0, L, n, ib, perm);
+		if (by_node) {
+			node_sort<<<dim3(L.nsplit, heads), NS_NT, 0, st>>>(k0, L, n, ib, perm);
 		} else {
 			size_t sb = sort_bytes;
-			DGM_CUDA(cub::DeviceRadixSort::SortKeys(tmp, sb, k0, k1, n, 0, L.nodebits + 32 + ib, st));
-			extract<<<(n + 255) / 256, 256, 0, st>>>(k1, n, ib, perm);
+			DGM_CUDA(cub::DeviceRadixSort::SortKeys(tmp, sb, k0, k1, total, 0,
+								 hshift + hb, st));
+			extract<<<(unsigned)((total + 255) / 256), 256, 0, st>>>(k1, total, ib, perm);
 		}
 		DGM_LAUNCHED();
 	}
@@ -475,29 +538,32 @@ int run(int version, const uint16_t *q, int n, int32_t *perm, int32_t *goff, cud
 static const char *const names[] = {
 	"v1: Gram partials on CUDA cores (fp32 fma in row order)",
 	"v2: Gram partials with mma.sync from X^T in shared memory",
+	"v3: v2 over chunks of 8 blocks per CTA",
 };
-#define NVERSIONS 2
-#define PROMOTED 2
+#define NVERSIONS 3
+#define PROMOTED 3
 
 extern "C" const char *dg_pca_groups_name(int version)
 {
 	return version >= 1 && version <= NVERSIONS ? names[version - 1] : NULL;
 }
 
-extern "C" int dg_pca_groups_v(int version, const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff,
-			       dg_stream stream)
+extern "C" int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm,
+			       int32_t *goff, dg_stream stream)
 {
 	DGM_ARG(d == 64 || d == 128, "pca grouping: head_dim %d (64 or 128 supported)", d);
 	DGM_ARG(n >= 1 && n < (1 << 19), "pca grouping: n %d (1 .. 2^19-1)", n);
+	DGM_ARG(heads >= 1 && heads <= 65535, "pca grouping: %d heads (1 .. 65535)", heads);
 	DGM_ARG(q && perm && goff, "pca grouping: NULL argument");
 	if (version == 0)
 		version = PROMOTED;
 	DGM_ARG(version >= 1 && version <= NVERSIONS, "pca grouping: no version %d", version);
 	cudaStream_t st = (cudaStream_t)stream;
-	return d == 64 ? run<64>(version, q, n, perm, goff, st) : run<128>(version, q, n, perm, goff, st);
+	return d == 64 ? run<64>(version, q, heads, n, perm, goff, st) : run<128>(version, q, heads, n, perm, goff, st);
 }
 
-extern "C" int dg_pca_groups(const uint16_t *q, int n, int d, int32_t *perm, int32_t *goff, dg_stream stream)
+extern "C" int dg_pca_groups(const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
+			     dg_stream stream)
 {
-	return dg_pca_groups_v(0, q, n, d, perm, goff, stream);
+	return dg_pca_groups_v(0, q, heads, n, d, perm, goff, stream);
 }

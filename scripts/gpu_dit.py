@@ -6,13 +6,20 @@ machine's python3 (torch, safetensors, h5py, numpy); `make` and `compare` also r
 
   python3 gpu_dit.py make CONFIG DIR [--seed S] [--latent FxHxW]   CONFIG: small | 1.3b
       DIR/model/{config.json,model.safetensors} (bf16, original key names; dsgap's --model DIR/model),
-      DIR/text.safetensors ([tokens, text_dim]), DIR/noise.safetensors ([16, F, H, W]).
+      DIR/text.safetensors ([tokens, text_dim]), DIR/neg.safetensors (one zero token: dsgap's default
+      negative prompt), DIR/noise.safetensors ([16, F, H, W]).
   python3 gpu_dit.py compare DIR DUMP_GPU DUMP_CPU LAT_GPU LAT_CPU --steps S --guidance G --shift X
+                     [--dump-neg-gpu D]
       dumps: tests/wan_dump outputs (hidden.<l>, out) at t = 750; LAT_*: `dsgap generate --sampler
       euler` final latents (h5, /latents). Against wan_torch in fp32 (TF32 off; the reference) and in
-      the original's bf16 autocast precision (the naive low-precision computation): dsgap GPU error
-      <= 2 x torch-bf16 error + 2 x fp32 floor (DESIGN §9), dsgap CPU within fp32 (1e-4). Exit 1 on
-      a failed check.
+      low precision, the naive computation of DESIGN §9's rule: dsgap GPU error <= 2 x naive error +
+      2 x fp32 floor, dsgap CPU within fp32 (1e-4). The naive of a forward is the original's bf16
+      autocast precision (bf16 outputs: the looser recipe); the naive of the final latents is dsgap's
+      own recipe done naively (wan_torch "mixed": bf16 operands, fp32 arithmetic), with the autocast
+      run's error printed beside it, because classifier-free guidance (v_u + g (v_c - v_u)) amplifies
+      the two recipes' errors differently (see --dump-neg-gpu). --dump-neg-gpu: the dump of the
+      negative prompt's forward (neg.safetensors): prints, per engine, the error of one CFG velocity at
+      t = 750 and of its two passes, and their correlation. Exit 1 on a failed check.
   python3 gpu_dit.py bench DIR [--reps R]
       PyTorch's forward (wan_torch, bf16, SDPA) at DIR's noise size: median seconds of R after a
       warm-up, peak allocated memory; one JSON line.
@@ -103,6 +110,7 @@ def cmd_make(a):
     text = torch.randn(c["tokens"], c["text_dim"], generator=g2)
     noise = torch.randn(c["in_dim"], *c["latent"], generator=g2)
     save_file({"text": text}, os.path.join(a.dir, "text.safetensors"))
+    save_file({"text": torch.zeros(1, c["text_dim"])}, os.path.join(a.dir, "neg.safetensors"))  # dsgap's default
     save_file({"noise": noise}, os.path.join(a.dir, "noise.safetensors"))
     n = sum(v.numel() for v in W.values())
     print("made %s: %s config, %.3g parameters (bf16), latent %s" % (a.dir, a.config, n, "x".join(map(str, c["latent"]))))
@@ -134,7 +142,7 @@ def euler_run(W, cfg, noise, text, steps, guidance, shift, dtype):
     """CFG flow-matching Euler with dsgap's schedule (negative prompt: zero embeddings)"""
     sig, ts = flow_sigmas(steps, shift)
     x = noise.float().to(W["patch_embedding.weight"].device)
-    neg = torch.zeros(1, text.shape[1])
+    neg = torch.zeros(1, text.shape[1])  # dsgap's default negative prompt: one zero token
     for i in range(steps):
         v = wan_torch.forward(W, cfg, x, ts[i], text, dtype=dtype).float()
         if guidance != 1:
@@ -142,6 +150,28 @@ def euler_run(W, cfg, noise, text, steps, guidance, shift, dtype):
             v = vu + guidance * (v - vu)
         x = x + (sig[i + 1] - sig[i]) * v
     return x
+
+
+def cfg_velocity(W, cfg, noise, text, g, dsgap_c, dsgap_u):
+    """one CFG velocity at t = 750 from the noise: each engine's error in the conditional pass, the
+    unconditional pass and v_u + g (v_c - v_u), against fp32; CFG amplifies uncorrelated pass errors
+    by up to g + |g - 1| and cancels the part common to both passes"""
+    neg = torch.zeros(1, text.shape[1])
+    runs = {m: (wan_torch.forward(W, cfg, noise, 750, text, dtype=dt).double().cpu(),
+                wan_torch.forward(W, cfg, noise, 750, neg, dtype=dt).double().cpu())
+            for m, dt in (("fp32", torch.float32), ("torch-bf16", torch.bfloat16), ("torch-mixed", "mixed"))}
+    runs["dsgap-gpu"] = (torch.as_tensor(dsgap_c).double(), torch.as_tensor(dsgap_u).double())
+    rc, ru = runs["fp32"]
+    rg = ru + g * (rc - ru)
+    mx = float(rg.abs().max())
+    for m in ("torch-bf16", "torch-mixed", "dsgap-gpu"):
+        c, u = runs[m]
+        ec, eu = (c - rc).flatten(), (u - ru).flatten()
+        eg = float(((u + g * (c - u)) - rg).abs().max())
+        corr = float(torch.dot(ec, eu) / (ec.norm() * eu.norm()).clamp_min(1e-300))
+        print("info CFG %g velocity at t=750, %-11s: max err cond %.3g, uncond %.3g, cfg %.3g (rel %.3g) = %.2fx the "
+              "passes' max; corr(cond err, uncond err) %.3f" % (g, m, float(ec.abs().max()), float(eu.abs().max()),
+                                                                 eg, eg / mx, eg / float(max(ec.abs().max(), eu.abs().max())), corr))
 
 
 def cmd_compare(a):
@@ -184,14 +214,19 @@ def cmd_compare(a):
         for t in "qkv":
             nm = "%s.%d" % (t, l)
             check("dsgap gpu " + nm + " (attention operand)", dumps["gpu"][nm], low[nm], ref[nm])
+    if a.dump_neg_gpu:
+        cfg_velocity(W, cfg, noise, text, a.guidance, dumps["gpu"]["out"], load_file(a.dump_neg_gpu)["out"])
     # final latents of a whole CFG Euler run
     lat_ref = euler_run(W, cfg, noise, text, a.steps, a.guidance, a.shift, torch.float32)
     lat_low = euler_run(W, cfg, noise, text, a.steps, a.guidance, a.shift, torch.bfloat16)
+    lat_mix = euler_run(W, cfg, noise, text, a.steps, a.guidance, a.shift, "mixed")
+    eb, mx = err(lat_low, lat_ref)
+    print("info torch-bf16 (autocast) final latents: max err %.3g (rel %.3g)" % (eb, eb / mx))
     for name, path in (("gpu", a.lat_gpu), ("cpu", a.lat_cpu)):
         with h5py.File(path, "r") as f:
             x = np.asarray(f["latents"], dtype=np.float32)
-        check("dsgap %s final latents (%d Euler steps, CFG %g)" % (name, a.steps, a.guidance), x, lat_low,
-              lat_ref, fp32_only=(name == "cpu"))
+        check("dsgap %s final latents (%d Euler steps, CFG %g; naive: torch-mixed)" % (name, a.steps, a.guidance),
+              x, lat_mix, lat_ref, fp32_only=(name == "cpu"))
     print("%d checks failed" % fails)
     return 1 if fails else 0
 
@@ -230,6 +265,7 @@ def main():
     c.add_argument("--steps", type=int, default=4)
     c.add_argument("--guidance", type=float, default=5.0)
     c.add_argument("--shift", type=float, default=5.0)
+    c.add_argument("--dump-neg-gpu")
     b = sub.add_parser("bench")
     b.add_argument("dir")
     b.add_argument("--reps", type=int, default=2)

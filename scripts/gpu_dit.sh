@@ -48,13 +48,15 @@ S=$W/small
 step make_small 60 $PY scripts/gpu_dit.py make small "$S" --seed 1
 step dump_gpu 60 "$DUMP" "$S/model" "$S/text.safetensors" "$S/noise.safetensors" 750 "$W/dump_gpu.safetensors" gpu
 step dump_cpu 60 "$DUMP" "$S/model" "$S/text.safetensors" "$S/noise.safetensors" 750 "$W/dump_cpu.safetensors" cpu
+step dump_gpu_neg 60 "$DUMP" "$S/model" "$S/neg.safetensors" "$S/noise.safetensors" 750 "$W/dump_gpu_neg.safetensors" gpu
 for dev in gpu cpu; do
   step "euler_$dev" 60 "$DSGAP" generate --model "$S/model" --text "$S/text.safetensors" --noise "$S/noise.safetensors" \
     --steps 4 --guidance 5 --shift 5 --sampler euler --policies dense --device $dev --quiet --out "$W/euler_$dev"
 done
 step compare 120 $PY scripts/gpu_dit.py compare "$S" "$W/dump_gpu.safetensors" "$W/dump_cpu.safetensors" \
-  "$(ls "$W"/euler_gpu/*.h5 | head -1)" "$(ls "$W"/euler_cpu/*.h5 | head -1)" --steps 4 --guidance 5 --shift 5
-grep -E "^(ok|FAIL)|checks failed" "$L" | tail -3
+  "$(ls "$W"/euler_gpu/*.h5 | head -1)" "$(ls "$W"/euler_cpu/*.h5 | head -1)" --steps 4 --guidance 5 --shift 5 \
+  --dump-neg-gpu "$W/dump_gpu_neg.safetensors"
+grep -E "^info|final latents|checks failed" "$L" | tail -9
 # the same 4 Euler steps without guidance: how much of the latents' error is CFG's amplification
 for dev in gpu cpu; do
   step "euler_g1_$dev" 60 "$DSGAP" generate --model "$S/model" --text "$S/text.safetensors" --noise "$S/noise.safetensors" \

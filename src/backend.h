@@ -52,10 +52,13 @@ struct dg_backend {
 	 * for). The primitives that run a host twin on the unit (peers, PISA, per-query selections other
 	 * than top-k over tokens) need a unit from load instead. */
 	void (*load_device)(dg_backend *, const float *q, const float *k, const float *v);
-	/* Optional (NULL: nothing ahead). A hint, after load and before dense: the loaded unit will be
-	 * grouped by this kind; the backend may compute the grouping alongside the dense pass, and
-	 * groups() of that kind on this unit then returns it. */
-	void (*prefetch_groups)(dg_backend *, dg_group_kind);
+	/* Optional (NULL: nothing ahead). A hint before loads: the units whose Q buffers are q[0 ..
+	 * count) ((n, d) fp32 each; on the host, or where the backend computes if device) will be loaded
+	 * (load or load_device from the same q pointer, in any order) and grouped by this kind. The
+	 * backend may compute their groupings ahead, e.g. all at once while other work runs, and
+	 * groups() of that kind on such a unit then returns its grouping. The buffers must not change
+	 * until loaded; a new hint drops what the last one left. */
+	void (*prefetch_groups)(dg_backend *, dg_group_kind, int count, const float *const *q, bool device);
 	/* Dense attention of the loaded unit: the reference O and its LSE. Returns seconds. */
 	double (*dense)(dg_backend *);
 	/* Group the loaded unit's queries (groups.h). NULL after reporting on failure. */
@@ -97,7 +100,8 @@ struct dg_backend {
 	void (*phases)(dg_backend *, double s[DG_PHASE_COUNT]);
 	/* o (n, d) on the host = the dense O (dense), or the output (out) of the last attend. */
 	void (*output)(dg_backend *, bool dense, float *o);
-	/* The same into o (n, d) where the backend computes (device memory on the GPU), complete on return. */
+	/* The same into o (n, d) where the backend computes (device memory on the GPU), ordered before
+	 * the DiT op table's later work (on the GPU: its default stream waits for the copy). */
 	void (*output_device)(dg_backend *, bool dense, float *o);
 	void (*groups_free)(dg_backend *, dg_bgroups *);
 	void (*scores_free)(dg_backend *, dg_bscores *);

@@ -5,9 +5,11 @@
  * Everything runs in order on one stream and the host waits only where it needs a result: the
  * dense time, metrics, attention times asked for, and the key counts of a selection whose counts
  * are not known up front (top-p, block), read when first needed. The one exception is the PCA
- * grouping of a unit hinted at (prefetch_groups): it may run ahead on a second, high-priority
- * stream, after the load and overlapping the dense pass (its chain of small kernels is latency
- * bound), joined by an event when groups() takes it or the next load drops it. Handles and the
+ * groupings of the units hinted at (prefetch_groups): they run ahead on a second, high-priority
+ * stream, all hinted units in one batched call (its chain of small kernels is latency bound, so
+ * twelve heads cost little more than one), overlapping whatever runs meanwhile, and are joined by
+ * an event when groups() takes one. Device loads (load_device) and outputs (output_device) are
+ * ordered against the DiT op table's default stream by events, without waiting on the host. Handles and the
  * kernels' scratch come from the device's stream-ordered pool (cudaMallocAsync), which keeps freed
  * memory cached.
  * A sparse output is kept with the ids of its grouping and selection, so that policies sharing a
@@ -74,13 +76,19 @@ typedef struct {
 	float *h_lse;            /* host copy, for the host twin of the per-query top-p */
 	cudaStream_t stream;
 	cudaEvent_t ev[2];
-	cudaStream_t side;       /* high priority: the PCA grouping ahead, alongside the dense pass */
-	cudaEvent_t ev_load, ev_ahead; /* the load done (stream), the grouping ahead done (side) */
+	cudaStream_t side;       /* high priority: the PCA groupings ahead */
+	cudaEvent_t ev_legacy;   /* recorded on the default stream (the DiT op table's) to order against it */
+	cudaEvent_t ev_out;      /* an output_device copy done (stream) */
+	cudaEvent_t ev_ahead;    /* the groupings ahead done (side) */
 	long unit, next_id;      /* loads so far (every load of Q/K/V bumps it); the next handle id */
-	struct {                 /* the PCA grouping made ahead on side for unit, not yet taken; a load
-				  * drops it, so bg is always the loaded unit's */
-		long unit;
-		dg_bgroups *bg;
+	struct {                 /* PCA groupings made ahead on side (prefetch_groups) */
+		int count;       /* bg[i] is for the unit loaded from the Q buffer q[i], until loaded */
+		const float **q;
+		dg_bgroups **bg;
+		dg_bgroups *cur; /* the loaded unit's, not yet taken by groups() */
+		size_t cap;      /* units the staging below holds */
+		uint16_t *hq;    /* pinned (cap, n, d): host Q converted to bf16 */
+		uint16_t *dq;    /* device (cap, n, d) bf16 */
 	} ahead;
 	struct {                 /* o_sp and mass hold the sparse output of (groups, sel) on unit */
 		long unit, groups, sel;
@@ -125,15 +133,21 @@ static void gpu_groups_free(dg_backend *be, dg_bgroups *bg)
 	free(bg);
 }
 
-/* phase accounting (phases): an event pair around a primitive's work */
-static void phase_begin(gpu *g)
+/* phase accounting (phases): an event pair around a primitive's work on stream st */
+static void phase_begin_on(gpu *g, cudaStream_t st)
 {
 	if (g->profiling)
-		CUDA_CHECK(cudaEventRecord(g->pev[2 * g->nph], g->stream));
+		CUDA_CHECK(cudaEventRecord(g->pev[2 * g->nph], st));
+}
+
+static void phase_begin(gpu *g)
+{
+	phase_begin_on(g, g->stream);
 }
 
 static void phases_collect(gpu *g)
 {
+	CUDA_CHECK(cudaStreamSynchronize(g->side));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	for (int i = 0; i < g->nph; i++) {
 		float ms;
@@ -143,20 +157,26 @@ static void phases_collect(gpu *g)
 	g->nph = 0;
 }
 
-static void phase_end(gpu *g, dg_phase ph)
+static void phase_end_on(gpu *g, cudaStream_t st, dg_phase ph)
 {
 	if (!g->profiling)
 		return;
-	CUDA_CHECK(cudaEventRecord(g->pev[2 * g->nph + 1], g->stream));
+	CUDA_CHECK(cudaEventRecord(g->pev[2 * g->nph + 1], st));
 	g->pph[g->nph++] = ph;
 	if (g->nph == PHASE_MAX)
 		phases_collect(g);
+}
+
+static void phase_end(gpu *g, dg_phase ph)
+{
+	phase_end_on(g, g->stream, ph);
 }
 
 static void gpu_phases(dg_backend *be, double s[DG_PHASE_COUNT])
 {
 	gpu *g = be->impl;
 	if (!s) {
+		CUDA_CHECK(cudaStreamSynchronize(g->side));
 		CUDA_CHECK(cudaStreamSynchronize(g->stream));
 		return;
 	}
@@ -172,25 +192,39 @@ static void gpu_phases(dg_backend *be, double s[DG_PHASE_COUNT])
 	}
 }
 
-/* before a load overwrites dq, which the grouping ahead reads: the main stream waits for it, and a
- * grouping not taken (it belongs to the unit being replaced) is freed */
-static void ahead_drop(dg_backend *be)
+/* a grouping made ahead and not taken: freed in the main stream's order, after the side's work */
+static void ahead_free(dg_backend *be, dg_bgroups *bg)
 {
 	gpu *g = be->impl;
-	if (!g->ahead.bg)
+	if (!bg)
 		return;
 	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_ahead, 0));
-	gpu_groups_free(be, g->ahead.bg);
-	g->ahead.bg = NULL;
+	gpu_groups_free(be, bg);
+}
+
+/* a new unit, loaded from the Q buffer q: the last unit's grouping ahead, if not taken, is dropped;
+ * a grouping made ahead for q becomes the unit's */
+static void unit_begin(dg_backend *be, const float *q)
+{
+	gpu *g = be->impl;
+	ahead_free(be, g->ahead.cur);
+	g->ahead.cur = NULL;
+	g->unit++; /* a kept sparse output belongs to the previous unit */
+	for (int i = 0; i < g->ahead.count; i++)
+		if (g->ahead.q[i] == q) {
+			g->ahead.cur = g->ahead.bg[i];
+			g->ahead.q[i] = NULL;
+			g->ahead.bg[i] = NULL;
+			break;
+		}
 }
 
 static void gpu_load(dg_backend *be, const float *q, const float *k, const float *v)
 {
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
-	ahead_drop(be);
+	unit_begin(be, q);
 	g->q = q, g->k = k, g->v = v;
-	g->unit++; /* a kept sparse output belongs to the previous unit */
 	const float *src[3] = { q, k, v };
 	uint16_t *dst[3] = { g->dq, g->dk, g->dv };
 	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* the staging buffer may still be in flight */
@@ -202,16 +236,17 @@ static void gpu_load(dg_backend *be, const float *q, const float *k, const float
 	}
 }
 
-/* Q/K/V already on the device (the DiT engine's fp32 buffers, written on another stream): no host
- * copy, so the host twins have no unit (dit_attn.c loads from the host for the policies that need one) */
+/* Q/K/V already on the device (the DiT engine's fp32 buffers, written on the default stream): no
+ * host copy, so the host twins have no unit (dit_attn.c loads from the host for the policies that
+ * need one); the conversions wait for the default stream's work by an event */
 static void gpu_load_device(dg_backend *be, const float *q, const float *k, const float *v)
 {
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
-	ahead_drop(be);
+	unit_begin(be, q);
 	g->q = g->k = g->v = NULL;
-	g->unit++;
-	CUDA_CHECK(cudaDeviceSynchronize());
+	CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
+	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_legacy, 0));
 	KERNEL_CHECK(dg_to_bf16(q, g->dq, nd, (dg_stream)g->stream));
 	KERNEL_CHECK(dg_to_bf16(k, g->dk, nd, (dg_stream)g->stream));
 	KERNEL_CHECK(dg_to_bf16(v, g->dv, nd, (dg_stream)g->stream));
@@ -255,9 +290,9 @@ static void groups_upload(gpu *g, dg_bgroups *bg)
 				   g->stream));
 }
 
-/* the PCA grouping of the loaded unit on stream st (its memory too): leaves of exactly 128 (the last
- * short), so the offsets are known here */
-static dg_bgroups *pca_groups(dg_backend *be, cudaStream_t st)
+/* a PCA grouping's handle on stream st: leaves of exactly 128 (the last short), so the offsets are
+ * known here; perm and off (device) still to be written */
+static dg_bgroups *pca_handle(dg_backend *be, cudaStream_t st)
 {
 	gpu *g = be->impl;
 	int n = be->n, ng = (n + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
@@ -265,7 +300,6 @@ static dg_bgroups *pca_groups(dg_backend *be, cudaStream_t st)
 	bg->id = g->next_id++;
 	bg->perm = dmalloc_on(st, (size_t)n * 4);
 	bg->off = dmalloc_on(st, (size_t)(ng + 1) * 4);
-	KERNEL_CHECK(dg_pca_groups(g->dq, n, be->d, bg->perm, bg->off, (dg_stream)st));
 	bg->g.n = n;
 	bg->g.ngroups = ng;
 	bg->g.off = dg_malloc((size_t)(ng + 1) * sizeof(int));
@@ -274,32 +308,82 @@ static dg_bgroups *pca_groups(dg_backend *be, cudaStream_t st)
 	return bg;
 }
 
-/* the PCA grouping ahead on side, from the load's data on: it overlaps the dense pass enqueued next */
-static void gpu_prefetch_groups(dg_backend *be, dg_group_kind kind)
+/* the hinted units' Q as bf16 into ahead.dq on side (host: converted into the pinned staging first) */
+static void ahead_stage(dg_backend *be, int count, const float *const *q, bool device)
 {
 	gpu *g = be->impl;
-	if (kind != DG_GROUP_PCA || g->ahead.bg)
+	size_t nd = (size_t)be->n * be->d;
+	CUDA_CHECK(cudaEventSynchronize(g->ev_ahead)); /* the last hint's staging is read */
+	if (g->ahead.cap < (size_t)count) {
+		if (g->ahead.hq)
+			CUDA_CHECK(cudaFreeHost(g->ahead.hq));
+		if (g->ahead.dq)
+			CUDA_CHECK(cudaFreeAsync(g->ahead.dq, g->side));
+		g->ahead.hq = NULL;
+		g->ahead.dq = dmalloc_on(g->side, count * nd * 2);
+		g->ahead.cap = count;
+	}
+	if (device) { /* written on the default stream (the DiT op table's) */
+		CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
+		CUDA_CHECK(cudaStreamWaitEvent(g->side, g->ev_legacy, 0));
+		for (int i = 0; i < count; i++)
+			KERNEL_CHECK(dg_to_bf16(q[i], g->ahead.dq + i * nd, nd, (dg_stream)g->side));
 		return;
-	CUDA_CHECK(cudaEventRecord(g->ev_load, g->stream));
-	CUDA_CHECK(cudaStreamWaitEvent(g->side, g->ev_load, 0));
-	g->ahead.bg = pca_groups(be, g->side);
+	}
+	if (!g->ahead.hq)
+		CUDA_CHECK(cudaMallocHost((void **)&g->ahead.hq, g->ahead.cap * nd * 2));
+	for (int i = 0; i < count; i++) {
+		uint16_t *h = g->ahead.hq + i * nd;
+		for (size_t e = 0; e < nd; e++)
+			h[e] = dg_f32_to_bf16(q[i][e]); /* exact: trace values are bf16 */
+		CUDA_CHECK(cudaMemcpyAsync(g->ahead.dq + i * nd, h, nd * 2, cudaMemcpyHostToDevice, g->side));
+	}
+}
+
+/* the PCA groupings of the hinted units, all in one batched call on side (accounted as the groups
+ * phase where phases are on), each then copied into its own handle */
+static void gpu_prefetch_groups(dg_backend *be, dg_group_kind kind, int count, const float *const *q, bool device)
+{
+	gpu *g = be->impl;
+	if (kind != DG_GROUP_PCA || count < 1)
+		return;
+	for (int i = 0; i < g->ahead.count; i++)
+		ahead_free(be, g->ahead.bg[i]);
+	g->ahead.q = dg_realloc(g->ahead.q, (size_t)count * sizeof *g->ahead.q);
+	g->ahead.bg = dg_realloc(g->ahead.bg, (size_t)count * sizeof *g->ahead.bg);
+	g->ahead.count = count;
+	ahead_stage(be, count, q, device);
+	int n = be->n, ng = (n + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
+	phase_begin_on(g, g->side);
+	int32_t *perm = dmalloc_on(g->side, (size_t)count * n * 4), *off = dmalloc_on(g->side, (size_t)(ng + 1) * 4);
+	KERNEL_CHECK(dg_pca_groups(g->ahead.dq, count, n, be->d, perm, off, (dg_stream)g->side));
+	for (int i = 0; i < count; i++) {
+		dg_bgroups *bg = pca_handle(be, g->side);
+		CUDA_CHECK(cudaMemcpyAsync(bg->perm, perm + (size_t)i * n, (size_t)n * 4, cudaMemcpyDeviceToDevice,
+					   g->side));
+		CUDA_CHECK(cudaMemcpyAsync(bg->off, off, (size_t)(ng + 1) * 4, cudaMemcpyDeviceToDevice, g->side));
+		g->ahead.q[i] = q[i];
+		g->ahead.bg[i] = bg;
+	}
+	CUDA_CHECK(cudaFreeAsync(perm, g->side));
+	CUDA_CHECK(cudaFreeAsync(off, g->side));
+	phase_end_on(g, g->side, DG_PHASE_GROUPS);
 	CUDA_CHECK(cudaEventRecord(g->ev_ahead, g->side));
-	g->ahead.unit = g->unit;
 }
 
 static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
 {
 	gpu *g = be->impl;
-	if (kind == DG_GROUP_PCA && g->ahead.bg && g->ahead.unit == g->unit) {
-		/* made ahead: the main stream waits for it; its device time was hidden, not accounted */
-		dg_bgroups *bg = g->ahead.bg;
+	if (kind == DG_GROUP_PCA && g->ahead.cur) { /* made ahead: the main stream waits for it */
+		dg_bgroups *bg = g->ahead.cur;
 		CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_ahead, 0));
-		g->ahead.bg = NULL;
+		g->ahead.cur = NULL;
 		return bg;
 	}
 	if (kind == DG_GROUP_PCA) {
 		phase_begin(g);
-		dg_bgroups *bg = pca_groups(be, g->stream);
+		dg_bgroups *bg = pca_handle(be, g->stream);
+		KERNEL_CHECK(dg_pca_groups(g->dq, 1, be->n, be->d, bg->perm, bg->off, (dg_stream)g->stream));
 		phase_end(g, DG_PHASE_GROUPS);
 		return bg;
 	}
@@ -580,13 +664,15 @@ static void gpu_output(dg_backend *be, bool dense, float *o)
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 }
 
-/* into a device buffer that the DiT engine's op table reads next, on its own stream: complete on return */
+/* into a device buffer that the DiT engine's op table reads next on the default stream: that
+ * stream waits for the copy by an event */
 static void gpu_output_device(dg_backend *be, bool dense, float *o)
 {
 	gpu *g = be->impl;
 	CUDA_CHECK(cudaMemcpyAsync(o, dense ? g->o_ref : g->out, (size_t)be->n * be->d * 4,
 				   cudaMemcpyDeviceToDevice, g->stream));
-	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	CUDA_CHECK(cudaEventRecord(g->ev_out, g->stream));
+	CUDA_CHECK(cudaStreamWaitEvent(0, g->ev_out, 0));
 }
 
 static void gpu_scores_free(dg_backend *be, dg_bscores *s)
@@ -621,7 +707,13 @@ static void gpu_destroy(dg_backend *be)
 {
 	gpu *g = be->impl;
 	CUDA_CHECK(cudaStreamSynchronize(g->side));
-	gpu_groups_free(be, g->ahead.bg);
+	for (int i = 0; i < g->ahead.count; i++)
+		gpu_groups_free(be, g->ahead.bg[i]);
+	gpu_groups_free(be, g->ahead.cur);
+	free(g->ahead.q), free(g->ahead.bg);
+	dfree(g, g->ahead.dq);
+	if (g->ahead.hq)
+		CUDA_CHECK(cudaFreeHost(g->ahead.hq));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->dq, g->dk, g->dv };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
@@ -629,7 +721,8 @@ static void gpu_destroy(dg_backend *be)
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	CUDA_CHECK(cudaEventDestroy(g->ev[0]));
 	CUDA_CHECK(cudaEventDestroy(g->ev[1]));
-	CUDA_CHECK(cudaEventDestroy(g->ev_load));
+	CUDA_CHECK(cudaEventDestroy(g->ev_legacy));
+	CUDA_CHECK(cudaEventDestroy(g->ev_out));
 	CUDA_CHECK(cudaEventDestroy(g->ev_ahead));
 	for (int i = 0; g->profiling && i < 2 * PHASE_MAX; i++)
 		CUDA_CHECK(cudaEventDestroy(g->pev[i]));
@@ -676,7 +769,8 @@ dg_backend *dg_backend_gpu(int n, int d)
 	g->kept.unit = -1;
 	CUDA_CHECK(cudaEventCreate(&g->ev[0]));
 	CUDA_CHECK(cudaEventCreate(&g->ev[1]));
-	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_load, cudaEventDisableTiming));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_legacy, cudaEventDisableTiming));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_out, cudaEventDisableTiming));
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_ahead, cudaEventDisableTiming));
 	CUDA_CHECK(cudaMallocHost((void **)&g->hq, 3 * nd * 2));
 	CUDA_CHECK(cudaMallocHost((void **)&g->h_lse, (size_t)n * 4));

@@ -152,15 +152,27 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 		a->stats.pairs += H * full;
 	}
 	size_t hs = (size_t)n * d;
+	bool host_load = a->host_unit && !a->host;
+	const float *qsrc = host_load ? a->hq : q;
+	if (policy && a->be->prefetch_groups) { /* the heads' PCA groupings ahead, all in one go */
+		const float **qh = dg_malloc((size_t)H * sizeof *qh);
+		int nq = 0;
+		for (int h = 0; h < H; h++) {
+			dg_policy_run *r = &runs[h];
+			if (dg_policy_run_groups_with(&r, 1, DG_GROUP_PCA))
+				qh[nq++] = qsrc + h * hs;
+		}
+		if (nq)
+			a->be->prefetch_groups(a->be, DG_GROUP_PCA, nq, qh, !a->host && !host_load);
+		free(qh);
+	}
 	for (int h = 0; policy && h < H; h++) {
 		dg_backend *be = a->be;
 		dg_policy_run *r = &runs[h];
-		if (a->host_unit && !a->host)
+		if (host_load)
 			be->load(be, a->hq + h * hs, a->hk + h * hs, a->hv + h * hs);
 		else
 			be->load_device(be, q + h * hs, k + h * hs, v + h * hs);
-		if (be->prefetch_groups && dg_policy_run_groups_with(&r, 1, DG_GROUP_PCA))
-			be->prefetch_groups(be, DG_GROUP_PCA); /* alongside the dense pass */
 		if (dg_policy_run_needs_dense(r))
 			be->dense(be);
 		double tm = dg_now();
@@ -168,7 +180,7 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 			return -1;
 		if (!be->phases)
 			a->stats.meta_seconds += dg_now() - tm;
-		dg_policy_out out = dg_policy_run_apply(be, r, s->step, NULL, NULL);
+		dg_policy_out out = dg_policy_run_apply(be, r, s->step, NULL, NULL, false);
 		be->output_device(be, out.dense, o + h * hs);
 		a->stats.pairs += (double)out.pairs;
 		a->stats.sparse_calls += !out.dense;

@@ -220,7 +220,8 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 	return rc;
 }
 
-dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg_metrics *m, float *o)
+dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg_metrics *m, float *o,
+				  bool timed)
 {
 	const dg_policy *p = r->p;
 	bool cached = p->residual == DG_RESIDUAL_CACHED, per_step = p->refresh == DG_REFRESH_STEP;
@@ -250,11 +251,12 @@ dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg
 	dg_policy_meta *meta = per_step ? r->fresh : r->meta;
 	bool pisa = p->approx == DG_APPROX_PISA;
 	out.pairs = be->attend(be, meta->groups->g, meta->sel, cached ? r->residual : NULL,
-			       cached && per_step ? &r->residual : NULL, pisa ? NULL : m, &out.seconds);
+			       cached && per_step ? &r->residual : NULL, pisa ? NULL : m, timed ? &out.seconds : NULL);
 	if (pisa) {
 		double t0 = dg_now();
 		be->approx(be, meta->groups->g, meta->sel, p->block, m);
-		out.seconds += dg_now() - t0;
+		if (timed)
+			out.seconds += dg_now() - t0;
 	}
 	if (per_step) {
 		meta_unref(be, r->fresh);

@@ -8,7 +8,7 @@
  * unit. Per unit:
  *   1. dg_policy_run_plan      per run: does it output the dense O, does it make metadata? It
  *                              reads no data: callers plan before loading the unit, so that they
- *                              can hint the backend at a grouping ahead (dg_policy_run_groups_with,
+ *                              can hint the backend at groupings ahead (dg_policy_run_groups_with,
  *                              be->prefetch_groups). Then, with the unit loaded into the backend
  *                              and its dense pass done (be->dense):
  *   2. dg_policy_run_metadata  the new metadata of every run that makes some, built together:
@@ -74,12 +74,14 @@ typedef struct {
 	bool dense;      /* the output is the dense O */
 	int64_t pairs;   /* computed (query, key) pairs of the output: n^2 when dense */
 	int staleness;   /* steps since its metadata was made: 0 when dense or fresh */
-	double seconds;  /* sparse attention time; 0 when dense */
+	double seconds;  /* sparse attention time when timed; 0 when dense */
 } dg_policy_out;
 
 /* The run's output at the unit of `step`: m (or NULL) gets its metrics against the dense O, o (or
- * NULL) the output itself, (n, d) on the host. */
-dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg_metrics *m, float *o);
+ * NULL) the output itself, (n, d) on the host; timed: out.seconds is measured (a backend may then
+ * wait for the attention; untimed, the work may stay queued). */
+dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg_metrics *m, float *o,
+				  bool timed);
 /* Drop the run's metadata and residual (the end of its stream). */
 void dg_policy_run_clear(dg_backend *be, dg_policy_run *r);
 

@@ -101,10 +101,10 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 	int step = tm->step_index[s];
 	for (int i = 0; i < c->ninst; i++)
 		dg_policy_run_plan(c->runs[i], &c->o->schedule, step, tm->layer_index[l]);
-	be->load(be, c->q, c->k, c->v);
-	/* the PCA grouping the metadata will take, computed alongside the dense pass where it can be */
+	/* the PCA grouping the metadata will take, computed alongside where it can be */
 	if (be->prefetch_groups && dg_policy_run_groups_with(c->runs, c->ninst, DG_GROUP_PCA))
-		be->prefetch_groups(be, DG_GROUP_PCA);
+		be->prefetch_groups(be, DG_GROUP_PCA, 1, (const float *const *)&c->q, false);
+	be->load(be, c->q, c->k, c->v);
 	double dense_s = be->dense(be);
 	c->dense_s += dense_s;
 	if (dg_policy_run_metadata(be, c->runs, c->ninst, tm->grid, tm->text_tokens))
@@ -112,7 +112,7 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 	for (int i = 0; i < c->ninst; i++) {
 		instance *in = &c->inst[i];
 		dg_metrics m;
-		dg_policy_out r = dg_policy_run_apply(be, &in->run, step, &m, NULL);
+		dg_policy_out r = dg_policy_run_apply(be, &in->run, step, &m, NULL, true);
 		double seconds = r.dense ? dense_s : r.seconds;
 		in->attn_s += seconds;
 		emit(c, in, s, l, h, &r, &m, seconds);

@@ -450,16 +450,42 @@ static void check_oracle(const problem *P, const prob_capture *cap, const double
 /* ------------------------------------------------------------------------------------------------ */
 /* PCA                                                                                               */
 
-static int gpu_pca(int version, const uint16_t *dq, int n, int d, int *perm, int *goff)
+/* the grouping of heads heads of q (heads, n, d) on the device into perm (heads, n), goff */
+static int gpu_pca(int version, const uint16_t *dq, int heads, int n, int d, int *perm, int *goff)
 {
 	const int nb = (n + 127) / 128;
-	int32_t *dperm = dmalloc((size_t)n * 4), *dgoff = dmalloc((size_t)(nb + 1) * 4);
-	poison(dperm, (size_t)n * 4), poison(dgoff, (size_t)(nb + 1) * 4);
-	int rc = dg_pca_groups_v(version, dq, n, d, dperm, dgoff, stream);
-	download(perm, dperm, (size_t)n * 4);
+	int32_t *dperm = dmalloc((size_t)heads * n * 4), *dgoff = dmalloc((size_t)(nb + 1) * 4);
+	poison(dperm, (size_t)heads * n * 4), poison(dgoff, (size_t)(nb + 1) * 4);
+	int rc = dg_pca_groups_v(version, dq, heads, n, d, dperm, dgoff, stream);
+	download(perm, dperm, (size_t)heads * n * 4);
 	download(goff, dgoff, (size_t)(nb + 1) * 4);
 	cudaFree(dperm), cudaFree(dgoff);
 	return rc;
+}
+
+/* three heads in one call (the random queries, the keys and the keys negated as queries) give
+ * exactly the perm of each head grouped alone: the heads share only the launches */
+static void check_pca_heads(const problem *P, int version)
+{
+	const int n = P->n, d = P->d, nb = (n + 127) / 128;
+	const size_t nd = (size_t)n * d;
+	uint16_t *qb = dg_malloc(3 * nd * 2);
+	memcpy(qb, P->qb, nd * 2);
+	memcpy(qb + nd, P->kb, nd * 2);
+	for (size_t e = 0; e < nd; e++)
+		qb[2 * nd + e] = P->kb[e] ^ 0x8000; /* -k, exact */
+	uint16_t *dq = dupload(qb, 3 * nd * 2);
+	int *all = dg_malloc(3 * nd / d * 4), *one = dg_malloc((size_t)n * 4);
+	int *goff = dg_malloc((size_t)(nb + 1) * 4), *goff1 = dg_malloc((size_t)(nb + 1) * 4);
+	int rc = gpu_pca(version, dq, 3, n, d, all, goff), same = rc == 0;
+	for (int h = 0; h < 3 && same; h++) {
+		same = gpu_pca(version, dq + h * nd, 1, n, d, one, goff1) == 0 &&
+		       !memcmp(one, all + (size_t)h * n, (size_t)n * 4) && !memcmp(goff, goff1, (size_t)(nb + 1) * 4);
+	}
+	CHECKF(same, "pca v%d n=%d d=%d: 3 heads in one call, each head's perm identical to its own call", version, n,
+	       d);
+	free(qb), free(all), free(one), free(goff), free(goff1);
+	cudaFree(dq);
 }
 
 /* every version (1 .. ) of the PCA grouping */
@@ -482,7 +508,7 @@ static void check_pca(const problem *P, int version)
 		uint16_t *dq = dupload(qb, (size_t)n * d * 2);
 		dg_groups cg;
 		dg_groups_build(&cg, DG_GROUP_PCA, q, n, d, NULL, 0);
-		int rc = gpu_pca(version, dq, n, d, perm, goff);
+		int rc = gpu_pca(version, dq, 1, n, d, perm, goff);
 		CHECKF(rc == 0 && !memcmp(perm, cg.perm, (size_t)n * 4) && !memcmp(goff, cg.off, (size_t)(nb + 1) * 4),
 		       "pca v%d n=%d d=%d: identical perm and goff on well-separated (lattice) queries", version, n, d);
 		dg_groups_free(&cg);
@@ -495,7 +521,7 @@ static void check_pca(const problem *P, int version)
 		dg_groups_build(&cg, DG_GROUP_PCA, P->q, n, d, NULL, 0);
 		for (int i = 0; i < n; i++)
 			perm[i] = -1;
-		int rc = gpu_pca(version, P->dq, n, d, perm, goff);
+		int rc = gpu_pca(version, P->dq, 1, n, d, perm, goff);
 		char *seen = calloc(n, 1);
 		int ok = rc == 0;
 		for (int i = 0; i < n && ok; i++) {
@@ -806,8 +832,10 @@ static void run_config(int n, int d)
 	}
 
 	/* 5. PCA */
-	for (int v = 1; dg_pca_groups_name(v); v++)
+	for (int v = 1; dg_pca_groups_name(v); v++) {
 		check_pca(&P, v);
+		check_pca_heads(&P, v);
+	}
 
 	/* 6. pooled scores */
 	check_pooled(&P, &raster, "raster");
@@ -866,7 +894,8 @@ static float bench(const char *name, bench_fn fn, void *ctx, double work, const 
 typedef struct {
 	problem *P;
 	int32_t *perm, *goff, *pcaperm, *pcagoff;
-	int G, version, nk, kv, budget;
+	int G, version, nk, kv, budget, heads;
+	uint16_t *q12; /* (12, n, d): the queries with other sign patterns per head (pca_groups x12) */
 	double rho, topp;
 	int K[3];
 	int32_t *qsidx[3];
@@ -903,7 +932,8 @@ static int b_select(void *c)
 static int b_pca(void *c)
 {
 	bctx *x = c;
-	return dg_pca_groups_v(x->version, x->P->dq, x->P->n, x->P->d, x->pcaperm, x->pcagoff, stream);
+	return dg_pca_groups_v(x->version, x->heads > 1 ? x->q12 : x->P->dq, x->heads, x->P->n, x->P->d, x->pcaperm,
+			       x->pcagoff, stream);
 }
 static int b_pooled(void *c)
 {
@@ -933,7 +963,16 @@ static void run_bench(void)
 	x.scores = dmalloc((size_t)x.G * n * 4);
 	x.bscores = dmalloc((size_t)x.G * nb * 4);
 	x.pooled = dmalloc((size_t)x.G * n * 4);
-	x.pcaperm = dmalloc((size_t)n * 4);
+	x.pcaperm = dmalloc((size_t)12 * n * 4);
+	{
+		const size_t nd = (size_t)n * d;
+		uint16_t *q12 = dg_malloc(12 * nd * 2);
+		for (int h = 0; h < 12; h++)
+			for (size_t e = 0; e < nd; e++)
+				q12[h * nd + e] = P.qb[e] ^ ((e % d * 7 + h) % 3 ? 0 : 0x8000);
+		x.q12 = dupload(q12, 12 * nd * 2);
+		free(q12);
+	}
 	x.pcagoff = dmalloc((size_t)(nb + 1) * 4);
 	x.soff = dmalloc((size_t)(x.G + 1) * 8);
 	x.cap = (int64_t)x.G * n;
@@ -972,11 +1011,13 @@ static void run_bench(void)
 	bench("select block topk 0.15", b_select, &x, 0, "");
 	x.budget = 1;
 	bench("select block topp 0.9", b_select, &x, 0, "");
-	for (int v = 1; dg_pca_groups_name(v); v++) {
-		x.version = v;
-		snprintf(name, sizeof name, "pca_groups v%d", v);
-		bench(name, b_pca, &x, 0, "");
-	}
+	for (int v = 1; dg_pca_groups_name(v); v++)
+		for (x.heads = 1; x.heads <= 12; x.heads += 11) {
+			x.version = v;
+			snprintf(name, sizeof name, "pca_groups v%d, %d head%s in one call", v, x.heads,
+				 x.heads > 1 ? "s" : "");
+			bench(name, b_pca, &x, 0, "");
+		}
 	x.version = 0;
 	x.kv = 0;
 	bench("pooled_scores token", b_pooled, &x, 0, "");
@@ -1029,7 +1070,7 @@ int main(int argc, char **argv)
 		CHECK("bad head_dim is refused",
 		      dg_exact_scores(NULL, NULL, NULL, 10, 96, NULL, NULL, 1, NULL, NULL, stream) == -1);
 		CHECK("bad budget is refused", dg_select_keys(NULL, 1, 10, 0, 7, 0.1, 0, 0, 0, NULL, NULL, 0, stream) == -1);
-		CHECK("bad pca size is refused", dg_pca_groups(NULL, 0, 128, NULL, NULL, stream) == -1);
+		CHECK("bad pca size is refused", dg_pca_groups(NULL, 1, 0, 128, NULL, NULL, stream) == -1);
 		const int cfg[][2] = { { 1000, 64 }, { 1000, 128 }, { 4100, 64 }, { 4100, 128 }, { 32760, 128 } };
 		const int ncfg = tiny ? 2 : quick ? 4 : 5;
 		for (int i = 0; i < ncfg; i++)

@@ -43,7 +43,7 @@ static int64_t run(const char *spec, double rho, const char *sched, int steps, f
 		dg_policy_run_plan(&r, &sc, s, 0);
 		if (dg_policy_run_metadata(be, &rp, 1, grid, 0))
 			exit(1);
-		out = dg_policy_run_apply(be, &r, s, NULL, o);
+		out = dg_policy_run_apply(be, &r, s, NULL, o, false);
 	}
 	dg_policy_run_clear(be, &r);
 	be->destroy(be);

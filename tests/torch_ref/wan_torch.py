@@ -17,6 +17,9 @@ torch.bfloat16 follows the original's autocast(bfloat16) mixed precision (§1.6)
 the text MLP, q/k/v/o, cross-attention and FFN linears and both attentions in bf16 (bf16 inputs and
 weights, bf16 outputs); the time MLP and projection, LayerNorm/RMSNorm statistics, modulation,
 gated residual adds (fp32 residual stream) and the head in fp32; RoPE in fp64.
+dtype "mixed": dsgap's GPU recipe (DESIGN §7) done naively: the same linears and attentions take
+bf16-rounded operands (activations and weights; biases fp32) and compute and output in fp32 (TF32 off);
+everything else as in bfloat16 mode.
 
 Steps: Conv3d patch embedding (kernel = stride = patch); sinusoid cos-first of t; time MLP
 (Linear, SiLU, Linear) -> e; e0 = Linear(SiLU(e)) as (6, D); text MLP (Linear, GELU-tanh, Linear);
@@ -71,22 +74,30 @@ def rope(x, table):
 
 
 class Ops:
-    """the linears and attention in the compute dtype, the rest in fp32"""
+    """the linears and attention in the compute dtype (or mixed: bf16 operands, fp32 arithmetic), the
+    rest in fp32"""
     def __init__(self, W, dtype):
-        self.W, self.dt = W, dtype
+        self.W, self.mixed = W, dtype == "mixed"
+        self.dt = torch.float32 if self.mixed else dtype
+
+    def operand(self, x, fp32=False):
+        """x as a linear's or attention's operand"""
+        if fp32:
+            return x.float()
+        return x.to(torch.bfloat16).float() if self.mixed else x.to(self.dt)
 
     def lin(self, name, x, fp32=False):
-        dt = torch.float32 if fp32 else self.dt
-        w = self.W[name + ".weight"].to(dt)
+        w = self.operand(self.W[name + ".weight"], fp32)
         b = self.W.get(name + ".bias")
-        return F.linear(x.to(dt), w, None if b is None else b.to(dt))
+        if b is not None:
+            b = b.float() if fp32 or self.mixed else b.to(self.dt)
+        return F.linear(self.operand(x, fp32), w, b)
 
     def attn(self, q, k, v):
         """(N, H, d) each -> (Nq, H*d), softmax(q k^T / sqrt(d)) v"""
         # (1, H, N, d): SDPA's flash and cuDNN kernels take 4-D inputs only (3-D falls back to the
         # math kernel, which holds the H x N x N scores)
-        o = F.scaled_dot_product_attention(q.transpose(0, 1)[None].to(self.dt), k.transpose(0, 1)[None].to(self.dt),
-                                           v.transpose(0, 1)[None].to(self.dt))[0]
+        o = F.scaled_dot_product_attention(*(self.operand(t.transpose(0, 1)[None]) for t in (q, k, v)))[0]
         return o.transpose(0, 1).reshape(q.shape[0], -1)
 
 
@@ -112,7 +123,8 @@ def forward(W, cfg, x, t, context, record=None, dtype=torch.float32):
     grid = (Fr // pt, Hh // ph, Ww // pw)
     n = grid[0] * grid[1] * grid[2]
     # patch embedding (Conv3d), tokens in (f, h, w) order, w fastest
-    h = F.conv3d(x[None].to(dtype), W["patch_embedding.weight"].to(dtype), W["patch_embedding.bias"].to(dtype),
+    pb = W["patch_embedding.bias"]
+    h = F.conv3d(op.operand(x[None]), op.operand(W["patch_embedding.weight"]), pb.float() if op.mixed else pb.to(op.dt),
                  stride=(pt, ph, pw))
     h = h.flatten(2).transpose(1, 2)[0].float()  # (N, D); fp32 after the first gated add anyway
     # time embedding (fp32 region)

@@ -25,10 +25,14 @@
  * Versions (dg_pca_groups_v; H200, d=128, n=32760, one head / 12 heads in one call):
  *   v1  Gram partials on CUDA cores, fp32 fma in row order, one per block (CH 1)    1.08 ms / -
  *   v2  Gram partials with mma.sync (bf16 in, fp32 accumulate) from X_b^T staged as bf16 in
- *       shared memory (35 KB instead of 64 KB), CH 1                                0.89 ms / -
+ *       shared memory (35 KB instead of 64 KB), CH 1              0.89 / - (12-02); 0.995 / 6.37 ms
  *   v3  v2 with chunks of CH 8 blocks accumulated in the MMA registers: 1/8 of the partials'
- *       HBM traffic (201 MB written and read per level at 12 heads with CH 1)  PROMOTED;
- *       predicted one head ~0.8 ms (latency-bound chain of ~40 launches), 12 heads ~1.2 ms
+ *       HBM traffic (201 MB written and read per level at 12 heads with CH 1)       1.90 / 6.37 ms
+ *       (predicted ~0.8 / ~1.2 ms; the 12-head batch costs 6.4x one head with v2: not latency-bound)
+ *   v4  v2 with the block's rows gathered 16 at a time per thread (perm entries, then values,
+ *       then stores), instead of a dependent perm -> q load pair per element       PROMOTED if faster
+ *   v5  v3 with v4's gather
+ * (v2 measured 0.995 / 6.365 ms in the same 2026-12-03 run; PROMOTED stays 2 until v4/v5 are timed)
  */
 #include "dsgap_kernels.h"
 #include "meta_common.cuh"
@@ -131,7 +135,41 @@ __global__ void __launch_bounds__(256) gram_partial(const uint16_t *q, const int
  * gram_partial.
  */
 #define XT_LD (BS + 8) /* padded row: fragment loads of 8 rows x 4 words hit 32 banks */
-template <int D>
+
+/* X_b^T (D, XT_LD) of block rows [r0, r0 + rows) into xt, zeros past rows. Thread tid always stages
+ * column tid % D of rows tid / D + i * (256 / D). batched: each thread first loads 16 rows' perm
+ * entries, then their 16 values, then stores them (two latencies per 16 rows instead of two per row) */
+template <int D, bool batched>
+__device__ __forceinline__ void stage_xt(const uint16_t *q, const int32_t *perm, int r0, int rows, uint16_t *xt)
+{
+	const int tid = threadIdx.x, cc = tid % D;
+	constexpr int STEP = 256 / D, NR = BS / STEP, B = 16;
+	if (!batched) {
+		for (int e = tid; e < BS * D; e += 256) {
+			const int r = e / D, c = e % D;
+			xt[c * XT_LD + r] = r < rows ? q[(size_t)perm[r0 + r] * D + c] : (uint16_t)0;
+		}
+		return;
+	}
+#pragma unroll 1
+	for (int i0 = 0; i0 < NR; i0 += B) {
+		int idx[B];
+		uint16_t val[B];
+#pragma unroll
+		for (int j = 0; j < B; j++) {
+			const int r = tid / D + (i0 + j) * STEP;
+			idx[j] = r < rows ? perm[r0 + r] : -1;
+		}
+#pragma unroll
+		for (int j = 0; j < B; j++)
+			val[j] = idx[j] >= 0 ? q[(size_t)idx[j] * D + cc] : (uint16_t)0;
+#pragma unroll
+		for (int j = 0; j < B; j++)
+			xt[cc * XT_LD + tid / D + (i0 + j) * STEP] = val[j];
+	}
+}
+
+template <int D, bool batched>
 __global__ void __launch_bounds__(256) gram_partial_mma(const uint16_t *q, const int32_t *perm, int n, Level L,
 							float *partial, float *psum)
 {
@@ -149,10 +187,7 @@ __global__ void __launch_bounds__(256) gram_partial_mma(const uint16_t *q, const
 	for (int b = L.cb0[c]; b < L.cb1[c]; b++) {
 		const int r0 = b * BS, rows = min(BS, n - r0);
 		__syncthreads(); /* the last block's fragments are read */
-		for (int e = tid; e < BS * D; e += 256) {
-			const int r = e / D, cc = e % D;
-			xt[cc * XT_LD + r] = r < rows ? q[(size_t)perm[r0 + r] * D + cc] : (uint16_t)0;
-		}
+		stage_xt<D, batched>(q, perm, r0, rows, xt);
 		__syncthreads();
 		if (tid < D)
 			for (int r = 0; r < rows; r++)
@@ -434,7 +469,7 @@ int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t
 {
 	const int nb = (n + BS - 1) / BS;
 	const int ib = bits_for(n) > 0 ? bits_for(n) : 1;
-	const int ch = version == 3 ? 8 : 1;
+	const int ch = version == 3 || version == 5 ? 8 : 1;
 	Plan P;
 	plan_levels(n, ch, &P);
 	/* key bits: node | projection | query, plus the head on top at the levels sorted by CUB */
@@ -513,8 +548,10 @@ int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t
 		const int hshift = by_node ? 64 : P.bits[lev] + 32 + ib;
 		if (version == 1)
 			gram_partial<D><<<dim3(L.nchunks, heads), 256, smem_gram, st>>>(q, perm, n, L, partial, psum);
+		else if (version <= 3)
+			gram_partial_mma<D, false><<<dim3(L.nchunks, heads), 256, 0, st>>>(q, perm, n, L, partial, psum);
 		else
-			gram_partial_mma<D><<<dim3(L.nchunks, heads), 256, 0, st>>>(q, perm, n, L, partial, psum);
+			gram_partial_mma<D, true><<<dim3(L.nchunks, heads), 256, 0, st>>>(q, perm, n, L, partial, psum);
 		gram_reduce<D><<<dim3(L.nsplit, (D * D + 255) / 256, heads), 256, 0, st>>>(L, partial, G);
 		power_iter<D><<<dim3(L.nsplit, heads), D, smem_pow, st>>>(L, n, G, psum, sv, V);
 		project<D><<<dim3((n * 32 + 255) / 256, heads), 256, 0, st>>>(q, perm, n, L, V, ib, hshift, k0);
@@ -539,9 +576,11 @@ static const char *const names[] = {
 	"v1: Gram partials on CUDA cores (fp32 fma in row order)",
 	"v2: Gram partials with mma.sync from X^T in shared memory",
 	"v3: v2 over chunks of 8 blocks per CTA",
+	"v4: v2 with the rows gathered 16 at a time (loads batched ahead of the stores)",
+	"v5: v3 with v4's gather",
 };
-#define NVERSIONS 3
-#define PROMOTED 3
+#define NVERSIONS 5
+#define PROMOTED 2
 
 extern "C" const char *dg_pca_groups_name(int version)
 {

@@ -159,17 +159,18 @@ def cfg_velocity(W, cfg, noise, text, g, dsgap_c, dsgap_u):
     neg = torch.zeros(1, text.shape[1])
     runs = {m: (wan_torch.forward(W, cfg, noise, 750, text, dtype=dt).double().cpu(),
                 wan_torch.forward(W, cfg, noise, 750, neg, dtype=dt).double().cpu())
-            for m, dt in (("fp32", torch.float32), ("torch-bf16", torch.bfloat16), ("torch-mixed", "mixed"))}
+            for m, dt in (("fp32", torch.float32), ("torch-bf16", torch.bfloat16), ("torch-mixed", "mixed"),
+                          ("torch-mixed-head-bf16", "mixed-head-bf16"))}
     runs["dsgap-gpu"] = (torch.as_tensor(dsgap_c).double(), torch.as_tensor(dsgap_u).double())
     rc, ru = runs["fp32"]
     rg = ru + g * (rc - ru)
     mx = float(rg.abs().max())
-    for m in ("torch-bf16", "torch-mixed", "dsgap-gpu"):
+    for m in ("torch-bf16", "torch-mixed", "torch-mixed-head-bf16", "dsgap-gpu"):
         c, u = runs[m]
         ec, eu = (c - rc).flatten(), (u - ru).flatten()
         eg = float(((u + g * (c - u)) - rg).abs().max())
         corr = float(torch.dot(ec, eu) / (ec.norm() * eu.norm()).clamp_min(1e-300))
-        print("info CFG %g velocity at t=750, %-11s: max err cond %.3g, uncond %.3g, cfg %.3g (rel %.3g) = %.2fx the "
+        print("info CFG %g velocity at t=750, %-21s: max err cond %.3g, uncond %.3g, cfg %.3g (rel %.3g) = %.2fx the "
               "passes' max; corr(cond err, uncond err) %.3f" % (g, m, float(ec.abs().max()), float(eu.abs().max()),
                                                                  eg, eg / mx, eg / float(max(ec.abs().max(), eu.abs().max())), corr))
 
@@ -192,7 +193,7 @@ def cmd_compare(a):
         x, r = torch.as_tensor(x).double().cpu(), torch.as_tensor(r).double().cpu()
         return float((x - r).abs().max()), float(r.abs().max())
 
-    def check(what, got, naive, r, fp32_only=False):
+    def check(what, got, naive, r, fp32_only=False, naive_name="torch-bf16"):
         nonlocal fails
         eg, mx = err(got, r)
         floor = 2.0 ** -24 * mx
@@ -202,8 +203,8 @@ def cmd_compare(a):
         else:
             en, _ = err(naive, r)
             ok = eg <= 2 * en + 2 * floor
-            print("%s %s: max err %.3g <= 2 * torch-bf16 %.3g + 2 * floor %.3g (max|ref| %.3g, rel %.3g)" %
-                  ("ok  " if ok else "FAIL", what, eg, en, floor, mx, eg / mx))
+            print("%s %s: max err %.3g <= 2 * %s %.3g + 2 * floor %.3g (max|ref| %.3g, rel %.3g)" %
+                  ("ok  " if ok else "FAIL", what, eg, naive_name, en, floor, mx, eg / mx))
         fails += not ok
 
     names = ["hidden.%d" % l for l in range(cfg["num_layers"])] + ["out"]
@@ -225,8 +226,8 @@ def cmd_compare(a):
     for name, path in (("gpu", a.lat_gpu), ("cpu", a.lat_cpu)):
         with h5py.File(path, "r") as f:
             x = np.asarray(f["latents"], dtype=np.float32)
-        check("dsgap %s final latents (%d Euler steps, CFG %g; naive: torch-mixed)" % (name, a.steps, a.guidance),
-              x, lat_mix, lat_ref, fp32_only=(name == "cpu"))
+        check("dsgap %s final latents (%d Euler steps, CFG %g)" % (name, a.steps, a.guidance),
+              x, lat_mix, lat_ref, fp32_only=(name == "cpu"), naive_name="torch-mixed")
     print("%d checks failed" % fails)
     return 1 if fails else 0
 

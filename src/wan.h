@@ -64,6 +64,8 @@ struct dg_wan_linear {
 	float *w;  /* (out, in) row-major, fp32, host; NULL once a device_weights backend has its copy */
 	float *b;  /* (out) or NULL */
 	int out, in;
+	bool fp32; /* computed in fp32 where the original disables autocast (the head): the GPU keeps fp32
+		    * weights and runs an fp32 GEMM on the fp32 input instead of bf16 operands */
 	void *dev; /* the backend's own copy (ops->prepare), NULL on the CPU */
 };
 

@@ -22,8 +22,7 @@
 struct dg_wan_workspace {
 	int n;                 /* tokens the buffers are sized for */
 	int grid[3];           /* the grid of the RoPE tables */
-	float *x, *h, *t1, *t2, *qh, *kh, *vh, *oh; /* (n, dim) each */
-	float *f;              /* (n, ffn_dim) */
+	float *x, *h, *t1, *t2, *qh, *kh, *vh, *oh; /* (n, dim) each; the FFN's hidden is the ops' own */
 	float *cos, *sin;      /* (n, head_dim/2) */
 	float *mods;           /* (layers, 6, dim) per forward */
 	float *head_ss;        /* (2, dim) */
@@ -37,8 +36,8 @@ void dg_wan_workspace_free(dg_wan_model *m)
 	if (!w)
 		return;
 	dg_wan_ops *o = m->ops;
-	float *bufs[] = { w->x, w->h, w->t1, w->t2, w->qh, w->kh, w->vh, w->oh, w->f, w->cos, w->sin,
-			  w->mods, w->head_ss, w->patches };
+	float *bufs[] = { w->x, w->h, w->t1, w->t2, w->qh, w->kh, w->vh, w->oh, w->cos, w->sin, w->mods,
+			  w->head_ss, w->patches };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		if (bufs[i])
 			o->release(o, bufs[i]);
@@ -98,7 +97,6 @@ static dg_wan_workspace *workspace(dg_wan_model *m, const int grid[3])
 		float **bufs[] = { &w->x, &w->h, &w->t1, &w->t2, &w->qh, &w->kh, &w->vh, &w->oh };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			*bufs[i] = o->alloc(o, nd);
-		w->f = o->alloc(o, (size_t)n * c->ffn_dim);
 		size_t half = (size_t)n * (dg_wan_head_dim(c) / 2);
 		w->cos = o->alloc(o, half);
 		w->sin = o->alloc(o, half);
@@ -193,13 +191,11 @@ int dg_wan_context_new(dg_wan_model *m, const float *text, int tokens, dg_wan_co
 	int L = c->text_len > 0 ? c->text_len : tokens, D = c->dim, H = c->num_heads, d = D / H;
 	float *padded = dg_calloc((size_t)L * c->text_dim, sizeof(float));
 	memcpy(padded, text, (size_t)tokens * c->text_dim * sizeof(float));
-	float *in = o->alloc(o, (size_t)L * c->text_dim), *a = o->alloc(o, (size_t)L * D),
-	      *ctx = o->alloc(o, (size_t)L * D), *t = o->alloc(o, (size_t)L * D);
+	float *in = o->alloc(o, (size_t)L * c->text_dim), *ctx = o->alloc(o, (size_t)L * D),
+	      *t = o->alloc(o, (size_t)L * D);
 	o->upload(o, in, padded, (size_t)L * c->text_dim);
 	free(padded);
-	o->linear(o, &m->text1, in, L, a);
-	o->gelu_tanh(o, a, (size_t)L * D);
-	o->linear(o, &m->text2, a, L, ctx);
+	o->ffn(o, &m->text1, &m->text2, in, L, ctx);
 	dg_wan_context *x = dg_calloc(1, sizeof *x);
 	x->tokens = L;
 	x->k = dg_calloc(c->num_layers, sizeof(float *));
@@ -215,7 +211,7 @@ int dg_wan_context_new(dg_wan_model *m, const float *text, int tokens, dg_wan_co
 		o->linear(o, &b->cv, ctx, L, t);
 		o->to_heads(o, t, L, H, d, NULL, NULL, x->v[i]);
 	}
-	o->release(o, in), o->release(o, a), o->release(o, ctx), o->release(o, t);
+	o->release(o, in), o->release(o, ctx), o->release(o, t);
 	*out = x;
 	return 0;
 }
@@ -353,9 +349,7 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 		o->add_gated(o, w->x, w->t2, NULL, n, D);
 		/* feed-forward */
 		o->layernorm(o, w->x, n, D, eps, NULL, NULL, mod + 4 * D, mod + 3 * D, w->h);
-		o->linear(o, &b->ffn1, w->h, n, w->f);
-		o->gelu_tanh(o, w->f, (size_t)n * c->ffn_dim);
-		o->linear(o, &b->ffn2, w->f, n, w->t2);
+		o->ffn(o, &b->ffn1, &b->ffn2, w->h, n, w->t2);
 		o->add_gated(o, w->x, w->t2, mod + 5 * D, n, D);
 		if (hbuf) {
 			o->download(o, hbuf, w->x, (size_t)n * D);

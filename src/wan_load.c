@@ -437,6 +437,7 @@ static int load_all(ckpt *c, dg_wan_model *m)
 				return -1;
 		}
 	}
+	m->head.fp32 = true; /* Wan2.1's Head runs under autocast(float32) */
 	if (take(c, "head.modulation", &m->head_mod, 3, (int64_t[]){ 1, 2, D }) ||
 	    take_linear(c, "head.head", &m->head, g->out_dim * P, D, true, o))
 		return -1;

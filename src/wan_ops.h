@@ -42,6 +42,10 @@ struct dg_wan_ops {
 	void (*unprepare)(dg_wan_ops *, dg_wan_linear *l);
 	/* y (m, l->out) = x (m, l->in) W^T + b */
 	void (*linear)(dg_wan_ops *, const dg_wan_linear *l, const float *x, int m, float *y);
+	/* y (m, l2->out) = l2(GELU_tanh(l1(x))): x (m, l1->in); the hidden (m, l1->out) is the
+	 * backend's own scratch (the GPU keeps it in bf16 only) */
+	void (*ffn)(dg_wan_ops *, const dg_wan_linear *l1, const dg_wan_linear *l2, const float *x, int m,
+		    float *y);
 	/*
 	 * y (m, n) = (x - mean) / sqrt(var + eps) over each row (biased variance), then * w + b if w
 	 * (affine; b may be NULL), then * (1 + scale) + shift if scale/shift (each (n) or NULL).
@@ -69,7 +73,7 @@ struct dg_wan_ops {
 	void (*destroy)(dg_wan_ops *);
 };
 
-/* The CPU backend (host memory; OpenBLAS kept single-threaded, OpenMP across row blocks). */
+/* The CPU backend (host memory; OpenBLAS kept single-threaded, OpenMP across GEMM tiles and rows). */
 dg_wan_ops *dg_wan_ops_cpu(void);
 /* The GPU backend (device memory, ops queued on the default stream; head_dim 64 or 128), or NULL
  * after one line saying why (no CUDA in this build, no device). */

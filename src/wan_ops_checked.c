@@ -119,18 +119,38 @@ static void ck_unprepare(dg_wan_ops *o, dg_wan_linear *l)
 	l->dev = NULL;
 }
 
-static void ck_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+/* l with this table's copies of its weights in place of the host ones, or stop if l was not prepared */
+static dg_wan_linear with_copies(const char *op, const dg_wan_linear *l)
 {
 	const weights *w = l->dev;
 	if (!w)
-		dg_die("checked ops: linear (%d x %d) was not prepared", l->out, l->in);
+		dg_die("checked ops: %s (%d x %d) was not prepared", op, l->out, l->in);
+	dg_wan_linear c = *l;
+	c.w = w->w;
+	c.b = w->b;
+	return c;
+}
+
+static void ck_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+{
+	dg_wan_linear lw = with_copies("linear", l);
 	need(o, "linear", "x", x, (size_t)m * l->in);
 	need(o, "linear", "y", y, (size_t)m * l->out);
-	dg_wan_linear mine = *l;
-	mine.w = w->w;
-	mine.b = w->b;
 	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
-	cpu->linear(cpu, &mine, x, m, y);
+	cpu->linear(cpu, &lw, x, m, y);
+}
+
+/* the hidden is the CPU table's own scratch, as a device backend's is its own */
+static void ck_ffn(dg_wan_ops *o, const dg_wan_linear *l1, const dg_wan_linear *l2, const float *x, int m,
+		   float *y)
+{
+	dg_wan_linear w1 = with_copies("ffn", l1), w2 = with_copies("ffn", l2);
+	if (l2->in != l1->out)
+		dg_die("checked ops: ffn: l2 takes %d inputs, l1 gives %d", l2->in, l1->out);
+	need(o, "ffn", "x", x, (size_t)m * l1->in);
+	need(o, "ffn", "y", y, (size_t)m * l2->out);
+	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
+	cpu->ffn(cpu, &w1, &w2, x, m, y);
 }
 
 static void ck_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps, const float *w,
@@ -212,7 +232,7 @@ dg_wan_ops *dg_wan_ops_checked(void)
 	*o = (dg_wan_ops){
 		.name = "cpu-checked", .device_weights = true, .impl = c, .alloc = ck_alloc,
 		.release = ck_release, .upload = ck_upload, .download = ck_download, .sync = ck_sync,
-		.prepare = ck_prepare, .unprepare = ck_unprepare, .linear = ck_linear,
+		.prepare = ck_prepare, .unprepare = ck_unprepare, .linear = ck_linear, .ffn = ck_ffn,
 		.layernorm = ck_layernorm, .rmsnorm = ck_rmsnorm, .to_heads = ck_to_heads,
 		.from_heads = ck_from_heads, .gelu_tanh = ck_gelu_tanh, .add_gated = ck_add_gated,
 		.attention = ck_attention, .destroy = ck_destroy,

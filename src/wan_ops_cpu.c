@@ -1,7 +1,9 @@
 /*
  * wan_ops_cpu.c: the CPU backend of the Wan forward (wan_ops.h): host memory, fp32, OpenBLAS SGEMM
- * (kept single-threaded) called on row or column blocks from an OpenMP team, norms and elementwise
- * ops in OpenMP loops with fp64 row statistics, attention through dg_attn_dense (attention.h).
+ * (kept single-threaded) called on fixed tiles of the output from an OpenMP team, norms and
+ * elementwise ops in OpenMP loops with fp64 row statistics, attention through dg_attn_dense
+ * (attention.h). The feed-forward (ffn) is linear, gelu_tanh, linear on a few row tiles at a time,
+ * so its hidden scratch stays (ffn_rows(), ffn_dim) whatever the token count.
  */
 #include <math.h>
 #include <omp.h>
@@ -15,6 +17,14 @@
 #include "wan.h"
 #include "wan_ops.h"
 
+#define TILE_ROWS 256
+#define TILE_COLS 1024
+
+typedef struct {
+	float *hidden; /* ffn's (min(m, ffn_rows()), l1->out) scratch, grown as needed */
+	size_t hidden_n;
+} cpu_ops;
+
 static float *cpu_alloc(dg_wan_ops *o, size_t n) { return dg_malloc((n ? n : 1) * sizeof(float)); }
 static void cpu_release(dg_wan_ops *o, float *p) { free(p); }
 static void cpu_copy(dg_wan_ops *o, float *dst, const float *src, size_t n)
@@ -25,29 +35,22 @@ static void cpu_copy(dg_wan_ops *o, float *dst, const float *src, size_t n)
 static void cpu_prepare(dg_wan_ops *o, dg_wan_linear *l) {}
 static void cpu_sync(dg_wan_ops *o) {}
 
-/* y (m, out) = x (m, in) W^T + b: split rows (tall) or output columns (short) across threads */
+/*
+ * y (m, out) = x (m, in) W^T + b, one SGEMM per (TILE_ROWS, TILE_COLS) tile of y counted from
+ * (0, 0), the tiles shared out to the threads. OpenBLAS's arithmetic for an element depends on the
+ * shape of the call it is in, so here on its tile alone: rows from a multiple of TILE_ROWS come
+ * out bit for bit as in a call on all the rows (ffn's chunks rely on it).
+ */
 static void cpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
 {
-	int out = l->out, in = l->in, threads = omp_get_max_threads();
-	int by_rows = m >= 32 * threads || out < 64 * threads;
-	int parts = by_rows ? (m + 31) / 32 : (out + 63) / 64;
-	if (parts > 4 * threads)
-		parts = 4 * threads;
-	if (parts < 1)
-		parts = 1;
-#pragma omp parallel for schedule(static) if (parts > 1 && (double)m * out * in > 1e6)
-	for (int p = 0; p < parts; p++) {
-		if (by_rows) {
-			int r0 = (int)((long long)m * p / parts), r1 = (int)((long long)m * (p + 1) / parts);
-			if (r1 > r0)
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, out, in, 1.0f,
-					    x + (size_t)r0 * in, in, l->w, in, 0.0f, y + (size_t)r0 * out, out);
-		} else {
-			int c0 = (int)((long long)out * p / parts), c1 = (int)((long long)out * (p + 1) / parts);
-			if (c1 > c0)
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, c1 - c0, in, 1.0f, x, in,
-					    l->w + (size_t)c0 * in, in, 0.0f, y + c0, out);
-		}
+	int out = l->out, in = l->in;
+	int rt = (m + TILE_ROWS - 1) / TILE_ROWS, ct = (out + TILE_COLS - 1) / TILE_COLS;
+#pragma omp parallel for schedule(dynamic) if (rt * ct > 1 && (double)m * out * in > 1e6)
+	for (int t = 0; t < rt * ct; t++) {
+		int r0 = t / ct * TILE_ROWS, c0 = t % ct * TILE_COLS;
+		int rows = m - r0 < TILE_ROWS ? m - r0 : TILE_ROWS, cols = out - c0 < TILE_COLS ? out - c0 : TILE_COLS;
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, in, 1.0f, x + (size_t)r0 * in, in,
+			    l->w + (size_t)c0 * in, in, 0.0f, y + (size_t)r0 * out + c0, out);
 	}
 	if (l->b) {
 #pragma omp parallel for schedule(static) if ((double)m * out > 1e5)
@@ -56,6 +59,37 @@ static void cpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, in
 			for (int j = 0; j < out; j++)
 				yr[j] += l->b[j];
 		}
+	}
+}
+
+/* rows per ffn pass: whole row tiles, at least 4 and one per thread */
+static int ffn_rows(void)
+{
+	int threads = omp_get_max_threads();
+	return TILE_ROWS * (threads > 4 ? threads : 4);
+}
+
+/*
+ * y (m, l2->out) = l2(GELU_tanh(l1(x))), ffn_rows() rows at a time through the table's own linear
+ * and gelu_tanh: the chunks start on tile rows, so y is bit for bit that of the three ops on all
+ * the rows (and where a caller replaced linear, as the tests' bf16-rounding one, both GEMMs use it).
+ */
+static void cpu_ffn(dg_wan_ops *o, const dg_wan_linear *l1, const dg_wan_linear *l2, const float *x, int m,
+		    float *y)
+{
+	cpu_ops *c = o->impl;
+	int chunk = ffn_rows();
+	size_t need = (size_t)(m < chunk ? m : chunk) * l1->out;
+	if (c->hidden_n < need) {
+		free(c->hidden);
+		c->hidden = dg_malloc(need * sizeof(float));
+		c->hidden_n = need;
+	}
+	for (int r0 = 0; r0 < m; r0 += chunk) {
+		int rows = m - r0 < chunk ? m - r0 : chunk;
+		o->linear(o, l1, x + (size_t)r0 * l1->in, rows, c->hidden);
+		o->gelu_tanh(o, c->hidden, (size_t)rows * l1->out);
+		o->linear(o, l2, c->hidden, rows, y + (size_t)r0 * l2->out);
 	}
 }
 
@@ -167,13 +201,20 @@ static void cpu_attention(dg_wan_ops *o, const float *q, const float *k, const f
 			      d, out + (size_t)h * nq * d, lse ? lse + (size_t)h * nq : NULL);
 }
 
-static void cpu_destroy(dg_wan_ops *o) { free(o); }
+static void cpu_destroy(dg_wan_ops *o)
+{
+	cpu_ops *c = o->impl;
+	free(c->hidden);
+	free(c);
+	free(o);
+}
 
 dg_wan_ops *dg_wan_ops_cpu(void)
 {
 	dg_attn_init_threads(); /* OpenBLAS single-threaded: we parallelise around it */
 	dg_wan_ops *o = dg_calloc(1, sizeof *o);
 	o->name = "cpu";
+	o->impl = dg_calloc(1, sizeof(cpu_ops));
 	snprintf(o->device, sizeof o->device, "%s", dg_cpu_name());
 	o->alloc = cpu_alloc;
 	o->release = cpu_release;
@@ -183,6 +224,7 @@ dg_wan_ops *dg_wan_ops_cpu(void)
 	o->prepare = cpu_prepare;
 	o->unprepare = cpu_prepare;
 	o->linear = cpu_linear;
+	o->ffn = cpu_ffn;
 	o->layernorm = cpu_layernorm;
 	o->rmsnorm = cpu_rmsnorm;
 	o->to_heads = cpu_to_heads;

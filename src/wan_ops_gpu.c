@@ -3,13 +3,16 @@
  * device (converted from the loader's per-tensor fp32, which the loader then frees), linears through
  * cuBLASLt (bf16 operands, fp32 accumulate and output, bias fused in the epilogue), norms, RoPE,
  * GELU and gated residual adds in fp32 (kernels/dit_ops.cu), attention by the flash kernel
- * (bf16 Q/K/V, fp32 output; cross-attention with its own key count). Built only with CUDA
+ * (bf16 Q/K/V, fp32 output; cross-attention with its own key count). The feed-forward is two
+ * cuBLASLt GEMMs: the first with bias + GELU in its epilogue and a bf16 output, the hidden (m,
+ * ffn_dim) that the second reads as it is; so the hidden never exists in fp32. Built only with CUDA
  * (DG_HAVE_CUDA); without it dg_wan_ops_gpu says so and returns NULL.
  *
  * Activations are fp32 buffers from alloc. A buffer that a GEMM or an attention reads as bf16 gets
  * a bf16 shadow (made on that first read); from then on the ops that write the buffer (layernorm,
  * rmsnorm, to_heads, from_heads, gelu_tanh, add_gated) write the shadow in the same pass, so Wan's
- * bf16 GEMM inputs cost no extra pass. Any other write (linear, attention, upload) invalidates it.
+ * bf16 GEMM inputs cost no extra pass. Any other write (linear, ffn, attention, upload)
+ * invalidates it.
  * Buffers written outside the table (the attention entry point's output) are never read as bf16.
  * Every op is queued on the default stream; download waits for them. Device time per kind of op is
  * measured with event pairs, summed when the queue is drained (sync, download).
@@ -42,14 +45,16 @@ typedef struct {
 
 typedef struct {
 	int m, out, in;
-	bool bias;
+	cublasLtEpilogue_t ep; /* DEFAULT, BIAS, GELU or GELU_BIAS */
+	cudaDataType_t at;     /* operands: CUDA_R_16BF, or CUDA_R_32F (dg_wan_linear.fp32) */
+	cudaDataType_t dt;     /* output: CUDA_R_32F, or CUDA_R_16BF (the FFN's hidden) */
 	cublasLtMatmulDesc_t op;
 	cublasLtMatrixLayout_t a, b, c;
 	cublasLtMatmulAlgo_t algo;
 } plan;
 
 typedef struct {
-	uint16_t *w; /* (out, in) bf16 */
+	void *w;     /* (out, in) bf16, or fp32 for an fp32 linear */
 	float *b;    /* (out) or NULL */
 } lin_dev;
 
@@ -67,6 +72,8 @@ typedef struct {
 	int nplans;
 	uint16_t *scratch[3]; /* conversions of inputs that are not alloc'd buffers */
 	size_t scratch_n[3];
+	uint16_t *hidden;     /* the FFN's (m, ffn_dim) bf16 hidden, grown as needed */
+	size_t hidden_n;
 	mark *marks;
 	int nmarks, made_marks;
 } gpu_ops;
@@ -238,10 +245,14 @@ static void gpu_prepare(dg_wan_ops *o, dg_wan_linear *l)
 	size_t nw = (size_t)l->out * l->in;
 	lin_dev *d = dg_calloc(1, sizeof *d);
 	float *tmp = dmalloc(nw * sizeof(float));
-	d->w = dmalloc(nw * 2);
 	CUDA_CHECK(cudaMemcpy(tmp, l->w, nw * sizeof(float), cudaMemcpyHostToDevice));
-	KERNEL_CHECK(dg_to_bf16(tmp, d->w, nw, 0));
-	CUDA_CHECK(cudaFree(tmp)); /* synchronous: the conversion is done */
+	if (l->fp32) {
+		d->w = tmp;
+	} else {
+		d->w = dmalloc(nw * 2);
+		KERNEL_CHECK(dg_to_bf16(tmp, d->w, nw, 0));
+		CUDA_CHECK(cudaFree(tmp)); /* synchronous: the conversion is done */
+	}
 	if (l->b) {
 		d->b = dmalloc((size_t)l->out * sizeof(float));
 		CUDA_CHECK(cudaMemcpy(d->b, l->b, (size_t)l->out * sizeof(float), cudaMemcpyHostToDevice));
@@ -261,31 +272,32 @@ static void gpu_unprepare(dg_wan_ops *o, dg_wan_linear *l)
 	l->dev = NULL;
 }
 
-/* the cuBLASLt plan of y (m, out) = x (m, in) W^T [+ b], made once per shape. Column-major view:
- * y^T (out, m) = op_T(W as (in, out)) . x^T (in, m); the bias runs along y^T's rows. */
-static const plan *get_plan(gpu_ops *g, int m, int out, int in, bool bias)
+/* the cuBLASLt plan of y (m, out) = epilogue(x (m, in) W^T [+ b]), y of type dt, made once per
+ * shape, epilogue and output type. Column-major view: y^T (out, m) = op_T(W as (in, out)) . x^T
+ * (in, m); the bias runs along y^T's rows. The bias is fp32 whatever dt is; C is D (beta 0). */
+static const plan *get_plan(gpu_ops *g, int m, int out, int in, cublasLtEpilogue_t ep, cudaDataType_t at,
+			    cudaDataType_t dt)
 {
 	for (int i = 0; i < g->nplans; i++) {
 		plan *p = &g->plans[i];
-		if (p->m == m && p->out == out && p->in == in && p->bias == bias)
+		if (p->m == m && p->out == out && p->in == in && p->ep == ep && p->at == at && p->dt == dt)
 			return p;
 	}
 	g->plans = dg_realloc(g->plans, (size_t)(g->nplans + 1) * sizeof *g->plans);
 	plan *p = &g->plans[g->nplans++];
-	*p = (plan){ .m = m, .out = out, .in = in, .bias = bias };
+	*p = (plan){ .m = m, .out = out, .in = in, .ep = ep, .at = at, .dt = dt };
 	CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
 	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
 	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
 	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-	cublasLtEpilogue_t ep = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-	if (bias) {
+	if (ep == CUBLASLT_EPILOGUE_BIAS || ep == CUBLASLT_EPILOGUE_GELU_BIAS) {
 		cudaDataType_t bt = CUDA_R_32F;
 		CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
 	}
-	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, in, out, in));
-	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, in, m, in));
-	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, out, m, out));
+	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, at, in, out, in));
+	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, at, in, m, in));
+	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, dt, out, m, out));
 	cublasLtMatmulPreference_t pref;
 	CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
 	uint64_t wsb = WORKSPACE_BYTES;
@@ -295,27 +307,63 @@ static const plan *get_plan(gpu_ops *g, int m, int out, int in, bool bias)
 	CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &nres));
 	CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
 	if (nres < 1)
-		dg_die("cuBLASLt has no bf16 GEMM for (%d x %d) . (%d x %d)^T", m, in, out, in);
+		dg_die("cuBLASLt has no GEMM for (%d x %d) . (%d x %d)^T (epilogue %d, types %d -> %d)", m, in, out, in,
+		       (int)ep, (int)at, (int)dt);
 	p->algo = res.algo;
 	return p;
 }
 
-static void gpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+/* y (m, l->out) = x (m, l->in) W^T [+ b], then GELU if gelu; x bf16 (fp32 for an fp32 linear), y of
+ * type dt (fp32 or bf16); compute type 32F: strict fp32 accumulation (no TF32) */
+static void gemm(dg_wan_ops *o, const dg_wan_linear *l, const void *x, int m, bool gelu, cudaDataType_t dt, void *y)
 {
 	gpu_ops *g = o->impl;
 	const lin_dev *d = l->dev;
 	DG_ASSERT(d);
-	if (m < 1)
-		return;
-	const uint16_t *x16 = as_bf16(o, x, (size_t)m * l->in, 0);
-	const plan *p = get_plan(g, m, l->out, l->in, d->b != NULL);
+	cublasLtEpilogue_t ep = gelu ? (d->b ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
+				     : (d->b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+	const plan *p = get_plan(g, m, l->out, l->in, ep, l->fp32 ? CUDA_R_32F : CUDA_R_16BF, dt);
 	if (d->b)
 		CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d->b, sizeof d->b));
 	const float one = 1.0f, zero = 0.0f;
 	int t = mark_begin(o, DG_WAN_OPK_LINEAR);
-	CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, d->w, p->a, x16, p->b, &zero, y, p->c, y, p->c, &p->algo, g->ws,
+	CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, d->w, p->a, x, p->b, &zero, y, p->c, y, p->c, &p->algo, g->ws,
 				WORKSPACE_BYTES, 0));
 	mark_end(o, t);
+}
+
+static void gpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+{
+	if (m < 1)
+		return;
+	gemm(o, l, l->fp32 ? (const void *)x : as_bf16(o, x, (size_t)m * l->in, 0), m, false, CUDA_R_32F, y);
+	invalidate(o->impl, y);
+}
+
+/*
+ * x's bf16 shadow -> GEMM with l1, epilogue bias + GELU, bf16 out: the hidden (m, l1->out) in the
+ * table's scratch -> GEMM with l2 reading it, epilogue bias, fp32 y. cuBLASLt's GELU epilogue is
+ * the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the form XLA and PyTorch
+ * fuse into it (tests/gpu_dit.c tells it from the erf GELU); it acts on the fp32 accumulator, so the
+ * hidden is rounded to bf16 once, after the GELU, where the second GEMM's operand always was.
+ */
+static void gpu_ffn(dg_wan_ops *o, const dg_wan_linear *l1, const dg_wan_linear *l2, const float *x, int m,
+		    float *y)
+{
+	gpu_ops *g = o->impl;
+	DG_ASSERT(l2->in == l1->out && !l1->fp32 && !l2->fp32);
+	if (m < 1)
+		return;
+	const uint16_t *x16 = as_bf16(o, x, (size_t)m * l1->in, 0);
+	size_t nh = (size_t)m * l1->out;
+	if (g->hidden_n < nh) {
+		if (g->hidden)
+			CUDA_CHECK(cudaFree(g->hidden));
+		g->hidden = dmalloc(nh * 2);
+		g->hidden_n = nh;
+	}
+	gemm(o, l1, x16, m, true, CUDA_R_16BF, g->hidden);
+	gemm(o, l2, g->hidden, m, false, CUDA_R_32F, y);
 	invalidate(g, y);
 }
 
@@ -403,6 +451,8 @@ static void gpu_destroy(dg_wan_ops *o)
 	for (int i = 0; i < 3; i++)
 		if (g->scratch[i])
 			CUDA_CHECK(cudaFree(g->scratch[i]));
+	if (g->hidden)
+		CUDA_CHECK(cudaFree(g->hidden));
 	while (g->nbufs) /* owners release theirs; what is left goes with the table */
 		gpu_release(o, g->bufs[0].p);
 	CUDA_CHECK(cudaFree(g->ws));
@@ -441,6 +491,7 @@ dg_wan_ops *dg_wan_ops_gpu(void)
 	o->prepare = gpu_prepare;
 	o->unprepare = gpu_unprepare;
 	o->linear = gpu_linear;
+	o->ffn = gpu_ffn;
 	o->layernorm = gpu_layernorm;
 	o->rmsnorm = gpu_rmsnorm;
 	o->to_heads = gpu_to_heads;

@@ -8,7 +8,9 @@
  * every attention operand rounded to bf16 (what the GPU path feeds its bf16 kernels).
  *   1. each op on fresh random inputs (seed printed), outputs poisoned (NaN) before each run;
  *      cross-attention with nk != nq; a GEMM reading a layernorm's bf16 shadow gives bit-identical
- *      results to one reading a fresh upload;
+ *      results to one reading a fresh upload; the fused feed-forward (naive: the chain of two bf16
+ *      GEMMs, the hidden rounded to bf16 after an fp32 GELU), and its GELU epilogue told apart
+ *      from the erf GELU;
  *   2. one forward of the test models (head_dim 64 and 128): every block's output and the velocity;
  *   3. three UniPC + CFG steps, dense and mc-sparse (rho 0.3, warm-up 1) through the entry point.
  *   gpu_dit MODELS_DIR FIXTURES_DIR   (tests/gpu_dit.cmake; exits 77 without a CUDA device)
@@ -48,6 +50,8 @@ static float *rnd(size_t n, double lo, double hi)
 }
 
 static float b16(float x) { return dg_round_bf16(x); }
+
+static double gelu_tanh64(double v) { return 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); }
 
 /* max|a - ref| and max|ref| */
 static double err_of(const float *a, const double *ref, size_t n, double *mx)
@@ -233,11 +237,8 @@ static void test_elementwise(dg_wan_ops *g, dg_wan_ops *c, int m, int heads, int
 		free(o);
 	}
 	/* gelu_tanh in place */
-	for (size_t i = 0; i < N; i++) {
-		double v = x[i];
-		ref[i] = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-		naive[i] = x[i];
-	}
+	for (size_t i = 0; i < N; i++)
+		ref[i] = gelu_tanh64(x[i]), naive[i] = x[i];
 	c->gelu_tanh(c, naive, N);
 	float *dg = up(g, x, N);
 	g->gelu_tanh(g, dg, N);
@@ -309,6 +310,106 @@ static void test_attention(dg_wan_ops *g, int H, int nq, int nk, int d)
 	free(q), free(k), free(v), free(naive), free(ref), free(s), free(sn), free(o);
 }
 
+/* a linear of the CPU table on bf16 copies of x and of l's weight (the bias stays fp32) */
+static void naive_gemm(dg_wan_ops *c, const dg_wan_linear *l, const float *x, int m, float *y)
+{
+	size_t nx = (size_t)m * l->in, nw = (size_t)l->out * l->in;
+	float *xr = dg_malloc(nx * sizeof(float));
+	dg_wan_linear lr = *l;
+	lr.w = dg_malloc(nw * sizeof(float));
+	for (size_t i = 0; i < nx; i++)
+		xr[i] = b16(x[i]);
+	for (size_t i = 0; i < nw; i++)
+		lr.w[i] = b16(l->w[i]);
+	c->linear(c, &lr, xr, m, y);
+	free(xr), free(lr.w);
+}
+
+/* y (m, out) = l2(GELU_tanh(l1(x))), x (m, in), hidden (m, hid): ref in fp64; naive the chain of two
+ * bf16 GEMMs (fp32 accumulation), the hidden rounded to bf16 after an fp32 GELU, as on the GPU */
+static void test_ffn(dg_wan_ops *g, dg_wan_ops *c, int m, int in, int hid, int out, bool bias)
+{
+	dg_wan_linear l1 = { .w = rnd((size_t)hid * in, -1 / sqrt(in), 1 / sqrt(in)),
+			     .b = bias ? rnd(hid, -0.5, 0.5) : NULL, .out = hid, .in = in };
+	dg_wan_linear l2 = { .w = rnd((size_t)out * hid, -1 / sqrt(hid), 1 / sqrt(hid)),
+			     .b = bias ? rnd(out, -0.5, 0.5) : NULL, .out = out, .in = hid };
+	float *x = rnd((size_t)m * in, -2, 2);
+	float *hn = dg_malloc((size_t)m * hid * sizeof(float)), *naive = dg_malloc((size_t)m * out * sizeof(float));
+	naive_gemm(c, &l1, x, m, hn);
+	c->gelu_tanh(c, hn, (size_t)m * hid);
+	naive_gemm(c, &l2, hn, m, naive);
+	double *h = dg_malloc((size_t)hid * sizeof(double)), *ref = dg_malloc((size_t)m * out * sizeof(double));
+	for (int r = 0; r < m; r++) {
+		const float *xr = x + (size_t)r * in;
+		for (int j = 0; j < hid; j++) {
+			const float *w = l1.w + (size_t)j * in;
+			double s = bias ? l1.b[j] : 0;
+			for (int k = 0; k < in; k++)
+				s += (double)xr[k] * w[k];
+			h[j] = gelu_tanh64(s);
+		}
+		for (int j = 0; j < out; j++) {
+			const float *w = l2.w + (size_t)j * hid;
+			double s = bias ? l2.b[j] : 0;
+			for (int k = 0; k < hid; k++)
+				s += h[k] * w[k];
+			ref[(size_t)r * out + j] = s;
+		}
+	}
+	g->prepare(g, &l1), g->prepare(g, &l2);
+	float *dx = up(g, x, (size_t)m * in), *dy = poisoned(g, (size_t)m * out);
+	g->ffn(g, &l1, &l2, dx, m, dy);
+	float *y = down(g, dy, (size_t)m * out);
+	char what[128];
+	snprintf(what, sizeof what, "ffn (%d x %d) -> %d hidden -> %d%s", m, in, hid, out, bias ? ", biases" : ", no biases");
+	rule(what, y, naive, ref, (size_t)m * out);
+	g->unprepare(g, &l1), g->unprepare(g, &l2);
+	g->release(g, dx), g->release(g, dy);
+	free(l1.w), free(l1.b), free(l2.w), free(l2.b), free(x), free(hn), free(naive), free(h), free(ref), free(y);
+}
+
+/*
+ * The GELU epilogue is the tanh form, not the erf one (GELU(v) = v Phi(v); the two differ by up to
+ * 4.4e-4, under the bf16 rounding of the hidden, so the rule above cannot tell them apart): through
+ * an identity second layer the output is the GPU's bf16 hidden itself, for pre-activations across
+ * [-4, 3] (bf16-exact x and W1, so they are the fp64 ones up to fp32 accumulation); the deviation
+ * from the tanh form, regressed on the erf form's, beta = sum (y - t)(e - t) / sum (e - t)^2, is 0
+ * for the tanh form and 1 for the erf one, the bf16 rounding averaging out over the samples.
+ */
+static void test_ffn_gelu_form(dg_wan_ops *g, int m, int in, int hid)
+{
+	dg_wan_linear l1 = { .w = rnd((size_t)hid * in, -0.1 / sqrt(in), 0.1 / sqrt(in)), .b = rnd(hid, -4, 3),
+			     .out = hid, .in = in };
+	dg_wan_linear l2 = { .w = dg_calloc((size_t)hid * hid, sizeof(float)), .out = hid, .in = hid };
+	for (int j = 0; j < hid; j++)
+		l2.w[(size_t)j * hid + j] = 1;
+	float *x = rnd((size_t)m * in, -1, 1);
+	for (size_t i = 0; i < (size_t)m * in; i++)
+		x[i] = b16(x[i]);
+	for (size_t i = 0; i < (size_t)hid * in; i++)
+		l1.w[i] = b16(l1.w[i]);
+	g->prepare(g, &l1), g->prepare(g, &l2);
+	float *dx = up(g, x, (size_t)m * in), *dy = poisoned(g, (size_t)m * hid);
+	g->ffn(g, &l1, &l2, dx, m, dy);
+	float *y = down(g, dy, (size_t)m * hid);
+	double num = 0, den = 0;
+	bool finite = true;
+	for (int r = 0; r < m; r++)
+		for (int j = 0; j < hid; j++) {
+			double v = l1.b[j];
+			for (int k = 0; k < in; k++)
+				v += (double)x[(size_t)r * in + k] * l1.w[(size_t)j * in + k];
+			double t = gelu_tanh64(v), e = 0.5 * v * erfc(-v / sqrt(2)), yv = y[(size_t)r * hid + j];
+			num += (yv - t) * (e - t), den += (e - t) * (e - t);
+			finite = finite && isfinite(yv);
+		}
+	double beta = num / den;
+	CHECKF(finite && fabs(beta) < 0.5, "ffn: the GELU epilogue is the tanh form (beta %.3f: 0 tanh, 1 erf)", beta);
+	g->unprepare(g, &l1), g->unprepare(g, &l2);
+	g->release(g, dx), g->release(g, dy);
+	free(l1.w), free(l1.b), free(l2.w), free(x), free(y);
+}
+
 /* a GEMM that reads a layernorm's bf16 shadow = the same GEMM on an upload of the layernorm's output */
 static void test_shadow(dg_wan_ops *g, int m, int n)
 {
@@ -340,6 +441,10 @@ static dg_wan_ops cpu_fns; /* the CPU table's own functions, under the naive wra
 
 static void naive_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
 {
+	if (l->fp32) { /* the head: fp32 operands on the GPU too */
+		cpu_fns.linear(o, l, x, m, y);
+		return;
+	}
 	size_t n = (size_t)m * l->in;
 	float *xr = dg_malloc(n * sizeof(float));
 	for (size_t i = 0; i < n; i++)
@@ -533,6 +638,9 @@ int main(int argc, char **argv)
 	test_attention(g, 3, 300, 77, 128); /* cross-attention: nk != nq, nk not a multiple of the tile */
 	test_attention(g, 2, 130, 512, 64);
 	test_shadow(g, 200, 256);
+	test_ffn(g, c, 333, 128, 512, 192, false); /* m not a multiple of 128; GELU without bias */
+	test_ffn(g, c, 1000, 256, 1024, 256, true); /* the hidden scratch grows */
+	test_ffn_gelu_form(g, 256, 64, 1024);
 	c->destroy(c);
 	g->destroy(g);
 	test_model("orig_hd64", true);

@@ -18,7 +18,9 @@
  *   - metrics: within count 2^-52 relative (double sums in another order), p5 exact.
  * Inputs are fresh random bf16 values every run (the seed is printed; --seed S repeats one), N not a
  * multiple of 128, d = 64 and 128, outputs poisoned (NaN / -1) before every run.
- *   gpu_meta [--quick | --tiny | --bench] [--seed S]
+ *   gpu_meta [--quick | --tiny | --bench | --pca V H] [--seed S]
+ *   --pca V H: two calls of PCA grouping version V on H heads of 32760 random queries (d = 128)
+ *   and nothing else, for a per-kernel profile (ncu) of one batched grouping
  *     (none)   n = 1000, 4100 (d = 64, 128) and 32760 (d = 128)
  *     --quick  n = 1000 and 4100 only;  --tiny  n = 1000 only (for compute-sanitizer)
  *     --bench  only time every kernel at n = 32760, d = 128 (events, 3 warm-ups, median of 15)
@@ -946,6 +948,27 @@ static int b_metrics(void *c)
 	return dg_metrics_device(x->ref, x->o, (size_t)x->P->n * x->P->d, x->mass, x->P->n, x->mout, stream);
 }
 
+/* --pca V H: two batched groupings, the random queries of problem_make repeated per head with
+ * other sign patterns (as the bench's 12 heads) */
+static void pca_once(int version, int heads)
+{
+	const int n = 32760, d = 128, nb = (n + 127) / 128;
+	const size_t nd = (size_t)n * d;
+	problem P;
+	problem_make(&P, n, d);
+	uint16_t *qh = dg_malloc((size_t)heads * nd * 2);
+	for (int h = 0; h < heads; h++)
+		for (size_t e = 0; e < nd; e++)
+			qh[h * nd + e] = P.qb[e] ^ ((e % d * 7 + h) % 3 ? 0 : 0x8000);
+	uint16_t *dq = dupload(qh, (size_t)heads * nd * 2);
+	int32_t *perm = dmalloc((size_t)heads * n * 4), *goff = dmalloc((size_t)(nb + 1) * 4);
+	for (int i = 0; i < 2; i++)
+		CHECK("pca grouping runs", dg_pca_groups_v(version, dq, heads, n, d, perm, goff, stream) == 0);
+	CUDA_CHECK(cudaStreamSynchronize(stream));
+	free(qh);
+	cudaFree(dq), cudaFree(perm), cudaFree(goff);
+}
+
 static void run_bench(void)
 {
 	const int n = 32760, d = 128;
@@ -1034,7 +1057,7 @@ static void run_bench(void)
 
 int main(int argc, char **argv)
 {
-	int quick = 0, tiny = 0, do_bench = 0;
+	int quick = 0, tiny = 0, do_bench = 0, pca_v = -1, pca_h = 0;
 	uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
@@ -1043,10 +1066,12 @@ int main(int argc, char **argv)
 			tiny = 1;
 		else if (!strcmp(argv[i], "--bench"))
 			do_bench = 1;
+		else if (!strcmp(argv[i], "--pca") && i + 2 < argc)
+			pca_v = atoi(argv[i + 1]), pca_h = atoi(argv[i + 2]), i += 2;
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			seed = strtoull(argv[++i], NULL, 0);
 		else {
-			fprintf(stderr, "usage: gpu_meta [--quick | --tiny | --bench] [--seed S]\n");
+			fprintf(stderr, "usage: gpu_meta [--quick | --tiny | --bench | --pca V H] [--seed S]\n");
 			return 2;
 		}
 	}
@@ -1063,7 +1088,9 @@ int main(int argc, char **argv)
 	uint64_t thr = UINT64_MAX;
 	CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
 
-	if (do_bench) {
+	if (pca_v >= 0) {
+		pca_once(pca_v, pca_h);
+	} else if (do_bench) {
 		run_bench();
 	} else {
 		/* bad arguments: -1 and one line */

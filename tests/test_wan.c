@@ -5,6 +5,7 @@
  * layouts, F32/BF16/F16 files, sharded indexes, the model.diffusion_model. prefix and a config
  * inferred from shapes, at head_dim 64 (2 heads) and 128 (1 head). Identical weights in either
  * layout must give bit-identical outputs. Closed loop: a sparse policy at density 1 equals dense.
+ * The op table's fused feed-forward (ffn) equals linear, gelu_tanh, linear bit for bit.
  *   test_wan MODELS_DIR FIXTURES_DIR     (MODELS_DIR from `wan_ref.py derive`)
  * Tolerance: fp32 engine vs fp64 reference, max |a-b| / max |ref| <= 1e-5 for one forward
  * (DESIGN 9's spirit: what fp32 rounding of the same math gives, measured ~1e-6), 2e-5 for the
@@ -14,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <gsl/gsl_rng.h>
 
 #include "dit_attn.h"
 #include "dit_sample.h"
@@ -316,6 +319,56 @@ static void checked_backend(void)
 			free(sparse[i][j]);
 }
 
+/* n values uniform in [lo, hi) */
+static float *uniform(gsl_rng *r, size_t n, double lo, double hi)
+{
+	float *x = dg_malloc(n * sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)(lo + (hi - lo) * gsl_rng_uniform(r));
+	return x;
+}
+
+/*
+ * ffn (row chunks over the table's own hidden scratch) = linear, gelu_tanh, linear on the whole
+ * input, bit for bit, on the CPU table and the checked one; m spans several of the CPU's chunks
+ * (at least 1024 rows each) and ends in a short one, hidden and output wider than one GEMM tile.
+ */
+static void ffn_fused(const char *device, int m, int in, int hid, int out)
+{
+	dg_wan_ops *o = !strcmp(device, "cpu") ? dg_wan_ops_cpu() : dg_wan_ops_checked();
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	gsl_rng_set(r, (unsigned long)m * hid + in);
+	dg_wan_linear l1 = { .w = uniform(r, (size_t)hid * in, -0.2, 0.2), .b = uniform(r, hid, -1, 1),
+			     .out = hid, .in = in };
+	dg_wan_linear l2 = { .w = uniform(r, (size_t)out * hid, -0.1, 0.1), .b = uniform(r, out, -1, 1),
+			     .out = out, .in = hid };
+	float *x = uniform(r, (size_t)m * in, -2, 2);
+	o->prepare(o, &l1), o->prepare(o, &l2);
+	float *dx = o->alloc(o, (size_t)m * in), *dh = o->alloc(o, (size_t)m * hid);
+	float *dy = o->alloc(o, (size_t)m * out), *dz = o->alloc(o, (size_t)m * out);
+	float *y = dg_alloc_poisoned((size_t)m * out), *z = dg_alloc_poisoned((size_t)m * out);
+	o->upload(o, dx, x, (size_t)m * in);
+	o->upload(o, dy, y, (size_t)m * out);
+	o->upload(o, dz, z, (size_t)m * out);
+	o->linear(o, &l1, dx, m, dh);
+	o->gelu_tanh(o, dh, (size_t)m * hid);
+	o->linear(o, &l2, dh, m, dy);
+	o->ffn(o, &l1, &l2, dx, m, dz);
+	o->download(o, y, dy, (size_t)m * out);
+	o->download(o, z, dz, (size_t)m * out);
+	bool finite = true;
+	for (size_t i = 0; i < (size_t)m * out; i++)
+		finite = finite && isfinite(y[i]);
+	CHECKF(finite && !memcmp(y, z, (size_t)m * out * sizeof(float)),
+	       "%s: ffn of (%d x %d) through %d hidden to %d equals linear, gelu_tanh, linear bit for bit", device,
+	       m, in, hid, out);
+	o->release(o, dx), o->release(o, dh), o->release(o, dy), o->release(o, dz);
+	o->unprepare(o, &l1), o->unprepare(o, &l2);
+	o->destroy(o);
+	free(l1.w), free(l1.b), free(l2.w), free(l2.b), free(x), free(y), free(z);
+	gsl_rng_free(r);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -338,5 +391,7 @@ int main(int argc, char **argv)
 		results_free(&r[i]);
 	closed_loop_identity();
 	checked_backend();
+	ffn_fused("cpu", 2 * 1024 + 40, 96, 1536, 80);
+	ffn_fused("cpu-checked", 1024 + 500, 64, 256, 1100);
 	return test_report();
 }

@@ -19,7 +19,8 @@ weights, bf16 outputs); the time MLP and projection, LayerNorm/RMSNorm statistic
 gated residual adds (fp32 residual stream) and the head in fp32; RoPE in fp64.
 dtype "mixed": dsgap's GPU recipe (DESIGN §7) done naively: the same linears and attentions take
 bf16-rounded operands (activations and weights; biases fp32) and compute and output in fp32 (TF32 off);
-everything else as in bfloat16 mode.
+everything else as in bfloat16 mode. "mixed-head-bf16": mixed, but the head's linear on bf16 operands
+too (what dsgap's GPU path did before 2026-12-03, unlike the original's fp32 head).
 
 Steps: Conv3d patch embedding (kernel = stride = patch); sinusoid cos-first of t; time MLP
 (Linear, SiLU, Linear) -> e; e0 = Linear(SiLU(e)) as (6, D); text MLP (Linear, GELU-tanh, Linear);
@@ -77,7 +78,8 @@ class Ops:
     """the linears and attention in the compute dtype (or mixed: bf16 operands, fp32 arithmetic), the
     rest in fp32"""
     def __init__(self, W, dtype):
-        self.W, self.mixed = W, dtype == "mixed"
+        self.W, self.mixed = W, dtype in ("mixed", "mixed-head-bf16")
+        self.head_fp32 = dtype != "mixed-head-bf16"
         self.dt = torch.float32 if self.mixed else dtype
 
     def operand(self, x, fp32=False):
@@ -163,7 +165,7 @@ def forward(W, cfg, x, t, context, record=None, dtype=torch.float32):
     # head (fp32 region): head.modulation + e (not e0)
     s = W["head.modulation"].float()[0] + e
     y = layer_norm(h, eps) * (1 + s[1]) + s[0]
-    out = op.lin("head.head", y, True)
+    out = op.lin("head.head", y, op.head_fp32)
     Co = cfg["out_dim"]
     out = out.view(*grid, pt, ph, pw, Co)
     out = torch.einsum("fhwpqrc->cfphqwr", out).reshape(Co, Fr, Hh, Ww).contiguous()

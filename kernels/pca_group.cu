@@ -30,9 +30,10 @@
  *       HBM traffic (201 MB written and read per level at 12 heads with CH 1)       1.90 / 6.37 ms
  *       (predicted ~0.8 / ~1.2 ms; the 12-head batch costs 6.4x one head with v2: not latency-bound)
  *   v4  v2 with the block's rows gathered 16 at a time per thread (perm entries, then values,
- *       then stores), instead of a dependent perm -> q load pair per element       PROMOTED if faster
- *   v5  v3 with v4's gather
- * (v2 measured 0.995 / 6.365 ms in the same 2026-12-03 run; PROMOTED stays 2 until v4/v5 are timed)
+ *       then stores), instead of a dependent perm -> q load pair per element       0.883 / 3.92 ms
+ *       (ncu, v2 at 12 heads: gram_partial was 3.75 of the 6.4 ms, 469 us per level)
+ *   v5  v3 with v4's gather                                          PROMOTED       1.085 / 3.24 ms
+ * (the anchor and the DiT group all heads at once: the 12-head time decides)
  */
 #include "dsgap_kernels.h"
 #include "meta_common.cuh"
@@ -580,7 +581,7 @@ static const char *const names[] = {
 	"v5: v3 with v4's gather",
 };
 #define NVERSIONS 5
-#define PROMOTED 2
+#define PROMOTED 5
 
 extern "C" const char *dg_pca_groups_name(int version)
 {

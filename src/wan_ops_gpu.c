@@ -56,6 +56,7 @@ typedef struct {
 typedef struct {
 	void *w;     /* (out, in) bf16, or fp32 for an fp32 linear */
 	float *b;    /* (out) or NULL */
+	uint16_t *b16; /* the bias in bf16, for a GEMM with a bf16 output (the FFN's first) */
 } lin_dev;
 
 typedef struct {
@@ -255,7 +256,9 @@ static void gpu_prepare(dg_wan_ops *o, dg_wan_linear *l)
 	}
 	if (l->b) {
 		d->b = dmalloc((size_t)l->out * sizeof(float));
+		d->b16 = dmalloc((size_t)l->out * 2);
 		CUDA_CHECK(cudaMemcpy(d->b, l->b, (size_t)l->out * sizeof(float), cudaMemcpyHostToDevice));
+		KERNEL_CHECK(dg_to_bf16(d->b, d->b16, (size_t)l->out, 0));
 	}
 	l->dev = d;
 }
@@ -266,8 +269,10 @@ static void gpu_unprepare(dg_wan_ops *o, dg_wan_linear *l)
 	if (!d)
 		return;
 	CUDA_CHECK(cudaFree(d->w));
-	if (d->b)
+	if (d->b) {
 		CUDA_CHECK(cudaFree(d->b));
+		CUDA_CHECK(cudaFree(d->b16));
+	}
 	free(d);
 	l->dev = NULL;
 }
@@ -291,8 +296,8 @@ static const plan *get_plan(gpu_ops *g, int m, int out, int in, cublasLtEpilogue
 	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
 	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
 	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-	if (ep == CUBLASLT_EPILOGUE_BIAS || ep == CUBLASLT_EPILOGUE_GELU_BIAS) {
-		cudaDataType_t bt = CUDA_R_32F;
+	if ((ep == CUBLASLT_EPILOGUE_BIAS || ep == CUBLASLT_EPILOGUE_GELU_BIAS) && dt == CUDA_R_32F) {
+		cudaDataType_t bt = CUDA_R_32F; /* a bf16 output takes a bf16 bias (CUDA 13.0 refuses fp32 there) */
 		CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
 	}
 	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, at, in, out, in));
@@ -323,8 +328,9 @@ static void gemm(dg_wan_ops *o, const dg_wan_linear *l, const void *x, int m, bo
 	cublasLtEpilogue_t ep = gelu ? (d->b ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
 				     : (d->b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
 	const plan *p = get_plan(g, m, l->out, l->in, ep, l->fp32 ? CUDA_R_32F : CUDA_R_16BF, dt);
+	const void *bias = dt == CUDA_R_32F ? (const void *)d->b : (const void *)d->b16;
 	if (d->b)
-		CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d->b, sizeof d->b));
+		CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
 	const float one = 1.0f, zero = 0.0f;
 	int t = mark_begin(o, DG_WAN_OPK_LINEAR);
 	CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, d->w, p->a, x, p->b, &zero, y, p->c, y, p->c, &p->algo, g->ws,
@@ -345,7 +351,9 @@ static void gpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, in
  * table's scratch -> GEMM with l2 reading it, epilogue bias, fp32 y. cuBLASLt's GELU epilogue is
  * the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the form XLA and PyTorch
  * fuse into it (tests/gpu_dit.c tells it from the erf GELU); it acts on the fp32 accumulator, so the
- * hidden is rounded to bf16 once, after the GELU, where the second GEMM's operand always was.
+ * hidden is rounded to bf16 once, after the GELU, where the second GEMM's operand always was. With a
+ * bf16 output cuBLASLt takes the bias in bf16 only: l1's bias is rounded to bf16 (exact for Wan's
+ * bf16 checkpoints).
  */
 static void gpu_ffn(dg_wan_ops *o, const dg_wan_linear *l1, const dg_wan_linear *l2, const float *x, int m,
 		    float *y)

@@ -259,11 +259,18 @@ __global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, 
 	const size_t node = (size_t)h * L.nsplit + slot;
 	const float *g = G + node * D * D;
 	const float fc = (float)cnt;
+	/* the upper triangle is the Gram matrix (as on the CPU): rows read whole (coalesced), then the
+	 * lower triangle mirrored from the upper one in shared memory, then centred */
 #pragma unroll 8
-	for (int e = a; e < D * D; e += D) { /* loads batched: this loop is latency-bound otherwise */
-		const int r = e / D, c = e % D, lo2 = min(r, c), hi2 = max(r, c);
-		const float prod = s[lo2] * s[hi2];
-		gs[r * (D + 1) + c] = g[lo2 * D + hi2] - prod / fc;
+	for (int e = a; e < D * D; e += D) /* loads batched: this loop is latency-bound otherwise */
+		gs[(e / D) * (D + 1) + e % D] = g[e];
+	__syncthreads();
+	for (int r = a + 1; r < D; r++)
+		gs[r * (D + 1) + a] = gs[a * (D + 1) + r];
+	__syncthreads();
+	for (int r = 0; r < D; r++) {
+		const int lo2 = min(r, a), hi2 = max(r, a);
+		gs[r * (D + 1) + a] -= s[lo2] * s[hi2] / fc;
 	}
 	__syncthreads();
 	for (int it = 0; it < 4; it++) {

@@ -1,11 +1,12 @@
 /*
  * dit_ops.cu: the elementwise and row ops of the DiT engine's GPU op table (src/wan_ops_gpu.c), the
- * twins of src/wan_ops_cpu.c: LayerNorm (affine and/or modulation), RMSNorm, split into heads with
- * RoPE on interleaved pairs, merge heads, GELU-tanh, gated residual add, fp32 -> bf16.
+ * twins of src/wan_ops_cpu.c: LayerNorm (affine and/or modulation), split into heads with RMSNorm
+ * over the row and RoPE on interleaved pairs, merge heads, GELU-tanh, gated residual add, fp32 -> bf16.
  * fp32 activations in and out (DESIGN §7: fp32 norms, modulation, residual stream); every op that
  * makes the input of a GEMM or an attention may also write a bf16 copy of its output (y16, NULL:
  * none), so that no separate conversion pass reads the fp32 buffer again. Row statistics in fp32,
- * two passes (mean, then centred squares). Launchers declared in dsgap_kernels.h.
+ * two passes (mean, then centred squares). The row ops take one row per block, so that no thread
+ * divides a 64-bit index. Launchers declared in dsgap_kernels.h.
  * Check: tests/gpu_dit.c (against the CPU op table and fp64, DESIGN §9).
  */
 #include <cuda_bf16.h>
@@ -70,35 +71,33 @@ layernorm_kernel(const float *__restrict__ x, int n, float eps, const float *__r
 	}
 }
 
-/* one row per block, in place: x = x / sqrt(mean(x^2) + eps) * w */
+/* one row r per block: its pairs (head h, pair i), RMSNorm-ed over the row if w, rotated if cs,
+ * into y (heads, m, half) pairs */
 __global__ void __launch_bounds__(ROW_THREADS)
-rmsnorm_kernel(float *__restrict__ x, int n, float eps, const float *__restrict__ w, uint16_t *__restrict__ x16)
+to_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, const float2 *__restrict__ w, float eps,
+		const float *__restrict__ cs, const float *__restrict__ sn, float2 *__restrict__ y,
+		__nv_bfloat162 *__restrict__ y16)
 {
 	__shared__ float sh[ROW_THREADS / 32];
 	const size_t r = blockIdx.x;
-	float *xr = x + r * n;
-	float ss = 0.f;
-	for (int j = threadIdx.x; j < n; j += ROW_THREADS)
-		ss += xr[j] * xr[j];
-	const float inv = 1.0f / sqrtf(block_sum(ss, sh) / n + eps); /* block_sum syncs: reads are done */
-	for (int j = threadIdx.x; j < n; j += ROW_THREADS) {
-		const float v = xr[j] * inv * (w ? w[j] : 1.0f);
-		xr[j] = v;
-		if (x16)
-			x16[r * n + j] = to_bf16(v);
+	const int pairs = heads * half;
+	const float2 *xr = x + r * pairs;
+	float inv = 1.0f;
+	if (w) {
+		float ss = 0.f;
+		for (int j = threadIdx.x; j < pairs; j += ROW_THREADS) {
+			const float2 v = xr[j];
+			ss += v.x * v.x + v.y * v.y;
+		}
+		inv = 1.0f / sqrtf(block_sum(ss, sh) / (2 * pairs) + eps);
 	}
-}
-
-/* one thread per pair (token r, head h, pair i): y (heads, m, d) from x (m, heads*d), rotated */
-__global__ void to_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half,
-				const float *__restrict__ cs, const float *__restrict__ sn, float2 *__restrict__ y,
-				__nv_bfloat162 *__restrict__ y16)
-{
-	const size_t total = (size_t)m * heads * half;
-	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
-		const size_t r = e / ((size_t)heads * half);
-		const int rem = (int)(e - r * heads * half), h = rem / half, i = rem - h * half;
-		float2 v = x[e];
+	for (int j = threadIdx.x; j < pairs; j += ROW_THREADS) {
+		const int h = j / half, i = j - h * half;
+		float2 v = xr[j];
+		if (w) {
+			const float2 g = w[j];
+			v = make_float2(v.x * inv * g.x, v.y * inv * g.y);
+		}
 		if (cs) {
 			const float c = cs[r * half + i], s = sn[r * half + i];
 			v = make_float2(v.x * c - v.y * s, v.x * s + v.y * c);
@@ -110,18 +109,19 @@ __global__ void to_heads_kernel(const float2 *__restrict__ x, int m, int heads, 
 	}
 }
 
-/* one thread per pair of the output: y (m, heads*d) from x (heads, m, d) */
-__global__ void from_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, float2 *__restrict__ y,
-				  __nv_bfloat162 *__restrict__ y16)
+/* one row r of the output per block: y (m, heads*d) from x (heads, m, d) */
+__global__ void __launch_bounds__(ROW_THREADS)
+from_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, float2 *__restrict__ y,
+		  __nv_bfloat162 *__restrict__ y16)
 {
-	const size_t total = (size_t)m * heads * half;
-	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
-		const size_t r = e / ((size_t)heads * half);
-		const int rem = (int)(e - r * heads * half), h = rem / half, i = rem - h * half;
+	const size_t r = blockIdx.x;
+	const int pairs = heads * half;
+	for (int j = threadIdx.x; j < pairs; j += ROW_THREADS) {
+		const int h = j / half, i = j - h * half;
 		const float2 v = x[((size_t)h * m + r) * half + i];
-		y[e] = v;
+		y[r * pairs + j] = v;
 		if (y16)
-			y16[e] = __floats2bfloat162_rn(v.x, v.y);
+			y16[r * pairs + j] = __floats2bfloat162_rn(v.x, v.y);
 	}
 }
 
@@ -136,12 +136,15 @@ __global__ void gelu_tanh_kernel(float *__restrict__ x, size_t n, uint16_t *__re
 	}
 }
 
-/* x (m, n) += y * gate (gate (n) or NULL) */
-__global__ void add_gated_kernel(float *__restrict__ x, const float *__restrict__ y, const float *__restrict__ gate,
-				 size_t total, int n, uint16_t *__restrict__ x16)
+/* one row r per block: x (m, n) += y * gate (gate (n) or NULL) */
+__global__ void __launch_bounds__(ROW_THREADS)
+add_gated_kernel(float *__restrict__ x, const float *__restrict__ y, const float *__restrict__ gate, int n,
+		 uint16_t *__restrict__ x16)
 {
-	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
-		const float v = x[e] + (gate ? y[e] * gate[e % n] : y[e]);
+	const size_t r0 = (size_t)blockIdx.x * n;
+	for (int j = threadIdx.x; j < n; j += ROW_THREADS) {
+		const size_t e = r0 + j;
+		const float v = x[e] + (gate ? y[e] * gate[j] : y[e]);
 		x[e] = v;
 		if (x16)
 			x16[e] = to_bf16(v);
@@ -192,15 +195,6 @@ extern "C" int dg_dit_layernorm(const float *x, int m, int n, float eps, const f
 	return launched("dit_layernorm");
 }
 
-extern "C" int dg_dit_rmsnorm(float *x, int m, int n, float eps, const float *w, uint16_t *x16, dg_stream stream)
-{
-	if (bad_rows("dit_rmsnorm", m, n))
-		return -1;
-	if (m)
-		rmsnorm_kernel<<<m, ROW_THREADS, 0, (cudaStream_t)stream>>>(x, n, eps, w, x16);
-	return launched("dit_rmsnorm");
-}
-
 static int bad_heads(const char *op, int m, int heads, int d)
 {
 	if (m < 0 || heads < 1 || d < 2 || d % 2) {
@@ -210,15 +204,15 @@ static int bad_heads(const char *op, int m, int heads, int d)
 	return 0;
 }
 
-extern "C" int dg_dit_to_heads(const float *x, int m, int heads, int d, const float *cos, const float *sin, float *y,
-			       uint16_t *y16, dg_stream stream)
+extern "C" int dg_dit_to_heads(const float *x, int m, int heads, int d, const float *norm_w, float eps,
+			       const float *cos, const float *sin, float *y, uint16_t *y16, dg_stream stream)
 {
 	if (bad_heads("dit_to_heads", m, heads, d))
 		return -1;
-	size_t total = (size_t)m * heads * (d / 2);
-	if (total)
-		to_heads_kernel<<<grid_for(total), 256, 0, (cudaStream_t)stream>>>(
-			(const float2 *)x, m, heads, d / 2, cos, sin, (float2 *)y, (__nv_bfloat162 *)y16);
+	if (m)
+		to_heads_kernel<<<m, ROW_THREADS, 0, (cudaStream_t)stream>>>((const float2 *)x, m, heads, d / 2,
+									   (const float2 *)norm_w, eps, cos, sin,
+									   (float2 *)y, (__nv_bfloat162 *)y16);
 	return launched("dit_to_heads");
 }
 
@@ -226,10 +220,9 @@ extern "C" int dg_dit_from_heads(const float *x, int m, int heads, int d, float 
 {
 	if (bad_heads("dit_from_heads", m, heads, d))
 		return -1;
-	size_t total = (size_t)m * heads * (d / 2);
-	if (total)
-		from_heads_kernel<<<grid_for(total), 256, 0, (cudaStream_t)stream>>>(
-			(const float2 *)x, m, heads, d / 2, (float2 *)y, (__nv_bfloat162 *)y16);
+	if (m)
+		from_heads_kernel<<<m, ROW_THREADS, 0, (cudaStream_t)stream>>>((const float2 *)x, m, heads, d / 2,
+									     (float2 *)y, (__nv_bfloat162 *)y16);
 	return launched("dit_from_heads");
 }
 
@@ -245,9 +238,8 @@ extern "C" int dg_dit_add_gated(float *x, const float *y, const float *gate, int
 {
 	if (bad_rows("dit_add_gated", m, n))
 		return -1;
-	size_t total = (size_t)m * n;
-	if (total)
-		add_gated_kernel<<<grid_for(total), 256, 0, (cudaStream_t)stream>>>(x, y, gate, total, n, x16);
+	if (m)
+		add_gated_kernel<<<m, ROW_THREADS, 0, (cudaStream_t)stream>>>(x, y, gate, n, x16);
 	return launched("dit_add_gated");
 }
 

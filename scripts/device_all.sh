@@ -92,6 +92,7 @@ rm -f "$OUT/demo_gpu/trace.h5"   # 400 MB: not brought back
 echo "checks done at $((SECONDS - T0)) s" | tee -a "$S"
 
 # --- benchmarks, one at a time --------------------------------------------------------------------
+export OMP_NUM_THREADS=$(nproc)   # alone on the machine: the host's share of a forward on every core
 if has "$BENCHES" bench && [ "$(left)" -gt 60 ]; then
 	run bench $(( $(left) < ${BENCH_CAP:-150} ? $(left) : ${BENCH_CAP:-150} )) "$DSGAP" bench --device gpu --reps ${BENCH_REPS:-5} \
 		--csv "$OUT/bench.csv"

@@ -70,7 +70,8 @@ struct dg_bvec {
 typedef struct {
 	const float *q, *k, *v;  /* host unit (caller's buffers), for the host twins */
 	uint16_t *hq;            /* pinned bf16 staging (3, n, d) */
-	uint16_t *dq, *dk, *dv;  /* device bf16 (n, d) */
+	uint16_t *bq, *bk, *bv;  /* device bf16 (n, d): the unit as loaded by load or load_device */
+	const uint16_t *dq, *dk, *dv; /* the loaded unit: bq.. or the caller's bf16 (load_device_bf16) */
 	float *o_ref, *lse, *out, *o_sp, *mass; /* device */
 	double *dmet;            /* device (6) */
 	float *h_lse;            /* host copy, for the host twin of the per-query top-p */
@@ -226,7 +227,8 @@ static void gpu_load(dg_backend *be, const float *q, const float *k, const float
 	unit_begin(be, q);
 	g->q = q, g->k = k, g->v = v;
 	const float *src[3] = { q, k, v };
-	uint16_t *dst[3] = { g->dq, g->dk, g->dv };
+	uint16_t *dst[3] = { g->bq, g->bk, g->bv };
+	g->dq = g->bq, g->dk = g->bk, g->dv = g->bv;
 	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* the staging buffer may still be in flight */
 	for (int t = 0; t < 3; t++) {
 		uint16_t *h = g->hq + t * nd;
@@ -247,9 +249,23 @@ static void gpu_load_device(dg_backend *be, const float *q, const float *k, cons
 	g->q = g->k = g->v = NULL;
 	CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
 	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_legacy, 0));
-	KERNEL_CHECK(dg_to_bf16(q, g->dq, nd, (dg_stream)g->stream));
-	KERNEL_CHECK(dg_to_bf16(k, g->dk, nd, (dg_stream)g->stream));
-	KERNEL_CHECK(dg_to_bf16(v, g->dv, nd, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_to_bf16(q, g->bq, nd, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_to_bf16(k, g->bk, nd, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_to_bf16(v, g->bv, nd, (dg_stream)g->stream));
+	g->dq = g->bq, g->dk = g->bk, g->dv = g->bv;
+}
+
+/* as load_device, the bf16 copies read in place (no conversion pass); the caller keeps them
+ * unchanged until its default stream has waited for this unit's output */
+static void gpu_load_device_bf16(dg_backend *be, const float *q, const uint16_t *q16, const uint16_t *k16,
+				 const uint16_t *v16)
+{
+	gpu *g = be->impl;
+	unit_begin(be, q);
+	g->q = g->k = g->v = NULL;
+	CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
+	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_legacy, 0));
+	g->dq = q16, g->dk = k16, g->dv = v16;
 }
 
 /* device time of the work enqueued between timed_begin and timed_end (which waits for it) */
@@ -715,7 +731,7 @@ static void gpu_destroy(dg_backend *be)
 	if (g->ahead.hq)
 		CUDA_CHECK(cudaFreeHost(g->ahead.hq));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
-	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->dq, g->dk, g->dv };
+	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->bq, g->bk, g->bv };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		dfree(g, dev[i]);
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
@@ -774,10 +790,12 @@ dg_backend *dg_backend_gpu(int n, int d)
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_ahead, cudaEventDisableTiming));
 	CUDA_CHECK(cudaMallocHost((void **)&g->hq, 3 * nd * 2));
 	CUDA_CHECK(cudaMallocHost((void **)&g->h_lse, (size_t)n * 4));
-	g->dq = dmalloc(g, nd * 2), g->dk = dmalloc(g, nd * 2), g->dv = dmalloc(g, nd * 2);
+	g->bq = dmalloc(g, nd * 2), g->bk = dmalloc(g, nd * 2), g->bv = dmalloc(g, nd * 2);
+	g->dq = g->bq, g->dk = g->bk, g->dv = g->bv;
 	g->o_ref = dmalloc(g, nd * 4), g->out = dmalloc(g, nd * 4), g->o_sp = dmalloc(g, nd * 4);
 	g->lse = dmalloc(g, (size_t)n * 4), g->mass = dmalloc(g, (size_t)n * 4), g->dmet = dmalloc(g, 6 * 8);
 	*be = (dg_backend){ .name = "gpu", .n = n, .d = d, .impl = g, .load = gpu_load, .load_device = gpu_load_device,
+			    .load_device_bf16 = gpu_load_device_bf16,
 			    .prefetch_groups = gpu_prefetch_groups, .dense = gpu_dense, .groups = gpu_groups,
 			    .exact = gpu_exact,
 			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,

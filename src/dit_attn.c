@@ -3,7 +3,8 @@
  * policy in the closed loop as runs of policy_run.h, one per (pass, layer, head) (dit_attn.h).
  * The policy's backend is the op table's own kind: the CPU backend for the CPU table, the GPU
  * backend for the GPU table, which loads Q/K/V from the table's device buffers and writes the
- * output back into one (load_device, output_device); only policies whose primitives run a host
+ * output back into one (load_device, output_device; the table's bf16 copies of Q/K/V read in place
+ * where it has them, load_device_bf16); only policies whose primitives run a host
  * twin on the unit go through host copies. The dense pass of a unit is skipped where no run
  * reads it (dg_policy_run_needs_dense).
  */
@@ -166,11 +167,21 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 			a->be->prefetch_groups(a->be, DG_GROUP_PCA, nq, qh, !a->host && !host_load);
 		free(qh);
 	}
+	/* the table's bf16 copies of q, k, v, where it keeps them and the backend reads them */
+	const uint16_t *b16[3] = { NULL, NULL, NULL };
+	if (policy && !host_load && a->be->load_device_bf16 && ops->bf16) {
+		const float *src[3] = { q, k, v };
+		for (int t = 0; t < 3; t++)
+			b16[t] = ops->bf16(ops, src[t], (size_t)H * hs);
+	}
+	bool in_place = b16[0] && b16[1] && b16[2];
 	for (int h = 0; policy && h < H; h++) {
 		dg_backend *be = a->be;
 		dg_policy_run *r = &runs[h];
 		if (host_load)
 			be->load(be, a->hq + h * hs, a->hk + h * hs, a->hv + h * hs);
+		else if (in_place)
+			be->load_device_bf16(be, q + h * hs, b16[0] + h * hs, b16[1] + h * hs, b16[2] + h * hs);
 		else
 			be->load_device(be, q + h * hs, k + h * hs, v + h * hs);
 		if (dg_policy_run_needs_dense(r))

@@ -24,8 +24,9 @@ struct dg_wan_workspace {
 	int grid[3];           /* the grid of the RoPE tables */
 	float *x, *h, *t1, *t2, *qh, *kh, *vh, *oh; /* (n, dim) each; the FFN's hidden is the ops' own */
 	float *cos, *sin;      /* (n, head_dim/2) */
-	float *mods;           /* (layers, 6, dim) per forward */
-	float *head_ss;        /* (2, dim) */
+	float *mods;           /* (layers, 6, dim) of timestep mods_t */
+	float *head_ss;        /* (2, dim) of timestep mods_t */
+	double mods_t;         /* NAN until the first forward (the CFG passes of a step share it) */
 	float *patches;        /* (n, max(in, out) * patch) */
 	float *host_tokens;    /* host staging of the same size */
 };
@@ -104,6 +105,7 @@ static dg_wan_workspace *workspace(dg_wan_model *m, const int grid[3])
 		w->head_ss = o->alloc(o, 2 * (size_t)c->dim);
 		w->patches = o->alloc(o, (size_t)n * patch_vec(c));
 		w->host_tokens = dg_malloc((size_t)n * patch_vec(c) * sizeof(float));
+		w->mods_t = NAN;
 	}
 	if (memcmp(w->grid, grid, sizeof w->grid)) {
 		size_t half = (size_t)n * (dg_wan_head_dim(c) / 2);
@@ -138,9 +140,10 @@ int dg_wan_grid(const dg_wan_model *m, const int latent[3], int grid[3])
 /* ---------------------------------------------------------------------------------------------- */
 /* host helpers for the tiny per-forward vectors                                                    */
 
-/* y (out) = W x + b on the host */
+/* y (out) = W x + b on the host, rows shared out to the threads (the sum of a row in order, fp64) */
 static void host_linear(const dg_wan_linear *l, const float *x, float *y)
 {
+#pragma omp parallel for schedule(static) if ((double)l->out * l->in > 1e5)
 	for (int i = 0; i < l->out; i++) {
 		const float *w = l->w + (size_t)i * l->in;
 		double s = l->b ? l->b[i] : 0;
@@ -205,11 +208,9 @@ int dg_wan_context_new(dg_wan_model *m, const float *text, int tokens, dg_wan_co
 		x->k[i] = o->alloc(o, (size_t)L * D);
 		x->v[i] = o->alloc(o, (size_t)L * D);
 		o->linear(o, &b->ck, ctx, L, t);
-		if (b->cnorm_k)
-			o->rmsnorm(o, t, L, D, (float)c->eps, b->cnorm_k);
-		o->to_heads(o, t, L, H, d, NULL, NULL, x->k[i]);
+		o->to_heads(o, t, L, H, d, b->cnorm_k, (float)c->eps, NULL, NULL, x->k[i]);
 		o->linear(o, &b->cv, ctx, L, t);
-		o->to_heads(o, t, L, H, d, NULL, NULL, x->v[i]);
+		o->to_heads(o, t, L, H, d, NULL, 0, NULL, NULL, x->v[i]);
 	}
 	o->release(o, in), o->release(o, ctx), o->release(o, t);
 	*out = x;
@@ -239,6 +240,7 @@ static void patchify(const dg_wan_config *c, const float *x, const int lat[3], c
 		     float *tok)
 {
 	int C = c->in_dim, pt = c->patch[0], ph = c->patch[1], pw = c->patch[2], P = C * pt * ph * pw;
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)grid[0] * grid[1] * grid[2] > 4096)
 	for (int f = 0; f < grid[0]; f++)
 		for (int i = 0; i < grid[1]; i++)
 			for (int j = 0; j < grid[2]; j++) {
@@ -257,6 +259,7 @@ static void unpatchify(const dg_wan_config *c, const float *tok, const int lat[3
 		       float *out)
 {
 	int C = c->out_dim, pt = c->patch[0], ph = c->patch[1], pw = c->patch[2], P = C * pt * ph * pw;
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)grid[0] * grid[1] * grid[2] > 4096)
 	for (int f = 0; f < grid[0]; f++)
 		for (int i = 0; i < grid[1]; i++)
 			for (int j = 0; j < grid[2]; j++) {
@@ -268,6 +271,26 @@ static void unpatchify(const dg_wan_config *c, const float *tok, const int lat[3
 								out[(((size_t)ch * lat[0] + f * pt + a) * lat[1] + i * ph + b) *
 									    lat[2] + j * pw + e] = *v++;
 			}
+}
+
+/* the modulation of every block and of the head at timestep t into the workspace */
+static void upload_modulation(dg_wan_model *m, dg_wan_workspace *w, double t)
+{
+	const dg_wan_config *c = &m->cfg;
+	dg_wan_ops *o = m->ops;
+	int D = c->dim, L = c->num_layers;
+	float *e = dg_malloc((size_t)D * sizeof(float)), *e0 = dg_malloc((size_t)6 * D * sizeof(float));
+	time_embedding(m, t, e, e0);
+	float *mods = dg_malloc((size_t)L * 6 * D * sizeof(float));
+	for (int l = 0; l < L; l++)
+		for (int i = 0; i < 6 * D; i++)
+			mods[(size_t)l * 6 * D + i] = m->blocks[l].modulation[i] + e0[i];
+	o->upload(o, w->mods, mods, (size_t)L * 6 * D);
+	for (int i = 0; i < 2 * D; i++)
+		e0[i] = m->head_mod[i] + e[i % D];
+	o->upload(o, w->head_ss, e0, 2 * (size_t)D);
+	free(mods), free(e), free(e0);
+	w->mods_t = t;
 }
 
 int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double t,
@@ -283,22 +306,9 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 	int P = c->patch[0] * c->patch[1] * c->patch[2];
 	float eps = (float)c->eps;
 
-	/* time: e, e0 and every block's modulation on the host, uploaded once */
-	float *e = dg_malloc((size_t)D * sizeof(float)), *e0 = dg_malloc((size_t)6 * D * sizeof(float));
-	time_embedding(m, t, e, e0);
-	float *mods = dg_malloc((size_t)L * 6 * D * sizeof(float));
-	for (int l = 0; l < L; l++)
-		for (int i = 0; i < 6 * D; i++)
-			mods[(size_t)l * 6 * D + i] = m->blocks[l].modulation[i] + e0[i];
-	o->upload(o, w->mods, mods, (size_t)L * 6 * D);
-	float hs[2 * 4096], *head_ss = D <= 4096 ? hs : dg_malloc((size_t)2 * D * sizeof(float));
-	for (int i = 0; i < 2 * D; i++)
-		head_ss[i] = m->head_mod[i] + e[i % D];
-	o->upload(o, w->head_ss, head_ss, 2 * (size_t)D);
-	if (head_ss != hs)
-		free(head_ss);
-	free(mods), free(e), free(e0);
-
+	/* time: e, e0 and every block's modulation on the host, uploaded once per timestep */
+	if (!(w->mods_t == t))
+		upload_modulation(m, w, t);
 	/* patch embedding */
 	patchify(c, x, latent, grid, w->host_tokens);
 	o->upload(o, w->patches, w->host_tokens, (size_t)n * c->in_dim * P);
@@ -313,14 +323,10 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 		o->layernorm(o, w->x, n, D, eps, NULL, NULL, mod + 1 * D, mod + 0 * D, w->h);
 		o->linear(o, &b->q, w->h, n, w->t1);
 		o->linear(o, &b->k, w->h, n, w->t2);
-		if (b->norm_q) {
-			o->rmsnorm(o, w->t1, n, D, eps, b->norm_q);
-			o->rmsnorm(o, w->t2, n, D, eps, b->norm_k);
-		}
-		o->to_heads(o, w->t1, n, H, d, w->cos, w->sin, w->qh);
-		o->to_heads(o, w->t2, n, H, d, w->cos, w->sin, w->kh);
+		o->to_heads(o, w->t1, n, H, d, b->norm_q, eps, w->cos, w->sin, w->qh);
+		o->to_heads(o, w->t2, n, H, d, b->norm_k, eps, w->cos, w->sin, w->kh);
 		o->linear(o, &b->v, w->h, n, w->t1);
-		o->to_heads(o, w->t1, n, H, d, NULL, NULL, w->vh);
+		o->to_heads(o, w->t1, n, H, d, NULL, 0, NULL, NULL, w->vh);
 		dg_attn_site site = { call ? call->step : 0, l, call ? call->pass : 0, call ? call->sigma : 0 };
 		if (call && call->attn) {
 			if (dg_dit_attention(call->attn, &site, w->qh, w->kh, w->vh, w->oh)) {
@@ -340,9 +346,7 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 			hc = w->h;
 		}
 		o->linear(o, &b->cq, hc, n, w->t1);
-		if (b->cnorm_q)
-			o->rmsnorm(o, w->t1, n, D, eps, b->cnorm_q);
-		o->to_heads(o, w->t1, n, H, d, NULL, NULL, w->qh);
+		o->to_heads(o, w->t1, n, H, d, b->cnorm_q, eps, NULL, NULL, w->qh);
 		o->attention(o, w->qh, ctx->k[l], ctx->v[l], H, n, ctx->tokens, d, w->oh, NULL);
 		o->from_heads(o, w->oh, n, H, d, w->t1);
 		o->linear(o, &b->co, w->t1, n, w->t2);

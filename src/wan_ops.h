@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct dg_wan_linear dg_wan_linear;
 typedef struct dg_wan_ops dg_wan_ops;
@@ -35,6 +36,10 @@ struct dg_wan_ops {
 	void (*release)(dg_wan_ops *, float *p);
 	void (*upload)(dg_wan_ops *, float *dst, const float *host, size_t n);
 	void (*download)(dg_wan_ops *, float *host, const float *src, size_t n); /* waits for the ops */
+	/* Optional (NULL: none). The bf16 copy (round to nearest even) of the first n elements of the
+	 * alloc'd buffer x, where the backend computes, made now if stale, for readers outside the table
+	 * that order themselves after its queued ops; valid until the table's next write of x. */
+	const uint16_t *(*bf16)(dg_wan_ops *, const float *x, size_t n);
 	/* wait until every queued op is done (for timing; no-op where ops are synchronous) */
 	void (*sync)(dg_wan_ops *);
 	/* make the backend's copy of a weight (e.g. bf16 on the device); no-op on the CPU */
@@ -52,14 +57,14 @@ struct dg_wan_ops {
 	 */
 	void (*layernorm)(dg_wan_ops *, const float *x, int m, int n, float eps, const float *w,
 			  const float *b, const float *scale, const float *shift, float *y);
-	/* x (m, n) = x * rsqrt(mean(x^2) + eps) * w, in place (RMSNorm over the full row) */
-	void (*rmsnorm)(dg_wan_ops *, float *x, int m, int n, float eps, const float *w);
 	/*
-	 * y (heads, m, d) = x (m, heads*d) split into heads; with cos/sin (m, d/2) (else NULL) each
-	 * interleaved pair (x[2i], x[2i+1]) of every head is rotated by the angle of (token, i).
+	 * y (heads, m, d) = x (m, heads*d) split into heads. With norm_w (heads*d) (else NULL) each row
+	 * is first RMSNorm-ed over its full width, x * rsqrt(mean(x^2) + eps) * norm_w; with cos/sin
+	 * (m, d/2) (else NULL) each interleaved pair (x[2i], x[2i+1]) of every head is then rotated by
+	 * the angle of (token, i). x is not changed.
 	 */
-	void (*to_heads)(dg_wan_ops *, const float *x, int m, int heads, int d, const float *cos,
-			 const float *sin, float *y);
+	void (*to_heads)(dg_wan_ops *, const float *x, int m, int heads, int d, const float *norm_w, float eps,
+			 const float *cos, const float *sin, float *y);
 	/* y (m, heads*d) = x (heads, m, d) merged */
 	void (*from_heads)(dg_wan_ops *, const float *x, int m, int heads, int d, float *y);
 	/* x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place */

@@ -164,22 +164,15 @@ static void ck_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps,
 	cpu->layernorm(cpu, x, m, n, eps, w, b, scale, shift, y);
 }
 
-static void ck_rmsnorm(dg_wan_ops *o, float *x, int m, int n, float eps, const float *w)
-{
-	need(o, "rmsnorm", "x", x, (size_t)m * n);
-	need(o, "rmsnorm", "w", w, n);
-	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
-	cpu->rmsnorm(cpu, x, m, n, eps, w);
-}
-
-static void ck_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *cos,
-			const float *sin, float *y)
+static void ck_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *norm_w, float eps,
+			const float *cos, const float *sin, float *y)
 {
 	size_t all = (size_t)m * heads * d;
 	need(o, "to_heads", "x", x, all), need(o, "to_heads", "y", y, all);
+	opt(o, "to_heads", "norm_w", norm_w, (size_t)heads * d);
 	opt(o, "to_heads", "cos", cos, (size_t)m * d / 2), opt(o, "to_heads", "sin", sin, (size_t)m * d / 2);
 	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
-	cpu->to_heads(cpu, x, m, heads, d, cos, sin, y);
+	cpu->to_heads(cpu, x, m, heads, d, norm_w, eps, cos, sin, y);
 }
 
 static void ck_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
@@ -233,7 +226,7 @@ dg_wan_ops *dg_wan_ops_checked(void)
 		.name = "cpu-checked", .device_weights = true, .impl = c, .alloc = ck_alloc,
 		.release = ck_release, .upload = ck_upload, .download = ck_download, .sync = ck_sync,
 		.prepare = ck_prepare, .unprepare = ck_unprepare, .linear = ck_linear, .ffn = ck_ffn,
-		.layernorm = ck_layernorm, .rmsnorm = ck_rmsnorm, .to_heads = ck_to_heads,
+		.layernorm = ck_layernorm, .to_heads = ck_to_heads,
 		.from_heads = ck_from_heads, .gelu_tanh = ck_gelu_tanh, .add_gated = ck_add_gated,
 		.attention = ck_attention, .destroy = ck_destroy,
 	};

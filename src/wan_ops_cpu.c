@@ -122,38 +122,34 @@ static void cpu_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps
 	}
 }
 
-static void cpu_rmsnorm(dg_wan_ops *o, float *x, int m, int n, float eps, const float *w)
+static void cpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *norm_w, float eps,
+			 const float *cos, const float *sin, float *y)
 {
-#pragma omp parallel for schedule(static) if ((double)m * n > 1e5)
+	int half = d / 2, D = heads * d;
+#pragma omp parallel for schedule(static) if ((double)m * D > 1e5)
 	for (int r = 0; r < m; r++) {
-		float *xr = x + (size_t)r * n;
-		double ss = 0;
-		for (int j = 0; j < n; j++)
-			ss += (double)xr[j] * xr[j];
-		float inv = (float)(1.0 / sqrt(ss / n + eps));
-		for (int j = 0; j < n; j++)
-			xr[j] = xr[j] * inv * (w ? w[j] : 1.0f);
-	}
-}
-
-static void cpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *cos,
-			 const float *sin, float *y)
-{
-	int half = d / 2;
-#pragma omp parallel for schedule(static) if ((double)m * heads * d > 1e5)
-	for (int r = 0; r < m; r++) {
+		const float *xr = x + (size_t)r * D;
 		const float *c = cos ? cos + (size_t)r * half : NULL, *s = sin ? sin + (size_t)r * half : NULL;
+		float inv = 1.0f;
+		if (norm_w) {
+			double ss = 0;
+			for (int j = 0; j < D; j++)
+				ss += (double)xr[j] * xr[j];
+			inv = (float)(1.0 / sqrt(ss / D + eps));
+		}
 		for (int h = 0; h < heads; h++) {
-			const float *xr = x + (size_t)r * heads * d + (size_t)h * d;
 			float *yr = y + ((size_t)h * m + r) * d;
-			if (!c) {
-				memcpy(yr, xr, (size_t)d * sizeof(float));
-				continue;
-			}
 			for (int i = 0; i < half; i++) {
-				float a = xr[2 * i], b = xr[2 * i + 1];
-				yr[2 * i] = a * c[i] - b * s[i];
-				yr[2 * i + 1] = a * s[i] + b * c[i];
+				int j = h * d + 2 * i;
+				float a = xr[j], b = xr[j + 1];
+				if (norm_w)
+					a = a * inv * norm_w[j], b = b * inv * norm_w[j + 1];
+				if (c) {
+					yr[2 * i] = a * c[i] - b * s[i];
+					yr[2 * i + 1] = a * s[i] + b * c[i];
+				} else {
+					yr[2 * i] = a, yr[2 * i + 1] = b;
+				}
 			}
 		}
 	}
@@ -226,7 +222,6 @@ dg_wan_ops *dg_wan_ops_cpu(void)
 	o->linear = cpu_linear;
 	o->ffn = cpu_ffn;
 	o->layernorm = cpu_layernorm;
-	o->rmsnorm = cpu_rmsnorm;
 	o->to_heads = cpu_to_heads;
 	o->from_heads = cpu_from_heads;
 	o->gelu_tanh = cpu_gelu_tanh;

@@ -10,7 +10,7 @@
  *
  * Activations are fp32 buffers from alloc. A buffer that a GEMM or an attention reads as bf16 gets
  * a bf16 shadow (made on that first read); from then on the ops that write the buffer (layernorm,
- * rmsnorm, to_heads, from_heads, gelu_tanh, add_gated) write the shadow in the same pass, so Wan's
+ * to_heads, from_heads, gelu_tanh, add_gated) write the shadow in the same pass, so Wan's
  * bf16 GEMM inputs cost no extra pass. Any other write (linear, ffn, attention, upload)
  * invalidates it.
  * Buffers written outside the table (the attention entry point's output) are never read as bf16.
@@ -193,6 +193,12 @@ static const uint16_t *as_bf16(dg_wan_ops *o, const float *x, size_t count, int 
 	KERNEL_CHECK(dg_to_bf16(x, g->scratch[slot], count, 0));
 	mark_end(o, t);
 	return g->scratch[slot];
+}
+
+static const uint16_t *gpu_bf16(dg_wan_ops *o, const float *x, size_t n)
+{
+	dbuf *b = find_base(o->impl, x);
+	return b && n <= b->n ? as_bf16(o, x, n, 0) : NULL;
 }
 
 static float *gpu_alloc(dg_wan_ops *o, size_t n)
@@ -387,20 +393,12 @@ static void gpu_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps
 	mark_end(o, t);
 }
 
-static void gpu_rmsnorm(dg_wan_ops *o, float *x, int m, int n, float eps, const float *w)
-{
-	uint16_t *x16 = shadow_out(o->impl, x, (size_t)m * n);
-	int t = mark_begin(o, DG_WAN_OPK_OTHER);
-	KERNEL_CHECK(dg_dit_rmsnorm(x, m, n, eps, w, x16, 0));
-	mark_end(o, t);
-}
-
-static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *cos,
-			 const float *sin, float *y)
+static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *norm_w, float eps,
+			 const float *cos, const float *sin, float *y)
 {
 	uint16_t *y16 = shadow_out(o->impl, y, (size_t)m * heads * d);
 	int t = mark_begin(o, DG_WAN_OPK_OTHER);
-	KERNEL_CHECK(dg_dit_to_heads(x, m, heads, d, cos, sin, y, y16, 0));
+	KERNEL_CHECK(dg_dit_to_heads(x, m, heads, d, norm_w, eps, cos, sin, y, y16, 0));
 	mark_end(o, t);
 }
 
@@ -495,13 +493,13 @@ dg_wan_ops *dg_wan_ops_gpu(void)
 	o->release = gpu_release;
 	o->upload = gpu_upload;
 	o->download = gpu_download;
+	o->bf16 = gpu_bf16;
 	o->sync = gpu_sync;
 	o->prepare = gpu_prepare;
 	o->unprepare = gpu_unprepare;
 	o->linear = gpu_linear;
 	o->ffn = gpu_ffn;
 	o->layernorm = gpu_layernorm;
-	o->rmsnorm = gpu_rmsnorm;
 	o->to_heads = gpu_to_heads;
 	o->from_heads = gpu_from_heads;
 	o->gelu_tanh = gpu_gelu_tanh;

@@ -138,7 +138,7 @@ static void test_linear(dg_wan_ops *g, int m, int in, int out)
 	free(l.w), free(l.b), free(x), free(ref), free(naive), free(y);
 }
 
-/* layernorm (affine and/or modulated) and rmsnorm of (m, n) rows with an offset mean */
+/* layernorm (affine and/or modulated) and RMSNorm (to_heads') of (m, n) rows with an offset mean */
 static void test_norms(dg_wan_ops *g, int m, int n)
 {
 	size_t N = (size_t)m * n;
@@ -180,7 +180,7 @@ static void test_norms(dg_wan_ops *g, int m, int n)
 		g->release(g, dy);
 		free(y);
 	}
-	/* rmsnorm, in place */
+	/* RMSNorm over the row inside to_heads (one head of the row's width: the layout is unchanged) */
 	for (int r = 0; r < m; r++) {
 		const float *xr = x + (size_t)r * n;
 		double ss = 0;
@@ -192,9 +192,11 @@ static void test_norms(dg_wan_ops *g, int m, int n)
 		for (int j = 0; j < n; j++)
 			ref[(size_t)r * n + j] = xr[j] * inv * w[j], naive[(size_t)r * n + j] = xr[j] * invn * w[j];
 	}
-	g->rmsnorm(g, dx, m, n, 1e-6f, dw);
-	float *y = down(g, dx, N);
-	rule("rmsnorm", y, naive, ref, N);
+	float *dy = poisoned(g, N);
+	g->to_heads(g, dx, m, 1, n, dw, 1e-6f, NULL, NULL, dy);
+	float *y = down(g, dy, N);
+	rule("to_heads with RMSNorm", y, naive, ref, N);
+	g->release(g, dy);
 	g->release(g, dx), g->release(g, dw), g->release(g, db), g->release(g, dsc), g->release(g, dsh);
 	free(x), free(w), free(b), free(sc), free(sh), free(naive), free(ref), free(y);
 }
@@ -212,20 +214,30 @@ static void test_elementwise(dg_wan_ops *g, dg_wan_ops *c, int m, int heads, int
 	float *naive = dg_malloc(N * sizeof(float));
 	double *ref = dg_malloc(N * sizeof(double));
 	float *dx = up(g, x, N), *dcs = up(g, cs, (size_t)m * half), *dsn = up(g, sn, (size_t)m * half);
-	for (int rope = 0; rope < 2; rope++) {
-		for (int r = 0; r < m; r++)
+	float *nw = rnd(D, 0.5, 1.5), *dnw = up(g, nw, D);
+	const char *what[] = { "to_heads", "to_heads with RoPE", "to_heads with RMSNorm and RoPE" };
+	for (int mode = 0; mode < 3; mode++) { /* plain, RoPE, RMSNorm over the row then RoPE */
+		bool rope = mode > 0, norm = mode == 2;
+		for (int r = 0; r < m; r++) {
+			const float *xr = x + (size_t)r * D;
+			double ss = 0;
+			for (int j = 0; j < D; j++)
+				ss += (double)xr[j] * xr[j];
+			double inv = norm ? 1 / sqrt(ss / D + 1e-6) : 1;
 			for (int h = 0; h < heads; h++)
 				for (int i = 0; i < half; i++) {
-					double a = x[(size_t)r * D + h * d + 2 * i], b = x[(size_t)r * D + h * d + 2 * i + 1];
+					int j = h * d + 2 * i;
+					double a = xr[j] * inv * (norm ? nw[j] : 1), b = xr[j + 1] * inv * (norm ? nw[j + 1] : 1);
 					double c0 = rope ? cs[(size_t)r * half + i] : 1, s0 = rope ? sn[(size_t)r * half + i] : 0;
 					size_t o = ((size_t)h * m + r) * d + 2 * i;
 					ref[o] = a * c0 - b * s0, ref[o + 1] = a * s0 + b * c0;
 				}
-		c->to_heads(c, x, m, heads, d, rope ? cs : NULL, rope ? sn : NULL, naive);
+		}
+		c->to_heads(c, x, m, heads, d, norm ? nw : NULL, 1e-6f, rope ? cs : NULL, rope ? sn : NULL, naive);
 		float *dy = poisoned(g, N);
-		g->to_heads(g, dx, m, heads, d, rope ? dcs : NULL, rope ? dsn : NULL, dy);
+		g->to_heads(g, dx, m, heads, d, norm ? dnw : NULL, 1e-6f, rope ? dcs : NULL, rope ? dsn : NULL, dy);
 		float *o = down(g, dy, N);
-		rule(rope ? "to_heads with RoPE" : "to_heads", o, naive, ref, N);
+		rule(what[mode], o, naive, ref, N);
 		if (!rope) { /* from_heads of it gives x back, exactly */
 			float *dz = poisoned(g, N);
 			g->from_heads(g, dy, m, heads, d, dz);
@@ -237,6 +249,8 @@ static void test_elementwise(dg_wan_ops *g, dg_wan_ops *c, int m, int heads, int
 		g->release(g, dy);
 		free(o);
 	}
+	g->release(g, dnw);
+	free(nw);
 	/* gelu_tanh in place */
 	for (size_t i = 0; i < N; i++)
 		ref[i] = gelu_tanh64(x[i]), naive[i] = x[i];
@@ -479,10 +493,10 @@ static void naive_ffn(dg_wan_ops *o, const dg_wan_linear *l1, const dg_wan_linea
 	free(l1n.b);
 }
 
-static void naive_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *cos,
-			   const float *sin, float *y)
+static void naive_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *norm_w, float eps,
+			   const float *cos, const float *sin, float *y)
 {
-	cpu_fns.to_heads(o, x, m, heads, d, cos, sin, y);
+	cpu_fns.to_heads(o, x, m, heads, d, norm_w, eps, cos, sin, y);
 	for (size_t i = 0; i < (size_t)m * heads * d; i++) /* every attention operand */
 		y[i] = b16(y[i]);
 }

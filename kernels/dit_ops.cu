@@ -38,7 +38,10 @@ static __device__ float block_sum(float v, float *sh)
 	return s;
 }
 
-/* one row per block: y = (x - mean) / sqrt(var + eps) [* w + b] [* (1 + scale)] [+ shift] */
+/* one row per block: y = (x - mean) / sqrt(var + eps) [* w + b] [* (1 + scale)] [+ shift]. PER > 0:
+ * the row (n <= PER * ROW_THREADS) held in registers, read once; PER == 0: any n, read three times.
+ * Both sum a thread's elements in the same order, so they give the same bits. */
+template <int PER>
 __global__ void __launch_bounds__(ROW_THREADS)
 layernorm_kernel(const float *__restrict__ x, int n, float eps, const float *__restrict__ w,
 		 const float *__restrict__ b, const float *__restrict__ scale, const float *__restrict__ shift,
@@ -47,27 +50,48 @@ layernorm_kernel(const float *__restrict__ x, int n, float eps, const float *__r
 	__shared__ float sh[ROW_THREADS / 32];
 	const size_t r = blockIdx.x;
 	const float *xr = x + r * n;
+	constexpr int K = PER > 0 ? PER : 1;
+	float v[K] = {};
+	const int steps = PER > 0 ? PER : (n + ROW_THREADS - 1) / ROW_THREADS;
+	auto at = [&](int k) { /* element threadIdx.x + k * ROW_THREADS (< n) */
+		if constexpr (PER > 0)
+			return v[k];
+		else
+			return xr[threadIdx.x + k * ROW_THREADS];
+	};
 	float s = 0.f;
-	for (int j = threadIdx.x; j < n; j += ROW_THREADS)
-		s += xr[j];
+#pragma unroll
+	for (int k = 0; k < steps; k++) {
+		const int j = threadIdx.x + k * ROW_THREADS;
+		if constexpr (PER > 0)
+			v[k] = j < n ? xr[j] : 0.f;
+		if (j < n)
+			s += at(k);
+	}
 	const float mu = block_sum(s, sh) / n;
 	float ss = 0.f;
-	for (int j = threadIdx.x; j < n; j += ROW_THREADS) {
-		const float dv = xr[j] - mu;
-		ss += dv * dv;
-	}
+#pragma unroll
+	for (int k = 0; k < steps; k++)
+		if (threadIdx.x + k * ROW_THREADS < n) {
+			const float dv = at(k) - mu;
+			ss += dv * dv;
+		}
 	const float inv = 1.0f / sqrtf(block_sum(ss, sh) / n + eps);
-	for (int j = threadIdx.x; j < n; j += ROW_THREADS) {
-		float v = (xr[j] - mu) * inv;
+#pragma unroll
+	for (int k = 0; k < steps; k++) {
+		const int j = threadIdx.x + k * ROW_THREADS;
+		if (j >= n)
+			continue;
+		float o = (at(k) - mu) * inv;
 		if (w)
-			v = v * w[j] + (b ? b[j] : 0.0f);
+			o = o * w[j] + (b ? b[j] : 0.0f);
 		if (scale)
-			v *= 1.0f + scale[j];
+			o *= 1.0f + scale[j];
 		if (shift)
-			v += shift[j];
-		y[r * n + j] = v;
+			o += shift[j];
+		y[r * n + j] = o;
 		if (y16)
-			y16[r * n + j] = to_bf16(v);
+			y16[r * n + j] = to_bf16(o);
 	}
 }
 
@@ -190,8 +214,13 @@ extern "C" int dg_dit_layernorm(const float *x, int m, int n, float eps, const f
 {
 	if (bad_rows("dit_layernorm", m, n))
 		return -1;
-	if (m)
-		layernorm_kernel<<<m, ROW_THREADS, 0, (cudaStream_t)stream>>>(x, n, eps, w, b, scale, shift, y, y16);
+	cudaStream_t st = (cudaStream_t)stream;
+	if (m && n <= 8 * ROW_THREADS)
+		layernorm_kernel<8><<<m, ROW_THREADS, 0, st>>>(x, n, eps, w, b, scale, shift, y, y16);
+	else if (m && n <= 24 * ROW_THREADS)
+		layernorm_kernel<24><<<m, ROW_THREADS, 0, st>>>(x, n, eps, w, b, scale, shift, y, y16);
+	else if (m)
+		layernorm_kernel<0><<<m, ROW_THREADS, 0, st>>>(x, n, eps, w, b, scale, shift, y, y16);
 	return launched("dit_layernorm");
 }
 

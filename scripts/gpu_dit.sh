@@ -125,11 +125,13 @@ if s:
 for name, r in (("dense", d), ("mc_sparse", s)):
     if not r:
         continue
-    # gemm, elementwise, table_attention: device time of the op table (table attention = the dense
+    # gemm, elementwise (layernorm, heads = to/from_heads, residual = add_gated, convert = to bf16),
+    # table_attention: device time of the op table (table attention = the dense
     # self-attention sites and every cross-attention); attention: wall time inside the self-attention
     # entry point (dense sites and the sparse sites' backend work), of which metadata
-    for k in ("transformer_s", "gemm_s", "elementwise_s", "table_attention_s", "attention_s", "metadata_s"):
-        rows.append(("%s_%s" % (name, k), r[k], "s"))
+    for k in ("transformer_s", "gemm_s", "elementwise_s", "layernorm_s", "heads_s", "residual_s", "convert_s",
+              "table_attention_s", "attention_s", "metadata_s"):
+        rows.append(("%s_%s" % (name, k), r.get(k, float("nan")), "s"))
 for n, v, u in rows:
     print("%s,%.6g,%s" % (n, v, u))
 EOF

@@ -208,11 +208,18 @@ int dg_cmd_generate(int argc, char **argv)
 		cJSON_AddNumberToObject(r, "attention_s", res[i].st.as.seconds);
 		cJSON_AddNumberToObject(r, "metadata_s", res[i].st.as.meta_seconds);
 		cJSON_AddNumberToObject(r, "sparse_units", (double)res[i].st.as.sparse_calls);
-		/* device time of the op table (GPU): GEMMs, attention through the table, the rest */
+		/* device time of the op table (GPU): GEMMs, attention through the table, the elementwise
+		 * ops in all and by kind */
 		cJSON_AddNumberToObject(r, "transformer_s", res[i].st.ss.transformer_s);
 		cJSON_AddNumberToObject(r, "gemm_s", res[i].st.ss.op_seconds[DG_WAN_OPK_LINEAR]);
 		cJSON_AddNumberToObject(r, "table_attention_s", res[i].st.ss.op_seconds[DG_WAN_OPK_ATTENTION]);
-		cJSON_AddNumberToObject(r, "elementwise_s", res[i].st.ss.op_seconds[DG_WAN_OPK_OTHER]);
+		const double *os = res[i].st.ss.op_seconds;
+		cJSON_AddNumberToObject(r, "elementwise_s", os[DG_WAN_OPK_NORM] + os[DG_WAN_OPK_HEADS] +
+								    os[DG_WAN_OPK_RESIDUAL] + os[DG_WAN_OPK_CONVERT]);
+		cJSON_AddNumberToObject(r, "layernorm_s", os[DG_WAN_OPK_NORM]);
+		cJSON_AddNumberToObject(r, "heads_s", os[DG_WAN_OPK_HEADS]);
+		cJSON_AddNumberToObject(r, "residual_s", os[DG_WAN_OPK_RESIDUAL]);
+		cJSON_AddNumberToObject(r, "convert_s", os[DG_WAN_OPK_CONVERT]);
 		cJSON_AddNumberToObject(r, "units", (double)res[i].st.as.calls);
 		cJSON_AddItemToArray(runs, r);
 	}

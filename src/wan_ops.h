@@ -20,8 +20,18 @@
 typedef struct dg_wan_linear dg_wan_linear;
 typedef struct dg_wan_ops dg_wan_ops;
 
-/* kinds of ops whose device time a backend may accumulate in op_seconds */
-typedef enum { DG_WAN_OPK_LINEAR, DG_WAN_OPK_ATTENTION, DG_WAN_OPK_OTHER, DG_WAN_OPK_COUNT } dg_wan_opk;
+/* kinds of ops whose device time a backend may accumulate in op_seconds: GEMMs (linear, ffn),
+ * attention, and the elementwise kinds from DG_WAN_OPK_NORM on: layernorm, to_heads and from_heads,
+ * add_gated and gelu_tanh, conversions to bf16 */
+typedef enum {
+	DG_WAN_OPK_LINEAR,
+	DG_WAN_OPK_ATTENTION,
+	DG_WAN_OPK_NORM,
+	DG_WAN_OPK_HEADS,
+	DG_WAN_OPK_RESIDUAL,
+	DG_WAN_OPK_CONVERT,
+	DG_WAN_OPK_COUNT
+} dg_wan_opk;
 
 struct dg_wan_ops {
 	const char *name; /* "cpu" or "gpu" */

@@ -176,7 +176,7 @@ static const uint16_t *as_bf16(dg_wan_ops *o, const float *x, size_t count, int 
 		if (!b->bf)
 			b->bf = dmalloc(b->n * 2);
 		if (b->valid < count) {
-			int t = mark_begin(o, DG_WAN_OPK_OTHER);
+			int t = mark_begin(o, DG_WAN_OPK_CONVERT);
 			KERNEL_CHECK(dg_to_bf16(x, b->bf, count, 0));
 			mark_end(o, t);
 			b->valid = count;
@@ -189,7 +189,7 @@ static const uint16_t *as_bf16(dg_wan_ops *o, const float *x, size_t count, int 
 		g->scratch[slot] = dmalloc(count * 2);
 		g->scratch_n[slot] = count;
 	}
-	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	int t = mark_begin(o, DG_WAN_OPK_CONVERT);
 	KERNEL_CHECK(dg_to_bf16(x, g->scratch[slot], count, 0));
 	mark_end(o, t);
 	return g->scratch[slot];
@@ -388,7 +388,7 @@ static void gpu_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps
 			  const float *scale, const float *shift, float *y)
 {
 	uint16_t *y16 = shadow_out(o->impl, y, (size_t)m * n);
-	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	int t = mark_begin(o, DG_WAN_OPK_NORM);
 	KERNEL_CHECK(dg_dit_layernorm(x, m, n, eps, w, b, scale, shift, y, y16, 0));
 	mark_end(o, t);
 }
@@ -397,7 +397,7 @@ static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d,
 			 const float *cos, const float *sin, float *y)
 {
 	uint16_t *y16 = shadow_out(o->impl, y, (size_t)m * heads * d);
-	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	int t = mark_begin(o, DG_WAN_OPK_HEADS);
 	KERNEL_CHECK(dg_dit_to_heads(x, m, heads, d, norm_w, eps, cos, sin, y, y16, 0));
 	mark_end(o, t);
 }
@@ -405,7 +405,7 @@ static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d,
 static void gpu_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
 {
 	uint16_t *y16 = shadow_out(o->impl, y, (size_t)m * heads * d);
-	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	int t = mark_begin(o, DG_WAN_OPK_HEADS);
 	KERNEL_CHECK(dg_dit_from_heads(x, m, heads, d, y, y16, 0));
 	mark_end(o, t);
 }
@@ -413,7 +413,7 @@ static void gpu_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int 
 static void gpu_gelu_tanh(dg_wan_ops *o, float *x, size_t n)
 {
 	uint16_t *x16 = shadow_out(o->impl, x, n);
-	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	int t = mark_begin(o, DG_WAN_OPK_RESIDUAL);
 	KERNEL_CHECK(dg_dit_gelu_tanh(x, n, x16, 0));
 	mark_end(o, t);
 }
@@ -421,7 +421,7 @@ static void gpu_gelu_tanh(dg_wan_ops *o, float *x, size_t n)
 static void gpu_add_gated(dg_wan_ops *o, float *x, const float *y, const float *gate, int m, int n)
 {
 	uint16_t *x16 = shadow_out(o->impl, x, (size_t)m * n);
-	int t = mark_begin(o, DG_WAN_OPK_OTHER);
+	int t = mark_begin(o, DG_WAN_OPK_RESIDUAL);
 	KERNEL_CHECK(dg_dit_add_gated(x, y, gate, m, n, x16, 0));
 	mark_end(o, t);
 }

@@ -685,7 +685,9 @@ int main(int argc, char **argv)
 	printf("%s\n", g->device);
 	test_linear(g, 300, 256, 192);
 	test_linear(g, 77, 4096, 128);
-	test_norms(g, 300, 320);
+	test_norms(g, 300, 320);   /* the row in registers (n <= 2048) */
+	test_norms(g, 40, 5120);   /* Wan-14B's width: the larger register row */
+	test_norms(g, 20, 6500);   /* wider than that: the row read three times */
 	test_elementwise(g, c, 300, 2, 128);
 	test_elementwise(g, c, 77, 4, 64);
 	test_attention(g, 2, 300, 300, 128);

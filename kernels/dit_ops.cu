@@ -96,7 +96,10 @@ layernorm_kernel(const float *__restrict__ x, int n, float eps, const float *__r
 }
 
 /* one row r per block: its pairs (head h, pair i), RMSNorm-ed over the row if w, rotated if cs,
- * into y (heads, m, half) pairs */
+ * into y (heads, m, half) pairs. PER > 0: the row's pairs (at most PER * ROW_THREADS) loaded into
+ * registers all at once before anything is written (three times the loads in flight of a loop
+ * that stores between them); PER == 0: any width, read twice with the norm. */
+template <int PER>
 __global__ void __launch_bounds__(ROW_THREADS)
 to_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, const float2 *__restrict__ w, float eps,
 		const float *__restrict__ cs, const float *__restrict__ sn, float2 *__restrict__ y,
@@ -104,48 +107,86 @@ to_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, const 
 {
 	__shared__ float sh[ROW_THREADS / 32];
 	const size_t r = blockIdx.x;
-	const int pairs = heads * half;
+	const int pairs = heads * half, steps = PER > 0 ? PER : (pairs + ROW_THREADS - 1) / ROW_THREADS;
 	const float2 *xr = x + r * pairs;
+	float2 v[PER > 0 ? PER : 1] = {};
+	auto at = [&](int k) {
+		if constexpr (PER > 0)
+			return v[k];
+		else
+			return xr[threadIdx.x + k * ROW_THREADS];
+	};
+	if constexpr (PER > 0) {
+#pragma unroll
+		for (int k = 0; k < PER; k++)
+			if (threadIdx.x + k * ROW_THREADS < pairs)
+				v[k] = xr[threadIdx.x + k * ROW_THREADS];
+	}
 	float inv = 1.0f;
 	if (w) {
 		float ss = 0.f;
-		for (int j = threadIdx.x; j < pairs; j += ROW_THREADS) {
-			const float2 v = xr[j];
-			ss += v.x * v.x + v.y * v.y;
-		}
+#pragma unroll
+		for (int k = 0; k < steps; k++)
+			if (threadIdx.x + k * ROW_THREADS < pairs) {
+				const float2 e = at(k);
+				ss += e.x * e.x + e.y * e.y;
+			}
 		inv = 1.0f / sqrtf(block_sum(ss, sh) / (2 * pairs) + eps);
 	}
-	for (int j = threadIdx.x; j < pairs; j += ROW_THREADS) {
+#pragma unroll
+	for (int k = 0; k < steps; k++) {
+		const int j = threadIdx.x + k * ROW_THREADS;
+		if (j >= pairs)
+			continue;
 		const int h = j / half, i = j - h * half;
-		float2 v = xr[j];
+		float2 e = at(k);
 		if (w) {
 			const float2 g = w[j];
-			v = make_float2(v.x * inv * g.x, v.y * inv * g.y);
+			e = make_float2(e.x * inv * g.x, e.y * inv * g.y);
 		}
 		if (cs) {
 			const float c = cs[r * half + i], s = sn[r * half + i];
-			v = make_float2(v.x * c - v.y * s, v.x * s + v.y * c);
+			e = make_float2(e.x * c - e.y * s, e.x * s + e.y * c);
 		}
 		const size_t o = ((size_t)h * m + r) * half + i;
-		y[o] = v;
+		y[o] = e;
 		if (y16)
-			y16[o] = __floats2bfloat162_rn(v.x, v.y);
+			y16[o] = __floats2bfloat162_rn(e.x, e.y);
 	}
 }
 
-/* one row r of the output per block: y (m, heads*d) from x (heads, m, d) */
+/* one row r of the output per block: y (m, heads*d) from x (heads, m, d); PER as in to_heads */
+template <int PER>
 __global__ void __launch_bounds__(ROW_THREADS)
 from_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, float2 *__restrict__ y,
 		  __nv_bfloat162 *__restrict__ y16)
 {
 	const size_t r = blockIdx.x;
-	const int pairs = heads * half;
-	for (int j = threadIdx.x; j < pairs; j += ROW_THREADS) {
-		const int h = j / half, i = j - h * half;
-		const float2 v = x[((size_t)h * m + r) * half + i];
-		y[r * pairs + j] = v;
+	const int pairs = heads * half, steps = PER > 0 ? PER : (pairs + ROW_THREADS - 1) / ROW_THREADS;
+	auto src = [&](int j) {
+		const int h = j / half;
+		return x[((size_t)h * m + r) * half + (j - h * half)];
+	};
+	float2 v[PER > 0 ? PER : 1] = {};
+	if constexpr (PER > 0) {
+#pragma unroll
+		for (int k = 0; k < PER; k++)
+			if (threadIdx.x + k * ROW_THREADS < pairs)
+				v[k] = src(threadIdx.x + k * ROW_THREADS);
+	}
+#pragma unroll
+	for (int k = 0; k < steps; k++) {
+		const int j = threadIdx.x + k * ROW_THREADS;
+		if (j >= pairs)
+			continue;
+		float2 e;
+		if constexpr (PER > 0)
+			e = v[k];
+		else
+			e = src(j);
+		y[r * pairs + j] = e;
 		if (y16)
-			y16[r * pairs + j] = __floats2bfloat162_rn(v.x, v.y);
+			y16[r * pairs + j] = __floats2bfloat162_rn(e.x, e.y);
 	}
 }
 
@@ -238,10 +279,17 @@ extern "C" int dg_dit_to_heads(const float *x, int m, int heads, int d, const fl
 {
 	if (bad_heads("dit_to_heads", m, heads, d))
 		return -1;
-	if (m)
-		to_heads_kernel<<<m, ROW_THREADS, 0, (cudaStream_t)stream>>>((const float2 *)x, m, heads, d / 2,
-									   (const float2 *)norm_w, eps, cos, sin,
-									   (float2 *)y, (__nv_bfloat162 *)y16);
+	const float2 *x2 = (const float2 *)x, *w2 = (const float2 *)norm_w;
+	float2 *y2 = (float2 *)y;
+	__nv_bfloat162 *h2 = (__nv_bfloat162 *)y16;
+	cudaStream_t st = (cudaStream_t)stream;
+	int pairs = heads * (d / 2);
+	if (m && pairs <= 4 * ROW_THREADS)
+		to_heads_kernel<4><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, w2, eps, cos, sin, y2, h2);
+	else if (m && pairs <= 12 * ROW_THREADS)
+		to_heads_kernel<12><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, w2, eps, cos, sin, y2, h2);
+	else if (m)
+		to_heads_kernel<0><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, w2, eps, cos, sin, y2, h2);
 	return launched("dit_to_heads");
 }
 
@@ -249,9 +297,17 @@ extern "C" int dg_dit_from_heads(const float *x, int m, int heads, int d, float 
 {
 	if (bad_heads("dit_from_heads", m, heads, d))
 		return -1;
-	if (m)
-		from_heads_kernel<<<m, ROW_THREADS, 0, (cudaStream_t)stream>>>((const float2 *)x, m, heads, d / 2,
-									     (float2 *)y, (__nv_bfloat162 *)y16);
+	const float2 *x2 = (const float2 *)x;
+	float2 *y2 = (float2 *)y;
+	__nv_bfloat162 *h2 = (__nv_bfloat162 *)y16;
+	cudaStream_t st = (cudaStream_t)stream;
+	int pairs = heads * (d / 2);
+	if (m && pairs <= 4 * ROW_THREADS)
+		from_heads_kernel<4><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, y2, h2);
+	else if (m && pairs <= 12 * ROW_THREADS)
+		from_heads_kernel<12><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, y2, h2);
+	else if (m)
+		from_heads_kernel<0><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, y2, h2);
 	return launched("dit_from_heads");
 }
 

@@ -53,10 +53,11 @@ struct dg_backend {
 	 * than top-k over tokens) need a unit from load instead. */
 	void (*load_device)(dg_backend *, const float *q, const float *k, const float *v);
 	/* Optional (NULL: use load_device). load_device with the bf16 copies q16, k16, v16 (n, d) of
-	 * q, k, v read in place of a conversion (q names the unit for prefetch_groups); they must stay
-	 * unchanged until the unit's output is taken (output_device). */
+	 * q, k, v read in place of a conversion (q names the unit for prefetch_groups), and the unit's
+	 * attend outputs written straight into o (n, d), where the backend computes (output_device
+	 * into o then only orders). q16.. must stay unchanged until output_device. */
 	void (*load_device_bf16)(dg_backend *, const float *q, const uint16_t *q16, const uint16_t *k16,
-				 const uint16_t *v16);
+				 const uint16_t *v16, float *o);
 	/* Optional (NULL: nothing ahead). A hint before loads: the units whose Q buffers are q[0 ..
 	 * count) ((n, d) fp32 each; on the host, or where the backend computes if device) will be loaded
 	 * (load or load_device from the same q pointer, in any order) and grouped by this kind. The

@@ -72,7 +72,8 @@ typedef struct {
 	uint16_t *hq;            /* pinned bf16 staging (3, n, d) */
 	uint16_t *bq, *bk, *bv;  /* device bf16 (n, d): the unit as loaded by load or load_device */
 	const uint16_t *dq, *dk, *dv; /* the loaded unit: bq.. or the caller's bf16 (load_device_bf16) */
-	float *o_ref, *lse, *out, *o_sp, *mass; /* device */
+	float *o_ref, *lse, *out, *o_sp, *mass; /* device; out: out_own, or the caller's (load_device_bf16) */
+	float *out_own;
 	double *dmet;            /* device (6) */
 	float *h_lse;            /* host copy, for the host twin of the per-query top-p */
 	cudaStream_t stream;
@@ -211,6 +212,7 @@ static void unit_begin(dg_backend *be, const float *q)
 	ahead_free(be, g->ahead.cur);
 	g->ahead.cur = NULL;
 	g->unit++; /* a kept sparse output belongs to the previous unit */
+	g->out = g->out_own;
 	for (int i = 0; i < g->ahead.count; i++)
 		if (g->ahead.q[i] == q) {
 			g->ahead.cur = g->ahead.bg[i];
@@ -258,7 +260,7 @@ static void gpu_load_device(dg_backend *be, const float *q, const float *k, cons
 /* as load_device, the bf16 copies read in place (no conversion pass); the caller keeps them
  * unchanged until its default stream has waited for this unit's output */
 static void gpu_load_device_bf16(dg_backend *be, const float *q, const uint16_t *q16, const uint16_t *k16,
-				 const uint16_t *v16)
+				 const uint16_t *v16, float *o)
 {
 	gpu *g = be->impl;
 	unit_begin(be, q);
@@ -266,6 +268,7 @@ static void gpu_load_device_bf16(dg_backend *be, const float *q, const uint16_t 
 	CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
 	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_legacy, 0));
 	g->dq = q16, g->dk = k16, g->dv = v16;
+	g->out = o;
 }
 
 /* device time of the work enqueued between timed_begin and timed_end (which waits for it) */
@@ -680,13 +683,14 @@ static void gpu_output(dg_backend *be, bool dense, float *o)
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 }
 
-/* into a device buffer that the DiT engine's op table reads next on the default stream: that
- * stream waits for the copy by an event */
+/* into a device buffer that the DiT engine's op table reads next on the default stream (no copy
+ * where attend wrote there already): that stream waits for it by an event */
 static void gpu_output_device(dg_backend *be, bool dense, float *o)
 {
 	gpu *g = be->impl;
-	CUDA_CHECK(cudaMemcpyAsync(o, dense ? g->o_ref : g->out, (size_t)be->n * be->d * 4,
-				   cudaMemcpyDeviceToDevice, g->stream));
+	const float *src = dense ? g->o_ref : g->out;
+	if (src != o)
+		CUDA_CHECK(cudaMemcpyAsync(o, src, (size_t)be->n * be->d * 4, cudaMemcpyDeviceToDevice, g->stream));
 	CUDA_CHECK(cudaEventRecord(g->ev_out, g->stream));
 	CUDA_CHECK(cudaStreamWaitEvent(0, g->ev_out, 0));
 }
@@ -731,7 +735,7 @@ static void gpu_destroy(dg_backend *be)
 	if (g->ahead.hq)
 		CUDA_CHECK(cudaFreeHost(g->ahead.hq));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
-	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->bq, g->bk, g->bv };
+	void *dev[] = { g->o_ref, g->lse, g->out_own, g->o_sp, g->mass, g->dmet, g->bq, g->bk, g->bv };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		dfree(g, dev[i]);
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
@@ -792,7 +796,7 @@ dg_backend *dg_backend_gpu(int n, int d)
 	CUDA_CHECK(cudaMallocHost((void **)&g->h_lse, (size_t)n * 4));
 	g->bq = dmalloc(g, nd * 2), g->bk = dmalloc(g, nd * 2), g->bv = dmalloc(g, nd * 2);
 	g->dq = g->bq, g->dk = g->bk, g->dv = g->bv;
-	g->o_ref = dmalloc(g, nd * 4), g->out = dmalloc(g, nd * 4), g->o_sp = dmalloc(g, nd * 4);
+	g->o_ref = dmalloc(g, nd * 4), g->out = g->out_own = dmalloc(g, nd * 4), g->o_sp = dmalloc(g, nd * 4);
 	g->lse = dmalloc(g, (size_t)n * 4), g->mass = dmalloc(g, (size_t)n * 4), g->dmet = dmalloc(g, 6 * 8);
 	*be = (dg_backend){ .name = "gpu", .n = n, .d = d, .impl = g, .load = gpu_load, .load_device = gpu_load_device,
 			    .load_device_bf16 = gpu_load_device_bf16,

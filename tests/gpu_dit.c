@@ -690,6 +690,8 @@ int main(int argc, char **argv)
 	test_norms(g, 20, 6500);   /* wider than that: the row read three times */
 	test_elementwise(g, c, 300, 2, 128);
 	test_elementwise(g, c, 77, 4, 64);
+	test_elementwise(g, c, 20, 40, 128); /* 2560 pairs a row: the larger register row */
+	test_elementwise(g, c, 10, 56, 128); /* 3584: wider, read from memory */
 	test_attention(g, 2, 300, 300, 128);
 	test_attention(g, 2, 300, 300, 64);
 	test_attention(g, 3, 300, 77, 128); /* cross-attention: nk != nq, nk not a multiple of the tile */

@@ -1,6 +1,6 @@
 /*
  * dit_ops.cu: the elementwise and row ops of the DiT engine's GPU op table (src/wan_ops_gpu.c), the
- * twins of src/wan_ops_cpu.c: LayerNorm (affine and/or modulation), split into heads with RMSNorm
+ * twins of src/wan_ops_cpu.c: LayerNorm (affine and/or modulation, after a gated residual add), split into heads with RMSNorm
  * over the row and RoPE on interleaved pairs, merge heads, GELU-tanh, gated residual add, fp32 -> bf16.
  * fp32 activations in and out (DESIGN §7: fp32 norms, modulation, residual stream); every op that
  * makes the input of a GEMM or an attention may also write a bf16 copy of its output (y16, NULL:
@@ -38,18 +38,21 @@ static __device__ float block_sum(float v, float *sh)
 	return s;
 }
 
-/* one row per block: y = (x - mean) / sqrt(var + eps) [* w + b] [* (1 + scale)] [+ shift]. PER > 0:
- * the row (n <= PER * ROW_THREADS) held in registers, read once; PER == 0: any n, read three times.
- * Both sum a thread's elements in the same order, so they give the same bits. */
+/* one row per block: with res, x += res * gate first (written back: the residual add of the op
+ * before); then y = (x - mean) / sqrt(var + eps) [* w + b] [* (1 + scale)] [+ shift], into y and/or
+ * y16. PER > 0: the row (n <= PER * ROW_THREADS) held in registers, read once; PER == 0: any n,
+ * read three times (a thread reads back only the elements it wrote). Both sum a thread's elements
+ * in the same order, so they give the same bits. */
 template <int PER>
 __global__ void __launch_bounds__(ROW_THREADS)
-layernorm_kernel(const float *__restrict__ x, int n, float eps, const float *__restrict__ w,
-		 const float *__restrict__ b, const float *__restrict__ scale, const float *__restrict__ shift,
-		 float *__restrict__ y, uint16_t *__restrict__ y16)
+layernorm_kernel(float *__restrict__ x, const float *__restrict__ res, const float *__restrict__ gate, int n,
+		 float eps, const float *__restrict__ w, const float *__restrict__ b,
+		 const float *__restrict__ scale, const float *__restrict__ shift, float *__restrict__ y,
+		 uint16_t *__restrict__ y16)
 {
 	__shared__ float sh[ROW_THREADS / 32];
 	const size_t r = blockIdx.x;
-	const float *xr = x + r * n;
+	float *xr = x + r * n;
 	constexpr int K = PER > 0 ? PER : 1;
 	float v[K] = {};
 	const int steps = PER > 0 ? PER : (n + ROW_THREADS - 1) / ROW_THREADS;
@@ -63,10 +66,16 @@ layernorm_kernel(const float *__restrict__ x, int n, float eps, const float *__r
 #pragma unroll
 	for (int k = 0; k < steps; k++) {
 		const int j = threadIdx.x + k * ROW_THREADS;
+		if (j >= n)
+			continue;
+		float e = xr[j];
+		if (res) {
+			e += gate ? res[r * n + j] * gate[j] : res[r * n + j];
+			xr[j] = e;
+		}
 		if constexpr (PER > 0)
-			v[k] = j < n ? xr[j] : 0.f;
-		if (j < n)
-			s += at(k);
+			v[k] = e;
+		s += e;
 	}
 	const float mu = block_sum(s, sh) / n;
 	float ss = 0.f;
@@ -89,7 +98,8 @@ layernorm_kernel(const float *__restrict__ x, int n, float eps, const float *__r
 			o *= 1.0f + scale[j];
 		if (shift)
 			o += shift[j];
-		y[r * n + j] = o;
+		if (y)
+			y[r * n + j] = o;
 		if (y16)
 			y16[r * n + j] = to_bf16(o);
 	}
@@ -149,7 +159,8 @@ to_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, const 
 			e = make_float2(e.x * c - e.y * s, e.x * s + e.y * c);
 		}
 		const size_t o = ((size_t)h * m + r) * half + i;
-		y[o] = e;
+		if (y)
+			y[o] = e;
 		if (y16)
 			y16[o] = __floats2bfloat162_rn(e.x, e.y);
 	}
@@ -184,7 +195,8 @@ from_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, floa
 			e = v[k];
 		else
 			e = src(j);
-		y[r * pairs + j] = e;
+		if (y)
+			y[r * pairs + j] = e;
 		if (y16)
 			y16[r * pairs + j] = __floats2bfloat162_rn(e.x, e.y);
 	}
@@ -250,18 +262,19 @@ static int bad_rows(const char *op, int m, int n)
 	return 0;
 }
 
-extern "C" int dg_dit_layernorm(const float *x, int m, int n, float eps, const float *w, const float *b,
-				const float *scale, const float *shift, float *y, uint16_t *y16, dg_stream stream)
+extern "C" int dg_dit_layernorm(float *x, const float *r, const float *gate, int m, int n, float eps, const float *w,
+				const float *b, const float *scale, const float *shift, float *y, uint16_t *y16,
+				dg_stream stream)
 {
 	if (bad_rows("dit_layernorm", m, n))
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
 	if (m && n <= 8 * ROW_THREADS)
-		layernorm_kernel<8><<<m, ROW_THREADS, 0, st>>>(x, n, eps, w, b, scale, shift, y, y16);
+		layernorm_kernel<8><<<m, ROW_THREADS, 0, st>>>(x, r, gate, n, eps, w, b, scale, shift, y, y16);
 	else if (m && n <= 24 * ROW_THREADS)
-		layernorm_kernel<24><<<m, ROW_THREADS, 0, st>>>(x, n, eps, w, b, scale, shift, y, y16);
+		layernorm_kernel<24><<<m, ROW_THREADS, 0, st>>>(x, r, gate, n, eps, w, b, scale, shift, y, y16);
 	else if (m)
-		layernorm_kernel<0><<<m, ROW_THREADS, 0, st>>>(x, n, eps, w, b, scale, shift, y, y16);
+		layernorm_kernel<0><<<m, ROW_THREADS, 0, st>>>(x, r, gate, n, eps, w, b, scale, shift, y, y16);
 	return launched("dit_layernorm");
 }
 

@@ -154,10 +154,12 @@ int dg_residual_update(const float *o_ref, const float *o_sp, const float *r_old
 		       float *r_new, uint64_t count, dg_stream stream);
 
 /* ---- DiT engine ops (dit_ops.cu), the twins of src/wan_ops_cpu.c (semantics in src/wan_ops.h):
- * fp32 activations, row-major; y16/x16 (or NULL) receive a bf16 copy of the output as well. */
-/* y (m, n) = LayerNorm of x's rows [* w + b (affine; b may be NULL)] [* (1 + scale)] [+ shift] */
-int dg_dit_layernorm(const float *x, int m, int n, float eps, const float *w, const float *b, const float *scale,
-		     const float *shift, float *y, uint16_t *y16, dg_stream stream);
+ * fp32 activations, row-major; y16/x16 (or NULL) receive a bf16 copy of the output as well; where
+ * a y16 is given the fp32 y of layernorm, to_heads and from_heads may be NULL (bf16 output only). */
+/* with r (else NULL): x (m, n) += r * gate (gate (n) or NULL for 1) first, written back; then
+ * y (m, n) = LayerNorm of x's rows [* w + b (affine; b may be NULL)] [* (1 + scale)] [+ shift] */
+int dg_dit_layernorm(float *x, const float *r, const float *gate, int m, int n, float eps, const float *w,
+		     const float *b, const float *scale, const float *shift, float *y, uint16_t *y16, dg_stream stream);
 /* y (heads, m, d) = x (m, heads*d) split; with norm_w (heads*d) (else NULL) each row first
  * x * rsqrt(mean(x^2) + eps) * norm_w; with cos/sin (m, d/2) (else NULL) pairs (2i, 2i+1) then rotated */
 int dg_dit_to_heads(const float *x, int m, int heads, int d, const float *norm_w, float eps, const float *cos,

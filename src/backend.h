@@ -63,8 +63,11 @@ struct dg_backend {
 	 * (load or load_device from the same q pointer, in any order) and grouped by this kind. The
 	 * backend may compute their groupings ahead, e.g. all at once while other work runs, and
 	 * groups() of that kind on such a unit then returns its grouping. The buffers must not change
-	 * until loaded; a new hint drops what the last one left. */
-	void (*prefetch_groups)(dg_backend *, dg_group_kind, int count, const float *const *q, bool device);
+	 * until loaded; a new hint drops what the last one left. q16: NULL, or the units' bf16 Q
+	 * where the backend computes (as load_device_bf16's), read in place of q, which then only
+	 * names the units. */
+	void (*prefetch_groups)(dg_backend *, dg_group_kind, int count, const float *const *q,
+				const uint16_t *const *q16, bool device);
 	/* Dense attention of the loaded unit: the reference O and its LSE. Returns seconds. */
 	double (*dense)(dg_backend *);
 	/* Group the loaded unit's queries (groups.h). NULL after reporting on failure. */

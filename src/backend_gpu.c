@@ -328,7 +328,7 @@ static dg_bgroups *pca_handle(dg_backend *be, cudaStream_t st)
 }
 
 /* the hinted units' Q as bf16 into ahead.dq on side (host: converted into the pinned staging first) */
-static void ahead_stage(dg_backend *be, int count, const float *const *q, bool device)
+static void ahead_stage(dg_backend *be, int count, const float *const *q, const uint16_t *const *q16, bool device)
 {
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
@@ -346,7 +346,11 @@ static void ahead_stage(dg_backend *be, int count, const float *const *q, bool d
 		CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
 		CUDA_CHECK(cudaStreamWaitEvent(g->side, g->ev_legacy, 0));
 		for (int i = 0; i < count; i++)
-			KERNEL_CHECK(dg_to_bf16(q[i], g->ahead.dq + i * nd, nd, (dg_stream)g->side));
+			if (q16)
+				CUDA_CHECK(cudaMemcpyAsync(g->ahead.dq + i * nd, q16[i], nd * 2, cudaMemcpyDeviceToDevice,
+							   g->side));
+			else
+				KERNEL_CHECK(dg_to_bf16(q[i], g->ahead.dq + i * nd, nd, (dg_stream)g->side));
 		return;
 	}
 	if (!g->ahead.hq)
@@ -361,7 +365,8 @@ static void ahead_stage(dg_backend *be, int count, const float *const *q, bool d
 
 /* the PCA groupings of the hinted units, all in one batched call on side (accounted as the groups
  * phase where phases are on), each then copied into its own handle */
-static void gpu_prefetch_groups(dg_backend *be, dg_group_kind kind, int count, const float *const *q, bool device)
+static void gpu_prefetch_groups(dg_backend *be, dg_group_kind kind, int count, const float *const *q,
+				const uint16_t *const *q16, bool device)
 {
 	gpu *g = be->impl;
 	if (kind != DG_GROUP_PCA || count < 1)
@@ -371,7 +376,7 @@ static void gpu_prefetch_groups(dg_backend *be, dg_group_kind kind, int count, c
 	g->ahead.q = dg_realloc(g->ahead.q, (size_t)count * sizeof *g->ahead.q);
 	g->ahead.bg = dg_realloc(g->ahead.bg, (size_t)count * sizeof *g->ahead.bg);
 	g->ahead.count = count;
-	ahead_stage(be, count, q, device);
+	ahead_stage(be, count, q, q16, device);
 	int n = be->n, ng = (n + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
 	phase_begin_on(g, g->side);
 	int32_t *perm = dmalloc_on(g->side, (size_t)count * n * 4), *off = dmalloc_on(g->side, (size_t)(ng + 1) * 4);

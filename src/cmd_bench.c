@@ -120,7 +120,7 @@ static double heads_ahead(dg_backend *be, const float *q, int heads)
 		qs[h] = q + h * nd;
 	double ph[DG_PHASE_COUNT];
 	be->phases(be, ph); /* the accounting from here */
-	be->prefetch_groups(be, DG_GROUP_PCA, heads, qs, false);
+	be->prefetch_groups(be, DG_GROUP_PCA, heads, qs, NULL, false);
 	be->phases(be, ph); /* waits for the groupings */
 	free(qs);
 	return ph[DG_PHASE_GROUPS];

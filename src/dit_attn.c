@@ -155,19 +155,8 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 	size_t hs = (size_t)n * d;
 	bool host_load = a->host_unit && !a->host;
 	const float *qsrc = host_load ? a->hq : q;
-	if (policy && a->be->prefetch_groups) { /* the heads' PCA groupings ahead, all in one go */
-		const float **qh = dg_malloc((size_t)H * sizeof *qh);
-		int nq = 0;
-		for (int h = 0; h < H; h++) {
-			dg_policy_run *r = &runs[h];
-			if (dg_policy_run_groups_with(&r, 1, DG_GROUP_PCA))
-				qh[nq++] = qsrc + h * hs;
-		}
-		if (nq)
-			a->be->prefetch_groups(a->be, DG_GROUP_PCA, nq, qh, !a->host && !host_load);
-		free(qh);
-	}
-	/* the table's bf16 copies of q, k, v, where it keeps them and the backend reads them */
+	/* the table's bf16 copies of q, k, v, where it keeps them and the backend reads them (an
+	 * operand buffer of the table has no other) */
 	const uint16_t *b16[3] = { NULL, NULL, NULL };
 	if (policy && !host_load && a->be->load_device_bf16 && ops->bf16) {
 		const float *src[3] = { q, k, v };
@@ -175,6 +164,22 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 			b16[t] = ops->bf16(ops, src[t], (size_t)H * hs);
 	}
 	bool in_place = b16[0] && b16[1] && b16[2];
+	if (policy && a->be->prefetch_groups) { /* the heads' PCA groupings ahead, all in one go */
+		const float **qh = dg_malloc((size_t)H * sizeof *qh);
+		const uint16_t **qh16 = dg_malloc((size_t)H * sizeof *qh16);
+		int nq = 0;
+		for (int h = 0; h < H; h++) {
+			dg_policy_run *r = &runs[h];
+			if (dg_policy_run_groups_with(&r, 1, DG_GROUP_PCA)) {
+				qh16[nq] = in_place ? b16[0] + h * hs : NULL;
+				qh[nq++] = qsrc + h * hs;
+			}
+		}
+		if (nq)
+			a->be->prefetch_groups(a->be, DG_GROUP_PCA, nq, qh, in_place ? qh16 : NULL,
+					       !a->host && !host_load);
+		free(qh), free(qh16);
+	}
 	for (int h = 0; policy && h < H; h++) {
 		dg_backend *be = a->be;
 		dg_policy_run *r = &runs[h];

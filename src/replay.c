@@ -103,7 +103,7 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 		dg_policy_run_plan(c->runs[i], &c->o->schedule, step, tm->layer_index[l]);
 	/* the PCA grouping the metadata will take, computed alongside where it can be */
 	if (be->prefetch_groups && dg_policy_run_groups_with(c->runs, c->ninst, DG_GROUP_PCA))
-		be->prefetch_groups(be, DG_GROUP_PCA, 1, (const float *const *)&c->q, false);
+		be->prefetch_groups(be, DG_GROUP_PCA, 1, (const float *const *)&c->q, NULL, false);
 	be->load(be, c->q, c->k, c->v);
 	double dense_s = be->dense(be);
 	c->dense_s += dense_s;

@@ -6,9 +6,9 @@
  *   per block, mod = modulation + e0:
  *     h = LN(x) (1 + mod1) + mod0;  q, k = RMSNorm_D(Wq h), RMSNorm_D(Wk h); v = Wv h
  *     q, k = RoPE_3D(q, k) (interleaved pairs; t/h/w split of head_dim);   heads -> attention entry point
- *     x += Wo attn * mod2
- *     x += Wo' crossattn(q' = RMSNorm(Wq' LN_affine(x)), K/V of the cached context)
- *     x += W2 GELU_tanh(W1 (LN(x) (1 + mod4) + mod3)) * mod5
+ *     x += Wo attn * mod2                                        (inside the next LayerNorm)
+ *     x += Wo' crossattn(q' = RMSNorm(Wq' LN_affine(x)), K/V of the cached context)   (in the GEMM)
+ *     x += W2 GELU_tanh(W1 (LN(x) (1 + mod4) + mod3)) * mod5     (inside the next LayerNorm)
  *   out = head(LN(x) (1 + head_mod1 + e) + head_mod0 + e) -> unpatchify, channel fastest
  */
 #include <math.h>
@@ -22,7 +22,9 @@
 struct dg_wan_workspace {
 	int n;                 /* tokens the buffers are sized for */
 	int grid[3];           /* the grid of the RoPE tables */
-	float *x, *h, *t1, *t2, *qh, *kh, *vh, *oh; /* (n, dim) each; the FFN's hidden is the ops' own */
+	float *x, *t1, *t2, *oh; /* (n, dim) each, fp32; the FFN's hidden is the ops' own */
+	float *h, *a, *qh, *kh, *vh; /* (n, dim) each, operand buffers (read by GEMMs and attention only):
+				      * LayerNorm outputs, merged attention outputs, attention's Q/K/V */
 	float *cos, *sin;      /* (n, head_dim/2) */
 	float *mods;           /* (layers, 6, dim) of timestep mods_t */
 	float *head_ss;        /* (2, dim) of timestep mods_t */
@@ -37,7 +39,7 @@ void dg_wan_workspace_free(dg_wan_model *m)
 	if (!w)
 		return;
 	dg_wan_ops *o = m->ops;
-	float *bufs[] = { w->x, w->h, w->t1, w->t2, w->qh, w->kh, w->vh, w->oh, w->cos, w->sin, w->mods,
+	float *bufs[] = { w->x, w->h, w->a, w->t1, w->t2, w->qh, w->kh, w->vh, w->oh, w->cos, w->sin, w->mods,
 			  w->head_ss, w->patches };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		if (bufs[i])
@@ -95,9 +97,11 @@ static dg_wan_workspace *workspace(dg_wan_model *m, const int grid[3])
 		w = m->ws = dg_calloc(1, sizeof *w);
 		w->n = n;
 		size_t nd = (size_t)n * c->dim;
-		float **bufs[] = { &w->x, &w->h, &w->t1, &w->t2, &w->qh, &w->kh, &w->vh, &w->oh };
+		float **bufs[] = { &w->x, &w->t1, &w->t2, &w->oh }, **opnd[] = { &w->h, &w->a, &w->qh, &w->kh, &w->vh };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			*bufs[i] = o->alloc(o, nd);
+		for (size_t i = 0; i < sizeof opnd / sizeof opnd[0]; i++)
+			*opnd[i] = o->alloc_operand(o, nd);
 		size_t half = (size_t)n * (dg_wan_head_dim(c) / 2);
 		w->cos = o->alloc(o, half);
 		w->sin = o->alloc(o, half);
@@ -205,8 +209,8 @@ int dg_wan_context_new(dg_wan_model *m, const float *text, int tokens, dg_wan_co
 	x->v = dg_calloc(c->num_layers, sizeof(float *));
 	for (int i = 0; i < c->num_layers; i++) {
 		const dg_wan_block *b = &m->blocks[i];
-		x->k[i] = o->alloc(o, (size_t)L * D);
-		x->v[i] = o->alloc(o, (size_t)L * D);
+		x->k[i] = o->alloc_operand(o, (size_t)L * D);
+		x->v[i] = o->alloc_operand(o, (size_t)L * D);
 		o->linear(o, &b->ck, ctx, L, t);
 		o->to_heads(o, t, L, H, d, b->cnorm_k, (float)c->eps, NULL, NULL, x->k[i]);
 		o->linear(o, &b->cv, ctx, L, t);
@@ -316,11 +320,13 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 
 	int rc = 0;
 	float *hbuf = call && call->hidden ? dg_malloc((size_t)n * D * sizeof(float)) : NULL;
+	/* a block's last residual add, x += FFN output * gate, is left to the next LayerNorm */
+	const float *res = NULL, *res_gate = NULL;
 	for (int l = 0; l < L && !rc; l++) {
 		const dg_wan_block *b = &m->blocks[l];
 		const float *mod = w->mods + (size_t)l * 6 * D;
 		/* self-attention */
-		o->layernorm(o, w->x, n, D, eps, NULL, NULL, mod + 1 * D, mod + 0 * D, w->h);
+		o->add_layernorm(o, w->x, res, res_gate, n, D, eps, NULL, NULL, mod + 1 * D, mod + 0 * D, w->h);
 		o->linear(o, &b->q, w->h, n, w->t1);
 		o->linear(o, &b->k, w->h, n, w->t2);
 		o->to_heads(o, w->t1, n, H, d, b->norm_q, eps, w->cos, w->sin, w->qh);
@@ -336,26 +342,28 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 		} else {
 			o->attention(o, w->qh, w->kh, w->vh, H, n, n, d, w->oh, NULL);
 		}
-		o->from_heads(o, w->oh, n, H, d, w->t1);
-		o->linear(o, &b->o, w->t1, n, w->t2);
-		o->add_gated(o, w->x, w->t2, mod + 2 * D, n, D);
-		/* cross-attention to the cached context */
+		o->from_heads(o, w->oh, n, H, d, w->a);
+		o->linear(o, &b->o, w->a, n, w->t2);
+		/* cross-attention to the cached context (x += o * gate inside norm3, when there is one) */
 		const float *hc = w->x;
 		if (b->norm3_w) {
-			o->layernorm(o, w->x, n, D, eps, b->norm3_w, b->norm3_b, NULL, NULL, w->h);
+			o->add_layernorm(o, w->x, w->t2, mod + 2 * D, n, D, eps, b->norm3_w, b->norm3_b, NULL, NULL, w->h);
 			hc = w->h;
+		} else {
+			o->add_gated(o, w->x, w->t2, mod + 2 * D, n, D);
 		}
 		o->linear(o, &b->cq, hc, n, w->t1);
 		o->to_heads(o, w->t1, n, H, d, b->cnorm_q, eps, NULL, NULL, w->qh);
 		o->attention(o, w->qh, ctx->k[l], ctx->v[l], H, n, ctx->tokens, d, w->oh, NULL);
-		o->from_heads(o, w->oh, n, H, d, w->t1);
-		o->linear(o, &b->co, w->t1, n, w->t2);
-		o->add_gated(o, w->x, w->t2, NULL, n, D);
+		o->from_heads(o, w->oh, n, H, d, w->a);
+		o->linear_add(o, &b->co, w->a, n, w->x);
 		/* feed-forward */
 		o->layernorm(o, w->x, n, D, eps, NULL, NULL, mod + 4 * D, mod + 3 * D, w->h);
 		o->ffn(o, &b->ffn1, &b->ffn2, w->h, n, w->t2);
-		o->add_gated(o, w->x, w->t2, mod + 5 * D, n, D);
-		if (hbuf) {
+		res = w->t2, res_gate = mod + 5 * D;
+		if (hbuf) { /* the block's output is wanted now */
+			o->add_gated(o, w->x, res, res_gate, n, D);
+			res = res_gate = NULL;
 			o->download(o, hbuf, w->x, (size_t)n * D);
 			call->hidden(call->user, l, hbuf);
 		}
@@ -365,9 +373,9 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 	free(hbuf);
 	if (rc)
 		return -1;
-	/* head */
-	o->layernorm(o, w->x, n, D, eps, NULL, NULL, w->head_ss + D, w->head_ss, w->h);
-	o->linear(o, &m->head, w->h, n, w->patches);
+	/* head: its linear is fp32, so its LayerNorm goes to an fp32 buffer */
+	o->add_layernorm(o, w->x, res, res_gate, n, D, eps, NULL, NULL, w->head_ss + D, w->head_ss, w->t1);
+	o->linear(o, &m->head, w->t1, n, w->patches);
 	o->download(o, w->host_tokens, w->patches, (size_t)n * c->out_dim * P);
 	unpatchify(c, w->host_tokens, latent, grid, out);
 	return 0;

@@ -20,9 +20,9 @@
 typedef struct dg_wan_linear dg_wan_linear;
 typedef struct dg_wan_ops dg_wan_ops;
 
-/* kinds of ops whose device time a backend may accumulate in op_seconds: GEMMs (linear, ffn),
- * attention, and the elementwise kinds from DG_WAN_OPK_NORM on: layernorm, to_heads and from_heads,
- * add_gated and gelu_tanh, conversions to bf16 */
+/* kinds of ops whose device time a backend may accumulate in op_seconds: GEMMs (linear, linear_add,
+ * ffn), attention, and the elementwise kinds from DG_WAN_OPK_NORM on: layernorm and add_layernorm,
+ * to_heads and from_heads, add_gated and gelu_tanh, conversions to bf16 */
 typedef enum {
 	DG_WAN_OPK_LINEAR,
 	DG_WAN_OPK_ATTENTION,
@@ -43,6 +43,14 @@ struct dg_wan_ops {
 	void *impl;
 	/* buffers of n floats where the backend computes (uninitialised) */
 	float *(*alloc)(dg_wan_ops *, size_t n);
+	/*
+	 * An operand buffer of n floats: one that only linear, ffn, attention, the bf16 hook and
+	 * download read (the others never take it as an input), written by layernorm, add_layernorm,
+	 * to_heads and from_heads. A backend whose GEMMs and attention take bf16 operands keeps it in
+	 * bf16 only (round to nearest even), as they would have read it; download then gives those
+	 * values. Pointers into it name its elements but only the table dereferences them.
+	 */
+	float *(*alloc_operand)(dg_wan_ops *, size_t n);
 	void (*release)(dg_wan_ops *, float *p);
 	void (*upload)(dg_wan_ops *, float *dst, const float *host, size_t n);
 	void (*download)(dg_wan_ops *, float *host, const float *src, size_t n); /* waits for the ops */
@@ -57,6 +65,8 @@ struct dg_wan_ops {
 	void (*unprepare)(dg_wan_ops *, dg_wan_linear *l);
 	/* y (m, l->out) = x (m, l->in) W^T + b */
 	void (*linear)(dg_wan_ops *, const dg_wan_linear *l, const float *x, int m, float *y);
+	/* y (m, l->out) += x (m, l->in) W^T + b (a residual add in the GEMM; y not an operand buffer) */
+	void (*linear_add)(dg_wan_ops *, const dg_wan_linear *l, const float *x, int m, float *y);
 	/* y (m, l2->out) = l2(GELU_tanh(l1(x))): x (m, l1->in); the hidden (m, l1->out) is the
 	 * backend's own scratch (the GPU keeps it in bf16 only) */
 	void (*ffn)(dg_wan_ops *, const dg_wan_linear *l1, const dg_wan_linear *l2, const float *x, int m,
@@ -67,6 +77,10 @@ struct dg_wan_ops {
 	 */
 	void (*layernorm)(dg_wan_ops *, const float *x, int m, int n, float eps, const float *w,
 			  const float *b, const float *scale, const float *shift, float *y);
+	/* with r (else NULL) x (m, n) += r * gate (gate (n), or NULL for 1) first, then y = layernorm
+	 * of the new x: add_gated and layernorm in one pass over x (counted as layernorm's time) */
+	void (*add_layernorm)(dg_wan_ops *, float *x, const float *r, const float *gate, int m, int n, float eps,
+			      const float *w, const float *b, const float *scale, const float *shift, float *y);
 	/*
 	 * y (heads, m, d) = x (m, heads*d) split into heads. With norm_w (heads*d) (else NULL) each row
 	 * is first RMSNorm-ed over its full width, x * rsqrt(mean(x^2) + eps) * norm_w; with cos/sin

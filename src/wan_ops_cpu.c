@@ -23,6 +23,8 @@
 typedef struct {
 	float *hidden; /* ffn's (min(m, ffn_rows()), l1->out) scratch, grown as needed */
 	size_t hidden_n;
+	float *sum;    /* linear_add's (m, out) product, grown as needed */
+	size_t sum_n;
 } cpu_ops;
 
 static float *cpu_alloc(dg_wan_ops *o, size_t n) { return dg_malloc((n ? n : 1) * sizeof(float)); }
@@ -60,6 +62,22 @@ static void cpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, in
 				yr[j] += l->b[j];
 		}
 	}
+}
+
+static void cpu_add_gated(dg_wan_ops *o, float *x, const float *y, const float *gate, int m, int n);
+
+/* y += the table's linear (o->linear: a caller's replacement counts) of x */
+static void cpu_linear_add(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+{
+	cpu_ops *c = o->impl;
+	size_t need = (size_t)m * l->out;
+	if (c->sum_n < need) {
+		free(c->sum);
+		c->sum = dg_malloc((need ? need : 1) * sizeof(float));
+		c->sum_n = need;
+	}
+	o->linear(o, l, x, m, c->sum);
+	cpu_add_gated(o, y, c->sum, NULL, m, l->out);
 }
 
 /* rows per ffn pass: whole row tiles, at least 4 and one per thread */
@@ -120,6 +138,14 @@ static void cpu_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps
 			yr[j] = v;
 		}
 	}
+}
+
+static void cpu_add_layernorm(dg_wan_ops *o, float *x, const float *r, const float *gate, int m, int n,
+			      float eps, const float *w, const float *b, const float *scale, const float *shift, float *y)
+{
+	if (r)
+		cpu_add_gated(o, x, r, gate, m, n);
+	cpu_layernorm(o, x, m, n, eps, w, b, scale, shift, y);
 }
 
 static void cpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *norm_w, float eps,
@@ -201,6 +227,7 @@ static void cpu_destroy(dg_wan_ops *o)
 {
 	cpu_ops *c = o->impl;
 	free(c->hidden);
+	free(c->sum);
 	free(c);
 	free(o);
 }
@@ -213,6 +240,7 @@ dg_wan_ops *dg_wan_ops_cpu(void)
 	o->impl = dg_calloc(1, sizeof(cpu_ops));
 	snprintf(o->device, sizeof o->device, "%s", dg_cpu_name());
 	o->alloc = cpu_alloc;
+	o->alloc_operand = cpu_alloc; /* fp32 throughout */
 	o->release = cpu_release;
 	o->upload = cpu_copy;
 	o->download = cpu_copy;
@@ -220,8 +248,10 @@ dg_wan_ops *dg_wan_ops_cpu(void)
 	o->prepare = cpu_prepare;
 	o->unprepare = cpu_prepare;
 	o->linear = cpu_linear;
+	o->linear_add = cpu_linear_add;
 	o->ffn = cpu_ffn;
 	o->layernorm = cpu_layernorm;
+	o->add_layernorm = cpu_add_layernorm;
 	o->to_heads = cpu_to_heads;
 	o->from_heads = cpu_from_heads;
 	o->gelu_tanh = cpu_gelu_tanh;

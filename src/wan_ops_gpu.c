@@ -12,7 +12,10 @@
  * a bf16 shadow (made on that first read); from then on the ops that write the buffer (layernorm,
  * to_heads, from_heads, gelu_tanh, add_gated) write the shadow in the same pass, so Wan's
  * bf16 GEMM inputs cost no extra pass. Any other write (linear, ffn, attention, upload)
- * invalidates it.
+ * invalidates it. Operand buffers (alloc_operand) are the shadow alone: bf16 storage whose
+ * address is also the buffer's float pointer; the ops writing them skip the fp32 output, download
+ * widens them, and an op that would read or write them in fp32 stops the program. A residual add
+ * runs inside the GEMM (linear_add: beta 1 onto y) or inside the next LayerNorm (add_layernorm).
  * Buffers written outside the table (the attention entry point's output) are never read as bf16.
  * Every op is queued on the default stream; download waits for them. Device time per kind of op is
  * measured with event pairs, summed when the queue is drained (sync, download).
@@ -37,10 +40,11 @@
 #define MAX_MARKS 2048
 
 typedef struct {
-	float *p;
+	float *p;       /* fp32 (n); for an operand buffer, the address of bf */
 	size_t n;
 	uint16_t *bf;   /* bf16 shadow (n), or NULL until a GEMM or attention reads the buffer */
 	size_t valid;   /* leading elements of bf that match p */
+	bool operand;   /* bf16 only (alloc_operand): bf is the storage */
 } dbuf;
 
 typedef struct {
@@ -141,10 +145,21 @@ static dbuf *find_base(gpu_ops *g, const float *p)
 /* the buffer holding p, if any */
 static dbuf *find_holder(gpu_ops *g, const float *p)
 {
-	for (int i = 0; i < g->nbufs; i++)
-		if (p >= g->bufs[i].p && p < g->bufs[i].p + g->bufs[i].n)
+	for (int i = 0; i < g->nbufs; i++) {
+		const char *a = (const char *)g->bufs[i].p;
+		size_t bytes = g->bufs[i].n * (g->bufs[i].operand ? 2 : 4);
+		if ((const char *)p >= a && (const char *)p < a + bytes)
 			return &g->bufs[i];
+	}
 	return NULL;
+}
+
+/* p, an argument that op reads or writes in fp32, is not in an operand buffer, or stop */
+static void need32(gpu_ops *g, const char *op, const float *p)
+{
+	dbuf *b = p ? find_holder(g, p) : NULL;
+	if (b && b->operand)
+		dg_die("gpu ops: %s: an operand buffer (bf16 only) passed where fp32 is read or written", op);
 }
 
 /* p was written by something that did not write its shadow */
@@ -155,13 +170,20 @@ static void invalidate(gpu_ops *g, const float *p)
 		b->valid = 0;
 }
 
-/* where an op that writes count elements from the start of p also writes their bf16 copy, or NULL */
-static uint16_t *shadow_out(gpu_ops *g, const float *p, size_t count)
+/* where an op that writes count elements from the start of *y also writes their bf16 copy, or
+ * NULL; *y becomes NULL where the buffer is an operand one (no fp32 to write) */
+static uint16_t *shadow_out(gpu_ops *g, float **y, size_t count)
 {
-	dbuf *b = find_base(g, p);
+	dbuf *b = find_base(g, *y);
 	if (!b) {
-		invalidate(g, p);
+		need32(g, "an op's output", *y);
+		invalidate(g, *y);
 		return NULL;
+	}
+	if (b->operand) {
+		DG_ASSERT(count <= b->n);
+		*y = NULL;
+		return b->bf;
 	}
 	b->valid = b->bf ? count : 0;
 	return b->bf;
@@ -172,6 +194,11 @@ static const uint16_t *as_bf16(dg_wan_ops *o, const float *x, size_t count, int 
 {
 	gpu_ops *g = o->impl;
 	dbuf *b = find_base(g, x);
+	if (b && b->operand) {
+		DG_ASSERT(count <= b->n);
+		return b->bf;
+	}
+	need32(g, "bf16 conversion", x); /* inside an operand buffer but not at its start */
 	if (b && count <= b->n) {
 		if (!b->bf)
 			b->bf = dmalloc(b->n * 2);
@@ -209,8 +236,20 @@ static float *gpu_alloc(dg_wan_ops *o, size_t n)
 		g->bufs = dg_realloc(g->bufs, (size_t)g->capbufs * sizeof *g->bufs);
 	}
 	float *p = dmalloc(n * sizeof(float));
-	g->bufs[g->nbufs++] = (dbuf){ p, n, NULL, 0 };
+	g->bufs[g->nbufs++] = (dbuf){ p, n, NULL, 0, false };
 	return p;
+}
+
+static float *gpu_alloc_operand(dg_wan_ops *o, size_t n)
+{
+	gpu_ops *g = o->impl;
+	if (g->nbufs == g->capbufs) {
+		g->capbufs = g->capbufs ? 2 * g->capbufs : 64;
+		g->bufs = dg_realloc(g->bufs, (size_t)g->capbufs * sizeof *g->bufs);
+	}
+	uint16_t *bf = dmalloc(n * 2);
+	g->bufs[g->nbufs++] = (dbuf){ (float *)bf, n, bf, n, true };
+	return (float *)bf;
 }
 
 static void gpu_release(dg_wan_ops *o, float *p)
@@ -218,7 +257,7 @@ static void gpu_release(dg_wan_ops *o, float *p)
 	gpu_ops *g = o->impl;
 	dbuf *b = find_base(g, p);
 	DG_ASSERT(b);
-	if (b->bf)
+	if (b->bf && !b->operand)
 		CUDA_CHECK(cudaFree(b->bf));
 	CUDA_CHECK(cudaFree(p));
 	*b = g->bufs[--g->nbufs];
@@ -226,15 +265,27 @@ static void gpu_release(dg_wan_ops *o, float *p)
 
 static void gpu_upload(dg_wan_ops *o, float *dst, const float *host, size_t n)
 {
+	need32(o->impl, "upload", dst);
 	invalidate(o->impl, dst);
 	if (n)
 		CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice));
 }
 
+/* an operand buffer's bf16 comes over as it is, widened on the host (exact) */
 static void gpu_download(dg_wan_ops *o, float *host, const float *src, size_t n)
 {
-	if (n)
+	dbuf *b = n ? find_holder(o->impl, src) : NULL;
+	if (b && b->operand) {
+		size_t at = ((const char *)src - (const char *)b->p) / 2;
+		DG_ASSERT(at + n <= b->n);
+		uint16_t *h = dg_malloc(n * 2);
+		CUDA_CHECK(cudaMemcpy(h, b->bf + at, n * 2, cudaMemcpyDeviceToHost));
+		for (size_t i = 0; i < n; i++)
+			host[i] = dg_bf16_to_f32(h[i]);
+		free(h);
+	} else if (n) {
 		CUDA_CHECK(cudaMemcpy(host, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+	}
 	harvest(o);
 }
 
@@ -324,9 +375,10 @@ static const plan *get_plan(gpu_ops *g, int m, int out, int in, cublasLtEpilogue
 	return p;
 }
 
-/* y (m, l->out) = x (m, l->in) W^T [+ b], then GELU if gelu; x bf16 (fp32 for an fp32 linear), y of
- * type dt (fp32 or bf16); compute type 32F: strict fp32 accumulation (no TF32) */
-static void gemm(dg_wan_ops *o, const dg_wan_linear *l, const void *x, int m, bool gelu, cudaDataType_t dt, void *y)
+/* y (m, l->out) = x (m, l->in) W^T [+ b] (+ y if beta is 1), then GELU if gelu; x bf16 (fp32 for an
+ * fp32 linear), y of type dt (fp32 or bf16); compute type 32F: strict fp32 accumulation (no TF32) */
+static void gemm(dg_wan_ops *o, const dg_wan_linear *l, const void *x, int m, bool gelu, cudaDataType_t dt, void *y,
+		 float beta)
 {
 	gpu_ops *g = o->impl;
 	const lin_dev *d = l->dev;
@@ -337,19 +389,33 @@ static void gemm(dg_wan_ops *o, const dg_wan_linear *l, const void *x, int m, bo
 	const void *bias = dt == CUDA_R_32F ? (const void *)d->b : (const void *)d->b16;
 	if (d->b)
 		CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-	const float one = 1.0f, zero = 0.0f;
+	const float one = 1.0f;
 	int t = mark_begin(o, DG_WAN_OPK_LINEAR);
-	CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, d->w, p->a, x, p->b, &zero, y, p->c, y, p->c, &p->algo, g->ws,
+	CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, d->w, p->a, x, p->b, &beta, y, p->c, y, p->c, &p->algo, g->ws,
 				WORKSPACE_BYTES, 0));
 	mark_end(o, t);
 }
 
-static void gpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+/* y = (beta 0) or += (beta 1) x W^T + b */
+static void linear_beta(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y, float beta)
 {
 	if (m < 1)
 		return;
-	gemm(o, l, l->fp32 ? (const void *)x : as_bf16(o, x, (size_t)m * l->in, 0), m, false, CUDA_R_32F, y);
+	need32(o->impl, "linear's output", y);
+	if (l->fp32)
+		need32(o->impl, "fp32 linear's input", x);
+	gemm(o, l, l->fp32 ? (const void *)x : as_bf16(o, x, (size_t)m * l->in, 0), m, false, CUDA_R_32F, y, beta);
 	invalidate(o->impl, y);
+}
+
+static void gpu_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+{
+	linear_beta(o, l, x, m, y, 0.0f);
+}
+
+static void gpu_linear_add(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
+{
+	linear_beta(o, l, x, m, y, 1.0f);
 }
 
 /*
@@ -376,27 +442,40 @@ static void gpu_ffn(dg_wan_ops *o, const dg_wan_linear *l1, const dg_wan_linear 
 		g->hidden = dmalloc(nh * 2);
 		g->hidden_n = nh;
 	}
-	gemm(o, l1, x16, m, true, CUDA_R_16BF, g->hidden);
-	gemm(o, l2, g->hidden, m, false, CUDA_R_32F, y);
+	need32(g, "ffn's output", y);
+	gemm(o, l1, x16, m, true, CUDA_R_16BF, g->hidden, 0.0f);
+	gemm(o, l2, g->hidden, m, false, CUDA_R_32F, y, 0.0f);
 	invalidate(g, y);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
 /* row and elementwise ops (kernels/dit_ops.cu)                                                    */
 
+static void gpu_add_layernorm(dg_wan_ops *o, float *x, const float *r, const float *gate, int m, int n, float eps,
+			      const float *w, const float *b, const float *scale, const float *shift, float *y)
+{
+	need32(o->impl, "layernorm's input", x);
+	need32(o->impl, "the residual", r);
+	if (r)
+		invalidate(o->impl, x);
+	uint16_t *y16 = shadow_out(o->impl, &y, (size_t)m * n);
+	int t = mark_begin(o, DG_WAN_OPK_NORM);
+	KERNEL_CHECK(dg_dit_layernorm(x, r, gate, m, n, eps, w, b, scale, shift, y, y16, 0));
+	mark_end(o, t);
+}
+
+/* x is not written without a residual */
 static void gpu_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps, const float *w, const float *b,
 			  const float *scale, const float *shift, float *y)
 {
-	uint16_t *y16 = shadow_out(o->impl, y, (size_t)m * n);
-	int t = mark_begin(o, DG_WAN_OPK_NORM);
-	KERNEL_CHECK(dg_dit_layernorm(x, m, n, eps, w, b, scale, shift, y, y16, 0));
-	mark_end(o, t);
+	gpu_add_layernorm(o, (float *)x, NULL, NULL, m, n, eps, w, b, scale, shift, y);
 }
 
 static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *norm_w, float eps,
 			 const float *cos, const float *sin, float *y)
 {
-	uint16_t *y16 = shadow_out(o->impl, y, (size_t)m * heads * d);
+	need32(o->impl, "to_heads' input", x);
+	uint16_t *y16 = shadow_out(o->impl, &y, (size_t)m * heads * d);
 	int t = mark_begin(o, DG_WAN_OPK_HEADS);
 	KERNEL_CHECK(dg_dit_to_heads(x, m, heads, d, norm_w, eps, cos, sin, y, y16, 0));
 	mark_end(o, t);
@@ -404,7 +483,8 @@ static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d,
 
 static void gpu_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
 {
-	uint16_t *y16 = shadow_out(o->impl, y, (size_t)m * heads * d);
+	need32(o->impl, "from_heads' input", x);
+	uint16_t *y16 = shadow_out(o->impl, &y, (size_t)m * heads * d);
 	int t = mark_begin(o, DG_WAN_OPK_HEADS);
 	KERNEL_CHECK(dg_dit_from_heads(x, m, heads, d, y, y16, 0));
 	mark_end(o, t);
@@ -412,7 +492,8 @@ static void gpu_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int 
 
 static void gpu_gelu_tanh(dg_wan_ops *o, float *x, size_t n)
 {
-	uint16_t *x16 = shadow_out(o->impl, x, n);
+	need32(o->impl, "gelu_tanh", x);
+	uint16_t *x16 = shadow_out(o->impl, &x, n);
 	int t = mark_begin(o, DG_WAN_OPK_RESIDUAL);
 	KERNEL_CHECK(dg_dit_gelu_tanh(x, n, x16, 0));
 	mark_end(o, t);
@@ -420,7 +501,8 @@ static void gpu_gelu_tanh(dg_wan_ops *o, float *x, size_t n)
 
 static void gpu_add_gated(dg_wan_ops *o, float *x, const float *y, const float *gate, int m, int n)
 {
-	uint16_t *x16 = shadow_out(o->impl, x, (size_t)m * n);
+	need32(o->impl, "add_gated", x), need32(o->impl, "add_gated", y);
+	uint16_t *x16 = shadow_out(o->impl, &x, (size_t)m * n);
 	int t = mark_begin(o, DG_WAN_OPK_RESIDUAL);
 	KERNEL_CHECK(dg_dit_add_gated(x, y, gate, m, n, x16, 0));
 	mark_end(o, t);
@@ -432,6 +514,7 @@ static void gpu_attention(dg_wan_ops *o, const float *q, const float *k, const f
 	const uint16_t *q16 = as_bf16(o, q, (size_t)heads * nq * d, 0);
 	const uint16_t *k16 = as_bf16(o, k, (size_t)heads * nk * d, 1);
 	const uint16_t *v16 = as_bf16(o, v, (size_t)heads * nk * d, 2);
+	need32(o->impl, "attention's output", out);
 	int t = mark_begin(o, DG_WAN_OPK_ATTENTION);
 	KERNEL_CHECK(dg_flash_fwd_kv(q16, k16, v16, heads, nq, nk, d, out, NULL, lse, 0));
 	mark_end(o, t);
@@ -490,6 +573,7 @@ dg_wan_ops *dg_wan_ops_gpu(void)
 	snprintf(o->device, sizeof o->device, "gpu: %.100s (sm_%d%d, %d SMs, %.0f GiB)", prop.name, prop.major,
 		 prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
 	o->alloc = gpu_alloc;
+	o->alloc_operand = gpu_alloc_operand;
 	o->release = gpu_release;
 	o->upload = gpu_upload;
 	o->download = gpu_download;
@@ -498,8 +582,10 @@ dg_wan_ops *dg_wan_ops_gpu(void)
 	o->prepare = gpu_prepare;
 	o->unprepare = gpu_unprepare;
 	o->linear = gpu_linear;
+	o->linear_add = gpu_linear_add;
 	o->ffn = gpu_ffn;
 	o->layernorm = gpu_layernorm;
+	o->add_layernorm = gpu_add_layernorm;
 	o->to_heads = gpu_to_heads;
 	o->from_heads = gpu_from_heads;
 	o->gelu_tanh = gpu_gelu_tanh;

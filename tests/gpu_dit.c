@@ -8,7 +8,8 @@
  * every attention operand rounded to bf16 (what the GPU path feeds its bf16 kernels).
  *   1. each op on fresh random inputs (seed printed), outputs poisoned (NaN) before each run;
  *      cross-attention with nk != nq; a GEMM reading a layernorm's bf16 shadow gives bit-identical
- *      results to one reading a fresh upload; the fused feed-forward (naive: the chain of two bf16
+ *      results to one reading a fresh upload; operand buffers (bf16 only) hold the rounding of the
+ *      fp32 outputs and read as the shadows do; linear_add and add_layernorm; the fused feed-forward (naive: the chain of two bf16
  *      GEMMs, the hidden rounded to bf16 after an fp32 GELU), and its GELU epilogue told apart
  *      from the erf GELU;
  *   2. one forward of the test models (head_dim 64 and 128): every block's output and the velocity;
@@ -133,9 +134,19 @@ static void test_linear(dg_wan_ops *g, int m, int in, int out)
 	char what[96];
 	snprintf(what, sizeof what, "linear (%d x %d) . (%d x %d)^T + b", m, in, out, in);
 	rule(what, y, naive, ref, (size_t)m * out);
+	/* linear_add: onto a residual z; naive adds the fp32 result to it */
+	float *z = rnd((size_t)m * out, -3, 3);
+	for (size_t i = 0; i < (size_t)m * out; i++)
+		ref[i] += z[i], naive[i] += z[i];
+	g->upload(g, dy, z, (size_t)m * out);
+	g->linear_add(g, &l, dx, m, dy);
+	free(y);
+	y = down(g, dy, (size_t)m * out);
+	snprintf(what, sizeof what, "linear_add: z + (%d x %d) . (%d x %d)^T + b", m, in, out, in);
+	rule(what, y, naive, ref, (size_t)m * out);
 	g->unprepare(g, &l);
 	g->release(g, dx), g->release(g, dy);
-	free(l.w), free(l.b), free(x), free(ref), free(naive), free(y);
+	free(l.w), free(l.b), free(x), free(ref), free(naive), free(y), free(z);
 }
 
 /* layernorm (affine and/or modulated) and RMSNorm (to_heads') of (m, n) rows with an offset mean */
@@ -143,12 +154,17 @@ static void test_norms(dg_wan_ops *g, int m, int n)
 {
 	size_t N = (size_t)m * n;
 	float *x = rnd(N, 2, 4), *w = rnd(n, 0.5, 1.5), *b = rnd(n, -1, 1), *sc = rnd(n, -0.5, 0.5),
-	      *sh = rnd(n, -1, 1), *naive = dg_malloc(N * sizeof(float));
+	      *sh = rnd(n, -1, 1), *naive = dg_malloc(N * sizeof(float)), *res = rnd(N, -2, 2), *gate = rnd(n, -1, 1);
 	double *ref = dg_malloc(N * sizeof(double));
 	float *dx = up(g, x, N), *dw = up(g, w, n), *db = up(g, b, n), *dsc = up(g, sc, n), *dsh = up(g, sh, n);
-	for (int affine = 0; affine < 2; affine++) {
+	float *dres = up(g, res, N), *dgate = up(g, gate, n), *xa = dg_malloc(N * sizeof(float));
+	for (size_t i = 0; i < N; i++) /* x + res * gate, the input of add_layernorm's norm (fp32, as both compute it) */
+		xa[i] = x[i] + res[i] * gate[i % n];
+	/* 0: affine, 1: modulated, 2: modulated after x += res * gate (add_layernorm) */
+	for (int mode = 0; mode < 3; mode++) {
+		bool affine = mode == 0;
 		for (int r = 0; r < m; r++) {
-			const float *xr = x + (size_t)r * n;
+			const float *xr = (mode == 2 ? xa : x) + (size_t)r * n;
 			double s = 0, ss = 0;
 			float sn = 0, ssn = 0;
 			for (int j = 0; j < n; j++)
@@ -171,12 +187,25 @@ static void test_norms(dg_wan_ops *g, int m, int n)
 			}
 		}
 		float *dy = poisoned(g, N);
+		float *dxa = mode == 2 ? up(g, x, N) : NULL;
 		if (affine)
 			g->layernorm(g, dx, m, n, 1e-6f, dw, db, NULL, NULL, dy);
-		else
+		else if (mode == 1)
 			g->layernorm(g, dx, m, n, 1e-6f, NULL, NULL, dsc, dsh, dy);
+		else
+			g->add_layernorm(g, dxa, dres, dgate, m, n, 1e-6f, NULL, NULL, dsc, dsh, dy);
 		float *y = down(g, dy, N);
-		rule(affine ? "layernorm, affine" : "layernorm, modulated", y, naive, ref, N);
+		const char *what[] = { "layernorm, affine", "layernorm, modulated", "add_layernorm, gated, modulated" };
+		rule(what[mode], y, naive, ref, N);
+		if (dxa) {
+			float *xo = down(g, dxa, N);
+			double *r64 = dg_malloc(N * sizeof(double));
+			for (size_t i = 0; i < N; i++)
+				r64[i] = (double)x[i] + (double)res[i] * gate[i % n];
+			rule("add_layernorm: x += res * gate written back", xo, xa, r64, N);
+			g->release(g, dxa);
+			free(xo), free(r64);
+		}
 		g->release(g, dy);
 		free(y);
 	}
@@ -198,7 +227,8 @@ static void test_norms(dg_wan_ops *g, int m, int n)
 	rule("to_heads with RMSNorm", y, naive, ref, N);
 	g->release(g, dy);
 	g->release(g, dx), g->release(g, dw), g->release(g, db), g->release(g, dsc), g->release(g, dsh);
-	free(x), free(w), free(b), free(sc), free(sh), free(naive), free(ref), free(y);
+	g->release(g, dres), g->release(g, dgate);
+	free(x), free(w), free(b), free(sc), free(sh), free(naive), free(ref), free(y), free(res), free(gate), free(xa);
 }
 
 /* to_heads with and without RoPE, from_heads, gelu_tanh, add_gated: the CPU op table is the plain
@@ -466,6 +496,70 @@ static void test_shadow(dg_wan_ops *g, int m, int n)
 	free(x), free(sc), free(l.w), free(h), free(a), free(b);
 }
 
+/* true if the operand buffer (downloaded: op) holds the bf16 rounding of the fp32 output f, bit for bit */
+static bool rounded(const float *op, const float *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (op[i] != b16(f[i]))
+			return false;
+	return true;
+}
+
+/* operand buffers (bf16 only): layernorm, add_layernorm, to_heads and from_heads write the rounding
+ * of their fp32 outputs, bit for bit, and a GEMM or an attention reading one equals the same op
+ * reading an fp32 buffer's shadow */
+static void test_operand(dg_wan_ops *g, int m, int heads, int d)
+{
+	int n = heads * d, half = d / 2;
+	size_t N = (size_t)m * n;
+	float *x = rnd(N, -2, 2), *sc = rnd(n, -0.5, 0.5), *nw = rnd(n, 0.5, 1.5), *ang = rnd((size_t)m * half, -5, 5);
+	float *cs = dg_malloc((size_t)m * half * sizeof(float)), *sn = dg_malloc((size_t)m * half * sizeof(float));
+	for (size_t i = 0; i < (size_t)m * half; i++)
+		cs[i] = cosf(ang[i]), sn[i] = sinf(ang[i]);
+	dg_wan_linear l = { .w = rnd((size_t)n * n, -0.1, 0.1), .b = rnd(n, -0.5, 0.5), .out = n, .in = n };
+	g->prepare(g, &l);
+	float *dx = up(g, x, N), *dsc = up(g, sc, n), *dnw = up(g, nw, n), *dcs = up(g, cs, (size_t)m * half),
+	      *dsn = up(g, sn, (size_t)m * half);
+	float *f = poisoned(g, N), *op = g->alloc_operand(g, N), *y1 = poisoned(g, N), *y2 = poisoned(g, N);
+	float *xa = up(g, x, N), *xb = up(g, x, N);
+	char what[128];
+	for (int k = 0; k < 4; k++) {
+		const char *name[] = { "layernorm", "add_layernorm", "to_heads with RMSNorm and RoPE", "from_heads" };
+		if (k == 0) {
+			g->layernorm(g, dx, m, n, 1e-6f, NULL, NULL, dsc, NULL, f);
+			g->layernorm(g, dx, m, n, 1e-6f, NULL, NULL, dsc, NULL, op);
+		} else if (k == 1) { /* x (a copy) += x * sc, then the norm */
+			g->add_layernorm(g, xa, dx, dsc, m, n, 1e-6f, NULL, NULL, dsc, dsc, f);
+			g->add_layernorm(g, xb, dx, dsc, m, n, 1e-6f, NULL, NULL, dsc, dsc, op);
+		} else if (k == 2) {
+			g->to_heads(g, dx, m, heads, d, dnw, 1e-6f, dcs, dsn, f);
+			g->to_heads(g, dx, m, heads, d, dnw, 1e-6f, dcs, dsn, op);
+		} else {
+			g->from_heads(g, dx, m, heads, d, f);
+			g->from_heads(g, dx, m, heads, d, op);
+		}
+		float *hf = down(g, f, N), *ho = down(g, op, N);
+		snprintf(what, sizeof what, "%s into an operand buffer: the bf16 rounding of its fp32 output, bit for bit", name[k]);
+		CHECK(what, rounded(ho, hf, N));
+		g->linear(g, &l, f, m, y1);
+		g->linear(g, &l, op, m, y2);
+		float *a = down(g, y1, N), *b = down(g, y2, N);
+		snprintf(what, sizeof what, "a GEMM reading %s's operand buffer equals one reading its shadow", name[k]);
+		CHECK(what, !memcmp(a, b, N * sizeof(float)));
+		free(hf), free(ho), free(a), free(b);
+	}
+	/* attention on operand Q/K/V (the last from_heads: (m, n) read as (heads, m, d)) */
+	g->attention(g, f, f, f, heads, m, m, d, y1, NULL);
+	g->attention(g, op, op, op, heads, m, m, d, y2, NULL);
+	float *a = down(g, y1, N), *b = down(g, y2, N);
+	CHECK("attention on operand buffers equals attention on the shadows", !memcmp(a, b, N * sizeof(float)));
+	g->unprepare(g, &l);
+	float *bufs[] = { dx, dsc, dnw, dcs, dsn, f, op, y1, y2, xa, xb };
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+		g->release(g, bufs[i]);
+	free(x), free(sc), free(nw), free(ang), free(cs), free(sn), free(l.w), free(l.b), free(a), free(b);
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* 2., 3. the model: fp32 CPU, the naive bf16 CPU engine, the GPU                                  */
 
@@ -697,6 +791,8 @@ int main(int argc, char **argv)
 	test_attention(g, 3, 300, 77, 128); /* cross-attention: nk != nq, nk not a multiple of the tile */
 	test_attention(g, 2, 130, 512, 64);
 	test_shadow(g, 200, 256);
+	test_operand(g, 300, 2, 128);
+	test_operand(g, 77, 12, 64);
 	test_ffn(g, c, 333, 128, 512, 192, false); /* m not a multiple of 128; GELU without bias */
 	test_ffn(g, c, 1000, 256, 1024, 256, true); /* the hidden scratch grows */
 	test_ffn_gelu_form(g, 256, 64, 1024);

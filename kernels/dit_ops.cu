@@ -105,32 +105,36 @@ layernorm_kernel(float *__restrict__ x, const float *__restrict__ res, const flo
 	}
 }
 
-/* one row r per block: its pairs (head h, pair i), RMSNorm-ed over the row if w, rotated if cs,
- * into y (heads, m, half) pairs. PER > 0: the row's pairs (at most PER * ROW_THREADS) loaded into
- * registers all at once before anything is written (three times the loads in flight of a loop
- * that stores between them); PER == 0: any width, read twice with the norm. */
-template <int PER>
+static __device__ __forceinline__ float2 pair(float2 v) { return v; }
+static __device__ __forceinline__ float2 pair(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+
+/* one row r per block: its pairs (head h, pair i) of x (fp32 or bf16 pairs, T), RMSNorm-ed over
+ * the row if w, rotated if cs, into y (heads, m, half) pairs. PER > 0: the row's pairs (at most
+ * PER * ROW_THREADS) loaded into registers all at once before anything is written (three times
+ * the loads in flight of a loop that stores between them); PER == 0: any width, read twice with
+ * the norm. */
+template <int PER, typename T>
 __global__ void __launch_bounds__(ROW_THREADS)
-to_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, const float2 *__restrict__ w, float eps,
+to_heads_kernel(const T *__restrict__ x, int m, int heads, int half, const float2 *__restrict__ w, float eps,
 		const float *__restrict__ cs, const float *__restrict__ sn, float2 *__restrict__ y,
 		__nv_bfloat162 *__restrict__ y16)
 {
 	__shared__ float sh[ROW_THREADS / 32];
 	const size_t r = blockIdx.x;
 	const int pairs = heads * half, steps = PER > 0 ? PER : (pairs + ROW_THREADS - 1) / ROW_THREADS;
-	const float2 *xr = x + r * pairs;
+	const T *xr = x + r * pairs;
 	float2 v[PER > 0 ? PER : 1] = {};
 	auto at = [&](int k) {
 		if constexpr (PER > 0)
 			return v[k];
 		else
-			return xr[threadIdx.x + k * ROW_THREADS];
+			return pair(xr[threadIdx.x + k * ROW_THREADS]);
 	};
 	if constexpr (PER > 0) {
 #pragma unroll
 		for (int k = 0; k < PER; k++)
 			if (threadIdx.x + k * ROW_THREADS < pairs)
-				v[k] = xr[threadIdx.x + k * ROW_THREADS];
+				v[k] = pair(xr[threadIdx.x + k * ROW_THREADS]);
 	}
 	float inv = 1.0f;
 	if (w) {
@@ -287,22 +291,32 @@ static int bad_heads(const char *op, int m, int heads, int d)
 	return 0;
 }
 
-extern "C" int dg_dit_to_heads(const float *x, int m, int heads, int d, const float *norm_w, float eps,
-			       const float *cos, const float *sin, float *y, uint16_t *y16, dg_stream stream)
+template <typename T>
+static void to_heads_launch(const T *x, int m, int heads, int half, const float2 *w, float eps, const float *cos,
+			    const float *sin, float2 *y, __nv_bfloat162 *y16, cudaStream_t st)
+{
+	int pairs = heads * half;
+	if (m && pairs <= 4 * ROW_THREADS)
+		to_heads_kernel<4><<<m, ROW_THREADS, 0, st>>>(x, m, heads, half, w, eps, cos, sin, y, y16);
+	else if (m && pairs <= 12 * ROW_THREADS)
+		to_heads_kernel<12><<<m, ROW_THREADS, 0, st>>>(x, m, heads, half, w, eps, cos, sin, y, y16);
+	else if (m)
+		to_heads_kernel<0><<<m, ROW_THREADS, 0, st>>>(x, m, heads, half, w, eps, cos, sin, y, y16);
+}
+
+extern "C" int dg_dit_to_heads(const float *x, const uint16_t *x16, int m, int heads, int d, const float *norm_w,
+			       float eps, const float *cos, const float *sin, float *y, uint16_t *y16, dg_stream stream)
 {
 	if (bad_heads("dit_to_heads", m, heads, d))
 		return -1;
-	const float2 *x2 = (const float2 *)x, *w2 = (const float2 *)norm_w;
+	const float2 *w2 = (const float2 *)norm_w;
 	float2 *y2 = (float2 *)y;
 	__nv_bfloat162 *h2 = (__nv_bfloat162 *)y16;
 	cudaStream_t st = (cudaStream_t)stream;
-	int pairs = heads * (d / 2);
-	if (m && pairs <= 4 * ROW_THREADS)
-		to_heads_kernel<4><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, w2, eps, cos, sin, y2, h2);
-	else if (m && pairs <= 12 * ROW_THREADS)
-		to_heads_kernel<12><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, w2, eps, cos, sin, y2, h2);
-	else if (m)
-		to_heads_kernel<0><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, w2, eps, cos, sin, y2, h2);
+	if (x16)
+		to_heads_launch((const __nv_bfloat162 *)x16, m, heads, d / 2, w2, eps, cos, sin, y2, h2, st);
+	else
+		to_heads_launch((const float2 *)x, m, heads, d / 2, w2, eps, cos, sin, y2, h2, st);
 	return launched("dit_to_heads");
 }
 

@@ -160,10 +160,11 @@ int dg_residual_update(const float *o_ref, const float *o_sp, const float *r_old
  * y (m, n) = LayerNorm of x's rows [* w + b (affine; b may be NULL)] [* (1 + scale)] [+ shift] */
 int dg_dit_layernorm(float *x, const float *r, const float *gate, int m, int n, float eps, const float *w,
 		     const float *b, const float *scale, const float *shift, float *y, uint16_t *y16, dg_stream stream);
-/* y (heads, m, d) = x (m, heads*d) split; with norm_w (heads*d) (else NULL) each row first
- * x * rsqrt(mean(x^2) + eps) * norm_w; with cos/sin (m, d/2) (else NULL) pairs (2i, 2i+1) then rotated */
-int dg_dit_to_heads(const float *x, int m, int heads, int d, const float *norm_w, float eps, const float *cos,
-		    const float *sin, float *y, uint16_t *y16, dg_stream stream);
+/* y (heads, m, d) = x (m, heads*d) split (x fp32, or x16 bf16 where x16 is given); with norm_w
+ * (heads*d) (else NULL) each row first x * rsqrt(mean(x^2) + eps) * norm_w; with cos/sin (m, d/2)
+ * (else NULL) pairs (2i, 2i+1) then rotated */
+int dg_dit_to_heads(const float *x, const uint16_t *x16, int m, int heads, int d, const float *norm_w, float eps,
+		    const float *cos, const float *sin, float *y, uint16_t *y16, dg_stream stream);
 /* y (m, heads*d) = x (heads, m, d) merged */
 int dg_dit_from_heads(const float *x, int m, int heads, int d, float *y, uint16_t *y16, dg_stream stream);
 /* x = GELU-tanh(x), in place */

@@ -23,8 +23,9 @@ struct dg_wan_workspace {
 	int n;                 /* tokens the buffers are sized for */
 	int grid[3];           /* the grid of the RoPE tables */
 	float *x, *t1, *t2, *oh; /* (n, dim) each, fp32; the FFN's hidden is the ops' own */
-	float *h, *a, *qh, *kh, *vh; /* (n, dim) each, operand buffers (read by GEMMs and attention only):
-				      * LayerNorm outputs, merged attention outputs, attention's Q/K/V */
+	float *h, *a, *u1, *u2, *qh, *kh, *vh; /* (n, dim) each, operand buffers (bf16 on a device):
+						* LayerNorm outputs, merged attention outputs, the q/k/v
+						* projections, attention's Q/K/V */
 	float *cos, *sin;      /* (n, head_dim/2) */
 	float *mods;           /* (layers, 6, dim) of timestep mods_t */
 	float *head_ss;        /* (2, dim) of timestep mods_t */
@@ -39,7 +40,7 @@ void dg_wan_workspace_free(dg_wan_model *m)
 	if (!w)
 		return;
 	dg_wan_ops *o = m->ops;
-	float *bufs[] = { w->x, w->h, w->a, w->t1, w->t2, w->qh, w->kh, w->vh, w->oh, w->cos, w->sin, w->mods,
+	float *bufs[] = { w->x, w->h, w->a, w->u1, w->u2, w->t1, w->t2, w->qh, w->kh, w->vh, w->oh, w->cos, w->sin, w->mods,
 			  w->head_ss, w->patches };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		if (bufs[i])
@@ -97,7 +98,8 @@ static dg_wan_workspace *workspace(dg_wan_model *m, const int grid[3])
 		w = m->ws = dg_calloc(1, sizeof *w);
 		w->n = n;
 		size_t nd = (size_t)n * c->dim;
-		float **bufs[] = { &w->x, &w->t1, &w->t2, &w->oh }, **opnd[] = { &w->h, &w->a, &w->qh, &w->kh, &w->vh };
+		float **bufs[] = { &w->x, &w->t1, &w->t2, &w->oh }, **opnd[] = { &w->h, &w->a, &w->u1, &w->u2, &w->qh, &w->kh,
+									      &w->vh };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			*bufs[i] = o->alloc(o, nd);
 		for (size_t i = 0; i < sizeof opnd / sizeof opnd[0]; i++)
@@ -327,12 +329,12 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 		const float *mod = w->mods + (size_t)l * 6 * D;
 		/* self-attention */
 		o->add_layernorm(o, w->x, res, res_gate, n, D, eps, NULL, NULL, mod + 1 * D, mod + 0 * D, w->h);
-		o->linear(o, &b->q, w->h, n, w->t1);
-		o->linear(o, &b->k, w->h, n, w->t2);
-		o->to_heads(o, w->t1, n, H, d, b->norm_q, eps, w->cos, w->sin, w->qh);
-		o->to_heads(o, w->t2, n, H, d, b->norm_k, eps, w->cos, w->sin, w->kh);
-		o->linear(o, &b->v, w->h, n, w->t1);
-		o->to_heads(o, w->t1, n, H, d, NULL, 0, NULL, NULL, w->vh);
+		o->linear(o, &b->q, w->h, n, w->u1);
+		o->linear(o, &b->k, w->h, n, w->u2);
+		o->to_heads(o, w->u1, n, H, d, b->norm_q, eps, w->cos, w->sin, w->qh);
+		o->to_heads(o, w->u2, n, H, d, b->norm_k, eps, w->cos, w->sin, w->kh);
+		o->linear(o, &b->v, w->h, n, w->u1);
+		o->to_heads(o, w->u1, n, H, d, NULL, 0, NULL, NULL, w->vh);
 		dg_attn_site site = { call ? call->step : 0, l, call ? call->pass : 0, call ? call->sigma : 0 };
 		if (call && call->attn) {
 			if (dg_dit_attention(call->attn, &site, w->qh, w->kh, w->vh, w->oh)) {
@@ -352,8 +354,8 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 		} else {
 			o->add_gated(o, w->x, w->t2, mod + 2 * D, n, D);
 		}
-		o->linear(o, &b->cq, hc, n, w->t1);
-		o->to_heads(o, w->t1, n, H, d, b->cnorm_q, eps, NULL, NULL, w->qh);
+		o->linear(o, &b->cq, hc, n, w->u1);
+		o->to_heads(o, w->u1, n, H, d, b->cnorm_q, eps, NULL, NULL, w->qh);
 		o->attention(o, w->qh, ctx->k[l], ctx->v[l], H, n, ctx->tokens, d, w->oh, NULL);
 		o->from_heads(o, w->oh, n, H, d, w->a);
 		o->linear_add(o, &b->co, w->a, n, w->x);

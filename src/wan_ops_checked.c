@@ -152,7 +152,7 @@ static void ck_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int
 {
 	dg_wan_linear lw = with_copies("linear", l);
 	need(o, "linear", "x", x, (size_t)m * l->in);
-	need32(o, "linear", "y", y, (size_t)m * l->out);
+	need(o, "linear", "y", y, (size_t)m * l->out);
 	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
 	cpu->linear(cpu, &lw, x, m, y);
 }
@@ -208,7 +208,7 @@ static void ck_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, 
 			const float *cos, const float *sin, float *y)
 {
 	size_t all = (size_t)m * heads * d;
-	need32(o, "to_heads", "x", x, all), need(o, "to_heads", "y", y, all);
+	need(o, "to_heads", "x", x, all), need(o, "to_heads", "y", y, all);
 	opt(o, "to_heads", "norm_w", norm_w, (size_t)heads * d);
 	opt(o, "to_heads", "cos", cos, (size_t)m * d / 2), opt(o, "to_heads", "sin", sin, (size_t)m * d / 2);
 	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;

@@ -14,7 +14,8 @@
  * bf16 GEMM inputs cost no extra pass. Any other write (linear, ffn, attention, upload)
  * invalidates it. Operand buffers (alloc_operand) are the shadow alone: bf16 storage whose
  * address is also the buffer's float pointer; the ops writing them skip the fp32 output, download
- * widens them, and an op that would read or write them in fp32 stops the program. A residual add
+ * widens them, a linear into one writes bf16 from its GEMM, to_heads reads them in bf16, and an op
+ * that would read or write them in fp32 stops the program. A residual add
  * runs inside the GEMM (linear_add: beta 1 onto y) or inside the next LayerNorm (add_layernorm).
  * Buffers written outside the table (the attention entry point's output) are never read as bf16.
  * Every op is queued on the default stream; download waits for them. Device time per kind of op is
@@ -396,15 +397,23 @@ static void gemm(dg_wan_ops *o, const dg_wan_linear *l, const void *x, int m, bo
 	mark_end(o, t);
 }
 
-/* y = (beta 0) or += (beta 1) x W^T + b */
+/* y = (beta 0) or += (beta 1) x W^T + b; into an operand buffer (beta 0, bf16 operands) the GEMM
+ * writes bf16 (its bias then in bf16: cuBLASLt's rule for a bf16 output) */
 static void linear_beta(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y, float beta)
 {
 	if (m < 1)
 		return;
-	need32(o->impl, "linear's output", y);
 	if (l->fp32)
 		need32(o->impl, "fp32 linear's input", x);
-	gemm(o, l, l->fp32 ? (const void *)x : as_bf16(o, x, (size_t)m * l->in, 0), m, false, CUDA_R_32F, y, beta);
+	const void *x16 = l->fp32 ? (const void *)x : as_bf16(o, x, (size_t)m * l->in, 0);
+	dbuf *yb = find_base(o->impl, y);
+	if (yb && yb->operand && beta == 0.0f && !l->fp32) {
+		DG_ASSERT((size_t)m * l->out <= yb->n);
+		gemm(o, l, x16, m, false, CUDA_R_16BF, yb->bf, beta);
+		return;
+	}
+	need32(o->impl, "linear's output", y);
+	gemm(o, l, x16, m, false, CUDA_R_32F, y, beta);
 	invalidate(o->impl, y);
 }
 
@@ -474,10 +483,13 @@ static void gpu_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps
 static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *norm_w, float eps,
 			 const float *cos, const float *sin, float *y)
 {
-	need32(o->impl, "to_heads' input", x);
+	dbuf *in = find_base(o->impl, x);
+	const uint16_t *x16 = in && in->operand ? in->bf : NULL;
+	if (!x16)
+		need32(o->impl, "to_heads' input", x);
 	uint16_t *y16 = shadow_out(o->impl, &y, (size_t)m * heads * d);
 	int t = mark_begin(o, DG_WAN_OPK_HEADS);
-	KERNEL_CHECK(dg_dit_to_heads(x, m, heads, d, norm_w, eps, cos, sin, y, y16, 0));
+	KERNEL_CHECK(dg_dit_to_heads(x16 ? NULL : x, x16, m, heads, d, norm_w, eps, cos, sin, y, y16, 0));
 	mark_end(o, t);
 }
 

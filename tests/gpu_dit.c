@@ -5,7 +5,8 @@
  * with ref in fp64 (ops) or the fp32 CPU engine (whole model), and naive the plain low-precision
  * computation of the same thing: fp32 in row order for the fp32 ops; bf16 operands with fp32
  * accumulation for GEMMs and attention; for the model, the CPU engine with every GEMM input and
- * every attention operand rounded to bf16 (what the GPU path feeds its bf16 kernels).
+ * every attention operand rounded to bf16 (what the GPU path feeds its bf16 kernels), and the GEMMs
+ * that write operand buffers (the q/k/v projections) giving bf16 with a bf16 bias, as the GPU's do.
  *   1. each op on fresh random inputs (seed printed), outputs poisoned (NaN) before each run;
  *      cross-attention with nk != nq; a GEMM reading a layernorm's bf16 shadow gives bit-identical
  *      results to one reading a fresh upload; operand buffers (bf16 only) hold the rounding of the
@@ -144,8 +145,21 @@ static void test_linear(dg_wan_ops *g, int m, int in, int out)
 	y = down(g, dy, (size_t)m * out);
 	snprintf(what, sizeof what, "linear_add: z + (%d x %d) . (%d x %d)^T + b", m, in, out, in);
 	rule(what, y, naive, ref, (size_t)m * out);
+	/* into an operand buffer: a bf16 output, the bias in bf16; naive rounds its fp32 result */
+	for (int r = 0; r < m; r++)
+		for (int j = 0; j < out; j++) {
+			size_t e = (size_t)r * out + j;
+			ref[e] += b16(l.b[j]) - (double)l.b[j] - z[e];
+			naive[e] = b16(naive[e] - z[e] - l.b[j] + b16(l.b[j]));
+		}
+	float *dop = g->alloc_operand(g, (size_t)m * out);
+	g->linear(g, &l, dx, m, dop);
+	free(y);
+	y = down(g, dop, (size_t)m * out);
+	snprintf(what, sizeof what, "linear into an operand buffer (bf16 out): (%d x %d) . (%d x %d)^T + b", m, in, out, in);
+	rule(what, y, naive, ref, (size_t)m * out);
 	g->unprepare(g, &l);
-	g->release(g, dx), g->release(g, dy);
+	g->release(g, dx), g->release(g, dy), g->release(g, dop);
 	free(l.w), free(l.b), free(x), free(ref), free(naive), free(y), free(z);
 }
 
@@ -546,6 +560,16 @@ static void test_operand(dg_wan_ops *g, int m, int heads, int d)
 		float *a = down(g, y1, N), *b = down(g, y2, N);
 		snprintf(what, sizeof what, "a GEMM reading %s's operand buffer equals one reading its shadow", name[k]);
 		CHECK(what, !memcmp(a, b, N * sizeof(float)));
+		if (k == 0) { /* to_heads reading the operand buffer = reading an fp32 upload of its values */
+			float *dup = up(g, ho, N);
+			g->to_heads(g, op, m, heads, d, dnw, 1e-6f, dcs, dsn, y1);
+			g->to_heads(g, dup, m, heads, d, dnw, 1e-6f, dcs, dsn, y2);
+			free(a), free(b);
+			a = down(g, y1, N), b = down(g, y2, N);
+			CHECK("to_heads reading an operand buffer equals it on an fp32 copy of the values, bit for bit",
+			      !memcmp(a, b, N * sizeof(float)));
+			g->release(g, dup);
+		}
 		free(hf), free(ho), free(a), free(b);
 	}
 	/* attention on operand Q/K/V (the last from_heads: (m, n) read as (heads, m, d)) */
@@ -565,6 +589,38 @@ static void test_operand(dg_wan_ops *g, int m, int heads, int d)
 
 static dg_wan_ops cpu_fns; /* the CPU table's own functions, under the naive wrappers */
 
+/* the naive engine's operand buffers (alloc_operand), whose GEMM outputs the GPU rounds to bf16 */
+#define MAX_OPERANDS 64
+static const float *operands[MAX_OPERANDS];
+
+static float *naive_alloc_operand(dg_wan_ops *o, size_t n)
+{
+	float *p = cpu_fns.alloc_operand(o, n);
+	for (int i = 0; i < MAX_OPERANDS; i++)
+		if (!operands[i]) {
+			operands[i] = p;
+			return p;
+		}
+	dg_die("gpu_dit: more than %d operand buffers", MAX_OPERANDS);
+}
+
+static void naive_release(dg_wan_ops *o, float *p)
+{
+	for (int i = 0; i < MAX_OPERANDS; i++)
+		if (operands[i] == p)
+			operands[i] = NULL;
+	cpu_fns.release(o, p);
+}
+
+static bool is_operand(const float *p)
+{
+	for (int i = 0; i < MAX_OPERANDS; i++)
+		if (operands[i] == p)
+			return true;
+	return false;
+}
+
+/* bf16 operands; into an operand buffer, a bf16 output with the bias in bf16 (the GPU's GEMM) */
 static void naive_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, int m, float *y)
 {
 	if (l->fp32) { /* the head: fp32 operands on the GPU too */
@@ -575,7 +631,15 @@ static void naive_linear(dg_wan_ops *o, const dg_wan_linear *l, const float *x, 
 	float *xr = dg_malloc(n * sizeof(float));
 	for (size_t i = 0; i < n; i++)
 		xr[i] = b16(x[i]);
-	cpu_fns.linear(o, l, xr, m, y);
+	if (is_operand(y)) {
+		dg_wan_linear lb = bias_bf16(l);
+		cpu_fns.linear(o, &lb, xr, m, y);
+		for (size_t i = 0; i < (size_t)m * l->out; i++)
+			y[i] = b16(y[i]);
+		free(lb.b);
+	} else {
+		cpu_fns.linear(o, l, xr, m, y);
+	}
 	free(xr);
 }
 
@@ -617,6 +681,8 @@ static int engine_open(engine *e, const char *sub, const char *device, bool naiv
 		return -1;
 	if (naive) {
 		cpu_fns = *e->m->ops;
+		e->m->ops->alloc_operand = naive_alloc_operand;
+		e->m->ops->release = naive_release;
 		e->m->ops->linear = naive_linear;
 		e->m->ops->ffn = naive_ffn;
 		e->m->ops->to_heads = naive_to_heads;

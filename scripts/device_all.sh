@@ -10,6 +10,8 @@
 #   gpu_kernels gpu_meta gpu_replay  the kernel and metadata tests, GPU replay against CPU replay
 #   gpu_dit                          scripts/gpu_dit.sh check: op table test, PyTorch comparison
 #   memcheck racecheck               compute-sanitizer on a GPU replay of every policy
+#   memcheck_dit                     compute-sanitizer memcheck on a GPU closed loop (dsgap generate,
+#                                    dense and mc-sparse, CFG) of the bundled model: the DiT op table
 #   closed_loop                      experiment 4 on the bundled model (experiments/closed_loop.ini;
 #                                    fidelity; its times overlap the other checks)
 #   demo_gpu                         dsgap demo --device gpu on the bundled model
@@ -57,6 +59,12 @@ sanitize() { # tool: compute-sanitizer on a GPU replay of every policy (precise 
 		/tmp/san-$1.h5 --device gpu --policies all --density 0.2 --schedule warmup=1 \
 		--out /tmp/san-$1 --quiet
 }
+sanitize_dit() { # compute-sanitizer memcheck on dsgap generate --device gpu with the bundled model
+	compute-sanitizer --tool memcheck --error-exitcode 9 "$DSGAP" generate --model data/model \
+		--text data/model/conds.safetensors:cockatoo --negative data/model/conds.safetensors:null \
+		--out /tmp/san-dit --latent 4x32x32 --steps 3 --policies dense,mc-sparse --density 0.3 \
+		--schedule warmup=1 --device gpu --quiet
+}
 experiments() { # the bundled traces captured here on the GPU, then experiments 1-3, each timed
 	local t0=$SECONDS
 	(source experiments/lib.sh && exp_init ladder && DSGAP_DEVICE=gpu exp_bundled_trace &&
@@ -70,7 +78,7 @@ experiments() { # the bundled traces captured here on the GPU, then experiments 
 	done
 }
 
-export -f sanitize experiments
+export -f sanitize sanitize_dit experiments
 
 # --- checks, all at once --------------------------------------------------------------------------
 CAP=${CHECK_CAP:-$(( $(left) / 2 ))}   # each check stops there
@@ -82,6 +90,7 @@ has " $BENCHES " dit && run dit_prepare $CAP bash scripts/gpu_dit.sh prepare &
 for tool in memcheck racecheck; do
 	has "$CHECKS" $tool && run sanitize_$tool $CAP bash -c "sanitize $tool" &
 done
+has "$CHECKS" memcheck_dit && run sanitize_memcheck_dit $CAP bash -c sanitize_dit &
 has "$CHECKS" closed_loop && run closed_loop $CAP "$DSGAP" run experiments/closed_loop.ini --device gpu \
 	--out "$OUT/closed_loop" --quiet &
 has "$CHECKS" demo_gpu && run demo_gpu $CAP "$DSGAP" demo --device gpu --model data/model \

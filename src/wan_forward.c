@@ -31,7 +31,7 @@ struct dg_wan_workspace {
 	float *head_ss;        /* (2, dim) of timestep mods_t */
 	double mods_t;         /* NAN until the first forward (the CFG passes of a step share it) */
 	float *patches;        /* (n, max(in, out) * patch) */
-	float *host_tokens;    /* host staging of the same size */
+	float *host_tokens;    /* host staging of the same size (the table's host_alloc) */
 };
 
 void dg_wan_workspace_free(dg_wan_model *m)
@@ -45,7 +45,8 @@ void dg_wan_workspace_free(dg_wan_model *m)
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		if (bufs[i])
 			o->release(o, bufs[i]);
-	free(w->host_tokens);
+	if (w->host_tokens)
+		o->host_free(o, w->host_tokens);
 	free(w);
 	m->ws = NULL;
 }
@@ -110,7 +111,7 @@ static dg_wan_workspace *workspace(dg_wan_model *m, const int grid[3])
 		w->mods = o->alloc(o, (size_t)c->num_layers * 6 * c->dim);
 		w->head_ss = o->alloc(o, 2 * (size_t)c->dim);
 		w->patches = o->alloc(o, (size_t)n * patch_vec(c));
-		w->host_tokens = dg_malloc((size_t)n * patch_vec(c) * sizeof(float));
+		w->host_tokens = o->host_alloc(o, (size_t)n * patch_vec(c));
 		w->mods_t = NAN;
 	}
 	if (memcmp(w->grid, grid, sizeof w->grid)) {

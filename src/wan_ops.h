@@ -53,6 +53,10 @@ struct dg_wan_ops {
 	 */
 	float *(*alloc_operand)(dg_wan_ops *, size_t n);
 	void (*release)(dg_wan_ops *, float *p);
+	/* host memory of n floats for staging upload and download (page-locked on a device, so that
+	 * they run at the link's speed), and its release */
+	float *(*host_alloc)(dg_wan_ops *, size_t n);
+	void (*host_free)(dg_wan_ops *, float *p);
 	void (*upload)(dg_wan_ops *, float *dst, const float *host, size_t n);
 	void (*download)(dg_wan_ops *, float *host, const float *src, size_t n); /* waits for the ops */
 	/* Optional (NULL: none). The bf16 copy (round to nearest even) of the first n elements of the

@@ -95,6 +95,10 @@ static void ck_release(dg_wan_ops *o, float *p)
 	free(p);
 }
 
+/* host staging: plain host memory, not a buffer of the table */
+static float *ck_host_alloc(dg_wan_ops *o, size_t n) { return dg_malloc((n ? n : 1) * sizeof(float)); }
+static void ck_host_free(dg_wan_ops *o, float *p) { free(p); }
+
 static void ck_upload(dg_wan_ops *o, float *dst, const float *host, size_t n)
 {
 	need32(o, "upload", "dst", dst, n);
@@ -264,7 +268,8 @@ dg_wan_ops *dg_wan_ops_checked(void)
 	dg_wan_ops *o = dg_calloc(1, sizeof *o);
 	*o = (dg_wan_ops){
 		.name = "cpu-checked", .device_weights = true, .impl = c, .alloc = ck_alloc,
-		.alloc_operand = ck_alloc_operand, .release = ck_release, .upload = ck_upload,
+		.alloc_operand = ck_alloc_operand, .release = ck_release, .host_alloc = ck_host_alloc,
+		.host_free = ck_host_free, .upload = ck_upload,
 		.download = ck_download, .sync = ck_sync, .prepare = ck_prepare, .unprepare = ck_unprepare,
 		.linear = ck_linear, .linear_add = ck_linear_add, .ffn = ck_ffn,
 		.layernorm = ck_layernorm, .add_layernorm = ck_add_layernorm, .to_heads = ck_to_heads,

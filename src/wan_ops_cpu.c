@@ -242,6 +242,8 @@ dg_wan_ops *dg_wan_ops_cpu(void)
 	o->alloc = cpu_alloc;
 	o->alloc_operand = cpu_alloc; /* fp32 throughout */
 	o->release = cpu_release;
+	o->host_alloc = cpu_alloc;
+	o->host_free = cpu_release;
 	o->upload = cpu_copy;
 	o->download = cpu_copy;
 	o->sync = cpu_sync;

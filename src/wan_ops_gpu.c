@@ -264,6 +264,15 @@ static void gpu_release(dg_wan_ops *o, float *p)
 	*b = g->bufs[--g->nbufs];
 }
 
+static float *gpu_host_alloc(dg_wan_ops *o, size_t n)
+{
+	float *p;
+	CUDA_CHECK(cudaMallocHost((void **)&p, (n ? n : 1) * sizeof(float)));
+	return p;
+}
+
+static void gpu_host_free(dg_wan_ops *o, float *p) { CUDA_CHECK(cudaFreeHost(p)); }
+
 static void gpu_upload(dg_wan_ops *o, float *dst, const float *host, size_t n)
 {
 	need32(o->impl, "upload", dst);
@@ -587,6 +596,8 @@ dg_wan_ops *dg_wan_ops_gpu(void)
 	o->alloc = gpu_alloc;
 	o->alloc_operand = gpu_alloc_operand;
 	o->release = gpu_release;
+	o->host_alloc = gpu_host_alloc;
+	o->host_free = gpu_host_free;
 	o->upload = gpu_upload;
 	o->download = gpu_download;
 	o->bf16 = gpu_bf16;

@@ -845,12 +845,16 @@ int main(int argc, char **argv)
 	printf("%s\n", g->device);
 	test_linear(g, 300, 256, 192);
 	test_linear(g, 77, 4096, 128);
-	test_norms(g, 300, 320);   /* the row in registers (n <= 2048) */
-	test_norms(g, 40, 5120);   /* Wan-14B's width: the larger register row */
+	test_norms(g, 300, 320);   /* warp per row (n % 4 == 0, n <= 2048) */
+	test_norms(g, 61, 1536);   /* Wan-1.3B's width, warp per row; m not a multiple of its 8 rows a block */
+	test_norms(g, 50, 322);    /* n % 4 != 0: block per row, the row in registers */
+	test_norms(g, 40, 5120);   /* Wan-14B's width: block per row, the larger register row */
 	test_norms(g, 20, 6500);   /* wider than that: the row read three times */
-	test_elementwise(g, c, 300, 2, 128);
+	test_elementwise(g, c, 300, 2, 128); /* warp per row */
 	test_elementwise(g, c, 77, 4, 64);
-	test_elementwise(g, c, 20, 40, 128); /* 2560 pairs a row: the larger register row */
+	test_elementwise(g, c, 61, 12, 128); /* Wan-1.3B's 12 heads of 128, warp per row */
+	test_elementwise(g, c, 33, 3, 20);   /* d % 8 != 0: block per row */
+	test_elementwise(g, c, 20, 40, 128); /* 2560 pairs a row: block per row, the larger register row */
 	test_elementwise(g, c, 10, 56, 128); /* 3584: wider, read from memory */
 	test_attention(g, 2, 300, 300, 128);
 	test_attention(g, 2, 300, 300, 64);
@@ -859,6 +863,7 @@ int main(int argc, char **argv)
 	test_shadow(g, 200, 256);
 	test_operand(g, 300, 2, 128);
 	test_operand(g, 77, 12, 64);
+	test_operand(g, 61, 12, 128);
 	test_ffn(g, c, 333, 128, 512, 192, false); /* m not a multiple of 128; GELU without bias */
 	test_ffn(g, c, 1000, 256, 1024, 256, true); /* the hidden scratch grows */
 	test_ffn_gelu_form(g, 256, 64, 1024);

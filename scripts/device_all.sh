@@ -63,7 +63,7 @@ sanitize_dit() { # compute-sanitizer memcheck on dsgap generate --device gpu wit
 	compute-sanitizer --tool memcheck --error-exitcode 9 "$DSGAP" generate --model data/model \
 		--text data/model/conds.safetensors:cockatoo --negative data/model/conds.safetensors:null \
 		--out /tmp/san-dit --latent 4x32x32 --steps 3 --policies dense,mc-sparse --density 0.3 \
-		--schedule warmup=1 --device gpu --quiet
+		--schedule warmup=1 --device gpu --quiet && cp /tmp/san-dit/generate.csv "$OUT/sanitize_dit_generate.csv"
 }
 experiments() { # the bundled traces captured here on the GPU, then experiments 1-3, each timed
 	local t0=$SECONDS

@@ -207,6 +207,8 @@ int dg_cmd_generate(int argc, char **argv)
 		cJSON_AddNumberToObject(r, "density_target", res[i].rho);
 		cJSON_AddNumberToObject(r, "attention_s", res[i].st.as.seconds);
 		cJSON_AddNumberToObject(r, "metadata_s", res[i].st.as.meta_seconds);
+		cJSON_AddNumberToObject(r, "policy_calls_s", res[i].st.as.policy_seconds);
+		cJSON_AddNumberToObject(r, "attend_s", res[i].st.as.attend_seconds);
 		cJSON_AddNumberToObject(r, "sparse_units", (double)res[i].st.as.sparse_calls);
 		/* device time of the op table (GPU): GEMMs, attention through the table, the elementwise
 		 * ops in all and by kind */

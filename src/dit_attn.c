@@ -206,8 +206,11 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 		double ph[DG_PHASE_COUNT];
 		a->be->phases(a->be, ph);
 		a->stats.meta_seconds += ph[DG_PHASE_GROUPS] + ph[DG_PHASE_SCORES] + ph[DG_PHASE_SELECT];
+		a->stats.attend_seconds += ph[DG_PHASE_ATTEND];
 	}
 	ops->sync(ops);
 	a->stats.seconds += dg_now() - t0;
+	if (policy)
+		a->stats.policy_seconds += dg_now() - t0;
 	return 0;
 }

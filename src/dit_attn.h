@@ -56,7 +56,9 @@ typedef struct {
 	double pairs;           /* computed (query, key) pairs of the outputs */
 	double full_pairs;      /* calls * n^2 */
 	double seconds;         /* time inside the entry point (metadata included; device work waited for) */
+	double policy_seconds;  /* of which the calls that ran the policy (anchors and sparse calls) */
 	double meta_seconds;    /* of which groups, scores, selections (device time where measured) */
+	double attend_seconds;  /* and the sparse attention with its residual (device time where measured) */
 } dg_dit_attn_stats;
 void dg_dit_attn_get_stats(const dg_dit_attn *a, dg_dit_attn_stats *s);
 void dg_dit_attn_free(dg_dit_attn *a);

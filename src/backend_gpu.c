@@ -623,10 +623,20 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 		(*new_residual)->x = dmalloc(g, nd * 4);
 	}
 	phase_begin(g);
-	double s = sparse_out(be, bg, sel, seconds != NULL);
-	/* out = O_sparse + old residual; the new residual needs O_sparse alone */
-	KERNEL_CHECK(dg_residual_update(g->o_ref, g->o_sp, residual ? residual->x : NULL, g->out,
-					new_residual ? (*new_residual)->x : NULL, nd, (dg_stream)g->stream));
+	double s = 0;
+	if (residual && !new_residual && !seconds) {
+		/* out = O_sparse + R from the kernel's epilogue (a reuse step of a cached residual: the DiT's
+		 * sparse calls): no O_sparse pass through memory, so none is kept for this unit */
+		KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
+					   sel->off, sel->idx, residual->x, g->lse, g->out, g->mass, be->precise,
+					   (dg_stream)g->stream));
+		g->kept.unit = -1;
+	} else {
+		s = sparse_out(be, bg, sel, seconds != NULL);
+		/* out = O_sparse + old residual; the new residual needs O_sparse alone */
+		KERNEL_CHECK(dg_residual_update(g->o_ref, g->o_sp, residual ? residual->x : NULL, g->out,
+						new_residual ? (*new_residual)->x : NULL, nd, (dg_stream)g->stream));
+	}
 	if (m)
 		out_metrics(be, m);
 	phase_end(g, DG_PHASE_ATTEND);

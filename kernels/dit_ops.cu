@@ -214,10 +214,11 @@ to_heads_warp_kernel(const T *__restrict__ x, int m, int heads, int d, const flo
 	}
 }
 
-/* from_heads of rows D = heads * d <= 256 * C, d % 8 == 0: y (m, D) row r from x (heads, m, d) */
-template <int C>
+/* from_heads of rows D = heads * d <= 256 * C, d % 8 == 0: y (m, D) row r from x (heads, m, d), x
+ * fp32 or bf16 (T) */
+template <int C, typename T>
 __global__ void __launch_bounds__(32 * WARP_ROWS)
-from_heads_warp_kernel(const float *__restrict__ x, int m, int heads, int d, float *__restrict__ y,
+from_heads_warp_kernel(const T *__restrict__ x, int m, int heads, int d, float *__restrict__ y,
 		       uint16_t *__restrict__ y16)
 {
 	const int lane = threadIdx.x & 31, r = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), D = heads * d, nc = D / 8;
@@ -375,17 +376,18 @@ to_heads_kernel(const T *__restrict__ x, int m, int heads, int half, const float
 	}
 }
 
-/* one row r of the output per block: y (m, heads*d) from x (heads, m, d); PER as in to_heads */
-template <int PER>
+/* one row r of the output per block: y (m, heads*d) from x (heads, m, d) (fp32 or bf16 pairs, T);
+ * PER as in to_heads */
+template <int PER, typename T>
 __global__ void __launch_bounds__(ROW_THREADS)
-from_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, float2 *__restrict__ y,
+from_heads_kernel(const T *__restrict__ x, int m, int heads, int half, float2 *__restrict__ y,
 		  __nv_bfloat162 *__restrict__ y16)
 {
 	const size_t r = blockIdx.x;
 	const int pairs = heads * half, steps = PER > 0 ? PER : (pairs + ROW_THREADS - 1) / ROW_THREADS;
 	auto src = [&](int j) {
 		const int h = j / half;
-		return x[((size_t)h * m + r) * half + (j - h * half)];
+		return pair(x[((size_t)h * m + r) * half + (j - h * half)]);
 	};
 	float2 v[PER > 0 ? PER : 1] = {};
 	if constexpr (PER > 0) {
@@ -569,23 +571,22 @@ extern "C" int dg_dit_to_heads(const float *x, const uint16_t *x16, int m, int h
 	return launched("dit_to_heads");
 }
 
-extern "C" int dg_dit_from_heads(const float *x, int m, int heads, int d, float *y, uint16_t *y16, dg_stream stream)
+/* T: float (x) or uint16_t (x16, bf16); P: its pair type */
+template <typename T, typename P>
+static void from_heads_launch(const T *x, int m, int heads, int d, float *y, uint16_t *y16, cudaStream_t st)
 {
-	if (bad_heads("dit_from_heads", m, heads, d))
-		return -1;
-	const float2 *x2 = (const float2 *)x;
-	float2 *y2 = (float2 *)y;
-	__nv_bfloat162 *h2 = (__nv_bfloat162 *)y16;
-	cudaStream_t st = (cudaStream_t)stream;
+	const P *x2 = reinterpret_cast<const P *>(x);
+	float2 *y2 = reinterpret_cast<float2 *>(y);
+	__nv_bfloat162 *h2 = reinterpret_cast<__nv_bfloat162 *>(y16);
 	int pairs = heads * (d / 2);
 	const void *ptrs[] = { x, y, y16 };
 	if (m && heads_warp(heads, d, ptrs, 3)) {
 		const unsigned G = warp_grid(m), TH = 32 * WARP_ROWS;
 		switch (chunks(heads * d)) {
-		case 2: from_heads_warp_kernel<2><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
-		case 4: from_heads_warp_kernel<4><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
-		case 6: from_heads_warp_kernel<6><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
-		default: from_heads_warp_kernel<8><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
+		case 2: from_heads_warp_kernel<2, T><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
+		case 4: from_heads_warp_kernel<4, T><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
+		case 6: from_heads_warp_kernel<6, T><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
+		default: from_heads_warp_kernel<8, T><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
 		}
 	} else if (m && pairs <= 4 * ROW_THREADS)
 		from_heads_kernel<4><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, y2, h2);
@@ -593,6 +594,18 @@ extern "C" int dg_dit_from_heads(const float *x, int m, int heads, int d, float 
 		from_heads_kernel<12><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, y2, h2);
 	else if (m)
 		from_heads_kernel<0><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, y2, h2);
+}
+
+extern "C" int dg_dit_from_heads(const float *x, const uint16_t *x16, int m, int heads, int d, float *y,
+				 uint16_t *y16, dg_stream stream)
+{
+	if (bad_heads("dit_from_heads", m, heads, d))
+		return -1;
+	cudaStream_t st = (cudaStream_t)stream;
+	if (x16)
+		from_heads_launch<uint16_t, __nv_bfloat162>(x16, m, heads, d, y, y16, st);
+	else
+		from_heads_launch<float, float2>(x, m, heads, d, y, y16, st);
 	return launched("dit_from_heads");
 }
 

@@ -25,7 +25,8 @@ struct dg_wan_workspace {
 	float *x, *t1, *t2, *oh; /* (n, dim) each, fp32; the FFN's hidden is the ops' own */
 	float *h, *a, *u1, *u2, *qh, *kh, *vh; /* (n, dim) each, operand buffers (bf16 on a device):
 						* LayerNorm outputs, merged attention outputs, the q/k/v
-						* projections, attention's Q/K/V */
+						* projections and the cross-attention's output, attention's
+						* Q/K/V */
 	float *cos, *sin;      /* (n, head_dim/2) */
 	float *mods;           /* (layers, 6, dim) of timestep mods_t */
 	float *head_ss;        /* (2, dim) of timestep mods_t */
@@ -357,8 +358,8 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 		}
 		o->linear(o, &b->cq, hc, n, w->u1);
 		o->to_heads(o, w->u1, n, H, d, b->cnorm_q, eps, NULL, NULL, w->qh);
-		o->attention(o, w->qh, ctx->k[l], ctx->v[l], H, n, ctx->tokens, d, w->oh, NULL);
-		o->from_heads(o, w->oh, n, H, d, w->a);
+		o->attention(o, w->qh, ctx->k[l], ctx->v[l], H, n, ctx->tokens, d, w->u2, NULL);
+		o->from_heads(o, w->u2, n, H, d, w->a);
 		o->linear_add(o, &b->co, w->a, n, w->x);
 		/* feed-forward */
 		o->layernorm(o, w->x, n, D, eps, NULL, NULL, mod + 4 * D, mod + 3 * D, w->h);

@@ -222,7 +222,7 @@ static void ck_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, 
 static void ck_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
 {
 	size_t all = (size_t)m * heads * d;
-	need32(o, "from_heads", "x", x, all), need(o, "from_heads", "y", y, all);
+	need(o, "from_heads", "x", x, all), need(o, "from_heads", "y", y, all);
 	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
 	cpu->from_heads(cpu, x, m, heads, d, y);
 }
@@ -245,7 +245,7 @@ static void ck_add_gated(dg_wan_ops *o, float *x, const float *y, const float *g
 static void ck_attention(dg_wan_ops *o, const float *q, const float *k, const float *v, int heads, int nq,
 			 int nk, int d, float *out, float *lse)
 {
-	need(o, "attention", "q", q, (size_t)heads * nq * d), need32(o, "attention", "o", out, (size_t)heads * nq * d);
+	need(o, "attention", "q", q, (size_t)heads * nq * d), need(o, "attention", "o", out, (size_t)heads * nq * d);
 	need(o, "attention", "k", k, (size_t)heads * nk * d), need(o, "attention", "v", v, (size_t)heads * nk * d);
 	opt(o, "attention", "lse", lse, (size_t)heads * nq);
 	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;

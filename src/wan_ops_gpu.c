@@ -14,8 +14,8 @@
  * bf16 GEMM inputs cost no extra pass. Any other write (linear, ffn, attention, upload)
  * invalidates it. Operand buffers (alloc_operand) are the shadow alone: bf16 storage whose
  * address is also the buffer's float pointer; the ops writing them skip the fp32 output, download
- * widens them, a linear into one writes bf16 from its GEMM, to_heads reads them in bf16, and an op
- * that would read or write them in fp32 stops the program. A residual add
+ * widens them, a linear or an attention into one writes bf16 from its kernel, to_heads and
+ * from_heads read them in bf16, and an op that would read or write them in fp32 stops the program. A residual add
  * runs inside the GEMM (linear_add: beta 1 onto y) or inside the next LayerNorm (add_layernorm).
  * Buffers written outside the table (the attention entry point's output) are never read as bf16.
  * Every op is queued on the default stream; download waits for them. Device time per kind of op is
@@ -504,10 +504,13 @@ static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d,
 
 static void gpu_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
 {
-	need32(o->impl, "from_heads' input", x);
+	dbuf *in = find_base(o->impl, x);
+	const uint16_t *x16 = in && in->operand ? in->bf : NULL;
+	if (!x16)
+		need32(o->impl, "from_heads' input", x);
 	uint16_t *y16 = shadow_out(o->impl, &y, (size_t)m * heads * d);
 	int t = mark_begin(o, DG_WAN_OPK_HEADS);
-	KERNEL_CHECK(dg_dit_from_heads(x, m, heads, d, y, y16, 0));
+	KERNEL_CHECK(dg_dit_from_heads(x16 ? NULL : x, x16, m, heads, d, y, y16, 0));
 	mark_end(o, t);
 }
 
@@ -535,11 +538,17 @@ static void gpu_attention(dg_wan_ops *o, const float *q, const float *k, const f
 	const uint16_t *q16 = as_bf16(o, q, (size_t)heads * nq * d, 0);
 	const uint16_t *k16 = as_bf16(o, k, (size_t)heads * nk * d, 1);
 	const uint16_t *v16 = as_bf16(o, v, (size_t)heads * nk * d, 2);
-	need32(o->impl, "attention's output", out);
+	dbuf *ob = find_base(o->impl, out);
+	uint16_t *o16 = ob && ob->operand ? ob->bf : NULL; /* the kernel's bf16 output */
+	if (o16)
+		DG_ASSERT((size_t)heads * nq * d <= ob->n);
+	else
+		need32(o->impl, "attention's output", out);
 	int t = mark_begin(o, DG_WAN_OPK_ATTENTION);
-	KERNEL_CHECK(dg_flash_fwd_kv(q16, k16, v16, heads, nq, nk, d, out, NULL, lse, 0));
+	KERNEL_CHECK(dg_flash_fwd_kv(q16, k16, v16, heads, nq, nk, d, o16 ? NULL : out, o16, lse, 0));
 	mark_end(o, t);
-	invalidate(o->impl, out);
+	if (!o16)
+		invalidate(o->impl, out);
 }
 
 static void gpu_destroy(dg_wan_ops *o)

@@ -10,7 +10,8 @@
  *   1. each op on fresh random inputs (seed printed), outputs poisoned (NaN) before each run;
  *      cross-attention with nk != nq; a GEMM reading a layernorm's bf16 shadow gives bit-identical
  *      results to one reading a fresh upload; operand buffers (bf16 only) hold the rounding of the
- *      fp32 outputs and read as the shadows do; linear_add and add_layernorm; the fused feed-forward (naive: the chain of two bf16
+ *      fp32 outputs (layernorm, to/from_heads, attention) and read as the shadows do (GEMMs,
+ *      attention, to/from_heads); linear_add and add_layernorm; the fused feed-forward (naive: the chain of two bf16
  *      GEMMs, the hidden rounded to bf16 after an fp32 GELU), and its GELU epilogue told apart
  *      from the erf GELU;
  *   2. one forward of the test models (head_dim 64 and 128): every block's output and the velocity;
@@ -577,6 +578,20 @@ static void test_operand(dg_wan_ops *g, int m, int heads, int d)
 	g->attention(g, op, op, op, heads, m, m, d, y2, NULL);
 	float *a = down(g, y1, N), *b = down(g, y2, N);
 	CHECK("attention on operand buffers equals attention on the shadows", !memcmp(a, b, N * sizeof(float)));
+	/* attention into an operand buffer (the kernel's bf16 output), and from_heads reading one */
+	float *op2 = g->alloc_operand(g, N);
+	g->attention(g, op, op, op, heads, m, m, d, op2, NULL);
+	float *h2 = down(g, op2, N);
+	CHECK("attention into an operand buffer: the bf16 rounding of its fp32 output, bit for bit", rounded(h2, b, N));
+	float *dup = up(g, h2, N);
+	g->from_heads(g, op2, m, heads, d, y1);
+	g->from_heads(g, dup, m, heads, d, y2);
+	free(a), free(b);
+	a = down(g, y1, N), b = down(g, y2, N);
+	CHECK("from_heads reading an operand buffer equals it on an fp32 copy of the values, bit for bit",
+	      !memcmp(a, b, N * sizeof(float)));
+	g->release(g, op2), g->release(g, dup);
+	free(h2);
 	g->unprepare(g, &l);
 	float *bufs[] = { dx, dsc, dnw, dcs, dsn, f, op, y1, y2, xa, xb };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)

@@ -20,8 +20,6 @@
 #   bench   dsgap bench --device gpu (kernels, anchor step, layer-step)
 #   dit     scripts/gpu_dit.sh bench: Wan2.1-1.3B forward vs PyTorch, 50-step mc-sparse speedup
 #   meta    gpu_meta --bench: every version of every metadata kernel at n = 32760, d = 128
-#   profile scripts/gpu_profile.sh: nsys kernel and API summaries of a 12-step closed loop (needs
-#           the weights of dit's prepare step: with "dit" in BENCHES, or CHECKS)
 # DEADLINE: seconds for the whole script (default 540); a benchmark that would start after it is
 # skipped and one that runs into it is stopped. CHECK_CAP (default half of it): each check's limit;
 # BENCH_CAP (default 150): dsgap bench's.
@@ -116,8 +114,5 @@ fi
 if has "$BENCHES" dit && [ "$(left)" -gt 90 ]; then
 	DIT_GEN_TIMEOUT=${DIT_GEN_TIMEOUT:-$(( $(left) - 75 ))} run dit_bench $(left) bash scripts/gpu_dit.sh bench
 	grep -E "^[a-z_0-9.]+,[-0-9.e+naif]+," "$OUT/gpu_dit.csv" | tee -a "$S"
-fi
-if has "$BENCHES" profile && [ "$(left)" -gt 60 ]; then
-	run profile $(left) bash scripts/gpu_profile.sh
 fi
 echo "device_all.sh done at $((SECONDS - T0)) s" | tee -a "$S"

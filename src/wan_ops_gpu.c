@@ -15,8 +15,9 @@
  * invalidates it. Operand buffers (alloc_operand) are the shadow alone: bf16 storage whose
  * address is also the buffer's float pointer; the ops writing them skip the fp32 output, download
  * widens them, a linear or an attention into one writes bf16 from its kernel, to_heads and
- * from_heads read them in bf16, and an op that would read or write them in fp32 stops the program. A residual add
- * runs inside the GEMM (linear_add: beta 1 onto y) or inside the next LayerNorm (add_layernorm).
+ * from_heads read them in bf16, and an op that would read or write them in fp32 stops the
+ * program. A residual add runs inside the GEMM (linear_add: beta 1 onto y) or inside the next
+ * LayerNorm (add_layernorm).
  * Buffers written outside the table (the attention entry point's output) are never read as bf16.
  * Every op is queued on the default stream; download waits for them. Device time per kind of op is
  * measured with event pairs, summed when the queue is drained (sync, download).
@@ -163,6 +164,16 @@ static void need32(gpu_ops *g, const char *op, const float *p)
 		dg_die("gpu ops: %s: an operand buffer (bf16 only) passed where fp32 is read or written", op);
 }
 
+/* the bf16 storage of the operand buffer that starts at p (count elements read or written), or NULL */
+static uint16_t *operand_of(gpu_ops *g, const float *p, size_t count)
+{
+	dbuf *b = find_base(g, p);
+	if (!b || !b->operand)
+		return NULL;
+	DG_ASSERT(count <= b->n);
+	return b->bf;
+}
+
 /* p was written by something that did not write its shadow */
 static void invalidate(gpu_ops *g, const float *p)
 {
@@ -181,10 +192,10 @@ static uint16_t *shadow_out(gpu_ops *g, float **y, size_t count)
 		invalidate(g, *y);
 		return NULL;
 	}
-	if (b->operand) {
-		DG_ASSERT(count <= b->n);
+	uint16_t *op = operand_of(g, *y, count);
+	if (op) {
 		*y = NULL;
-		return b->bf;
+		return op;
 	}
 	b->valid = b->bf ? count : 0;
 	return b->bf;
@@ -194,12 +205,11 @@ static uint16_t *shadow_out(gpu_ops *g, float **y, size_t count)
 static const uint16_t *as_bf16(dg_wan_ops *o, const float *x, size_t count, int slot)
 {
 	gpu_ops *g = o->impl;
-	dbuf *b = find_base(g, x);
-	if (b && b->operand) {
-		DG_ASSERT(count <= b->n);
-		return b->bf;
-	}
+	const uint16_t *op = operand_of(g, x, count);
+	if (op)
+		return op;
 	need32(g, "bf16 conversion", x); /* inside an operand buffer but not at its start */
+	dbuf *b = find_base(g, x);
 	if (b && count <= b->n) {
 		if (!b->bf)
 			b->bf = dmalloc(b->n * 2);
@@ -229,29 +239,21 @@ static const uint16_t *gpu_bf16(dg_wan_ops *o, const float *x, size_t n)
 	return b && n <= b->n ? as_bf16(o, x, n, 0) : NULL;
 }
 
-static float *gpu_alloc(dg_wan_ops *o, size_t n)
+/* a new buffer of n elements: fp32, or bf16 only (operand) */
+static float *add_buffer(dg_wan_ops *o, size_t n, bool operand)
 {
 	gpu_ops *g = o->impl;
 	if (g->nbufs == g->capbufs) {
 		g->capbufs = g->capbufs ? 2 * g->capbufs : 64;
 		g->bufs = dg_realloc(g->bufs, (size_t)g->capbufs * sizeof *g->bufs);
 	}
-	float *p = dmalloc(n * sizeof(float));
-	g->bufs[g->nbufs++] = (dbuf){ p, n, NULL, 0, false };
+	void *p = dmalloc(n * (operand ? 2 : sizeof(float)));
+	g->bufs[g->nbufs++] = operand ? (dbuf){ p, n, p, n, true } : (dbuf){ p, n, NULL, 0, false };
 	return p;
 }
 
-static float *gpu_alloc_operand(dg_wan_ops *o, size_t n)
-{
-	gpu_ops *g = o->impl;
-	if (g->nbufs == g->capbufs) {
-		g->capbufs = g->capbufs ? 2 * g->capbufs : 64;
-		g->bufs = dg_realloc(g->bufs, (size_t)g->capbufs * sizeof *g->bufs);
-	}
-	uint16_t *bf = dmalloc(n * 2);
-	g->bufs[g->nbufs++] = (dbuf){ (float *)bf, n, bf, n, true };
-	return (float *)bf;
-}
+static float *gpu_alloc(dg_wan_ops *o, size_t n) { return add_buffer(o, n, false); }
+static float *gpu_alloc_operand(dg_wan_ops *o, size_t n) { return add_buffer(o, n, true); }
 
 static void gpu_release(dg_wan_ops *o, float *p)
 {
@@ -415,10 +417,9 @@ static void linear_beta(dg_wan_ops *o, const dg_wan_linear *l, const float *x, i
 	if (l->fp32)
 		need32(o->impl, "fp32 linear's input", x);
 	const void *x16 = l->fp32 ? (const void *)x : as_bf16(o, x, (size_t)m * l->in, 0);
-	dbuf *yb = find_base(o->impl, y);
-	if (yb && yb->operand && beta == 0.0f && !l->fp32) {
-		DG_ASSERT((size_t)m * l->out <= yb->n);
-		gemm(o, l, x16, m, false, CUDA_R_16BF, yb->bf, beta);
+	uint16_t *y16 = operand_of(o->impl, y, (size_t)m * l->out);
+	if (y16 && beta == 0.0f && !l->fp32) {
+		gemm(o, l, x16, m, false, CUDA_R_16BF, y16, beta);
 		return;
 	}
 	need32(o->impl, "linear's output", y);
@@ -492,8 +493,7 @@ static void gpu_layernorm(dg_wan_ops *o, const float *x, int m, int n, float eps
 static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, const float *norm_w, float eps,
 			 const float *cos, const float *sin, float *y)
 {
-	dbuf *in = find_base(o->impl, x);
-	const uint16_t *x16 = in && in->operand ? in->bf : NULL;
+	const uint16_t *x16 = operand_of(o->impl, x, (size_t)m * heads * d);
 	if (!x16)
 		need32(o->impl, "to_heads' input", x);
 	uint16_t *y16 = shadow_out(o->impl, &y, (size_t)m * heads * d);
@@ -504,8 +504,7 @@ static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d,
 
 static void gpu_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
 {
-	dbuf *in = find_base(o->impl, x);
-	const uint16_t *x16 = in && in->operand ? in->bf : NULL;
+	const uint16_t *x16 = operand_of(o->impl, x, (size_t)m * heads * d);
 	if (!x16)
 		need32(o->impl, "from_heads' input", x);
 	uint16_t *y16 = shadow_out(o->impl, &y, (size_t)m * heads * d);
@@ -538,11 +537,8 @@ static void gpu_attention(dg_wan_ops *o, const float *q, const float *k, const f
 	const uint16_t *q16 = as_bf16(o, q, (size_t)heads * nq * d, 0);
 	const uint16_t *k16 = as_bf16(o, k, (size_t)heads * nk * d, 1);
 	const uint16_t *v16 = as_bf16(o, v, (size_t)heads * nk * d, 2);
-	dbuf *ob = find_base(o->impl, out);
-	uint16_t *o16 = ob && ob->operand ? ob->bf : NULL; /* the kernel's bf16 output */
-	if (o16)
-		DG_ASSERT((size_t)heads * nq * d <= ob->n);
-	else
+	uint16_t *o16 = operand_of(o->impl, out, (size_t)heads * nq * d); /* the kernel's bf16 output */
+	if (!o16)
 		need32(o->impl, "attention's output", out);
 	int t = mark_begin(o, DG_WAN_OPK_ATTENTION);
 	KERNEL_CHECK(dg_flash_fwd_kv(q16, k16, v16, heads, nq, nk, d, o16 ? NULL : out, o16, lse, 0));

@@ -6,7 +6,7 @@
  * pointer that a GPU kernel would fault on) stops the program with the op and argument named; so does
  * an operand buffer (alloc_operand: bf16 only on a device) passed where an op reads or writes fp32.
  * The arithmetic is the CPU table's (wan_ops_cpu.c), so its outputs equal the CPU's bit for bit.
- *   dg_wan_load(&m, path, "cpu-checked")      (tests/test_wan.c)
+ *   dg_wan_load(&m, path, "cpu-checked")      (tests/test_wan.c, which also checks that it stops)
  */
 #include <stdlib.h>
 #include <string.h>

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gsl/gsl_rng.h>
 
 #include "dit_attn.h"
@@ -319,6 +322,44 @@ static void checked_backend(void)
 			free(sparse[i][j]);
 }
 
+/* the checked table stops (a non-zero exit, in a child process) on an operand buffer where an op
+ * reads fp32 (what a device table keeps in bf16 only), and takes one where it may */
+static void operand_discipline(void)
+{
+	const char *what[] = { "layernorm reading an operand buffer", "add_gated writing one",
+			       "upload into one", "linear_add into one" };
+	for (int k = 0; k < 5; k++) {
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0) {
+			freopen("/dev/null", "w", stderr);
+			dg_wan_ops *o = dg_wan_ops_checked();
+			float *op = o->alloc_operand(o, 64), *f = o->alloc(o, 64), host[64] = { 0 };
+			dg_wan_linear l = { .w = host, .out = 8, .in = 8 };
+			o->prepare(o, &l);
+			if (k == 0)
+				o->layernorm(o, op, 8, 8, 1e-6f, NULL, NULL, NULL, NULL, f);
+			else if (k == 1)
+				o->add_gated(o, op, f, NULL, 8, 8);
+			else if (k == 2)
+				o->upload(o, op, host, 64);
+			else if (k == 3)
+				o->linear_add(o, &l, f, 8, op);
+			else /* allowed: layernorm into one, a linear and to_heads reading it, a linear into one */
+				o->layernorm(o, f, 8, 8, 1e-6f, NULL, NULL, NULL, NULL, op), o->linear(o, &l, op, 8, f),
+					o->to_heads(o, op, 8, 2, 4, NULL, 0, NULL, NULL, f), o->linear(o, &l, f, 8, op);
+			_exit(0);
+		}
+		int status = 0;
+		waitpid(pid, &status, 0);
+		bool stopped = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		if (k < 4)
+			CHECKF(stopped, "checked ops stop on %s", what[k]);
+		else
+			CHECK("checked ops take operand buffers where a device table reads or writes bf16", !stopped);
+	}
+}
+
 /* n values uniform in [lo, hi) */
 static float *uniform(gsl_rng *r, size_t n, double lo, double hi)
 {
@@ -391,6 +432,7 @@ int main(int argc, char **argv)
 		results_free(&r[i]);
 	closed_loop_identity();
 	checked_backend();
+	operand_discipline();
 	ffn_fused("cpu", 2 * 1024 + 40, 96, 1536, 80);
 	ffn_fused("cpu-checked", 1024 + 500, 64, 256, 1100);
 	return test_report();

@@ -9,7 +9,8 @@
  *   sparse_ms@rho, sparse_eff_tflops@rho (4 d sum(queries x keys) / time), sparse_over_dense@rho
  *   (our dense time / our sparse time; scripts/gpu_bench_torch.py adds the cuDNN ratios),
  *   sparse_over_dense_v<i>@0.15, sparse_block_over_dense@0.15 (block-run lists),
- *   sparse_query_ms@0.15, sparse_query_over_dense@0.15 (per-query oracle, groups of one); all in the
+ *   sparse_query_ms@0.15, sparse_query_over_dense@0.15 (per-query oracle, groups of one),
+ *   sparse_perhead_ms@0.15, sparse_perhead_over_one@0.15 (the same work as one launch per head); all in the
  *   fast P.V mode (P rounded to bf16), and the precise mode (P as bf16 hi + lo, dsgap_kernels.h) as
  *   dense_precise_ms, dense_precise_over_fast (and _v<i>), sparse_precise_ms@rho,
  *   sparse_precise_over_fast@rho (and _v<i>@0.15): precise time over fast time.
@@ -306,6 +307,19 @@ int main(int argc, char **argv)
 		snprintf(name, sizeof name, "sparse_precise_over_fast@%.2g", rho);
 		emit(name, tp / t, "x");
 		if (rho == 0.15) {
+			/* the same work as one launch per head (the DiT's sparse calls): launch and ramp overhead */
+			const double th = time_ms([&] {
+				const size_t hs = (size_t)n * d;
+				for (int h = 0; h < heads; h++)
+					if (dg_sparse_fwd(q + h * hs, k + h * hs, v + h * hs, 1, n, d, G.perm + (size_t)h * n,
+							  G.goff + (size_t)h * (G.ngroups + 1), G.ngroups,
+							  G.soff + (size_t)h * (G.ngroups + 1), G.sidx, res + h * hs, NULL,
+							  o + h * hs, NULL, 0, NULL))
+						return -1;
+				return 0;
+			});
+			emit("sparse_perhead_ms@0.15", th, "ms");
+			emit("sparse_perhead_over_one@0.15", th / t, "x");
 			for (int ver = 1; ver <= nsparse; ver++) {
 				const double tv = run(ver, 0), tvp = run(ver, 1);
 				snprintf(name, sizeof name, "sparse_over_dense_v%d@0.15", ver);

@@ -16,7 +16,7 @@
 #                                    fidelity; its times overlap the other checks)
 #   demo_gpu                         dsgap demo --device gpu on the bundled model
 #   experiments                      dsgap run --device gpu of experiments 1-3 (EXPERIMENTS: a subset)
-# Benchmarks (BENCHES, default "bench dit"; BENCH_REPS 5):
+# Benchmarks (BENCHES, default "bench dit", empty for none; BENCH_REPS 5):
 #   bench   dsgap bench --device gpu (kernels, anchor step, layer-step)
 #   dit     scripts/gpu_dit.sh bench: Wan2.1-1.3B forward vs PyTorch, 50-step mc-sparse speedup
 #   meta    gpu_meta --bench: every version of every metadata kernel at n = 32760, d = 128
@@ -34,8 +34,8 @@ tar -C /tmp/dglib -xJf .carry/lib.tar.xz
 CUBLAS_PY=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${CUBLAS_PY:+$CUBLAS_PY:}${LD_LIBRARY_PATH:-}
 export DSGAP=$PWD/.carry/bin/dsgap OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} OUT
-CHECKS=${CHECKS:-gpu_kernels gpu_meta gpu_replay gpu_dit memcheck closed_loop demo_gpu}
-BENCHES=${BENCHES:-bench dit}
+CHECKS=${CHECKS-gpu_kernels gpu_meta gpu_replay gpu_dit memcheck closed_loop demo_gpu}
+BENCHES=${BENCHES-bench dit}
 S=$OUT/summary.txt
 {
   echo "device_all.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(cat .carry/COMMIT 2>/dev/null)"

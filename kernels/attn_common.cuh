@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <math.h>
 
+#include "dsgap_kernels.h"
+
 #define DG_DEV static __device__ __forceinline__
 
 typedef __nv_bfloat16 bf16;
@@ -34,20 +36,50 @@ struct dg_attn_params {
 	int heads, n;
 	int nk;                /* dense: keys per head (cross-attention); 0 = n (always 0 for sparse) */
 	float scale_log2;      /* log2(e)/sqrt(d) */
-	/* dense outputs */
-	float *o_f32;          /* (heads, n, d) or NULL */
+	/* outputs: O in (heads, n, d), or token-major with row stride ldo (> 0: head h's row r at
+	 * r * ldo + h * d); lse and mass (heads, n) */
+	float *o_f32;          /* or NULL */
 	bf16 *o_bf16;          /* used when o_f32 is NULL */
-	float *lse;            /* (heads, n) or NULL */
-	/* sparse inputs and outputs */
+	int ldo;
+	float *lse;            /* dense: or NULL */
+	/* sparse inputs and outputs: per head h the arrays below offset by h (dg_sparse_fwd), or, with
+	 * ntab > 0, the head's own from tab[h] (dg_sparse_fwd_heads) */
 	const int32_t *perm, *goff;
 	int ngroups;
 	const int64_t *soff;
 	const int32_t *sidx;
 	const float *residual, *lse_ref;
-	float *o;
 	float *mass;
 	int small_max;         /* groups of <= small_max queries are left to the small-group kernel */
+	int ntab;
+	dg_sparse_head tab[DG_SPARSE_HEADS_MAX];
 };
+
+/* head h's sparse arrays */
+DG_DEV const int32_t *head_perm(const dg_attn_params &p, int h)
+{
+	return p.ntab ? p.tab[h].perm : p.perm + (size_t)h * p.n;
+}
+DG_DEV const int32_t *head_goff(const dg_attn_params &p, int h)
+{
+	return p.ntab ? p.tab[h].goff : p.goff + (size_t)h * (p.ngroups + 1);
+}
+DG_DEV const int64_t *head_soff(const dg_attn_params &p, int h)
+{
+	return p.ntab ? p.tab[h].soff : p.soff + (size_t)h * (p.ngroups + 1);
+}
+DG_DEV const int32_t *head_sidx(const dg_attn_params &p, int h) { return p.ntab ? p.tab[h].sidx : p.sidx; }
+template <int D> DG_DEV const float *head_residual(const dg_attn_params &p, int h)
+{
+	if (p.ntab)
+		return p.tab[h].residual;
+	return p.residual ? p.residual + (size_t)h * p.n * D : nullptr;
+}
+/* where O's row `row` of head h starts */
+template <int D> DG_DEV size_t out_offset(const dg_attn_params &p, int h, int row)
+{
+	return p.ldo ? (size_t)row * p.ldo + (size_t)h * D : ((size_t)h * p.n + row) * D;
+}
 
 /* Keys per head: p.nk for dense attention with its own key count, else n. */
 DG_DEV int dg_kv_len(const dg_attn_params &p) { return p.nk > 0 ? p.nk : p.n; }
@@ -73,12 +105,13 @@ DG_DEV void dg_for_each_item(const dg_attn_params &p, F &&f)
 		const int total = p.heads * p.ngroups; /* < 2^31, checked by the launcher */
 		for (int i = blockIdx.x; i < total; i += gridDim.x) {
 			const int h = i / p.ngroups, g = i - h * p.ngroups;
-			const size_t gb = (size_t)h * (p.ngroups + 1);
-			const int q0 = __ldg(p.goff + gb + g), gs = __ldg(p.goff + gb + g + 1) - q0;
+			const int32_t *goff = head_goff(p, h);
+			const int q0 = __ldg(goff + g), gs = __ldg(goff + g + 1) - q0;
 			if (gs <= p.small_max)
 				continue;
-			const long long s0 = __ldg(p.soff + gb + g);
-			const int nk = (int)(__ldg(p.soff + gb + g + 1) - s0);
+			const int64_t *soff = head_soff(p, h);
+			const long long s0 = __ldg(soff + g);
+			const int nk = (int)(__ldg(soff + g + 1) - s0);
 			for (int c0 = 0; c0 < gs; c0 += BM) {
 				dg_item it = {h, q0 + c0, min(BM, gs - c0), s0, nk};
 				f(it);
@@ -93,8 +126,8 @@ DG_DEV void dg_for_each_item(const dg_attn_params &p, F &&f)
 		f(it);
 		return;
 	}
-	const int32_t *goff = p.goff + (size_t)h * (p.ngroups + 1);
-	const int64_t *soff = p.soff + (size_t)h * (p.ngroups + 1);
+	const int32_t *goff = head_goff(p, h);
+	const int64_t *soff = head_soff(p, h);
 	for (int g = blockIdx.x; g < p.ngroups; g += gridDim.x) {
 		const int q0 = __ldg(goff + g), gs = __ldg(goff + g + 1) - q0;
 		if (gs <= p.small_max)
@@ -402,8 +435,8 @@ DG_DEV float dg_mass(float l, float m, float lse_ref)
 
 /*
  * Epilogue for one thread's two rows r0 = rbase + g and r1 = r0 + 8 of the item: normalise,
- * write O (dense: fp32 or bf16 + LSE; sparse: fp32 at the original query index, + residual,
- * + retained mass).
+ * write O in fp32 or bf16 (sparse: at the original query index, + residual), and the LSE (dense)
+ * or the retained mass (sparse).
  */
 template <int D, bool SPARSE>
 DG_DEV void write_rows(const dg_attn_params &p, const dg_item &it, int rbase, int g, int t4, const float (&o)[D / 2],
@@ -418,45 +451,29 @@ DG_DEV void write_rows(const dg_attn_params &p, const dg_item &it, int rbase, in
 			continue;
 		const float l = half ? l1 : l0, m = half ? m1 : m0;
 		const float inv = l > 0.f ? 1.f / l : 0.f;
-		int row;
-		if (SPARSE)
-			row = __ldg(p.perm + (size_t)it.h * p.n + it.qpos + r);
-		else
-			row = it.qpos + r;
-		const size_t ri = (size_t)it.h * p.n + row;
-		if (SPARSE) {
-			float *dst = p.o + ri * D;
-			const float *res = p.residual ? p.residual + ri * D : nullptr;
+		const int row = SPARSE ? __ldg(head_perm(p, it.h) + it.qpos + r) : it.qpos + r;
+		const size_t ri = (size_t)it.h * p.n + row, oi = out_offset<D>(p, it.h, row);
+		const float *res = SPARSE ? head_residual<D>(p, it.h) : nullptr;
+		if (res)
+			res += (size_t)row * D;
 #pragma unroll
-			for (int j = 0; j < D / 8; j++) {
-				const int col = 8 * j + 2 * t4;
-				float2 v = make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
-				if (res) {
-					const float2 rv = __ldg(reinterpret_cast<const float2 *>(res + col));
-					v.x += rv.x;
-					v.y += rv.y;
-				}
-				*reinterpret_cast<float2 *>(dst + col) = v;
+		for (int j = 0; j < D / 8; j++) {
+			const int col = 8 * j + 2 * t4;
+			float2 v = make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+			if (res) {
+				const float2 rv = __ldg(reinterpret_cast<const float2 *>(res + col));
+				v.x += rv.x;
+				v.y += rv.y;
 			}
-			if (t4 == 0 && p.mass && p.lse_ref)
-				p.mass[ri] = dg_mass(l, m, __ldg(p.lse_ref + ri));
-		} else {
-			if (p.o_f32) {
-				float *dst = p.o_f32 + ri * D;
-#pragma unroll
-				for (int j = 0; j < D / 8; j++)
-					*reinterpret_cast<float2 *>(dst + 8 * j + 2 * t4) =
-						make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
-			} else {
-				bf16 *dst = p.o_bf16 + ri * D;
-#pragma unroll
-				for (int j = 0; j < D / 8; j++)
-					*reinterpret_cast<uint32_t *>(dst + 8 * j + 2 * t4) =
-						pack_bf16(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
-			}
-			if (t4 == 0 && p.lse)
-				p.lse[ri] = l > 0.f ? (float)(((double)m + log2((double)l)) * 0.6931471805599453) : -INFINITY;
+			if (p.o_f32)
+				*reinterpret_cast<float2 *>(p.o_f32 + oi + col) = v;
+			else
+				*reinterpret_cast<uint32_t *>(p.o_bf16 + oi + col) = pack_bf16(v.x, v.y);
 		}
+		if (SPARSE && t4 == 0 && p.mass && p.lse_ref)
+			p.mass[ri] = dg_mass(l, m, __ldg(p.lse_ref + ri));
+		if (!SPARSE && t4 == 0 && p.lse)
+			p.lse[ri] = l > 0.f ? (float)(((double)m + log2((double)l)) * 0.6931471805599453) : -INFINITY;
 	}
 }
 

@@ -30,9 +30,9 @@ __global__ void __launch_bounds__(128) dg_attn_fa2_kernel(const __grid_constant_
 	dg_for_each_item<SPARSE, BM>(p, [&](const dg_item &it) {
 		const size_t hoff = (size_t)it.h * p.n * D, kvoff = (size_t)it.h * dg_kv_len(p) * D;
 		const bf16 *kh = p.k + kvoff, *vh = p.v + kvoff;
-		const int32_t *klist = SPARSE ? p.sidx + it.kbase : nullptr;
+		const int32_t *klist = SPARSE ? head_sidx(p, it.h) + it.kbase : nullptr;
 		const int ntiles = (it.nkeys + BN - 1) / BN;
-		load_tile<BM, D, 128, SPARSE>(sQ, p.q + hoff, SPARSE ? p.perm + (size_t)it.h * p.n + it.qpos : nullptr,
+		load_tile<BM, D, 128, SPARSE>(sQ, p.q + hoff, SPARSE ? head_perm(p, it.h) + it.qpos : nullptr,
 					      it.qpos, it.qcount, tid);
 		if (ntiles > 0) {
 			const int nv = min(BN, it.nkeys);

@@ -106,19 +106,19 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 			const bf16 *kh = p.k + kvoff, *vh = p.v + kvoff;
 			if constexpr (SPARSE && FAST) { /* one perm load per thread, rows by shuffle */
 				const int myr = tile_lane_row<D, 128>(tid);
-				const int qidx = myr < it.qcount ? __ldg(p.perm + (size_t)it.h * p.n + it.qpos + myr) : 0;
+				const int qidx = myr < it.qcount ? __ldg(head_perm(p, it.h) + it.qpos + myr) : 0;
 				mbar_wait(emptyQ, (iq & 1) ^ 1);
 				load_tile_shfl<BM, D, 128>(sQ, p.q + hoff, qidx, it.qcount, tid);
 			} else {
 				mbar_wait(emptyQ, (iq & 1) ^ 1);
 				load_tile<BM, D, 128, SPARSE>(sQ, p.q + hoff,
-							      SPARSE ? p.perm + (size_t)it.h * p.n + it.qpos : nullptr, it.qpos,
+							      SPARSE ? head_perm(p, it.h) + it.qpos : nullptr, it.qpos,
 							      it.qcount, tid);
 			}
 			mbar_arrive_cpasync(fullQ);
 			iq++;
 			const int ntiles = (it.nkeys + BN - 1) / BN;
-			const int32_t *klist = SPARSE ? p.sidx + it.kbase : nullptr;
+			const int32_t *klist = SPARSE ? head_sidx(p, it.h) + it.kbase : nullptr;
 			if constexpr (SPARSE && FAST) {
 				/* list entries one tile ahead, rows by shuffle: no dependent load before a copy */
 				const int myr = tile_lane_row<D, 128>(tid);

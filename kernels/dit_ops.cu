@@ -439,10 +439,12 @@ add_gated_kernel(float *__restrict__ x, const float *__restrict__ y, const float
 	}
 }
 
-__global__ void to_bf16_kernel(const float *__restrict__ x, uint16_t *__restrict__ y, size_t n)
+/* y (rows of cols, row stride ldy) = bf16(x (n = rows * cols, contiguous)) */
+__global__ void to_bf16_kernel(const float *__restrict__ x, uint16_t *__restrict__ y, size_t n, size_t cols,
+			       size_t ldy)
 {
 	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x)
-		y[e] = to_bf16(x[e]);
+		y[e / cols * ldy + e % cols] = to_bf16(x[e]);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -629,6 +631,18 @@ extern "C" int dg_dit_add_gated(float *x, const float *y, const float *gate, int
 extern "C" int dg_to_bf16(const float *x, uint16_t *y, uint64_t n, dg_stream stream)
 {
 	if (n)
-		to_bf16_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(x, y, n);
+		to_bf16_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(x, y, n, n, n);
 	return launched("to_bf16");
+}
+
+extern "C" int dg_to_bf16_rows(const float *x, int rows, int cols, uint16_t *y, int ldy, dg_stream stream)
+{
+	if (rows < 0 || cols < 1 || ldy < cols) {
+		fprintf(stderr, "to_bf16_rows: %d rows of %d, row stride %d\n", rows, cols, ldy);
+		return -1;
+	}
+	const size_t n = (size_t)rows * cols;
+	if (n)
+		to_bf16_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(x, y, n, cols, ldy);
+	return launched("to_bf16_rows");
 }

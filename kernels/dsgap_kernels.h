@@ -43,8 +43,10 @@ typedef struct CUstream_st *dg_stream;
 int dg_flash_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 		 float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
 
-/* Dense attention of nq queries against nk keys per head (cross-attention): q (heads, nq, d),
- * k v (heads, nk, d) bf16, o (heads, nq, d), lse (heads, nq); otherwise as dg_flash_fwd, fast mode. */
+/* Dense attention of nq queries against nk keys per head (the DiT's self- and cross-attention):
+ * q (heads, nq, d), k v (heads, nk, d) bf16; o token-major (nq, heads*d), head h in columns
+ * h*d .. h*d+d-1 (the heads merged, as the output projection reads them), lse (heads, nq);
+ * otherwise as dg_flash_fwd, fast mode. */
 int dg_flash_fwd_kv(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int nq, int nk, int d,
 		    float *o_f32, uint16_t *o_bf16, float *lse, dg_stream stream);
 
@@ -62,6 +64,27 @@ int dg_sparse_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int h
 		  const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 		  const int32_t *sidx, const float *residual, const float *lse_ref, float *o,
 		  float *mass, int precise, dg_stream stream);
+
+/* One head's groups, key lists and residual ((n, d) fp32, or NULL), where they live apart from the
+ * other heads' (dg_sparse_fwd_heads). Device pointers; the layouts of dg_sparse_fwd for one head. */
+typedef struct {
+	const int32_t *perm, *goff;
+	const int64_t *soff;
+	const int32_t *sidx;
+	const float *residual;
+} dg_sparse_head;
+#define DG_SPARSE_HEADS_MAX 48
+
+/*
+ * dg_sparse_fwd of `heads` (1 .. DG_SPARSE_HEADS_MAX) heads in one launch, each with its own
+ * metadata and residual (tab[h], an array in host memory, passed by value; every head ngroups
+ * groups): q, k, v (heads, n, d) bf16; output bf16 token-major, head h's query r at
+ * o16[r * ldo + h * d] (ldo >= heads * d, even; the heads merged, as the DiT's output projection
+ * reads them). The DiT's sparse calls: one launch for a site's heads.
+ */
+int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+			const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
+			dg_stream stream);
 
 /*
  * Numbered versions (tuning and tests; the two launchers above run version 0 = the promoted one;
@@ -174,6 +197,8 @@ int dg_dit_gelu_tanh(float *x, uint64_t n, uint16_t *x16, dg_stream stream);
 int dg_dit_add_gated(float *x, const float *y, const float *gate, int m, int n, uint16_t *x16, dg_stream stream);
 /* y = bf16(x), round to nearest even */
 int dg_to_bf16(const float *x, uint16_t *y, uint64_t n, dg_stream stream);
+/* y (rows of cols, row stride ldy) = bf16(x (rows, cols)): a head's columns of a merged buffer */
+int dg_to_bf16_rows(const float *x, int rows, int cols, uint16_t *y, int ldy, dg_stream stream);
 
 #ifdef __cplusplus
 }

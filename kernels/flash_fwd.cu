@@ -66,9 +66,9 @@ template <int D, bool PR> static int flash_run(int ver, const dg_attn_params &p,
 	return -1;
 }
 
-/* n queries against nk keys per head (nk = n: self-attention) */
+/* n queries against nk keys per head (nk = n: self-attention); merged: o token-major (n, heads*d) */
 static int flash_fwd(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int nk,
-		     int d, float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream)
+		     int d, float *o_f32, uint16_t *o_bf16, float *lse, int precise, bool merged, dg_stream stream)
 {
 	if (version == 0)
 		version = FLASH_BEST;
@@ -96,6 +96,7 @@ static int flash_fwd(int version, const uint16_t *q, const uint16_t *k, const ui
 	p.scale_log2 = (float)(1.4426950408889634 / sqrt((double)d));
 	p.o_f32 = o_f32;
 	p.o_bf16 = reinterpret_cast<bf16 *>(o_bf16);
+	p.ldo = merged ? heads * d : 0;
 	p.lse = lse;
 	cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
 	if (precise)
@@ -106,13 +107,13 @@ static int flash_fwd(int version, const uint16_t *q, const uint16_t *k, const ui
 extern "C" int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
 			      int d, float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream)
 {
-	return flash_fwd(version, q, k, v, heads, n, n, d, o_f32, o_bf16, lse, precise, stream);
+	return flash_fwd(version, q, k, v, heads, n, n, d, o_f32, o_bf16, lse, precise, false, stream);
 }
 
 extern "C" int dg_flash_fwd_kv(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int nq, int nk,
 			       int d, float *o_f32, uint16_t *o_bf16, float *lse, dg_stream stream)
 {
-	return flash_fwd(0, q, k, v, heads, nq, nk, d, o_f32, o_bf16, lse, 0, stream); /* fast mode (closed loop) */
+	return flash_fwd(0, q, k, v, heads, nq, nk, d, o_f32, o_bf16, lse, 0, true, stream); /* fast mode (closed loop) */
 }
 
 extern "C" int dg_flash_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,

@@ -55,11 +55,11 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 	if (gw >= (long long)p.ngroups * p.heads)
 		return;
 	const int h = (int)(gw / p.ngroups), g = (int)(gw % p.ngroups);
-	const size_t gb = (size_t)h * (p.ngroups + 1);
-	const int q0 = __ldg(p.goff + gb + g), qn = __ldg(p.goff + gb + g + 1) - q0;
+	const int32_t *goff = head_goff(p, h);
+	const int q0 = __ldg(goff + g), qn = __ldg(goff + g + 1) - q0;
 	if (qn <= 0 || qn > p.small_max)
 		return;
-	const int32_t *perm = p.perm + (size_t)h * p.n + q0;
+	const int32_t *perm = head_perm(p, h) + q0, *sidx = head_sidx(p, h);
 	const size_t hoff = (size_t)h * p.n * D;
 	const float sl2 = p.scale_log2;
 	for (int qi = 0; qi < qn; qi++) {
@@ -77,12 +77,13 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 		for (int e = 0; e < DPL; e++)
 			o[qi][e] = 0.f;
 	}
-	const long long s0 = __ldg(p.soff + gb + g), s1 = __ldg(p.soff + gb + g + 1);
+	const int64_t *soff = head_soff(p, h);
+	const long long s0 = __ldg(soff + g), s1 = __ldg(soff + g + 1);
 	const bf16 *kh = p.k + hoff, *vh = p.v + hoff;
 	for (long long base = s0; base < s1; base += 32) {
 		const int cnt = (int)min(32LL, s1 - base);
 		const bool valid = lane < cnt;
-		const int key = valid ? __ldg(p.sidx + base + lane) : 0;
+		const int key = valid ? __ldg(sidx + base + lane) : 0;
 		ks[warp][lane] = key;
 		float s[MAXQ];
 #pragma unroll
@@ -173,16 +174,22 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 		}
 		__syncwarp();
 	}
+	const float *hres = head_residual<D>(p, h);
 #pragma unroll
 	for (int qi = 0; qi < MAXQ; qi++) {
 		if (qi < qn) {
-			const size_t ri = (size_t)h * p.n + __ldg(perm + qi);
+			const int row = __ldg(perm + qi);
+			const size_t ri = (size_t)h * p.n + row, oi = out_offset<D>(p, h, row) + lane * DPL;
 			const float inv = l[qi] > 0.f ? 1.f / l[qi] : 0.f;
-			float *dst = p.o + ri * D + lane * DPL;
-			const float *res = p.residual ? p.residual + ri * D + lane * DPL : nullptr;
+			const float *res = hres ? hres + (size_t)row * D + lane * DPL : nullptr;
 #pragma unroll
-			for (int e = 0; e < DPL; e++)
-				dst[e] = o[qi][e] * inv + (res ? __ldg(res + e) : 0.f);
+			for (int e = 0; e < DPL; e++) {
+				const float v = o[qi][e] * inv + (res ? __ldg(res + e) : 0.f);
+				if (p.o_f32)
+					p.o_f32[oi + e] = v;
+				else
+					p.o_bf16[oi + e] = __float2bfloat16_rn(v);
+			}
 			if (lane == 0 && p.mass && p.lse_ref)
 				p.mass[ri] = dg_mass(l[qi], m[qi], __ldg(p.lse_ref + ri));
 		}
@@ -266,10 +273,9 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 	return dg_launch(op, dg_sparse_small_kernel<D>, sgrid, 32 * SMALL_WARPS, 0, p, st);
 }
 
-extern "C" int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
-			       int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
-			       const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
-			       int precise, dg_stream stream)
+/* the launch of either launcher: version checked, p filled but for the common fields */
+static int sparse_launch(int version, dg_attn_params &p, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+			 int heads, int n, int d, int ngroups, int precise, dg_stream stream)
 {
 	if (version == 0)
 		version = SPARSE_BEST;
@@ -279,12 +285,31 @@ extern "C" int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k
 	}
 	if (dg_check_qkv("sparse_fwd", q, k, v, heads, n, d))
 		return -1;
-	if (!perm || !goff || !soff || !sidx || !o) {
-		fprintf(stderr, "sparse_fwd: perm, goff, soff, sidx and o must not be NULL\n");
-		return -1;
-	}
 	if (ngroups < 1 || (long long)ngroups * heads > 2147483647LL) {
 		fprintf(stderr, "sparse_fwd: bad group count %d\n", ngroups);
+		return -1;
+	}
+	p.q = reinterpret_cast<const bf16 *>(q);
+	p.k = reinterpret_cast<const bf16 *>(k);
+	p.v = reinterpret_cast<const bf16 *>(v);
+	p.heads = heads;
+	p.n = n;
+	p.scale_log2 = (float)(1.4426950408889634 / sqrt((double)d));
+	p.ngroups = ngroups;
+	p.small_max = DG_SPARSE_SMALL_GROUP;
+	cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
+	if (precise)
+		return d == 128 ? sparse_run<128, true>(version, p, st) : sparse_run<64, true>(version, p, st);
+	return d == 128 ? sparse_run<128, false>(version, p, st) : sparse_run<64, false>(version, p, st);
+}
+
+extern "C" int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
+			       int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
+			       const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
+			       int precise, dg_stream stream)
+{
+	if (!perm || !goff || !soff || !sidx || !o) {
+		fprintf(stderr, "sparse_fwd: perm, goff, soff, sidx and o must not be NULL\n");
 		return -1;
 	}
 	if (mass && !lse_ref) {
@@ -296,26 +321,43 @@ extern "C" int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k
 		return -1;
 	}
 	dg_attn_params p = {};
-	p.q = reinterpret_cast<const bf16 *>(q);
-	p.k = reinterpret_cast<const bf16 *>(k);
-	p.v = reinterpret_cast<const bf16 *>(v);
-	p.heads = heads;
-	p.n = n;
-	p.scale_log2 = (float)(1.4426950408889634 / sqrt((double)d));
 	p.perm = perm;
 	p.goff = goff;
-	p.ngroups = ngroups;
 	p.soff = soff;
 	p.sidx = sidx;
 	p.residual = residual;
 	p.lse_ref = lse_ref;
-	p.o = o;
+	p.o_f32 = o;
 	p.mass = mass;
-	p.small_max = DG_SPARSE_SMALL_GROUP;
-	cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-	if (precise)
-		return d == 128 ? sparse_run<128, true>(version, p, st) : sparse_run<64, true>(version, p, st);
-	return d == 128 ? sparse_run<128, false>(version, p, st) : sparse_run<64, false>(version, p, st);
+	return sparse_launch(version, p, q, k, v, heads, n, d, ngroups, precise, stream);
+}
+
+extern "C" int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+				   const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
+				   dg_stream stream)
+{
+	if (heads < 1 || heads > DG_SPARSE_HEADS_MAX || !tab || !o16) {
+		fprintf(stderr, "sparse_fwd_heads: %d heads (1..%d), tab and o16 needed\n", heads, DG_SPARSE_HEADS_MAX);
+		return -1;
+	}
+	if (ldo < heads * d || (ldo & 1) || ((uintptr_t)o16 & 3)) {
+		fprintf(stderr, "sparse_fwd_heads: row stride %d below %d x %d, odd, or o16 not 4-byte aligned\n", ldo,
+			heads, d);
+		return -1;
+	}
+	dg_attn_params p = {};
+	for (int h = 0; h < heads; h++) {
+		const dg_sparse_head &t = tab[h];
+		if (!t.perm || !t.goff || !t.soff || !t.sidx || ((uintptr_t)t.residual & 7)) {
+			fprintf(stderr, "sparse_fwd_heads: head %d: perm, goff, soff, sidx missing or residual misaligned\n", h);
+			return -1;
+		}
+		p.tab[h] = t;
+	}
+	p.ntab = heads;
+	p.o_bf16 = reinterpret_cast<bf16 *>(o16);
+	p.ldo = ldo;
+	return sparse_launch(0, p, q, k, v, heads, n, d, ngroups, precise, stream);
 }
 
 extern "C" int dg_sparse_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,

@@ -54,10 +54,14 @@ struct dg_backend {
 	void (*load_device)(dg_backend *, const float *q, const float *k, const float *v);
 	/* Optional (NULL: use load_device). load_device with the bf16 copies q16, k16, v16 (n, d) of
 	 * q, k, v read in place of a conversion (q names the unit for prefetch_groups), and the unit's
-	 * attend outputs written straight into o (n, d), where the backend computes (output_device
-	 * into o then only orders). q16.. must stay unchanged until output_device. */
+	 * output, dense or not, going to o16 in bf16 (n rows of d, row stride ldo; a head's columns of
+	 * the DiT's merged attention output), where the backend computes: output_device writes it
+	 * there (its o unused), or only orders where attend wrote there already. q16.. must stay
+	 * unchanged, and o16 unread, until output_device's order holds, which may be as late as the
+	 * next phases call (the GPU backend batches the sparse attention of consecutive units whose
+	 * buffers are consecutive heads into one launch there). */
 	void (*load_device_bf16)(dg_backend *, const float *q, const uint16_t *q16, const uint16_t *k16,
-				 const uint16_t *v16, float *o);
+				 const uint16_t *v16, uint16_t *o16, int ldo);
 	/* Optional (NULL: nothing ahead). A hint before loads: the units whose Q buffers are q[0 ..
 	 * count) ((n, d) fp32 each; on the host, or where the backend computes if device) will be loaded
 	 * (load or load_device from the same q pointer, in any order) and grouped by this kind. The
@@ -110,7 +114,8 @@ struct dg_backend {
 	/* o (n, d) on the host = the dense O (dense), or the output (out) of the last attend. */
 	void (*output)(dg_backend *, bool dense, float *o);
 	/* The same into o (n, d) where the backend computes (device memory on the GPU), ordered before
-	 * the DiT op table's later work (on the GPU: its default stream waits for the copy). */
+	 * the DiT op table's later work (on the GPU: its default stream waits for the copy); after
+	 * load_device_bf16, into its o16 instead. */
 	void (*output_device)(dg_backend *, bool dense, float *o);
 	void (*groups_free)(dg_backend *, dg_bgroups *);
 	void (*scores_free)(dg_backend *, dg_bscores *);

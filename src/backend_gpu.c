@@ -9,7 +9,11 @@
  * stream, all hinted units in one batched call (its chain of small kernels is latency bound, so
  * twelve heads cost little more than one), overlapping whatever runs meanwhile, and are joined by
  * an event when groups() takes one. Device loads (load_device) and outputs (output_device) are
- * ordered against the DiT op table's default stream by events, without waiting on the host. Handles and the
+ * ordered against the DiT op table's default stream by events, without waiting on the host. The
+ * DiT's sparse calls (a cached residual added in the kernel's epilogue, the output written in bf16
+ * straight into the table's merged buffer) wait in a batch while their units are consecutive heads
+ * of the same buffers, and go as one launch (dg_sparse_fwd_heads) when any other primitive, or
+ * phases, needs the stream: one launch per site instead of one per head. Handles and the
  * kernels' scratch come from the device's stream-ordered pool (cudaMallocAsync), which keeps freed
  * memory cached.
  * A sparse output is kept with the ids of its grouping and selection, so that policies sharing a
@@ -72,8 +76,18 @@ typedef struct {
 	uint16_t *hq;            /* pinned bf16 staging (3, n, d) */
 	uint16_t *bq, *bk, *bv;  /* device bf16 (n, d): the unit as loaded by load or load_device */
 	const uint16_t *dq, *dk, *dv; /* the loaded unit: bq.. or the caller's bf16 (load_device_bf16) */
-	float *o_ref, *lse, *out, *o_sp, *mass; /* device; out: out_own, or the caller's (load_device_bf16) */
-	float *out_own;
+	float *o_ref, *lse, *out, *o_sp, *mass; /* device */
+	uint16_t *o16;           /* load_device_bf16's output (row stride ldo), or NULL */
+	int ldo;
+	long batched;            /* the unit whose sparse output waits in the batch */
+	struct {                 /* sparse attends of consecutive heads waiting for one launch (flush) */
+		int count, ngroups;
+		bool precise;
+		const uint16_t *q, *k, *v; /* the first head's; head i's are i (n, d) further */
+		uint16_t *o16;             /* the first head's; head i's columns are i d further */
+		int ldo;
+		dg_sparse_head tab[DG_SPARSE_HEADS_MAX];
+	} batch;
 	double *dmet;            /* device (6) */
 	float *h_lse;            /* host copy, for the host twin of the per-query top-p */
 	cudaStream_t stream;
@@ -104,6 +118,8 @@ typedef struct {
 	double pacc[DG_PHASE_COUNT];
 } gpu;
 
+static void flush(dg_backend *be);
+
 /* device memory from the stream-ordered pool, in the order of stream st (dmalloc: the main
  * stream), freed in the order of the main stream */
 static void *dmalloc_on(cudaStream_t st, size_t bytes)
@@ -129,6 +145,7 @@ static void gpu_groups_free(dg_backend *be, dg_bgroups *bg)
 {
 	if (!bg)
 		return;
+	flush(be);
 	dg_groups_free(&bg->g);
 	dfree(be->impl, bg->perm);
 	dfree(be->impl, bg->off);
@@ -177,6 +194,7 @@ static void phase_end(gpu *g, dg_phase ph)
 static void gpu_phases(dg_backend *be, double s[DG_PHASE_COUNT])
 {
 	gpu *g = be->impl;
+	flush(be);
 	if (!s) {
 		CUDA_CHECK(cudaStreamSynchronize(g->side));
 		CUDA_CHECK(cudaStreamSynchronize(g->stream));
@@ -194,12 +212,50 @@ static void gpu_phases(dg_backend *be, double s[DG_PHASE_COUNT])
 	}
 }
 
+/* the batched sparse attends in one launch, then the DiT op table's stream waits for it */
+static void flush(dg_backend *be)
+{
+	gpu *g = be->impl;
+	if (!g->batch.count)
+		return;
+	phase_begin(g);
+	KERNEL_CHECK(dg_sparse_fwd_heads(g->batch.q, g->batch.k, g->batch.v, g->batch.count, be->n, be->d, g->batch.tab,
+					 g->batch.ngroups, g->batch.o16, g->batch.ldo, g->batch.precise,
+					 (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_ATTEND);
+	CUDA_CHECK(cudaEventRecord(g->ev_out, g->stream));
+	CUDA_CHECK(cudaStreamWaitEvent(0, g->ev_out, 0));
+	g->batch.count = 0;
+}
+
+/* the loaded unit's sparse attention with its cached residual into o16, joining the batch when it
+ * is the next head of the batch's buffers */
+static void batch_add(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, const dg_bvec *residual)
+{
+	gpu *g = be->impl;
+	size_t hs = (size_t)be->n * be->d;
+	int c = g->batch.count;
+	bool next = c < DG_SPARSE_HEADS_MAX && g->batch.ngroups == bg->g.ngroups && g->batch.precise == be->precise &&
+		    g->batch.ldo == g->ldo && g->dq == g->batch.q + c * hs && g->dk == g->batch.k + c * hs &&
+		    g->dv == g->batch.v + c * hs && g->o16 == g->batch.o16 + (size_t)c * be->d;
+	if (c && !next)
+		flush(be);
+	if (!g->batch.count) {
+		g->batch.ngroups = bg->g.ngroups, g->batch.precise = be->precise;
+		g->batch.q = g->dq, g->batch.k = g->dk, g->batch.v = g->dv;
+		g->batch.o16 = g->o16, g->batch.ldo = g->ldo;
+	}
+	g->batch.tab[g->batch.count++] = (dg_sparse_head){ bg->perm, bg->off, sel->off, sel->idx, residual->x };
+	g->batched = g->unit;
+}
+
 /* a grouping made ahead and not taken: freed in the main stream's order, after the side's work */
 static void ahead_free(dg_backend *be, dg_bgroups *bg)
 {
 	gpu *g = be->impl;
 	if (!bg)
 		return;
+	flush(be);
 	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_ahead, 0));
 	gpu_groups_free(be, bg);
 }
@@ -212,7 +268,7 @@ static void unit_begin(dg_backend *be, const float *q)
 	ahead_free(be, g->ahead.cur);
 	g->ahead.cur = NULL;
 	g->unit++; /* a kept sparse output belongs to the previous unit */
-	g->out = g->out_own;
+	g->o16 = NULL;
 	for (int i = 0; i < g->ahead.count; i++)
 		if (g->ahead.q[i] == q) {
 			g->ahead.cur = g->ahead.bg[i];
@@ -226,6 +282,7 @@ static void gpu_load(dg_backend *be, const float *q, const float *k, const float
 {
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
+	flush(be);
 	unit_begin(be, q);
 	g->q = q, g->k = k, g->v = v;
 	const float *src[3] = { q, k, v };
@@ -247,6 +304,7 @@ static void gpu_load_device(dg_backend *be, const float *q, const float *k, cons
 {
 	gpu *g = be->impl;
 	size_t nd = (size_t)be->n * be->d;
+	flush(be);
 	unit_begin(be, q);
 	g->q = g->k = g->v = NULL;
 	CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
@@ -257,10 +315,10 @@ static void gpu_load_device(dg_backend *be, const float *q, const float *k, cons
 	g->dq = g->bq, g->dk = g->bk, g->dv = g->bv;
 }
 
-/* as load_device, the bf16 copies read in place (no conversion pass); the caller keeps them
- * unchanged until its default stream has waited for this unit's output */
+/* as load_device, the bf16 copies read in place (no conversion pass) and the output going to o16;
+ * the caller keeps them unchanged until its default stream has waited for this unit's output */
 static void gpu_load_device_bf16(dg_backend *be, const float *q, const uint16_t *q16, const uint16_t *k16,
-				 const uint16_t *v16, float *o)
+				 const uint16_t *v16, uint16_t *o16, int ldo)
 {
 	gpu *g = be->impl;
 	unit_begin(be, q);
@@ -268,7 +326,7 @@ static void gpu_load_device_bf16(dg_backend *be, const float *q, const uint16_t 
 	CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
 	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_legacy, 0));
 	g->dq = q16, g->dk = k16, g->dv = v16;
-	g->out = o;
+	g->o16 = o16, g->ldo = ldo;
 }
 
 /* device time of the work enqueued between timed_begin and timed_end (which waits for it) */
@@ -289,6 +347,7 @@ static double timed_end(gpu *g)
 static double gpu_dense(dg_backend *be)
 {
 	gpu *g = be->impl;
+	flush(be);
 	timed_begin(g);
 	KERNEL_CHECK(dg_flash_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, g->o_ref, NULL, g->lse, be->precise,
 				  (dg_stream)g->stream));
@@ -369,6 +428,7 @@ static void gpu_prefetch_groups(dg_backend *be, dg_group_kind kind, int count, c
 				const uint16_t *const *q16, bool device)
 {
 	gpu *g = be->impl;
+	flush(be);
 	if (kind != DG_GROUP_PCA || count < 1)
 		return;
 	for (int i = 0; i < g->ahead.count; i++)
@@ -398,6 +458,7 @@ static void gpu_prefetch_groups(dg_backend *be, dg_group_kind kind, int count, c
 static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
 {
 	gpu *g = be->impl;
+	flush(be);
 	if (kind == DG_GROUP_PCA && g->ahead.cur) { /* made ahead: the main stream waits for it */
 		dg_bgroups *bg = g->ahead.cur;
 		CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_ahead, 0));
@@ -500,6 +561,7 @@ static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 		      const dg_budget *const *qb, dg_bsel **qsel, int nq)
 {
 	gpu *g = be->impl;
+	flush(be);
 	int n = be->n, nb = (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE;
 	phase_begin(g);
 	for (int a = 0; a < nacc; a++) {
@@ -538,6 +600,7 @@ static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 static dg_bscores *gpu_pooled(dg_backend *be, dg_bgroups *bg, dg_kv_kind kv)
 {
 	gpu *g = be->impl;
+	flush(be);
 	int cols = kv == DG_KV_BLOCK ? (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : be->n;
 	dg_bscores *s = scores_new(g, bg->g.ngroups, cols);
 	phase_begin(g);
@@ -550,6 +613,7 @@ static dg_bscores *gpu_pooled(dg_backend *be, dg_bgroups *bg, dg_kv_kind kv)
 /* the block sums were made with the token scores: a view of them */
 static dg_bscores *gpu_to_blocks(dg_backend *be, const dg_bscores *t)
 {
+	flush(be);
 	dg_bscores *view = dg_malloc(sizeof *view);
 	*view = *t->blocks;
 	view->owned = 0;
@@ -560,6 +624,7 @@ static dg_bscores *gpu_to_blocks(dg_backend *be, const dg_bscores *t)
 static dg_bsel *gpu_select(dg_backend *be, const dg_bgroups *bg, const dg_bscores *sc, const dg_budget *b)
 {
 	gpu *g = be->impl;
+	flush(be);
 	int kv = b->kv == DG_KV_BLOCK, budget = b->budget == DG_BUDGET_TOPP, ng = bg->g.ngroups;
 	int64_t cap = dg_select_keys_cap(ng, be->n, kv, budget, b->rho, b->sink_lo, b->sink_hi);
 	dg_bsel *s;
@@ -622,24 +687,31 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 		*new_residual = dg_malloc(sizeof(dg_bvec));
 		(*new_residual)->x = dmalloc(g, nd * 4);
 	}
-	phase_begin(g);
 	double s = 0;
-	if (residual && !new_residual && !seconds) {
+	bool fused = residual && !new_residual && !seconds && !m;
+	if (fused && g->o16) {
+		batch_add(be, bg, sel, residual);
+	} else if (fused) {
 		/* out = O_sparse + R from the kernel's epilogue (a reuse step of a cached residual: the DiT's
 		 * sparse calls): no O_sparse pass through memory, so none is kept for this unit */
+		flush(be);
+		phase_begin(g);
 		KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
 					   sel->off, sel->idx, residual->x, g->lse, g->out, g->mass, be->precise,
 					   (dg_stream)g->stream));
 		g->kept.unit = -1;
+		phase_end(g, DG_PHASE_ATTEND);
 	} else {
+		flush(be);
+		phase_begin(g);
 		s = sparse_out(be, bg, sel, seconds != NULL);
 		/* out = O_sparse + old residual; the new residual needs O_sparse alone */
 		KERNEL_CHECK(dg_residual_update(g->o_ref, g->o_sp, residual ? residual->x : NULL, g->out,
 						new_residual ? (*new_residual)->x : NULL, nd, (dg_stream)g->stream));
+		if (m)
+			out_metrics(be, m);
+		phase_end(g, DG_PHASE_ATTEND);
 	}
-	if (m)
-		out_metrics(be, m);
-	phase_end(g, DG_PHASE_ATTEND);
 	if (seconds)
 		*seconds = s;
 	const int64_t *hoff = sel_hoff(g, sel);
@@ -655,6 +727,7 @@ static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, cons
 		    dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel)
 {
 	gpu *g = be->impl;
+	flush(be);
 	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
 	dg_selection h;
 	if (dg_peer_metadata(g->q, g->k, be->n, be->d, p, b, grid, text, state, &bg->g, &h)) {
@@ -673,6 +746,7 @@ static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, cons
 static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, int block, dg_metrics *m)
 {
 	gpu *g = be->impl;
+	flush(be);
 	size_t nd = (size_t)be->n * be->d;
 	float *out = dg_malloc(nd * 4), *mass = dg_malloc((size_t)be->n * 4);
 	const int64_t *hoff = sel_hoff(g, (dg_bsel *)sel);
@@ -693,18 +767,25 @@ static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel,
 static void gpu_output(dg_backend *be, bool dense, float *o)
 {
 	gpu *g = be->impl;
+	flush(be);
 	CUDA_CHECK(cudaMemcpyAsync(o, dense ? g->o_ref : g->out, (size_t)be->n * be->d * 4,
 				   cudaMemcpyDeviceToHost, g->stream));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 }
 
-/* into a device buffer that the DiT engine's op table reads next on the default stream (no copy
- * where attend wrote there already): that stream waits for it by an event */
+/* into a device buffer that the DiT engine's op table reads next on the default stream, or into
+ * load_device_bf16's o16 in bf16 (nothing to do where attend's batch writes there): that stream
+ * waits for it by an event */
 static void gpu_output_device(dg_backend *be, bool dense, float *o)
 {
 	gpu *g = be->impl;
+	if (!dense && g->batched == g->unit)
+		return; /* in the batch: flush orders it */
+	flush(be);
 	const float *src = dense ? g->o_ref : g->out;
-	if (src != o)
+	if (g->o16)
+		KERNEL_CHECK(dg_to_bf16_rows(src, be->n, be->d, g->o16, g->ldo, (dg_stream)g->stream));
+	else
 		CUDA_CHECK(cudaMemcpyAsync(o, src, (size_t)be->n * be->d * 4, cudaMemcpyDeviceToDevice, g->stream));
 	CUDA_CHECK(cudaEventRecord(g->ev_out, g->stream));
 	CUDA_CHECK(cudaStreamWaitEvent(0, g->ev_out, 0));
@@ -714,6 +795,7 @@ static void gpu_scores_free(dg_backend *be, dg_bscores *s)
 {
 	if (!s)
 		return;
+	flush(be);
 	if (s->owned)
 		dfree(be->impl, s->s);
 	gpu_scores_free(be, s->blocks);
@@ -724,6 +806,7 @@ static void gpu_sel_free(dg_backend *be, dg_bsel *s)
 {
 	if (!s)
 		return;
+	flush(be);
 	free(s->hoff);
 	dfree(be->impl, s->off);
 	dfree(be->impl, s->idx);
@@ -734,6 +817,7 @@ static void gpu_vec_free(dg_backend *be, dg_bvec *v)
 {
 	if (!v)
 		return;
+	flush(be);
 	dfree(be->impl, v->x);
 	free(v);
 }
@@ -741,6 +825,7 @@ static void gpu_vec_free(dg_backend *be, dg_bvec *v)
 static void gpu_destroy(dg_backend *be)
 {
 	gpu *g = be->impl;
+	flush(be);
 	CUDA_CHECK(cudaStreamSynchronize(g->side));
 	for (int i = 0; i < g->ahead.count; i++)
 		gpu_groups_free(be, g->ahead.bg[i]);
@@ -750,7 +835,7 @@ static void gpu_destroy(dg_backend *be)
 	if (g->ahead.hq)
 		CUDA_CHECK(cudaFreeHost(g->ahead.hq));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
-	void *dev[] = { g->o_ref, g->lse, g->out_own, g->o_sp, g->mass, g->dmet, g->bq, g->bk, g->bv };
+	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->bq, g->bk, g->bv };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		dfree(g, dev[i]);
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
@@ -802,6 +887,7 @@ dg_backend *dg_backend_gpu(int n, int d)
 	CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
 	CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
 	g->kept.unit = -1;
+	g->batched = -1;
 	CUDA_CHECK(cudaEventCreate(&g->ev[0]));
 	CUDA_CHECK(cudaEventCreate(&g->ev[1]));
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_legacy, cudaEventDisableTiming));
@@ -811,7 +897,7 @@ dg_backend *dg_backend_gpu(int n, int d)
 	CUDA_CHECK(cudaMallocHost((void **)&g->h_lse, (size_t)n * 4));
 	g->bq = dmalloc(g, nd * 2), g->bk = dmalloc(g, nd * 2), g->bv = dmalloc(g, nd * 2);
 	g->dq = g->bq, g->dk = g->bk, g->dv = g->bv;
-	g->o_ref = dmalloc(g, nd * 4), g->out = g->out_own = dmalloc(g, nd * 4), g->o_sp = dmalloc(g, nd * 4);
+	g->o_ref = dmalloc(g, nd * 4), g->out = dmalloc(g, nd * 4), g->o_sp = dmalloc(g, nd * 4);
 	g->lse = dmalloc(g, (size_t)n * 4), g->mass = dmalloc(g, (size_t)n * 4), g->dmet = dmalloc(g, 6 * 8);
 	*be = (dg_backend){ .name = "gpu", .n = n, .d = d, .impl = g, .load = gpu_load, .load_device = gpu_load_device,
 			    .load_device_bf16 = gpu_load_device_bf16,

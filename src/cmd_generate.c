@@ -213,6 +213,8 @@ int dg_cmd_generate(int argc, char **argv)
 		/* device time of the op table (GPU): GEMMs, attention through the table, the elementwise
 		 * ops in all and by kind */
 		cJSON_AddNumberToObject(r, "transformer_s", res[i].st.ss.transformer_s);
+		cJSON_AddNumberToObject(r, "forwards", res[i].st.ss.forwards);
+		cJSON_AddNumberToObject(r, "shared_forwards", res[i].st.ss.shared_forwards);
 		cJSON_AddNumberToObject(r, "gemm_s", res[i].st.ss.op_seconds[DG_WAN_OPK_LINEAR]);
 		cJSON_AddNumberToObject(r, "table_attention_s", res[i].st.ss.op_seconds[DG_WAN_OPK_ATTENTION]);
 		const double *os = res[i].st.ss.op_seconds;

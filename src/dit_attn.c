@@ -2,11 +2,13 @@
  * dit_attn.c: the DiT engine's self-attention entry point: capture hook, then dense, or a sparse
  * policy in the closed loop as runs of policy_run.h, one per (pass, layer, head) (dit_attn.h).
  * The policy's backend is the op table's own kind: the CPU backend for the CPU table, the GPU
- * backend for the GPU table, which loads Q/K/V from the table's device buffers and writes the
- * output back into one (load_device, output_device; the table's bf16 copies of Q/K/V read in place
- * where it has them, load_device_bf16); only policies whose primitives run a host
- * twin on the unit go through host copies. The dense pass of a unit is skipped where no run
- * reads it (dg_policy_run_needs_dense).
+ * backend for the GPU table, which loads Q/K/V from the table's device buffers (load_device) and
+ * writes the heads' outputs into a buffer of it (output_device), merged after (from_heads); where
+ * the table has bf16 Q/K/V and a bf16 merged output buffer (its operand buffers), the backend reads
+ * those in place and writes each head's output straight into its columns of the merged buffer
+ * (load_device_bf16; the GPU backend then also makes the site's sparse attention one launch for all
+ * heads). Only policies whose primitives run a host twin on the unit go through host copies. The
+ * dense pass of a unit is skipped where no run reads it (dg_policy_run_needs_dense).
  */
 #include "dit_attn.h"
 
@@ -24,6 +26,8 @@ struct dg_dit_attn {
 	dg_backend *be;      /* a sparse policy: where it runs; NULL for dense */
 	bool host_unit;      /* the GPU backend needs the unit on the host too (needs_host_unit) */
 	float *hq, *hk, *hv; /* host copies of q, k, v (heads, n, d): capture on a device, host_unit */
+	float *oh;           /* (heads, n, d) in the table: the heads' outputs where the backend cannot
+			      * write the merged buffer itself */
 	dg_policy policy;
 	dg_schedule sched;
 	int grid[3], n, d, layers, heads, passes;
@@ -106,10 +110,17 @@ void dg_dit_attn_free(dg_dit_attn *a)
 	}
 	free(a->runs);
 	free(a->hq), free(a->hk), free(a->hv);
+	if (a->oh)
+		a->ops->release(a->ops, a->oh);
 	free(a);
 }
 
 void dg_dit_attn_get_stats(const dg_dit_attn *a, dg_dit_attn_stats *s) { *s = a->stats; }
+
+bool dg_dit_attn_passes_agree(const dg_dit_attn *a, int layer)
+{
+	return !a || (!a->capture && (!a->be || dg_schedule_dense_layer(&a->sched, layer)));
+}
 
 /* q, k, v (heads, n, d) of the table's device buffers into the host copies */
 static void to_host(dg_dit_attn *a, const float *q, const float *k, const float *v)
@@ -125,7 +136,7 @@ static void to_host(dg_dit_attn *a, const float *q, const float *k, const float 
 }
 
 int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, const float *k,
-		     const float *v, float *o)
+		     const float *v, float *out)
 {
 	DG_ASSERT(s->layer >= 0 && s->layer < a->layers && s->pass >= 0 && s->pass < a->passes);
 	int n = a->n, d = a->d, H = a->heads;
@@ -149,7 +160,7 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 	a->stats.calls += H;
 	a->stats.full_pairs += H * full;
 	if (!policy) {
-		ops->attention(ops, q, k, v, H, n, n, d, o, NULL);
+		ops->attention(ops, q, k, v, H, n, n, d, out);
 		a->stats.pairs += H * full;
 	}
 	size_t hs = (size_t)n * d;
@@ -164,6 +175,11 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 			b16[t] = ops->bf16(ops, src[t], (size_t)H * hs);
 	}
 	bool in_place = b16[0] && b16[1] && b16[2];
+	/* the heads' outputs: straight into the merged buffer's bf16 storage (in place), else into oh
+	 * and merged after */
+	uint16_t *out16 = in_place ? ops->bf16(ops, out, (size_t)H * hs) : NULL;
+	if (policy && !out16 && !a->oh)
+		a->oh = ops->alloc(ops, (size_t)H * hs);
 	if (policy && a->be->prefetch_groups) { /* the heads' PCA groupings ahead, all in one go */
 		const float **qh = dg_malloc((size_t)H * sizeof *qh);
 		const uint16_t **qh16 = dg_malloc((size_t)H * sizeof *qh16);
@@ -185,9 +201,9 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 		dg_policy_run *r = &runs[h];
 		if (host_load)
 			be->load(be, a->hq + h * hs, a->hk + h * hs, a->hv + h * hs);
-		else if (in_place)
+		else if (out16)
 			be->load_device_bf16(be, q + h * hs, b16[0] + h * hs, b16[1] + h * hs, b16[2] + h * hs,
-					     o + h * hs);
+					     out16 + (size_t)h * d, H * d);
 		else
 			be->load_device(be, q + h * hs, k + h * hs, v + h * hs);
 		if (dg_policy_run_needs_dense(r))
@@ -197,11 +213,13 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 			return -1;
 		if (!be->phases)
 			a->stats.meta_seconds += dg_now() - tm;
-		dg_policy_out out = dg_policy_run_apply(be, r, s->step, NULL, NULL, false);
-		be->output_device(be, out.dense, o + h * hs);
-		a->stats.pairs += (double)out.pairs;
-		a->stats.sparse_calls += !out.dense;
+		dg_policy_out po = dg_policy_run_apply(be, r, s->step, NULL, NULL, false);
+		be->output_device(be, po.dense, out16 ? NULL : a->oh + h * hs);
+		a->stats.pairs += (double)po.pairs;
+		a->stats.sparse_calls += !po.dense;
 	}
+	if (policy && !out16)
+		ops->from_heads(ops, a->oh, n, H, d, out);
 	if (policy && a->be->phases) { /* device time of the metadata primitives */
 		double ph[DG_PHASE_COUNT];
 		a->be->phases(a->be, ph);

@@ -17,6 +17,7 @@
 #ifndef DG_DIT_ATTN_H
 #define DG_DIT_ATTN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "policy.h"
@@ -46,9 +47,15 @@ dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rh
 			     const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
 			     int passes);
 void dg_dit_attn_set_capture(dg_dit_attn *a, dg_attn_capture_fn fn, void *user);
-/* o (heads, n, d) = attention of q, k, v (heads, n, d) at site under the policy. 0 or -1. */
+/* out (n, heads*d), the heads merged, in an operand buffer of the op table (alloc_operand) =
+ * attention of q, k, v (heads, n, d) at site under the policy. 0 or -1. */
 int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *site, const float *q, const float *k,
-		     const float *v, float *o);
+		     const float *v, float *out);
+
+/* Whether the sites of this layer give the same output in every pass whenever their inputs agree
+ * (dense at every step under the policy and schedule, no capture hook), so that a forward may
+ * reuse another pass's result for one (dg_wan_call.reuse_first); a NULL entry point is dense. */
+bool dg_dit_attn_passes_agree(const dg_dit_attn *a, int layer);
 
 typedef struct {
 	long long calls;        /* (site, head) units */

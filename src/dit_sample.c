@@ -77,6 +77,11 @@ int dg_dit_sample(const dg_dit_sample_opts *o, float *out, dg_dit_sample_stats *
 		for (int pass = 0; pass < (cfg ? 2 : 1) && !rc; pass++) {
 			dg_wan_call call = { .step = i, .pass = pass, .sigma = sigma, .attn = o->attn,
 					     .progress = o->label ? on_block : NULL, .user = &p };
+			if (cfg && dg_dit_attn_passes_agree(o->attn, 0)) {
+				call.keep_first = pass == 0;
+				call.reuse_first = pass == 1;
+				st->shared_forwards += pass;
+			}
 			double f0 = dg_now();
 			rc = dg_wan_forward(m, x, o->latent, t, pass ? o->uncond : o->cond, &call, pass ? vu : v);
 			st->transformer_s += dg_now() - f0;

@@ -31,6 +31,8 @@ typedef struct {
 	double transformer_s; /* time inside the transformer forwards (all passes) */
 	double total_s;
 	int forwards;
+	int shared_forwards;  /* forwards that took the first block's self-attention half from the
+			       * step's other CFG pass (dg_wan_call.reuse_first) */
 	/* device time of the op table's ops over the run, per kind (wan_ops.h; zeros on the CPU):
 	 * GEMMs, attention through the table (dense self-attention sites, cross-attention), the rest */
 	double op_seconds[DG_WAN_OPK_COUNT];

@@ -131,6 +131,13 @@ typedef struct {
 	int pass;       /* 0 conditional, 1 unconditional */
 	double sigma;   /* for the attention site */
 	struct dg_dit_attn *attn; /* the self-attention entry point; NULL: dense */
+	/* CFG: the passes of a step read the same x and t, and the first block's self-attention half
+	 * (patch embedding, norm1, q/k/v, attention, output projection, gated add) reads nothing else,
+	 * so it is the same in both wherever the entry point gives its site the same output in both
+	 * passes (dg_dit_attn_passes_agree): keep_first keeps x after it in the workspace, and
+	 * reuse_first, in the next forward (same x and t), starts from there instead of computing it
+	 * (the first block's attention site is then not called). The same bits either way. */
+	bool keep_first, reuse_first;
 	/* after each block: progress (layer), and for tests the residual stream x (tokens, dim) on the host */
 	void (*progress)(void *user, int layer);
 	void (*hidden)(void *user, int layer, const float *x);

@@ -10,6 +10,8 @@
  *     x += Wo' crossattn(q' = RMSNorm(Wq' LN_affine(x)), K/V of the cached context)   (in the GEMM)
  *     x += W2 GELU_tanh(W1 (LN(x) (1 + mod4) + mod3)) * mod5     (inside the next LayerNorm)
  *   out = head(LN(x) (1 + head_mod1 + e) + head_mod0 + e) -> unpatchify, channel fastest
+ * CFG's two passes read the same x and t, and the first block's self-attention half reads nothing
+ * else: keep_first keeps x after it, reuse_first (the next forward) starts from there (dg_wan_call).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -22,15 +24,16 @@
 struct dg_wan_workspace {
 	int n;                 /* tokens the buffers are sized for */
 	int grid[3];           /* the grid of the RoPE tables */
-	float *x, *t1, *t2, *oh; /* (n, dim) each, fp32; the FFN's hidden is the ops' own */
+	float *x, *t1, *t2;    /* (n, dim) each, fp32; the FFN's hidden is the ops' own */
 	float *h, *a, *u1, *u2, *qh, *kh, *vh; /* (n, dim) each, operand buffers (bf16 on a device):
-						* LayerNorm outputs, merged attention outputs, the q/k/v
-						* projections and the cross-attention's output, attention's
-						* Q/K/V */
+						* LayerNorm outputs, the attentions' outputs (heads
+						* merged), the q/k/v projections, attention's Q/K/V */
 	float *cos, *sin;      /* (n, head_dim/2) */
 	float *mods;           /* (layers, 6, dim) of timestep mods_t */
 	float *head_ss;        /* (2, dim) of timestep mods_t */
 	double mods_t;         /* NAN until the first forward (the CFG passes of a step share it) */
+	float *first;          /* (n, dim): x after the first block's self-attention half (keep_first) */
+	bool first_valid;      /* first is the last forward's */
 	float *patches;        /* (n, max(in, out) * patch) */
 	float *host_tokens;    /* host staging of the same size (the table's host_alloc) */
 };
@@ -41,7 +44,7 @@ void dg_wan_workspace_free(dg_wan_model *m)
 	if (!w)
 		return;
 	dg_wan_ops *o = m->ops;
-	float *bufs[] = { w->x, w->h, w->a, w->u1, w->u2, w->t1, w->t2, w->qh, w->kh, w->vh, w->oh, w->cos, w->sin, w->mods,
+	float *bufs[] = { w->x, w->h, w->a, w->u1, w->u2, w->t1, w->t2, w->qh, w->kh, w->vh, w->cos, w->sin, w->mods, w->first,
 			  w->head_ss, w->patches };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		if (bufs[i])
@@ -100,7 +103,7 @@ static dg_wan_workspace *workspace(dg_wan_model *m, const int grid[3])
 		w = m->ws = dg_calloc(1, sizeof *w);
 		w->n = n;
 		size_t nd = (size_t)n * c->dim;
-		float **bufs[] = { &w->x, &w->t1, &w->t2, &w->oh }, **opnd[] = { &w->h, &w->a, &w->u1, &w->u2, &w->qh, &w->kh,
+		float **bufs[] = { &w->x, &w->t1, &w->t2 }, **opnd[] = { &w->h, &w->a, &w->u1, &w->u2, &w->qh, &w->kh,
 									      &w->vh };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			*bufs[i] = o->alloc(o, nd);
@@ -301,6 +304,43 @@ static void upload_modulation(dg_wan_model *m, dg_wan_workspace *w, double t)
 	w->mods_t = t;
 }
 
+/* block l's self-attention half: x += Wo attention(...) * mod2, the add left to norm3's LayerNorm
+ * where there is one (h = its output); *hc: the cross-attention's input (h or x). res, res_gate: the
+ * last block's pending residual add. 0, or -1 where the entry point failed. */
+static int self_attention(dg_wan_model *m, dg_wan_workspace *w, int l, const dg_wan_call *call,
+			  const float *res, const float *res_gate, const float **hc)
+{
+	const dg_wan_config *c = &m->cfg;
+	dg_wan_ops *o = m->ops;
+	const dg_wan_block *b = &m->blocks[l];
+	int n = w->n, D = c->dim, H = c->num_heads, d = D / H;
+	float eps = (float)c->eps;
+	const float *mod = w->mods + (size_t)l * 6 * D;
+	o->add_layernorm(o, w->x, res, res_gate, n, D, eps, NULL, NULL, mod + 1 * D, mod + 0 * D, w->h);
+	o->linear(o, &b->q, w->h, n, w->u1);
+	o->linear(o, &b->k, w->h, n, w->u2);
+	o->to_heads(o, w->u1, n, H, d, b->norm_q, eps, w->cos, w->sin, w->qh);
+	o->to_heads(o, w->u2, n, H, d, b->norm_k, eps, w->cos, w->sin, w->kh);
+	o->linear(o, &b->v, w->h, n, w->u1);
+	o->to_heads(o, w->u1, n, H, d, NULL, 0, NULL, NULL, w->vh);
+	dg_attn_site site = { call ? call->step : 0, l, call ? call->pass : 0, call ? call->sigma : 0 };
+	if (call && call->attn) {
+		if (dg_dit_attention(call->attn, &site, w->qh, w->kh, w->vh, w->a))
+			return -1;
+	} else {
+		o->attention(o, w->qh, w->kh, w->vh, H, n, n, d, w->a);
+	}
+	o->linear(o, &b->o, w->a, n, w->t2);
+	*hc = w->x;
+	if (b->norm3_w) {
+		o->add_layernorm(o, w->x, w->t2, mod + 2 * D, n, D, eps, b->norm3_w, b->norm3_b, NULL, NULL, w->h);
+		*hc = w->h;
+	} else {
+		o->add_gated(o, w->x, w->t2, mod + 2 * D, n, D);
+	}
+	return 0;
+}
+
 int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double t,
 		   const dg_wan_context *ctx, const dg_wan_call *call, float *out)
 {
@@ -312,54 +352,48 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 	dg_wan_workspace *w = workspace(m, grid);
 	int n = w->n, D = c->dim, H = c->num_heads, d = D / H, L = c->num_layers;
 	int P = c->patch[0] * c->patch[1] * c->patch[2];
+	size_t nD = (size_t)n * D;
 	float eps = (float)c->eps;
+	bool reuse = call && call->reuse_first && w->first_valid, keep = call && call->keep_first;
+	w->first_valid = false;
 
 	/* time: e, e0 and every block's modulation on the host, uploaded once per timestep */
 	if (!(w->mods_t == t))
 		upload_modulation(m, w, t);
-	/* patch embedding */
-	patchify(c, x, latent, grid, w->host_tokens);
-	o->upload(o, w->patches, w->host_tokens, (size_t)n * c->in_dim * P);
-	o->linear(o, &m->patch, w->patches, n, w->x);
+	/* patch embedding (not needed where the first block's self-attention half is reused) */
+	if (!reuse) {
+		patchify(c, x, latent, grid, w->host_tokens);
+		o->upload(o, w->patches, w->host_tokens, (size_t)n * c->in_dim * P);
+		o->linear(o, &m->patch, w->patches, n, w->x);
+	}
 
 	int rc = 0;
-	float *hbuf = call && call->hidden ? dg_malloc((size_t)n * D * sizeof(float)) : NULL;
+	float *hbuf = call && call->hidden ? dg_malloc(nD * sizeof(float)) : NULL;
 	/* a block's last residual add, x += FFN output * gate, is left to the next LayerNorm */
 	const float *res = NULL, *res_gate = NULL;
 	for (int l = 0; l < L && !rc; l++) {
 		const dg_wan_block *b = &m->blocks[l];
 		const float *mod = w->mods + (size_t)l * 6 * D;
-		/* self-attention */
-		o->add_layernorm(o, w->x, res, res_gate, n, D, eps, NULL, NULL, mod + 1 * D, mod + 0 * D, w->h);
-		o->linear(o, &b->q, w->h, n, w->u1);
-		o->linear(o, &b->k, w->h, n, w->u2);
-		o->to_heads(o, w->u1, n, H, d, b->norm_q, eps, w->cos, w->sin, w->qh);
-		o->to_heads(o, w->u2, n, H, d, b->norm_k, eps, w->cos, w->sin, w->kh);
-		o->linear(o, &b->v, w->h, n, w->u1);
-		o->to_heads(o, w->u1, n, H, d, NULL, 0, NULL, NULL, w->vh);
-		dg_attn_site site = { call ? call->step : 0, l, call ? call->pass : 0, call ? call->sigma : 0 };
-		if (call && call->attn) {
-			if (dg_dit_attention(call->attn, &site, w->qh, w->kh, w->vh, w->oh)) {
-				rc = -1;
-				break;
-			}
-		} else {
-			o->attention(o, w->qh, w->kh, w->vh, H, n, n, d, w->oh, NULL);
-		}
-		o->from_heads(o, w->oh, n, H, d, w->a);
-		o->linear(o, &b->o, w->a, n, w->t2);
-		/* cross-attention to the cached context (x += o * gate inside norm3, when there is one) */
 		const float *hc = w->x;
-		if (b->norm3_w) {
-			o->add_layernorm(o, w->x, w->t2, mod + 2 * D, n, D, eps, b->norm3_w, b->norm3_b, NULL, NULL, w->h);
-			hc = w->h;
-		} else {
-			o->add_gated(o, w->x, w->t2, mod + 2 * D, n, D);
+		if (l == 0 && reuse) { /* the last forward's x after this half, and norm3 of it */
+			o->copy(o, w->x, w->first, nD);
+			if (b->norm3_w) {
+				o->layernorm(o, w->x, n, D, eps, b->norm3_w, b->norm3_b, NULL, NULL, w->h);
+				hc = w->h;
+			}
+		} else if (self_attention(m, w, l, call, res, res_gate, &hc)) {
+			rc = -1;
+			break;
+		} else if (l == 0 && keep) {
+			if (!w->first)
+				w->first = o->alloc(o, nD);
+			o->copy(o, w->first, w->x, nD);
+			w->first_valid = true;
 		}
+		/* cross-attention to the cached context */
 		o->linear(o, &b->cq, hc, n, w->u1);
 		o->to_heads(o, w->u1, n, H, d, b->cnorm_q, eps, NULL, NULL, w->qh);
-		o->attention(o, w->qh, ctx->k[l], ctx->v[l], H, n, ctx->tokens, d, w->u2, NULL);
-		o->from_heads(o, w->u2, n, H, d, w->a);
+		o->attention(o, w->qh, ctx->k[l], ctx->v[l], H, n, ctx->tokens, d, w->a);
 		o->linear_add(o, &b->co, w->a, n, w->x);
 		/* feed-forward */
 		o->layernorm(o, w->x, n, D, eps, NULL, NULL, mod + 4 * D, mod + 3 * D, w->h);
@@ -368,7 +402,7 @@ int dg_wan_forward(dg_wan_model *m, const float *x, const int latent[3], double 
 		if (hbuf) { /* the block's output is wanted now */
 			o->add_gated(o, w->x, res, res_gate, n, D);
 			res = res_gate = NULL;
-			o->download(o, hbuf, w->x, (size_t)n * D);
+			o->download(o, hbuf, w->x, nD);
 			call->hidden(call->user, l, hbuf);
 		}
 		if (call && call->progress)

@@ -59,10 +59,14 @@ struct dg_wan_ops {
 	void (*host_free)(dg_wan_ops *, float *p);
 	void (*upload)(dg_wan_ops *, float *dst, const float *host, size_t n);
 	void (*download)(dg_wan_ops *, float *host, const float *src, size_t n); /* waits for the ops */
+	/* dst = src, n floats of alloc'd buffers (not operand buffers), queued as an op */
+	void (*copy)(dg_wan_ops *, float *dst, const float *src, size_t n);
 	/* Optional (NULL: none). The bf16 copy (round to nearest even) of the first n elements of the
 	 * alloc'd buffer x, where the backend computes, made now if stale, for readers outside the table
-	 * that order themselves after its queued ops; valid until the table's next write of x. */
-	const uint16_t *(*bf16)(dg_wan_ops *, const float *x, size_t n);
+	 * that order themselves after its queued ops; valid until the table's next write of x. Of an
+	 * operand buffer kept in bf16, its storage itself, which a writer outside the table that orders
+	 * itself before the table's later ops may fill too (the DiT's attention entry point). */
+	uint16_t *(*bf16)(dg_wan_ops *, const float *x, size_t n);
 	/* wait until every queued op is done (for timing; no-op where ops are synchronous) */
 	void (*sync)(dg_wan_ops *);
 	/* make the backend's copy of a weight (e.g. bf16 on the device); no-op on the CPU */
@@ -101,9 +105,10 @@ struct dg_wan_ops {
 	/* x (m, n) += y * gate (gate (n), or NULL for 1) */
 	void (*add_gated)(dg_wan_ops *, float *x, const float *y, const float *gate, int m, int n);
 	/* dense attention per head, scale 1/sqrt(d): q (heads, nq, d), k v (heads, nk, d) ->
-	 * o (heads, nq, d); lse (heads, nq) or NULL */
+	 * o (nq, heads*d), the heads merged (head h in columns h*d ..), as the output projection
+	 * reads them */
 	void (*attention)(dg_wan_ops *, const float *q, const float *k, const float *v, int heads,
-			  int nq, int nk, int d, float *o, float *lse);
+			  int nq, int nk, int d, float *o);
 	void (*destroy)(dg_wan_ops *);
 };
 

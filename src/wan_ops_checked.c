@@ -105,6 +105,12 @@ static void ck_upload(dg_wan_ops *o, float *dst, const float *host, size_t n)
 	memcpy(dst, host, n * sizeof(float));
 }
 
+static void ck_copy(dg_wan_ops *o, float *dst, const float *src, size_t n)
+{
+	need32(o, "copy", "dst", dst, n), need32(o, "copy", "src", src, n);
+	memcpy(dst, src, n * sizeof(float));
+}
+
 static void ck_download(dg_wan_ops *o, float *host, const float *src, size_t n)
 {
 	need(o, "download", "src", src, n);
@@ -243,13 +249,12 @@ static void ck_add_gated(dg_wan_ops *o, float *x, const float *y, const float *g
 }
 
 static void ck_attention(dg_wan_ops *o, const float *q, const float *k, const float *v, int heads, int nq,
-			 int nk, int d, float *out, float *lse)
+			 int nk, int d, float *out)
 {
 	need(o, "attention", "q", q, (size_t)heads * nq * d), need(o, "attention", "o", out, (size_t)heads * nq * d);
 	need(o, "attention", "k", k, (size_t)heads * nk * d), need(o, "attention", "v", v, (size_t)heads * nk * d);
-	opt(o, "attention", "lse", lse, (size_t)heads * nq);
 	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
-	cpu->attention(cpu, q, k, v, heads, nq, nk, d, out, lse);
+	cpu->attention(cpu, q, k, v, heads, nq, nk, d, out);
 }
 
 static void ck_destroy(dg_wan_ops *o)
@@ -269,7 +274,7 @@ dg_wan_ops *dg_wan_ops_checked(void)
 	*o = (dg_wan_ops){
 		.name = "cpu-checked", .device_weights = true, .impl = c, .alloc = ck_alloc,
 		.alloc_operand = ck_alloc_operand, .release = ck_release, .host_alloc = ck_host_alloc,
-		.host_free = ck_host_free, .upload = ck_upload,
+		.host_free = ck_host_free, .upload = ck_upload, .copy = ck_copy,
 		.download = ck_download, .sync = ck_sync, .prepare = ck_prepare, .unprepare = ck_unprepare,
 		.linear = ck_linear, .linear_add = ck_linear_add, .ffn = ck_ffn,
 		.layernorm = ck_layernorm, .add_layernorm = ck_add_layernorm, .to_heads = ck_to_heads,

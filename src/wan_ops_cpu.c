@@ -216,11 +216,14 @@ static void cpu_add_gated(dg_wan_ops *o, float *x, const float *y, const float *
 }
 
 static void cpu_attention(dg_wan_ops *o, const float *q, const float *k, const float *v, int heads,
-			  int nq, int nk, int d, float *out, float *lse)
+			  int nq, int nk, int d, float *out)
 {
+	float *oh = dg_malloc((size_t)heads * nq * d * sizeof(float)); /* (heads, nq, d) */
 	for (int h = 0; h < heads; h++)
 		dg_attn_dense(q + (size_t)h * nq * d, k + (size_t)h * nk * d, v + (size_t)h * nk * d, nq, nk,
-			      d, out + (size_t)h * nq * d, lse ? lse + (size_t)h * nq : NULL);
+			      d, oh + (size_t)h * nq * d, NULL);
+	cpu_from_heads(o, oh, nq, heads, d, out);
+	free(oh);
 }
 
 static void cpu_destroy(dg_wan_ops *o)
@@ -245,6 +248,7 @@ dg_wan_ops *dg_wan_ops_cpu(void)
 	o->host_alloc = cpu_alloc;
 	o->host_free = cpu_release;
 	o->upload = cpu_copy;
+	o->copy = cpu_copy;
 	o->download = cpu_copy;
 	o->sync = cpu_sync;
 	o->prepare = cpu_prepare;

@@ -233,10 +233,10 @@ static const uint16_t *as_bf16(dg_wan_ops *o, const float *x, size_t count, int 
 	return g->scratch[slot];
 }
 
-static const uint16_t *gpu_bf16(dg_wan_ops *o, const float *x, size_t n)
+static uint16_t *gpu_bf16(dg_wan_ops *o, const float *x, size_t n)
 {
 	dbuf *b = find_base(o->impl, x);
-	return b && n <= b->n ? as_bf16(o, x, n, 0) : NULL;
+	return b && n <= b->n ? (uint16_t *)as_bf16(o, x, n, 0) : NULL;
 }
 
 /* a new buffer of n elements: fp32, or bf16 only (operand) */
@@ -281,6 +281,16 @@ static void gpu_upload(dg_wan_ops *o, float *dst, const float *host, size_t n)
 	invalidate(o->impl, dst);
 	if (n)
 		CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+static void gpu_copy(dg_wan_ops *o, float *dst, const float *src, size_t n)
+{
+	need32(o->impl, "copy's output", dst), need32(o->impl, "copy's input", src);
+	invalidate(o->impl, dst);
+	int t = mark_begin(o, DG_WAN_OPK_RESIDUAL);
+	if (n)
+		CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, 0));
+	mark_end(o, t);
 }
 
 /* an operand buffer's bf16 comes over as it is, widened on the host (exact) */
@@ -532,7 +542,7 @@ static void gpu_add_gated(dg_wan_ops *o, float *x, const float *y, const float *
 }
 
 static void gpu_attention(dg_wan_ops *o, const float *q, const float *k, const float *v, int heads, int nq,
-			  int nk, int d, float *out, float *lse)
+			  int nk, int d, float *out)
 {
 	const uint16_t *q16 = as_bf16(o, q, (size_t)heads * nq * d, 0);
 	const uint16_t *k16 = as_bf16(o, k, (size_t)heads * nk * d, 1);
@@ -541,7 +551,7 @@ static void gpu_attention(dg_wan_ops *o, const float *q, const float *k, const f
 	if (!o16)
 		need32(o->impl, "attention's output", out);
 	int t = mark_begin(o, DG_WAN_OPK_ATTENTION);
-	KERNEL_CHECK(dg_flash_fwd_kv(q16, k16, v16, heads, nq, nk, d, o16 ? NULL : out, o16, lse, 0));
+	KERNEL_CHECK(dg_flash_fwd_kv(q16, k16, v16, heads, nq, nk, d, o16 ? NULL : out, o16, NULL, 0));
 	mark_end(o, t);
 	if (!o16)
 		invalidate(o->impl, out);
@@ -604,6 +614,7 @@ dg_wan_ops *dg_wan_ops_gpu(void)
 	o->host_alloc = gpu_host_alloc;
 	o->host_free = gpu_host_free;
 	o->upload = gpu_upload;
+	o->copy = gpu_copy;
 	o->download = gpu_download;
 	o->bf16 = gpu_bf16;
 	o->sync = gpu_sync;

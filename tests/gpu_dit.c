@@ -322,7 +322,7 @@ static void test_elementwise(dg_wan_ops *g, dg_wan_ops *c, int m, int heads, int
 	free(x), free(ang), free(y), free(gate), free(cs), free(sn), free(naive), free(ref);
 }
 
-/* attention of q (H, nq, d) against k, v (H, nk, d), scale 1/sqrt(d) */
+/* attention of q (H, nq, d) against k, v (H, nk, d), scale 1/sqrt(d), into (nq, H*d) */
 static void test_attention(dg_wan_ops *g, int H, int nq, int nk, int d)
 {
 	size_t NQ = (size_t)H * nq * d, NK = (size_t)H * nk * d;
@@ -356,12 +356,12 @@ static void test_attention(dg_wan_ops *g, int H, int nq, int nk, int d)
 					float vj = v[((size_t)h * nk + j) * d + e];
 					o += s[j] * vj, on += b16(sn[j]) * b16(vj);
 				}
-				ref[((size_t)h * nq + i) * d + e] = o / sum;
-				naive[((size_t)h * nq + i) * d + e] = on / sumn;
+				ref[((size_t)i * H + h) * d + e] = o / sum;
+				naive[((size_t)i * H + h) * d + e] = on / sumn;
 			}
 		}
 	float *dq = up(g, q, NQ), *dk = up(g, k, NK), *dv = up(g, v, NK), *dout = poisoned(g, NQ);
-	g->attention(g, dq, dk, dv, H, nq, nk, d, dout, NULL);
+	g->attention(g, dq, dk, dv, H, nq, nk, d, dout);
 	float *o = down(g, dout, NQ);
 	char what[96];
 	snprintf(what, sizeof what, "attention %d heads, %d queries x %d keys, d=%d", H, nq, nk, d);
@@ -574,13 +574,13 @@ static void test_operand(dg_wan_ops *g, int m, int heads, int d)
 		free(hf), free(ho), free(a), free(b);
 	}
 	/* attention on operand Q/K/V (the last from_heads: (m, n) read as (heads, m, d)) */
-	g->attention(g, f, f, f, heads, m, m, d, y1, NULL);
-	g->attention(g, op, op, op, heads, m, m, d, y2, NULL);
+	g->attention(g, f, f, f, heads, m, m, d, y1);
+	g->attention(g, op, op, op, heads, m, m, d, y2);
 	float *a = down(g, y1, N), *b = down(g, y2, N);
 	CHECK("attention on operand buffers equals attention on the shadows", !memcmp(a, b, N * sizeof(float)));
 	/* attention into an operand buffer (the kernel's bf16 output), and from_heads reading one */
 	float *op2 = g->alloc_operand(g, N);
-	g->attention(g, op, op, op, heads, m, m, d, op2, NULL);
+	g->attention(g, op, op, op, heads, m, m, d, op2);
 	float *h2 = down(g, op2, N);
 	CHECK("attention into an operand buffer: the bf16 rounding of its fp32 output, bit for bit", rounded(h2, b, N));
 	float *dup = up(g, h2, N);
@@ -807,6 +807,19 @@ static void test_model(const char *sub, bool runs)
 	free(ref);
 	for (int i = 0; i < 3; i++)
 		free(out[i]);
+	{ /* CFG's second pass from the first pass's first self-attention half: the same bits on the GPU */
+		dg_wan_call keep = { .keep_first = true }, reuse = { .pass = 1, .reuse_first = true }, plain = { .pass = 1 };
+		for (int i = 0; i < 3; i++)
+			out[i] = dg_alloc_poisoned(nout);
+		rc = dg_wan_forward(e[2].m, noise, latent, 750, e[2].cond, &keep, out[0]) ||
+		     dg_wan_forward(e[2].m, noise, latent, 750, e[2].uncond, &reuse, out[1]) ||
+		     dg_wan_forward(e[2].m, noise, latent, 750, e[2].uncond, &plain, out[2]);
+		CHECKF(rc == 0 && !memcmp(out[1], out[2], nout * sizeof(float)),
+		       "%s: gpu: the unconditional pass from the conditional pass's first self-attention half = "
+		       "computed in full, bit for bit", sub);
+		for (int i = 0; i < 3; i++)
+			free(out[i]);
+	}
 	/* dense; mc-sparse at density 1 (every key selected: the whole sparse path, PCA groups, exact
 	 * scores, selection, gather kernel, residual, with nothing for rounding to flip); mc-sparse at 0.3,
 	 * where keys at the top-k boundary flip between engines (each engine's own rounding decides), so

@@ -314,6 +314,26 @@ static void test_dense(int heads, int n, int d)
 		CHECKF(rc == 0 && nfb == 0, "%s launch, every output written (%ld NaN)", what, nfb);
 		report(what, eb);
 	}
+	if (!g_only) { /* the DiT's launcher: the promoted version's bf16 values with the heads merged */
+		uint16_t *dm;
+		CUDA_CHECK(cudaMalloc(&dm, no * 2));
+		CUDA_CHECK(cudaMemset(dob, 0xff, no * 2));
+		CUDA_CHECK(cudaMemset(dm, 0xff, no * 2));
+		int rc = dg_flash_fwd(dq, dk, dv, heads, n, d, NULL, dob, NULL, 0, NULL);
+		rc |= dg_flash_fwd_kv(dq, dk, dv, heads, n, n, d, NULL, dm, NULL, NULL);
+		std::vector<uint16_t> om(no);
+		CUDA_CHECK(cudaDeviceSynchronize());
+		CUDA_CHECK(cudaMemcpy(ob.data(), dob, no * 2, cudaMemcpyDeviceToHost));
+		CUDA_CHECK(cudaMemcpy(om.data(), dm, no * 2, cudaMemcpyDeviceToHost));
+		long differ = 0;
+		for (int h = 0; h < heads; h++)
+			for (int r = 0; r < n; r++)
+				differ += memcmp(&om[((size_t)r * heads + h) * d], &ob[((size_t)h * n + r) * d], (size_t)d * 2) != 0;
+		CHECKF(rc == 0 && differ == 0,
+		       "flash_fwd_kv n=%d d=%d: the heads-merged bf16 output = the per-head one, bit for bit (%ld rows differ)",
+		       n, d, differ);
+		cudaFree(dm);
+	}
 	cudaFree(dq);
 	cudaFree(dk);
 	cudaFree(dv);
@@ -508,6 +528,57 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 			report(what, em);
 		}
 	}
+	if (!g_only) { /* one launch over heads whose metadata and residuals live apart, output bf16 merged
+			* (with 8 columns of padding, which stay untouched): the promoted fp32 output rounded */
+		const int ldo = heads * d + 8;
+		std::vector<dg_sparse_head> tab(heads);
+		std::vector<void *> owned;
+		for (int h = 0; h < heads; h++) {
+			const size_t gb = (size_t)h * (ngroups + 1);
+			std::vector<int32_t> ph(perm.begin() + (size_t)h * n, perm.begin() + (size_t)(h + 1) * n);
+			std::vector<int32_t> gh(goff.begin() + gb, goff.begin() + gb + ngroups + 1);
+			std::vector<int64_t> sh(ngroups + 1);
+			for (int g = 0; g <= ngroups; g++)
+				sh[g] = soff[gb + g] - soff[gb];
+			std::vector<int32_t> ih(sidx.begin() + soff[gb], sidx.begin() + soff[gb + ngroups]);
+			std::vector<float> rh;
+			if (with_residual)
+				rh.assign(res.begin() + (size_t)h * n * d, res.begin() + (size_t)(h + 1) * n * d);
+			tab[h] = { dev_upload(ph), dev_upload(gh), dev_upload(sh), dev_upload(ih),
+				   with_residual ? dev_upload(rh) : NULL };
+			owned.insert(owned.end(), { (void *)tab[h].perm, (void *)tab[h].goff, (void *)tab[h].soff,
+						    (void *)tab[h].sidx, (void *)tab[h].residual });
+		}
+		uint16_t *d16;
+		const size_t n16 = (size_t)n * ldo;
+		CUDA_CHECK(cudaMalloc(&d16, n16 * 2));
+		std::vector<uint16_t> o16(n16);
+		for (int pm = 0; pm < 2; pm++) {
+			CUDA_CHECK(cudaMemset(dout, 0xff, no * 4));
+			CUDA_CHECK(cudaMemset(d16, 0xff, n16 * 2));
+			int rc = dg_sparse_fwd(dq, dk, dv, heads, n, d, dperm, dgoff, ngroups, dsoff, dsidx, dres, NULL, dout,
+					       NULL, pm, NULL);
+			rc |= dg_sparse_fwd_heads(dq, dk, dv, heads, n, d, tab.data(), ngroups, d16, ldo, pm, NULL);
+			CUDA_CHECK(cudaDeviceSynchronize());
+			CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
+			CUDA_CHECK(cudaMemcpy(o16.data(), d16, n16 * 2, cudaMemcpyDeviceToHost));
+			long differ = 0, pad = 0;
+			for (int r = 0; r < n; r++) {
+				for (int h = 0; h < heads; h++)
+					for (int c = 0; c < d; c++)
+						differ += o16[(size_t)r * ldo + h * d + c] != f2bf(out[((size_t)h * n + r) * d + c]);
+				for (int c = heads * d; c < ldo; c++)
+					pad += o16[(size_t)r * ldo + c] != 0xffff;
+			}
+			CHECKF(rc == 0 && differ == 0 && pad == 0,
+			       "sparse_fwd_heads%s %s n=%d d=%d%s: bf16 of the per-head output, heads merged, bit for bit "
+			       "(%ld values differ, %ld padding values written)",
+			       pm ? " precise" : "", kn[kind], n, d, with_residual ? " +R" : "", differ, pad);
+		}
+		for (void *p : owned)
+			cudaFree(p);
+		cudaFree(d16);
+	}
 	cudaFree(dq);
 	cudaFree(dk);
 	cudaFree(dv);
@@ -594,6 +665,14 @@ static void test_bad_args(void)
 	      dg_sparse_fwd(x, x, x, 1, 16, 64, (int32_t *)x, (int32_t *)x, 1, (int64_t *)x, (int32_t *)x, NULL, NULL,
 			    o, o, 0, NULL) == -1);
 	CHECK("version names end", dg_flash_fwd_name(g_nflash + 1) == NULL && dg_sparse_fwd_name(g_nsparse + 1) == NULL);
+	dg_sparse_head t = { (int32_t *)x, (int32_t *)x, (int64_t *)x, (int32_t *)x, NULL };
+	CHECK("sparse_fwd_heads rejects a row stride below heads x d",
+	      dg_sparse_fwd_heads(x, x, x, 1, 16, 64, &t, 1, x, 32, 0, NULL) == -1);
+	CHECK("sparse_fwd_heads rejects more than DG_SPARSE_HEADS_MAX heads",
+	      dg_sparse_fwd_heads(x, x, x, DG_SPARSE_HEADS_MAX + 1, 16, 64, &t, 1, x, 64 * 64, 0, NULL) == -1);
+	t.sidx = NULL;
+	CHECK("sparse_fwd_heads rejects a head without key lists", dg_sparse_fwd_heads(x, x, x, 1, 16, 64, &t, 1, x, 64, 0,
+										      NULL) == -1);
 	cudaFree(x);
 }
 

@@ -322,6 +322,82 @@ static void checked_backend(void)
 			free(sparse[i][j]);
 }
 
+static int count_sites(void *user, const dg_attn_site *s, int heads, int n, int d, const float *q,
+		       const float *k, const float *v)
+{
+	++*(int *)user;
+	return 0;
+}
+
+/* CFG's second pass may start from the first pass's x after the first block's self-attention half:
+ * the same bits as computing it, on the CPU and the checked table; the sampler shares it exactly
+ * where the entry point gives layer 0 the same output in both passes */
+static void cfg_first_block_shared(const char *device)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/orig_hd64", models_dir);
+	dg_wan_model *m;
+	if (dg_wan_load(&m, path, device)) {
+		CHECKF(0, "load %s", device);
+		return;
+	}
+	int latent[3] = { 4, 16, 24 }, grid[3];
+	dg_wan_grid(m, latent, grid);
+	size_t nout = (size_t)4 * latent[0] * latent[1] * latent[2];
+	float *noise = dg_dit_seed_noise(m, latent, 5), *text;
+	int tokens;
+	load_input("text", m, &text, &tokens, NULL);
+	float *zeros = dg_calloc((size_t)m->cfg.text_dim, sizeof(float));
+	dg_wan_context *cond, *uncond;
+	dg_wan_context_new(m, text, tokens, &cond);
+	dg_wan_context_new(m, zeros, 1, &uncond);
+	float *v[4];
+	for (int i = 0; i < 4; i++)
+		v[i] = dg_alloc_poisoned(nout);
+	dg_wan_call keep = { .keep_first = true }, reuse = { .pass = 1, .reuse_first = true }, plain = { .pass = 1 };
+	int rc = dg_wan_forward(m, noise, latent, 700, cond, &keep, v[0]);
+	rc |= dg_wan_forward(m, noise, latent, 700, uncond, &reuse, v[1]);
+	rc |= dg_wan_forward(m, noise, latent, 700, uncond, &plain, v[2]);
+	rc |= dg_wan_forward(m, noise, latent, 700, cond, &plain, v[3]);
+	CHECKF(rc == 0 && !memcmp(v[1], v[2], nout * sizeof(float)) && !memcmp(v[0], v[3], nout * sizeof(float)) &&
+		       memcmp(v[1], v[0], nout * sizeof(float)),
+	       "%s: the unconditional pass from the conditional pass's first self-attention half = computed "
+	       "in full, bit for bit (and keeping it changes nothing)", device);
+	/* which runs share: dense, layer 0 dense under the schedule; not a sparse layer 0, not a capture */
+	struct { const char *policy, *schedule; bool capture; int shared; } cases[] = {
+		{ "dense", "warmup=1", false, 3 },
+		{ "mc-sparse", "warmup=1,dense_layers=0", false, 3 },
+		{ "mc-sparse", "warmup=1", false, 0 },
+		{ "dense", "warmup=1", true, 0 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		dg_policy p;
+		dg_schedule sched;
+		dg_policy_parse(cases[i].policy, &p);
+		dg_schedule_parse(cases[i].schedule, &sched);
+		dg_dit_attn *a = dg_dit_attn_new(m->ops, &p, 0.3, &sched, grid, 2, 2, 64, 2);
+		int seen = 0;
+		if (cases[i].capture)
+			dg_dit_attn_set_capture(a, count_sites, &seen);
+		dg_dit_sample_opts so = { .model = m, .latent = { 4, 16, 24 }, .noise = noise, .steps = 3, .shift = 3,
+					  .guidance = 4, .sampler = DG_SAMPLER_UNIPC, .cond = cond, .uncond = uncond,
+					  .attn = a };
+		dg_dit_sample_stats st;
+		rc = dg_dit_sample(&so, v[0], &st);
+		dg_dit_attn_free(a);
+		CHECKF(rc == 0 && st.forwards == 6 && st.shared_forwards == cases[i].shared &&
+			       seen == (cases[i].capture ? 12 : 0),
+		       "%s: %s, %s%s: %d of %d forwards share the first block's self-attention half (expected %d)",
+		       device, cases[i].policy, cases[i].schedule, cases[i].capture ? ", capture" : "", st.shared_forwards,
+		       st.forwards, cases[i].shared);
+	}
+	for (int i = 0; i < 4; i++)
+		free(v[i]);
+	free(noise), free(text), free(zeros);
+	dg_wan_context_free(m, cond), dg_wan_context_free(m, uncond);
+	dg_wan_free(m);
+}
+
 /* the checked table stops (a non-zero exit, in a child process) on an operand buffer where an op
  * reads fp32 (what a device table keeps in bf16 only), and takes one where it may */
 static void operand_discipline(void)
@@ -432,6 +508,8 @@ int main(int argc, char **argv)
 		results_free(&r[i]);
 	closed_loop_identity();
 	checked_backend();
+	cfg_first_block_shared("cpu");
+	cfg_first_block_shared("cpu-checked");
 	operand_discipline();
 	ffn_fused("cpu", 2 * 1024 + 40, 96, 1536, 80);
 	ffn_fused("cpu-checked", 1024 + 500, 64, 256, 1100);

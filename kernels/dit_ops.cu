@@ -214,11 +214,10 @@ to_heads_warp_kernel(const T *__restrict__ x, int m, int heads, int d, const flo
 	}
 }
 
-/* from_heads of rows D = heads * d <= 256 * C, d % 8 == 0: y (m, D) row r from x (heads, m, d), x
- * fp32 or bf16 (T) */
-template <int C, typename T>
+/* from_heads of rows D = heads * d <= 256 * C, d % 8 == 0: y (m, D) row r from x (heads, m, d) */
+template <int C>
 __global__ void __launch_bounds__(32 * WARP_ROWS)
-from_heads_warp_kernel(const T *__restrict__ x, int m, int heads, int d, float *__restrict__ y,
+from_heads_warp_kernel(const float *__restrict__ x, int m, int heads, int d, float *__restrict__ y,
 		       uint16_t *__restrict__ y16)
 {
 	const int lane = threadIdx.x & 31, r = blockIdx.x * WARP_ROWS + (threadIdx.x >> 5), D = heads * d, nc = D / 8;
@@ -376,11 +375,11 @@ to_heads_kernel(const T *__restrict__ x, int m, int heads, int half, const float
 	}
 }
 
-/* one row r of the output per block: y (m, heads*d) from x (heads, m, d) (fp32 or bf16 pairs, T);
- * PER as in to_heads */
-template <int PER, typename T>
+/* one row r of the output per block: y (m, heads*d) from x (heads, m, d) (pairs); PER as in
+ * to_heads */
+template <int PER>
 __global__ void __launch_bounds__(ROW_THREADS)
-from_heads_kernel(const T *__restrict__ x, int m, int heads, int half, float2 *__restrict__ y,
+from_heads_kernel(const float2 *__restrict__ x, int m, int heads, int half, float2 *__restrict__ y,
 		  __nv_bfloat162 *__restrict__ y16)
 {
 	const size_t r = blockIdx.x;
@@ -573,11 +572,12 @@ extern "C" int dg_dit_to_heads(const float *x, const uint16_t *x16, int m, int h
 	return launched("dit_to_heads");
 }
 
-/* T: float (x) or uint16_t (x16, bf16); P: its pair type */
-template <typename T, typename P>
-static void from_heads_launch(const T *x, int m, int heads, int d, float *y, uint16_t *y16, cudaStream_t st)
+extern "C" int dg_dit_from_heads(const float *x, int m, int heads, int d, float *y, uint16_t *y16, dg_stream stream)
 {
-	const P *x2 = reinterpret_cast<const P *>(x);
+	if (bad_heads("dit_from_heads", m, heads, d))
+		return -1;
+	cudaStream_t st = (cudaStream_t)stream;
+	const float2 *x2 = reinterpret_cast<const float2 *>(x);
 	float2 *y2 = reinterpret_cast<float2 *>(y);
 	__nv_bfloat162 *h2 = reinterpret_cast<__nv_bfloat162 *>(y16);
 	int pairs = heads * (d / 2);
@@ -585,10 +585,10 @@ static void from_heads_launch(const T *x, int m, int heads, int d, float *y, uin
 	if (m && heads_warp(heads, d, ptrs, 3)) {
 		const unsigned G = warp_grid(m), TH = 32 * WARP_ROWS;
 		switch (chunks(heads * d)) {
-		case 2: from_heads_warp_kernel<2, T><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
-		case 4: from_heads_warp_kernel<4, T><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
-		case 6: from_heads_warp_kernel<6, T><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
-		default: from_heads_warp_kernel<8, T><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
+		case 2: from_heads_warp_kernel<2><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
+		case 4: from_heads_warp_kernel<4><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
+		case 6: from_heads_warp_kernel<6><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
+		default: from_heads_warp_kernel<8><<<G, TH, 0, st>>>(x, m, heads, d, y, y16); break;
 		}
 	} else if (m && pairs <= 4 * ROW_THREADS)
 		from_heads_kernel<4><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, y2, h2);
@@ -596,18 +596,6 @@ static void from_heads_launch(const T *x, int m, int heads, int d, float *y, uin
 		from_heads_kernel<12><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, y2, h2);
 	else if (m)
 		from_heads_kernel<0><<<m, ROW_THREADS, 0, st>>>(x2, m, heads, d / 2, y2, h2);
-}
-
-extern "C" int dg_dit_from_heads(const float *x, const uint16_t *x16, int m, int heads, int d, float *y,
-				 uint16_t *y16, dg_stream stream)
-{
-	if (bad_heads("dit_from_heads", m, heads, d))
-		return -1;
-	cudaStream_t st = (cudaStream_t)stream;
-	if (x16)
-		from_heads_launch<uint16_t, __nv_bfloat162>(x16, m, heads, d, y, y16, st);
-	else
-		from_heads_launch<float, float2>(x, m, heads, d, y, y16, st);
 	return launched("dit_from_heads");
 }
 

@@ -188,8 +188,8 @@ int dg_dit_layernorm(float *x, const float *r, const float *gate, int m, int n, 
  * (else NULL) pairs (2i, 2i+1) then rotated */
 int dg_dit_to_heads(const float *x, const uint16_t *x16, int m, int heads, int d, const float *norm_w, float eps,
 		    const float *cos, const float *sin, float *y, uint16_t *y16, dg_stream stream);
-/* y (m, heads*d) = x (heads, m, d) merged (x fp32, or x16 bf16 where x16 is given) */
-int dg_dit_from_heads(const float *x, const uint16_t *x16, int m, int heads, int d, float *y, uint16_t *y16,
+/* y (m, heads*d) = x (heads, m, d) merged */
+int dg_dit_from_heads(const float *x, int m, int heads, int d, float *y, uint16_t *y16,
 		      dg_stream stream);
 /* x = GELU-tanh(x), in place */
 int dg_dit_gelu_tanh(float *x, uint64_t n, uint16_t *x16, dg_stream stream);

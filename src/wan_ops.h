@@ -44,11 +44,12 @@ struct dg_wan_ops {
 	/* buffers of n floats where the backend computes (uninitialised) */
 	float *(*alloc)(dg_wan_ops *, size_t n);
 	/*
-	 * An operand buffer of n floats: one that only linear, ffn, attention, to_heads, from_heads,
-	 * the bf16 hook and download read, written only by linear (not linear_add), attention,
-	 * layernorm, add_layernorm, to_heads and from_heads. A backend whose GEMMs and attention take
-	 * bf16 operands keeps it in bf16 only (round to nearest even), as they would have read it, and
-	 * to_heads and from_heads then read the rounded values; download gives them too. Pointers into it name its elements but only the
+	 * An operand buffer of n floats: one that only linear, ffn, attention, to_heads, the bf16 hook
+	 * and download read, written only by linear (not linear_add), attention, layernorm,
+	 * add_layernorm, to_heads and from_heads (and, through the bf16 hook, a writer outside the
+	 * table). A backend whose GEMMs and attention take bf16 operands keeps it in bf16 only (round
+	 * to nearest even), as they would have read it, and to_heads then reads the rounded values;
+	 * download gives them too. Pointers into it name its elements but only the
 	 * table dereferences them.
 	 */
 	float *(*alloc_operand)(dg_wan_ops *, size_t n);

@@ -228,7 +228,7 @@ static void ck_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, 
 static void ck_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
 {
 	size_t all = (size_t)m * heads * d;
-	need(o, "from_heads", "x", x, all), need(o, "from_heads", "y", y, all);
+	need32(o, "from_heads", "x", x, all), need(o, "from_heads", "y", y, all);
 	dg_wan_ops *cpu = ((checked *)o->impl)->cpu;
 	cpu->from_heads(cpu, x, m, heads, d, y);
 }

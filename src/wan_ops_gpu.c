@@ -514,12 +514,10 @@ static void gpu_to_heads(dg_wan_ops *o, const float *x, int m, int heads, int d,
 
 static void gpu_from_heads(dg_wan_ops *o, const float *x, int m, int heads, int d, float *y)
 {
-	const uint16_t *x16 = operand_of(o->impl, x, (size_t)m * heads * d);
-	if (!x16)
-		need32(o->impl, "from_heads' input", x);
+	need32(o->impl, "from_heads' input", x);
 	uint16_t *y16 = shadow_out(o->impl, &y, (size_t)m * heads * d);
 	int t = mark_begin(o, DG_WAN_OPK_HEADS);
-	KERNEL_CHECK(dg_dit_from_heads(x16 ? NULL : x, x16, m, heads, d, y, y16, 0));
+	KERNEL_CHECK(dg_dit_from_heads(x, m, heads, d, y, y16, 0));
 	mark_end(o, t);
 }
 

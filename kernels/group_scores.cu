@@ -158,13 +158,18 @@ int launch(const GSParams &p, cudaStream_t st)
  * group's 128-query chunk (gathered through perm) once and the run's K tiles into a STAGES-deep ring
  * (cp.async, mbarriers); WG1 and WG2 (consumers) take 64 keys of each tile each (M = 64 keys,
  * N = 128 queries), hold the chunk's 32 per-column -LSE terms in registers, and write their keys'
- * scores directly; the two warpgroups never synchronise, so one's exponentials run under the
- * other's wgmma. Groups of more than 128 queries: the chunks run one after the other, accumulating
+ * scores directly; the two warpgroups never synchronise, so one's exponentials may run under the
+ * other's wgmma.
+ * v4 = v3 with the two consumer warpgroups taking turns to issue their wgmma (named barriers, FA3's
+ * ping-pong): without it they start each tile together on the same K tile, both wait for the
+ * tensor cores, then both exponentiate while the tensor cores idle; in turns, one's exponentials
+ * (the issue-bound part: ~9 instructions per probability) run under the other's wgmma.
+ * Groups of more than 128 queries: the chunks run one after the other, accumulating
  * in the token scores (so v3 needs them: the launcher sends block-only calls to v2); block scores
  * come from the token scores by block_sums. (A first v3, S = Q K^T with the v2 column reduce-scatter
  * and a cross-warp sum through shared memory each tile, measured 1.36 ms: slower than v2.)
  */
-template <int D, int STAGES>
+template <int D, int STAGES, bool PINGPONG>
 __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constant__ GSParams p)
 {
 	using C = dg_sm90_cfg<D, STAGES>;
@@ -217,6 +222,8 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 	const int cwg = wg - 1, lane = tid & 31, wq = (tid >> 5) & 3, tq = lane & 3;
 	const int krow = cwg * 64 + wq * 16 + (lane >> 2); /* this thread's keys in a tile: krow, krow + 8 */
 	const float inv = 1.0f / (float)cnt;
+	if (PINGPONG && cwg == 0) /* the first turn is WG1's */
+		named_arrive(1, 256);
 	int kvit = 0;
 	for (int c = 0; c < nchunks; c++) {
 		float nh[32], nl[32]; /* -LSE log2(e) of the query at column 8j + 2tq + e, hi + lo */
@@ -236,9 +243,13 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 			float s[64];
 			mbar_wait(FULLK(st), (kvit / STAGES) & 1);
 			fence_proxy_async();
+			if (PINGPONG)
+				named_sync(1 + cwg, 256);
 			wg_fence();
 			qk_gemm<D>(s, sK + st * C::KVB + cwg * 64 * 128, sQ); /* (64 keys, 128 queries) */
 			wg_commit();
+			if (PINGPONG)
+				named_arrive(2 - cwg, 256);
 			wg_wait<0>();
 			reg_fence(s);
 			if (lane == 0) {
@@ -290,12 +301,12 @@ __global__ void block_sums(const float *scores, int n, int nb, long long entries
 		block_scores[e] = s;
 }
 
-template <int D, int STAGES>
+template <int D, int STAGES, bool PINGPONG>
 int launch_sm90(GSParams p, cudaStream_t st)
 {
 	using C = dg_sm90_cfg<D, STAGES>;
 	const size_t smem = 1024 + C::QB + STAGES * C::KVB + 8 * (2 + 2 * STAGES);
-	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES>, smem))
+	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES, PINGPONG>, smem))
 		DGM_ARG(0, "exact group scores: cannot get %zu bytes of shared memory", smem);
 	/* one CTA per SM at a time: runs of equal length, about 8 CTAs per SM in all */
 	const long long want = 8LL * dgm_num_sms();
@@ -303,7 +314,7 @@ int launch_sm90(GSParams p, cudaStream_t st)
 	runs = runs < 1 ? 1 : runs > p.ntiles ? p.ntiles : runs;
 	p.tiles_per_cta = (p.ntiles + runs - 1) / runs;
 	dim3 grid(p.ngroups, (p.ntiles + p.tiles_per_cta - 1) / p.tiles_per_cta);
-	group_scores_sm90<D, STAGES><<<grid, 384, smem, st>>>(p);
+	group_scores_sm90<D, STAGES, PINGPONG><<<grid, 384, smem, st>>>(p);
 	DGM_LAUNCHED();
 	if (p.block_scores) {
 		const long long entries = (long long)p.ngroups * p.ntiles;
@@ -321,9 +332,10 @@ static const char *const names[] = {
 	"v1: mma.sync 128x128 tiles, 8 warps, 1 CTA/SM (171 registers)",
 	"v2: as v1 with 2 CTAs/SM (128 registers)",
 	"v3: S^T = K Q^T on wgmma, producer + 2 independent consumer warpgroups, row sums (sm_90a)",
+	"v4: v3 with the consumer warpgroups' wgmma in turns (ping-pong)",
 };
-#define NVERSIONS 3
-#define PROMOTED 3
+#define NVERSIONS 4
+#define PROMOTED 4
 
 extern "C" const char *dg_exact_scores_name(int version)
 {
@@ -359,10 +371,12 @@ extern "C" int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t 
 	if (version == 0)
 		version = PROMOTED;
 	DGM_ARG(version >= 1 && version <= NVERSIONS, "exact group scores: no version %d", version);
-	if (version == 3 && !scores)
-		version = 2; /* v3 accumulates chunked groups in the token scores */
+	if (version >= 3 && !scores)
+		version = 2; /* v3 and v4 accumulate chunked groups in the token scores */
 	if (version == 3)
-		return d == 64 ? launch_sm90<64, 4>(p, st) : launch_sm90<128, 4>(p, st);
+		return d == 64 ? launch_sm90<64, 4, false>(p, st) : launch_sm90<128, 4, false>(p, st);
+	if (version == 4)
+		return d == 64 ? launch_sm90<64, 4, true>(p, st) : launch_sm90<128, 4, true>(p, st);
 	if (version == 1)
 		return d == 64 ? launch<64, 1>(p, st) : launch<128, 1>(p, st);
 	return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);

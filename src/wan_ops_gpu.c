@@ -3,7 +3,7 @@
  * device (converted from the loader's per-tensor fp32, which the loader then frees), linears through
  * cuBLASLt (bf16 operands, fp32 accumulate and output, bias fused in the epilogue), norms, RoPE,
  * GELU and gated residual adds in fp32 (kernels/dit_ops.cu), attention by the flash kernel
- * (bf16 Q/K/V, fp32 output; cross-attention with its own key count). The feed-forward is two
+ * (bf16 Q/K/V, the heads' outputs merged; cross-attention with its own key count). The feed-forward is two
  * cuBLASLt GEMMs: the first with bias + GELU in its epilogue and a bf16 output, the hidden (m,
  * ffn_dim) that the second reads as it is; so the hidden never exists in fp32. Built only with CUDA
  * (DG_HAVE_CUDA); without it dg_wan_ops_gpu says so and returns NULL.
@@ -14,11 +14,11 @@
  * bf16 GEMM inputs cost no extra pass. Any other write (linear, ffn, attention, upload)
  * invalidates it. Operand buffers (alloc_operand) are the shadow alone: bf16 storage whose
  * address is also the buffer's float pointer; the ops writing them skip the fp32 output, download
- * widens them, a linear or an attention into one writes bf16 from its kernel, to_heads and
- * from_heads read them in bf16, and an op that would read or write them in fp32 stops the
- * program. A residual add runs inside the GEMM (linear_add: beta 1 onto y) or inside the next
+ * widens them, a linear or an attention into one writes bf16 from its kernel, to_heads reads
+ * them in bf16, and an op that would read or write them in fp32 stops the program. A residual add runs inside the GEMM (linear_add: beta 1 onto y) or inside the next
  * LayerNorm (add_layernorm).
- * Buffers written outside the table (the attention entry point's output) are never read as bf16.
+ * Outside the table, the attention entry point writes its output into an operand buffer's bf16
+ * storage (the bf16 hook), ordered before the table's later ops by the GPU policy backend.
  * Every op is queued on the default stream; download waits for them. Device time per kind of op is
  * measured with event pairs, summed when the queue is drained (sync, download).
  */

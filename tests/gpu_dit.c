@@ -26,12 +26,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
-#include "dit_attn.h"
-#include "dit_sample.h"
+#include "backend/backend.h"
+#include "dit/dit_attn.h"
+#include "dit/dit_sample.h"
 #include "testhelp.h"
-#include "util.h"
-#include "wan.h"
+#include "util/util.h"
+#include "dit/wan.h"
 
 static const char *models_dir, *fix_dir;
 static uint64_t seed;

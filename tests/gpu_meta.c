@@ -29,11 +29,11 @@
 #include "dsgap_kernels.h"
 #include "host_common.h"
 
-#include "attention.h"
-#include "groups.h"
-#include "metrics.h"
-#include "select.h"
-#include "util.h"
+#include "policy/attention.h"
+#include "policy/groups.h"
+#include "policy/metrics.h"
+#include "policy/select.h"
+#include "util/util.h"
 
 #include "testhelp.h"
 

@@ -12,13 +12,13 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
-#include "attention.h"
-#include "groups.h"
-#include "metrics.h"
+#include "policy/attention.h"
+#include "policy/groups.h"
+#include "policy/metrics.h"
 #include "ref64.h"
-#include "select.h"
+#include "policy/select.h"
 #include "testhelp.h"
-#include "util.h"
+#include "util/util.h"
 
 static gsl_rng *rng;
 

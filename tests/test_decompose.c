@@ -14,11 +14,11 @@
 
 #include <gsl/gsl_rng.h>
 
-#include "decompose.h"
-#include "results.h"
-#include "shapley.h"
+#include "analysis/decompose.h"
+#include "analysis/results.h"
+#include "analysis/shapley.h"
 #include "testhelp.h"
-#include "util.h"
+#include "util/util.h"
 
 #define EPS 1e-15
 

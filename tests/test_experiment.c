@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "experiment.h"
+#include "batch/experiment.h"
 #include "testhelp.h"
-#include "util.h"
+#include "util/util.h"
 
 /* Load text; the error message (if any) goes to err. */
 static int load(dg_experiment *e, const char *text, char *err, size_t size)

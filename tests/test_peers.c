@@ -11,15 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "attention.h"
-#include "backend.h"
-#include "peers.h"
-#include "policy_run.h"
+#include "policy/attention.h"
+#include "backend/backend.h"
+#include "policy/peers.h"
+#include "backend/policy_run.h"
 #include "ref64.h"
-#include "synth.h"
+#include "trace/synth.h"
 #include "testhelp.h"
-#include "trace.h"
-#include "util.h"
+#include "trace/trace.h"
+#include "util/util.h"
 
 static int n, d, grid[3];
 static float *q, *k, *v;

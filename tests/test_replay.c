@@ -15,14 +15,14 @@
 
 #include <gsl/gsl_rng.h>
 
-#include "attention.h"
+#include "policy/attention.h"
 #include "ref64.h"
-#include "replay.h"
-#include "select.h"
-#include "synth.h"
+#include "replay/replay.h"
+#include "policy/select.h"
+#include "trace/synth.h"
 #include "testhelp.h"
-#include "trace.h"
-#include "util.h"
+#include "trace/trace.h"
+#include "util/util.h"
 
 #define NPOL 9
 static const char *policies[NPOL] = { "dense", "est-block", "oracle-block", "oracle-tile", "oracle",

@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "safetensors.h"
+#include "dit/safetensors.h"
 #include "testhelp.h"
-#include "util.h"
+#include "util/util.h"
 
 /* ---------------------------------------------------------------------------------------------- */
 /* stderr capture: what the code under test reported                                              */

@@ -19,10 +19,10 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
-#include "synth.h"
+#include "trace/synth.h"
 #include "testhelp.h"
-#include "trace.h"
-#include "util.h"
+#include "trace/trace.h"
+#include "util/util.h"
 
 static char dir[64];
 

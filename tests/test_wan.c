@@ -21,12 +21,13 @@
 
 #include <gsl/gsl_rng.h>
 
-#include "dit_attn.h"
-#include "dit_sample.h"
-#include "safetensors.h"
+#include "dit/dit_attn.h"
+#include "dit/dit_sample.h"
+#include "dit/safetensors.h"
 #include "testhelp.h"
-#include "util.h"
-#include "wan.h"
+#include "wan_ops_checked.h"
+#include "util/util.h"
+#include "dit/wan.h"
 
 #define TOL_FORWARD 1e-5
 #define TOL_RUN 2e-5
@@ -278,7 +279,7 @@ static void checked_backend(void)
 	const char *devices[2] = { "cpu", "cpu-checked" };
 	for (int i = 0; i < 2; i++) {
 		dg_wan_model *m;
-		if (dg_wan_load(&m, path, devices[i])) {
+		if (dg_wan_load_ops(&m, path, i ? dg_wan_ops_checked() : dg_wan_ops_cpu())) {
 			CHECKF(0, "load %s", devices[i]);
 			return;
 		}
@@ -337,7 +338,7 @@ static void cfg_first_block_shared(const char *device)
 	char path[512];
 	snprintf(path, sizeof path, "%s/orig_hd64", models_dir);
 	dg_wan_model *m;
-	if (dg_wan_load(&m, path, device)) {
+	if (dg_wan_load_ops(&m, path, strcmp(device, "cpu") ? dg_wan_ops_checked() : dg_wan_ops_cpu())) {
 		CHECKF(0, "load %s", device);
 		return;
 	}

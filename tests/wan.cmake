@@ -6,7 +6,7 @@ dg_test(test_safetensors SOURCES test_safetensors.c LABELS cpu)
 add_test(NAME wan_models COMMAND /usr/bin/python3 -B ${CMAKE_CURRENT_SOURCE_DIR}/wan_ref.py derive
          ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/wan ${CMAKE_CURRENT_BINARY_DIR}/wan_models)
 set_tests_properties(wan_models PROPERTIES FIXTURES_SETUP wan_models LABELS cpu)
-dg_test(test_wan SOURCES test_wan.c LABELS cpu
+dg_test(test_wan SOURCES test_wan.c wan_ops_checked.c LABELS cpu
   COMMAND ${CMAKE_CURRENT_BINARY_DIR}/wan_models ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/wan)
 set_tests_properties(test_wan PROPERTIES FIXTURES_REQUIRED wan_models)
 # dsgap capture and generate end to end, the trace read back with h5py, bad checkpoints

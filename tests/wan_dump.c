@@ -15,10 +15,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "dit_attn.h"
-#include "dit_sample.h"
-#include "util.h"
-#include "wan.h"
+#include "dit/dit_attn.h"
+#include "dit/dit_sample.h"
+#include "util/util.h"
+#include "dit/wan.h"
 
 typedef struct {
 	char name[32];

@@ -1,0 +1,79 @@
+/*
+ * bootstrap.c: cluster bootstrap with percentile intervals. See bootstrap.h.
+ */
+#include "analysis/bootstrap.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "util/util.h"
+
+#define DG_BOOT_LEVEL 0.95
+
+void dg_boot_percentile(double *rep, int n, double level, double *lo, double *hi)
+{
+	int m = 0;
+	for (int i = 0; i < n; i++)
+		if (isfinite(rep[i]))
+			rep[m++] = rep[i];
+	if (!m) {
+		*lo = *hi = NAN;
+		return;
+	}
+	gsl_sort(rep, 1, m);
+	*lo = gsl_stats_quantile_from_sorted_data(rep, 1, m, (1 - level) / 2);
+	*hi = gsl_stats_quantile_from_sorted_data(rep, 1, m, (1 + level) / 2);
+}
+
+/* E_p over the clusters idx[0..n) (repeats count again) */
+static void means(const dg_boot_data *d, const int *idx, int n, double *E)
+{
+	for (int p = 0; p < d->n_pol; p++) {
+		const double *S = d->sum + (size_t)p * d->n_clusters;
+		const double *N = d->count + (size_t)p * d->n_clusters;
+		double s = 0, c = 0;
+		for (int k = 0; k < n; k++) {
+			s += S[idx[k]];
+			c += N[idx[k]];
+		}
+		E[p] = c > 0 ? s / c : NAN;
+	}
+}
+
+void dg_boot_stat(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, int boot,
+		  unsigned long seed, double *est, double *lo, double *hi)
+{
+	double *E = dg_malloc(data->n_pol * sizeof *E), *q = dg_malloc(n_q * sizeof *q);
+	means(data, data->member, data->n_member, E);
+	fn(E, est);
+	for (int j = 0; j < n_q; j++)
+		lo[j] = hi[j] = NAN;
+	if (boot > 0 && data->n_member > 0) {
+		double *rep = dg_malloc((size_t)n_q * boot * sizeof *rep);
+		int *idx = dg_malloc(data->n_member * sizeof *idx);
+		gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+		if (!rng)
+			dg_die("out of memory (gsl_rng_alloc)");
+		gsl_rng_set(rng, seed);
+		for (int b = 0; b < boot; b++) {
+			gsl_ran_sample(rng, idx, data->n_member, (void *)data->member, data->n_member,
+				       sizeof *idx);
+			means(data, idx, data->n_member, E);
+			fn(E, q);
+			for (int j = 0; j < n_q; j++)
+				rep[(size_t)j * boot + b] = q[j];
+		}
+		for (int j = 0; j < n_q; j++)
+			dg_boot_percentile(rep + (size_t)j * boot, boot, DG_BOOT_LEVEL, &lo[j], &hi[j]);
+		gsl_rng_free(rng);
+		free(idx);
+		free(rep);
+	}
+	free(q);
+	free(E);
+}

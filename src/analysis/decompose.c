@@ -1,0 +1,748 @@
+/*
+ * decompose.c: the oracle ladder and the MC-Sparse factorial ablation with cluster-bootstrap
+ * intervals, and their tables (.csv .md .tex). See decompose.h for the quantities and formats.
+ *   dsgap decompose DIR [--boot N] [--seed X]     (cmd_decompose.c)
+ */
+#include "analysis/decompose.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/bootstrap.h"
+#include "analysis/shapley.h"
+#include "util/util.h"
+
+/* ladder rungs: the policies, in the order the statistic receives their means */
+enum { R_EST, R_OBLOCK, R_OTILE, R_OPCA, R_ORACLE, R_ORES, R_COUNT };
+static const char *const ladder_policy[R_COUNT] = {
+	"est-block", "oracle-block", "oracle-tile", "oracle-pca", "oracle", "oracle+res"
+};
+/* factorial cells, indexed by the mask of components on (bit 0 G, bit 1 S, bit 2 R) */
+static const char *const cell_policy[8] = {
+	"baseline", "mc-grouping", "mc-selection", "mc-gs", "mc-residual", "mc-gr", "mc-sr",
+	"mc-sparse"
+};
+/* the peers of DESIGN §3, with the method each one replays (reference/mcsparse-and-peers.md §2) */
+const dg_peer_method dg_peer_methods[DG_PEER_METHODS] = {
+	{ "svg2", "Sparse VideoGen2 (§2.2)" },   { "spargeattn", "SpargeAttn (§2.4)" },
+	{ "xattention", "XAttention (§2.5)" },   { "radial", "Radial Attention (§2.6)" },
+	{ "sta", "Sliding Tile Attention (§2.7)" }, { "ditfastattn", "DiTFastAttn (§2.9)" },
+	{ "chipmunk", "Chipmunk (§2.11)" },      { "pisa", "PISA (§2.12)" },
+};
+/* display order of the cells: by number of components on */
+static const int cell_order[8] = { 0, 1, 2, 4, 3, 5, 6, 7 };
+
+/* How a quantity is named, and which quantity its share is a fraction of (-1: none). */
+typedef struct {
+	const char *key, *md, *tex;
+	int share_of;
+	const char *share_name;
+} quantity;
+
+static const quantity ladder_q[DG_LAD_COUNT] = {
+	[DG_LAD_E_EST] = { "E(est-block)", "E(est-block): block-sparse estimator",
+			   "$E$(est-block): block-sparse estimator", DG_LAD_E_EST, "E(est-block)" },
+	[DG_LAD_SELECTION] = { "selection", "selection = E(est-block) − E(oracle-block)",
+			       "selection: $E$(est-block) $-$ $E$(oracle-block)", DG_LAD_E_EST,
+			       "E(est-block)" },
+	[DG_LAD_GROUPING] = { "grouping", "grouping = E(oracle-block) − E(oracle)",
+			      "grouping: $E$(oracle-block) $-$ $E$(oracle)", DG_LAD_E_EST,
+			      "E(est-block)" },
+	[DG_LAD_LOST] = { "lost", "lost contributions = E(oracle)",
+			  "lost contributions: $E$(oracle)", DG_LAD_E_EST, "E(est-block)" },
+	[DG_LAD_RESIDUAL] = { "residual_recovers", "residual recovers E(oracle) − E(oracle+res)",
+			      "residual recovers: $E$(oracle) $-$ $E$(oracle+res)", DG_LAD_LOST,
+			      "lost" },
+	[DG_LAD_TILE] = { "tile_wins_back", "tile groups win back E(oracle-block) − E(oracle-tile)",
+			  "tile groups win back: $E$(oracle-block) $-$ $E$(oracle-tile)",
+			  DG_LAD_GROUPING, "grouping" },
+	[DG_LAD_PCA] = { "pca_wins_back", "PCA groups win back E(oracle-block) − E(oracle-pca)",
+			 "PCA groups win back: $E$(oracle-block) $-$ $E$(oracle-pca)",
+			 DG_LAD_GROUPING, "grouping" },
+	[DG_LAD_E_ORACLE_BLOCK] = { "E(oracle-block)", "E(oracle-block)", "$E$(oracle-block)", -1 },
+	[DG_LAD_E_ORACLE_TILE] = { "E(oracle-tile)", "E(oracle-tile)", "$E$(oracle-tile)", -1 },
+	[DG_LAD_E_ORACLE_PCA] = { "E(oracle-pca)", "E(oracle-pca)", "$E$(oracle-pca)", -1 },
+	[DG_LAD_E_ORACLE] = { "E(oracle)", "E(oracle)", "$E$(oracle)", -1 },
+	[DG_LAD_E_ORACLE_RES] = { "E(oracle+res)", "E(oracle+res)", "$E$(oracle+res)", -1 },
+};
+
+static const quantity ablation_q[DG_ABL_COUNT] = {
+	[DG_ABL_E + 0] = { "E(baseline)", "E(baseline)", "$E$(baseline)", -1 },
+	[DG_ABL_E + 1] = { "E(mc-grouping)", "E(mc-grouping)", "$E$(mc-grouping)", -1 },
+	[DG_ABL_E + 2] = { "E(mc-selection)", "E(mc-selection)", "$E$(mc-selection)", -1 },
+	[DG_ABL_E + 3] = { "E(mc-gs)", "E(mc-gs)", "$E$(mc-gs)", -1 },
+	[DG_ABL_E + 4] = { "E(mc-residual)", "E(mc-residual)", "$E$(mc-residual)", -1 },
+	[DG_ABL_E + 5] = { "E(mc-gr)", "E(mc-gr)", "$E$(mc-gr)", -1 },
+	[DG_ABL_E + 6] = { "E(mc-sr)", "E(mc-sr)", "$E$(mc-sr)", -1 },
+	[DG_ABL_E + 7] = { "E(mc-sparse)", "E(mc-sparse)", "$E$(mc-sparse)", -1 },
+	[DG_ABL_TOTAL] = { "total_reduction", "total reduction E(baseline) − E(mc-sparse)",
+			   "total reduction: $E$(baseline) $-$ $E$(mc-sparse)", DG_ABL_TOTAL, "total" },
+	[DG_ABL_PHI + DG_COMP_G] = { "shapley_G", "φ_G: grouping (PCA groups, token KV)",
+				     "$\\phi_G$: grouping (PCA groups, token KV)", DG_ABL_TOTAL,
+				     "total" },
+	[DG_ABL_PHI + DG_COMP_S] = { "shapley_S", "φ_S: selection (exact scores)",
+				     "$\\phi_S$: selection (exact scores)", DG_ABL_TOTAL, "total" },
+	[DG_ABL_PHI + DG_COMP_R] = { "shapley_R", "φ_R: residual (cached at the anchor)",
+				     "$\\phi_R$: residual (cached at the anchor)", DG_ABL_TOTAL,
+				     "total" },
+	[DG_ABL_I_GS] = { "I_GS", "interaction I_GS", "interaction $I_{GS}$", -1 },
+	[DG_ABL_I_GR] = { "I_GR", "interaction I_GR", "interaction $I_{GR}$", -1 },
+	[DG_ABL_I_SR] = { "I_SR", "interaction I_SR", "interaction $I_{SR}$", -1 },
+	[DG_ABL_I_GSR] = { "I_GSR", "interaction I_GSR", "interaction $I_{GSR}$", -1 },
+};
+
+/* columns of the per-layer tables */
+static const int ladder_layer_q[] = { DG_LAD_E_EST, DG_LAD_SELECTION, DG_LAD_GROUPING,
+				      DG_LAD_LOST, DG_LAD_RESIDUAL };
+static const char *const ladder_layer_head[] = { "E(est-block)", "selection", "grouping", "lost",
+						 "residual recovers" };
+static const char *const ladder_layer_tex[] = { "$E$(est-block)", "Selection", "Grouping", "Lost",
+						"Res.\\ recovers" };
+static const int ablation_layer_q[] = { DG_ABL_E + 0, DG_ABL_E + 7, DG_ABL_PHI + DG_COMP_G,
+					DG_ABL_PHI + DG_COMP_S, DG_ABL_PHI + DG_COMP_R };
+static const char *const ablation_layer_head[] = { "E(baseline)", "E(mc-sparse)", "φ_G", "φ_S",
+						   "φ_R" };
+static const char *const ablation_layer_tex[] = { "$E$(baseline)", "$E$(mc-sparse)", "$\\phi_G$",
+						  "$\\phi_S$", "$\\phi_R$" };
+#define LAYER_COLS 5
+
+const char *dg_table_reference(dg_table_kind kind)
+{
+	return kind == DG_TABLE_LADDER ? ladder_policy[R_EST] : cell_policy[7];
+}
+
+const char *dg_table_name(dg_table_kind kind)
+{
+	return kind == DG_TABLE_LADDER ? "decomposition" : "ablation";
+}
+
+int dg_table_policies(dg_table_kind kind, const char *const **names)
+{
+	*names = kind == DG_TABLE_LADDER ? ladder_policy : cell_policy;
+	return kind == DG_TABLE_LADDER ? R_COUNT : 8;
+}
+
+int dg_table_quantities(dg_table_kind kind)
+{
+	return kind == DG_TABLE_LADDER ? DG_LAD_COUNT : DG_ABL_COUNT;
+}
+
+static const quantity *quantities(dg_table_kind kind)
+{
+	return kind == DG_TABLE_LADDER ? ladder_q : ablation_q;
+}
+
+const char *dg_quantity_key(dg_table_kind kind, int q) { return quantities(kind)[q].key; }
+
+/* ---- the statistics ------------------------------------------------------------------------- */
+
+static void ladder_stat(const double *E, double *q)
+{
+	q[DG_LAD_E_EST] = E[R_EST];
+	q[DG_LAD_SELECTION] = E[R_EST] - E[R_OBLOCK];
+	q[DG_LAD_GROUPING] = E[R_OBLOCK] - E[R_ORACLE];
+	q[DG_LAD_LOST] = E[R_ORACLE];
+	q[DG_LAD_RESIDUAL] = E[R_ORACLE] - E[R_ORES];
+	q[DG_LAD_TILE] = E[R_OBLOCK] - E[R_OTILE];
+	q[DG_LAD_PCA] = E[R_OBLOCK] - E[R_OPCA];
+	q[DG_LAD_E_ORACLE_BLOCK] = E[R_OBLOCK];
+	q[DG_LAD_E_ORACLE_TILE] = E[R_OTILE];
+	q[DG_LAD_E_ORACLE_PCA] = E[R_OPCA];
+	q[DG_LAD_E_ORACLE] = E[R_ORACLE];
+	q[DG_LAD_E_ORACLE_RES] = E[R_ORES];
+}
+
+static void ablation_stat(const double *E, double *q)
+{
+	for (int s = 0; s < 8; s++)
+		q[DG_ABL_E + s] = E[s];
+	q[DG_ABL_TOTAL] = E[0] - E[7];
+	dg_shapley(DG_COMP_COUNT, E, q + DG_ABL_PHI);
+	q[DG_ABL_I_GS] = dg_interaction(1u << DG_COMP_G | 1u << DG_COMP_S, E);
+	q[DG_ABL_I_GR] = dg_interaction(1u << DG_COMP_G | 1u << DG_COMP_R, E);
+	q[DG_ABL_I_SR] = dg_interaction(1u << DG_COMP_S | 1u << DG_COMP_R, E);
+	q[DG_ABL_I_GSR] = dg_interaction(7, E);
+}
+
+static double row_check(dg_table_kind kind, const double *q)
+{
+	if (kind == DG_TABLE_LADDER)
+		return q[DG_LAD_SELECTION] + q[DG_LAD_GROUPING] + q[DG_LAD_LOST] - q[DG_LAD_E_EST];
+	return q[DG_ABL_PHI + DG_COMP_G] + q[DG_ABL_PHI + DG_COMP_S] + q[DG_ABL_PHI + DG_COMP_R] -
+	       q[DG_ABL_TOTAL];
+}
+
+/* a peer against the reference: E[0] the peer, E[1] the reference */
+static void peer_stat(const double *E, double *q)
+{
+	q[0] = E[0];
+	q[1] = E[0] - E[1];
+}
+
+/* ---- building -------------------------------------------------------------------------------- */
+
+/* The method of policy name (PRESET or PRESET/...), or -1. */
+static int peer_method(const char *name)
+{
+	for (int m = 0; m < DG_PEER_METHODS; m++) {
+		size_t n = strlen(dg_peer_methods[m].preset);
+		if (!strncmp(name, dg_peer_methods[m].preset, n) && (name[n] == 0 || name[n] == '/'))
+			return m;
+	}
+	return -1;
+}
+
+/* Mean effective density of the post-warm-up units of policy p at density d; NaN without any. */
+static double mean_density(const dg_results *r, int p, int d, double *n_units)
+{
+	const size_t k = (size_t)p * r->n_densities + d;
+	double s = 0, n = 0;
+	for (size_t i = r->range[k]; i < r->range[k + 1]; i++)
+		if (dg_results_post_warmup(r, &r->unit[i])) {
+			s += r->unit[i].density_eff;
+			n += 1;
+		}
+	*n_units = n;
+	return n > 0 ? s / n : NAN;
+}
+
+/* The peers at matched density of density d (see decompose.h). sum, count: (2, n_clusters)
+ * scratch (every table has at least 2 policies, so the caller's buffers hold them). */
+static void build_peers(const dg_results *r, dg_table *t, int d, double *sum, double *count,
+			int *member)
+{
+	const int nc = r->n_clusters, ref = dg_results_policy(r, dg_table_reference(t->kind));
+	for (int m = 0; m < DG_PEER_METHODS; m++) {
+		dg_peer_row best = { .density = d, .policy = -1, .method = m };
+		for (int p = 0; p < r->n_policies; p++) {
+			double n, rho = peer_method(r->policy[p]) == m ? mean_density(r, p, d, &n) : NAN;
+			if (!isnan(rho) && (best.policy < 0 || fabs(rho - r->density[d]) <
+								 fabs(best.density_eff - r->density[d]))) {
+				best.policy = p;
+				best.density_eff = rho;
+				best.n_units = n;
+			}
+		}
+		if (best.policy < 0)
+			continue;
+		dg_results_cluster_sums(r, best.policy, d, DG_ANY, sum, count);
+		if (ref >= 0)
+			dg_results_cluster_sums(r, ref, d, DG_ANY, sum + nc, count + nc);
+		else /* no reference: its E and the difference are NaN */
+			memset(count + nc, 0, nc * sizeof *count);
+		int nm = 0;
+		for (int c = 0; c < nc; c++)
+			if (count[c] > 0)
+				member[nm++] = c;
+		best.n_clusters = nm;
+		dg_boot_data data = { .n_pol = 2, .n_clusters = nc, .sum = sum, .count = count,
+				      .member = member, .n_member = nm };
+		dg_boot_stat(&data, peer_stat, 2, t->boot, t->seed, best.est, best.lo, best.hi);
+		t->peer = dg_realloc(t->peer, (t->n_peers + 1) * sizeof *t->peer);
+		t->peer[t->n_peers++] = best;
+	}
+}
+
+/* Rows of one density: all layers, then each layer. sum, count: (np, n_clusters). */
+static void build_density(const dg_results *r, dg_table *t, int d, const double *sum,
+			 const double *count, int np, int *member, int *layers)
+{
+	const int nc = r->n_clusters;
+	bool *used = dg_calloc(nc, sizeof *used);
+	for (int p = 0; p < np; p++)
+		for (int c = 0; c < nc; c++)
+			used[c] |= count[(size_t)p * nc + c] > 0;
+	int nl = 0;
+	for (int c = 0; c < nc; c++) /* clusters are sorted by layer */
+		if (used[c] && (!nl || layers[nl - 1] != r->cluster[c].layer))
+			layers[nl++] = r->cluster[c].layer;
+	for (int s = -1; s < nl; s++) {
+		dg_row row = { .density = d, .layer = s < 0 ? DG_ANY : layers[s] };
+		int nm = 0;
+		for (int c = 0; c < nc; c++)
+			if (used[c] && (s < 0 || r->cluster[c].layer == row.layer)) {
+				member[nm++] = c;
+				row.n_units += count[c]; /* policy 0: est-block, baseline */
+			}
+		row.n_clusters = nm;
+		dg_boot_data data = { .n_pol = np, .n_clusters = nc, .sum = sum, .count = count,
+				      .member = member, .n_member = nm };
+		dg_boot_stat(&data, t->kind == DG_TABLE_LADDER ? ladder_stat : ablation_stat,
+			     dg_table_quantities(t->kind), t->boot, t->seed, row.est, row.lo, row.hi);
+		row.check = row_check(t->kind, row.est);
+		t->row = dg_realloc(t->row, (t->n_rows + 1) * sizeof *t->row);
+		t->row[t->n_rows++] = row;
+	}
+	free(used);
+}
+
+int dg_table_build(const dg_results *r, dg_table_kind kind, int density, int boot,
+		   unsigned long seed, dg_table *t)
+{
+	*t = (dg_table){ .kind = kind, .boot = boot, .seed = seed };
+	const char *const *name;
+	const int np = dg_table_policies(kind, &name), nc = r->n_clusters;
+	double *sum = dg_malloc(2 * (size_t)np * nc * sizeof *sum), *count = sum + (size_t)np * nc;
+	int *member = dg_malloc(nc * sizeof *member), *layers = dg_malloc(nc * sizeof *layers);
+	int d0 = density < 0 ? 0 : density, d1 = density < 0 ? r->n_densities : density + 1;
+	bool any = false; /* none of the table's policies at all: no warning per density */
+	for (int p = 0; p < np; p++)
+		any |= dg_results_policy(r, name[p]) >= 0;
+	for (int d = any ? d0 : d1; d < d1; d++) {
+		char missing[256] = "", absent[256] = "";
+		for (int p = 0; p < np; p++) {
+			int pi = dg_results_policy(r, name[p]);
+			double n = 0;
+			if (pi >= 0) {
+				dg_results_cluster_sums(r, pi, d, DG_ANY, sum + (size_t)p * nc,
+							count + (size_t)p * nc);
+			} else { /* absent: no unit, so E is NaN */
+				memset(sum + (size_t)p * nc, 0, nc * sizeof *sum);
+				memset(count + (size_t)p * nc, 0, nc * sizeof *count);
+			}
+			for (int c = 0; c < nc; c++)
+				n += count[(size_t)p * nc + c];
+			bool needed = kind == DG_TABLE_ABLATION || p == R_EST || p == R_OBLOCK ||
+				      p == R_ORACLE;
+			char *list = needed ? missing : absent;
+			if (n == 0)
+				snprintf(list + strlen(list), 256 - strlen(list), "%s%s",
+					 *list ? ", " : "", name[p]);
+		}
+		if (*missing) {
+			dg_warn("%s: density_target %g: no post-warm-up units of %s: no %s rows there",
+				r->dir, r->density[d], missing, dg_table_name(kind));
+			continue;
+		}
+		if (*absent)
+			dg_warn("%s: density_target %g: no post-warm-up units of %s: their %s rows "
+				"left out", r->dir, r->density[d], absent, dg_table_name(kind));
+		build_density(r, t, d, sum, count, np, member, layers);
+		build_peers(r, t, d, sum, count, member);
+	}
+	free(layers);
+	free(member);
+	free(sum);
+	return t->n_rows ? 0 : 1;
+}
+
+void dg_table_free(dg_table *t)
+{
+	free(t->row);
+	free(t->peer);
+	memset(t, 0, sizeof *t);
+}
+
+double dg_table_check(const dg_table *t)
+{
+	double m = 0;
+	for (int i = 0; i < t->n_rows; i++)
+		if (fabs(t->row[i].check) > m)
+			m = fabs(t->row[i].check);
+	return m;
+}
+
+/* ---- writing --------------------------------------------------------------------------------- */
+
+static const char *num(char *buf, double x)
+{
+	snprintf(buf, 32, "%#.4g", x);
+	return buf;
+}
+
+/* "[lo, hi]", or "" when there is no interval */
+static const char *interval(char *buf, double lo, double hi)
+{
+	char a[32], b[32];
+	if (isnan(lo) || isnan(hi))
+		buf[0] = 0;
+	else
+		snprintf(buf, 80, "[%s, %s]", num(a, lo), num(b, hi));
+	return buf;
+}
+
+static void tex_puts(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '\\': fputs("\\textbackslash{}", f); break;
+		case '~': fputs("\\textasciitilde{}", f); break;
+		case '^': fputs("\\textasciicircum{}", f); break;
+		case '&': case '%': case '$': case '#': case '_': case '{': case '}':
+			fputc('\\', f);
+			fputc(*s, f);
+			break;
+		default: fputc(*s, f);
+		}
+	}
+}
+
+static const char *layer_name(char *buf, int layer)
+{
+	if (layer == DG_ANY)
+		return "all";
+	snprintf(buf, 16, "%d", layer);
+	return buf;
+}
+
+static void write_csv(FILE *f, const dg_results *r, const dg_table *t)
+{
+	const quantity *Q = quantities(t->kind);
+	fprintf(f, "density_target,layer,quantity,estimate,lo,hi,n_units,n_clusters\n");
+	for (int i = 0; i < t->n_rows; i++) {
+		const dg_row *w = &t->row[i];
+		char lb[16];
+		for (int q = 0; q < dg_table_quantities(t->kind); q++) {
+			if (isnan(w->est[q]))
+				continue;
+			fprintf(f, "%.10g,%s,%s,%.10g,%.10g,%.10g,%.0f,%d\n",
+				r->density[w->density], layer_name(lb, w->layer),
+				Q[q].key, w->est[q], w->lo[q], w->hi[q], w->n_units, w->n_clusters);
+		}
+	}
+	for (int i = 0; i < t->n_peers; i++) {
+		const dg_peer_row *w = &t->peer[i];
+		const char *spec = r->policy[w->policy], *ref = dg_table_reference(t->kind);
+		double rho = r->density[w->density];
+		fprintf(f, "%.10g,all,peer:density(%s),%.10g,nan,nan,%.0f,%d\n", rho, spec, w->density_eff,
+			w->n_units, w->n_clusters);
+		fprintf(f, "%.10g,all,peer:E(%s),%.10g,%.10g,%.10g,%.0f,%d\n", rho, spec, w->est[0],
+			w->lo[0], w->hi[0], w->n_units, w->n_clusters);
+		fprintf(f, "%.10g,all,peer:E(%s)-E(%s),%.10g,%.10g,%.10g,%.0f,%d\n", rho, spec, ref,
+			w->est[1], w->lo[1], w->hi[1], w->n_units, w->n_clusters);
+	}
+}
+
+static void dense_layer_list(char *buf, size_t n, const dg_results *r)
+{
+	buf[0] = 0;
+	for (int i = 0; i < r->n_dense_layers && strlen(buf) + 16 < n; i++)
+		snprintf(buf + strlen(buf), n - strlen(buf), "%s%d", i ? ", " : "",
+			 r->dense_layer[i]);
+	if (!r->n_dense_layers)
+		snprintf(buf, n, "none");
+}
+
+static void md_preamble(FILE *f, const dg_results *r, const dg_table *t)
+{
+	char dl[256];
+	dense_layer_list(dl, sizeof dl, r);
+	if (t->kind == DG_TABLE_LADDER)
+		fprintf(f, "# Sources of the dense–sparse attention gap (oracle ladder)\n\n");
+	else
+		fprintf(f, "# MC-Sparse factorial ablation: Shapley attribution\n\n");
+	fprintf(f, "Generated by `dsgap decompose` (dsgap %s, commit %s) from `%s`: trace `%s` "
+		   "(model %s, source %s); metrics made by commit %s on %s, %s.\n\n",
+		DG_VERSION, dg_git_commit(), r->dir, r->trace_path, r->model, r->source,
+		r->git_commit, r->device, r->date);
+	fprintf(f, "E = mean rel_l2 = ‖Ô − O‖ / ‖O‖ over post-warm-up units (step ≥ %d; dense "
+		   "layers: %s). Intervals: 95%% percentile bootstrap resampling (layer, head) "
+		   "clusters with replacement, %d replicates, seed %lu (every row its own "
+		   "clusters: all of them, or one layer's heads).\n",
+		r->warmup, dl, t->boot, t->seed);
+	if (t->kind == DG_TABLE_LADDER)
+		fprintf(f, "The oracles recompute their selection every step (refresh=step). The "
+			   "three sources — selection, grouping, lost contributions — sum to "
+			   "E(est-block).\n\n");
+	else
+		fprintf(f, "Components, switched on one by one (refresh=anchor: metadata made at the "
+			   "anchor step and reused): G = PCA query groups with token KV (instead of "
+			   "raster groups with KV blocks), S = exact scores (instead of pooled), "
+			   "R = cached residual. Shapley share φ_i: the error reduction from switching "
+			   "i on, averaged over the 6 orders of switching G, S, R on; positive = error "
+			   "reduced; φ_G + φ_S + φ_R = E(baseline) − E(mc-sparse). Interactions, on the "
+			   "error scale: I_GS = E(mc-gs) − E(mc-grouping) − E(mc-selection) + "
+			   "E(baseline) (I_GR, I_SR likewise), I_GSR = E(mc-sparse) − E(mc-gs) − "
+			   "E(mc-gr) − E(mc-sr) + E(mc-grouping) + E(mc-selection) + E(mc-residual) − "
+			   "E(baseline); I < 0: together the components reduce the error more than "
+			   "separately (synergy), I > 0: their effects overlap.\n\n");
+}
+
+static void md_caption(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w)
+{
+	fprintf(f, "*density_target %g: n = %.0f post-warm-up units per policy in %d (layer, head) "
+		   "clusters; 95%% percentile bootstrap, %d replicates, seed %lu; trace %s.*\n\n",
+		r->density[w->density], w->n_units, w->n_clusters, t->boot, t->seed,
+		r->trace_path);
+}
+
+static void md_quantity(FILE *f, const dg_table *t, const dg_row *w, int q)
+{
+	const quantity *Q = quantities(t->kind);
+	char a[32], b[80], share[64] = "";
+	if (isnan(w->est[q]))
+		return;
+	int s = Q[q].share_of;
+	if (s >= 0 && w->est[s] != 0 && !isnan(w->est[s]))
+		snprintf(share, sizeof share, "%.1f%% of %s", 100 * w->est[q] / w->est[s],
+			 Q[q].share_name);
+	fprintf(f, "| %s | %s | %s | %s |\n", Q[q].md, num(a, w->est[q]),
+		interval(b, w->lo[q], w->hi[q]), share);
+}
+
+static void md_layers(FILE *f, const dg_results *r, const dg_table *t, int first, int end)
+{
+	const int *cols = t->kind == DG_TABLE_LADDER ? ladder_layer_q : ablation_layer_q;
+	const char *const *head = t->kind == DG_TABLE_LADDER ? ladder_layer_head :
+			    ablation_layer_head;
+	fprintf(f, "Per layer (each row resamples that layer's heads):\n\n| layer | n |");
+	for (int j = 0; j < LAYER_COLS; j++)
+		fprintf(f, " %s |", head[j]);
+	fprintf(f, "\n|--:|--:|");
+	for (int j = 0; j < LAYER_COLS; j++)
+		fprintf(f, "--:|");
+	fputc('\n', f);
+	for (int i = first; i < end; i++) {
+		const dg_row *w = &t->row[i];
+		fprintf(f, "| %d | %.0f |", w->layer, w->n_units);
+		for (int j = 0; j < LAYER_COLS; j++) {
+			char a[32], b[80];
+			int q = cols[j];
+			if (isnan(w->est[q]))
+				fprintf(f, " — |");
+			else
+				fprintf(f, " %s %s |", num(a, w->est[q]),
+					interval(b, w->lo[q], w->hi[q]));
+		}
+		fputc('\n', f);
+	}
+	fputc('\n', f);
+}
+
+/* the peers at matched density of density index d */
+static void md_peers(FILE *f, const dg_results *r, const dg_table *t, int d)
+{
+	const char *ref = dg_table_reference(t->kind);
+	bool any = false;
+	int nfar = 0;
+	for (int i = 0; i < t->n_peers; i++) {
+		const dg_peer_row *w = &t->peer[i];
+		if (w->density != d)
+			continue;
+		char a[32], b[80], c[32], e[80];
+		if (!any)
+			fprintf(f, "Peers at matched density: per method, the configuration run whose "
+				   "effective density is closest to %g; E over its post-warm-up units; "
+				   "Δ = E(peer) − E(%s), paired 95%% cluster bootstrap:\n\n"
+				   "| method | configuration | effective density | E | 95%% CI | Δ vs E(%s) "
+				   "| 95%% CI |\n|:--|:--|--:|--:|:-:|--:|:-:|\n", r->density[d], ref, ref);
+		any = true;
+		bool far = fabs(w->density_eff - r->density[d]) > 0.2 * r->density[d];
+		nfar += far;
+		fprintf(f, "| %s | `%s` | %.3f%s | %s | %s | %s | %s |\n", dg_peer_methods[w->method].source,
+			r->policy[w->policy], w->density_eff, far ? " †" : "", num(a, w->est[0]),
+			interval(b, w->lo[0], w->hi[0]), num(c, w->est[1]),
+			interval(e, w->lo[1], w->hi[1]));
+	}
+	if (nfar)
+		fprintf(f, "\n† more than 20%% away from the target: no configuration of the method in "
+			   "this experiment comes closer.\n");
+	if (any)
+		fputc('\n', f);
+}
+
+static void write_md(FILE *f, const dg_results *r, const dg_table *t)
+{
+	md_preamble(f, r, t);
+	for (int i = 0; i < t->n_rows;) {
+		const dg_row *w = &t->row[i];
+		int end = i + 1;
+		while (end < t->n_rows && t->row[end].density == w->density)
+			end++;
+		fprintf(f, "## density_target %g\n\n", r->density[w->density]);
+		md_caption(f, r, t, w);
+		if (t->kind == DG_TABLE_ABLATION) {
+			char a[32], b[80];
+			fprintf(f, "| cell | G | S | R | E | 95%% CI |\n|:--|:-:|:-:|:-:|--:|:-:|\n");
+			for (int k = 0; k < 8; k++) {
+				int s = cell_order[k];
+				fprintf(f, "| %s | %s | %s | %s | %s | %s |\n", cell_policy[s],
+					s & 1 ? "✓" : "", s & 2 ? "✓" : "", s & 4 ? "✓" : "",
+					num(a, w->est[DG_ABL_E + s]),
+					interval(b, w->lo[DG_ABL_E + s], w->hi[DG_ABL_E + s]));
+			}
+			fputc('\n', f);
+		}
+		fprintf(f, "| quantity | estimate | 95%% CI | share |\n|:--|--:|:-:|--:|\n");
+		for (int q = t->kind == DG_TABLE_LADDER ? 0 : DG_ABL_TOTAL;
+		     q < dg_table_quantities(t->kind); q++)
+			md_quantity(f, t, w, q);
+		fprintf(f, "\nCheck: %s = %.3g (zero to rounding).\n\n",
+			t->kind == DG_TABLE_LADDER ? "selection + grouping + lost − E(est-block)" :
+			"φ_G + φ_S + φ_R − total reduction", w->check);
+		md_peers(f, r, t, w->density);
+		if (end > i + 1)
+			md_layers(f, r, t, i + 1, end);
+		i = end;
+	}
+}
+
+static void tex_num(FILE *f, double est, double lo, double hi, bool small_ci)
+{
+	char a[32], b[32], c[32];
+	if (isnan(est)) {
+		fputs("--", f);
+		return;
+	}
+	fprintf(f, "$%s$", num(a, est));
+	if (!isnan(lo) && !isnan(hi))
+		fprintf(f, small_ci ? " {\\scriptsize$[%s, %s]$}" : " & $[%s, %s]$", num(b, lo),
+			num(c, hi));
+	else if (!small_ci)
+		fputs(" & ", f);
+}
+
+static void tex_caption(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w,
+			const char *what)
+{
+	fprintf(f, "\\caption{%s at density %g: mean relative $L_2$ error $E$ over $n=%.0f$ "
+		   "post-warm-up units per policy in %d (layer, head) clusters, with 95\\%% "
+		   "percentile bootstrap intervals (%d replicates resampling clusters, seed %lu). "
+		   "Trace \\texttt{", what, r->density[w->density], w->n_units, w->n_clusters,
+		t->boot, t->seed);
+	tex_puts(f, r->trace_path);
+	fprintf(f, "} (model ");
+	tex_puts(f, r->model);
+	fprintf(f, ").%s}\n", t->kind == DG_TABLE_LADDER ? " Selection, grouping and lost "
+		"contributions sum to $E$(est-block)." : " $\\phi_i$: Shapley share of the total "
+		"reduction, averaged over the 6 orders, positive = error reduced. Interactions on "
+		"the error scale, $I_{GS} = E_{gs} - E_{g} - E_{s} + E_0$, $I_{GSR}$ the three-way "
+		"contrast; $I<0$: synergy.");
+}
+
+/* the peers at matched density of density index d, a table of their own */
+static void tex_peers(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w)
+{
+	const char *ref = dg_table_reference(t->kind);
+	bool any = false;
+	for (int i = 0; i < t->n_peers; i++) {
+		const dg_peer_row *p = &t->peer[i];
+		if (p->density != w->density)
+			continue;
+		if (!any) {
+			fprintf(f, "\n\\begin{table}[t]\n\\centering\n\\small\n");
+			tex_caption(f, r, t, w, "Peers at matched density (the configuration closest to "
+				    "the target density)");
+			fprintf(f, "\\label{tab:%s-peers-%g}\n\\begin{tabular}{llrll}\n\\toprule\n"
+				   "Method & Configuration & Density & $E$ & $E - E$(%s) \\\\\n\\midrule\n",
+				dg_table_name(t->kind), r->density[w->density], ref);
+		}
+		any = true;
+		tex_puts(f, dg_peer_methods[p->method].source);
+		fputs(" & \\texttt{", f);
+		tex_puts(f, r->policy[p->policy]);
+		fprintf(f, "} & %.3f & ", p->density_eff);
+		tex_num(f, p->est[0], p->lo[0], p->hi[0], true);
+		fputs(" & ", f);
+		tex_num(f, p->est[1], p->lo[1], p->hi[1], true);
+		fprintf(f, " \\\\\n");
+	}
+	if (any)
+		fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table}\n");
+}
+
+static void write_tex(FILE *f, const dg_results *r, const dg_table *t)
+{
+	const quantity *Q = quantities(t->kind);
+	const char *name = dg_table_name(t->kind);
+	fprintf(f, "%% %s.tex: generated by dsgap decompose (dsgap %s, commit %s) from ", name,
+		DG_VERSION, dg_git_commit());
+	tex_puts(f, r->dir);
+	fprintf(f, ".\n%% Needs \\usepackage{booktabs}.\n");
+	for (int i = 0; i < t->n_rows;) {
+		const dg_row *w = &t->row[i];
+		int end = i + 1;
+		while (end < t->n_rows && t->row[end].density == w->density)
+			end++;
+		fprintf(f, "\n\\begin{table}[t]\n\\centering\n");
+		tex_caption(f, r, t, w, t->kind == DG_TABLE_LADDER ?
+			    "Sources of the dense--sparse attention gap" :
+			    "MC-Sparse factorial ablation");
+		fprintf(f, "\\label{tab:%s-%g}\n", name, r->density[w->density]);
+		if (t->kind == DG_TABLE_ABLATION) {
+			fprintf(f, "\\begin{tabular}{lcccrl}\n\\toprule\nCell & G & S & R & $E$ & "
+				   "95\\%% CI \\\\\n\\midrule\n");
+			for (int k = 0; k < 8; k++) {
+				int s = cell_order[k];
+				fprintf(f, "%s & %s & %s & %s & ", cell_policy[s],
+					s & 1 ? "$\\bullet$" : "--", s & 2 ? "$\\bullet$" : "--",
+					s & 4 ? "$\\bullet$" : "--");
+				tex_num(f, w->est[s], w->lo[s], w->hi[s], false);
+				fprintf(f, " \\\\\n");
+			}
+			fprintf(f, "\\midrule\n");
+		} else {
+			fprintf(f, "\\begin{tabular}{lrl}\n\\toprule\nQuantity & Estimate & "
+				   "95\\%% CI \\\\\n\\midrule\n");
+		}
+		for (int q = t->kind == DG_TABLE_LADDER ? 0 : DG_ABL_TOTAL;
+		     q < dg_table_quantities(t->kind); q++) {
+			if (isnan(w->est[q]))
+				continue;
+			if (t->kind == DG_TABLE_ABLATION)
+				fprintf(f, "\\multicolumn{4}{l}{%s} & ", Q[q].tex);
+			else
+				fprintf(f, "%s%s & ", q == DG_LAD_E_ORACLE_BLOCK ? "\\midrule\n" : "",
+					Q[q].tex);
+			tex_num(f, w->est[q], w->lo[q], w->hi[q], false);
+			fprintf(f, " \\\\\n");
+		}
+		fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table}\n");
+		tex_peers(f, r, t, w);
+		if (end > i + 1) {
+			const int *cols = t->kind == DG_TABLE_LADDER ? ladder_layer_q :
+					  ablation_layer_q;
+			const char *const *head = t->kind == DG_TABLE_LADDER ? ladder_layer_tex :
+					    ablation_layer_tex;
+			fprintf(f, "\n\\begin{table*}[t]\n\\centering\n\\small\n");
+			tex_caption(f, r, t, w, t->kind == DG_TABLE_LADDER ?
+				    "Sources of the gap per layer" : "Factorial ablation per layer");
+			fprintf(f, "\\label{tab:%s-layers-%g}\n\\begin{tabular}{rrlllll}\n"
+				   "\\toprule\nLayer & $n$", name, r->density[w->density]);
+			for (int j = 0; j < LAYER_COLS; j++)
+				fprintf(f, " & %s", head[j]);
+			fprintf(f, " \\\\\n\\midrule\n");
+			for (int k = i + 1; k < end; k++) {
+				const dg_row *x = &t->row[k];
+				fprintf(f, "%d & %.0f", x->layer, x->n_units);
+				for (int j = 0; j < LAYER_COLS; j++) {
+					fputs(" & ", f);
+					tex_num(f, x->est[cols[j]], x->lo[cols[j]], x->hi[cols[j]],
+						true);
+				}
+				fprintf(f, " \\\\\n");
+			}
+			fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table*}\n");
+		}
+		i = end;
+	}
+}
+
+int dg_table_write(const dg_results *r, const dg_table *t)
+{
+	static const char *const ext[3] = { "csv", "md", "tex" };
+	dg_out out[3];
+	int n = 0, rc = 0;
+	for (; n < 3 && !rc; n++) {
+		char file[64];
+		snprintf(file, sizeof file, "%s.%s", dg_table_name(t->kind), ext[n]);
+		char *path = dg_path_join(r->dir, file);
+		rc = dg_out_open(&out[n], path);
+		free(path);
+	}
+	if (rc) {
+		for (int i = 0; i < n - 1; i++)
+			dg_out_abort(&out[i]);
+		return -1;
+	}
+	write_csv(out[0].f, r, t);
+	write_md(out[1].f, r, t);
+	write_tex(out[2].f, r, t);
+	for (int i = 0; i < 3; i++)
+		if (rc)
+			dg_out_abort(&out[i]);
+		else
+			rc = dg_out_commit(&out[i]);
+	return rc;
+}

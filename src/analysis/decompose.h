@@ -1,0 +1,134 @@
+/*
+ * decompose.h: the two tables of DESIGN §5, with 95% cluster-bootstrap intervals per cell.
+ * E = mean rel_l2 over post-warm-up units (results.h).
+ *
+ * Ladder ("decomposition", refresh=step oracles), per density:
+ *   selection = E(est-block) - E(oracle-block)      grouping = E(oracle-block) - E(oracle)
+ *   lost contributions = E(oracle)                  (the three sum to E(est-block))
+ *   residual recovers E(oracle) - E(oracle+res); tile / PCA groups win back
+ *   E(oracle-block) - E(oracle-tile) / E(oracle-pca); and E of every rung.
+ *   Needs est-block, oracle-block and oracle; quantities of other absent rungs are NaN.
+ * Factorial ("ablation", refresh=anchor), per density: E of the 8 cells, the total reduction
+ *   E(baseline) - E(mc-sparse), Shapley shares of G, S, R and the interactions (shapley.h).
+ *   Needs all 8 cells.
+ *
+ * Peers at matched density (DESIGN §3 peers beside the table's policies): for each density with
+ *   rows and each peer method with post-warm-up units there (a policy PRESET or PRESET/..., PRESET
+ *   one of dg_peer_methods), the configuration whose mean effective density at that
+ *   density_target is closest to the target (ties: the first listed), so a sweep of a fixed-mask
+ *   peer's parameter in the experiment is matched by picking; its E and E minus the reference
+ *   (E(est-block) for the ladder, E(mc-sparse) for the ablation), paired bootstrap over all
+ *   clusters.
+ *
+ * Rows: for each density with the needed policies, one row for all layers, then one per layer.
+ * Every row resamples its own (layer, head) clusters: all layers' clusters for the "all" row,
+ * one layer's heads for a layer row.
+ *
+ * Outputs, each written atomically into the results directory:
+ *   NAME.csv  density_target,layer,quantity,estimate,lo,hi,n_units,n_clusters
+ *             (layer "all" or a trace layer index; quantity keys from dg_quantity_key;
+ *             n_units: post-warm-up units of est-block / baseline in the row); peers:
+ *             layer "all", quantities "peer:density(SPEC)" (lo, hi: nan), "peer:E(SPEC)",
+ *             "peer:E(SPEC)-E(REF)" 
+ *   NAME.md   per density: a caption line, the all-layers table (quantity, estimate, interval,
+ *             share), the sum check, the peers at matched density, a per-layer table
+ *   NAME.tex  per density: booktabs tables in table environments with caption and label
+ */
+#ifndef DG_DECOMPOSE_H
+#define DG_DECOMPOSE_H
+
+#include "analysis/results.h"
+
+typedef enum { DG_TABLE_LADDER, DG_TABLE_ABLATION, DG_TABLE_COUNT } dg_table_kind;
+
+/* Ladder quantities, in display order. */
+enum {
+	DG_LAD_E_EST,     /* E(est-block) */
+	DG_LAD_SELECTION, /* E(est-block) - E(oracle-block) */
+	DG_LAD_GROUPING,  /* E(oracle-block) - E(oracle) */
+	DG_LAD_LOST,      /* E(oracle) */
+	DG_LAD_RESIDUAL,  /* E(oracle) - E(oracle+res) */
+	DG_LAD_TILE,      /* E(oracle-block) - E(oracle-tile) */
+	DG_LAD_PCA,       /* E(oracle-block) - E(oracle-pca) */
+	DG_LAD_E_ORACLE_BLOCK,
+	DG_LAD_E_ORACLE_TILE,
+	DG_LAD_E_ORACLE_PCA,
+	DG_LAD_E_ORACLE,
+	DG_LAD_E_ORACLE_RES,
+	DG_LAD_COUNT
+};
+
+/* Ablation quantities: DG_ABL_E + mask is E of the cell with the components of mask on. */
+enum { DG_COMP_G, DG_COMP_S, DG_COMP_R, DG_COMP_COUNT };
+enum {
+	DG_ABL_E = 0,
+	DG_ABL_TOTAL = 8, /* E(baseline) - E(mc-sparse) */
+	DG_ABL_PHI = 9,   /* + DG_COMP_*: Shapley share */
+	DG_ABL_I_GS = 12,
+	DG_ABL_I_GR,
+	DG_ABL_I_SR,
+	DG_ABL_I_GSR,
+	DG_ABL_COUNT
+};
+
+#define DG_Q_MAX 16
+
+typedef struct {
+	int density;    /* index into dg_results.density */
+	int layer;      /* trace layer index, or DG_ANY: all layers together */
+	int n_clusters; /* (layer, head) clusters resampled */
+	double n_units; /* post-warm-up units of the reference policy (est-block, baseline) */
+	double est[DG_Q_MAX], lo[DG_Q_MAX], hi[DG_Q_MAX]; /* NaN: a policy it needs is absent */
+	double check; /* ladder: selection + grouping + lost - E(est-block); ablation: sum phi - total */
+} dg_row;
+
+/* The peer methods: preset name and the method's source (paper) for the tables. */
+typedef struct {
+	const char *preset, *source;
+} dg_peer_method;
+extern const dg_peer_method dg_peer_methods[];
+#define DG_PEER_METHODS 8
+
+typedef struct {
+	int density, policy; /* indices into dg_results */
+	int method;          /* index into dg_peer_methods */
+	double density_eff;  /* mean effective density over its post-warm-up units */
+	double n_units;
+	int n_clusters;
+	double est[2], lo[2], hi[2]; /* E(peer), E(peer) - E(reference) */
+} dg_peer_row;
+
+typedef struct {
+	dg_table_kind kind;
+	int boot;
+	unsigned long seed;
+	dg_row *row;
+	int n_rows;
+	dg_peer_row *peer; /* by density, then in dg_peer_methods order */
+	int n_peers;
+} dg_table;
+
+/* "decomposition" or "ablation": the output file stem. */
+/* The reference a peer's E is compared with: "est-block" or "mc-sparse". */
+const char *dg_table_reference(dg_table_kind kind);
+const char *dg_table_name(dg_table_kind kind);
+/* The table's policies (ladder rungs; factorial cells indexed by component mask); the count. */
+int dg_table_policies(dg_table_kind kind, const char *const **names);
+int dg_table_quantities(dg_table_kind kind);
+/* Key of quantity q in the csv, e.g. "selection", "E(oracle)", "shapley_G", "I_GSR". */
+const char *dg_quantity_key(dg_table_kind kind, int q);
+
+/*
+ * Build the table for every density (density < 0) or one density index. Densities without the
+ * needed policies are skipped with a warning (none when the table has no policy in r at all);
+ * returns 0, or 1 when no row could be built.
+ */
+int dg_table_build(const dg_results *r, dg_table_kind kind, int density, int boot,
+		   unsigned long seed, dg_table *t);
+void dg_table_free(dg_table *t);
+/* The largest |check| over the rows (0 to rounding). */
+double dg_table_check(const dg_table *t);
+/* Write r->dir/NAME.{csv,md,tex}; each atomically. */
+int dg_table_write(const dg_results *r, const dg_table *t);
+
+#endif

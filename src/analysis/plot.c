@@ -1,0 +1,975 @@
+/*
+ * plot.c: the figures of a results directory: .dat + .gp per figure, rendered by gnuplot as a
+ * child process into a temporary directory that replaces DIR/figures on success. See plot.h.
+ *   dsgap plot DIR [--density X] [--boot N] [--seed X]     (cmd_plot.c)
+ *   cd DIR/figures && gnuplot NAME.gp    re-renders one figure without dsgap
+ */
+#include "analysis/plot.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gsl/gsl_sort_double.h>
+#include <gsl/gsl_sort_int.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "analysis/bootstrap.h"
+#include "analysis/decompose.h"
+#include "policy/policy.h"
+#include "analysis/style_gp.h"
+#include "util/util.h"
+
+#ifndef DG_GNUPLOT
+#define DG_GNUPLOT "gnuplot"
+#endif
+
+#define PANEL_W 3.4 /* inches: one column of a two-column paper */
+#define PANEL_H 2.4
+#define PAGE_W 7.0 /* inches: the text width a multi-panel figure must fit */
+#define KEY_ROW_H 0.13 /* inches per row of a key at 7 pt */
+#define AXIS_H 0.42    /* inches under a plot area for the tic labels and the axis label */
+#define PNG_DPI 300
+#define MASS_POINTS 201 /* quantiles drawn per empirical CDF */
+#define MAX_FIGURES 8
+#define FAMILY_MAX 64 /* policies drawn per family */
+/* how bar charts draw a 95% interval: a black I-beam */
+#define INTERVAL "heads size screen 0.006,90 lc rgb '#000000' lw 1"
+
+enum { FAM_LADDER, FAM_FACTORIAL, FAM_OTHER, FAM_COUNT };
+static const char *const family_title[FAM_COUNT] = {
+	"oracle ladder (refresh=step)", "MC-Sparse factorial (refresh=anchor)", "other policies"
+};
+static const char *const family_short[FAM_COUNT] = { "oracle ladder", "MC-Sparse factorial",
+						     "other policies" };
+/* factorial cells in display order (by the number of components on) and their short names */
+static const char *const cell_display[8] = {
+	"baseline", "mc-grouping", "mc-selection", "mc-residual", "mc-gs", "mc-gr", "mc-sr",
+	"mc-sparse"
+};
+static const int cell_mask[8] = { 0, 1, 2, 4, 3, 5, 6, 7 };
+static const char *const cell_short[8] = { "none", "G", "S", "R", "G+S", "G+R", "S+R", "G+S+R" };
+
+typedef struct {
+	const dg_results *r;
+	const dg_plot_opts *o;
+	const char *dir;           /* the temporary figures directory */
+	const char *made[MAX_FIGURES]; /* figures written, to render */
+	int n_made;
+} plotter;
+
+/* A policy of a family with its line style (fixed per policy within a family). */
+typedef struct {
+	int policy, style;
+} member;
+
+/* The family's policies present in r, in display order (at most FAMILY_MAX); the count. */
+static int family_members(const dg_results *r, int fam, member *out)
+{
+	const char *const *ladder;
+	const int nl = dg_table_policies(DG_TABLE_LADDER, &ladder);
+	int n = 0;
+	if (fam == FAM_LADDER || fam == FAM_FACTORIAL) {
+		const char *const *names = fam == FAM_LADDER ? ladder : cell_display;
+		for (int i = 0; i < (fam == FAM_LADDER ? nl : 8); i++) {
+			int p = dg_results_policy(r, names[i]);
+			if (p >= 0)
+				out[n++] = (member){ p, i + 1 };
+		}
+		return n;
+	}
+	for (int p = 0; p < r->n_policies; p++) {
+		bool known = !strcmp(r->policy[p], "dense");
+		for (int i = 0; i < nl; i++)
+			known |= !strcmp(r->policy[p], ladder[i]);
+		for (int i = 0; i < 8; i++)
+			known |= !strcmp(r->policy[p], cell_display[i]);
+		if (known)
+			continue;
+		if (n == FAMILY_MAX) {
+			dg_warn("plot: more than %d other policies: %s and later ones not drawn",
+				FAMILY_MAX, r->policy[p]);
+			break;
+		}
+		out[n] = (member){ p, n % 15 + 1 };
+		n++;
+	}
+	return n;
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+static FILE *create(const plotter *pl, const char *name, const char *ext)
+{
+	char file[128];
+	snprintf(file, sizeof file, "%s.%s", name, ext);
+	char *path = dg_path_join(pl->dir, file);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		dg_error("cannot write %s: %s", path, strerror(errno));
+	free(path);
+	return f;
+}
+
+static int finish(FILE *f, const char *name, const char *ext)
+{
+	int bad = ferror(f);
+	bad |= fclose(f) != 0;
+	if (bad)
+		return dg_error("cannot write figures/%s.%s: %s", name, ext,
+				strerror(errno ? errno : EIO));
+	return 0;
+}
+
+/* a gnuplot single-quoted string: ' doubled */
+static void gp_str(FILE *f, const char *s)
+{
+	fputc('\'', f);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputc('\'', f);
+		fputc(*s, f);
+	}
+	fputc('\'', f);
+}
+
+static void provenance(FILE *f, const plotter *pl)
+{
+	const dg_results *r = pl->r;
+	fprintf(f, "# made by dsgap plot (dsgap %s, commit %s) from %s\n", DG_VERSION,
+		dg_git_commit(), r->dir);
+	fprintf(f, "# trace %s (model %s, source %s); metrics by commit %s on %s, %s\n",
+		r->trace_path, r->model, r->source, r->git_commit, r->device, r->date);
+}
+
+static void dat_header(FILE *f, const plotter *pl, const char *name, const char *what,
+		       const char *columns)
+{
+	fprintf(f, "# %s.dat: %s\n", name, what);
+	provenance(f, pl);
+	fprintf(f, "# E: mean rel_l2 over post-warm-up units (step >= %d, dense layers left out); "
+		   "lo, hi: 95%% percentile bootstrap over (layer, head) clusters, %d replicates, "
+		   "seed %lu\n# columns: %s\n", pl->r->warmup, pl->o->boot, pl->o->seed, columns);
+}
+
+/* Header of NAME.gp and the start of the loop over the two terminals; gp_end closes it. */
+static void gp_begin(FILE *f, const plotter *pl, const char *name, const char *what, double w,
+		     double h)
+{
+	fprintf(f, "# %s.gp: %s\n", name, what);
+	provenance(f, pl);
+	fprintf(f, "# re-render inside this directory: gnuplot %s.gp   (writes %s.pdf and %s.png)\n"
+		   "load 'style.gp'\n"
+		   "do for [fmt in \"pdf png\"] {\n"
+		   "if (fmt eq \"pdf\") {\n"
+		   "\tset terminal pdfcairo size %.2fin,%.2fin font 'Liberation Sans,8'\n"
+		   "} else {\n"
+		   "\tset terminal pngcairo size %d,%d font 'Liberation Sans,8' fontscale %g "
+		   "linewidth %g\n"
+		   "}\n"
+		   "set output '%s.'.fmt\n",
+		name, name, name, w, h, (int)(w * PNG_DPI), (int)(h * PNG_DPI), PNG_DPI / 100.0,
+		PNG_DPI / 150.0, name);
+}
+
+static void gp_end(FILE *f) { fprintf(f, "unset output\n}\n"); }
+
+static void made(plotter *pl, const char *name)
+{
+	DG_ASSERT(pl->n_made < MAX_FIGURES);
+	pl->made[pl->n_made++] = name;
+}
+
+/* ---- statistics ----------------------------------------------------------------------------- */
+
+static void identity(const double *E, double *q) { q[0] = E[0]; }
+
+/*
+ * E of policy p at density d over the post-warm-up units with this staleness (DG_ANY: all),
+ * with its interval. Returns the number of units (0: none; e, lo, hi untouched).
+ */
+static double policy_mean(const plotter *pl, int p, int d, int staleness, double *e, double *lo,
+			  double *hi)
+{
+	const int nc = pl->r->n_clusters;
+	double *sum = dg_malloc(2 * nc * sizeof *sum), *count = sum + nc, n = 0;
+	int *member = dg_malloc(nc * sizeof *member), nm = 0;
+	dg_results_cluster_sums(pl->r, p, d, staleness, sum, count);
+	for (int c = 0; c < nc; c++)
+		if (count[c] > 0) {
+			member[nm++] = c;
+			n += count[c];
+		}
+	if (nm) {
+		dg_boot_data data = { .n_pol = 1, .n_clusters = nc, .sum = sum, .count = count,
+				      .member = member, .n_member = nm };
+		dg_boot_stat(&data, identity, 1, pl->o->boot, pl->o->seed, e, lo, hi);
+	}
+	free(member);
+	free(sum);
+	return n;
+}
+
+/*
+ * The plot clause of data block `index`: points with error bars when there are intervals. The
+ * x column is `x` (a gnuplot expression), to dodge the series of a panel so that their error
+ * bars do not hide each other.
+ */
+static void gp_series(FILE *f, const plotter *pl, const char *file, int index, const member *m,
+		      const char *x, bool first)
+{
+	fprintf(f, "%s'%s' index %d using %s:2%s with %s ls %d title ", first ? "plot " : ", \\\n\t",
+		file, index, x, pl->o->boot ? ":3:4" : "", pl->o->boot ? "yerrorlines" : "linespoints",
+		m->style);
+	gp_str(f, pl->r->policy[m->policy]);
+	fprintf(f, " noenhanced");
+}
+
+/* ---- figures: each returns 0 (written), 1 (skipped, with a warning) or -1 ------------------- */
+
+/*
+ * A log axis over the data range [lo, hi]: the range widened to the nearest "nice" values and a
+ * tic at each: 1-2-5 per decade, or 1-2-3-5, or 1..9, the first that gives at least 3 tics.
+ */
+static void gp_log_axis(FILE *f, char axis, double lo, double hi)
+{
+	static const int steps[3][9] = { { 1, 2, 5 }, { 1, 2, 3, 5 }, { 1, 2, 3, 4, 5, 6, 7, 8, 9 } };
+	static const int nsteps[3] = { 3, 4, 9 };
+	for (int k = 0; k < 3; k++) {
+		double nice[64], a = 0, b = 0;
+		int n = 0;
+		for (double dec = pow(10, floor(log10(lo)) - 1); n < 55 && dec <= hi * 10; dec *= 10)
+			for (int j = 0; j < nsteps[k]; j++)
+				nice[n++] = steps[k][j] * dec;
+		for (int i = 0; i < n; i++) {
+			if (nice[i] <= lo * (1 + 1e-9))
+				a = nice[i];
+			if (!b && nice[i] >= hi * (1 - 1e-9))
+				b = nice[i];
+		}
+		int tics = 0;
+		for (int i = 0; i < n; i++)
+			tics += nice[i] >= a && nice[i] <= b;
+		if (tics < 3 && k < 2)
+			continue;
+		fprintf(f, "set %crange [%.3g:%.3g]\nset %ctics (", axis, a, b, axis);
+		for (int i = 0, m = 0; i < n; i++)
+			if (nice[i] >= a && nice[i] <= b)
+				fprintf(f, "%s%.3g", m++ ? ", " : "", nice[i]);
+		fprintf(f, ")\n");
+		return;
+	}
+}
+
+/*
+ * Panel i of n side by side in a figure w x h inches with `bottom` inches below the plot area
+ * (tics, label, key): the same plot-area geometry for every panel.
+ */
+static void gp_panel(FILE *f, int i, int n, double w, double h, double bottom)
+{
+	const double pw = w / n;
+	fprintf(f, "set lmargin at screen %.4f\nset rmargin at screen %.4f\n"
+		   "set bmargin at screen %.4f\nset tmargin at screen %.4f\n",
+		(i * pw + 0.6) / w, ((i + 1) * pw - 0.12) / w, bottom / h, 1 - 0.28 / h);
+}
+
+/* A key of `rows` rows in columns, under panel i's axis label, room for max_rows there. */
+static void gp_key_below(FILE *f, int i, int n, double w, double h, int rows, int max_rows)
+{
+	fprintf(f, "set key at screen %.4f, screen %.4f left top vertical maxrows %d Left reverse "
+		   "samplen 1.5 width -2 font ',7'\n", (i * w / n + 0.45) / w,
+		(max_rows * KEY_ROW_H + 0.05) / h, rows);
+}
+
+
+/* The longest policy name of these members. */
+static size_t longest_name(const dg_results *r, const member *m, int n)
+{
+	size_t longest = 0;
+	for (int i = 0; i < n; i++)
+		if (strlen(r->policy[m[i].policy]) > longest)
+			longest = strlen(r->policy[m[i].policy]);
+	return longest;
+}
+
+/* Rows of a key of n entries (the longest `longest` characters) in up to 3 columns at 7 pt. */
+static int key_rows(size_t longest, int n, double width)
+{
+	int cols = (int)((width - 0.45) / (0.046 * longest + 0.25));
+	cols = cols < 1 ? 1 : cols > 3 ? 3 : cols;
+	return (n + cols - 1) / cols;
+}
+
+static int fig_error_vs_density(plotter *pl)
+{
+	static const char *name = "error_vs_density";
+	const dg_results *r = pl->r;
+	member fam[FAM_COUNT][FAMILY_MAX];
+	int nfam[FAM_COUNT], npanel = 0, index = 0, rows = 0, block[FAM_COUNT][FAMILY_MAX];
+	double ylo[FAM_COUNT], yhi[FAM_COUNT];
+	FILE *dat = create(pl, name, "dat");
+	if (!dat)
+		return -1;
+	dat_header(dat, pl, name, "mean rel_l2 against density_target, one block per policy",
+		   "density_target E lo hi n_units");
+	for (int k = 0; k < FAM_COUNT; k++) {
+		member all[FAMILY_MAX];
+		int n = family_members(r, k, all);
+		nfam[k] = 0;
+		ylo[k] = INFINITY;
+		yhi[k] = 0;
+		for (int i = 0; i < n; i++) {
+			int points = 0;
+			for (int d = 0; d < r->n_densities; d++) {
+				double e = NAN, lo = NAN, hi = NAN;
+				double units = policy_mean(pl, all[i].policy, d, DG_ANY, &e, &lo, &hi);
+				if (units == 0 || !(e > 0)) /* log axis: zero error (dense) cannot be drawn */
+					continue;
+				if (!points++)
+					fprintf(dat, "# policy %s\n", r->policy[all[i].policy]);
+				fprintf(dat, "%.10g %.8g %.8g %.8g %.0f\n", r->density[d], e, lo, hi, units);
+				ylo[k] = fmin(ylo[k], lo > 0 ? lo : e);
+				yhi[k] = fmax(yhi[k], hi > 0 ? hi : e);
+			}
+			if (points) {
+				fprintf(dat, "\n\n");
+				block[k][nfam[k]] = index++;
+				fam[k][nfam[k]++] = all[i];
+			}
+		}
+		npanel += nfam[k] > 0;
+	}
+	if (finish(dat, name, "dat"))
+		return -1;
+	if (!npanel) {
+		dg_warn("plot: no sparse policy with post-warm-up units: %s skipped", name);
+		return 1;
+	}
+	FILE *gp = create(pl, name, "gp");
+	if (!gp)
+		return -1;
+	const double pw = fmin(PANEL_W, PAGE_W / npanel), w = pw * npanel;
+	for (int k = 0; k < FAM_COUNT; k++)
+		rows = fmax(rows, key_rows(longest_name(r, fam[k], nfam[k]), nfam[k], pw));
+	const double bottom = AXIS_H + rows * KEY_ROW_H + 0.05, h = PANEL_H + rows * KEY_ROW_H;
+	gp_begin(gp, pl, name, "mean rel_l2 against target density, per policy", w, h);
+	fprintf(gp, "set multiplot\nset logscale xy\nset autoscale xfix\nset xtics (");
+	for (int d = 0; d < r->n_densities; d++)
+		fprintf(gp, "%s%g", d ? ", " : "", r->density[d]);
+	fprintf(gp, ")\nset mxtics default\nset mytics default\n"
+		    "set offsets graph 0.06, graph 0.06, 0, 0\n"
+		    "set xlabel 'target density {/:Italic ρ}' offset 0,0.3\n"
+		    "set ylabel 'relative L_2 error (mean)'\n");
+	for (int k = 0, panel = 0; k < FAM_COUNT; k++) {
+		if (!nfam[k])
+			continue;
+		gp_panel(gp, panel, npanel, w, h, bottom);
+		gp_key_below(gp, panel, npanel, w, h,
+			     key_rows(longest_name(r, fam[k], nfam[k]), nfam[k], pw), rows);
+		gp_log_axis(gp, 'y', ylo[k], yhi[k]);
+		fprintf(gp, "set title '(%c) %s' noenhanced\n", 'a' + panel++, family_title[k]);
+		for (int i = 0; i < nfam[k]; i++) { /* dodged by a factor 1.5% apart on the log axis */
+			char x[32];
+			snprintf(x, sizeof x, "($1*%.4f)", exp(0.015 * (i - (nfam[k] - 1) / 2.0)));
+			gp_series(gp, pl, "error_vs_density.dat", block[k][i], &fam[k][i], x, i == 0);
+		}
+		fprintf(gp, "\n");
+	}
+	fprintf(gp, "unset multiplot\n");
+	gp_end(gp);
+	if (finish(gp, name, "gp"))
+		return -1;
+	made(pl, name);
+	return 0;
+}
+
+static bool have_units(const dg_results *r, const char *policy, int d)
+{
+	int p = dg_results_policy(r, policy);
+	if (p < 0)
+		return false;
+	size_t k = (size_t)p * r->n_densities + d;
+	for (size_t i = r->range[k]; i < r->range[k + 1]; i++)
+		if (dg_results_post_warmup(r, &r->unit[i]))
+			return true;
+	return false;
+}
+
+static int fig_sources_per_layer(plotter *pl)
+{
+	static const char *name = "sources_per_layer";
+	const dg_results *r = pl->r;
+	const int d = pl->o->density;
+	if (!have_units(r, "est-block", d) || !have_units(r, "oracle-block", d) ||
+	    !have_units(r, "oracle", d)) {
+		dg_warn("plot: %s skipped: needs est-block, oracle-block and oracle after warm-up at "
+			"density_target %g", name, r->density[d]);
+		return 1;
+	}
+	dg_table t;
+	if (dg_table_build(r, DG_TABLE_LADDER, d, pl->o->boot, pl->o->seed, &t)) {
+		dg_table_free(&t);
+		return 1;
+	}
+	const int nl = t.n_rows - 1; /* row 0: all layers, then one row per layer */
+	FILE *dat = create(pl, name, "dat"), *gp = dat ? create(pl, name, "gp") : NULL;
+	if (!gp) {
+		if (dat)
+			fclose(dat);
+		dg_table_free(&t);
+		return -1;
+	}
+	char what[160];
+	snprintf(what, sizeof what, "sources of the gap per layer at density_target %g (x: bar "
+		 "position; lo, hi: interval of E(est-block))", r->density[d]);
+	dat_header(dat, pl, name, what, "x layer lost grouping selection E(est-block) lo hi n_units");
+	gp_begin(gp, pl, name, "sources of the dense-sparse gap per layer, stacked to E(est-block)",
+		 PANEL_W, PANEL_H);
+	const int every = nl > 16 ? (nl + 9) / 10 : 1;
+	fprintf(gp, "set xtics (");
+	for (int i = 0; i <= nl; i++) {
+		const dg_row *w = &t.row[i < nl ? i + 1 : 0];
+		double x = i < nl ? i : nl + 1.0;
+		char label[16] = "all";
+		if (i < nl)
+			snprintf(label, sizeof label, "%d", w->layer);
+		fprintf(dat, "%g %s %.8g %.8g %.8g %.8g %.8g %.8g %.0f\n", x, label,
+			w->est[DG_LAD_LOST], w->est[DG_LAD_GROUPING], w->est[DG_LAD_SELECTION],
+			w->est[DG_LAD_E_EST], w->lo[DG_LAD_E_EST], w->hi[DG_LAD_E_EST], w->n_units);
+		if (i == nl || i % every == 0)
+			fprintf(gp, "%s\"%s\" %g", i ? ", " : "", label, x);
+	}
+	dg_table_free(&t);
+	fprintf(gp, ")\nset xrange [-0.7:%g]\n"
+		    "set arrow from %g, graph 0 to %g, graph 1 nohead dt 2 lc rgb '#999999'\n"
+		    "set xlabel 'layer'\nset ylabel 'relative L_2 error (mean)'\n"
+		    "set title 'target density {/:Italic ρ} = %g'\n"
+		    "set key outside top center horizontal maxrows 2 Left reverse samplen 1 "
+		    "font ',7'\n"
+		    "set style fill solid 0.85 noborder\n"
+		    "set xzeroaxis lt -1 lw 0.5\n"
+		    "f = '%s.dat'\n"
+		    "plot f using 1:($3/2):($1-0.4):($1+0.4):(0):3 with boxxyerror ls 3 "
+		    "title 'lost contributions', \\\n"
+		    "\tf using 1:3:($1-0.4):($1+0.4):3:($3+$4) with boxxyerror ls 2 "
+		    "title 'grouping', \\\n"
+		    "\tf using 1:3:($1-0.4):($1+0.4):($3+$4):($3+$4+$5) with boxxyerror ls 1 "
+		    "title 'selection'%s\n",
+		nl + 1.7, (double)nl, (double)nl, r->density[d], name,
+		pl->o->boot ? ", \\\n\tf using 1:7:(0):($8-$7) with vectors " INTERVAL
+			      " title '95% CI of E(est-block)'" : "");
+	gp_end(gp);
+	int rc = finish(dat, name, "dat");
+	rc |= finish(gp, name, "gp");
+	if (rc)
+		return -1;
+	made(pl, name);
+	return 0;
+}
+
+/* The all-layers ablation rows of every density with the 8 cells (density < 0) or of one. */
+static int ablation_rows(const plotter *pl, int density, dg_table *t)
+{
+	for (int d = 0; d < pl->r->n_densities; d++) {
+		bool all = true;
+		for (int s = 0; s < 8; s++)
+			all &= have_units(pl->r, cell_display[s], d);
+		if (all && (density < 0 || d == density))
+			return dg_table_build(pl->r, DG_TABLE_ABLATION, density, pl->o->boot,
+					      pl->o->seed, t);
+	}
+	*t = (dg_table){ 0 };
+	return 1;
+}
+
+static int fig_ablation(plotter *pl)
+{
+	static const char *name = "ablation";
+	const dg_results *r = pl->r;
+	const int d = pl->o->density;
+	dg_table t;
+	if (ablation_rows(pl, d, &t)) {
+		dg_warn("plot: %s skipped: needs the 8 factorial cells after warm-up at "
+			"density_target %g", name, r->density[d]);
+		return 1;
+	}
+	const dg_row *w = &t.row[0];
+	FILE *dat = create(pl, name, "dat"), *gp = dat ? create(pl, name, "gp") : NULL;
+	if (!gp) {
+		if (dat)
+			fclose(dat);
+		dg_table_free(&t);
+		return -1;
+	}
+	char what[160];
+	snprintf(what, sizeof what, "E of the 8 factorial cells at density_target %g (all layers)",
+		 r->density[d]);
+	dat_header(dat, pl, name, what, "x components policy E lo hi");
+	for (int k = 0; k < 8; k++) {
+		int q = DG_ABL_E + cell_mask[k];
+		fprintf(dat, "%d %s %s %.8g %.8g %.8g\n", k, cell_short[k], cell_display[k], w->est[q],
+			w->lo[q], w->hi[q]);
+	}
+	dg_table_free(&t);
+	gp_begin(gp, pl, name, "E of the MC-Sparse factorial cells with 95% intervals", PANEL_W,
+		 PANEL_H);
+	fprintf(gp, "set xrange [-0.6:7.6]\nset yrange [0:*]\nset boxwidth 0.7\n"
+		    "set style fill solid 0.85 noborder\nset grid noxtics\n"
+		    "set xlabel 'components on (G: grouping, S: selection, R: residual)'\n"
+		    "set ylabel 'relative L_2 error (mean)'\n"
+		    "set title 'target density {/:Italic ρ} = %g'\n"
+		    "f = '%s.dat'\n"
+		    "plot f using 1:4:xtic(2) with boxes ls 1 notitle%s\n",
+		r->density[d], name,
+		pl->o->boot ? ", \\\n\tf using 1:5:(0):($6-$5) with vectors " INTERVAL " notitle" :
+			      "");
+	gp_end(gp);
+	int rc = finish(dat, name, "dat");
+	rc |= finish(gp, name, "gp");
+	if (rc)
+		return -1;
+	made(pl, name);
+	return 0;
+}
+
+static int fig_shapley(plotter *pl)
+{
+	static const char *name = "shapley";
+	const dg_results *r = pl->r;
+	dg_table t;
+	if (ablation_rows(pl, -1, &t)) {
+		dg_warn("plot: %s skipped: no density has the 8 factorial cells after warm-up", name);
+		return 1;
+	}
+	FILE *dat = create(pl, name, "dat"), *gp = dat ? create(pl, name, "gp") : NULL;
+	if (!gp) {
+		if (dat)
+			fclose(dat);
+		dg_table_free(&t);
+		return -1;
+	}
+	dat_header(dat, pl, name, "Shapley shares of the error reduction E(baseline) - "
+		   "E(mc-sparse) per density (all layers; positive = error reduced)",
+		   "x density_target G lo hi S lo hi R lo hi total lo hi");
+	gp_begin(gp, pl, name, "Shapley shares of G, S, R per density with 95% intervals",
+		 PANEL_W, PANEL_H);
+	fprintf(gp, "set xtics (");
+	int x = 0;
+	for (int i = 0; i < t.n_rows; i++) {
+		const dg_row *w = &t.row[i];
+		if (w->layer != DG_ANY)
+			continue;
+		fprintf(dat, "%d %.10g", x, r->density[w->density]);
+		for (int k = 0; k <= DG_COMP_COUNT; k++) {
+			int q = k < DG_COMP_COUNT ? DG_ABL_PHI + k : DG_ABL_TOTAL;
+			fprintf(dat, " %.8g %.8g %.8g", w->est[q], w->lo[q], w->hi[q]);
+		}
+		fprintf(dat, "\n");
+		fprintf(gp, "%s\"%g\" %d", x ? ", " : "", r->density[w->density], x);
+		x++;
+	}
+	dg_table_free(&t);
+	fprintf(gp, ")\nset xrange [-0.6:%g]\nset boxwidth 0.24\n"
+		    "set style fill solid 0.85 noborder\nset grid noxtics\n"
+		    "set xzeroaxis lt -1 lw 0.5\nset yrange [*<0:0<*]\n"
+		    "set xlabel 'target density {/:Italic ρ}'\n"
+		    "set ylabel 'error reduction (rel. L_2)'\n"
+		    "set key outside top center horizontal maxrows 2 Left reverse samplen 1 "
+		    "font ',7'\n"
+		    "f = '%s.dat'\n"
+		    "titles = \"'G: grouping' 'S: selection' 'R: residual'\"\n"
+		    "plot for [k=0:2] f using ($1+(k-1)*0.26):(column(3+3*k)) with boxes ls k+1 "
+		    "title word(titles, k+1)%s\n",
+		x - 0.4, name,
+		pl->o->boot ? ", \\\n\tfor [k=0:2] f using ($1+(k-1)*0.26):(column(4+3*k)):(0):"
+			      "(column(5+3*k)-column(4+3*k)) with vectors " INTERVAL " notitle" : "");
+	gp_end(gp);
+	int rc = finish(dat, name, "dat");
+	rc |= finish(gp, name, "gp");
+	if (rc)
+		return -1;
+	made(pl, name);
+	return 0;
+}
+
+/* refresh=anchor policies: their metadata is reused after the anchor (policy.h) */
+static bool refresh_anchor(const char *spec)
+{
+	char base[DG_POLICY_NAME_MAX];
+	snprintf(base, sizeof base, "%s", spec);
+	base[strcspn(base, "/")] = 0;
+	bool preset = false;
+	for (int i = 0; dg_policy_presets[i]; i++)
+		preset |= !strcmp(base, dg_policy_presets[i]);
+	dg_policy p;
+	return preset && dg_policy_parse(spec, &p) == 0 && !p.dense &&
+	       p.refresh == DG_REFRESH_ANCHOR;
+}
+
+static int fig_error_vs_staleness(plotter *pl)
+{
+	static const char *name = "error_vs_staleness";
+	const dg_results *r = pl->r;
+	const int d = pl->o->density;
+	member fam[2][FAMILY_MAX], m[2 * FAMILY_MAX];
+	int nf[2] = { family_members(r, FAM_FACTORIAL, fam[0]), family_members(r, FAM_OTHER, fam[1]) };
+	int n = 0, smax = 0;
+	double ylo = INFINITY, yhi = 0;
+	int *stale = dg_malloc(r->n_units * sizeof *stale);
+	FILE *dat = create(pl, name, "dat");
+	if (!dat) {
+		free(stale);
+		return -1;
+	}
+	char what[160];
+	snprintf(what, sizeof what, "mean rel_l2 against steps since the anchor at density_target "
+		 "%g, one block per refresh=anchor policy", r->density[d]);
+	dat_header(dat, pl, name, what, "staleness E lo hi n_units");
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < nf[k]; i++) {
+			int p = fam[k][i].policy, points = 0;
+			if (!refresh_anchor(r->policy[p]))
+				continue;
+			size_t b = (size_t)p * r->n_densities + d, ns = 0;
+			for (size_t u = r->range[b]; u < r->range[b + 1]; u++)
+				if (dg_results_post_warmup(r, &r->unit[u]))
+					stale[ns++] = r->unit[u].staleness;
+			gsl_sort_int(stale, 1, ns);
+			for (size_t j = 0; j < ns; j++) {
+				double e = NAN, lo = NAN, hi = NAN;
+				if (j && stale[j] == stale[j - 1])
+					continue;
+				double units = policy_mean(pl, p, d, stale[j], &e, &lo, &hi);
+				if (!(e > 0)) /* log axis */
+					continue;
+				if (!points++)
+					fprintf(dat, "# policy %s\n", r->policy[p]);
+				fprintf(dat, "%d %.8g %.8g %.8g %.0f\n", stale[j], e, lo, hi, units);
+				ylo = fmin(ylo, lo > 0 ? lo : e);
+				yhi = fmax(yhi, hi > 0 ? hi : e);
+				smax = stale[j] > smax ? stale[j] : smax;
+			}
+			if (points) {
+				fprintf(dat, "\n\n");
+				m[n++] = (member){ p, k ? 8 + fam[k][i].style : fam[k][i].style };
+			}
+		}
+	}
+	free(stale);
+	if (finish(dat, name, "dat"))
+		return -1;
+	if (!n) {
+		dg_warn("plot: %s skipped: no refresh=anchor policy after warm-up at "
+			"density_target %g", name, r->density[d]);
+		return 1;
+	}
+	FILE *gp = create(pl, name, "gp");
+	if (!gp)
+		return -1;
+	const int rows = key_rows(longest_name(r, m, n), n, PANEL_W);
+	const double h = PANEL_H + rows * KEY_ROW_H;
+	gp_begin(gp, pl, name, "mean rel_l2 against steps since the anchor", PANEL_W, h);
+	gp_panel(gp, 0, 1, PANEL_W, h, AXIS_H + rows * KEY_ROW_H + 0.05);
+	gp_key_below(gp, 0, 1, PANEL_W, h, rows, rows);
+	gp_log_axis(gp, 'y', ylo, yhi);
+	fprintf(gp, "set logscale y\nset mytics default\n"
+		    "set xtics %d\nset mxtics 1\n"
+		    "set offsets graph 0.04, graph 0.04, 0, 0\n"
+		    "set xlabel 'steps since the anchor' offset 0,0.3\n"
+		    "set ylabel 'relative L_2 error (mean)'\n"
+		    "set title 'target density {/:Italic ρ} = %g'\n",
+		smax > 10 ? (smax + 9) / 10 : 1, r->density[d]);
+	for (int i = 0; i < n; i++) { /* dodged 0.04 steps apart */
+		char x[32];
+		snprintf(x, sizeof x, "($1%+.3f)", 0.04 * (i - (n - 1) / 2.0));
+		gp_series(gp, pl, "error_vs_staleness.dat", i, &m[i], x, i == 0);
+	}
+	fprintf(gp, "\n");
+	gp_end(gp);
+	if (finish(gp, name, "gp"))
+		return -1;
+	made(pl, name);
+	return 0;
+}
+
+static int fig_mass_distribution(plotter *pl)
+{
+	static const char *name = "mass_distribution";
+	const dg_results *r = pl->r;
+	const int d = pl->o->density;
+	member fam[FAM_COUNT][FAMILY_MAX];
+	int nfam[FAM_COUNT], npanel = 0, index = 0, rows = 0, block[FAM_COUNT][FAMILY_MAX];
+	int same[FAM_COUNT][FAMILY_MAX]; /* an earlier series with the same quantiles, or -1 */
+	double *mass = dg_malloc(r->n_units * sizeof *mass), xlo[FAM_COUNT];
+	double *quant = dg_malloc(FAMILY_MAX * MASS_POINTS * sizeof *quant);
+	FILE *dat = create(pl, name, "dat");
+	if (!dat) {
+		free(mass);
+		return -1;
+	}
+	char what[200];
+	snprintf(what, sizeof what, "empirical CDF over post-warm-up units of the retained "
+		 "probability mass (mass_mean) at density_target %g, one block per policy (%d "
+		 "quantiles)", r->density[d], MASS_POINTS);
+	dat_header(dat, pl, name, what, "mass_mean fraction_of_units");
+	for (int k = 0; k < FAM_COUNT; k++) {
+		member all[FAMILY_MAX];
+		int nall = family_members(r, k, all);
+		nfam[k] = 0;
+		xlo[k] = 1;
+		for (int i = 0; i < nall; i++) {
+			size_t b = (size_t)all[i].policy * r->n_densities + d, n = 0;
+			for (size_t u = r->range[b]; u < r->range[b + 1]; u++)
+				if (dg_results_post_warmup(r, &r->unit[u]))
+					mass[n++] = r->unit[u].mass_mean;
+			if (!n)
+				continue;
+			gsl_sort(mass, 1, n);
+			xlo[k] = fmin(xlo[k], mass[0]);
+			fprintf(dat, "# policy %s: %zu units\n", r->policy[all[i].policy], n);
+			double *q = quant + nfam[k] * MASS_POINTS;
+			for (int j = 0; j < MASS_POINTS; j++) {
+				double p = (double)j / (MASS_POINTS - 1);
+				q[j] = gsl_stats_quantile_from_sorted_data(mass, 1, n, p);
+				fprintf(dat, "%.8g %.6g\n", q[j], p);
+			}
+			fprintf(dat, "\n\n");
+			same[k][nfam[k]] = -1;
+			for (int j = nfam[k] - 1; j >= 0; j--)
+				if (!memcmp(quant + j * MASS_POINTS, q, MASS_POINTS * sizeof *q))
+					same[k][nfam[k]] = j;
+			block[k][nfam[k]] = index++;
+			fam[k][nfam[k]++] = all[i];
+		}
+		npanel += nfam[k] > 0;
+	}
+	free(quant);
+	free(mass);
+	if (finish(dat, name, "dat"))
+		return -1;
+	if (!npanel) {
+		dg_warn("plot: %s skipped: no sparse policy after warm-up at density_target %g",
+			name, r->density[d]);
+		return 1;
+	}
+	FILE *gp = create(pl, name, "gp");
+	if (!gp)
+		return -1;
+	const double pw = fmin(PANEL_W, PAGE_W / npanel), w = pw * npanel;
+	size_t longest[FAM_COUNT]; /* of the key's titles: "name" or "name = earlier name" */
+	for (int k = 0; k < FAM_COUNT; k++) {
+		longest[k] = 0;
+		for (int i = 0; i < nfam[k]; i++) {
+			size_t len = strlen(r->policy[fam[k][i].policy]);
+			if (same[k][i] >= 0)
+				len += 3 + strlen(r->policy[fam[k][same[k][i]].policy]);
+			longest[k] = len > longest[k] ? len : longest[k];
+		}
+		rows = fmax(rows, key_rows(longest[k], nfam[k], pw));
+	}
+	const double bottom = AXIS_H + rows * KEY_ROW_H + 0.05, h = PANEL_H + rows * KEY_ROW_H;
+	gp_begin(gp, pl, name, "distribution over units of the retained attention mass", w, h);
+	fprintf(gp, "set multiplot\nset yrange [0:1]\n"
+		    "set xlabel 'retained mass (mean over queries)' offset 0,0.3\n"
+		    "set ylabel 'fraction of units'\n");
+	for (int k = 0, panel = 0; k < FAM_COUNT; k++) {
+		if (!nfam[k])
+			continue;
+		const double x0 = fmin(floor(xlo[k] * 20) / 20, 0.95), span = 1 - x0;
+		gp_panel(gp, panel, npanel, w, h, bottom);
+		gp_key_below(gp, panel, npanel, w, h, key_rows(longest[k], nfam[k], pw), rows);
+		fprintf(gp, "set xrange [%g:1]\nset xtics %g\nset title '(%c) %s, {/:Italic ρ} = %g'\n",
+			x0, span > 0.5 ? 0.2 : span > 0.25 ? 0.1 : 0.05, 'a' + panel++,
+			family_short[k], r->density[d]);
+		for (int i = 0; i < nfam[k]; i++) { /* a curve equal to an earlier one is dashed */
+			char title[2 * DG_POLICY_NAME_MAX + 8];
+			int j = same[k][i];
+			snprintf(title, sizeof title, "%s%s%s", r->policy[fam[k][i].policy],
+				 j >= 0 ? " = " : "", j >= 0 ? r->policy[fam[k][j].policy] : "");
+			fprintf(gp, "%s'%s.dat' index %d using 1:2 with lines ls %d%s title ",
+				i ? ", \\\n\t" : "plot ", name, block[k][i], fam[k][i].style,
+				j >= 0 ? " dt (4,4)" : "");
+			gp_str(gp, title);
+			fprintf(gp, " noenhanced");
+		}
+		fprintf(gp, "\n");
+	}
+	fprintf(gp, "unset multiplot\n");
+	gp_end(gp);
+	if (finish(gp, name, "gp"))
+		return -1;
+	made(pl, name);
+	return 0;
+}
+
+/* ---- rendering and installing --------------------------------------------------------------- */
+
+bool dg_gnuplot_found(void)
+{
+	if (access(DG_GNUPLOT, X_OK) == 0)
+		return true;
+	const char *path = getenv("PATH");
+	char buf[4096];
+	for (const char *p = path ? path : ""; *p;) {
+		size_t len = strcspn(p, ":");
+		if (len && len < sizeof buf - 9) {
+			snprintf(buf, sizeof buf, "%.*s/gnuplot", (int)len, p);
+			if (access(buf, X_OK) == 0)
+				return true;
+		}
+		p += len + (p[len] == ':');
+	}
+	return false;
+}
+
+int dg_gnuplot(const char *dir, const char *name)
+{
+	char gp[128];
+	snprintf(gp, sizeof gp, "%s.gp", name);
+	int fd[2];
+	if (pipe(fd))
+		return dg_error("plot: cannot run gnuplot on %s: %s", gp, strerror(errno));
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return dg_error("plot: cannot run gnuplot on %s: %s", gp, strerror(errno));
+	}
+	if (pid == 0) {
+		dup2(fd[1], STDOUT_FILENO);
+		dup2(fd[1], STDERR_FILENO);
+		close(fd[0]);
+		close(fd[1]);
+		const char *g = access(DG_GNUPLOT, X_OK) == 0 ? DG_GNUPLOT : "gnuplot";
+		if (chdir(dir) == 0)
+			execlp(g, g, gp, (char *)NULL);
+		dprintf(STDERR_FILENO, "cannot run %s in %s: %s\n", g, dir, strerror(errno));
+		_exit(127);
+	}
+	close(fd[1]);
+	char out[4096];
+	size_t n = 0;
+	for (;;) {
+		char buf[1024];
+		ssize_t got = read(fd[0], buf, sizeof buf);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		for (ssize_t i = 0; i < got; i++) { /* keep the last sizeof out - 1 bytes */
+			if (n == sizeof out - 1) {
+				memmove(out, out + 1, n - 1);
+				n--;
+			}
+			out[n++] = buf[i];
+		}
+	}
+	close(fd[0]);
+	out[n] = 0;
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	while (n && (out[n - 1] == '\n' || out[n - 1] == ' '))
+		out[--n] = 0;
+	char *last = strrchr(out, '\n');
+	last = last ? last + 1 : out;
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		return dg_error("plot: gnuplot failed on figures/%s (%s %d): %s", gp,
+				WIFEXITED(status) ? "exit status" : "signal",
+				WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+				*last ? last : "no message");
+	if (*last)
+		dg_warn("plot: gnuplot on figures/%s: %s", gp, last);
+	for (int i = 0; i < 2; i++) {
+		char file[128];
+		snprintf(file, sizeof file, "%s.%s", name, i ? "png" : "pdf");
+		char *path = dg_path_join(dir, file);
+		struct stat st;
+		int bad = stat(path, &st) || st.st_size == 0;
+		free(path);
+		if (bad)
+			return dg_error("plot: gnuplot made no figures/%s from %s", file, gp);
+	}
+	return 0;
+}
+
+/* Remove a directory of plain files (our own temporary or replaced figures directory). */
+static int remove_dir(const char *path)
+{
+	DIR *dir = opendir(path);
+	if (!dir)
+		return -1;
+	struct dirent *e;
+	int rc = 0;
+	while ((e = readdir(dir))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char *file = dg_path_join(path, e->d_name);
+		rc |= unlink(file);
+		free(file);
+	}
+	closedir(dir);
+	return rc | rmdir(path);
+}
+
+/* Replace final (if any) by tmp. */
+static int install(const char *tmp, const char *final)
+{
+	struct stat st;
+	char old[4096] = "";
+	if (stat(final, &st) == 0) {
+		snprintf(old, sizeof old, "%s.old.%ld", final, (long)getpid());
+		if (rename(final, old))
+			return dg_error("cannot move %s aside: %s", final, strerror(errno));
+	}
+	if (rename(tmp, final)) {
+		int e = errno;
+		if (*old)
+			rename(old, final);
+		return dg_error("cannot rename %s to %s: %s", tmp, final, strerror(e));
+	}
+	if (*old && remove_dir(old))
+		dg_warn("plot: cannot remove the replaced figures in %s", old);
+	return 0;
+}
+
+int dg_plot(const dg_results *r, const dg_plot_opts *o)
+{
+	static int (*const figure[])(plotter *) = {
+		fig_error_vs_density, fig_sources_per_layer, fig_ablation, fig_shapley,
+		fig_error_vs_staleness, fig_mass_distribution,
+	};
+	char *final = dg_path_join(r->dir, "figures"), *tmp = dg_tmp_name(final);
+	plotter pl = { .r = r, .o = o, .dir = tmp };
+	int rc = 0;
+	if (mkdir(tmp, 0777))
+		rc = dg_error("cannot create directory %s: %s", tmp, strerror(errno));
+	if (!rc) {
+		FILE *f = create(&pl, "style", "gp");
+		rc = f ? (fputs(DG_STYLE_GP, f), finish(f, "style", "gp")) : -1;
+	}
+	for (size_t i = 0; i < sizeof figure / sizeof *figure && !rc; i++)
+		rc = figure[i](&pl) < 0 ? -1 : 0;
+	for (int i = 0; i < pl.n_made && !rc; i++)
+		rc = dg_gnuplot(tmp, pl.made[i]);
+	if (!rc && pl.n_made)
+		rc = install(tmp, final);
+	if (rc || !pl.n_made)
+		remove_dir(tmp);
+	if (!rc && pl.n_made) {
+		printf("plot: %d figures in %s/ (.dat .gp .pdf .png):", pl.n_made, final);
+		for (int i = 0; i < pl.n_made; i++)
+			printf(" %s", pl.made[i]);
+		printf("\n");
+	}
+	free(tmp);
+	free(final);
+	return rc ? -1 : pl.n_made;
+}

@@ -1,0 +1,42 @@
+/*
+ * plot.h: the figures of a results directory, written as gnuplot inputs and rendered by gnuplot
+ * (run as a child process, its exit status checked). For each figure NAME, DIR/figures/ holds
+ *   NAME.dat  whitespace columns, '#' header with provenance (trace, commits, date, bootstrap)
+ *   NAME.gp   loads style.gp, renders NAME.pdf (pdfcairo, paper size) and NAME.png (pngcairo,
+ *             300 dpi); re-renders standalone: cd DIR/figures && gnuplot NAME.gp
+ *   NAME.pdf, NAME.png
+ * and style.gp (analysis/style.gp, compiled in). Figures (E = mean rel_l2, post-warm-up units):
+ *   error_vs_density    E against density_target per policy, log y, 95% bootstrap error bars;
+ *                       one panel per family (oracle ladder, factorial, others); dense left out
+ *   sources_per_layer   selection, grouping, lost contributions stacked per layer (and all
+ *                       layers) at the chosen density: the stack is E(est-block), with its interval
+ *   ablation            E of the 8 factorial cells at the chosen density, with intervals
+ *   shapley             Shapley shares of G, S, R per density, with intervals
+ *   error_vs_staleness  E against steps since the anchor for the refresh=anchor policies
+ *   mass_distribution   empirical CDF over units of the retained probability mass (mass_mean),
+ *                       per policy at the chosen density; dense left out
+ * A figure whose policies are absent is skipped with a warning. The whole directory is built as
+ * DIR/figures.tmp.PID and renamed into place at the end: an older figures/ is replaced only on
+ * success, and a failure leaves nothing behind.
+ */
+#ifndef DG_PLOT_H
+#define DG_PLOT_H
+
+#include "analysis/results.h"
+
+typedef struct {
+	int density; /* index into dg_results.density: the density of the per-density figures */
+	int boot;    /* bootstrap replicates for the error bars (0: none) */
+	unsigned long seed;
+} dg_plot_opts;
+
+/* Make DIR/figures (r->dir). Returns the number of figures made (0: all skipped) or -1. */
+int dg_plot(const dg_results *r, const dg_plot_opts *o);
+
+/* Run gnuplot NAME.gp inside dir (the gnuplot found at configure time, else the one on PATH); its
+ * output is kept and its last line reported on failure. 0 or -1. */
+int dg_gnuplot(const char *dir, const char *name);
+/* Whether dg_gnuplot has a gnuplot to run (the configure-time one, else one on PATH). */
+bool dg_gnuplot_found(void);
+
+#endif

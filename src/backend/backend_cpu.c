@@ -1,0 +1,230 @@
+/*
+ * backend_cpu.c: the CPU backend of the policies: the reference implementation of every
+ * primitive of backend.h, on host memory, through attention.c, groups.c, select.c and metrics.c.
+ */
+#include "backend/backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/attention.h"
+#include "policy/groups.h"
+#include "util/util.h"
+
+struct dg_bgroups {
+	dg_groups g;
+};
+struct dg_bscores {
+	int rows, cols;
+	float *s; /* (rows, cols) */
+};
+struct dg_bsel {
+	dg_selection s;
+};
+struct dg_bvec {
+	float *x; /* (n, d) */
+};
+
+typedef struct {
+	const float *q, *k, *v; /* the loaded unit (caller's buffers) */
+	float *o_ref, *lse, *o_sp, *out, *mass;
+} cpu;
+
+static void cpu_load(dg_backend *be, const float *q, const float *k, const float *v)
+{
+	cpu *c = be->impl;
+	c->q = q, c->k = k, c->v = v;
+}
+
+static double cpu_dense(dg_backend *be)
+{
+	cpu *c = be->impl;
+	double t0 = dg_now();
+	dg_attn_dense(c->q, c->k, c->v, be->n, be->n, be->d, c->o_ref, c->lse);
+	return dg_now() - t0;
+}
+
+static dg_bgroups *cpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
+{
+	cpu *c = be->impl;
+	dg_bgroups *g = dg_malloc(sizeof *g);
+	if (dg_groups_build(&g->g, kind, c->q, be->n, be->d, grid, text)) {
+		free(g);
+		return NULL;
+	}
+	return g;
+}
+
+static dg_bscores *scores_new(int rows, int cols)
+{
+	dg_bscores *s = dg_malloc(sizeof *s);
+	s->rows = rows, s->cols = cols;
+	s->s = dg_malloc((size_t)rows * cols * sizeof(float));
+	return s;
+}
+
+static void cpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **scores, int nacc,
+		      const dg_budget *const *qb, dg_bsel **qsel, int nq)
+{
+	cpu *c = be->impl;
+	int n = be->n;
+	dg_score_acc *acc = dg_malloc((size_t)nacc * sizeof *acc);
+	for (int a = 0; a < nacc; a++) {
+		scores[a] = scores_new(groups[a]->g.ngroups, n);
+		acc[a] = (dg_score_acc){ &groups[a]->g, scores[a]->s };
+	}
+	dg_query_select *qs = nq ? dg_query_select_new(n, qb, nq) : NULL;
+	dg_scores_exact(c->q, c->k, c->lse, n, be->d, acc, nacc, qs ? dg_query_select_row : NULL, qs);
+	if (qs) {
+		dg_selection *sel = dg_malloc((size_t)nq * sizeof *sel);
+		dg_query_select_finish(qs, sel);
+		for (int b = 0; b < nq; b++) {
+			qsel[b] = dg_malloc(sizeof(dg_bsel));
+			qsel[b]->s = sel[b];
+		}
+		free(sel);
+	}
+	free(acc);
+}
+
+static dg_bscores *cpu_pooled(dg_backend *be, dg_bgroups *g, dg_kv_kind kv)
+{
+	cpu *c = be->impl;
+	int cols = kv == DG_KV_BLOCK ? (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : be->n;
+	dg_bscores *s = scores_new(g->g.ngroups, cols);
+	dg_scores_pooled(c->q, c->k, be->n, be->d, &g->g, kv, s->s);
+	return s;
+}
+
+static dg_bscores *cpu_to_blocks(dg_backend *be, const dg_bscores *t)
+{
+	dg_bscores *s = scores_new(t->rows, (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE);
+	dg_scores_to_blocks(t->s, t->rows, be->n, s->s);
+	return s;
+}
+
+static dg_bsel *cpu_select(dg_backend *be, const dg_bgroups *g, const dg_bscores *s, const dg_budget *b)
+{
+	dg_bsel *sel = dg_malloc(sizeof *sel);
+	dg_select_groups(&sel->s, s->s, g->g.ngroups, be->n, b);
+	return sel;
+}
+
+static int64_t cpu_attend(dg_backend *be, const dg_bgroups *g, const dg_bsel *sel,
+			  const dg_bvec *residual, dg_bvec **new_residual, dg_metrics *m, double *seconds)
+{
+	cpu *c = be->impl;
+	size_t nd = (size_t)be->n * be->d;
+	double t0 = dg_now();
+	int64_t pairs;
+	if (new_residual) {
+		/* O_sparse first: the new residual needs it without the old residual */
+		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &sel->s, NULL, c->lse,
+				       c->o_sp, c->mass);
+		for (size_t e = 0; e < nd; e++)
+			c->out[e] = c->o_sp[e] + (residual ? residual->x[e] : 0.0f);
+	} else {
+		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &sel->s,
+				       residual ? residual->x : NULL, c->lse, c->out, c->mass);
+	}
+	if (seconds)
+		*seconds = dg_now() - t0;
+	if (m)
+		dg_metrics_compute(c->o_ref, c->out, nd, c->mass, be->n, m);
+	if (new_residual) {
+		if (!*new_residual) {
+			*new_residual = dg_malloc(sizeof(dg_bvec));
+			(*new_residual)->x = dg_malloc(nd * sizeof(float));
+		}
+		for (size_t e = 0; e < nd; e++)
+			(*new_residual)->x[e] = c->o_ref[e] - c->o_sp[e];
+	}
+	return pairs;
+}
+
+static int cpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, const int grid[3], int text,
+		    dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel)
+{
+	cpu *c = be->impl;
+	dg_bgroups *g = dg_malloc(sizeof *g);
+	dg_bsel *s = dg_malloc(sizeof *s);
+	if (dg_peer_metadata(c->q, c->k, be->n, be->d, p, b, grid, text, state, &g->g, &s->s)) {
+		free(g), free(s);
+		return -1;
+	}
+	*groups = g, *sel = s;
+	return 0;
+}
+
+static void cpu_approx(dg_backend *be, const dg_bgroups *g, const dg_bsel *sel, int block, dg_metrics *m)
+{
+	cpu *c = be->impl;
+	dg_pisa_combine(c->q, c->k, c->v, c->lse, be->n, be->d, block, &g->g, &sel->s, c->out, c->mass,
+			c->out);
+	if (m)
+		dg_metrics_compute(c->o_ref, c->out, (size_t)be->n * be->d, c->mass, be->n, m);
+}
+
+static void cpu_output(dg_backend *be, bool dense, float *o)
+{
+	cpu *c = be->impl;
+	memcpy(o, dense ? c->o_ref : c->out, (size_t)be->n * be->d * sizeof(float));
+}
+
+static void cpu_groups_free(dg_backend *be, dg_bgroups *g)
+{
+	if (g)
+		dg_groups_free(&g->g);
+	free(g);
+}
+
+static void cpu_scores_free(dg_backend *be, dg_bscores *s)
+{
+	if (s)
+		free(s->s);
+	free(s);
+}
+
+static void cpu_sel_free(dg_backend *be, dg_bsel *s)
+{
+	if (s)
+		dg_selection_free(&s->s);
+	free(s);
+}
+
+static void cpu_vec_free(dg_backend *be, dg_bvec *v)
+{
+	if (v)
+		free(v->x);
+	free(v);
+}
+
+static void cpu_destroy(dg_backend *be)
+{
+	cpu *c = be->impl;
+	free(c->o_ref), free(c->lse), free(c->o_sp), free(c->out), free(c->mass);
+	free(c);
+	free(be);
+}
+
+dg_backend *dg_backend_cpu(int n, int d)
+{
+	dg_backend *be = dg_calloc(1, sizeof *be);
+	cpu *c = dg_calloc(1, sizeof *c);
+	size_t nd = (size_t)n * d;
+	c->o_ref = dg_alloc_poisoned(nd);
+	c->lse = dg_alloc_poisoned(n);
+	c->o_sp = dg_alloc_poisoned(nd);
+	c->out = dg_alloc_poisoned(nd);
+	c->mass = dg_alloc_poisoned(n);
+	*be = (dg_backend){ .name = "cpu", .n = n, .d = d, .impl = c, .load = cpu_load, .load_device = cpu_load,
+			    .dense = cpu_dense, .groups = cpu_groups, .exact = cpu_exact,
+			    .pooled = cpu_pooled, .to_blocks = cpu_to_blocks, .select = cpu_select,
+			    .attend = cpu_attend, .peer = cpu_peer, .approx = cpu_approx,
+			    .output = cpu_output, .output_device = cpu_output, .groups_free = cpu_groups_free,
+			    .scores_free = cpu_scores_free, .sel_free = cpu_sel_free,
+			    .vec_free = cpu_vec_free, .destroy = cpu_destroy };
+	snprintf(be->device, sizeof be->device, "%s", dg_cpu_name());
+	dg_attn_init_threads();
+	return be;
+}

@@ -1,0 +1,929 @@
+/*
+ * backend_gpu.c: the GPU backend of the policies (backend.h) over the kernels of kernels/.
+ * Built only with CUDA (DG_HAVE_CUDA); without it dg_backend_gpu says so and returns NULL.
+ *
+ * Everything runs in order on one stream and the host waits only where it needs a result: the
+ * dense time, metrics, attention times asked for, and the key counts of a selection whose counts
+ * are not known up front (top-p, block), read when first needed. The one exception is the PCA
+ * groupings of the units hinted at (prefetch_groups): they run ahead on a second, high-priority
+ * stream, all hinted units in one batched call (its chain of small kernels is latency bound, so
+ * twelve heads cost little more than one), overlapping whatever runs meanwhile, and are joined by
+ * an event when groups() takes one. Device loads (load_device) and outputs (output_device) are
+ * ordered against the DiT op table's default stream by events, without waiting on the host. The
+ * DiT's sparse calls (a cached residual added in the kernel's epilogue, the output written in bf16
+ * straight into the table's merged buffer) wait in a batch while their units are consecutive heads
+ * of the same buffers, and go as one launch (dg_sparse_fwd_heads) when any other primitive, or
+ * phases, needs the stream: one launch per site instead of one per head. Handles and the
+ * kernels' scratch come from the device's stream-ordered pool (cudaMallocAsync), which keeps freed
+ * memory cached.
+ * A sparse output is kept with the ids of its grouping and selection, so that policies sharing a
+ * selection on one unit (oracle and oracle+res, a factorial cell with and without the residual)
+ * run the sparse kernel once.
+ */
+#include "backend/backend.h"
+
+#include "util/util.h"
+
+const char *dg_phase_name(dg_phase p)
+{
+	static const char *const names[DG_PHASE_COUNT] = { "dense", "groups", "scores", "select", "attend" };
+	return p >= 0 && p < DG_PHASE_COUNT ? names[p] : "?";
+}
+
+#ifdef DG_HAVE_CUDA
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/attention.h"
+#include "util/cuda_check.h"
+#include "dsgap_kernels.h"
+#include "policy/groups.h"
+
+/*
+ * Handles live on the device. Groupings keep their host offsets too (group sizes count the
+ * computed pairs), selections their host offsets once known; everything the kernels read is on the
+ * device. ids (unique per backend) key the kept sparse output.
+ */
+struct dg_bgroups {
+	dg_groups g;         /* host: perm and off (perm only where built on the host) */
+	int32_t *perm, *off; /* device */
+	long id;
+};
+struct dg_bscores {
+	int rows, cols;
+	float *s;                /* device (rows, cols) */
+	struct dg_bscores *blocks; /* exact token scores: their block sums, made in the same pass */
+	int owned;
+};
+struct dg_bsel {
+	int ngroups;
+	bool hoff_known; /* hoff filled (else read from off when first needed) */
+	int64_t *hoff;   /* host (ngroups+1) */
+	int64_t *off;    /* device (ngroups+1) */
+	int32_t *idx;    /* device */
+	long id;
+};
+struct dg_bvec {
+	float *x; /* device (n, d) */
+};
+
+#define PHASE_MAX 64 /* event pairs recorded between two reads of the phase times */
+
+typedef struct {
+	const float *q, *k, *v;  /* host unit (caller's buffers), for the host twins */
+	uint16_t *hq;            /* pinned bf16 staging (3, n, d) */
+	uint16_t *bq, *bk, *bv;  /* device bf16 (n, d): the unit as loaded by load or load_device */
+	const uint16_t *dq, *dk, *dv; /* the loaded unit: bq.. or the caller's bf16 (load_device_bf16) */
+	float *o_ref, *lse, *out, *o_sp, *mass; /* device */
+	uint16_t *o16;           /* load_device_bf16's output (row stride ldo), or NULL */
+	int ldo;
+	long batched;            /* the unit whose sparse output waits in the batch */
+	struct {                 /* sparse attends of consecutive heads waiting for one launch (flush) */
+		int count, ngroups;
+		bool precise;
+		const uint16_t *q, *k, *v; /* the first head's; head i's are i (n, d) further */
+		uint16_t *o16;             /* the first head's; head i's columns are i d further */
+		int ldo;
+		dg_sparse_head tab[DG_SPARSE_HEADS_MAX];
+	} batch;
+	double *dmet;            /* device (6) */
+	float *h_lse;            /* host copy, for the host twin of the per-query top-p */
+	cudaStream_t stream;
+	cudaEvent_t ev[2];
+	cudaStream_t side;       /* high priority: the PCA groupings ahead */
+	cudaEvent_t ev_legacy;   /* recorded on the default stream (the DiT op table's) to order against it */
+	cudaEvent_t ev_out;      /* an output_device copy done (stream) */
+	cudaEvent_t ev_ahead;    /* the groupings ahead done (side) */
+	long unit, next_id;      /* loads so far (every load of Q/K/V bumps it); the next handle id */
+	struct {                 /* PCA groupings made ahead on side (prefetch_groups) */
+		int count;       /* bg[i] is for the unit loaded from the Q buffer q[i], until loaded */
+		const float **q;
+		dg_bgroups **bg;
+		dg_bgroups *cur; /* the loaded unit's, not yet taken by groups() */
+		size_t cap;      /* units the staging below holds */
+		uint16_t *hq;    /* pinned (cap, n, d): host Q converted to bf16 */
+		uint16_t *dq;    /* device (cap, n, d) bf16 */
+	} ahead;
+	struct {                 /* o_sp and mass hold the sparse output of (groups, sel) on unit */
+		long unit, groups, sel;
+		bool timed;
+		double seconds;
+	} kept;
+	bool profiling;          /* phases: events around each primitive */
+	int nph;                 /* event pairs pending */
+	cudaEvent_t pev[2 * PHASE_MAX];
+	dg_phase pph[PHASE_MAX];
+	double pacc[DG_PHASE_COUNT];
+} gpu;
+
+static void flush(dg_backend *be);
+
+/* device memory from the stream-ordered pool, in the order of stream st (dmalloc: the main
+ * stream), freed in the order of the main stream */
+static void *dmalloc_on(cudaStream_t st, size_t bytes)
+{
+	void *p;
+	CUDA_CHECK(cudaMallocAsync(&p, bytes ? bytes : 16, st));
+	return p;
+}
+
+static void *dmalloc(gpu *g, size_t bytes)
+{
+	return dmalloc_on(g->stream, bytes);
+}
+
+static void dfree(gpu *g, void *p)
+{
+	if (p)
+		CUDA_CHECK(cudaFreeAsync(p, g->stream));
+}
+
+/* here rather than with the other handles' frees: a load drops an unconsumed grouping ahead */
+static void gpu_groups_free(dg_backend *be, dg_bgroups *bg)
+{
+	if (!bg)
+		return;
+	flush(be);
+	dg_groups_free(&bg->g);
+	dfree(be->impl, bg->perm);
+	dfree(be->impl, bg->off);
+	free(bg);
+}
+
+/* phase accounting (phases): an event pair around a primitive's work on stream st */
+static void phase_begin_on(gpu *g, cudaStream_t st)
+{
+	if (g->profiling)
+		CUDA_CHECK(cudaEventRecord(g->pev[2 * g->nph], st));
+}
+
+static void phase_begin(gpu *g)
+{
+	phase_begin_on(g, g->stream);
+}
+
+static void phases_collect(gpu *g)
+{
+	CUDA_CHECK(cudaStreamSynchronize(g->side));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	for (int i = 0; i < g->nph; i++) {
+		float ms;
+		CUDA_CHECK(cudaEventElapsedTime(&ms, g->pev[2 * i], g->pev[2 * i + 1]));
+		g->pacc[g->pph[i]] += ms * 1e-3;
+	}
+	g->nph = 0;
+}
+
+static void phase_end_on(gpu *g, cudaStream_t st, dg_phase ph)
+{
+	if (!g->profiling)
+		return;
+	CUDA_CHECK(cudaEventRecord(g->pev[2 * g->nph + 1], st));
+	g->pph[g->nph++] = ph;
+	if (g->nph == PHASE_MAX)
+		phases_collect(g);
+}
+
+static void phase_end(gpu *g, dg_phase ph)
+{
+	phase_end_on(g, g->stream, ph);
+}
+
+static void gpu_phases(dg_backend *be, double s[DG_PHASE_COUNT])
+{
+	gpu *g = be->impl;
+	flush(be);
+	if (!s) {
+		CUDA_CHECK(cudaStreamSynchronize(g->side));
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+		return;
+	}
+	if (!g->profiling) {
+		for (int i = 0; i < 2 * PHASE_MAX; i++)
+			CUDA_CHECK(cudaEventCreate(&g->pev[i]));
+		g->profiling = true;
+	}
+	phases_collect(g);
+	for (int p = 0; p < DG_PHASE_COUNT; p++) {
+		s[p] = g->pacc[p];
+		g->pacc[p] = 0;
+	}
+}
+
+/* the batched sparse attends in one launch, then the DiT op table's stream waits for it */
+static void flush(dg_backend *be)
+{
+	gpu *g = be->impl;
+	if (!g->batch.count)
+		return;
+	phase_begin(g);
+	KERNEL_CHECK(dg_sparse_fwd_heads(g->batch.q, g->batch.k, g->batch.v, g->batch.count, be->n, be->d, g->batch.tab,
+					 g->batch.ngroups, g->batch.o16, g->batch.ldo, g->batch.precise,
+					 (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_ATTEND);
+	CUDA_CHECK(cudaEventRecord(g->ev_out, g->stream));
+	CUDA_CHECK(cudaStreamWaitEvent(0, g->ev_out, 0));
+	g->batch.count = 0;
+}
+
+/* the loaded unit's sparse attention with its cached residual into o16, joining the batch when it
+ * is the next head of the batch's buffers */
+static void batch_add(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, const dg_bvec *residual)
+{
+	gpu *g = be->impl;
+	size_t hs = (size_t)be->n * be->d;
+	int c = g->batch.count;
+	bool next = c < DG_SPARSE_HEADS_MAX && g->batch.ngroups == bg->g.ngroups && g->batch.precise == be->precise &&
+		    g->batch.ldo == g->ldo && g->dq == g->batch.q + c * hs && g->dk == g->batch.k + c * hs &&
+		    g->dv == g->batch.v + c * hs && g->o16 == g->batch.o16 + (size_t)c * be->d;
+	if (c && !next)
+		flush(be);
+	if (!g->batch.count) {
+		g->batch.ngroups = bg->g.ngroups, g->batch.precise = be->precise;
+		g->batch.q = g->dq, g->batch.k = g->dk, g->batch.v = g->dv;
+		g->batch.o16 = g->o16, g->batch.ldo = g->ldo;
+	}
+	g->batch.tab[g->batch.count++] = (dg_sparse_head){ bg->perm, bg->off, sel->off, sel->idx, residual->x };
+	g->batched = g->unit;
+}
+
+/* a grouping made ahead and not taken: freed in the main stream's order, after the side's work */
+static void ahead_free(dg_backend *be, dg_bgroups *bg)
+{
+	gpu *g = be->impl;
+	if (!bg)
+		return;
+	flush(be);
+	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_ahead, 0));
+	gpu_groups_free(be, bg);
+}
+
+/* a new unit, loaded from the Q buffer q: the last unit's grouping ahead, if not taken, is dropped;
+ * a grouping made ahead for q becomes the unit's */
+static void unit_begin(dg_backend *be, const float *q)
+{
+	gpu *g = be->impl;
+	ahead_free(be, g->ahead.cur);
+	g->ahead.cur = NULL;
+	g->unit++; /* a kept sparse output belongs to the previous unit */
+	g->o16 = NULL;
+	for (int i = 0; i < g->ahead.count; i++)
+		if (g->ahead.q[i] == q) {
+			g->ahead.cur = g->ahead.bg[i];
+			g->ahead.q[i] = NULL;
+			g->ahead.bg[i] = NULL;
+			break;
+		}
+}
+
+static void gpu_load(dg_backend *be, const float *q, const float *k, const float *v)
+{
+	gpu *g = be->impl;
+	size_t nd = (size_t)be->n * be->d;
+	flush(be);
+	unit_begin(be, q);
+	g->q = q, g->k = k, g->v = v;
+	const float *src[3] = { q, k, v };
+	uint16_t *dst[3] = { g->bq, g->bk, g->bv };
+	g->dq = g->bq, g->dk = g->bk, g->dv = g->bv;
+	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* the staging buffer may still be in flight */
+	for (int t = 0; t < 3; t++) {
+		uint16_t *h = g->hq + t * nd;
+		for (size_t e = 0; e < nd; e++)
+			h[e] = dg_f32_to_bf16(src[t][e]); /* exact: trace values are bf16 */
+		CUDA_CHECK(cudaMemcpyAsync(dst[t], h, nd * 2, cudaMemcpyHostToDevice, g->stream));
+	}
+}
+
+/* Q/K/V already on the device (the DiT engine's fp32 buffers, written on the default stream): no
+ * host copy, so the host twins have no unit (dit_attn.c loads from the host for the policies that
+ * need one); the conversions wait for the default stream's work by an event */
+static void gpu_load_device(dg_backend *be, const float *q, const float *k, const float *v)
+{
+	gpu *g = be->impl;
+	size_t nd = (size_t)be->n * be->d;
+	flush(be);
+	unit_begin(be, q);
+	g->q = g->k = g->v = NULL;
+	CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
+	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_legacy, 0));
+	KERNEL_CHECK(dg_to_bf16(q, g->bq, nd, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_to_bf16(k, g->bk, nd, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_to_bf16(v, g->bv, nd, (dg_stream)g->stream));
+	g->dq = g->bq, g->dk = g->bk, g->dv = g->bv;
+}
+
+/* as load_device, the bf16 copies read in place (no conversion pass) and the output going to o16;
+ * the caller keeps them unchanged until its default stream has waited for this unit's output */
+static void gpu_load_device_bf16(dg_backend *be, const float *q, const uint16_t *q16, const uint16_t *k16,
+				 const uint16_t *v16, uint16_t *o16, int ldo)
+{
+	gpu *g = be->impl;
+	unit_begin(be, q);
+	g->q = g->k = g->v = NULL;
+	CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
+	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_legacy, 0));
+	g->dq = q16, g->dk = k16, g->dv = v16;
+	g->o16 = o16, g->ldo = ldo;
+}
+
+/* device time of the work enqueued between timed_begin and timed_end (which waits for it) */
+static void timed_begin(gpu *g)
+{
+	CUDA_CHECK(cudaEventRecord(g->ev[0], g->stream));
+}
+
+static double timed_end(gpu *g)
+{
+	float ms;
+	CUDA_CHECK(cudaEventRecord(g->ev[1], g->stream));
+	CUDA_CHECK(cudaEventSynchronize(g->ev[1]));
+	CUDA_CHECK(cudaEventElapsedTime(&ms, g->ev[0], g->ev[1]));
+	return ms * 1e-3;
+}
+
+static double gpu_dense(dg_backend *be)
+{
+	gpu *g = be->impl;
+	flush(be);
+	timed_begin(g);
+	KERNEL_CHECK(dg_flash_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, g->o_ref, NULL, g->lse, be->precise,
+				  (dg_stream)g->stream));
+	double s = timed_end(g);
+	if (g->profiling)
+		g->pacc[DG_PHASE_DENSE] += s;
+	CUDA_CHECK(cudaMemcpyAsync(g->h_lse, g->lse, (size_t)be->n * 4, cudaMemcpyDeviceToHost, g->stream));
+	return s;
+}
+
+/* a host grouping's perm and offsets onto the device (pageable sources: staged by the copy) */
+static void groups_upload(gpu *g, dg_bgroups *bg)
+{
+	bg->perm = dmalloc(g, (size_t)bg->g.n * 4);
+	bg->off = dmalloc(g, (size_t)(bg->g.ngroups + 1) * 4);
+	CUDA_CHECK(cudaMemcpyAsync(bg->perm, bg->g.perm, (size_t)bg->g.n * 4, cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(bg->off, bg->g.off, (size_t)(bg->g.ngroups + 1) * 4, cudaMemcpyHostToDevice,
+				   g->stream));
+}
+
+/* a PCA grouping's handle on stream st: leaves of exactly 128 (the last short), so the offsets are
+ * known here; perm and off (device) still to be written */
+static dg_bgroups *pca_handle(dg_backend *be, cudaStream_t st)
+{
+	gpu *g = be->impl;
+	int n = be->n, ng = (n + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
+	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
+	bg->id = g->next_id++;
+	bg->perm = dmalloc_on(st, (size_t)n * 4);
+	bg->off = dmalloc_on(st, (size_t)(ng + 1) * 4);
+	bg->g.n = n;
+	bg->g.ngroups = ng;
+	bg->g.off = dg_malloc((size_t)(ng + 1) * sizeof(int));
+	for (int k = 0; k <= ng; k++)
+		bg->g.off[k] = k * DG_GROUP_SIZE < n ? k * DG_GROUP_SIZE : n;
+	return bg;
+}
+
+/* the hinted units' Q as bf16 into ahead.dq on side (host: converted into the pinned staging first) */
+static void ahead_stage(dg_backend *be, int count, const float *const *q, const uint16_t *const *q16, bool device)
+{
+	gpu *g = be->impl;
+	size_t nd = (size_t)be->n * be->d;
+	CUDA_CHECK(cudaEventSynchronize(g->ev_ahead)); /* the last hint's staging is read */
+	if (g->ahead.cap < (size_t)count) {
+		if (g->ahead.hq)
+			CUDA_CHECK(cudaFreeHost(g->ahead.hq));
+		if (g->ahead.dq)
+			CUDA_CHECK(cudaFreeAsync(g->ahead.dq, g->side));
+		g->ahead.hq = NULL;
+		g->ahead.dq = dmalloc_on(g->side, count * nd * 2);
+		g->ahead.cap = count;
+	}
+	if (device) { /* written on the default stream (the DiT op table's) */
+		CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
+		CUDA_CHECK(cudaStreamWaitEvent(g->side, g->ev_legacy, 0));
+		for (int i = 0; i < count; i++)
+			if (q16)
+				CUDA_CHECK(cudaMemcpyAsync(g->ahead.dq + i * nd, q16[i], nd * 2, cudaMemcpyDeviceToDevice,
+							   g->side));
+			else
+				KERNEL_CHECK(dg_to_bf16(q[i], g->ahead.dq + i * nd, nd, (dg_stream)g->side));
+		return;
+	}
+	if (!g->ahead.hq)
+		CUDA_CHECK(cudaMallocHost((void **)&g->ahead.hq, g->ahead.cap * nd * 2));
+	for (int i = 0; i < count; i++) {
+		uint16_t *h = g->ahead.hq + i * nd;
+		for (size_t e = 0; e < nd; e++)
+			h[e] = dg_f32_to_bf16(q[i][e]); /* exact: trace values are bf16 */
+		CUDA_CHECK(cudaMemcpyAsync(g->ahead.dq + i * nd, h, nd * 2, cudaMemcpyHostToDevice, g->side));
+	}
+}
+
+/* the PCA groupings of the hinted units, all in one batched call on side (accounted as the groups
+ * phase where phases are on), each then copied into its own handle */
+static void gpu_prefetch_groups(dg_backend *be, dg_group_kind kind, int count, const float *const *q,
+				const uint16_t *const *q16, bool device)
+{
+	gpu *g = be->impl;
+	flush(be);
+	if (kind != DG_GROUP_PCA || count < 1)
+		return;
+	for (int i = 0; i < g->ahead.count; i++)
+		ahead_free(be, g->ahead.bg[i]);
+	g->ahead.q = dg_realloc(g->ahead.q, (size_t)count * sizeof *g->ahead.q);
+	g->ahead.bg = dg_realloc(g->ahead.bg, (size_t)count * sizeof *g->ahead.bg);
+	g->ahead.count = count;
+	ahead_stage(be, count, q, q16, device);
+	int n = be->n, ng = (n + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
+	phase_begin_on(g, g->side);
+	int32_t *perm = dmalloc_on(g->side, (size_t)count * n * 4), *off = dmalloc_on(g->side, (size_t)(ng + 1) * 4);
+	KERNEL_CHECK(dg_pca_groups(g->ahead.dq, count, n, be->d, perm, off, (dg_stream)g->side));
+	for (int i = 0; i < count; i++) {
+		dg_bgroups *bg = pca_handle(be, g->side);
+		CUDA_CHECK(cudaMemcpyAsync(bg->perm, perm + (size_t)i * n, (size_t)n * 4, cudaMemcpyDeviceToDevice,
+					   g->side));
+		CUDA_CHECK(cudaMemcpyAsync(bg->off, off, (size_t)(ng + 1) * 4, cudaMemcpyDeviceToDevice, g->side));
+		g->ahead.q[i] = q[i];
+		g->ahead.bg[i] = bg;
+	}
+	CUDA_CHECK(cudaFreeAsync(perm, g->side));
+	CUDA_CHECK(cudaFreeAsync(off, g->side));
+	phase_end_on(g, g->side, DG_PHASE_GROUPS);
+	CUDA_CHECK(cudaEventRecord(g->ev_ahead, g->side));
+}
+
+static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
+{
+	gpu *g = be->impl;
+	flush(be);
+	if (kind == DG_GROUP_PCA && g->ahead.cur) { /* made ahead: the main stream waits for it */
+		dg_bgroups *bg = g->ahead.cur;
+		CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_ahead, 0));
+		g->ahead.cur = NULL;
+		return bg;
+	}
+	if (kind == DG_GROUP_PCA) {
+		phase_begin(g);
+		dg_bgroups *bg = pca_handle(be, g->stream);
+		KERNEL_CHECK(dg_pca_groups(g->dq, 1, be->n, be->d, bg->perm, bg->off, (dg_stream)g->stream));
+		phase_end(g, DG_PHASE_GROUPS);
+		return bg;
+	}
+	int n = be->n;
+	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
+	bg->id = g->next_id++;
+	if (dg_groups_build(&bg->g, kind, g->q, n, be->d, grid, text)) {
+		free(bg);
+		return NULL;
+	}
+	groups_upload(g, bg);
+	return bg;
+}
+
+static dg_bscores *scores_new(gpu *g, int rows, int cols)
+{
+	dg_bscores *s = dg_calloc(1, sizeof *s);
+	s->rows = rows, s->cols = cols, s->owned = 1;
+	s->s = dmalloc(g, (size_t)rows * cols * 4);
+	return s;
+}
+
+static dg_bsel *sel_new(gpu *g, int ngroups)
+{
+	dg_bsel *s = dg_calloc(1, sizeof *s);
+	s->ngroups = ngroups;
+	s->id = g->next_id++;
+	s->hoff = dg_malloc((size_t)(ngroups + 1) * 8);
+	s->off = dmalloc(g, (size_t)(ngroups + 1) * 8);
+	return s;
+}
+
+/* ngroups lists of cnt keys each: host offsets made here, device offsets by a kernel (fill; else
+ * the selection kernel writes them), no transfer */
+static dg_bsel *sel_fixed(gpu *g, int ngroups, int64_t cnt, bool fill)
+{
+	dg_bsel *s = sel_new(g, ngroups);
+	for (int i = 0; i <= ngroups; i++)
+		s->hoff[i] = i * cnt;
+	s->hoff_known = true;
+	if (fill)
+		KERNEL_CHECK(dg_fixed_offsets(s->off, ngroups, cnt, (dg_stream)g->stream));
+	s->idx = dmalloc(g, (size_t)(ngroups * cnt) * 4);
+	return s;
+}
+
+/* the host offsets of a selection, read from the device the first time they are needed */
+static const int64_t *sel_hoff(gpu *g, dg_bsel *s)
+{
+	if (!s->hoff_known) {
+		CUDA_CHECK(cudaMemcpyAsync(s->hoff, s->off, (size_t)(s->ngroups + 1) * 8, cudaMemcpyDeviceToHost,
+					   g->stream));
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+		s->hoff_known = true;
+	}
+	return s->hoff;
+}
+
+/* a host selection (the twin's) onto the device */
+static dg_bsel *sel_from_host(gpu *g, const dg_selection *h)
+{
+	dg_bsel *s = sel_new(g, h->ngroups);
+	int64_t total = h->off[h->ngroups];
+	memcpy(s->hoff, h->off, (size_t)(h->ngroups + 1) * 8);
+	s->hoff_known = true;
+	s->idx = dmalloc(g, (size_t)total * 4);
+	CUDA_CHECK(cudaMemcpyAsync(s->off, h->off, (size_t)(h->ngroups + 1) * 8, cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(s->idx, h->idx, (size_t)total * 4, cudaMemcpyHostToDevice, g->stream));
+	return s;
+}
+
+/* per-query selections by the host twin, from the exact probability rows (top-p, kv=block,
+ * mixed sinks) */
+static void query_select_host(dg_backend *be, const dg_budget *const *qb, dg_bsel **qsel, int nq)
+{
+	gpu *g = be->impl;
+	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* h_lse */
+	dg_query_select *qs = dg_query_select_new(be->n, qb, nq);
+	dg_scores_exact(g->q, g->k, g->h_lse, be->n, be->d, NULL, 0, dg_query_select_row, qs);
+	dg_selection *h = dg_malloc((size_t)nq * sizeof *h);
+	dg_query_select_finish(qs, h);
+	for (int b = 0; b < nq; b++) {
+		qsel[b] = sel_from_host(g, &h[b]);
+		dg_selection_free(&h[b]);
+	}
+	free(h);
+}
+
+static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **scores, int nacc,
+		      const dg_budget *const *qb, dg_bsel **qsel, int nq)
+{
+	gpu *g = be->impl;
+	flush(be);
+	int n = be->n, nb = (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE;
+	phase_begin(g);
+	for (int a = 0; a < nacc; a++) {
+		scores[a] = scores_new(g, groups[a]->g.ngroups, n);
+		scores[a]->blocks = scores_new(g, groups[a]->g.ngroups, nb);
+		KERNEL_CHECK(dg_exact_scores(g->dq, g->dk, g->lse, n, be->d, groups[a]->perm, groups[a]->off,
+					     groups[a]->g.ngroups, scores[a]->s, scores[a]->blocks->s,
+					     (dg_stream)g->stream));
+	}
+	if (!nq) {
+		phase_end(g, DG_PHASE_SCORES);
+		return;
+	}
+	/* the oracle's top-k on the device: every budget top-k over tokens with the same sinks */
+	bool device = nq <= 8;
+	for (int b = 0; b < nq; b++)
+		device &= qb[b]->budget == DG_BUDGET_TOPK && qb[b]->kv == DG_KV_TOKEN &&
+			  qb[b]->sink_lo == qb[0]->sink_lo && qb[b]->sink_hi == qb[0]->sink_hi;
+	if (!device) {
+		query_select_host(be, qb, qsel, nq);
+		phase_end(g, DG_PHASE_SCORES);
+		return;
+	}
+	int K[8];
+	int32_t *rows[8];
+	for (int b = 0; b < nq; b++) {
+		K[b] = dg_topk_count(qb[b]->rho, n);
+		qsel[b] = sel_fixed(g, n, dg_query_topk_row(n, K[b], qb[b]->sink_lo, qb[b]->sink_hi), true);
+		rows[b] = qsel[b]->idx;
+	}
+	KERNEL_CHECK(dg_query_topk(g->dq, g->dk, g->lse, n, be->d, nq, K, qb[0]->sink_lo, qb[0]->sink_hi,
+				   rows, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SCORES);
+}
+
+static dg_bscores *gpu_pooled(dg_backend *be, dg_bgroups *bg, dg_kv_kind kv)
+{
+	gpu *g = be->impl;
+	flush(be);
+	int cols = kv == DG_KV_BLOCK ? (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : be->n;
+	dg_bscores *s = scores_new(g, bg->g.ngroups, cols);
+	phase_begin(g);
+	KERNEL_CHECK(dg_pooled_scores(g->dq, g->dk, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
+				      kv == DG_KV_BLOCK, s->s, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SCORES);
+	return s;
+}
+
+/* the block sums were made with the token scores: a view of them */
+static dg_bscores *gpu_to_blocks(dg_backend *be, const dg_bscores *t)
+{
+	flush(be);
+	dg_bscores *view = dg_malloc(sizeof *view);
+	*view = *t->blocks;
+	view->owned = 0;
+	view->blocks = NULL;
+	return view;
+}
+
+static dg_bsel *gpu_select(dg_backend *be, const dg_bgroups *bg, const dg_bscores *sc, const dg_budget *b)
+{
+	gpu *g = be->impl;
+	flush(be);
+	int kv = b->kv == DG_KV_BLOCK, budget = b->budget == DG_BUDGET_TOPP, ng = bg->g.ngroups;
+	int64_t cap = dg_select_keys_cap(ng, be->n, kv, budget, b->rho, b->sink_lo, b->sink_hi);
+	dg_bsel *s;
+	if (!kv && !budget) { /* token top-k: the same count in every group, known here */
+		s = sel_fixed(g, ng, dg_query_topk_row(be->n, dg_topk_count(b->rho, be->n), b->sink_lo, b->sink_hi),
+			      false);
+	} else {
+		s = sel_new(g, ng);
+		s->idx = dmalloc(g, (size_t)cap * 4);
+	}
+	phase_begin(g);
+	KERNEL_CHECK(dg_select_keys(sc->s, ng, be->n, kv, budget, b->rho, b->topp, b->sink_lo, b->sink_hi,
+				    s->off, s->idx, cap, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SELECT);
+	return s;
+}
+
+/* metrics of the output against the dense O, with the retained mass */
+static void out_metrics(dg_backend *be, dg_metrics *m)
+{
+	gpu *g = be->impl;
+	double h[6];
+	KERNEL_CHECK(dg_metrics_device(g->o_ref, g->out, (size_t)be->n * be->d, g->mass, be->n, g->dmet,
+				       (dg_stream)g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(h, g->dmet, sizeof h, cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	*m = (dg_metrics){ h[0], h[1], h[2], h[3], h[4], h[5] };
+}
+
+/*
+ * o_sp and mass = the sparse output without residual of (bg, sel): computed, or kept from an attend
+ * of the same grouping and selection on this unit. Returns its device seconds when timed (seconds
+ * asked for), else 0 (a kept output: the time measured when it was made; an untimed one is made
+ * again when a time is asked for).
+ */
+static double sparse_out(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, bool timed)
+{
+	gpu *g = be->impl;
+	if (g->kept.unit == g->unit && g->kept.groups == bg->id && g->kept.sel == sel->id &&
+	    (g->kept.timed || !timed))
+		return g->kept.seconds;
+	if (timed)
+		timed_begin(g);
+	KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
+				   sel->off, sel->idx, NULL, g->lse, g->o_sp, g->mass, be->precise,
+				   (dg_stream)g->stream));
+	double s = timed ? timed_end(g) : 0;
+	g->kept.unit = g->unit, g->kept.groups = bg->id, g->kept.sel = sel->id;
+	g->kept.timed = timed, g->kept.seconds = s;
+	return s;
+}
+
+static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *csel,
+			  const dg_bvec *residual, dg_bvec **new_residual, dg_metrics *m, double *seconds)
+{
+	gpu *g = be->impl;
+	dg_bsel *sel = (dg_bsel *)csel; /* its host offsets may be filled in */
+	size_t nd = (size_t)be->n * be->d;
+	if (new_residual && !*new_residual) {
+		*new_residual = dg_malloc(sizeof(dg_bvec));
+		(*new_residual)->x = dmalloc(g, nd * 4);
+	}
+	double s = 0;
+	bool fused = residual && !new_residual && !seconds && !m;
+	if (fused && g->o16) {
+		batch_add(be, bg, sel, residual);
+	} else if (fused) {
+		/* out = O_sparse + R from the kernel's epilogue (a reuse step of a cached residual: the DiT's
+		 * sparse calls): no O_sparse pass through memory, so none is kept for this unit */
+		flush(be);
+		phase_begin(g);
+		KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
+					   sel->off, sel->idx, residual->x, g->lse, g->out, g->mass, be->precise,
+					   (dg_stream)g->stream));
+		g->kept.unit = -1;
+		phase_end(g, DG_PHASE_ATTEND);
+	} else {
+		flush(be);
+		phase_begin(g);
+		s = sparse_out(be, bg, sel, seconds != NULL);
+		/* out = O_sparse + old residual; the new residual needs O_sparse alone */
+		KERNEL_CHECK(dg_residual_update(g->o_ref, g->o_sp, residual ? residual->x : NULL, g->out,
+						new_residual ? (*new_residual)->x : NULL, nd, (dg_stream)g->stream));
+		if (m)
+			out_metrics(be, m);
+		phase_end(g, DG_PHASE_ATTEND);
+	}
+	if (seconds)
+		*seconds = s;
+	const int64_t *hoff = sel_hoff(g, sel);
+	int64_t pairs = 0;
+	for (int grp = 0; grp < bg->g.ngroups; grp++)
+		pairs += (int64_t)(bg->g.off[grp + 1] - bg->g.off[grp]) * (hoff[grp + 1] - hoff[grp]);
+	return pairs;
+}
+
+/* the peers' metadata: the host twin (peers.c), as the per-query top-p does, then onto the device
+ * (no device kernel for their scoring yet) */
+static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, const int grid[3], int text,
+		    dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel)
+{
+	gpu *g = be->impl;
+	flush(be);
+	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
+	dg_selection h;
+	if (dg_peer_metadata(g->q, g->k, be->n, be->d, p, b, grid, text, state, &bg->g, &h)) {
+		free(bg);
+		return -1;
+	}
+	bg->id = g->next_id++;
+	groups_upload(g, bg);
+	*groups = bg;
+	*sel = sel_from_host(g, &h);
+	dg_selection_free(&h);
+	return 0;
+}
+
+/* PISA's first-order term: the host twin on the sparse output and mass brought back */
+static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, int block, dg_metrics *m)
+{
+	gpu *g = be->impl;
+	flush(be);
+	size_t nd = (size_t)be->n * be->d;
+	float *out = dg_malloc(nd * 4), *mass = dg_malloc((size_t)be->n * 4);
+	const int64_t *hoff = sel_hoff(g, (dg_bsel *)sel);
+	dg_selection hs = { sel->ngroups, (int64_t *)hoff, dg_malloc((size_t)hoff[sel->ngroups] * 4) };
+	CUDA_CHECK(cudaMemcpyAsync(out, g->out, nd * 4, cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(mass, g->mass, (size_t)be->n * 4, cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(hs.idx, sel->idx, (size_t)hoff[sel->ngroups] * 4,
+				   cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* and h_lse */
+	dg_pisa_combine(g->q, g->k, g->v, g->h_lse, be->n, be->d, block, &bg->g, &hs, out, mass, out);
+	CUDA_CHECK(cudaMemcpyAsync(g->out, out, nd * 4, cudaMemcpyHostToDevice, g->stream));
+	if (m)
+		out_metrics(be, m);
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	free(out), free(mass), free(hs.idx);
+}
+
+static void gpu_output(dg_backend *be, bool dense, float *o)
+{
+	gpu *g = be->impl;
+	flush(be);
+	CUDA_CHECK(cudaMemcpyAsync(o, dense ? g->o_ref : g->out, (size_t)be->n * be->d * 4,
+				   cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+}
+
+/* into a device buffer that the DiT engine's op table reads next on the default stream, or into
+ * load_device_bf16's o16 in bf16 (nothing to do where attend's batch writes there): that stream
+ * waits for it by an event */
+static void gpu_output_device(dg_backend *be, bool dense, float *o)
+{
+	gpu *g = be->impl;
+	if (!dense && g->batched == g->unit)
+		return; /* in the batch: flush orders it */
+	flush(be);
+	const float *src = dense ? g->o_ref : g->out;
+	if (g->o16)
+		KERNEL_CHECK(dg_to_bf16_rows(src, be->n, be->d, g->o16, g->ldo, (dg_stream)g->stream));
+	else
+		CUDA_CHECK(cudaMemcpyAsync(o, src, (size_t)be->n * be->d * 4, cudaMemcpyDeviceToDevice, g->stream));
+	CUDA_CHECK(cudaEventRecord(g->ev_out, g->stream));
+	CUDA_CHECK(cudaStreamWaitEvent(0, g->ev_out, 0));
+}
+
+static void gpu_scores_free(dg_backend *be, dg_bscores *s)
+{
+	if (!s)
+		return;
+	flush(be);
+	if (s->owned)
+		dfree(be->impl, s->s);
+	gpu_scores_free(be, s->blocks);
+	free(s);
+}
+
+static void gpu_sel_free(dg_backend *be, dg_bsel *s)
+{
+	if (!s)
+		return;
+	flush(be);
+	free(s->hoff);
+	dfree(be->impl, s->off);
+	dfree(be->impl, s->idx);
+	free(s);
+}
+
+static void gpu_vec_free(dg_backend *be, dg_bvec *v)
+{
+	if (!v)
+		return;
+	flush(be);
+	dfree(be->impl, v->x);
+	free(v);
+}
+
+static void gpu_destroy(dg_backend *be)
+{
+	gpu *g = be->impl;
+	flush(be);
+	CUDA_CHECK(cudaStreamSynchronize(g->side));
+	for (int i = 0; i < g->ahead.count; i++)
+		gpu_groups_free(be, g->ahead.bg[i]);
+	gpu_groups_free(be, g->ahead.cur);
+	free(g->ahead.q), free(g->ahead.bg);
+	dfree(g, g->ahead.dq);
+	if (g->ahead.hq)
+		CUDA_CHECK(cudaFreeHost(g->ahead.hq));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->bq, g->bk, g->bv };
+	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+		dfree(g, dev[i]);
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	CUDA_CHECK(cudaEventDestroy(g->ev[0]));
+	CUDA_CHECK(cudaEventDestroy(g->ev[1]));
+	CUDA_CHECK(cudaEventDestroy(g->ev_legacy));
+	CUDA_CHECK(cudaEventDestroy(g->ev_out));
+	CUDA_CHECK(cudaEventDestroy(g->ev_ahead));
+	for (int i = 0; g->profiling && i < 2 * PHASE_MAX; i++)
+		CUDA_CHECK(cudaEventDestroy(g->pev[i]));
+	CUDA_CHECK(cudaStreamDestroy(g->side));
+	CUDA_CHECK(cudaStreamDestroy(g->stream));
+	CUDA_CHECK(cudaFreeHost(g->hq));
+	CUDA_CHECK(cudaFreeHost(g->h_lse));
+	free(g);
+	free(be);
+}
+
+int dg_backend_gpu_available(void)
+{
+	int count = 0;
+	return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+dg_backend *dg_backend_gpu(int n, int d)
+{
+	int count = 0;
+	cudaError_t e = cudaGetDeviceCount(&count);
+	if (e != cudaSuccess || count == 0) {
+		dg_error("no CUDA device (%s): --device gpu is not available",
+			 e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+		return NULL;
+	}
+	if (d != 64 && d != 128) {
+		dg_error("the GPU kernels take head_dim 64 or 128, not %d: use --device cpu", d);
+		return NULL;
+	}
+	dg_backend *be = dg_calloc(1, sizeof *be);
+	gpu *g = dg_calloc(1, sizeof *g);
+	size_t nd = (size_t)n * d;
+	CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+	int greatest; /* the most urgent stream priority */
+	CUDA_CHECK(cudaDeviceGetStreamPriorityRange(NULL, &greatest));
+	CUDA_CHECK(cudaStreamCreateWithPriority(&g->side, cudaStreamNonBlocking, greatest));
+	/* the stream-ordered pool keeps what is freed (handles, the kernels' scratch) for reuse
+	 * instead of returning it to the driver at every synchronisation */
+	cudaMemPool_t pool;
+	uint64_t keep = UINT64_MAX;
+	CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+	CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+	g->kept.unit = -1;
+	g->batched = -1;
+	CUDA_CHECK(cudaEventCreate(&g->ev[0]));
+	CUDA_CHECK(cudaEventCreate(&g->ev[1]));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_legacy, cudaEventDisableTiming));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_out, cudaEventDisableTiming));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_ahead, cudaEventDisableTiming));
+	CUDA_CHECK(cudaMallocHost((void **)&g->hq, 3 * nd * 2));
+	CUDA_CHECK(cudaMallocHost((void **)&g->h_lse, (size_t)n * 4));
+	g->bq = dmalloc(g, nd * 2), g->bk = dmalloc(g, nd * 2), g->bv = dmalloc(g, nd * 2);
+	g->dq = g->bq, g->dk = g->bk, g->dv = g->bv;
+	g->o_ref = dmalloc(g, nd * 4), g->out = dmalloc(g, nd * 4), g->o_sp = dmalloc(g, nd * 4);
+	g->lse = dmalloc(g, (size_t)n * 4), g->mass = dmalloc(g, (size_t)n * 4), g->dmet = dmalloc(g, 6 * 8);
+	*be = (dg_backend){ .name = "gpu", .n = n, .d = d, .impl = g, .load = gpu_load, .load_device = gpu_load_device,
+			    .load_device_bf16 = gpu_load_device_bf16,
+			    .prefetch_groups = gpu_prefetch_groups, .dense = gpu_dense, .groups = gpu_groups,
+			    .exact = gpu_exact,
+			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,
+			    .attend = gpu_attend, .peer = gpu_peer, .approx = gpu_approx,
+			    .phases = gpu_phases, .output = gpu_output, .output_device = gpu_output_device, .groups_free = gpu_groups_free,
+			    .scores_free = gpu_scores_free, .sel_free = gpu_sel_free,
+			    .vec_free = gpu_vec_free, .destroy = gpu_destroy };
+	struct cudaDeviceProp prop;
+	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+	snprintf(be->device, sizeof be->device, "gpu: %.100s (sm_%d%d, %d SMs, %.0f GiB)", prop.name,
+		 prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
+	dg_attn_init_threads();
+	return be;
+}
+
+#else /* no CUDA in this build */
+
+dg_backend *dg_backend_gpu(int n, int d)
+{
+	dg_error("this dsgap was built without CUDA: --device gpu is not available");
+	return NULL;
+}
+
+int dg_backend_gpu_available(void) { return 0; }
+
+#endif

@@ -1,0 +1,813 @@
+/*
+ * batch.c: run the cells of an experiment and merge them (the layout of an output folder is in
+ * batch.h, the grid in experiment.h). A cell is dg_replay on a one-cluster view of its trace, so
+ * its rows are exactly that cluster's rows of a whole-trace replay; merging concatenates cells in
+ * the canonical order (runs, then clusters in (layer, head) order), which is replay's own order.
+ */
+#include "batch/batch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "batch/batch_closed.h"
+#include "replay/replay.h"
+#include "trace/trace_view.h"
+#include "util/util.h"
+
+/* ---------------------------------------------------------------------------------------------- */
+/* files                                                                                           */
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* Remove a folder that holds only files (a cell's temporary folder). */
+static void remove_flat_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+				char *p = dg_path_join(path, de->d_name);
+				unlink(p);
+				free(p);
+			}
+		closedir(d);
+	}
+	rmdir(path);
+}
+
+/* Remove cells/RUN/.ID.tmp.* (id NULL: every temporary folder of the run). Returns how many. */
+static int remove_temps(const char *run_dir, const char *id)
+{
+	DIR *d = opendir(run_dir);
+	if (!d)
+		return 0;
+	char prefix[DG_EXP_CELL_ID_MAX + 8];
+	snprintf(prefix, sizeof prefix, ".%s.tmp.", id ? id : "");
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		bool match = id ? !strncmp(de->d_name, prefix, strlen(prefix))
+				: de->d_name[0] == '.' && strstr(de->d_name, ".tmp.");
+		if (!match)
+			continue;
+		char *p = dg_path_join(run_dir, de->d_name);
+		remove_flat_dir(p);
+		free(p);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static char *cell_dir(const dg_experiment *e, const char *out, int k)
+{
+	const dg_exp_cell *c = &e->cells[k];
+	size_t n = strlen(out) + strlen(e->runs[c->run].name) + strlen(c->id) + 16;
+	char *s = dg_malloc(n);
+	snprintf(s, n, "%s/cells/%s/%s", out, e->runs[c->run].name, c->id);
+	return s;
+}
+
+bool dg_batch_cell_done(const dg_experiment *e, const char *out, int k)
+{
+	char *d = cell_dir(e, out, k);
+	char *m = dg_path_join(d, "metrics.csv"), *j = dg_path_join(d, "run.json");
+	bool done = e->closed ? dg_closed_cell_done(d) : exists(m) && exists(j);
+	free(m);
+	free(j);
+	free(d);
+	return done;
+}
+
+int dg_batch_count_done(const dg_experiment *e, const char *out, const int *idx, int n)
+{
+	int done = 0;
+	if (!idx)
+		n = e->ncells;
+	for (int i = 0; i < n; i++)
+		done += dg_batch_cell_done(e, out, idx ? idx[i] : i);
+	return done;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* prepare, traces                                                                                 */
+
+static const char *json_str(const cJSON *o, const char *key)
+{
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsString(s) ? s->valuestring : NULL;
+}
+
+/* the same, "" when absent */
+static const char *jstr(const cJSON *o, const char *key)
+{
+	const char *s = json_str(o, key);
+	return s ? s : "";
+}
+
+int dg_batch_prepare(const dg_experiment *e, const char *out)
+{
+	if (dg_mkdir_p(out))
+		return -1;
+	char *path = dg_path_join(out, "experiment.json"), fp[17];
+	dg_experiment_fingerprint_str(e, fp);
+	int rc = 0;
+	char *old = dg_read_all(path, SIZE_MAX, NULL);
+	if (old) {
+		cJSON *j = cJSON_Parse(old);
+		const char *ofp = json_str(j, "fingerprint"), *oname = json_str(j, "name");
+		if (!ofp)
+			rc = dg_error("%s: not an experiment.json of dsgap run (no fingerprint)", path);
+		else if (strcmp(ofp, fp))
+			rc = dg_error("%s was made by another experiment ('%s', fingerprint %s; this is '%s', %s): "
+				      "use another --out, or remove %s/cells to start over", out,
+				      oname ? oname : "?", ofp, e->name, fp, out);
+		cJSON_Delete(j);
+		free(old);
+	} else {
+		char *json = dg_experiment_json(e);
+		dg_out o;
+		if (dg_out_open(&o, path) == 0) {
+			fputs(json, o.f);
+			fputc('\n', o.f);
+			rc = dg_out_commit(&o);
+		} else {
+			rc = -1;
+		}
+		free(json);
+	}
+	free(path);
+	return rc;
+}
+
+int dg_batch_traces(const dg_experiment *e, const int *idx, int n, bool verbose)
+{
+	bool *need = dg_calloc(e->ntraces ? e->ntraces : 1, sizeof(bool));
+	for (int i = 0; i < n && !e->closed; i++)
+		need[e->runs[e->cells[idx[i]].run].trace] = true;
+	int rc = 0;
+	for (int t = 0; t < e->ntraces && !rc; t++) {
+		const dg_exp_trace *tr = &e->traces[t];
+		if (!need[t] || !tr->synth || exists(tr->path))
+			continue;
+		char *dir = dg_strdup(tr->path), *slash = strrchr(dir, '/');
+		if (slash)
+			*slash = 0;
+		if (slash && dg_mkdir_p(dir)) {
+			free(dir);
+			rc = -1;
+			break;
+		}
+		free(dir);
+		double t0 = dg_now();
+		if (verbose)
+			fprintf(stderr, "run: generating synthetic trace '%s' (%s)\n", tr->label, tr->spec);
+		rc = dg_synth(&tr->so, tr->path);
+		if (!rc && verbose)
+			fprintf(stderr, "run: wrote %s in %.1f s\n", tr->path, dg_now() - t0);
+	}
+	free(need);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* cells                                                                                           */
+
+/* An open-loop cell: replay of a one-cluster view of the trace into the folder dir. */
+static int replay_cell(const dg_batch_opts *o, int k, const char *dir)
+{
+	const dg_experiment *e = o->e;
+	const dg_exp_cell *c = &e->cells[k];
+	const dg_exp_run *run = &e->runs[c->run];
+	const dg_exp_trace *t = &e->traces[run->trace];
+	char name[DG_EXP_CELL_ID_MAX + DG_EXP_LABEL_MAX + 16];
+	snprintf(name, sizeof name, "%s.%s.view.h5", t->label, c->id);
+	char *view = dg_path_join(dir, name);
+	int rc = -1;
+	if (dg_trace_view(t->path, c->l, c->h, view) == 0) {
+		dg_replay_opts ro = {
+			.trace_path = view, .out_dir = dir, .policies = e->policies, .npolicies = e->npolicies,
+			.densities = e->densities, .ndensities = e->ndensities,
+			.schedule = e->schedules[run->schedule].schedule, .device = o->device, .progress = false,
+			.command_line = o->command_line,
+		};
+		rc = dg_replay(&ro);
+		unlink(view);
+	}
+	free(view);
+	return rc;
+}
+
+/* Run cell k in a temporary folder, renamed to its final name when complete. */
+static int run_cell(const dg_batch_opts *o, int k)
+{
+	const dg_experiment *e = o->e;
+	const dg_exp_cell *c = &e->cells[k];
+	const dg_exp_run *run = &e->runs[c->run];
+	char *run_dir = dg_path_join(o->out_dir, "cells"), *tmp;
+	{
+		char *r = dg_path_join(run_dir, run->name);
+		free(run_dir);
+		run_dir = r;
+	}
+	if (dg_mkdir_p(run_dir)) {
+		free(run_dir);
+		return -1;
+	}
+	remove_temps(run_dir, c->id); /* left by a process that was killed on this cell */
+	char host[64] = "host", name[DG_EXP_CELL_ID_MAX + 2 * DG_EXP_LABEL_MAX + 96];
+	gethostname(host, sizeof host);
+	host[sizeof host - 1] = 0;
+	for (char *s = host; *s; s++)
+		if (*s == '/' || *s == '.')
+			*s = '_';
+	snprintf(name, sizeof name, ".%s.tmp.%s.%ld", c->id, host, (long)getpid());
+	tmp = dg_path_join(run_dir, name);
+	char *final = dg_path_join(run_dir, c->id);
+	int rc = -1;
+	if (mkdir(tmp, 0777)) {
+		dg_error("cannot create directory %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	rc = e->closed ? dg_closed_cell(e, k, tmp, o->device, o->command_line, o->progress)
+		       : replay_cell(o, k, tmp);
+	if (rc == 0 && rename(tmp, final)) {
+		if (errno == EEXIST || errno == ENOTEMPTY) {
+			/* another process finished this cell first: the same rows */
+		} else {
+			rc = dg_error("cannot rename %s to %s: %s", tmp, final, strerror(errno));
+		}
+	}
+	if (rc && e->closed)
+		dg_error("cell %s/%s failed; cells done so far are kept, a rerun continues", run->name, c->id);
+	else if (rc)
+		dg_error("cell %s/%s (trace '%s' layer %d head %d) failed; cells done so far are kept, a "
+			 "rerun continues", run->name, c->id, e->traces[run->trace].label, c->layer, c->head);
+out:
+	if (exists(tmp))
+		remove_flat_dir(tmp);
+	free(final);
+	free(tmp);
+	free(run_dir);
+	return rc;
+}
+
+static void eta_str(char *buf, size_t size, double s)
+{
+	if (!isfinite(s) || s < 0)
+		snprintf(buf, size, "?");
+	else if (s < 120)
+		snprintf(buf, size, "%.0fs", s);
+	else if (s < 7200)
+		snprintf(buf, size, "%.0fm%02.0fs", floor(s / 60), fmod(s, 60));
+	else
+		snprintf(buf, size, "%.0fh%02.0fm", floor(s / 3600), floor(fmod(s, 3600) / 60));
+}
+
+int dg_batch_run(const dg_batch_opts *o, const int *idx, int n, int *ran, int *skipped)
+{
+	const dg_experiment *e = o->e;
+	int todo = 0;
+	*ran = *skipped = 0;
+	for (int i = 0; i < n; i++)
+		todo += !dg_batch_cell_done(e, o->out_dir, idx[i]);
+	*skipped = n - todo;
+	if (o->progress && *skipped)
+		fprintf(stderr, "run: %d of %d cells already done, %d to run\n", *skipped, n, todo);
+	double start = dg_now();
+	for (int i = 0; i < n; i++) {
+		int k = idx[i];
+		if (dg_batch_cell_done(e, o->out_dir, k))
+			continue;
+		double t0 = dg_now();
+		if (run_cell(o, k))
+			return -1;
+		(*ran)++;
+		if (o->progress) {
+			double el = dg_now() - start;
+			char a[32], b[32];
+			eta_str(a, sizeof a, el);
+			eta_str(b, sizeof b, el / *ran * (todo - *ran));
+			const dg_exp_cell *c = &e->cells[k];
+			fprintf(stderr, "run: [%d/%d] %s/%s %.1fs  elapsed %s  ETA %s\n", *ran + *skipped, n,
+				e->runs[c->run].name, c->id, dg_now() - t0, a, b);
+		}
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* merge                                                                                           */
+
+#define NFIELDS 14
+
+static int split_fields(char *line, char **f)
+{
+	int n = 0;
+	f[n++] = line;
+	for (char *s = line; *s; s++)
+		if (*s == ',') {
+			if (n == NFIELDS)
+				return -1;
+			*s = 0;
+			f[n++] = s + 1;
+		}
+	return n;
+}
+
+/* strip the last field (time_ms) of every line: what two runs of one cell must agree on */
+static char *strip_time(const char *csv)
+{
+	char *s = dg_strdup(csv), *w = s;
+	const char *r = csv;
+	while (*r) {
+		const char *nl = strchr(r, '\n');
+		size_t n = nl ? (size_t)(nl - r) : strlen(r);
+		size_t keep = n;
+		while (keep && r[keep - 1] != ',')
+			keep--;
+		keep = keep ? keep - 1 : n;
+		memcpy(w, r, keep);
+		w += keep;
+		*w++ = '\n';
+		r += n + (nl ? 1 : 0);
+	}
+	*w = 0;
+	return s;
+}
+
+typedef struct {
+	double units, density, rel_l1, rel_l2, cosine, mass_mean, staleness;
+} acc;
+
+typedef struct {
+	char **tmp, **final;
+	int n;
+} pending;
+
+static void pending_add(pending *p, const char *tmp, const char *final)
+{
+	p->tmp = dg_realloc(p->tmp, (p->n + 1) * sizeof(char *));
+	p->final = dg_realloc(p->final, (p->n + 1) * sizeof(char *));
+	p->tmp[p->n] = dg_strdup(tmp);
+	p->final[p->n++] = dg_strdup(final);
+}
+
+static void pending_free(pending *p, bool remove_tmp)
+{
+	for (int i = 0; i < p->n; i++) {
+		if (remove_tmp)
+			unlink(p->tmp[i]);
+		free(p->tmp[i]);
+		free(p->final[i]);
+	}
+	free(p->tmp);
+	free(p->final);
+}
+
+/* write text to a temporary name of path, remember it */
+static int write_pending(pending *p, const char *path, const char *text)
+{
+	char *tmp = dg_tmp_name(path);
+	FILE *f = fopen(tmp, "w");
+	int rc = 0;
+	if (!f || fputs(text, f) < 0)
+		rc = -1;
+	if (f && fclose(f))
+		rc = -1;
+	if (rc) {
+		int err = errno;
+		unlink(tmp);
+		free(tmp);
+		return dg_error("cannot write %s: %s", path, strerror(err ? err : EIO));
+	}
+	pending_add(p, tmp, path);
+	free(tmp);
+	return 0;
+}
+
+static int int_in(const cJSON *arr, int v)
+{
+	const cJSON *x;
+	cJSON_ArrayForEach(x, arr)
+		if (cJSON_IsNumber(x) && x->valueint == v)
+			return 1;
+	return 0;
+}
+
+static void add_number(cJSON *obj, const char *key, double v)
+{
+	cJSON *x = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (cJSON_IsNumber(x))
+		cJSON_SetNumberValue(x, x->valuedouble + v);
+}
+
+/* The run.json of a merged run: the first cell's, with the run's trace, times summed over cells,
+ * the earliest date, every device, and where the rows came from. */
+static cJSON *merged_run_json(cJSON *first, cJSON *const *cells, int ncells, const cJSON *plan,
+			      const cJSON *run, char *const *dirs, int ndirs)
+{
+	cJSON *j = cJSON_Duplicate(first, 1);
+	cJSON_ReplaceItemInObjectCaseSensitive(j, "trace",
+					       cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(run, "trace"), 1));
+	const char *date = json_str(first, "date");
+	dg_sbuf devices = { 0 };
+	cJSON *pols = cJSON_GetObjectItemCaseSensitive(j, "policies");
+	cJSON *timing = cJSON_GetObjectItemCaseSensitive(j, "timing");
+	for (int i = 0; i < ncells; i++) {
+		const char *d = json_str(cells[i], "date"), *dev = json_str(cells[i], "device");
+		if (d && date && strcmp(d, date) < 0)
+			date = d;
+		if (dev && (!devices.buf || !strstr(devices.buf, dev))) {
+			if (devices.buf)
+				dg_sb_add(&devices, " | ", 3);
+			dg_sb_add(&devices, dev, strlen(dev));
+		}
+		if (i == 0)
+			continue;
+		const cJSON *cp = cJSON_GetObjectItemCaseSensitive(cells[i], "policies");
+		for (int p = 0; p < cJSON_GetArraySize(pols) && p < cJSON_GetArraySize(cp); p++) {
+			const cJSON *src = cJSON_GetArrayItem(cp, p);
+			cJSON *dst = cJSON_GetArrayItem(pols, p);
+			const cJSON *m = cJSON_GetObjectItemCaseSensitive(src, "metadata_s");
+			const cJSON *a = cJSON_GetObjectItemCaseSensitive(src, "attention_s");
+			add_number(dst, "metadata_s", cJSON_IsNumber(m) ? m->valuedouble : 0);
+			add_number(dst, "attention_s", cJSON_IsNumber(a) ? a->valuedouble : 0);
+		}
+		const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cells[i], "timing");
+		const cJSON *w = cJSON_GetObjectItemCaseSensitive(ct, "wall_s");
+		const cJSON *ds = cJSON_GetObjectItemCaseSensitive(ct, "dense_s");
+		add_number(timing, "wall_s", cJSON_IsNumber(w) ? w->valuedouble : 0);
+		add_number(timing, "dense_s", cJSON_IsNumber(ds) ? ds->valuedouble : 0);
+	}
+	if (date)
+		cJSON_ReplaceItemInObjectCaseSensitive(j, "date", cJSON_CreateString(date));
+	if (devices.buf)
+		cJSON_ReplaceItemInObjectCaseSensitive(j, "device", cJSON_CreateString(devices.buf));
+	free(devices.buf);
+	cJSON *x = cJSON_AddObjectToObject(j, "experiment");
+	cJSON_AddStringToObject(x, "name", jstr(plan, "name"));
+	cJSON_AddStringToObject(x, "run", jstr(run, "name"));
+	cJSON_AddStringToObject(x, "fingerprint", jstr(plan, "fingerprint"));
+	cJSON_AddStringToObject(x, "config_path", jstr(plan, "config_path"));
+	cJSON_AddNumberToObject(x, "cells", ncells);
+	cJSON *in = cJSON_AddArrayToObject(x, "merged_from");
+	for (int i = 0; i < ndirs; i++)
+		cJSON_AddItemToArray(in, cJSON_CreateString(dirs[i]));
+	cJSON_AddItemToObject(x, "schedule", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(run, "schedule"), 1));
+	return j;
+}
+
+static void ints_joined(char *buf, size_t size, const cJSON *arr)
+{
+	int k = snprintf(buf, size, "%s", cJSON_GetArraySize(arr) ? "" : "-");
+	const cJSON *x;
+	bool first = true;
+	cJSON_ArrayForEach(x, arr) {
+		if (k >= (int)size)
+			break;
+		k += snprintf(buf + k, size - k, "%s%d", first ? "" : ";", x->valueint);
+		first = false;
+	}
+}
+
+int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
+{
+	if (ndirs < 1)
+		return dg_error("merge: no input folders");
+	cJSON **plans = dg_calloc(ndirs, sizeof *plans);
+	int rc = -1;
+	pending pend = { 0 };
+	dg_sbuf summary = { 0 }, md = { 0 };
+	/* 1. every input is an OUT of one experiment */
+	for (int i = 0; i < ndirs; i++) {
+		char *p = dg_path_join(dirs[i], "experiment.json");
+		char *text = dg_read_all(p, SIZE_MAX, NULL);
+		if (!text) {
+			dg_error("merge: cannot read %s: %s (not an output folder of dsgap run)", p, strerror(errno));
+			free(p);
+			goto out;
+		}
+		plans[i] = cJSON_Parse(text);
+		free(text);
+		if (!plans[i] || !json_str(plans[i], "fingerprint") ||
+		    !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(plans[i], "runs"))) {
+			dg_error("merge: %s is not an experiment.json of dsgap run", p);
+			free(p);
+			goto out;
+		}
+		free(p);
+		if (i && strcmp(jstr(plans[i], "fingerprint"), jstr(plans[0], "fingerprint"))) {
+			dg_error("merge: %s holds another experiment than %s ('%s' %s vs '%s' %s)", dirs[i], dirs[0],
+				 jstr(plans[i], "name"), jstr(plans[i], "fingerprint"),
+				 jstr(plans[0], "name"), jstr(plans[0], "fingerprint"));
+			goto out;
+		}
+	}
+	const cJSON *plan = plans[0], *runs = cJSON_GetObjectItemCaseSensitive(plan, "runs");
+	const cJSON *policies = cJSON_GetObjectItemCaseSensitive(plan, "policies");
+	const cJSON *densities = cJSON_GetObjectItemCaseSensitive(plan, "densities");
+	int np = cJSON_GetArraySize(policies), nd = cJSON_GetArraySize(densities);
+	char (*dstr)[32] = dg_calloc(nd ? nd : 1, 32);
+	for (int d = 0; d < nd; d++)
+		snprintf(dstr[d], 32, "%g", cJSON_GetArrayItem(densities, d)->valuedouble);
+
+	/* 2. where each cell is; all must be there */
+	int missing = 0, total = 0;
+	char first_missing[256] = "";
+	const cJSON *run;
+	cJSON_ArrayForEach(run, runs) {
+		const cJSON *cell;
+		cJSON_ArrayForEach(cell, cJSON_GetObjectItemCaseSensitive(run, "cells")) {
+			total++;
+			bool found = false;
+			for (int i = 0; i < ndirs && !found; i++) {
+				char path[4096];
+				snprintf(path, sizeof path, "%s/cells/%s/%s/run.json", dirs[i], jstr(run, "name"),
+					 cell->valuestring);
+				found = exists(path);
+			}
+			if (!found && !missing++)
+				snprintf(first_missing, sizeof first_missing, "%s/%s", jstr(run, "name"),
+					 cell->valuestring);
+		}
+	}
+	if (missing) {
+		dg_error("merge: %d of %d cells are missing (the first: %s): finish them with dsgap run "
+			 "(the same --shard and --out) and merge again", missing, total, first_missing);
+		free(dstr);
+		goto out;
+	}
+	if (dg_mkdir_p(out)) {
+		free(dstr);
+		goto out;
+	}
+	bool closed = !strcmp(jstr(plan, "kind"), "closed-loop");
+	if (closed) {
+		char *head = dg_closed_md_head(jstr(plan, "name"), jstr(plan, "fingerprint"));
+		dg_sb_printf(&summary, "%s\n", DG_CLOSED_SUMMARY_HEADER);
+		dg_sb_printf(&md, "%s", head);
+		free(head);
+	} else {
+	dg_sb_printf(&summary, "run,trace,source,schedule,warmup,anchors,n_anchors,policy,density_target,units,"
+			    "density,rel_l1,rel_l2,cosine,mass_mean,staleness\n");
+	dg_sb_printf(&md, "# %s: mean metrics per run, policy and density\n\n"
+		       "Means over post-warm-up units (step >= warm-up, dense layers left out) of `dsgap run`'s "
+		       "merged rows; E = mean rel_l2. Experiment fingerprint %s.\n\n"
+		       "| run | source | anchors | policy | density_target | units | density | rel_l2 | cosine | "
+		       "mass_mean |\n|:--|:--|:--|:--|--:|--:|--:|--:|--:|--:|\n",
+		  jstr(plan, "name"), jstr(plan, "fingerprint"));
+	}
+
+	/* 3. each run: rows in canonical order, run.json, summary lines */
+	int err = 0;
+	long long rows_total = 0;
+	if (closed)
+		cJSON_ArrayForEach(run, runs) {
+			dg_closed_merged m;
+			if ((err = dg_closed_merge_run(plan, run, dirs, ndirs, &m)))
+				break;
+			char *dir = dg_path_join(out, jstr(run, "name"));
+			char *cp = dg_path_join(dir, "closed_loop.csv"), *jp = dg_path_join(dir, "run.json");
+			err = dg_mkdir_p(dir) || write_pending(&pend, cp, m.rows) || write_pending(&pend, jp, m.run_json);
+			dg_sb_add(&summary, m.summary, strlen(m.summary));
+			dg_sb_add(&md, m.md, strlen(m.md));
+			rows_total += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(run, "cells"));
+			dg_closed_merged_free(&m);
+			free(cp);
+			free(jp);
+			free(dir);
+			if (err)
+				break;
+		}
+	else
+	cJSON_ArrayForEach(run, runs) {
+		const char *rname = jstr(run, "name");
+		const cJSON *cells = cJSON_GetObjectItemCaseSensitive(run, "cells");
+		const cJSON *trace = cJSON_GetObjectItemCaseSensitive(run, "trace");
+		const cJSON *sched = cJSON_GetObjectItemCaseSensitive(run, "schedule");
+		int warmup = cJSON_GetObjectItemCaseSensitive(sched, "warmup")->valueint;
+		const cJSON *dense_layers = cJSON_GetObjectItemCaseSensitive(sched, "dense_layers");
+		int steps = cJSON_GetObjectItemCaseSensitive(trace, "steps")->valueint;
+		int ncells = cJSON_GetArraySize(cells);
+		long long want_rows = (long long)np * nd * steps;
+		acc *a = dg_calloc((size_t)np * (nd ? nd : 1), sizeof *a);
+		cJSON **cj = dg_calloc(ncells, sizeof *cj);
+		char *dir = dg_path_join(out, rname);
+		char *mpath = dg_path_join(dir, "metrics.csv"), *mtmp = dg_tmp_name(mpath);
+		FILE *csv = NULL;
+		if (dg_mkdir_p(dir))
+			err = -1;
+		else if (!(csv = fopen(mtmp, "w")))
+			err = dg_error("cannot write %s: %s", mpath, strerror(errno));
+		else
+			fprintf(csv, "%s\n", DG_METRICS_HEADER);
+		int ci = 0;
+		const cJSON *cell;
+		cJSON_ArrayForEach(cell, cells) {
+			if (err)
+				break;
+			int layer, head;
+			sscanf(cell->valuestring, "l%d-h%d", &layer, &head);
+			char *text = NULL, *json = NULL, where[4096] = "";
+			for (int i = 0; i < ndirs; i++) {
+				char path[4096];
+				snprintf(path, sizeof path, "%s/cells/%s/%s/metrics.csv", dirs[i], rname, cell->valuestring);
+				if (!exists(path))
+					continue;
+				char *t = dg_read_all(path, SIZE_MAX, NULL);
+				if (!t) {
+					err = dg_error("merge: cannot read %s: %s", path, strerror(errno));
+					break;
+				}
+				if (!text) {
+					text = t;
+					snprintf(where, sizeof where, "%s", path);
+					snprintf(path, sizeof path, "%s/cells/%s/%s/run.json", dirs[i], rname, cell->valuestring);
+					json = dg_read_all(path, SIZE_MAX, NULL);
+					if (!json || !(cj[ci] = cJSON_Parse(json)))
+						err = dg_error("merge: %s: missing or invalid JSON", path);
+					continue;
+				}
+				/* the same cell in two inputs: they must hold the same rows */
+				char *x = strip_time(text), *y = strip_time(t);
+				if (strcmp(x, y))
+					err = dg_error("merge: cell %s/%s differs between %s and %s", rname,
+						       cell->valuestring, where, path);
+				free(x);
+				free(y);
+				free(t);
+			}
+			free(json);
+			if (!err && !text)
+				err = dg_error("merge: cell %s/%s has no metrics.csv", rname, cell->valuestring);
+			if (err) {
+				free(text);
+				break;
+			}
+			/* check and append the rows, accumulate the summary */
+			char *line = text, *save = NULL;
+			long long nrows = 0;
+			int lineno = 0;
+			for (char *l = strtok_r(line, "\n", &save); l && !err; l = strtok_r(NULL, "\n", &save)) {
+				lineno++;
+				if (lineno == 1) {
+					if (strcmp(l, DG_METRICS_HEADER))
+						err = dg_error("%s:1: not the metrics.csv header", where);
+					continue;
+				}
+				fputs(l, csv);
+				fputc('\n', csv);
+				char *f[NFIELDS];
+				if (split_fields(l, f) != NFIELDS) {
+					err = dg_error("%s:%d: expected %d fields", where, lineno, NFIELDS);
+					break;
+				}
+				int step = atoi(f[3]), lay = atoi(f[4]), hd = atoi(f[5]);
+				if (lay != layer || hd != head) {
+					err = dg_error("%s:%d: row of layer %d head %d in cell %s", where, lineno, lay, hd,
+						       cell->valuestring);
+					break;
+				}
+				nrows++;
+				if (step < warmup || int_in(dense_layers, lay))
+					continue;
+				int p = -1, d = -1;
+				for (int i = 0; i < np && p < 0; i++)
+					if (!strcmp(cJSON_GetArrayItem(policies, i)->valuestring, f[0]))
+						p = i;
+				for (int i = 0; i < nd && d < 0; i++)
+					if (!strcmp(dstr[i], f[1]))
+						d = i;
+				if (p < 0 || d < 0) {
+					err = dg_error("%s:%d: policy '%s' at density %s is not in the experiment", where,
+						       lineno, f[0], f[1]);
+					break;
+				}
+				acc *x = &a[p * nd + d];
+				x->units += 1;
+				x->density += atof(f[2]);
+				x->rel_l1 += atof(f[6]);
+				x->rel_l2 += atof(f[7]);
+				x->cosine += atof(f[8]);
+				x->mass_mean += atof(f[10]);
+				x->staleness += atof(f[12]);
+			}
+			if (!err && nrows != want_rows)
+				err = dg_error("%s: %lld rows, expected %lld (policies x densities x steps)", where, nrows,
+					       want_rows);
+			rows_total += nrows;
+			free(text);
+			if (err)
+				break;
+			ci++;
+		}
+		if (csv) {
+			bool bad = ferror(csv);
+			bad |= fclose(csv) != 0;
+			if (!err && bad)
+				err = dg_error("cannot write %s: %s", mpath, strerror(errno ? errno : EIO));
+			if (err)
+				unlink(mtmp);
+			else
+				pending_add(&pend, mtmp, mpath);
+		}
+		if (!err) {
+			char *jpath = dg_path_join(dir, "run.json");
+			cJSON *rj = merged_run_json(cj[0], cj, ncells, plan, run, dirs, ndirs);
+			char *rjs = cJSON_Print(rj);
+			size_t n = strlen(rjs);
+			rjs = dg_realloc(rjs, n + 2);
+			rjs[n] = '\n';
+			rjs[n + 1] = 0;
+			err = write_pending(&pend, jpath, rjs);
+			cJSON_Delete(rj);
+			free(rjs);
+			free(jpath);
+			/* summary */
+			char anchors[512];
+			ints_joined(anchors, sizeof anchors, cJSON_GetObjectItemCaseSensitive(sched, "anchors"));
+			int nanch = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sched, "anchors"));
+			for (int p = 0; p < np; p++)
+				for (int d = 0; d < nd; d++) {
+					const acc *x = &a[p * nd + d];
+					double u = x->units > 0 ? x->units : NAN;
+					const char *pname = cJSON_GetArrayItem(policies, p)->valuestring;
+					dg_sb_printf(&summary, "%s,%s,%s,%s,%d,%s,%d,%s,%s,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
+						  rname, jstr(trace, "label"), jstr(trace, "source"),
+						  jstr(sched, "label"), warmup, anchors, nanch, pname, dstr[d], x->units,
+						  x->density / u, x->rel_l1 / u, x->rel_l2 / u, x->cosine / u,
+						  x->mass_mean / u, x->staleness / u);
+					dg_sb_printf(&md, "| %s | %s | %s | %s | %s | %.0f | %.4f | %.4g | %.4f | %.4f |\n", rname,
+						  jstr(trace, "source"), anchors, pname, dstr[d], x->units,
+						  x->density / u, x->rel_l2 / u, x->cosine / u, x->mass_mean / u);
+				}
+		}
+		for (int i = 0; i < ncells; i++)
+			cJSON_Delete(cj[i]);
+		free(cj);
+		free(a);
+		free(mpath);
+		free(mtmp);
+		free(dir);
+		if (err)
+			break;
+	}
+	free(dstr);
+	if (err)
+		goto out;
+	char *sp = dg_path_join(out, "summary.csv"), *mp = dg_path_join(out, "summary.md");
+	char *ep = dg_path_join(out, "experiment.json");
+	char *plan_text = cJSON_Print(plan);
+	size_t pn = strlen(plan_text);
+	plan_text = dg_realloc(plan_text, pn + 2);
+	plan_text[pn] = '\n';
+	plan_text[pn + 1] = 0;
+	err = write_pending(&pend, sp, summary.buf) || write_pending(&pend, mp, md.buf) ||
+	      write_pending(&pend, ep, plan_text);
+	free(plan_text);
+	free(sp);
+	free(mp);
+	free(ep);
+	if (err)
+		goto out;
+	/* 4. everything is written: rename into place */
+	for (int i = 0; i < pend.n; i++)
+		if (rename(pend.tmp[i], pend.final[i])) {
+			dg_error("cannot rename %s to %s: %s", pend.tmp[i], pend.final[i], strerror(errno));
+			goto out;
+		}
+	/* a complete batch: temporary folders of killed processes are stale */
+	for (int i = 0; i < ndirs; i++)
+		cJSON_ArrayForEach(run, runs) {
+			char path[4096];
+			snprintf(path, sizeof path, "%s/cells/%s", dirs[i], jstr(run, "name"));
+			remove_temps(path, NULL);
+		}
+	if (verbose)
+		fprintf(stderr, "merge: %d runs, %d cells, %lld rows from %d folder%s -> %s/{RUN/%s, "
+				"RUN/run.json, summary.csv, summary.md}\n", cJSON_GetArraySize(runs), total,
+			rows_total, ndirs, ndirs == 1 ? "" : "s", out, closed ? "closed_loop.csv" : "metrics.csv");
+	rc = 0;
+out:
+	pending_free(&pend, rc != 0);
+	free(summary.buf);
+	free(md.buf);
+	for (int i = 0; i < ndirs; i++)
+		cJSON_Delete(plans[i]);
+	free(plans);
+	return rc;
+}

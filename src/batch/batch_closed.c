@@ -1,0 +1,363 @@
+/*
+ * batch_closed.c: closed-loop cells (one generate run each) and their merge into per-run rows
+ * and summary lines (batch_closed.h; the grid is in experiment.h, the folders in batch.h).
+ *   dsgap run experiments/closed_loop.ini   (cmd_run.c -> batch.c -> here)
+ */
+#include "batch/batch_closed.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dit/generate.h"
+#include "dit/tensorfile.h"
+#include "util/util.h"
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+bool dg_closed_cell_done(const char *dir)
+{
+	char *j = dg_path_join(dir, "run.json"), *l = dg_path_join(dir, "latents.h5");
+	bool done = exists(j) && exists(l);
+	free(j);
+	free(l);
+	return done;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* one cell                                                                                        */
+
+int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *device,
+		   const char *command_line, bool progress)
+{
+	const dg_exp_cell *c = &e->cells[k];
+	const dg_exp_model *m = &e->model;
+	dg_policy dense;
+	if (dg_policy_parse("dense", &dense))
+		return -1;
+	const dg_policy *p = c->policy < 0 ? &dense : &e->policies[c->policy];
+	double rho = c->policy < 0 ? 1 : e->densities[c->density];
+	dg_dit_input_opts io = { .model = m->path, .text = e->prompts[c->prompt].spec,
+				 .negative = m->negative, .device = device, .seed = m->seeds[c->seed],
+				 .guidance = m->guidance };
+	memcpy(io.latent, m->latent, sizeof io.latent);
+	dg_dit_inputs di;
+	if (dg_dit_inputs_load(&io, &di))
+		return -1;
+	dg_dit_sample_opts so = { .model = di.model, .noise = di.noise, .steps = m->steps,
+				  .shift = m->shift, .guidance = m->guidance, .sampler = m->sampler,
+				  .cond = di.cond, .uncond = di.uncond };
+	memcpy(so.latent, di.latent, sizeof so.latent);
+	int shape[4] = { di.model->cfg.out_dim, di.latent[0], di.latent[1], di.latent[2] };
+	float *lat = dg_malloc((size_t)shape[0] * shape[1] * shape[2] * shape[3] * sizeof(float));
+	dg_generate_stats st;
+	int rc = dg_generate_run(&so, di.grid, p, rho, &e->runs[c->run].resolved, !progress, lat, &st);
+	char dstr[32], seed[32];
+	snprintf(dstr, sizeof dstr, "%g", rho);
+	snprintf(seed, sizeof seed, "%lu", m->seeds[c->seed]);
+	const char *attrs[] = { "policy", p->name, "density_target", dstr, "prompt",
+				e->prompts[c->prompt].label, "seed", seed, NULL };
+	char *path = dg_path_join(dir, "latents.h5");
+	if (!rc)
+		rc = dg_latents_write(path, lat, shape, attrs);
+	free(path);
+	free(lat);
+	if (!rc) {
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "format", "dsgap-closed-cell");
+		cJSON_AddStringToObject(j, "dsgap_version", DG_VERSION);
+		cJSON_AddStringToObject(j, "git_commit", dg_git_commit());
+		char date[32];
+		dg_utc_now(date, sizeof date);
+		cJSON_AddStringToObject(j, "date", date);
+		cJSON_AddStringToObject(j, "device", di.model->ops->device);
+		cJSON_AddStringToObject(j, "command_line", command_line ? command_line : "");
+		cJSON_AddStringToObject(j, "model", di.model->name);
+		cJSON_AddStringToObject(j, "weights", di.model->weights_path);
+		cJSON_AddStringToObject(j, "prompt", e->prompts[c->prompt].label);
+		cJSON_AddNumberToObject(j, "seed", (double)m->seeds[c->seed]);
+		cJSON_AddStringToObject(j, "policy", p->name);
+		cJSON_AddNumberToObject(j, "density_target", rho);
+		cJSON_AddStringToObject(j, "reference", e->cells[c->reference].id);
+		cJSON_AddNumberToObject(j, "density", st.density);
+		cJSON_AddNumberToObject(j, "transformer_s", st.ss.transformer_s);
+		cJSON_AddNumberToObject(j, "total_s", st.ss.total_s);
+		cJSON_AddNumberToObject(j, "forwards", st.ss.forwards);
+		cJSON_AddNumberToObject(j, "attention_s", st.as.seconds);
+		cJSON_AddNumberToObject(j, "metadata_s", st.as.meta_seconds);
+		cJSON_AddNumberToObject(j, "units", (double)st.as.calls);
+		cJSON_AddNumberToObject(j, "sparse_units", (double)st.as.sparse_calls);
+		char *text = cJSON_Print(j);
+		cJSON_Delete(j);
+		char *jp = dg_path_join(dir, "run.json");
+		dg_out o;
+		rc = dg_out_open(&o, jp);
+		if (!rc) {
+			fprintf(o.f, "%s\n", text);
+			rc = dg_out_commit(&o);
+		}
+		free(jp);
+		cJSON_free(text);
+	}
+	dg_dit_inputs_free(&di);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* merge                                                                                           */
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsString(s) ? s->valuestring : "";
+}
+
+static double jnum(const cJSON *o, const char *key)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+/* a cell as found in the folders: its run.json and final latents */
+typedef struct {
+	char id[DG_EXP_CELL_ID_MAX];
+	cJSON *json;
+	dg_tensor lat;
+} found_cell;
+
+static void found_free(found_cell *f)
+{
+	cJSON_Delete(f->json);
+	dg_tensor_free(&f->lat);
+	memset(f, 0, sizeof *f);
+}
+
+static bool same_tensor(const dg_tensor *a, const dg_tensor *b)
+{
+	if (a->ndim != b->ndim)
+		return false;
+	size_t n = 1;
+	for (int i = 0; i < a->ndim; i++) {
+		if (a->shape[i] != b->shape[i])
+			return false;
+		n *= (size_t)a->shape[i];
+	}
+	return !memcmp(a->data, b->data, n * sizeof(float));
+}
+
+/* Read cell id of run rname from the first folder that has it; a copy in a later folder must hold
+ * the same latents. */
+static int load_cell(const char *rname, const char *id, char *const *dirs, int ndirs, found_cell *f)
+{
+	memset(f, 0, sizeof *f);
+	snprintf(f->id, sizeof f->id, "%s", id);
+	char where[4200] = "";
+	for (int i = 0; i < ndirs; i++) {
+		char d[4096], lp[4200];
+		snprintf(d, sizeof d, "%s/cells/%s/%s", dirs[i], rname, id);
+		if (!dg_closed_cell_done(d))
+			continue;
+		snprintf(lp, sizeof lp, "%s/latents.h5", d);
+		dg_tensor t;
+		if (dg_tensor_read(lp, "latents", &t))
+			return found_free(f), -1;
+		if (!f->json) {
+			char *jp = dg_path_join(d, "run.json"), *text = dg_read_all(jp, 1u << 24, NULL);
+			f->json = text ? cJSON_Parse(text) : NULL;
+			free(text);
+			if (!f->json) {
+				dg_error("merge: %s: missing or invalid JSON", jp);
+				free(jp);
+				dg_tensor_free(&t);
+				return found_free(f), -1;
+			}
+			free(jp);
+			if (t.ndim != 4) {
+				dg_tensor_free(&t);
+				dg_error("merge: %s: latents of %d dimensions, expected 4", lp, t.ndim);
+				return found_free(f), -1;
+			}
+			f->lat = t;
+			snprintf(where, sizeof where, "%s", lp);
+			continue;
+		}
+		bool same = same_tensor(&f->lat, &t);
+		dg_tensor_free(&t);
+		if (!same) {
+			dg_error("merge: cell %s/%s differs between %s and %s", rname, id, where, lp);
+			return found_free(f), -1;
+		}
+	}
+	if (!f->json)
+		return dg_error("merge: cell %s/%s is in none of the folders", rname, id);
+	return 0;
+}
+
+/* means over the samples of one policy x density */
+typedef struct {
+	char policy[DG_POLICY_NAME_MAX];
+	double rho, n, density, psnr, psnr_min, ssim, ssim_min, time, ref_time;
+} acc;
+
+char *dg_closed_md_head(const char *name, const char *fp)
+{
+	dg_sbuf b = { 0 };
+	dg_sb_printf(&b, "# %s: closed loop, mean over the samples per run, policy and density\n\n"
+		     "Every sample (prompt, seed) is generated densely and under each policy from the same "
+		     "noise; PSNR (dB) and SSIM of the final latents against the dense run, per frame, "
+		     "averaged over frames and then over samples (min: the worst frame of any sample); "
+		     "speedup = mean transformer time of the dense runs / that of the policy. Experiment "
+		     "fingerprint %s.\n\n| run | policy | density_target | samples | density | PSNR | "
+		     "PSNR min | SSIM | SSIM min | transformer s | speedup |\n"
+		     "|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n", name, fp);
+	return b.buf;
+}
+
+int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, int ndirs,
+			dg_closed_merged *out)
+{
+	memset(out, 0, sizeof *out);
+	const char *rname = jstr(run, "name");
+	const cJSON *cells = cJSON_GetObjectItemCaseSensitive(run, "cells");
+	const cJSON *info = cJSON_GetObjectItemCaseSensitive(run, "cell_info");
+	const cJSON *sched = cJSON_GetObjectItemCaseSensitive(run, "schedule");
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(plan, "model");
+	int ncells = cJSON_GetArraySize(cells);
+	if (cJSON_GetArraySize(info) != ncells)
+		return dg_error("merge: experiment.json: run %s has no cell_info for its %d cells", rname, ncells);
+	dg_sbuf rows = { 0 }, summary = { 0 }, md = { 0 }, devices = { 0 };
+	dg_sb_printf(&rows, "%s\n", DG_CLOSED_HEADER);
+	acc *a = dg_calloc((size_t)ncells, sizeof *a);
+	int na = 0, rc = 0, mixed = 0;
+	found_cell ref = { 0 };
+	char first_date[64] = "";
+	double transformer_total = 0;
+	for (int i = 0; i < ncells && !rc; i++) {
+		const char *id = cJSON_GetArrayItem(cells, i)->valuestring;
+		const cJSON *ci = cJSON_GetArrayItem(info, i);
+		const char *rid = jstr(ci, "reference");
+		found_cell cell;
+		if (strcmp(ref.id, rid)) { /* the sample's reference: the cell before its policies */
+			found_free(&ref);
+			if ((rc = load_cell(rname, rid, dirs, ndirs, &ref)))
+				break;
+		}
+		if ((rc = load_cell(rname, id, dirs, ndirs, &cell)))
+			break;
+		const dg_tensor *x = &cell.lat, *r = &ref.lat;
+		if (x->shape[0] != r->shape[0] || x->shape[1] != r->shape[1] || x->shape[2] != r->shape[2] ||
+		    x->shape[3] != r->shape[3]) {
+			rc = dg_error("merge: cell %s/%s: latents of another shape than its reference %s", rname,
+				      id, rid);
+			found_free(&cell);
+			break;
+		}
+		dg_fidelity_summary fs;
+		dg_fidelity_summarise(r->data, x->data, (int)x->shape[0], (int)x->shape[1], (int)x->shape[2],
+				      (int)x->shape[3], &fs);
+		double t = jnum(cell.json, "transformer_s"), tref = jnum(ref.json, "transformer_s");
+		const char *dev = jstr(cell.json, "device"), *date = jstr(cell.json, "date");
+		mixed += strcmp(dev, jstr(ref.json, "device")) != 0;
+		if (!devices.buf || !strstr(devices.buf, dev)) {
+			if (devices.buf)
+				dg_sb_add(&devices, " | ", 3);
+			dg_sb_add(&devices, dev, strlen(dev));
+		}
+		if (!*first_date || strcmp(date, first_date) < 0)
+			snprintf(first_date, sizeof first_date, "%s", date);
+		transformer_total += t;
+		double rho = jnum(ci, "density_target"), dens = jnum(cell.json, "density");
+		const char *pol = jstr(ci, "policy");
+		dg_sb_printf(&rows, "%s,%.0f,%s,%g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g\n", jstr(ci, "prompt"),
+			     jnum(ci, "seed"), pol, rho, dens, fs.psnr, fs.ssim, fs.psnr_min, fs.ssim_min, t,
+			     jnum(cell.json, "total_s"), tref / t);
+		int k = 0;
+		while (k < na && (strcmp(a[k].policy, pol) || a[k].rho != rho))
+			k++;
+		if (k == na) {
+			a[na] = (acc){ .rho = rho, .psnr_min = INFINITY, .ssim_min = INFINITY };
+			snprintf(a[na++].policy, sizeof a[k].policy, "%s", pol);
+		}
+		a[k].n += 1;
+		a[k].density += dens;
+		a[k].psnr += fs.psnr;
+		a[k].ssim += fs.ssim;
+		a[k].psnr_min = fmin(a[k].psnr_min, fs.psnr_min);
+		a[k].ssim_min = fmin(a[k].ssim_min, fs.ssim_min);
+		a[k].time += t;
+		a[k].ref_time += tref;
+		found_free(&cell);
+	}
+	found_free(&ref);
+	if (!rc) {
+		if (mixed)
+			dg_warn("merge: run %s: %d cells ran on another device than their dense reference: their "
+				"speedups compare times of different machines", rname, mixed);
+		char anchors[256] = "";
+		const cJSON *an;
+		cJSON_ArrayForEach(an, cJSON_GetObjectItemCaseSensitive(sched, "anchors"))
+			snprintf(anchors + strlen(anchors), sizeof anchors - strlen(anchors), "%s%d",
+				 *anchors ? ";" : "", an->valueint);
+		for (int k = 0; k < na; k++) {
+			const acc *x = &a[k];
+			dg_sb_printf(&summary, "%s,%s,%s,%d,%s,%s,%g,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g\n", rname,
+				     jstr(model, "label"), jstr(sched, "label"), (int)jnum(sched, "warmup"), anchors,
+				     x->policy, x->rho, x->n, x->density / x->n, x->psnr / x->n, x->psnr_min,
+				     x->ssim / x->n, x->ssim_min, x->time / x->n, x->ref_time / x->time);
+			dg_sb_printf(&md, "| %s | %s | %g | %.0f | %.3f | %.2f | %.2f | %.4f | %.4f | %.3g | %.2f |\n",
+				     rname, x->policy, x->rho, x->n, x->density / x->n, x->psnr / x->n, x->psnr_min,
+				     x->ssim / x->n, x->ssim_min, x->time / x->n, x->ref_time / x->time);
+		}
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "format", "dsgap-closed-loop");
+		cJSON_AddStringToObject(j, "date", first_date);
+		cJSON_AddStringToObject(j, "device", devices.buf ? devices.buf : "");
+		cJSON_AddStringToObject(j, "git_commit", dg_git_commit());
+		cJSON_AddItemToObject(j, "model", cJSON_Duplicate(model, 1));
+		cJSON_AddItemToObject(j, "seeds", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(plan, "seeds"), 1));
+		cJSON_AddItemToObject(j, "prompts", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(plan, "prompts"), 1));
+		cJSON_AddItemToObject(j, "schedule", cJSON_Duplicate(sched, 1));
+		cJSON *t = cJSON_AddObjectToObject(j, "timing");
+		cJSON_AddNumberToObject(t, "transformer_s", transformer_total);
+		cJSON *x = cJSON_AddObjectToObject(j, "experiment");
+		cJSON_AddStringToObject(x, "name", jstr(plan, "name"));
+		cJSON_AddStringToObject(x, "run", rname);
+		cJSON_AddStringToObject(x, "fingerprint", jstr(plan, "fingerprint"));
+		cJSON_AddStringToObject(x, "config_path", jstr(plan, "config_path"));
+		cJSON_AddNumberToObject(x, "cells", ncells);
+		cJSON *in = cJSON_AddArrayToObject(x, "merged_from");
+		for (int i = 0; i < ndirs; i++)
+			cJSON_AddItemToArray(in, cJSON_CreateString(dirs[i]));
+		char *text = cJSON_Print(j);
+		cJSON_Delete(j);
+		dg_sbuf js = { 0 };
+		dg_sb_printf(&js, "%s\n", text);
+		cJSON_free(text);
+		out->run_json = js.buf;
+		out->rows = rows.buf;
+		out->summary = summary.buf ? summary.buf : dg_strdup("");
+		out->md = md.buf ? md.buf : dg_strdup("");
+	} else {
+		free(rows.buf);
+		free(summary.buf);
+		free(md.buf);
+	}
+	free(devices.buf);
+	free(a);
+	return rc;
+}
+
+void dg_closed_merged_free(dg_closed_merged *m)
+{
+	free(m->rows);
+	free(m->run_json);
+	free(m->summary);
+	free(m->md);
+	memset(m, 0, sizeof *m);
+}

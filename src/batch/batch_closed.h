@@ -1,0 +1,58 @@
+/*
+ * batch_closed.h: the closed-loop cells of dsgap run (experiment 4; experiment.h: [model],
+ * [prompts]) and their merge. A cell is one generate run (generate.h) of one sample (prompt,
+ * seed): the dense reference, or one sparse policy at one density. It writes, into its folder,
+ *   latents.h5   the final latents (channels, F, H, W), fp32 /latents (tensorfile.h)
+ *   run.json     policy, density target, effective density, transformer and total time, device
+ * and nothing else: its fidelity (PSNR/SSIM against the sample's reference) and speedup (the
+ * reference's transformer time over its own) are computed when the cells are merged, so no cell
+ * waits for another and shards, workers and resumes need nothing more than the open loop.
+ *
+ * Merged, per run (OUT/RUN/):
+ *   closed_loop.csv  DG_CLOSED_HEADER, one row per cell in canonical order (time columns last)
+ *   run.json         the run's settings, the cells' devices, dates, summed times, inputs
+ * and per run x policy x density a line of OUT/summary.csv (DG_CLOSED_SUMMARY_HEADER: means over
+ * the samples; speedup = mean reference time / mean time) and of OUT/summary.md.
+ */
+#ifndef DG_BATCH_CLOSED_H
+#define DG_BATCH_CLOSED_H
+
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
+#include "batch/experiment.h"
+
+#define DG_CLOSED_HEADER \
+	"prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup"
+#define DG_CLOSED_SUMMARY_HEADER \
+	"run,model,schedule,warmup,anchors,policy,density_target,samples,density,psnr,psnr_min,ssim," \
+	"ssim_min,transformer_s,speedup"
+
+/* Whether the cell folder dir holds a finished closed-loop cell. */
+bool dg_closed_cell_done(const char *dir);
+
+/* Run closed-loop cell k of e into the (empty) folder dir. 0 or -1 (reported). */
+int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *device,
+		   const char *command_line, bool progress);
+
+typedef struct {
+	char *rows;     /* closed_loop.csv */
+	char *run_json; /* run.json */
+	char *summary;  /* lines of summary.csv */
+	char *md;       /* lines of summary.md's table */
+} dg_closed_merged;
+
+/* The summary.md text before the table lines (name: the experiment's, fp: its fingerprint). */
+char *dg_closed_md_head(const char *name, const char *fp);
+
+/*
+ * Merge run (an entry of experiment.json's runs; plan: the whole experiment.json) from the cells
+ * in dirs[0..ndirs) (each present in at least one; a cell in several must hold the same latents).
+ * out's strings are new (free them with dg_closed_merged_free). 0 or -1 (reported).
+ */
+int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, int ndirs,
+			dg_closed_merged *out);
+void dg_closed_merged_free(dg_closed_merged *m);
+
+#endif

@@ -1,0 +1,1363 @@
+/*
+ * experiment.c: read an experiment file (inih) into a dg_experiment and expand it into runs and
+ * cells (the format and the cell definition are in experiment.h). Errors name FILE:LINE.
+ *
+ * inih is driven through ini_parse_stream with our own line reader, so that the handler knows the
+ * line it is on, whether it is an indented continuation, and so that a line longer than inih's
+ * buffer (INI_MAX_LINE, 200 in Debian's build) is an error rather than a silent split.
+ * Problems found by the library's own parsers (policies, schedules, traces) are reported by them
+ * on stderr; here they are captured and re-issued with the file and line in front.
+ */
+#include "batch/experiment.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <ini.h>
+
+#include "dit/dit_sample.h"
+#include "replay/replay.h"
+#include "util/util.h"
+
+#define MAX_POLICIES 64
+#define MAX_DENSITIES 64
+#define MAX_TRACES 256
+#define MAX_SCHEDULES 256
+#define LINE_MAX_INI 200 /* Debian's INI_MAX_LINE: longest line inih reads is this minus 3 */
+
+/* ---------------------------------------------------------------------------------------------- */
+/* small strings                                                                                   */
+
+static char *str_append(char *s, const char *sep, const char *add)
+{
+	size_t a = s ? strlen(s) : 0, b = strlen(sep), c = strlen(add);
+	s = dg_realloc(s, a + b + c + 1);
+	if (a == 0)
+		s[0] = 0;
+	else
+		memcpy(s + a, sep, b + 1);
+	strcat(s, add);
+	return s;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		s[--n] = 0;
+	return s;
+}
+
+static bool label_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > DG_EXP_LABEL_MAX)
+		return false;
+	for (const char *c = s; *c; c++)
+		if (!isalnum((unsigned char)*c) && *c != '_' && *c != '-')
+			return false;
+	return true;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* errors of the library's own parsers, captured and re-issued with FILE:LINE                      */
+
+typedef int (*capture_fn)(void *arg);
+
+/* Run fn(arg) with stderr sent to a temporary file; the first message it printed, without the
+ * "dsgap: error: " prefix, goes to msg. */
+static int captured(capture_fn fn, void *arg, char *msg, size_t size)
+{
+	snprintf(msg, size, "invalid");
+	fflush(stderr);
+	FILE *tmp = tmpfile();
+	int saved = tmp ? dup(2) : -1;
+	if (saved < 0) {
+		if (tmp)
+			fclose(tmp);
+		return fn(arg); /* reports as usual */
+	}
+	dup2(fileno(tmp), 2);
+	int rc = fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	char line[1024];
+	if (fgets(line, sizeof line, tmp)) {
+		line[strcspn(line, "\n")] = 0;
+		const char *m = line;
+		static const char *prefixes[] = { "dsgap: error: ", "dsgap: fatal: ", "dsgap: " };
+		for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+			if (!strncmp(m, prefixes[i], strlen(prefixes[i]))) {
+				m += strlen(prefixes[i]);
+				break;
+			}
+		snprintf(msg, size, "%.500s", m);
+	}
+	fclose(tmp);
+	return rc;
+}
+
+typedef struct {
+	const char *list;
+	dg_policy *out;
+	int max, n;
+} policies_arg;
+
+static int policies_call(void *a)
+{
+	policies_arg *p = a;
+	p->n = dg_policies_expand(p->list, p->out, p->max);
+	return p->n < 0 ? -1 : 0;
+}
+
+typedef struct {
+	const char *spec;
+	dg_schedule *out;
+} schedule_arg;
+
+static int schedule_call(void *a)
+{
+	schedule_arg *s = a;
+	return dg_schedule_parse(s->spec, s->out);
+}
+
+typedef struct {
+	const char *path;
+	dg_trace t;
+} trace_arg;
+
+static int trace_call(void *a)
+{
+	trace_arg *t = a;
+	return dg_trace_open(&t->t, t->path);
+}
+
+static int synth_check_call(void *a) { return dg_synth_check(a); }
+
+/* ---------------------------------------------------------------------------------------------- */
+/* synth: specs                                                                                    */
+
+static int synth_spec_parse(const char *spec, dg_synth_opts *o, char *err, size_t size)
+{
+	dg_synth_defaults(o);
+	char *copy = dg_strdup(spec), *save = NULL;
+	char *s = trim(copy);
+	if (!strncmp(s, "synth:", 6))
+		s += 6;
+	else if (!strncmp(s, "synth", 5) && (s[5] == 0 || isspace((unsigned char)s[5])))
+		s += 5;
+	int rc = 0;
+	unsigned seen = 0;
+	for (char *tok = strtok_r(s, " \t", &save); tok && !rc; tok = strtok_r(NULL, " \t", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq) {
+			snprintf(err, size, "synth: expected key=value, got '%s' (keys: grid heads layers steps "
+				 "head_dim seed)", tok);
+			rc = -1;
+			break;
+		}
+		*eq = 0;
+		const char *key = tok, *val = eq + 1;
+		char *end = NULL;
+		long v = 0;
+		unsigned bit = 0;
+		if (!strcmp(key, "grid")) {
+			int g[3];
+			if (sscanf(val, "%dx%dx%d", &g[0], &g[1], &g[2]) != 3 || strspn(val, "0123456789x") != strlen(val)) {
+				snprintf(err, size, "synth: bad grid '%s' (FxHxW, e.g. 4x16x16)", val);
+				rc = -1;
+				break;
+			}
+			memcpy(o->grid, g, sizeof g);
+			bit = 1;
+		} else if (!strcmp(key, "seed")) {
+			errno = 0;
+			unsigned long long sd = strtoull(val, &end, 10);
+			if (end == val || *end || errno || *val == '-') {
+				snprintf(err, size, "synth: bad seed '%s'", val);
+				rc = -1;
+				break;
+			}
+			o->seed = (unsigned long)sd;
+			bit = 2;
+		} else {
+			int *dst = !strcmp(key, "heads") ? &o->heads
+				 : !strcmp(key, "layers") ? &o->layers
+				 : !strcmp(key, "steps") ? &o->steps
+				 : !strcmp(key, "head_dim") || !strcmp(key, "head-dim") ? &o->head_dim : NULL;
+			if (!dst) {
+				snprintf(err, size, "synth: unknown key '%s' (grid heads layers steps head_dim seed)", key);
+				rc = -1;
+				break;
+			}
+			errno = 0;
+			v = strtol(val, &end, 10);
+			if (end == val || *end || errno || v < INT_MIN || v > INT_MAX) {
+				snprintf(err, size, "synth: bad %s '%s'", key, val);
+				rc = -1;
+				break;
+			}
+			*dst = (int)v;
+			bit = dst == &o->heads ? 4 : dst == &o->layers ? 8 : dst == &o->steps ? 16 : 32;
+		}
+		if (seen & bit) {
+			snprintf(err, size, "synth: %s given twice", key);
+			rc = -1;
+		}
+		seen |= bit;
+	}
+	free(copy);
+	if (!rc && captured(synth_check_call, o, err, size))
+		rc = -1;
+	return rc;
+}
+
+int dg_synth_spec_parse(const char *spec, dg_synth_opts *o)
+{
+	char err[512];
+	if (synth_spec_parse(spec, o, err, sizeof err))
+		return dg_error("%s", err);
+	return 0;
+}
+
+static char *synth_canonical(const dg_synth_opts *o)
+{
+	char buf[256];
+	snprintf(buf, sizeof buf, "synth: grid=%dx%dx%d heads=%d layers=%d steps=%d head_dim=%d seed=%lu",
+		 o->grid[0], o->grid[1], o->grid[2], o->heads, o->layers, o->steps, o->head_dim, o->seed);
+	return dg_strdup(buf);
+}
+
+/* the metadata dg_synth will write (synth.c: step i of the 50-step schedule, indices 0..n-1) */
+static void synth_meta(const dg_synth_opts *o, dg_trace_meta *m)
+{
+	memset(m, 0, sizeof *m);
+	m->steps = o->steps, m->layers = o->layers, m->heads = o->heads, m->head_dim = o->head_dim;
+	memcpy(m->grid, o->grid, sizeof m->grid);
+	m->tokens = o->grid[0] * o->grid[1] * o->grid[2];
+	m->step_index = dg_malloc(o->steps * sizeof(int));
+	m->layer_index = dg_malloc(o->layers * sizeof(int));
+	m->head_index = dg_malloc(o->heads * sizeof(int));
+	for (int i = 0; i < o->steps; i++)
+		m->step_index[i] = i;
+	for (int i = 0; i < o->layers; i++)
+		m->layer_index[i] = i;
+	for (int i = 0; i < o->heads; i++)
+		m->head_index[i] = i;
+	m->model = dg_strdup("synthetic");
+	m->source = dg_strdup("synthetic");
+	m->version = DG_TRACE_VERSION;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* the inih side                                                                                   */
+
+typedef struct {
+	dg_experiment *e;
+	const char *path;
+	const char *text, *pos; /* the file's contents, and where the reader is */
+	int line;               /* line the reader returned last (1-based) */
+	bool cont;              /* that line starts with white space: an inih continuation */
+	int err_line;           /* first error: its line (0: none) and message */
+	char err[640];
+	char *policies;         /* normalised comma list of the items, in order */
+	int trace_cap, sched_cap;
+	char last_section[64], last_key[64];
+	int last_trace, last_sched; /* for continuations */
+	bool has_experiment_name;
+	unsigned model_seen;    /* [model] keys given (bit: index in on_model's list) */
+} parse_ctx;
+
+DG_PRINTF(3, 4) static int fail(parse_ctx *c, int line, const char *fmt, ...)
+{
+	if (c->err_line)
+		return 0;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof c->err, fmt, ap);
+	va_end(ap);
+	c->err_line = line > 0 ? line : -1;
+	return 0;
+}
+
+/* fgets-like over the text; flags lines inih would cut */
+static char *reader(char *str, int num, void *stream)
+{
+	parse_ctx *c = stream;
+	if (!*c->pos || c->err_line)
+		return NULL;
+	const char *end = strchr(c->pos, '\n');
+	size_t n = end ? (size_t)(end - c->pos) + 1 : strlen(c->pos);
+	c->line++;
+	size_t content = n;
+	while (content && (c->pos[content - 1] == '\n' || c->pos[content - 1] == '\r'))
+		content--;
+	int limit = num < LINE_MAX_INI ? num : LINE_MAX_INI;
+	if (content > (size_t)(limit - 3)) {
+		fail(c, c->line, "line is %zu characters long, at most %d: split a long list over repeated "
+		     "keys (list = a, b / list = c) or indented continuation lines", content, limit - 3);
+		return NULL;
+	}
+	memcpy(str, c->pos, n);
+	str[n] = 0;
+	c->cont = n && (str[0] == ' ' || str[0] == '\t');
+	c->pos += n;
+	return str;
+}
+
+static const char *sections = "experiment, traces, model, prompts, policies, densities, schedules, "
+			      "device, output";
+
+/* Append the comma-separated items of value to *list (trimmed, empty items skipped). */
+static void list_items(const char *value, char ***items, int *n)
+{
+	char *copy = dg_strdup(value), *save = NULL;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *s = trim(t);
+		if (!*s)
+			continue;
+		*items = dg_realloc(*items, (*n + 1) * sizeof **items);
+		(*items)[(*n)++] = dg_strdup(s);
+	}
+	free(copy);
+}
+
+static void free_items(char **items, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(items[i]);
+	free(items);
+}
+
+static char *abs_path(const char *base, const char *p)
+{
+	if (p[0] == '/')
+		return dg_strdup(p);
+	return dg_path_join(base, p);
+}
+
+static int on_trace(parse_ctx *c, const char *name, const char *value)
+{
+	dg_experiment *e = c->e;
+	if (c->cont) {
+		if (c->last_trace < 0 || strcmp(c->last_key, name))
+			return fail(c, c->line, "continuation line outside a trace");
+		dg_exp_trace *t = &e->traces[c->last_trace];
+		if (!t->synth)
+			return fail(c, c->line, "trace '%s': a path cannot continue on the next line", t->label);
+		t->spec = str_append(t->spec, " ", value);
+		return 1;
+	}
+	if (!label_ok(name))
+		return fail(c, c->line, "bad trace label '%s' (letters, digits, '_' and '-', at most %d)", name,
+			    DG_EXP_LABEL_MAX);
+	for (int i = 0; i < e->ntraces; i++)
+		if (!strcmp(e->traces[i].label, name))
+			return fail(c, c->line, "trace '%s' is defined twice (first at line %d)", name,
+				    e->traces[i].line);
+	if (!*value)
+		return fail(c, c->line, "trace '%s': no path (LABEL = PATH or LABEL = synth: ...)", name);
+	if (e->ntraces == MAX_TRACES)
+		return fail(c, c->line, "too many traces (at most %d)", MAX_TRACES);
+	e->traces = dg_realloc(e->traces, (e->ntraces + 1) * sizeof *e->traces);
+	dg_exp_trace *t = &e->traces[e->ntraces];
+	memset(t, 0, sizeof *t);
+	t->label = dg_strdup(name);
+	t->line = c->line;
+	t->synth = !strncmp(value, "synth:", 6) || !strcmp(value, "synth") || !strncmp(value, "synth ", 6);
+	t->spec = dg_strdup(value);
+	c->last_trace = e->ntraces++;
+	return 1;
+}
+
+/* FILE[:NAME] with FILE relative to the .ini's folder made absolute; FILE must exist */
+static int prompt_spec(parse_ctx *c, const char *what, const char *value, char **spec, long long *size)
+{
+	char *full = abs_path(c->e->dir, value), *colon = strrchr(full, ':');
+	struct stat st;
+	bool ok = stat(full, &st) == 0;
+	if (!ok && colon && colon > strrchr(full, '/')) { /* FILE:NAME */
+		*colon = 0;
+		ok = stat(full, &st) == 0;
+		if (!ok)
+			fail(c, c->line, "%s: cannot open %s: %s", what, full, strerror(errno));
+		*colon = ':';
+	} else if (!ok) {
+		fail(c, c->line, "%s: cannot open %s: %s", what, full, strerror(errno));
+	}
+	if (!ok) {
+		free(full);
+		return 0;
+	}
+	*spec = full;
+	*size = (long long)st.st_size;
+	return 1;
+}
+
+static int on_prompt(parse_ctx *c, const char *name, const char *value)
+{
+	dg_experiment *e = c->e;
+	if (c->cont)
+		return fail(c, c->line, "prompt '%s': a path cannot continue on the next line", name);
+	if (!label_ok(name))
+		return fail(c, c->line, "bad prompt label '%s' (letters, digits, '_' and '-', at most %d)", name,
+			    DG_EXP_LABEL_MAX);
+	for (int i = 0; i < e->nprompts; i++)
+		if (!strcmp(e->prompts[i].label, name))
+			return fail(c, c->line, "prompt '%s' is defined twice (first at line %d)", name,
+				    e->prompts[i].line);
+	if (!*value)
+		return fail(c, c->line, "prompt '%s': no file (LABEL = FILE or FILE:NAME)", name);
+	if (e->nprompts == MAX_TRACES)
+		return fail(c, c->line, "too many prompts (at most %d)", MAX_TRACES);
+	char what[DG_EXP_LABEL_MAX + 16], *spec;
+	long long size;
+	snprintf(what, sizeof what, "prompt '%s'", name);
+	if (!prompt_spec(c, what, value, &spec, &size))
+		return 0;
+	e->prompts = dg_realloc(e->prompts, (e->nprompts + 1) * sizeof *e->prompts);
+	e->prompts[e->nprompts++] = (dg_exp_prompt){ .label = dg_strdup(name), .line = c->line,
+						     .spec = spec, .file_size = size };
+	return 1;
+}
+
+typedef struct {
+	const char *s;
+	int *latent;
+} latent_arg;
+
+static int latent_call(void *a)
+{
+	latent_arg *l = a;
+	return dg_parse_latent("latent", l->s, l->latent);
+}
+
+/* a number in [lo, hi] */
+static int model_number(parse_ctx *c, const char *key, const char *val, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(val, &end);
+	if (end == val || *end || errno || !(x >= lo && x <= hi))
+		return fail(c, c->line, "[model] %s: '%s' is not a number in [%g, %g]", key, val, lo, hi);
+	*out = x;
+	return 1;
+}
+
+static int on_model(parse_ctx *c, const char *name, const char *value)
+{
+	dg_exp_model *m = &c->e->model;
+	static const char *const keys[] = { "path", "label", "negative", "latent", "steps", "shift",
+					    "guidance", "sampler", "seeds", NULL };
+	int key = 0;
+	while (keys[key] && strcmp(keys[key], name))
+		key++;
+	if (!keys[key])
+		return fail(c, c->line, "unknown key '%s' in [model] (path, label, negative, latent, steps, "
+			    "shift, guidance, sampler, seeds)", name);
+	if (!m->line)
+		m->line = c->line;
+	if (c->cont && strcmp(name, "seeds"))
+		return fail(c, c->line, "[model] %s: one value on one line", name);
+	if (c->model_seen & (1u << key) && strcmp(name, "seeds"))
+		return fail(c, c->line, "[model] %s is given twice", name);
+	c->model_seen |= 1u << key;
+	double x = 0;
+	if (!strcmp(name, "seeds")) {
+		char **items = NULL;
+		int n = 0;
+		list_items(value, &items, &n);
+		for (int i = 0; i < n && !c->err_line; i++) {
+			char *end;
+			errno = 0;
+			unsigned long long v = strtoull(items[i], &end, 10);
+			if (end == items[i] || *end || errno || items[i][0] == '-' || v > 4294967295ull) {
+				fail(c, c->line, "[model] seeds: '%s' is not a seed (0..4294967295)", items[i]);
+				break;
+			}
+			for (int j = 0; j < m->nseeds; j++)
+				if (m->seeds[j] == v)
+					fail(c, c->line, "[model] seeds: %s is listed twice", items[i]);
+			if (m->nseeds == MAX_DENSITIES)
+				fail(c, c->line, "[model] seeds: at most %d", MAX_DENSITIES);
+			if (c->err_line)
+				break;
+			m->seeds = dg_realloc(m->seeds, (m->nseeds + 1) * sizeof *m->seeds);
+			m->seeds[m->nseeds++] = (unsigned long)v;
+		}
+		free_items(items, n);
+		return c->err_line ? 0 : 1;
+	}
+	if (!strcmp(name, "path") || !strcmp(name, "negative") || !strcmp(name, "label")) {
+		char **dst = !strcmp(name, "path") ? &m->path : !strcmp(name, "label") ? &m->label : &m->negative;
+		if (!*value)
+			return fail(c, c->line, "[model] %s needs a value", name);
+		if (!strcmp(name, "label")) {
+			if (!label_ok(value))
+				return fail(c, c->line, "bad model label '%s' (letters, digits, '_' and '-')", value);
+			*dst = dg_strdup(value);
+			return 1;
+		}
+		if (!strcmp(name, "negative")) {
+			long long size;
+			return prompt_spec(c, "[model] negative", value, dst, &size);
+		}
+		char *p = abs_path(c->e->dir, value);
+		struct stat st;
+		if (stat(p, &st)) {
+			fail(c, c->line, "[model] path: cannot open %s: %s", p, strerror(errno));
+			free(p);
+			return 0;
+		}
+		*dst = p;
+		return 1;
+	}
+	if (!strcmp(name, "latent")) {
+		char msg[512];
+		latent_arg a = { value, m->latent };
+		if (captured(latent_call, &a, msg, sizeof msg))
+			return fail(c, c->line, "[model] %s", msg);
+		return 1;
+	}
+	if (!strcmp(name, "steps")) {
+		if (!model_number(c, name, value, 1, 10000, &x))
+			return 0;
+		if (x != floor(x))
+			return fail(c, c->line, "[model] steps: '%s' is not a whole number", value);
+		m->steps = (int)x;
+		return 1;
+	}
+	if (!strcmp(name, "shift"))
+		return model_number(c, name, value, 1e-3, 1e3, &m->shift);
+	if (!strcmp(name, "guidance"))
+		return model_number(c, name, value, 0, 1e3, &m->guidance);
+	/* sampler, the last key of the list */
+	return dg_sampler_parse(value, &m->sampler) ? fail(c, c->line, "[model] sampler: unknown '%s' "
+							   "(unipc or euler)", value) : 1;
+}
+
+static int on_schedule(parse_ctx *c, const char *name, const char *value)
+{
+	dg_experiment *e = c->e;
+	char *v = dg_strdup(value), *w = v;
+	for (char *r = v; *r; r++) /* schedules hold no white space */
+		if (!isspace((unsigned char)*r))
+			*w++ = *r;
+	*w = 0;
+	if (c->cont) {
+		if (c->last_sched < 0 || strcmp(c->last_key, name)) {
+			free(v);
+			return fail(c, c->line, "continuation line outside a schedule");
+		}
+		dg_exp_schedule *s = &e->schedules[c->last_sched];
+		size_t n = strlen(s->spec);
+		s->spec = str_append(s->spec, n && s->spec[n - 1] != ',' && v[0] != ',' ? "," : "", v);
+		free(v);
+		return 1;
+	}
+	if (!label_ok(name)) {
+		free(v);
+		return fail(c, c->line, "bad schedule label '%s' (letters, digits, '_' and '-', at most %d)",
+			    name, DG_EXP_LABEL_MAX);
+	}
+	for (int i = 0; i < e->nschedules; i++)
+		if (!strcmp(e->schedules[i].label, name)) {
+			free(v);
+			return fail(c, c->line, "schedule '%s' is defined twice (first at line %d)", name,
+				    e->schedules[i].line);
+		}
+	if (e->nschedules == MAX_SCHEDULES) {
+		free(v);
+		return fail(c, c->line, "too many schedules (at most %d)", MAX_SCHEDULES);
+	}
+	e->schedules = dg_realloc(e->schedules, (e->nschedules + 1) * sizeof *e->schedules);
+	dg_exp_schedule *s = &e->schedules[e->nschedules];
+	memset(s, 0, sizeof *s);
+	s->label = dg_strdup(name);
+	s->line = c->line;
+	s->spec = v;
+	c->last_sched = e->nschedules++;
+	return 1;
+}
+
+static int on_policies(parse_ctx *c, const char *value)
+{
+	char **items = NULL;
+	int n = 0;
+	list_items(value, &items, &n);
+	for (int i = 0; i < n && !c->err_line; i++) {
+		dg_policy tmp[MAX_POLICIES];
+		policies_arg a = { items[i], tmp, MAX_POLICIES, 0 };
+		char msg[512];
+		if (captured(policies_call, &a, msg, sizeof msg))
+			fail(c, c->line, "%s", msg);
+		else
+			c->policies = str_append(c->policies, ",", items[i]);
+	}
+	free_items(items, n);
+	return c->err_line ? 0 : 1;
+}
+
+static int on_densities(parse_ctx *c, const char *value)
+{
+	dg_experiment *e = c->e;
+	char **items = NULL;
+	int n = 0;
+	list_items(value, &items, &n);
+	for (int i = 0; i < n && !c->err_line; i++) {
+		char *end;
+		errno = 0;
+		double d = strtod(items[i], &end);
+		if (end == items[i] || *end || errno || !isfinite(d))
+			fail(c, c->line, "density '%s' is not a number", items[i]);
+		else if (!(d > 0 && d <= 1))
+			fail(c, c->line, "density %s is outside (0, 1]", items[i]);
+		else if (e->ndensities == MAX_DENSITIES)
+			fail(c, c->line, "too many densities (at most %d)", MAX_DENSITIES);
+		else {
+			for (int j = 0; j < e->ndensities; j++)
+				if (e->densities[j] == d) {
+					fail(c, c->line, "density %s is listed twice", items[i]);
+					break;
+				}
+			if (!c->err_line) {
+				e->densities = dg_realloc(e->densities, (e->ndensities + 1) * sizeof(double));
+				e->densities[e->ndensities++] = d;
+			}
+		}
+	}
+	free_items(items, n);
+	return c->err_line ? 0 : 1;
+}
+
+static int set_once(parse_ctx *c, char **dst, const char *section, const char *key, const char *value)
+{
+	if (*dst && !c->cont)
+		return fail(c, c->line, "[%s] %s is given twice", section, key);
+	if (c->cont && *dst) {
+		*dst = str_append(*dst, " ", value);
+		return 1;
+	}
+	*dst = dg_strdup(value);
+	return 1;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+	parse_ctx *c = user;
+	dg_experiment *e = c->e;
+	if (c->err_line)
+		return 1; /* report the first problem only */
+	if (c->cont && (strcmp(c->last_section, section) || strcmp(c->last_key, name)))
+		c->cont = false; /* an indented line that inih took as a new key */
+	int rc = 1;
+	char *val = dg_strdup(value);
+	if (!strcmp(section, "traces")) {
+		rc = on_trace(c, name, val);
+	} else if (!strcmp(section, "model")) {
+		rc = on_model(c, name, val);
+	} else if (!strcmp(section, "prompts")) {
+		rc = on_prompt(c, name, val);
+	} else if (!strcmp(section, "schedules")) {
+		rc = on_schedule(c, name, val);
+	} else if (!strcmp(section, "policies")) {
+		rc = strcmp(name, "list") ? fail(c, c->line, "[policies] has one key, list (got '%s')", name)
+					  : on_policies(c, val);
+	} else if (!strcmp(section, "densities")) {
+		rc = strcmp(name, "list") ? fail(c, c->line, "[densities] has one key, list (got '%s')", name)
+					  : on_densities(c, val);
+	} else if (!strcmp(section, "experiment")) {
+		if (!strcmp(name, "name")) {
+			if (!c->cont && !label_ok(val))
+				rc = fail(c, c->line, "bad experiment name '%s' (letters, digits, '_' and '-')", val);
+			else if (c->cont)
+				rc = fail(c, c->line, "the experiment name is one word");
+			else if (c->has_experiment_name)
+				rc = fail(c, c->line, "[experiment] name is given twice");
+			else {
+				free(e->name);
+				e->name = dg_strdup(val);
+				c->has_experiment_name = true;
+			}
+		} else if (!strcmp(name, "description")) {
+			rc = set_once(c, &e->description, section, name, val);
+		} else {
+			rc = fail(c, c->line, "unknown key '%s' in [experiment] (name, description)", name);
+		}
+	} else if (!strcmp(section, "device")) {
+		if (strcmp(name, "device"))
+			rc = fail(c, c->line, "unknown key '%s' in [device] (device)", name);
+		else if (strcmp(val, "cpu") && strcmp(val, "gpu"))
+			rc = fail(c, c->line, "unknown device '%s' (cpu or gpu)", val);
+		else if (e->device_line)
+			rc = fail(c, c->line, "[device] device is given twice");
+		else {
+			free(e->device);
+			e->device = dg_strdup(val);
+			e->device_line = c->line;
+		}
+	} else if (!strcmp(section, "output")) {
+		char *p = NULL;
+		if (strcmp(name, "dir") && strcmp(name, "traces"))
+			rc = fail(c, c->line, "unknown key '%s' in [output] (dir, traces)", name);
+		else if (c->cont || !*val)
+			rc = fail(c, c->line, "[output] %s needs one path", name);
+		else {
+			char **dst = !strcmp(name, "dir") ? &e->out_dir : &e->trace_dir;
+			if (*dst)
+				rc = fail(c, c->line, "[output] %s is given twice", name);
+			else {
+				p = abs_path(e->dir, val);
+				*dst = p;
+			}
+		}
+	} else {
+		rc = fail(c, c->line, "unknown section [%s] (%s)", section, sections);
+	}
+	free(val);
+	snprintf(c->last_section, sizeof c->last_section, "%s", section);
+	snprintf(c->last_key, sizeof c->last_key, "%s", name);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* after parsing: defaults, traces, schedules, the grid                                           */
+
+static void meta_take(dg_trace_meta *dst, dg_trace_meta *src)
+{
+	*dst = *src;
+	memset(src, 0, sizeof *src);
+}
+
+static int resolve_anchors(parse_ctx *c, const dg_exp_schedule *s, const dg_exp_trace *t, dg_schedule *sc)
+{
+	*sc = s->schedule;
+	const dg_trace_meta *m = &t->meta;
+	if (sc->anchors_given) {
+		for (int a = 0; a < sc->nanchors; a++) {
+			int found = 0;
+			for (int i = 0; i < m->steps; i++)
+				found |= m->step_index[i] == sc->anchors[a];
+			if (!found)
+				return fail(c, s->line, "schedule '%s': anchor step %d is not in trace '%s' (its steps: "
+					    "%d..%d)", s->label, sc->anchors[a], t->label, m->step_index[0],
+					    m->step_index[m->steps - 1]), -1;
+		}
+		return 0;
+	}
+	sc->nanchors = 0; /* replay's default: the last stored step before the end of warm-up */
+	for (int i = 0; i < m->steps; i++)
+		if (m->step_index[i] < sc->warmup) {
+			sc->anchors[0] = m->step_index[i];
+			sc->nanchors = 1;
+		}
+	return 0;
+}
+
+static uint64_t fnv(uint64_t h, const char *s)
+{
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static void ints_str(char *buf, size_t size, const int *v, int n)
+{
+	int k = snprintf(buf, size, "%s", n ? "" : "-");
+	for (int i = 0; i < n && k < (int)size; i++)
+		k += snprintf(buf + k, size - k, "%s%d", i ? ";" : "", v[i]);
+}
+
+static uint64_t fingerprint(const dg_experiment *e)
+{
+	char buf[4096];
+	uint64_t h = fnv(1469598103934665603ull, "dsgap-experiment 1\ndevice ");
+	h = fnv(h, e->device);
+	h = fnv(h, "\npolicies");
+	for (int i = 0; i < e->npolicies; i++)
+		h = fnv(fnv(h, " "), e->policies[i].name);
+	h = fnv(h, "\ndensities");
+	for (int i = 0; i < e->ndensities; i++) {
+		snprintf(buf, sizeof buf, " %.17g", e->densities[i]);
+		h = fnv(h, buf);
+	}
+	for (int r = 0; r < e->nruns; r++) {
+		const dg_exp_run *run = &e->runs[r];
+		const dg_exp_trace *t = &e->traces[run->trace];
+		const dg_schedule *s = &e->schedules[run->schedule].schedule;
+		const char *base = strrchr(t->spec, '/');
+		snprintf(buf, sizeof buf, "\nrun %s trace %s %lld %s %dx%dx%dx%dx%d schedule warmup=%d given=%d ",
+			 run->name, t->synth ? t->spec : base ? base + 1 : t->spec, t->synth ? 0 : t->file_size,
+			 t->dtype, t->meta.steps, t->meta.layers, t->meta.heads, t->meta.tokens, t->meta.head_dim,
+			 s->warmup, s->anchors_given);
+		h = fnv(h, buf);
+		ints_str(buf, sizeof buf, s->anchors, s->nanchors);
+		h = fnv(fnv(h, buf), " ");
+		ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
+		h = fnv(h, buf);
+	}
+	return h;
+}
+
+/* bytes of a checkpoint: the file, or the folder's *.safetensors, *.json */
+static long long model_size(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st))
+		return -1;
+	if (!S_ISDIR(st.st_mode))
+		return (long long)st.st_size;
+	long long n = 0;
+	DIR *d = opendir(path);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		bool want = (l > 12 && !strcmp(de->d_name + l - 12, ".safetensors")) ||
+			    (l > 5 && !strcmp(de->d_name + l - 5, ".json"));
+		char *p = dg_path_join(path, de->d_name);
+		if (want && !stat(p, &st) && S_ISREG(st.st_mode))
+			n += (long long)st.st_size;
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *b = strrchr(p, '/');
+	return b ? b + 1 : p;
+}
+
+static uint64_t fingerprint_closed(const dg_experiment *e)
+{
+	char buf[4096];
+	const dg_exp_model *m = &e->model;
+	uint64_t h = fnv(1469598103934665603ull, "dsgap-experiment closed 1\ndevice ");
+	h = fnv(h, e->device);
+	h = fnv(h, "\npolicies");
+	for (int i = 0; i < e->npolicies; i++)
+		h = fnv(fnv(h, " "), e->policies[i].name);
+	h = fnv(h, "\ndensities");
+	for (int i = 0; i < e->ndensities; i++) {
+		snprintf(buf, sizeof buf, " %.17g", e->densities[i]);
+		h = fnv(h, buf);
+	}
+	snprintf(buf, sizeof buf, "\nmodel %s %s %lld negative %s latent %dx%dx%d steps %d shift %.17g "
+		 "guidance %.17g sampler %s\nseeds", m->label, base_name(m->path), m->size,
+		 m->negative ? base_name(m->negative) : "-", m->latent[0], m->latent[1], m->latent[2],
+		 m->steps, m->shift, m->guidance, dg_sampler_name(m->sampler));
+	h = fnv(h, buf);
+	for (int i = 0; i < m->nseeds; i++) {
+		snprintf(buf, sizeof buf, " %lu", m->seeds[i]);
+		h = fnv(h, buf);
+	}
+	for (int i = 0; i < e->nprompts; i++) {
+		snprintf(buf, sizeof buf, "\nprompt %s %s %lld", e->prompts[i].label,
+			 base_name(e->prompts[i].spec), e->prompts[i].file_size);
+		h = fnv(h, buf);
+	}
+	for (int r = 0; r < e->nruns; r++) {
+		const dg_schedule *s = &e->runs[r].resolved;
+		snprintf(buf, sizeof buf, "\nrun %s warmup=%d given=%d ", e->runs[r].name, s->warmup,
+			 s->anchors_given);
+		h = fnv(h, buf);
+		ints_str(buf, sizeof buf, s->anchors, s->nanchors);
+		h = fnv(fnv(h, buf), " ");
+		ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
+		h = fnv(h, buf);
+	}
+	return h;
+}
+
+/* a cell's folder name: '/', ':' and ' ' of a policy spec made '_' */
+static void closed_cell_id(dg_exp_cell *cell, const dg_experiment *e)
+{
+	const char *pr = e->prompts[cell->prompt].label;
+	unsigned long seed = e->model.seeds[cell->seed];
+	if (cell->policy < 0)
+		snprintf(cell->id, sizeof cell->id, "%s.s%lu.dense", pr, seed);
+	else
+		snprintf(cell->id, sizeof cell->id, "%s.s%lu.%s@%g", pr, seed, e->policies[cell->policy].name,
+			 e->densities[cell->density]);
+	for (char *s = cell->id; *s; s++)
+		if (*s == '/' || *s == ':' || *s == ' ')
+			*s = '_';
+}
+
+/* the closed-loop side of finish: the model's defaults and checks, runs (one per schedule), cells */
+static int finish_closed(parse_ctx *c)
+{
+	dg_experiment *e = c->e;
+	dg_exp_model *m = &e->model;
+	if (!m->path)
+		return fail(c, m->line ? m->line : -1, "[model] path = the checkpoint folder is required"), -1;
+	if (e->nprompts == 0)
+		return fail(c, m->line, "no prompts: add a [prompts] section with LABEL = FILE or FILE:NAME"), -1;
+	if (m->latent[0] < 1)
+		return fail(c, m->line, "[model] latent = FxHxW is required"), -1;
+	/* generate's defaults for what is not given */
+	if (!m->label)
+		m->label = dg_strdup("model");
+	if (!(c->model_seen & 1u << 4))
+		m->steps = 50;
+	if (!(c->model_seen & 1u << 5))
+		m->shift = 5;
+	if (!(c->model_seen & 1u << 6))
+		m->guidance = 5;
+	if (m->nseeds == 0) {
+		m->seeds = dg_calloc(1, sizeof *m->seeds);
+		m->nseeds = 1;
+	}
+	m->size = model_size(m->path);
+	for (int i = 0; i < e->nschedules; i++) {
+		const dg_schedule *s = &e->schedules[i].schedule;
+		for (int a = 0; a < s->nanchors; a++)
+			if (s->anchors[a] >= m->steps)
+				return fail(c, e->schedules[i].line, "schedule '%s': anchor step %d is not a step of "
+					    "the %d denoising steps", e->schedules[i].label, s->anchors[a],
+					    m->steps), -1;
+	}
+	int nsparse = 0;
+	for (int p = 0; p < e->npolicies; p++)
+		nsparse += !e->policies[p].dense;
+	e->nruns = e->nschedules;
+	e->runs = dg_calloc(e->nruns, sizeof *e->runs);
+	long long per_run = (long long)e->nprompts * m->nseeds * (1 + (long long)nsparse * e->ndensities);
+	if (per_run * e->nruns > 10000000)
+		return fail(c, -1, "the grid has more than 10 million cells"), -1;
+	e->ncells = (int)(per_run * e->nruns);
+	e->cells = dg_calloc(e->ncells, sizeof *e->cells);
+	int k = 0;
+	for (int r = 0; r < e->nruns; r++) {
+		dg_exp_run *run = &e->runs[r];
+		size_t n = strlen(m->label) + strlen(e->schedules[r].label) + 2;
+		run->name = dg_malloc(n);
+		snprintf(run->name, n, "%s.%s", m->label, e->schedules[r].label);
+		*run = (dg_exp_run){ .name = run->name, .trace = -1, .schedule = r,
+				     .resolved = e->schedules[r].schedule, .first_cell = k, .ncells = (int)per_run };
+		for (int pr = 0; pr < e->nprompts; pr++)
+			for (int sd = 0; sd < m->nseeds; sd++) {
+				int ref = k;
+				for (int p = -1; p < e->npolicies; p++)
+					for (int d = 0; d < (p < 0 ? 1 : e->ndensities); d++) {
+						if (p >= 0 && e->policies[p].dense)
+							break;
+						dg_exp_cell *cell = &e->cells[k++];
+						*cell = (dg_exp_cell){ .run = r, .prompt = pr, .seed = sd, .policy = p,
+								       .density = p < 0 ? -1 : d, .reference = ref };
+						closed_cell_id(cell, e);
+					}
+			}
+	}
+	for (int r = 0; r < e->nruns; r++) { /* distinct folders: specs that differ only in '/' vs '_' */
+		const dg_exp_run *run = &e->runs[r];
+		for (int a = run->first_cell; a < run->first_cell + run->ncells && run->ncells < 20000; a++)
+			for (int b = a + 1; b < run->first_cell + run->ncells; b++)
+				if (!strcmp(e->cells[a].id, e->cells[b].id))
+					return fail(c, -1, "[policies]: two cells would share the folder %s (policies "
+						    "that differ only in '/', ':' or ' ' against '_')", e->cells[a].id), -1;
+	}
+	e->fingerprint = fingerprint_closed(e);
+	return 0;
+}
+
+static int finish(parse_ctx *c)
+{
+	dg_experiment *e = c->e;
+	char msg[640];
+	if (!e->name) {
+		const char *b = strrchr(e->path, '/');
+		char *n = dg_strdup(b ? b + 1 : e->path);
+		char *dot = strrchr(n, '.');
+		if (dot && dot != n)
+			*dot = 0;
+		for (char *s = n; *s; s++)
+			if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-')
+				*s = '_';
+		e->name = n;
+	}
+	if (!e->device)
+		e->device = dg_strdup("cpu");
+	e->closed = e->model.line > 0 || e->nprompts > 0;
+	if (e->closed && e->ntraces)
+		return fail(c, e->traces[0].line, "[traces] with [model] or [prompts]: an experiment is open loop "
+			    "(traces) or closed loop (a model and prompts), not both"), -1;
+	if (!e->closed && e->ntraces == 0)
+		return fail(c, -1, "no traces: add a [traces] section with LABEL = PATH or LABEL = synth: ... "
+			    "(or [model] and [prompts] for a closed-loop experiment)"), -1;
+	if (!c->policies) /* replay's and generate's defaults */
+		c->policies = dg_strdup(e->closed ? "dense,mc-sparse" : "ladder,factorial");
+	e->policy_list = dg_strdup(c->policies);
+	e->policies = dg_calloc(MAX_POLICIES, sizeof *e->policies);
+	policies_arg pa = { e->policy_list, e->policies, MAX_POLICIES, 0 };
+	if (captured(policies_call, &pa, msg, sizeof msg))
+		return fail(c, -1, "[policies]: %s", msg), -1;
+	e->npolicies = pa.n;
+	if (e->ndensities == 0) {
+		e->densities = dg_malloc(sizeof(double));
+		e->densities[e->ndensities++] = 0.15; /* replay's default */
+	}
+	if (e->nschedules == 0) {
+		e->schedules = dg_calloc(1, sizeof *e->schedules);
+		e->schedules[0].label = dg_strdup("default");
+		e->schedules[0].spec = dg_strdup("");
+		e->nschedules = 1;
+	}
+	for (int i = 0; i < e->nschedules; i++) {
+		dg_exp_schedule *s = &e->schedules[i];
+		size_t n = strlen(s->spec);
+		while (n && s->spec[n - 1] == ',')
+			s->spec[--n] = 0; /* "warmup=3," before a continuation line that never came */
+		schedule_arg a = { s->spec, &s->schedule };
+		if (captured(schedule_call, &a, msg, sizeof msg))
+			return fail(c, s->line, "schedule '%s': %s", s->label,
+				    strncmp(msg, "schedule: ", 10) ? msg : msg + 10), -1;
+	}
+	if (e->closed)
+		return finish_closed(c);
+	for (int i = 0; i < e->ntraces; i++) {
+		dg_exp_trace *t = &e->traces[i];
+		if (t->synth) {
+			if (synth_spec_parse(t->spec, &t->so, msg, sizeof msg))
+				return fail(c, t->line, "trace '%s': %s", t->label, msg), -1;
+			free(t->spec);
+			t->spec = synth_canonical(&t->so);
+			synth_meta(&t->so, &t->meta);
+			t->dtype = "bf16";
+		} else {
+			char *p = abs_path(e->dir, t->spec);
+			trace_arg a = { p, { 0 } };
+			if (captured(trace_call, &a, msg, sizeof msg)) {
+				free(p);
+				return fail(c, t->line, "trace '%s': %s", t->label, msg), -1;
+			}
+			meta_take(&t->meta, &a.t.meta);
+			t->dtype = a.t.dtype;
+			t->file_size = a.t.file_size;
+			dg_trace_close(&a.t);
+			free(t->spec);
+			t->spec = p;
+			t->path = dg_strdup(p);
+		}
+	}
+	/* the grid: runs trace-major, cells (layer, head) within a run */
+	e->nruns = e->ntraces * e->nschedules;
+	e->runs = dg_calloc(e->nruns, sizeof *e->runs);
+	long long ncells = 0;
+	for (int ti = 0, r = 0; ti < e->ntraces; ti++)
+		for (int si = 0; si < e->nschedules; si++, r++) {
+			dg_exp_run *run = &e->runs[r];
+			const dg_exp_trace *t = &e->traces[ti];
+			size_t n = strlen(t->label) + strlen(e->schedules[si].label) + 2;
+			run->name = dg_malloc(n);
+			snprintf(run->name, n, "%s.%s", t->label, e->schedules[si].label);
+			run->trace = ti;
+			run->schedule = si;
+			if (resolve_anchors(c, &e->schedules[si], t, &run->resolved))
+				return -1;
+			run->first_cell = (int)ncells;
+			run->ncells = t->meta.layers * t->meta.heads;
+			ncells += run->ncells;
+			if (ncells > 10000000)
+				return fail(c, -1, "the grid has more than 10 million cells"), -1;
+		}
+	e->ncells = (int)ncells;
+	e->cells = dg_calloc(e->ncells, sizeof *e->cells);
+	for (int r = 0; r < e->nruns; r++) {
+		const dg_exp_run *run = &e->runs[r];
+		const dg_trace_meta *m = &e->traces[run->trace].meta;
+		for (int l = 0, k = run->first_cell; l < m->layers; l++)
+			for (int h = 0; h < m->heads; h++, k++) {
+				dg_exp_cell *cell = &e->cells[k];
+				*cell = (dg_exp_cell){ .run = r, .l = l, .h = h, .layer = m->layer_index[l],
+						       .head = m->head_index[h] };
+				snprintf(cell->id, sizeof cell->id, "l%d-h%d", cell->layer, cell->head);
+			}
+	}
+	/* cells of one run must have distinct folders (duplicate indices in a trace) */
+	for (int r = 0; r < e->nruns; r++) {
+		const dg_exp_run *run = &e->runs[r];
+		for (int a = 0; a < run->ncells; a++)
+			for (int b = a + 1; b < run->ncells && run->ncells < 20000; b++)
+				if (!strcmp(e->cells[run->first_cell + a].id, e->cells[run->first_cell + b].id))
+					return fail(c, e->traces[run->trace].line, "trace '%s' repeats layer/head "
+						    "indices (cell %s twice)", e->traces[run->trace].label,
+						    e->cells[run->first_cell + a].id), -1;
+	}
+	e->fingerprint = fingerprint(e);
+	if (e->trace_dir)
+		dg_experiment_set_out(e, NULL);
+	return 0;
+}
+
+int dg_experiment_load_string(dg_experiment *e, const char *text, const char *path, const char *base)
+{
+	memset(e, 0, sizeof *e);
+	e->path = dg_strdup(path);
+	e->dir = dg_strdup(base);
+	e->text = dg_strdup(text);
+	parse_ctx c = { .e = e, .path = path, .text = e->text, .pos = e->text, .last_trace = -1, .last_sched = -1 };
+	int rc = ini_parse_stream(reader, &c, handler, &c);
+	if (!c.err_line && rc > 0)
+		fail(&c, rc, "syntax error: expected [section], key = value, or a comment");
+	else if (!c.err_line && rc < 0)
+		fail(&c, -1, "cannot parse (inih error %d)", rc);
+	if (!c.err_line)
+		finish(&c);
+	free(c.policies);
+	if (c.err_line) {
+		if (c.err_line > 0)
+			dg_error("%s:%d: %s", path, c.err_line, c.err);
+		else
+			dg_error("%s: %s", path, c.err);
+		dg_experiment_free(e);
+		return -1;
+	}
+	return 0;
+}
+
+int dg_experiment_load(dg_experiment *e, const char *path)
+{
+	memset(e, 0, sizeof *e);
+	size_t n;
+	char *text = dg_read_all(path, 16u << 20, &n);
+	if (!text && errno == EFBIG)
+		return dg_error("%s: larger than 16 MiB: not an experiment file", path);
+	if (!text)
+		return dg_error(errno == EIO || errno == EISDIR ? "cannot read %s: %s" : "cannot open %s: %s",
+				path, strerror(errno));
+	if (strlen(text) != n) {
+		free(text);
+		return dg_error("%s: holds NUL bytes: not an experiment file", path);
+	}
+	char *copy = dg_strdup(path), *slash = strrchr(copy, '/');
+	if (slash)
+		*(slash == copy ? slash + 1 : slash) = 0;
+	else
+		strcpy(copy, ".");
+	char *base = realpath(copy, NULL);
+	int rc = dg_experiment_load_string(e, text, path, base ? base : copy);
+	free(base);
+	free(copy);
+	free(text);
+	return rc;
+}
+
+void dg_experiment_set_out(dg_experiment *e, const char *out_dir)
+{
+	for (int i = 0; i < e->ntraces; i++) {
+		dg_exp_trace *t = &e->traces[i];
+		if (!t->synth)
+			continue;
+		/* the label and a hash of the spec: a changed spec never reuses an old file */
+		char name[DG_EXP_LABEL_MAX + 32];
+		snprintf(name, sizeof name, "%s-%08llx.h5", t->label,
+			 (unsigned long long)(fnv(1469598103934665603ull, t->spec) & 0xffffffffull));
+		char *dir = e->trace_dir ? dg_strdup(e->trace_dir) : out_dir ? dg_path_join(out_dir, "traces") : NULL;
+		if (!dir)
+			continue;
+		free(t->path);
+		t->path = dg_path_join(dir, name);
+		free(dir);
+	}
+}
+
+void dg_experiment_set_device(dg_experiment *e, const char *device)
+{
+	free(e->device);
+	e->device = dg_strdup(device);
+	e->fingerprint = e->closed ? fingerprint_closed(e) : fingerprint(e);
+}
+
+void dg_experiment_free(dg_experiment *e)
+{
+	for (int i = 0; i < e->ntraces; i++) {
+		free(e->traces[i].label);
+		free(e->traces[i].spec);
+		free(e->traces[i].path);
+		dg_trace_meta_free(&e->traces[i].meta);
+	}
+	for (int i = 0; i < e->nschedules; i++) {
+		free(e->schedules[i].label);
+		free(e->schedules[i].spec);
+	}
+	for (int i = 0; i < e->nruns; i++)
+		free(e->runs[i].name);
+	for (int i = 0; i < e->nprompts; i++) {
+		free(e->prompts[i].label);
+		free(e->prompts[i].spec);
+	}
+	free(e->prompts);
+	free(e->model.label);
+	free(e->model.path);
+	free(e->model.negative);
+	free(e->model.seeds);
+	free(e->traces);
+	free(e->schedules);
+	free(e->runs);
+	free(e->cells);
+	free(e->path);
+	free(e->dir);
+	free(e->text);
+	free(e->name);
+	free(e->description);
+	free(e->policy_list);
+	free(e->policies);
+	free(e->densities);
+	free(e->device);
+	free(e->out_dir);
+	free(e->trace_dir);
+	memset(e, 0, sizeof *e);
+}
+
+int dg_experiment_slice(const dg_experiment *e, int shard, int nshards, int worker, int nworkers, int *idx)
+{
+	DG_ASSERT(nshards >= 1 && shard >= 0 && shard < nshards);
+	DG_ASSERT(nworkers >= 1 && worker >= 0 && worker < nworkers);
+	int n = 0, pos = 0;
+	for (int k = shard; k < e->ncells; k += nshards, pos++)
+		if (pos % nworkers == worker)
+			idx[n++] = k;
+	return n;
+}
+
+void dg_experiment_fingerprint_str(const dg_experiment *e, char *buf)
+{
+	snprintf(buf, 17, "%016llx", (unsigned long long)e->fingerprint);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* experiment.json                                                                                 */
+
+static cJSON *trace_json(const dg_exp_trace *t)
+{
+	const dg_trace_meta *m = &t->meta;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "label", t->label);
+	/* synthetic traces are named by their spec: it regenerates them, wherever they were written */
+	cJSON_AddStringToObject(j, "path", t->spec);
+	cJSON_AddStringToObject(j, "kind", t->synth ? "synthetic" : "file");
+	cJSON_AddStringToObject(j, "model", m->model ? m->model : "");
+	cJSON_AddStringToObject(j, "source", m->source ? m->source : "");
+	cJSON_AddStringToObject(j, "dtype", t->dtype ? t->dtype : "");
+	cJSON_AddNumberToObject(j, "steps", m->steps);
+	cJSON_AddNumberToObject(j, "layers", m->layers);
+	cJSON_AddNumberToObject(j, "heads", m->heads);
+	cJSON_AddNumberToObject(j, "tokens", m->tokens);
+	cJSON_AddNumberToObject(j, "head_dim", m->head_dim);
+	cJSON_AddItemToObject(j, "grid", cJSON_CreateIntArray(m->grid, 3));
+	cJSON_AddNumberToObject(j, "text_tokens", m->text_tokens);
+	cJSON_AddItemToObject(j, "step_index", cJSON_CreateIntArray(m->step_index, m->steps));
+	cJSON_AddItemToObject(j, "layer_index", cJSON_CreateIntArray(m->layer_index, m->layers));
+	cJSON_AddItemToObject(j, "head_index", cJSON_CreateIntArray(m->head_index, m->heads));
+	return j;
+}
+
+/* the closed-loop settings: model, sampling, seeds, prompts */
+static void closed_json(const dg_experiment *e, cJSON *root)
+{
+	const dg_exp_model *m = &e->model;
+	cJSON *j = cJSON_AddObjectToObject(root, "model");
+	cJSON_AddStringToObject(j, "label", m->label);
+	cJSON_AddStringToObject(j, "path", m->path);
+	cJSON_AddStringToObject(j, "negative", m->negative ? m->negative : "");
+	cJSON_AddItemToObject(j, "latent", cJSON_CreateIntArray(m->latent, 3));
+	cJSON_AddNumberToObject(j, "steps", m->steps);
+	cJSON_AddNumberToObject(j, "shift", m->shift);
+	cJSON_AddNumberToObject(j, "guidance", m->guidance);
+	cJSON_AddStringToObject(j, "sampler", dg_sampler_name(m->sampler));
+	cJSON_AddNumberToObject(j, "bytes", (double)m->size);
+	cJSON *seeds = cJSON_AddArrayToObject(root, "seeds");
+	for (int i = 0; i < m->nseeds; i++)
+		cJSON_AddItemToArray(seeds, cJSON_CreateNumber((double)m->seeds[i]));
+	cJSON *prompts = cJSON_AddArrayToObject(root, "prompts");
+	for (int i = 0; i < e->nprompts; i++) {
+		cJSON *p = cJSON_CreateObject();
+		cJSON_AddStringToObject(p, "label", e->prompts[i].label);
+		cJSON_AddStringToObject(p, "path", e->prompts[i].spec);
+		cJSON_AddItemToArray(prompts, p);
+	}
+}
+
+char *dg_experiment_json(const dg_experiment *e)
+{
+	char fp[17];
+	dg_experiment_fingerprint_str(e, fp);
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddStringToObject(root, "format", "dsgap-experiment");
+	cJSON_AddNumberToObject(root, "version", 1);
+	cJSON_AddStringToObject(root, "name", e->name);
+	cJSON_AddStringToObject(root, "description", e->description ? e->description : "");
+	cJSON_AddStringToObject(root, "fingerprint", fp);
+	cJSON_AddStringToObject(root, "dsgap_version", DG_VERSION);
+	cJSON_AddStringToObject(root, "git_commit", dg_git_commit());
+	cJSON_AddStringToObject(root, "config_path", e->path);
+	cJSON_AddStringToObject(root, "config_text", e->text);
+	cJSON_AddStringToObject(root, "device", e->device);
+	cJSON_AddStringToObject(root, "kind", e->closed ? "closed-loop" : "open-loop");
+	cJSON *pols = cJSON_AddArrayToObject(root, "policies");
+	for (int i = 0; i < e->npolicies; i++)
+		cJSON_AddItemToArray(pols, cJSON_CreateString(e->policies[i].name));
+	cJSON_AddItemToObject(root, "densities", cJSON_CreateDoubleArray(e->densities, e->ndensities));
+	cJSON_AddNumberToObject(root, "ncells", e->ncells);
+	if (e->closed)
+		closed_json(e, root);
+	cJSON *runs = cJSON_AddArrayToObject(root, "runs");
+	for (int r = 0; r < e->nruns; r++) {
+		const dg_exp_run *run = &e->runs[r];
+		const dg_exp_schedule *s = &e->schedules[run->schedule];
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "name", run->name);
+		if (!e->closed)
+			cJSON_AddItemToObject(j, "trace", trace_json(&e->traces[run->trace]));
+		cJSON *sj = cJSON_AddObjectToObject(j, "schedule");
+		cJSON_AddStringToObject(sj, "label", s->label);
+		cJSON_AddStringToObject(sj, "spec", s->spec);
+		cJSON_AddNumberToObject(sj, "warmup", run->resolved.warmup);
+		int dflt = run->resolved.warmup > 0 ? run->resolved.warmup - 1 : 0; /* the DiT loop's default */
+		if (e->closed && !run->resolved.anchors_given)
+			cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(&dflt, 1));
+		else
+			cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(run->resolved.anchors,
+										  run->resolved.nanchors));
+		cJSON_AddItemToObject(sj, "dense_layers",
+				      cJSON_CreateIntArray(run->resolved.dense_layers, run->resolved.ndense_layers));
+		cJSON *cells = cJSON_AddArrayToObject(j, "cells");
+		for (int k = 0; k < run->ncells; k++)
+			cJSON_AddItemToArray(cells, cJSON_CreateString(e->cells[run->first_cell + k].id));
+		if (e->closed) { /* what each cell runs, and its sample's dense reference */
+			cJSON *info = cJSON_AddArrayToObject(j, "cell_info");
+			for (int k = 0; k < run->ncells; k++) {
+				const dg_exp_cell *c = &e->cells[run->first_cell + k];
+				cJSON *x = cJSON_CreateObject();
+				cJSON_AddStringToObject(x, "prompt", e->prompts[c->prompt].label);
+				cJSON_AddNumberToObject(x, "seed", (double)e->model.seeds[c->seed]);
+				cJSON_AddStringToObject(x, "policy", c->policy < 0 ? "dense" : e->policies[c->policy].name);
+				cJSON_AddNumberToObject(x, "density_target", c->policy < 0 ? 1 : e->densities[c->density]);
+				cJSON_AddStringToObject(x, "reference", e->cells[c->reference].id);
+				cJSON_AddItemToArray(info, x);
+			}
+		}
+		cJSON_AddItemToArray(runs, j);
+	}
+	char *s = cJSON_Print(root);
+	cJSON_Delete(root);
+	return s;
+}

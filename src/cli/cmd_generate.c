@@ -1,0 +1,250 @@
+/*
+ * cmd_generate.c: dsgap generate, closed-loop generation: the dense reference and each policy (at
+ * each density) from the same noise and prompt, every self-attention call under the policy
+ * (dit_attn.h). Writes DIR/<run>.h5 (final latents, /latents) per run, DIR/generate.csv (one row
+ * per run: fidelity against dense, effective density, transformer time and speedup) and
+ * DIR/generate.json (the resolved configuration).
+ *   dsgap generate --model DIR --text T.safetensors --latent 4x16x16 --seed 1 \
+ *                  --policies dense,mc-sparse --density 0.15 --schedule warmup=10,dense_layers=0 --out G
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/commands.h"
+#include "cli/dit_cli.h"
+#include "dit/generate.h"
+#include "replay/replay.h"
+#include "dit/tensorfile.h"
+#include "util/util.h"
+
+#define MAX_POLICIES 64
+#define MAX_DENSITIES 16
+
+#define GENERATE_HEADER \
+	"policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: dsgap generate --model DIR|FILE --text FILE --out DIR [options]\n\n"
+		"Closed loop: runs the dense reference and every policy (at every density) from the same\n"
+		"noise, with the policy inside every self-attention call, and writes DIR/<run>.h5 (final\n"
+		"latents), DIR/generate.csv and DIR/generate.json.\n\n"
+		DG_DIT_USAGE_PROMPT
+		"  -o, --out DIR      output directory\n"
+		"  --policies LIST    policy specs as for replay (default dense,mc-sparse; dense always runs)\n"
+		"  --density LIST     top-k densities in (0,1] (default 0.15)\n"
+		"  --schedule S       warmup=W,anchors=a;b,dense_layers=l;m (denoising steps and blocks;\n"
+		"                     default no warm-up, anchor at step W-1, else 0)\n"
+		DG_DIT_USAGE_SAMPLING
+		DG_DIT_USAGE_DEVICE
+		"  --quiet            no progress lines\n\n"
+		"generate.csv: " GENERATE_HEADER "\n"
+		"psnr/ssim: per latent frame against the dense run, averaged over frames (min: worst frame);\n"
+		"density: computed (query, key) pairs / N^2 over every self-attention call of the run.\n");
+}
+
+/* file name of a run: the spec with '/' and ':' made safe, @density for sparse runs */
+static char *run_file(const char *dir, const dg_policy *p, double rho)
+{
+	char name[160];
+	if (p->dense)
+		snprintf(name, sizeof name, "%.100s.h5", p->name);
+	else
+		snprintf(name, sizeof name, "%.100s@%g.h5", p->name, rho);
+	for (char *c = name; *c; c++)
+		if (*c == '/' || *c == ':' || *c == ' ')
+			*c = '_';
+	return dg_path_join(dir, name);
+}
+
+typedef struct {
+	const dg_policy *p;
+	double rho;
+	dg_generate_stats st;
+	dg_fidelity_summary fs;
+} run_result;
+
+int dg_cmd_generate(int argc, char **argv)
+{
+	enum { O_POL = DG_DIT_O_END, O_DENS, O_SCHED };
+	static const struct option opts[] = {
+		DG_DIT_OPTIONS,
+		{ "policies", required_argument, 0, O_POL }, { "density", required_argument, 0, O_DENS },
+		{ "schedule", required_argument, 0, O_SCHED }, { 0, 0, 0, 0 },
+	};
+	dg_dit_cli cli;
+	dg_dit_cli_init(&cli);
+	dg_dit_sample_opts *so = &cli.so;
+	const char *policies = "dense,mc-sparse", *density = "0.15", *schedule = "";
+	int c, bad = 0;
+	opterr = 0;
+	optind = 1;
+	while (!bad && (c = getopt_long(argc, argv, DG_DIT_SHORT, opts, NULL)) != -1) {
+		switch (c) {
+		case O_POL: policies = optarg; break;
+		case O_DENS: density = optarg; break;
+		case O_SCHED: schedule = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: bad = dg_dit_cli_option(&cli, "generate", c, argv); break;
+		}
+	}
+	if (bad || dg_dit_cli_finish(&cli, "generate", argc, argv))
+		return 2;
+	const char *out = cli.out;
+	bool quiet = cli.quiet;
+	dg_policy pol[MAX_POLICIES + 1];
+	double dens[MAX_DENSITIES];
+	dg_schedule sched;
+	int np = dg_policies_expand(policies, pol + 1, MAX_POLICIES);
+	int nd = dg_parse_doubles(density, dens, MAX_DENSITIES);
+	if (np < 0)
+		return 2;
+	if (nd <= 0)
+		return dg_error("generate: bad --density '%s' (comma-separated numbers in (0,1])", density), 2;
+	for (int i = 0; i < nd; i++)
+		if (!(dens[i] > 0 && dens[i] <= 1))
+			return dg_error("generate: density %g is outside (0, 1]", dens[i]), 2;
+	if (dg_schedule_parse(schedule, &sched))
+		return 2;
+	if (dg_policy_parse("dense", &pol[0]))
+		return 1;
+	if (dg_mkdir_p(out))
+		return 1;
+
+	dg_dit_inputs di;
+	if (dg_dit_inputs_load(&cli.in, &di))
+		return 1;
+	dg_wan_model *m = di.model;
+	const dg_wan_config *cf = &m->cfg;
+	int C = cf->out_dim, F = di.latent[0], H = di.latent[1], W = di.latent[2], rc = 1;
+	size_t nlat = (size_t)C * F * H * W;
+	float *ref = dg_malloc(nlat * sizeof(float)), *lat = dg_malloc(nlat * sizeof(float));
+	run_result *res = dg_calloc((size_t)(1 + np * nd), sizeof *res);
+	int nres = 0;
+	so->model = m;
+	memcpy(so->latent, di.latent, sizeof so->latent);
+	so->noise = di.noise;
+	so->cond = di.cond;
+	so->uncond = di.uncond;
+	int shape[4] = { C, F, H, W };
+	for (int pi = 0; pi <= np; pi++) {
+		const dg_policy *p = &pol[pi];
+		if (pi > 0 && p->dense)
+			continue; /* the reference already ran */
+		for (int di_ = 0; di_ < (p->dense ? 1 : nd); di_++) {
+			double rho = p->dense ? 1 : dens[di_];
+			run_result *r = &res[nres];
+			r->p = p;
+			r->rho = rho;
+			if (dg_generate_run(so, di.grid, p, rho, &sched, quiet, pi == 0 ? ref : lat, &r->st))
+				goto done;
+			const float *xr = pi == 0 ? ref : lat;
+			dg_fidelity_summarise(ref, xr, C, F, H, W, &r->fs);
+			char *path = run_file(out, p, rho);
+			char dstr[32];
+			snprintf(dstr, sizeof dstr, "%g", rho);
+			const char *attrs[] = { "policy", p->name, "density_target", dstr, NULL };
+			int wr = dg_latents_write(path, xr, shape, attrs);
+			free(path);
+			if (wr)
+				goto done;
+			nres++;
+		}
+	}
+	/* generate.csv */
+	char *csv = dg_path_join(out, "generate.csv");
+	dg_out o;
+	int orc = dg_out_open(&o, csv);
+	if (!orc) {
+		fprintf(o.f, GENERATE_HEADER "\n");
+		for (int i = 0; i < nres; i++) {
+			run_result *r = &res[i];
+			fprintf(o.f, "%s,%g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g\n", r->p->name, r->rho,
+				r->st.density, r->fs.psnr, r->fs.ssim, r->fs.psnr_min, r->fs.ssim_min,
+				r->st.ss.transformer_s, r->st.ss.total_s,
+				res[0].st.ss.transformer_s / r->st.ss.transformer_s);
+		}
+		orc = dg_out_commit(&o);
+	}
+	free(csv);
+	if (orc)
+		goto done;
+	/* generate.json */
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "format", "dsgap-generate");
+	cJSON_AddStringToObject(j, "dsgap_version", DG_VERSION);
+	cJSON_AddStringToObject(j, "git_commit", dg_git_commit());
+	char date[32];
+	dg_utc_now(date, sizeof date);
+	cJSON_AddStringToObject(j, "date", date);
+	cJSON_AddStringToObject(j, "device", m->ops->device);
+	cJSON_AddStringToObject(j, "model", m->name);
+	cJSON_AddStringToObject(j, "weights", m->weights_path);
+	char *mc = dg_wan_config_json(cf);
+	cJSON *mj = cJSON_Parse(mc);
+	free(mc);
+	cJSON_AddItemToObject(j, "config", mj ? mj : cJSON_CreateNull());
+	cJSON_AddItemToObject(j, "latent", cJSON_CreateIntArray(di.latent, 3));
+	cJSON_AddItemToObject(j, "grid", cJSON_CreateIntArray(di.grid, 3));
+	dg_dit_cli_json(&cli, j);
+	cJSON *sj = cJSON_AddObjectToObject(j, "schedule");
+	cJSON_AddNumberToObject(sj, "warmup", sched.warmup);
+	if (sched.anchors_given)
+		cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(sched.anchors, sched.nanchors));
+	else
+		cJSON_AddNumberToObject(sj, "anchor", sched.warmup > 0 ? sched.warmup - 1 : 0);
+	cJSON_AddItemToObject(sj, "dense_layers", cJSON_CreateIntArray(sched.dense_layers, sched.ndense_layers));
+	cJSON *runs = cJSON_AddArrayToObject(j, "runs");
+	for (int i = 0; i < nres; i++) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "policy", res[i].p->name);
+		cJSON_AddNumberToObject(r, "density_target", res[i].rho);
+		cJSON_AddNumberToObject(r, "attention_s", res[i].st.as.seconds);
+		cJSON_AddNumberToObject(r, "metadata_s", res[i].st.as.meta_seconds);
+		cJSON_AddNumberToObject(r, "policy_calls_s", res[i].st.as.policy_seconds);
+		cJSON_AddNumberToObject(r, "attend_s", res[i].st.as.attend_seconds);
+		cJSON_AddNumberToObject(r, "sparse_units", (double)res[i].st.as.sparse_calls);
+		/* device time of the op table (GPU): GEMMs, attention through the table, the elementwise
+		 * ops in all and by kind */
+		cJSON_AddNumberToObject(r, "transformer_s", res[i].st.ss.transformer_s);
+		cJSON_AddNumberToObject(r, "forwards", res[i].st.ss.forwards);
+		cJSON_AddNumberToObject(r, "shared_forwards", res[i].st.ss.shared_forwards);
+		cJSON_AddNumberToObject(r, "gemm_s", res[i].st.ss.op_seconds[DG_WAN_OPK_LINEAR]);
+		cJSON_AddNumberToObject(r, "table_attention_s", res[i].st.ss.op_seconds[DG_WAN_OPK_ATTENTION]);
+		const double *os = res[i].st.ss.op_seconds;
+		cJSON_AddNumberToObject(r, "elementwise_s", os[DG_WAN_OPK_NORM] + os[DG_WAN_OPK_HEADS] +
+								    os[DG_WAN_OPK_RESIDUAL] + os[DG_WAN_OPK_CONVERT]);
+		cJSON_AddNumberToObject(r, "layernorm_s", os[DG_WAN_OPK_NORM]);
+		cJSON_AddNumberToObject(r, "heads_s", os[DG_WAN_OPK_HEADS]);
+		cJSON_AddNumberToObject(r, "residual_s", os[DG_WAN_OPK_RESIDUAL]);
+		cJSON_AddNumberToObject(r, "convert_s", os[DG_WAN_OPK_CONVERT]);
+		cJSON_AddNumberToObject(r, "units", (double)res[i].st.as.calls);
+		cJSON_AddItemToArray(runs, r);
+	}
+	char *js = cJSON_Print(j);
+	cJSON_Delete(j);
+	char *jp = dg_path_join(out, "generate.json");
+	orc = dg_out_open(&o, jp);
+	if (!orc) {
+		fprintf(o.f, "%s\n", js);
+		orc = dg_out_commit(&o);
+	}
+	free(jp);
+	cJSON_free(js);
+	if (orc)
+		goto done;
+	if (!quiet)
+		fprintf(stderr, "generate: wrote %s/generate.csv, %s/generate.json and %d latents files\n", out,
+			out, nres);
+	rc = 0;
+done:
+	free(ref), free(lat), free(res);
+	dg_dit_inputs_free(&di);
+	return rc;
+}

@@ -1,0 +1,194 @@
+/*
+ * cmd_info.c: dsgap info, describe a trace without reading its tensors: shape, model, source,
+ * steps, layers, heads, grid, dtype, size on disk and uncompressed.
+ *   dsgap info T.h5            one field a line
+ *   dsgap info --json T.h5     the same as one JSON object (config parsed when it is JSON)
+ *   dsgap info --check T.h5    first read every unit of q, k, v (unreadable chunks, NaN/Inf fail)
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/commands.h"
+#include "trace/trace.h"
+#include "util/util.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: dsgap info [--json] [--check] T.h5\n\n"
+		   "Describe a trace: shape, model, source, steps, layers, heads, grid, dtype and size.\n\n"
+		   "      --json      print one JSON object instead of one field a line\n"
+		   "      --check     read every unit of q, k, v first: fail on unreadable or non-finite data\n"
+		   "  -h, --help      this help\n");
+}
+
+/* "1.5 KiB", "17.3 MiB" */
+static void human_size(char *buf, size_t size, double bytes)
+{
+	static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	int u = 0;
+	while (bytes >= 1024 && u < 5)
+		bytes /= 1024, u++;
+	snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+}
+
+/* Compact list of ints: runs as "a-b", an arithmetic progression as "a,b,...,z", else "a,b,c". */
+static void compact_list(char *buf, size_t size, const int *v, int n)
+{
+	size_t len = 0;
+	buf[0] = 0;
+	int d = n >= 4 ? v[1] - v[0] : 0;
+	for (int i = 2; i < n && d; i++)
+		if (v[i] - v[i - 1] != d)
+			d = 0;
+	if (d && d != 1) {
+		snprintf(buf, size, "%d,%d,...,%d", v[0], v[1], v[n - 1]);
+		return;
+	}
+	for (int i = 0; i < n && len + 1 < size;) {
+		int j = i;
+		while (j + 1 < n && v[j + 1] == v[j] + 1)
+			j++;
+		if (j - i >= 2)
+			len += snprintf(buf + len, size - len, "%s%d-%d", i ? "," : "", v[i], v[j]);
+		else
+			len += snprintf(buf + len, size - len, "%s%d", i ? "," : "", v[j = i]);
+		i = j + 1;
+	}
+	if (len + 1 >= size && size > 4)
+		strcpy(buf + size - 4, "...");
+}
+
+static long long uncompressed_bytes(const dg_trace *t)
+{
+	const dg_trace_meta *m = &t->meta;
+	int elem = strcmp(t->dtype, "f32") ? 2 : 4;
+	return (long long)DG_QKV_COUNT * m->steps * m->layers * m->heads * m->tokens * m->head_dim * elem;
+}
+
+/* Read every unit: dg_trace_read reports the first unreadable or non-finite one. */
+static int check_units(dg_trace *t)
+{
+	const dg_trace_meta *m = &t->meta;
+	float *buf = dg_malloc((size_t)m->tokens * m->head_dim * sizeof(float));
+	int rc = 0;
+	for (int q = 0; q < DG_QKV_COUNT && !rc; q++)
+		for (int s = 0; s < m->steps && !rc; s++)
+			for (int l = 0; l < m->layers && !rc; l++)
+				for (int h = 0; h < m->heads && !rc; h++)
+					rc = dg_trace_read(t, q, s, l, h, buf);
+	free(buf);
+	return rc;
+}
+
+static void print_text(const dg_trace *t, int checked)
+{
+	const dg_trace_meta *m = &t->meta;
+	char list[256], a[32], b[32];
+	printf("trace        %s\n", t->path);
+	printf("shape        [%d, %d, %d, %d, %d]  (steps, layers, heads, tokens, head_dim)\n", m->steps,
+	       m->layers, m->heads, m->tokens, m->head_dim);
+	printf("model        %s\n", m->model);
+	printf("source       %s\n", m->source);
+	printf("created_by   %s\n", m->created_by);
+	printf("version      %d\n", m->version);
+	compact_list(list, sizeof list, m->step_index, m->steps);
+	printf("steps        %s  (%d)\n", list, m->steps);
+	printf("timestep     %.1f .. %.1f  (sigma %.4f .. %.4f)\n", m->timestep[0], m->timestep[m->steps - 1],
+	       m->sigma[0], m->sigma[m->steps - 1]);
+	compact_list(list, sizeof list, m->layer_index, m->layers);
+	printf("layers       %s  (%d)\n", list, m->layers);
+	compact_list(list, sizeof list, m->head_index, m->heads);
+	printf("heads        %s  (%d)\n", list, m->heads);
+	printf("grid         %dx%dx%d  (frames, height, width)\n", m->grid[0], m->grid[1], m->grid[2]);
+	printf("text_tokens  %d\n", m->text_tokens);
+	printf("dtype        %s\n", t->dtype);
+	human_size(a, sizeof a, (double)t->file_size);
+	human_size(b, sizeof b, (double)uncompressed_bytes(t));
+	printf("size         %s on disk, %s uncompressed (q, k, v)\n", a, b);
+	if (checked)
+		printf("checked      %d units of q, k, v: readable and finite\n",
+		       DG_QKV_COUNT * m->steps * m->layers * m->heads);
+}
+
+/* floats as the shortest decimals that name them, not as the doubles they widen to */
+static cJSON *float_array(const float *v, int n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; i < n; i++) {
+		char s[32];
+		snprintf(s, sizeof s, "%.7g", v[i]);
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(strtod(s, NULL)));
+	}
+	return a;
+}
+
+static void print_json(const dg_trace *t, int checked)
+{
+	const dg_trace_meta *m = &t->meta;
+	int shape[5] = { m->steps, m->layers, m->heads, m->tokens, m->head_dim };
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "trace", t->path);
+	cJSON_AddItemToObject(j, "shape", cJSON_CreateIntArray(shape, 5));
+	cJSON_AddStringToObject(j, "model", m->model);
+	cJSON_AddStringToObject(j, "source", m->source);
+	cJSON_AddStringToObject(j, "created_by", m->created_by);
+	cJSON_AddNumberToObject(j, "version", m->version);
+	cJSON_AddItemToObject(j, "step_index", cJSON_CreateIntArray(m->step_index, m->steps));
+	cJSON_AddItemToObject(j, "timestep", float_array(m->timestep, m->steps));
+	cJSON_AddItemToObject(j, "sigma", float_array(m->sigma, m->steps));
+	cJSON_AddItemToObject(j, "layer_index", cJSON_CreateIntArray(m->layer_index, m->layers));
+	cJSON_AddItemToObject(j, "head_index", cJSON_CreateIntArray(m->head_index, m->heads));
+	cJSON_AddItemToObject(j, "grid", cJSON_CreateIntArray(m->grid, 3));
+	cJSON_AddNumberToObject(j, "text_tokens", m->text_tokens);
+	cJSON_AddStringToObject(j, "dtype", t->dtype);
+	cJSON_AddNumberToObject(j, "size_on_disk", (double)t->file_size);
+	cJSON_AddNumberToObject(j, "uncompressed_size", (double)uncompressed_bytes(t));
+	if (checked)
+		cJSON_AddBoolToObject(j, "checked", 1);
+	cJSON *config = cJSON_Parse(m->config);
+	cJSON_AddItemToObject(j, "config", config ? config : cJSON_CreateString(m->config));
+	char *s = cJSON_Print(j);
+	printf("%s\n", s);
+	cJSON_free(s);
+	cJSON_Delete(j);
+}
+
+int dg_cmd_info(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "check", no_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c, json = 0, check = 0;
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j': json = 1; break;
+		case 'c': check = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: return dg_error("info: unknown option '%s' (dsgap info --help)", argv[optind - 1]), 2;
+		}
+	}
+	if (optind != argc - 1)
+		return dg_error("info: expected one trace file (dsgap info --help)"), 2;
+	dg_trace t;
+	if (dg_trace_open(&t, argv[optind]))
+		return 1;
+	if (check && check_units(&t)) {
+		dg_trace_close(&t);
+		return 1;
+	}
+	if (json)
+		print_json(&t, check);
+	else
+		print_text(&t, check);
+	dg_trace_close(&t);
+	return 0;
+}

@@ -1,0 +1,51 @@
+/*
+ * cmd_merge.c: `dsgap merge DIR... --out OUT` combines the output folders of the shards of one
+ * experiment (dsgap run --shard i/n --out DIR) into OUT: per run OUT/RUN/metrics.csv and run.json,
+ * the rows in canonical order (identical, but time_ms, to an unsharded run), and
+ * OUT/summary.{csv,md}. Refuses folders of different experiments and incomplete sets of cells,
+ * and writes nothing then (batch.h).
+ */
+#include <getopt.h>
+#include <string.h>
+
+#include "batch/batch.h"
+#include "cli/commands.h"
+#include "util/util.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: dsgap merge DIR... --out OUT [--quiet]\n\n"
+		   "Combines the cells that dsgap run wrote into DIR.../cells/ (the shards of one experiment)\n"
+		   "into OUT/RUN/{metrics.csv,run.json} for every run, rows in canonical order, and\n"
+		   "OUT/summary.{csv,md}; then dsgap decompose OUT/RUN and dsgap plot OUT/RUN.\n"
+		   "Every cell must be in some DIR; a cell found twice must hold the same rows.\n"
+		   "  --out OUT   output folder (may be one of the DIRs)\n");
+}
+
+int dg_cmd_merge(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "out", required_argument, 0, 'o' }, { "quiet", no_argument, 0, 'q' },
+		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+	};
+	const char *out = NULL;
+	bool quiet = false;
+	int c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'q': quiet = true; break;
+		case 'h': usage(stdout); return 0;
+		case ':': return dg_error("merge: option '%s' needs a value", argv[optind - 1]), 2;
+		default: return dg_error("merge: unknown option '%s' (dsgap merge --help)", argv[optind - 1]), 2;
+		}
+	}
+	if (optind >= argc || !out) {
+		dg_error(optind >= argc ? "merge: expected the folders of dsgap run" : "merge: --out OUT is required");
+		usage(stderr);
+		return 2;
+	}
+	return dg_batch_merge(argv + optind, argc - optind, out, !quiet) ? 1 : 0;
+}

@@ -1,0 +1,96 @@
+/*
+ * cmd_replay.c: `dsgap replay T.h5 --policies A,B --density 0.1,0.15 [--schedule ...] [--device gpu]
+ * [--precise on|off] --out DIR` runs policies over a trace's Q/K/V and writes DIR/metrics.csv and
+ * DIR/run.json (replay.h).
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "replay/replay.h"
+#include "util/util.h"
+
+#define MAX_POLICIES 64
+#define MAX_DENSITIES 64
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: dsgap replay T.h5 --out DIR [--policies LIST] [--density LIST] [--schedule S]\n"
+		"                    [--device cpu|gpu] [--precise on|off] [--quiet]\n\n"
+		"Replays every policy at every density on the trace's own Q/K/V and writes\n"
+		"DIR/metrics.csv (one row per policy x density x step x layer x head) and DIR/run.json.\n\n"
+		"  --policies LIST  comma-separated specs (default ladder,factorial). Aliases: ladder =\n"
+		"                   dense est-block oracle-block oracle-tile oracle-pca oracle oracle+res;\n"
+		"                   factorial = baseline mc-grouping mc-selection mc-residual mc-gs mc-gr\n"
+		"                   mc-sr mc-sparse; all = both; peers = svg2 spargeattn xattention\n"
+		"                   radial sta ditfastattn chipmunk pisa. A spec is NAME[/key=value]...,\n"
+		"                   e.g. mc-sparse/budget=topp:0.9, custom/group=tile3d/kv=token/score=exact\n"
+		"                   (keys: group kv score budget sinks residual refresh mask approx and the\n"
+		"                   peers' theta minkc decay stride qc kc window block; DESIGN.md 3, peers.h)\n"
+		"  --density LIST   top-k densities in (0,1] (default 0.15)\n"
+		"  --schedule S     warmup=W,anchors=a;b,dense_layers=l;m (trace step/layer indices;\n"
+		"                   default no warm-up, anchor at the last step before W)\n"
+		"  --device D       cpu or gpu (default cpu)\n"
+		"  --precise on|off GPU: P.V with P split into bf16 hi + lo, metrics at fp32 level as on the\n"
+		"                   CPU (on, default), or P rounded to bf16 as the fast kernels do (off)\n"
+		"  --quiet          no progress line\n");
+}
+
+int dg_cmd_replay(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "out", required_argument, 0, 'o' },     { "policies", required_argument, 0, 'p' },
+		{ "density", required_argument, 0, 'd' }, { "schedule", required_argument, 0, 's' },
+		{ "device", required_argument, 0, 'D' },  { "quiet", no_argument, 0, 'q' },
+		{ "precise", required_argument, 0, 'P' }, { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *out = NULL, *policies = "ladder,factorial", *density = "0.15", *schedule = "";
+	const char *device = "cpu";
+	bool quiet = false, precise = true;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:p:d:s:D:P:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'p': policies = optarg; break;
+		case 'd': density = optarg; break;
+		case 's': schedule = optarg; break;
+		case 'D': device = optarg; break;
+		case 'q': quiet = true; break;
+		case 'P': if (dg_opt_onoff("replay", "precise", optarg, &precise)) return 2; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1 || !out) {
+		dg_error(optind != argc - 1 ? "replay: expected one trace file" : "replay: --out DIR is required");
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(device, "cpu") && strcmp(device, "gpu"))
+		return dg_error("replay: unknown device '%s' (cpu or gpu)", device), 1;
+	dg_policy pol[MAX_POLICIES];
+	double dens[MAX_DENSITIES];
+	dg_replay_opts o = { .trace_path = argv[optind], .out_dir = out, .policies = pol,
+			     .densities = dens, .device = device, .bf16_pv = !precise, .progress = !quiet };
+	if ((o.npolicies = dg_policies_expand(policies, pol, MAX_POLICIES)) < 0)
+		return 1;
+	if ((o.ndensities = dg_parse_doubles(density, dens, MAX_DENSITIES)) <= 0)
+		return dg_error("replay: bad --density '%s' (comma-separated numbers in (0,1])", density), 1;
+	if (dg_schedule_parse(schedule, &o.schedule))
+		return 1;
+	char *cmd = dg_join_args(argc, argv);
+	o.command_line = cmd;
+	double t0 = dg_now();
+	int rc = dg_replay(&o);
+	free(cmd);
+	if (rc)
+		return 1;
+	if (!quiet)
+		fprintf(stderr, "replay: wrote %s/metrics.csv and %s/run.json in %.1fs\n", out, out,
+			dg_now() - t0);
+	return 0;
+}

@@ -1,0 +1,90 @@
+/*
+ * dit_cli.c: the command line shared by dsgap capture and dsgap generate (dit_cli.h).
+ */
+#include "cli/dit_cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+static int parse_num(const char *opt, const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end == s || *end || errno || !(v >= lo && v <= hi))
+		return dg_error("bad %s '%s' (expected a number in [%g, %g])", opt, s, lo, hi);
+	*out = v;
+	return 0;
+}
+
+void dg_dit_cli_init(dg_dit_cli *c)
+{
+	*c = (dg_dit_cli){
+		.in = { .device = "cpu", .guidance = 5 },
+		.so = { .steps = 50, .shift = 5, .guidance = 5, .sampler = DG_SAMPLER_UNIPC },
+		.seeded = true,
+	};
+}
+
+int dg_dit_cli_option(dg_dit_cli *c, const char *cmd, int opt, char **argv)
+{
+	double x = 0;
+	switch (opt) {
+	case DG_DIT_O_MODEL: c->in.model = optarg; return 0;
+	case DG_DIT_O_TEXT: c->in.text = optarg; return 0;
+	case DG_DIT_O_NEG: c->in.negative = optarg; return 0;
+	case 'o': c->out = optarg; return 0;
+	case DG_DIT_O_LATENT: return dg_parse_latent("--latent", optarg, c->in.latent);
+	case DG_DIT_O_NOISE: c->in.noise = optarg; c->seeded = false; return 0;
+	case DG_DIT_O_SEED:
+		if (parse_num("--seed", optarg, 0, 4294967295.0, &x))
+			return -1;
+		c->in.seed = (unsigned long)x;
+		return 0;
+	case DG_DIT_O_STEPS:
+		if (parse_num("--steps", optarg, 1, 10000, &x) || (x != (int)x && dg_error("--steps must be an integer")))
+			return -1;
+		c->so.steps = (int)x;
+		return 0;
+	case DG_DIT_O_SHIFT: return parse_num("--shift", optarg, 1e-3, 1e3, &c->so.shift);
+	case DG_DIT_O_GUIDE: return parse_num("--guidance", optarg, 0, 1e3, &c->so.guidance);
+	case DG_DIT_O_SAMPLER:
+		if (dg_sampler_parse(optarg, &c->so.sampler))
+			return dg_error("%s: unknown --sampler '%s' (unipc or euler)", cmd, optarg);
+		return 0;
+	case DG_DIT_O_DEVICE: c->in.device = optarg; return 0;
+	case DG_DIT_O_QUIET: c->quiet = true; return 0;
+	case ':': return dg_error("%s: option '%s' needs a value", cmd, argv[optind - 1]);
+	default: return dg_error("%s: unknown option '%s' (dsgap %s --help)", cmd, argv[optind - 1], cmd);
+	}
+}
+
+int dg_dit_cli_finish(dg_dit_cli *c, const char *cmd, int argc, char **argv)
+{
+	if (optind < argc)
+		return dg_error("%s: unexpected argument '%s' (dsgap %s --help)", cmd, argv[optind], cmd);
+	if (!c->out || !c->in.model || !c->in.text)
+		return dg_error("%s: --model, --text and --out are required (dsgap %s --help)", cmd, cmd);
+	if (strcmp(c->in.device, "cpu") && strcmp(c->in.device, "gpu"))
+		return dg_error("%s: unknown --device '%s' (cpu or gpu)", cmd, c->in.device);
+	c->in.guidance = c->so.guidance;
+	return 0;
+}
+
+void dg_dit_cli_json(const dg_dit_cli *c, cJSON *obj)
+{
+	cJSON_AddNumberToObject(obj, "steps", c->so.steps);
+	cJSON_AddNumberToObject(obj, "shift", c->so.shift);
+	cJSON_AddNumberToObject(obj, "guidance", c->so.guidance);
+	cJSON_AddStringToObject(obj, "sampler", dg_sampler_name(c->so.sampler));
+	cJSON_AddStringToObject(obj, "text", c->in.text);
+	if (c->in.negative)
+		cJSON_AddStringToObject(obj, "negative", c->in.negative);
+	if (c->seeded)
+		cJSON_AddNumberToObject(obj, "seed", (double)c->in.seed);
+	else
+		cJSON_AddStringToObject(obj, "noise", c->in.noise);
+}

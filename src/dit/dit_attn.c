@@ -1,0 +1,234 @@
+/*
+ * dit_attn.c: the DiT engine's self-attention entry point: capture hook, then dense, or a sparse
+ * policy in the closed loop as runs of policy_run.h, one per (pass, layer, head) (dit_attn.h).
+ * The policy's backend is the op table's own kind: the CPU backend for the CPU table, the GPU
+ * backend for the GPU table, which loads Q/K/V from the table's device buffers (load_device) and
+ * writes the heads' outputs into a buffer of it (output_device), merged after (from_heads); where
+ * the table has bf16 Q/K/V and a bf16 merged output buffer (its operand buffers), the backend reads
+ * those in place and writes each head's output straight into its columns of the merged buffer
+ * (load_device_bf16; the GPU backend then also makes the site's sparse attention one launch for all
+ * heads). Only policies whose primitives run a host twin on the unit go through host copies. The
+ * dense pass of a unit is skipped where no run reads it (dg_policy_run_needs_dense).
+ */
+#include "dit/dit_attn.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/policy_run.h"
+#include "util/util.h"
+
+struct dg_dit_attn {
+	dg_wan_ops *ops;
+	bool host;           /* the table computes in host memory */
+	dg_backend *be;      /* a sparse policy: where it runs; NULL for dense */
+	bool host_unit;      /* the GPU backend needs the unit on the host too (needs_host_unit) */
+	float *hq, *hk, *hv; /* host copies of q, k, v (heads, n, d): capture on a device, host_unit */
+	float *oh;           /* (heads, n, d) in the table: the heads' outputs where the backend cannot
+			      * write the merged buffer itself */
+	dg_policy policy;
+	dg_schedule sched;
+	int grid[3], n, d, layers, heads, passes;
+	dg_policy_run *runs; /* (passes, layers, heads) */
+	dg_attn_capture_fn capture;
+	void *capture_user;
+	dg_dit_attn_stats stats;
+};
+
+/* whether the GPU backend's primitives for p run a host twin on the unit's Q/K/V (backend_gpu.c:
+ * peers, PISA, k-means groups, per-query selections other than top-k over tokens) */
+static bool needs_host_unit(const dg_policy *p)
+{
+	return dg_policy_is_peer(p) || p->approx == DG_APPROX_PISA || p->group == DG_GROUP_KMEANS ||
+	       (p->group == DG_GROUP_QUERY && (p->budget != DG_BUDGET_TOPK || p->kv != DG_KV_TOKEN));
+}
+
+dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rho,
+			     const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
+			     int passes)
+{
+	/* the tests' checked table (tests/wan_ops_checked.c) takes the device path (host copies, load_device,
+	 * output_device) over the CPU backend, so that CPU tests exercise it */
+	bool sparse = policy && !policy->dense, host = !strcmp(ops->name, "cpu"),
+	     gpu = !strcmp(ops->name, "gpu");
+	if (sparse && policy->budget == DG_BUDGET_TOPK && !(rho > 0 && rho <= 1)) {
+		dg_error("policy %s: density %g is outside (0, 1]", policy->name, rho);
+		return NULL;
+	}
+	int n = grid[0] * grid[1] * grid[2];
+	dg_backend *be = NULL;
+	if (sparse && !(be = gpu ? dg_backend_gpu(n, d) : dg_backend_cpu(n, d)))
+		return NULL;
+	dg_dit_attn *a = dg_calloc(1, sizeof *a);
+	a->ops = ops;
+	a->host = host;
+	a->be = be;
+	a->host_unit = be && !host && needs_host_unit(policy);
+	if (be && be->phases)
+		be->phases(be, NULL); /* start its device-time accounting (the metadata's share) */
+	if (policy)
+		a->policy = *policy;
+	else
+		a->policy.dense = true;
+	if (schedule)
+		a->sched = *schedule;
+	if (!a->sched.anchors_given) { /* MC-Sparse: the last warm-up step, else the first step */
+		a->sched.nanchors = 1;
+		a->sched.anchors[0] = a->sched.warmup > 0 ? a->sched.warmup - 1 : 0;
+	}
+	memcpy(a->grid, grid, sizeof a->grid);
+	a->n = n;
+	a->d = d;
+	a->layers = layers;
+	a->heads = heads;
+	a->passes = passes;
+	if (sparse) {
+		size_t units = (size_t)passes * layers * heads;
+		a->runs = dg_malloc(units * sizeof *a->runs);
+		for (size_t u = 0; u < units; u++)
+			dg_policy_run_init(&a->runs[u], &a->policy, rho);
+	}
+	return a;
+}
+
+void dg_dit_attn_set_capture(dg_dit_attn *a, dg_attn_capture_fn fn, void *user)
+{
+	a->capture = fn;
+	a->capture_user = user;
+}
+
+void dg_dit_attn_free(dg_dit_attn *a)
+{
+	if (!a)
+		return;
+	if (a->be) {
+		for (size_t u = 0; u < (size_t)a->passes * a->layers * a->heads; u++)
+			dg_policy_run_clear(a->be, &a->runs[u]);
+		a->be->destroy(a->be);
+	}
+	free(a->runs);
+	free(a->hq), free(a->hk), free(a->hv);
+	if (a->oh)
+		a->ops->release(a->ops, a->oh);
+	free(a);
+}
+
+void dg_dit_attn_get_stats(const dg_dit_attn *a, dg_dit_attn_stats *s) { *s = a->stats; }
+
+bool dg_dit_attn_passes_agree(const dg_dit_attn *a, int layer)
+{
+	return !a || (!a->capture && (!a->be || dg_schedule_dense_layer(&a->sched, layer)));
+}
+
+/* q, k, v (heads, n, d) of the table's device buffers into the host copies */
+static void to_host(dg_dit_attn *a, const float *q, const float *k, const float *v)
+{
+	size_t all = (size_t)a->heads * a->n * a->d;
+	if (!a->hq) {
+		a->hq = dg_malloc(all * sizeof(float)), a->hk = dg_malloc(all * sizeof(float));
+		a->hv = dg_malloc(all * sizeof(float));
+	}
+	a->ops->download(a->ops, a->hq, q, all);
+	a->ops->download(a->ops, a->hk, k, all);
+	a->ops->download(a->ops, a->hv, v, all);
+}
+
+int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, const float *k,
+		     const float *v, float *out)
+{
+	DG_ASSERT(s->layer >= 0 && s->layer < a->layers && s->pass >= 0 && s->pass < a->passes);
+	int n = a->n, d = a->d, H = a->heads;
+	dg_wan_ops *ops = a->ops;
+	/* the site's runs; with nothing but dense outputs, all heads go through the op table */
+	dg_policy_run *runs = a->be ? a->runs + ((size_t)s->pass * a->layers + s->layer) * H : NULL;
+	bool policy = false;
+	for (int h = 0; runs && h < H; h++) {
+		dg_policy_run_plan(&runs[h], &a->sched, s->step, s->layer);
+		policy |= !runs[h].dense_out || runs[h].make_meta;
+	}
+	bool host_copy = !a->host && (a->capture || (policy && a->host_unit));
+	if (host_copy)
+		to_host(a, q, k, v);
+	if (a->capture && a->capture(a->capture_user, s, H, n, d, host_copy ? a->hq : q, host_copy ? a->hk : k,
+				     host_copy ? a->hv : v))
+		return -1;
+	ops->sync(ops); /* the work queued before is not the attention's */
+	double t0 = dg_now();
+	double full = (double)n * n;
+	a->stats.calls += H;
+	a->stats.full_pairs += H * full;
+	if (!policy) {
+		ops->attention(ops, q, k, v, H, n, n, d, out);
+		a->stats.pairs += H * full;
+	}
+	size_t hs = (size_t)n * d;
+	bool host_load = a->host_unit && !a->host;
+	const float *qsrc = host_load ? a->hq : q;
+	/* the table's bf16 copies of q, k, v, where it keeps them and the backend reads them (an
+	 * operand buffer of the table has no other) */
+	const uint16_t *b16[3] = { NULL, NULL, NULL };
+	if (policy && !host_load && a->be->load_device_bf16 && ops->bf16) {
+		const float *src[3] = { q, k, v };
+		for (int t = 0; t < 3; t++)
+			b16[t] = ops->bf16(ops, src[t], (size_t)H * hs);
+	}
+	bool in_place = b16[0] && b16[1] && b16[2];
+	/* the heads' outputs: straight into the merged buffer's bf16 storage (in place), else into oh
+	 * and merged after */
+	uint16_t *out16 = in_place ? ops->bf16(ops, out, (size_t)H * hs) : NULL;
+	if (policy && !out16 && !a->oh)
+		a->oh = ops->alloc(ops, (size_t)H * hs);
+	if (policy && a->be->prefetch_groups) { /* the heads' PCA groupings ahead, all in one go */
+		const float **qh = dg_malloc((size_t)H * sizeof *qh);
+		const uint16_t **qh16 = dg_malloc((size_t)H * sizeof *qh16);
+		int nq = 0;
+		for (int h = 0; h < H; h++) {
+			dg_policy_run *r = &runs[h];
+			if (dg_policy_run_groups_with(&r, 1, DG_GROUP_PCA)) {
+				qh16[nq] = in_place ? b16[0] + h * hs : NULL;
+				qh[nq++] = qsrc + h * hs;
+			}
+		}
+		if (nq)
+			a->be->prefetch_groups(a->be, DG_GROUP_PCA, nq, qh, in_place ? qh16 : NULL,
+					       !a->host && !host_load);
+		free(qh), free(qh16);
+	}
+	for (int h = 0; policy && h < H; h++) {
+		dg_backend *be = a->be;
+		dg_policy_run *r = &runs[h];
+		if (host_load)
+			be->load(be, a->hq + h * hs, a->hk + h * hs, a->hv + h * hs);
+		else if (out16)
+			be->load_device_bf16(be, q + h * hs, b16[0] + h * hs, b16[1] + h * hs, b16[2] + h * hs,
+					     out16 + (size_t)h * d, H * d);
+		else
+			be->load_device(be, q + h * hs, k + h * hs, v + h * hs);
+		if (dg_policy_run_needs_dense(r))
+			be->dense(be);
+		double tm = dg_now();
+		if (dg_policy_run_metadata(be, &r, 1, a->grid, 0))
+			return -1;
+		if (!be->phases)
+			a->stats.meta_seconds += dg_now() - tm;
+		dg_policy_out po = dg_policy_run_apply(be, r, s->step, NULL, NULL, false);
+		be->output_device(be, po.dense, out16 ? NULL : a->oh + h * hs);
+		a->stats.pairs += (double)po.pairs;
+		a->stats.sparse_calls += !po.dense;
+	}
+	if (policy && !out16)
+		ops->from_heads(ops, a->oh, n, H, d, out);
+	if (policy && a->be->phases) { /* device time of the metadata primitives */
+		double ph[DG_PHASE_COUNT];
+		a->be->phases(a->be, ph);
+		a->stats.meta_seconds += ph[DG_PHASE_GROUPS] + ph[DG_PHASE_SCORES] + ph[DG_PHASE_SELECT];
+		a->stats.attend_seconds += ph[DG_PHASE_ATTEND];
+	}
+	ops->sync(ops);
+	a->stats.seconds += dg_now() - t0;
+	if (policy)
+		a->stats.policy_seconds += dg_now() - t0;
+	return 0;
+}

@@ -1,0 +1,73 @@
+/*
+ * dit_attn.h: the one self-attention entry point of the DiT engine. Every self-attention call of
+ * the forward (wan_forward.c) comes here with its site (step, layer, pass) and its Q, K, V exactly
+ * as attention receives them: post-qk-norm, post-RoPE, head-major (heads, tokens, head_dim) fp32,
+ * in the op table's buffers (host or device memory).
+ *
+ *   capture  a hook sees those Q/K/V first (dsgap capture streams them into a trace);
+ *   policy   then the output is computed under the policy (policy.h, DESIGN §3) in the closed
+ *            loop: dense, or a sparse policy whose metadata (groups, selections) and cached
+ *            residual live per (pass, layer, head) across denoising steps, following the
+ *            schedule (warm-up steps dense, anchors, dense layers) through the same code as the
+ *            replay engine in the open loop (policy_run.h, where the state machine is written
+ *            out), on the backend of the op table's kind (backend.h: CPU, or GPU reading and
+ *            writing the table's device buffers); the default anchor is step W-1, else 0.
+ * Sites where every head gives the dense output go through the op table (ops->attention).
+ */
+#ifndef DG_DIT_ATTN_H
+#define DG_DIT_ATTN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "policy/policy.h"
+#include "dit/wan_ops.h"
+
+typedef struct {
+	int step;     /* denoising step, 0-based */
+	int layer;    /* block */
+	int pass;     /* 0 conditional, 1 unconditional (CFG) */
+	double sigma; /* noise level of the step */
+} dg_attn_site;
+
+/* The capture hook: q, k, v (heads, n, d) on the host (copied there from a device). Nonzero return
+ * aborts the forward. */
+typedef int (*dg_attn_capture_fn)(void *user, const dg_attn_site *site, int heads, int n, int d,
+				  const float *q, const float *k, const float *v);
+
+typedef struct dg_dit_attn dg_dit_attn;
+
+/*
+ * An entry point for a model of `layers` blocks of `heads` heads of head_dim d on a token grid
+ * (frames, height, width); passes = 1 or 2 (CFG). policy NULL (or dense) = dense; rho: top-k
+ * density; schedule may be NULL (no warm-up; the first step is the anchor). Returns NULL after
+ * reporting (a bad density; a sparse policy whose GPU backend is not available).
+ */
+dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rho,
+			     const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
+			     int passes);
+void dg_dit_attn_set_capture(dg_dit_attn *a, dg_attn_capture_fn fn, void *user);
+/* out (n, heads*d), the heads merged, in an operand buffer of the op table (alloc_operand) =
+ * attention of q, k, v (heads, n, d) at site under the policy. 0 or -1. */
+int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *site, const float *q, const float *k,
+		     const float *v, float *out);
+
+/* Whether the sites of this layer give the same output in every pass whenever their inputs agree
+ * (dense at every step under the policy and schedule, no capture hook), so that a forward may
+ * reuse another pass's result for one (dg_wan_call.reuse_first); a NULL entry point is dense. */
+bool dg_dit_attn_passes_agree(const dg_dit_attn *a, int layer);
+
+typedef struct {
+	long long calls;        /* (site, head) units */
+	long long sparse_calls; /* units whose output was sparse */
+	double pairs;           /* computed (query, key) pairs of the outputs */
+	double full_pairs;      /* calls * n^2 */
+	double seconds;         /* time inside the entry point (metadata included; device work waited for) */
+	double policy_seconds;  /* of which the calls that ran the policy (anchors and sparse calls) */
+	double meta_seconds;    /* of which groups, scores, selections (device time where measured) */
+	double attend_seconds;  /* and the sparse attention with its residual (device time where measured) */
+} dg_dit_attn_stats;
+void dg_dit_attn_get_stats(const dg_dit_attn *a, dg_dit_attn_stats *s);
+void dg_dit_attn_free(dg_dit_attn *a);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * generate.h: one closed-loop run (DESIGN §1, §4): a whole denoising run of the DiT engine with a
+ * policy inside every self-attention call, and its fidelity against the dense run of the same
+ * noise and prompt. Shared by `dsgap generate` (cmd_generate.c: dense and every policy in one
+ * process) and the closed-loop cells of `dsgap run` (batch_closed.c: one run per cell, the
+ * fidelity computed when the cells are merged).
+ */
+#ifndef DG_GENERATE_H
+#define DG_GENERATE_H
+
+#include "dit/dit_attn.h"
+#include "dit/dit_sample.h"
+#include "policy/policy.h"
+
+typedef struct {
+	dg_dit_attn_stats as;   /* attention: units, computed pairs, time */
+	dg_dit_sample_stats ss; /* transformer and total time */
+	double density;         /* computed (query, key) pairs / N^2 over every self-attention call */
+} dg_generate_stats;
+
+/*
+ * Sample so (model, latent, noise, prompt contexts, steps, ...; so->attn and so->label are set
+ * here) under policy p at top-k density rho with the schedule; grid: the token grid (dg_wan_grid).
+ * out (out_dim, F, H, W) receives the final latents. quiet: no progress line. 0 or -1 (reported).
+ */
+int dg_generate_run(dg_dit_sample_opts *so, const int grid[3], const dg_policy *p, double rho,
+		    const dg_schedule *sched, bool quiet, float *out, dg_generate_stats *st);
+
+/* Fidelity of x against ref, both (C, F, H, W), per frame (fidelity.h), summarised over frames. */
+typedef struct {
+	double psnr, ssim;         /* means over the frames */
+	double psnr_min, ssim_min; /* the worst frame */
+} dg_fidelity_summary;
+void dg_fidelity_summarise(const float *ref, const float *x, int C, int F, int H, int W,
+			   dg_fidelity_summary *s);
+
+#endif

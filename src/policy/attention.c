@@ -1,0 +1,222 @@
+/*
+ * attention.c: CPU dense and sparse attention with an online softmax over key chunks (SGEMM per
+ * chunk). The CPU twin of the GPU kernels; see attention.h.
+ */
+#include "policy/attention.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cblas.h>
+
+#include "util/util.h"
+
+void openblas_set_num_threads(int n); /* OpenBLAS extension */
+
+#define BQ 128 /* queries per block */
+#define BK 256 /* keys per chunk */
+
+void dg_attn_init_threads(void) { openblas_set_num_threads(1); }
+
+/* Per-thread state of one query block. */
+typedef struct {
+	int d;
+	float *s;   /* (BQ, BK) scores, then probabilities */
+	float *acc; /* (BQ, d) unnormalised output */
+	float *m;   /* (BQ) running max of scale*s */
+	float *l;   /* (BQ) running sum of exp(scale*s - m) */
+	float *mass; /* (BQ) retained mass against lse_ref */
+	float *kc, *vc, *qb; /* gather buffers (BK, d), (BK, d), (BQ, d) */
+} block_state;
+
+static void block_state_init(block_state *b, int d)
+{
+	b->d = d;
+	b->s = dg_malloc((size_t)BQ * BK * sizeof(float));
+	b->acc = dg_malloc((size_t)BQ * d * sizeof(float));
+	b->m = dg_malloc(BQ * sizeof(float));
+	b->l = dg_malloc(BQ * sizeof(float));
+	b->mass = dg_malloc(BQ * sizeof(float));
+	b->kc = dg_malloc((size_t)BK * d * sizeof(float));
+	b->vc = dg_malloc((size_t)BK * d * sizeof(float));
+	b->qb = dg_malloc((size_t)BQ * d * sizeof(float));
+}
+
+static void block_state_free(block_state *b)
+{
+	free(b->s);
+	free(b->acc);
+	free(b->m);
+	free(b->l);
+	free(b->mass);
+	free(b->kc);
+	free(b->vc);
+	free(b->qb);
+}
+
+static void block_begin(block_state *b, int bq)
+{
+	memset(b->acc, 0, (size_t)bq * b->d * sizeof(float));
+	for (int i = 0; i < bq; i++) {
+		b->m[i] = -INFINITY;
+		b->l[i] = 0;
+		b->mass[i] = 0;
+	}
+}
+
+/* One chunk: qb (bq, d) against kc, vc (bk, d). lse_ref (bq) or NULL for the retained mass. */
+static void block_chunk(block_state *b, const float *qb, int bq, const float *kc, const float *vc,
+			int bk, const float *lse_ref)
+{
+	int d = b->d;
+	float scale = 1.0f / sqrtf((float)d);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, d, scale, qb, d, kc, d, 0.0f,
+		    b->s, bk);
+	for (int i = 0; i < bq; i++) {
+		float *s = b->s + (size_t)i * bk, mx = b->m[i];
+		if (lse_ref) {
+			float ms = 0;
+			for (int j = 0; j < bk; j++)
+				ms += expf(s[j] - lse_ref[i]);
+			b->mass[i] += ms;
+		}
+		for (int j = 0; j < bk; j++)
+			mx = s[j] > mx ? s[j] : mx;
+		float alpha = expf(b->m[i] - mx), sum = 0;
+		for (int j = 0; j < bk; j++) {
+			s[j] = expf(s[j] - mx);
+			sum += s[j];
+		}
+		b->l[i] = b->l[i] * alpha + sum;
+		b->m[i] = mx;
+		if (alpha != 1.0f)
+			for (int c = 0; c < d; c++)
+				b->acc[(size_t)i * d + c] *= alpha;
+	}
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, d, bk, 1.0f, b->s, bk, vc, d, 1.0f,
+		    b->acc, d);
+}
+
+void dg_attn_dense(const float *q, const float *k, const float *v, int nq, int nk, int d, float *o,
+		   float *lse)
+{
+	int nblocks = (nq + BQ - 1) / BQ;
+#pragma omp parallel
+	{
+		block_state b;
+		block_state_init(&b, d);
+#pragma omp for schedule(dynamic)
+		for (int blk = 0; blk < nblocks; blk++) {
+			int q0 = blk * BQ, bq = nq - q0 < BQ ? nq - q0 : BQ;
+			block_begin(&b, bq);
+			for (int k0 = 0; k0 < nk; k0 += BK) {
+				int bk = nk - k0 < BK ? nk - k0 : BK;
+				block_chunk(&b, q + (size_t)q0 * d, bq, k + (size_t)k0 * d,
+					    v + (size_t)k0 * d, bk, NULL);
+			}
+			for (int i = 0; i < bq; i++) {
+				float inv = 1.0f / b.l[i];
+				for (int c = 0; c < d; c++)
+					o[(size_t)(q0 + i) * d + c] = b.acc[(size_t)i * d + c] * inv;
+				if (lse)
+					lse[q0 + i] = b.m[i] + logf(b.l[i]);
+			}
+		}
+		block_state_free(&b);
+	}
+}
+
+/* A single query against its key list, two passes (scores, then weighted sum): the per-query
+ * oracle's path, where a chunked SGEMM of one row would only add gather traffic. */
+static void single_query(const float *qi, const float *k, const float *v, int d, const int *keys,
+			 int nkeys, float *scores, float *out, float lse_ref, float *mass)
+{
+	float scale = 1.0f / sqrtf((float)d), mx = -INFINITY;
+	for (int t = 0; t < nkeys; t++) {
+		const float *kj = k + (size_t)keys[t] * d;
+		float dot = 0;
+#pragma omp simd reduction(+ : dot)
+		for (int c = 0; c < d; c++)
+			dot += qi[c] * kj[c];
+		scores[t] = dot * scale;
+		mx = scores[t] > mx ? scores[t] : mx;
+	}
+	float sum = 0, ms = 0;
+	for (int c = 0; c < d; c++)
+		out[c] = 0;
+	for (int t = 0; t < nkeys; t++) {
+		if (mass)
+			ms += expf(scores[t] - lse_ref);
+		float p = expf(scores[t] - mx);
+		sum += p;
+		const float *vj = v + (size_t)keys[t] * d;
+#pragma omp simd
+		for (int c = 0; c < d; c++)
+			out[c] += p * vj[c];
+	}
+	for (int c = 0; c < d; c++)
+		out[c] /= sum;
+	if (mass)
+		*mass = ms;
+}
+
+int64_t dg_attn_sparse(const float *q, const float *k, const float *v, int n, int d,
+		       const dg_groups *g, const dg_selection *sel, const float *residual,
+		       const float *lse_ref, float *o, float *mass)
+{
+	DG_ASSERT(sel->ngroups == g->ngroups);
+	int64_t pairs = 0;
+#pragma omp parallel reduction(+ : pairs)
+	{
+		block_state b;
+		block_state_init(&b, d);
+		float *scores = dg_malloc((size_t)n * sizeof(float));
+		float lref[BQ];
+#pragma omp for schedule(dynamic, 4)
+		for (int grp = 0; grp < g->ngroups; grp++) {
+			const int *keys = sel->idx + sel->off[grp];
+			int nkeys = (int)(sel->off[grp + 1] - sel->off[grp]);
+			for (int p0 = g->off[grp]; p0 < g->off[grp + 1]; p0 += BQ) {
+				int bq = g->off[grp + 1] - p0 < BQ ? g->off[grp + 1] - p0 : BQ;
+				const int *qi = g->perm + p0;
+				pairs += (int64_t)bq * nkeys;
+				if (bq <= 2) {
+					for (int i = 0; i < bq; i++)
+						single_query(q + (size_t)qi[i] * d, k, v, d, keys, nkeys, scores,
+							     o + (size_t)qi[i] * d, lse_ref ? lse_ref[qi[i]] : 0,
+							     mass ? &mass[qi[i]] : NULL);
+				} else {
+					for (int i = 0; i < bq; i++) {
+						memcpy(b.qb + (size_t)i * d, q + (size_t)qi[i] * d, d * sizeof(float));
+						lref[i] = lse_ref ? lse_ref[qi[i]] : 0;
+					}
+					block_begin(&b, bq);
+					for (int t0 = 0; t0 < nkeys; t0 += BK) {
+						int bk = nkeys - t0 < BK ? nkeys - t0 : BK;
+						for (int t = 0; t < bk; t++) {
+							memcpy(b.kc + (size_t)t * d, k + (size_t)keys[t0 + t] * d, d * sizeof(float));
+							memcpy(b.vc + (size_t)t * d, v + (size_t)keys[t0 + t] * d, d * sizeof(float));
+						}
+						block_chunk(&b, b.qb, bq, b.kc, b.vc, bk, lse_ref ? lref : NULL);
+					}
+					for (int i = 0; i < bq; i++) {
+						float inv = 1.0f / b.l[i], *oi = o + (size_t)qi[i] * d;
+						for (int c = 0; c < d; c++)
+							oi[c] = b.acc[(size_t)i * d + c] * inv;
+						if (mass)
+							mass[qi[i]] = b.mass[i];
+					}
+				}
+				if (residual)
+					for (int i = 0; i < bq; i++)
+						for (int c = 0; c < d; c++)
+							o[(size_t)qi[i] * d + c] += residual[(size_t)qi[i] * d + c];
+			}
+		}
+		free(scores);
+		block_state_free(&b);
+	}
+	return pairs;
+}

@@ -1,0 +1,503 @@
+/*
+ * peers.c: the peer methods' metadata (svg2 k-means and centroid scores, SpargeAttn's stage-1
+ * filter, XAttention's antidiagonal scores, Radial and STA static masks, DiTFastAttn's window,
+ * PISA's block selection) and PISA's first-order output term. See peers.h.
+ */
+#include "policy/peers.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cblas.h>
+
+#include "util/util.h"
+
+#define KB DG_KV_BLOCK_SIZE /* the 128-key blocks of sparge, xattention and radial */
+
+struct dg_peer_state {
+	int qc, kc, d;
+	float *cq, *ck; /* (qc, d), (kc, d) svg2 centroids */
+};
+
+void dg_peer_state_free(dg_peer_state *s)
+{
+	if (s)
+		free(s->cq), free(s->ck);
+	free(s);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* selection over key parts                                                                        */
+
+typedef struct {
+	float s;
+	int i;
+} item;
+
+static int by_rank(const void *a, const void *b)
+{
+	const item *x = a, *y = b;
+	if (x->s != y->s)
+		return x->s > y->s ? -1 : 1;
+	return (x->i > y->i) - (x->i < y->i);
+}
+
+void dg_select_parts(const float *scores, int ngroups, const dg_groups *parts, int n,
+		     const dg_budget *b, int min_parts, dg_selection *sel)
+{
+	int P = parts->ngroups, K = dg_topk_count(b->rho, n);
+	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n;
+	sel->ngroups = ngroups;
+	sel->off = dg_malloc((size_t)(ngroups + 1) * sizeof(int64_t));
+	int64_t cap = (int64_t)ngroups * n;
+	sel->idx = dg_malloc((size_t)(cap ? cap : 1) * sizeof(int));
+	item *it = dg_malloc((size_t)P * sizeof *it);
+	unsigned char *in = dg_malloc((size_t)n), *take = dg_malloc((size_t)P);
+	sel->off[0] = 0;
+	for (int g = 0; g < ngroups; g++) {
+		const float *s = scores + (size_t)g * P;
+		int m = 0;
+		double total = 0;
+		memset(take, 0, (size_t)P);
+		for (int c = 0; c < P; c++) {
+			if (s[c] == INFINITY) {
+				take[c] = 1;
+				continue;
+			}
+			it[m++] = (item){ s[c], c };
+			total += s[c];
+		}
+		qsort(it, m, sizeof *it, by_rank);
+		int keep = 0;
+		if (b->budget == DG_BUDGET_TOPK) {
+			for (int held = 0; keep < m && held < K; keep++)
+				held += parts->off[it[keep].i + 1] - parts->off[it[keep].i];
+		} else {
+			for (double cum = 0; keep < m && cum < b->topp * total; keep++)
+				cum += it[keep].s;
+		}
+		keep = keep > min_parts ? keep : min_parts < m ? min_parts : m;
+		for (int t = 0; t < keep; t++)
+			take[it[t].i] = 1;
+		memset(in, 0, (size_t)n);
+		for (int c = 0; c < P; c++)
+			for (int j = parts->off[c]; take[c] && j < parts->off[c + 1]; j++)
+				in[parts->perm[j]] = 1;
+		for (int j = lo; j < hi; j++)
+			in[j] = 1;
+		int64_t at = sel->off[g];
+		for (int j = 0; j < n; j++)
+			if (in[j])
+				sel->idx[at++] = j;
+		sel->off[g + 1] = at;
+	}
+	free(it), free(in), free(take);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* pooled blocks                                                                                   */
+
+/* means of x (n, d) over the parts of g -> out (g->ngroups, d) */
+static void part_means(const float *x, int d, const dg_groups *g, float *out)
+{
+	memset(out, 0, (size_t)g->ngroups * d * sizeof(float));
+	for (int c = 0; c < g->ngroups; c++) {
+		float *o = out + (size_t)c * d;
+		for (int p = g->off[c]; p < g->off[c + 1]; p++)
+			for (int e = 0; e < d; e++)
+				o[e] += x[(size_t)g->perm[p] * d + e];
+		int cnt = g->off[c + 1] - g->off[c];
+		for (int e = 0; e < d && cnt; e++)
+			o[e] /= (float)cnt;
+	}
+}
+
+/* mean pairwise cosine similarity of each part of g: |sum of unit vectors|^2 / size^2 */
+static void part_self_similarity(const float *x, int d, const dg_groups *g, float *sim)
+{
+	double *u = dg_malloc((size_t)d * sizeof(double));
+	for (int c = 0; c < g->ngroups; c++) {
+		memset(u, 0, (size_t)d * sizeof(double));
+		for (int p = g->off[c]; p < g->off[c + 1]; p++) {
+			const float *xi = x + (size_t)g->perm[p] * d;
+			double nrm = 0;
+			for (int e = 0; e < d; e++)
+				nrm += (double)xi[e] * xi[e];
+			nrm = nrm > 0 ? 1 / sqrt(nrm) : 0;
+			for (int e = 0; e < d; e++)
+				u[e] += xi[e] * nrm;
+		}
+		double sq = 0, cnt = g->off[c + 1] - g->off[c];
+		for (int e = 0; e < d; e++)
+			sq += u[e] * u[e];
+		sim[c] = (float)(sq / (cnt * cnt));
+	}
+	free(u);
+}
+
+/* softmax of a row in place over the finite entries (-INFINITY entries get 0) */
+static void softmax(float *x, int cols)
+{
+	float mx = -INFINITY;
+	for (int j = 0; j < cols; j++)
+		mx = x[j] > mx ? x[j] : mx;
+	double sum = 0;
+	for (int j = 0; j < cols; j++)
+		sum += x[j] = mx == -INFINITY ? 0 : expf(x[j] - mx);
+	for (int j = 0; j < cols && sum > 0; j++)
+		x[j] = (float)(x[j] / sum);
+}
+
+/* SpargeAttn stage 1 (§2.4): scores (G, P) of 128-query blocks g against 128-key blocks kp */
+static void sparge_scores(const float *q, const float *k, int n, int d, double theta,
+			  const dg_groups *g, const dg_groups *kp, float *scores)
+{
+	int G = g->ngroups, P = kp->ngroups;
+	float *ks = dg_malloc((size_t)n * d * sizeof(float)), *mean = dg_calloc(d, sizeof(float));
+	for (int j = 0; j < n; j++) /* smooth_k */
+		for (int e = 0; e < d; e++)
+			mean[e] += k[(size_t)j * d + e] / (float)n;
+	for (int j = 0; j < n; j++)
+		for (int e = 0; e < d; e++)
+			ks[(size_t)j * d + e] = k[(size_t)j * d + e] - mean[e];
+	float *qbar = dg_malloc((size_t)G * d * sizeof(float)), *kbar = dg_malloc((size_t)P * d * sizeof(float));
+	float *qsim = dg_malloc((size_t)G * sizeof(float)), *ksim = dg_malloc((size_t)P * sizeof(float));
+	part_means(q, d, g, qbar);
+	part_means(ks, d, kp, kbar);
+	part_self_similarity(q, d, g, qsim);
+	part_self_similarity(ks, d, kp, ksim);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, P, d, 1.0f / sqrtf((float)d), qbar, d,
+		    kbar, d, 0.0f, scores, P);
+	for (int r = 0; r < G; r++) {
+		float *s = scores + (size_t)r * P;
+		for (int c = 0; c < P; c++)
+			s[c] = ksim[c] < theta ? -INFINITY : s[c];
+		softmax(s, P);
+		for (int c = 0; c < P; c++) /* low self-similarity: always kept */
+			s[c] = qsim[r] < theta || ksim[c] < theta ? INFINITY : s[c];
+	}
+	free(ks), free(mean), free(qbar), free(kbar), free(qsim), free(ksim);
+}
+
+/* XAttention (§2.5): antidiagonal block scores (G, P) of 128-query blocks against 128-key blocks */
+static void antidiag_scores(const float *q, const float *k, int n, int d, int S, int G, int P,
+			    float *scores)
+{
+	int R = (n + S - 1) / S; /* reduced rows and columns, the last stride zero-padded */
+	/* qa (R, S*d): row r = q[rS+S-1], q[rS+S-2], ..., q[rS]; ka (R, S*d): k[rS], ..., k[rS+S-1] */
+	float *qa = dg_calloc((size_t)R * S * d, sizeof(float)), *ka = dg_calloc((size_t)R * S * d, sizeof(float));
+	for (int r = 0; r < R; r++)
+		for (int t = 0; t < S; t++) {
+			int iq = r * S + S - 1 - t, ik = r * S + t;
+			if (iq < n)
+				memcpy(qa + ((size_t)r * S + t) * d, q + (size_t)iq * d, d * sizeof(float));
+			if (ik < n)
+				memcpy(ka + ((size_t)r * S + t) * d, k + (size_t)ik * d, d * sizeof(float));
+		}
+	memset(scores, 0, (size_t)G * P * sizeof(float));
+	float *row = dg_malloc((size_t)R * sizeof(float));
+	for (int r = 0; r < R; r++) {
+		cblas_sgemv(CblasRowMajor, CblasNoTrans, R, S * d, 1.0f / (sqrtf((float)d) * S), ka, S * d,
+			    qa + (size_t)r * S * d, 1, 0.0f, row, 1);
+		softmax(row, R);
+		float *s = scores + (size_t)(r * S / KB) * P;
+		for (int c = 0; c < R; c++)
+			s[c * S / KB] += row[c];
+	}
+	free(qa), free(ka), free(row);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* svg2                                                                                            */
+
+static void svg2(const float *q, const float *k, int n, int d, const dg_policy *p, const dg_budget *b,
+		 dg_peer_state **state, dg_groups *g, dg_selection *sel)
+{
+	int qc = p->qc < n ? p->qc : n, kc = p->kc < n ? p->kc : n, iters = 2;
+	dg_peer_state *st = *state;
+	if (!st || st->qc != qc || st->kc != kc || st->d != d) {
+		dg_peer_state_free(st);
+		st = *state = dg_malloc(sizeof *st);
+		*st = (dg_peer_state){ qc, kc, d, dg_malloc((size_t)qc * d * sizeof(float)),
+				       dg_malloc((size_t)kc * d * sizeof(float)) };
+		for (int a = 0; a < qc; a++) /* evenly spaced tokens */
+			memcpy(st->cq + (size_t)a * d, q + (size_t)((int64_t)a * n / qc) * d, d * sizeof(float));
+		for (int a = 0; a < kc; a++)
+			memcpy(st->ck + (size_t)a * d, k + (size_t)((int64_t)a * n / kc) * d, d * sizeof(float));
+		iters = 50;
+	}
+	int *ql = dg_malloc((size_t)n * sizeof(int)), *kl = dg_malloc((size_t)n * sizeof(int));
+	int *qkeep = dg_malloc((size_t)qc * sizeof(int)), *kkeep = dg_malloc((size_t)kc * sizeof(int));
+	dg_kmeans(q, n, d, st->cq, qc, iters, ql);
+	dg_kmeans(k, n, d, st->ck, kc, iters, kl);
+	dg_groups kp;
+	dg_groups_from_labels(ql, n, qc, g, qkeep);
+	dg_groups_from_labels(kl, n, kc, &kp, kkeep);
+	/* size-weighted softmax over key clusters of s * Cq.Ck */
+	int G = g->ngroups, P = kp.ngroups;
+	float *cq = dg_malloc((size_t)G * d * sizeof(float)), *ck = dg_malloc((size_t)P * d * sizeof(float));
+	for (int t = 0; t < G; t++)
+		memcpy(cq + (size_t)t * d, st->cq + (size_t)qkeep[t] * d, d * sizeof(float));
+	for (int t = 0; t < P; t++)
+		memcpy(ck + (size_t)t * d, st->ck + (size_t)kkeep[t] * d, d * sizeof(float));
+	float *s = dg_malloc((size_t)G * P * sizeof(float));
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, P, d, 1.0f / sqrtf((float)d), cq, d, ck, d,
+		    0.0f, s, P);
+	for (int r = 0; r < G; r++) {
+		for (int c = 0; c < P; c++)
+			s[(size_t)r * P + c] += logf((float)(kp.off[c + 1] - kp.off[c]));
+		softmax(s + (size_t)r * P, P);
+	}
+	dg_select_parts(s, G, &kp, n, b, (int)ceil(p->minkc * kc - 1e-9), sel);
+	dg_groups_free(&kp);
+	free(ql), free(kl), free(qkeep), free(kkeep), free(cq), free(ck), free(s);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* static masks                                                                                    */
+
+static int bitlen(long x)
+{
+	int b = 0;
+	for (; x > 0; x >>= 1)
+		b++;
+	return b;
+}
+
+/* key lists from a block mask (G, P) over 128-key blocks of the video tokens after text; text
+ * rows and columns dense (g: text in raster runs, then 128-query blocks of the video tokens) */
+static void sel_from_block_mask(const unsigned char *mask, int G, int P, int n, int text,
+				const dg_groups *g, dg_selection *sel)
+{
+	sel->ngroups = g->ngroups;
+	sel->off = dg_malloc((size_t)(g->ngroups + 1) * sizeof(int64_t));
+	sel->idx = dg_malloc((size_t)g->ngroups * n * sizeof(int));
+	int ntext = g->ngroups - G;
+	sel->off[0] = 0;
+	for (int r = 0; r < g->ngroups; r++) {
+		int64_t at = sel->off[r];
+		for (int j = 0; j < n; j++)
+			if (r < ntext || j < text || mask[(size_t)(r - ntext) * P + (j - text) / KB])
+				sel->idx[at++] = j;
+		sel->off[r + 1] = at;
+	}
+}
+
+/* Radial attention (§2.6) for Wan: the block mask (G, G) of the video tokens (F frames) */
+static void radial_mask(int F, int video, double decay, unsigned char *mask)
+{
+	int G = (video + KB - 1) / KB;
+	long tpf = video / F;
+	long bl = bitlen(tpf), pad = ((tpf - 1) / KB + 1) * KB;
+	memset(mask, 0, (size_t)G * G);
+	unsigned char *local = dg_malloc((size_t)(KB + pad) * (KB + pad));
+	for (int i = 0; i < F; i++)
+		for (int j = 0; j < F; j++) {
+			long dist = labs((long)i - j), rr = (long)i * tpf % KB, rc = (long)j * tpf % KB;
+			long rows = rr + pad, cols = rc + pad;
+			/* get_window_width and get_diagonal_split_mask */
+			double len = ldexp(1.0, (int)bl - bitlen(dist));
+			double width = dist == 0 ? (double)tpf : dist == 1 ? (double)(tpf / 2)
+					: len * decay >= KB ? len * decay : KB;
+			bool split = len >= KB || dist % (long)(KB / len) == 0;
+			memset(local, 0, (size_t)rows * cols);
+			for (long a = 0; a < tpf; a++)
+				for (long c = 0; c < tpf; c++)
+					local[(rr + a) * cols + rc + c] =
+						j == 0 || (split && fabs((double)(c - a)) <= width);
+			/* shrinkMaskStrict: per block, the fraction of non-empty columns that are
+			 * more than 1/3 dense must exceed 0.6 */
+			long br = rows / KB, bc = cols / KB;
+			for (long x = 0; x < br; x++)
+				for (long y = 0; y < bc; y++) {
+					int nonzero = 0, high = 0;
+					for (long c = 0; c < KB; c++) {
+						int cnt = 0;
+						for (long a = 0; a < KB; a++)
+							cnt += local[(x * KB + a) * cols + y * KB + c];
+						nonzero += cnt > 0;
+						high += cnt * 3 > KB;
+					}
+					long R = (long)i * tpf / KB + x, C = (long)j * tpf / KB + y;
+					if (R < G && C < G && high > 0.6 * (nonzero + 1e-9))
+						mask[R * G + C] = 1;
+				}
+		}
+	free(local);
+}
+
+/* Sliding tile attention (§2.7): tiles of 6x8x8, each query tile attends the tiles of a window of
+ * w tiles per axis, its centre clamped inside the tile grid */
+static int sta(int n, const int grid[3], int text, int w, dg_groups *g, dg_selection *sel)
+{
+	static const int tile[3] = { 6, 8, 8 };
+	if (dg_groups_tiles(g, n, grid, text, tile))
+		return -1;
+	int nt[3], ntext = (text + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
+	for (int a = 0; a < 3; a++)
+		nt[a] = (grid[a] + tile[a] - 1) / tile[a];
+	sel->ngroups = g->ngroups;
+	sel->off = dg_malloc((size_t)(g->ngroups + 1) * sizeof(int64_t));
+	sel->idx = dg_malloc((size_t)g->ngroups * n * sizeof(int));
+	unsigned char *in = dg_malloc((size_t)n);
+	sel->off[0] = 0;
+	for (int r = 0; r < g->ngroups; r++) {
+		int t = r - ntext, pos[3] = { t / (nt[1] * nt[2]), t / nt[2] % nt[1], t % nt[2] }, lo[3], hi[3];
+		for (int a = 0; a < 3; a++) {
+			int c = pos[a] < w / 2 ? w / 2 : pos[a] > nt[a] - 1 - w / 2 ? nt[a] - 1 - w / 2 : pos[a];
+			lo[a] = (c - w / 2) * tile[a];
+			hi[a] = (c - w / 2 + w) * tile[a];
+		}
+		memset(in, r < ntext, (size_t)n);
+		memset(in, 1, (size_t)text);
+		for (int f = lo[0] > 0 ? lo[0] : 0; f < hi[0] && f < grid[0]; f++)
+			for (int y = lo[1] > 0 ? lo[1] : 0; y < hi[1] && y < grid[1]; y++)
+				for (int x = lo[2] > 0 ? lo[2] : 0; x < hi[2] && x < grid[2]; x++)
+					in[text + ((size_t)f * grid[1] + y) * grid[2] + x] = 1;
+		int64_t at = sel->off[r];
+		for (int j = 0; j < n; j++)
+			if (in[j])
+				sel->idx[at++] = j;
+		sel->off[r + 1] = at;
+	}
+	free(in);
+	return 0;
+}
+
+/* DiTFastAttn's window (§2.9): query i attends keys |i - j| <= w, text rows and columns dense */
+static void window(int n, int text, int w, dg_groups *g, dg_selection *sel)
+{
+	dg_groups_raster(g, n, 1);
+	sel->ngroups = n;
+	sel->off = dg_malloc((size_t)(n + 1) * sizeof(int64_t));
+	int64_t row = text + 2 * (int64_t)w + 1 < n ? text + 2 * (int64_t)w + 1 : n;
+	sel->idx = dg_malloc((size_t)((int64_t)text * n + (n - text) * row) * sizeof(int));
+	sel->off[0] = 0;
+	for (int i = 0; i < n; i++) {
+		int64_t at = sel->off[i];
+		for (int j = 0; j < n; j++)
+			if (i < text || j < text || abs(i - j) <= w)
+				sel->idx[at++] = j;
+		sel->off[i + 1] = at;
+	}
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_policy *p,
+		     const dg_budget *b, const int grid[3], int text, dg_peer_state **state,
+		     dg_groups *g, dg_selection *sel)
+{
+	memset(g, 0, sizeof *g);
+	if (p->mask == DG_MASK_STA)
+		return sta(n, grid, text, p->window, g, sel);
+	if (p->mask == DG_MASK_WINDOW) {
+		window(n, text, p->window, g, sel);
+		return 0;
+	}
+	if (p->mask == DG_MASK_RADIAL) {
+		int F = grid[0], video = n - text;
+		if ((long)grid[0] * grid[1] * grid[2] != video || F < 1)
+			return dg_error("radial mask: grid %dx%dx%d + %d text tokens does not match %d tokens",
+					grid[0], grid[1], grid[2], text, n);
+		int G = (video + KB - 1) / KB;
+		unsigned char *mask = dg_malloc((size_t)G * G);
+		radial_mask(F, video, p->decay, mask);
+		int one[3] = { 1, 1, video }; /* raster 128-query blocks of the video after the text */
+		int tile[3] = { 1, 1, KB };
+		int rc = dg_groups_tiles(g, n, one, text, tile);
+		DG_ASSERT(rc == 0 && g->ngroups == (text + KB - 1) / KB + G);
+		sel_from_block_mask(mask, G, G, n, text, g, sel);
+		free(mask);
+		return 0;
+	}
+	if (p->score == DG_SCORE_CENTROID) {
+		svg2(q, k, n, d, p, b, state, g, sel);
+		return 0;
+	}
+	/* block methods: query blocks (128, or pisa's) against key blocks of the same size */
+	int bs = p->approx == DG_APPROX_PISA ? p->block : KB;
+	dg_groups kp;
+	dg_groups_raster(g, n, bs);
+	dg_groups_raster(&kp, n, bs);
+	int G = g->ngroups, P = kp.ngroups;
+	float *s = dg_malloc((size_t)G * P * sizeof(float));
+	if (p->score == DG_SCORE_SPARGE) {
+		sparge_scores(q, k, n, d, p->theta, g, &kp, s);
+	} else if (p->score == DG_SCORE_ANTIDIAG) {
+		antidiag_scores(q, k, n, d, p->stride, G, P, s);
+	} else { /* pisa: s * qbar.kbar */
+		float *qbar = dg_malloc((size_t)G * d * sizeof(float)), *kbar = dg_malloc((size_t)P * d * sizeof(float));
+		part_means(q, d, g, qbar);
+		part_means(k, d, &kp, kbar);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, P, d, 1.0f / sqrtf((float)d), qbar, d,
+			    kbar, d, 0.0f, s, P);
+		free(qbar), free(kbar);
+	}
+	dg_select_parts(s, G, &kp, n, b, 0, sel);
+	dg_groups_free(&kp);
+	free(s);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* PISA                                                                                            */
+
+void dg_pisa_combine(const float *q, const float *k, const float *v, const float *lse, int n,
+		     int d, int block, const dg_groups *g, const dg_selection *sel,
+		     const float *o_sp, const float *mass, float *out)
+{
+	int P = (n + block - 1) / block;
+	float scale = 1.0f / sqrtf((float)d);
+	/* per key block: kbar (P, d), vsum (P, d), H (P, d, d) = sum_j (k_j - kbar) v_j^T */
+	float *kbar = dg_calloc((size_t)P * d, sizeof(float)), *vsum = dg_calloc((size_t)P * d, sizeof(float));
+	float *H = dg_calloc((size_t)P * d * d, sizeof(float));
+	for (int c = 0; c < P; c++) {
+		int a = c * block, e = a + block < n ? a + block : n;
+		float *kb = kbar + (size_t)c * d, *vs = vsum + (size_t)c * d, *h = H + (size_t)c * d * d;
+		for (int j = a; j < e; j++)
+			for (int x = 0; x < d; x++)
+				kb[x] += k[(size_t)j * d + x] / (float)(e - a), vs[x] += v[(size_t)j * d + x];
+		for (int j = a; j < e; j++)
+			for (int x = 0; x < d; x++) {
+				float dk = k[(size_t)j * d + x] - kb[x];
+				for (int y = 0; y < d; y++)
+					h[(size_t)x * d + y] += dk * v[(size_t)j * d + y];
+			}
+	}
+#pragma omp parallel
+	{
+		unsigned char *taken = dg_malloc((size_t)P);
+		double *num = dg_malloc((size_t)d * sizeof(double));
+		float *hq = dg_malloc((size_t)d * sizeof(float));
+#pragma omp for schedule(dynamic)
+		for (int grp = 0; grp < g->ngroups; grp++) {
+			memset(taken, 0, (size_t)P);
+			for (int64_t t = sel->off[grp]; t < sel->off[grp + 1]; t++)
+				taken[sel->idx[t] / block] = 1;
+			for (int pos = g->off[grp]; pos < g->off[grp + 1]; pos++) {
+				int i = g->perm[pos];
+				const float *qi = q + (size_t)i * d;
+				double den = mass[i];
+				for (int x = 0; x < d; x++)
+					num[x] = (double)mass[i] * o_sp[(size_t)i * d + x];
+				for (int c = 0; c < P; c++) {
+					if (taken[c])
+						continue;
+					int cnt = (c + 1) * block <= n ? block : n - c * block;
+					double w = exp(scale * cblas_sdot(d, qi, 1, kbar + (size_t)c * d, 1) - lse[i]);
+					cblas_sgemv(CblasRowMajor, CblasTrans, d, d, scale, H + (size_t)c * d * d, d,
+						    qi, 1, 0.0f, hq, 1);
+					for (int x = 0; x < d; x++)
+						num[x] += w * (vsum[(size_t)c * d + x] + hq[x]);
+					den += w * cnt;
+				}
+				for (int x = 0; x < d; x++)
+					out[(size_t)i * d + x] = (float)(num[x] / den);
+			}
+		}
+		free(taken), free(num), free(hq);
+	}
+	free(kbar), free(vsum), free(H);
+}

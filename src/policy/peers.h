@@ -1,0 +1,97 @@
+/*
+ * peers.h: the metadata of the peer sparse-attention methods of DESIGN §3 (the CPU twin; the GPU
+ * backend runs it on the host too) and PISA's first-order output term. Each peer is a preset of
+ * policy.h; what is replayed follows `reference/mcsparse-and-peers.md` §2 (cited per method).
+ * Every peer reports its effective density like every other policy (computed pairs / n^2).
+ *
+ *   svg2 (§2.2)        group=kmeans score=centroid: k-means of the queries (qc=100 clusters) and of
+ *                      the keys (kc=100), Euclidean, 50 Lloyd iterations at the first sparse step
+ *                      then 2 per step warm-started from the previous step's centroids (the run's
+ *                      state); centroid scores s*Cq.Ck, softmax over key clusters weighted by their
+ *                      size; per query cluster the shortest prefix reaching p = 0.9 (the first
+ *                      cluster above p included), at least ceil(minkc = 0.1 * kc) key clusters.
+ *                      Variable-size groups and key clusters. budget=topk: clusters until rho*n keys.
+ *                      Defaults: the Wan T2V script (QC = KC = 100). Deviation: centroids start at
+ *                      evenly spaced tokens (deterministic) instead of random ones.
+ *   spargeattn (§2.4)  score=sparge, stage 1: mean-pooled 128-query and 128-key blocks, K smoothed
+ *                      (mean over tokens subtracted), self-similarity of a block = mean pairwise
+ *                      cosine; compressed attention softmax(s*qbar.kbar) with K blocks below
+ *                      theta = 0.6 excluded; per query block the blocks until the CDF reaches
+ *                      tau = 0.98 (budget=topp:0.98; topk: rho*n keys); blocks whose Q or K
+ *                      self-similarity is below theta always kept. Defaults: meansim (0.6, 0.98).
+ *                      Deviations: K blocks of 128 (the code's SM90 layout is Q 64 x K 128, SM80
+ *                      Q 128 x K 64; ours is Q 128 x K 128, the harness's block); the in-kernel
+ *                      stage-2 PV skip is not replayed (a kernel-level approximation).
+ *   xattention (§2.5)  score=antidiag: stride S = 8, the sum of each SxS sub-tile's antidiagonal
+ *                      (q rows reversed), scaled by 1/(sqrt(d) S), softmax over the reduced row,
+ *                      summed into 128x128 blocks; blocks until the cumulative score reaches
+ *                      tau = 0.9 (budget=topp:0.9; topk: rho*n keys). n not a multiple of S: the
+ *                      last stride is zero-padded, as the reference pads.
+ *   radial (§2.6)      mask=radial: the static O(n log n) mask of radial_attn/attn_mask.py for
+ *                      Wan: frame pairs at distance 0 dense, 1 a band of tokens_per_frame/2, key
+ *                      frame 0 a sink; farther, a band of max(2^bitlen(tpf)/2^g * decay, 128)
+ *                      (g = bitlen(dist)) kept only when dist mod (128/len) = 0; each frame pair
+ *                      shrunk to 128x128 blocks (shrinkMaskStrict: a block is kept when more than
+ *                      0.6 of its non-empty columns are more than 1/3 dense); text rows and
+ *                      columns dense. decay = 1 (get_window_width's default).
+ *   sta (§2.7)         mask=sta: tiles of 6x8x8 tokens (THW); each query tile attends the tiles of
+ *                      a window=3 (per axis) window of whole tiles, its centre clamped inside the
+ *                      tile grid; text rows and columns dense.
+ *   ditfastattn (§2.9) mask=window residual=cached refresh=anchor: the 1D window (-64, 64) of
+ *                      WA-RS per query, with R = FA(full) - FA(window) made at the anchor and
+ *                      added on later steps. Deviation: one method for every step and layer (the
+ *                      paper's greedy per-layer plan over calibration prompts is not replayed).
+ *   chipmunk (§2.11)   no peer code: group=voxel (4x6x8 = 192), kv=token, score=exact (the column
+ *                      sums of the probabilities per voxel group), topk, residual=cached (the
+ *                      cached delta), refresh=anchor. Deviations: the anchor's own LSE instead of
+ *                      the previous full step's, no 1% random keys, counts as the harness's top-k.
+ *   pisa (§2.12)       approx=pisa: 64-query blocks, 64-key blocks, top blocks by s*qbar.kbar until
+ *                      rho*n keys (the paper's default density 0.1; --density drives it); exact
+ *                      attention on them, and for every other block c the first-order expansion
+ *                      exp(s q.k_j) ~ w_c (1 + s q.(k_j - kbar_c)), w_c = exp(s q.kbar_c):
+ *                      numerator += w_c (sum_{j in c} v_j + s H_c^T q), H_c = sum_j (k_j - kbar_c)
+ *                      v_j^T, denominator += w_c |c|. The paper's per-block expansion; its Triton
+ *                      code uses one mean weight and H summed over all blocks, a cruder form.
+ *                      Density counts the exact pairs; the approximation costs n * blocks * d^2.
+ */
+#ifndef DG_PEERS_H
+#define DG_PEERS_H
+
+#include "policy/groups.h"
+#include "policy/policy.h"
+#include "policy/select.h"
+
+typedef struct dg_peer_state dg_peer_state; /* carried from step to step (svg2's centroids) */
+
+void dg_peer_state_free(dg_peer_state *s);
+
+/*
+ * The metadata of a peer policy p (dg_policy_is_peer) on one unit: q, k (n, d), a token grid
+ * (frames, height, width) after text text-prefix tokens, budget b (rho, topp, sinks). Writes the
+ * query groups g and the key lists sel. *state: NULL at the first step, then the run's (freed
+ * with dg_peer_state_free). Returns 0, or -1 after reporting (a grid that does not match n).
+ */
+int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_policy *p,
+		     const dg_budget *b, const int grid[3], int text, dg_peer_state **state,
+		     dg_groups *g, dg_selection *sel);
+
+/*
+ * Select whole key parts per group: scores (ngroups, parts->ngroups), parts a partition of the n
+ * keys (parts->perm, parts->off). A score of +INFINITY is a forced keep (kept, not ranked, not in
+ * the mass). topk: the best parts until they hold dg_topk_count(rho, n) keys; topp: the shortest
+ * prefix whose mass before its last part is below p of the total. At least min_parts parts are
+ * kept (svg2's minimum cluster ratio); sinks added. Key lists ascending; ties by lower index.
+ */
+void dg_select_parts(const float *scores, int ngroups, const dg_groups *parts, int n,
+		     const dg_budget *b, int min_parts, dg_selection *sel);
+
+/*
+ * PISA's output (see above): o_sp (n, d) the exact sparse output over sel and mass (n) its
+ * retained mass against lse (n), the dense LSE (any per-query scale works: it cancels); block the
+ * key block size the selection was made of. out (n, d) may alias o_sp.
+ */
+void dg_pisa_combine(const float *q, const float *k, const float *v, const float *lse, int n,
+		     int d, int block, const dg_groups *g, const dg_selection *sel,
+		     const float *o_sp, const float *mass, float *out);
+
+#endif

@@ -1,0 +1,323 @@
+/*
+ * policy.c: policy switches, presets and schedules: parsing and names. See policy.h.
+ */
+#include "policy/policy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+#define NAMES(type, fn, ...)                                                     \
+	static const char *const fn##_names[] = { __VA_ARGS__ };                 \
+	const char *fn(type k) { return fn##_names[k]; }                          \
+	static __attribute__((unused)) int fn##_parse(const char *s, int *k)     \
+	{                                                                        \
+		for (int i = 0; i < (int)(sizeof fn##_names / sizeof *fn##_names); i++) \
+			if (!strcmp(s, fn##_names[i]))                           \
+				return *k = i, 0;                                \
+		return -1;                                                       \
+	}
+
+NAMES(dg_group_kind, dg_group_name, "raster", "tile3d", "pca", "query", "kmeans", "voxel")
+NAMES(dg_kv_kind, dg_kv_name, "token", "block")
+NAMES(dg_score_kind, dg_score_name, "exact", "pooled", "antidiag", "sparge", "centroid")
+NAMES(dg_mask_kind, dg_mask_name, "none", "radial", "sta", "window")
+NAMES(dg_approx_kind, dg_approx_name, "none", "pisa")
+NAMES(dg_budget_kind, dg_budget_name, "topk", "topp")
+NAMES(dg_residual_kind, dg_residual_name, "none", "cached")
+NAMES(dg_refresh_kind, dg_refresh_name, "anchor", "step")
+
+int dg_group_parse(const char *s, dg_group_kind *k)
+{
+	int v;
+	if (dg_group_name_parse(s, &v))
+		return -1;
+	*k = v;
+	return 0;
+}
+
+/* Presets: name, then group, kv, score, residual, refresh (DESIGN §3); the peers also set their
+ * mask, approximation, budget and window (peers.h; defaults from mcsparse-and-peers.md §2). */
+static const struct preset {
+	const char *name;
+	dg_group_kind group;
+	dg_kv_kind kv;
+	dg_score_kind score;
+	dg_residual_kind residual;
+	dg_refresh_kind refresh;
+	dg_mask_kind mask;
+	dg_approx_kind approx;
+	dg_budget_kind budget;
+	double topp;
+	int window;
+} presets[] = {
+#define NOPEER DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 0
+	/* oracle ladder: metadata every step */
+	{ "est-block", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
+	{ "oracle-block", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
+	{ "oracle-tile", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
+	{ "oracle-pca", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
+	{ "oracle", DG_GROUP_QUERY, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
+	{ "oracle+res", DG_GROUP_QUERY, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_STEP, NOPEER },
+	/* MC-Sparse factorial: G = (raster,block) -> (pca,token), S = pooled -> exact, R = none -> cached */
+	{ "baseline", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-grouping", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-selection", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-residual", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-gs", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-gr", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_POOLED, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-sr", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
+	{ "mc-sparse", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
+	/* peers (§2.2 svg2, §2.4 spargeattn, §2.5 xattention: dynamic, every step; §2.6 radial, §2.7
+	 * sta: static masks; §2.9 ditfastattn, §2.11 chipmunk: residual cached at the anchor; §2.12 pisa) */
+	{ "svg2", DG_GROUP_KMEANS, DG_KV_TOKEN, DG_SCORE_CENTROID, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPP, 0.9, 0 },
+	{ "spargeattn", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_SPARGE, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPP, 0.98, 0 },
+	{ "xattention", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_ANTIDIAG, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPP, 0.9, 0 },
+	{ "radial", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_RADIAL, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 0 },
+	{ "sta", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_STA, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 3 },
+	{ "ditfastattn", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR,
+	  DG_MASK_WINDOW, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 64 },
+	{ "chipmunk", DG_GROUP_VOXEL, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR,
+	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 0 },
+	{ "pisa", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
+	  DG_MASK_NONE, DG_APPROX_PISA, DG_BUDGET_TOPK, 0, 0 },
+	/* a blank point to set every switch of by hand */
+	{ "custom", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
+#undef NOPEER
+};
+
+const char *const dg_policy_presets[] = {
+	"dense", "est-block", "oracle-block", "oracle-tile", "oracle-pca", "oracle", "oracle+res",
+	"baseline", "mc-grouping", "mc-selection", "mc-residual", "mc-gs", "mc-gr", "mc-sr",
+	"mc-sparse", "svg2", "spargeattn", "xattention", "radial", "sta", "ditfastattn", "chipmunk",
+	"pisa", "custom", NULL
+};
+
+bool dg_policy_is_peer(const dg_policy *p)
+{
+	return !p->dense && (p->mask != DG_MASK_NONE || p->approx != DG_APPROX_NONE ||
+			     p->score == DG_SCORE_ANTIDIAG || p->score == DG_SCORE_SPARGE ||
+			     p->score == DG_SCORE_CENTROID);
+}
+
+static int bad_switch(const char *spec, const char *sw)
+{
+	return dg_error("policy '%s': bad switch '%s' (keys: group=raster|tile3d|pca|query|kmeans|voxel "
+			"kv=token|block score=exact|pooled|antidiag|sparge|centroid "
+			"mask=none|radial|sta|window approx=none|pisa budget=topk|topp:P sinks=A-B "
+			"residual=none|cached refresh=anchor|step theta= minkc= decay= stride= qc= kc= "
+			"window= block=)", spec, sw);
+}
+
+/* a numeric peer parameter: a double in [lo, hi], or an integer there when i is set */
+static int set_param(const char *val, double lo, double hi, double *d, int *i)
+{
+	char *end;
+	double x = strtod(val, &end);
+	if (end == val || *end || !(x >= lo && x <= hi) || (i && x != (int)x))
+		return 1;
+	if (i)
+		*i = (int)x;
+	else
+		*d = x;
+	return 0;
+}
+
+static int set_switch(dg_policy *p, const char *spec, char *sw)
+{
+	char *eq = strchr(sw, '=');
+	if (!eq)
+		return bad_switch(spec, sw);
+	*eq = 0;
+	const char *key = sw, *val = eq + 1;
+	int v, bad = 0;
+	if (!strcmp(key, "group"))
+		bad = dg_group_name_parse(val, &v) || ((p->group = v), 0);
+	else if (!strcmp(key, "kv"))
+		bad = dg_kv_name_parse(val, &v) || ((p->kv = v), 0);
+	else if (!strcmp(key, "score"))
+		bad = dg_score_name_parse(val, &v) || ((p->score = v), 0);
+	else if (!strcmp(key, "residual"))
+		bad = dg_residual_name_parse(val, &v) || ((p->residual = v), 0);
+	else if (!strcmp(key, "refresh"))
+		bad = dg_refresh_name_parse(val, &v) || ((p->refresh = v), 0);
+	else if (!strcmp(key, "mask"))
+		bad = dg_mask_name_parse(val, &v) || ((p->mask = v), 0);
+	else if (!strcmp(key, "approx"))
+		bad = dg_approx_name_parse(val, &v) || ((p->approx = v), 0);
+	else if (!strcmp(key, "theta"))
+		bad = set_param(val, -1, 1, &p->theta, NULL);
+	else if (!strcmp(key, "minkc"))
+		bad = set_param(val, 0, 1, &p->minkc, NULL);
+	else if (!strcmp(key, "decay"))
+		bad = set_param(val, 1e-3, 1e3, &p->decay, NULL);
+	else if (!strcmp(key, "stride"))
+		bad = set_param(val, 1, 128, NULL, &p->stride);
+	else if (!strcmp(key, "qc"))
+		bad = set_param(val, 1, 1 << 20, NULL, &p->qc);
+	else if (!strcmp(key, "kc"))
+		bad = set_param(val, 1, 1 << 20, NULL, &p->kc);
+	else if (!strcmp(key, "window"))
+		bad = set_param(val, 0, 1 << 20, NULL, &p->window);
+	else if (!strcmp(key, "block"))
+		bad = set_param(val, 1, 1 << 16, NULL, &p->block);
+	else if (!strcmp(key, "budget")) {
+		char *end;
+		if (!strcmp(val, "topk"))
+			p->budget = DG_BUDGET_TOPK;
+		else if (!strncmp(val, "topp:", 5)) {
+			p->budget = DG_BUDGET_TOPP;
+			p->topp = strtod(val + 5, &end);
+			bad = end == val + 5 || *end || !(p->topp > 0 && p->topp <= 1);
+		} else
+			bad = 1;
+	} else if (!strcmp(key, "sinks")) {
+		char *end, *end2;
+		long a = strtol(val, &end, 10), b = *end == '-' ? strtol(end + 1, &end2, 10) : -1;
+		bad = *end != '-' || end2 == end + 1 || *end2 || a < 0 || b <= a || b > 1 << 30;
+		if (!bad) {
+			p->sink_lo = (int)a;
+			p->sink_hi = (int)b;
+		}
+	} else
+		bad = 1;
+	*eq = '=';
+	return bad ? bad_switch(spec, sw) : 0;
+}
+
+int dg_policy_parse(const char *spec, dg_policy *p)
+{
+	memset(p, 0, sizeof *p);
+	if (strlen(spec) >= DG_POLICY_NAME_MAX)
+		return dg_error("policy '%.40s...': spec too long", spec);
+	if (strchr(spec, ',') || strchr(spec, '"') || strchr(spec, ' '))
+		return dg_error("policy '%s': commas, quotes and spaces are not allowed", spec);
+	snprintf(p->name, sizeof p->name, "%s", spec);
+	char buf[DG_POLICY_NAME_MAX], *items[16];
+	snprintf(buf, sizeof buf, "%s", spec);
+	int n = dg_split(buf, '/', items, 16);
+	if (n < 1)
+		return dg_error("policy '%s': too many switches", spec);
+	if (!strcmp(items[0], "dense")) {
+		if (n > 1)
+			return dg_error("policy '%s': dense takes no switches", spec);
+		p->dense = true;
+		return 0;
+	}
+	const struct preset *pr = NULL;
+	for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
+		if (!strcmp(items[0], presets[i].name))
+			pr = &presets[i];
+	if (!pr) {
+		char known[512] = "";
+		for (int i = 0; dg_policy_presets[i]; i++)
+			snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+				 i ? " " : "", dg_policy_presets[i]);
+		return dg_error("unknown policy '%s' (known: %s)", items[0], known);
+	}
+	p->group = pr->group;
+	p->kv = pr->kv;
+	p->score = pr->score;
+	p->residual = pr->residual;
+	p->refresh = pr->refresh;
+	p->mask = pr->mask;
+	p->approx = pr->approx;
+	p->budget = pr->budget;
+	p->topp = pr->topp;
+	p->window = pr->window;
+	/* published defaults of the peers' parameters (mcsparse-and-peers.md §2; peers.h) */
+	p->theta = 0.6, p->minkc = 0.1, p->decay = 1.0, p->stride = 8, p->qc = 100, p->kc = 100;
+	p->block = 64;
+	for (int i = 1; i < n; i++)
+		if (set_switch(p, spec, items[i]))
+			return -1;
+	if (p->group == DG_GROUP_QUERY && (p->refresh == DG_REFRESH_ANCHOR || p->score != DG_SCORE_EXACT))
+		return dg_error("policy '%s': group=query is the per-query oracle: it needs score=exact "
+				"and refresh=step", spec);
+	if (p->score == DG_SCORE_CENTROID && p->group != DG_GROUP_KMEANS)
+		return dg_error("policy '%s': score=centroid scores k-means clusters: it needs group=kmeans "
+				"(svg2)", spec);
+	if ((p->score == DG_SCORE_ANTIDIAG || p->score == DG_SCORE_SPARGE) &&
+	    (p->group != DG_GROUP_RASTER || p->kv != DG_KV_BLOCK))
+		return dg_error("policy '%s': score=%s scores 128-query blocks against 128-key blocks: it "
+				"needs group=raster and kv=block", spec, dg_score_name(p->score));
+	if (p->approx == DG_APPROX_PISA && (p->group != DG_GROUP_RASTER || p->kv != DG_KV_BLOCK ||
+					    p->score != DG_SCORE_POOLED || p->mask != DG_MASK_NONE ||
+					    p->residual != DG_RESIDUAL_NONE))
+		return dg_error("policy '%s': approx=pisa takes PISA's own blocks and pooled scores "
+				"(group=raster kv=block score=pooled, no mask, no residual)", spec);
+	if (p->budget == DG_BUDGET_TOPP && (p->approx == DG_APPROX_PISA || p->mask != DG_MASK_NONE))
+		return dg_error("policy '%s': budget=topp has no meaning with a mask or approx=pisa", spec);
+	return 0;
+}
+
+static int parse_list(const char *val, int *out, int max)
+{
+	char buf[1024];
+	snprintf(buf, sizeof buf, "%s", val);
+	for (char *c = buf; *c; c++)
+		if (*c == ';')
+			*c = ',';
+	return dg_parse_ints(buf, out, max);
+}
+
+int dg_schedule_parse(const char *s, dg_schedule *out)
+{
+	memset(out, 0, sizeof *out);
+	char buf[1024], *items[16];
+	if (strlen(s) >= sizeof buf)
+		return dg_error("schedule too long");
+	snprintf(buf, sizeof buf, "%s", s);
+	int n = dg_split(buf, ',', items, 16);
+	if (n < 0)
+		return dg_error("schedule '%s': too many items", s);
+	for (int i = 0; i < n; i++) {
+		char *eq = strchr(items[i], '=');
+		if (!eq)
+			return dg_error("schedule item '%s': expected key=value "
+					"(warmup=W, anchors=a;b, dense_layers=l;m)", items[i]);
+		*eq = 0;
+		const char *key = items[i], *val = eq + 1;
+		if (!strcmp(key, "warmup")) {
+			char *end;
+			long w = strtol(val, &end, 10);
+			if (end == val || *end || w < 0 || w > 1000000)
+				return dg_error("schedule: bad warmup '%s'", val);
+			out->warmup = (int)w;
+		} else if (!strcmp(key, "anchors")) {
+			out->nanchors = parse_list(val, out->anchors, DG_SCHEDULE_MAX);
+			if (out->nanchors < 0)
+				return dg_error("schedule: bad anchors '%s'", val);
+			out->anchors_given = true;
+		} else if (!strcmp(key, "dense_layers")) {
+			out->ndense_layers = parse_list(val, out->dense_layers, DG_SCHEDULE_MAX);
+			if (out->ndense_layers < 0)
+				return dg_error("schedule: bad dense_layers '%s'", val);
+		} else
+			return dg_error("schedule: unknown key '%s' (warmup, anchors, dense_layers)", key);
+	}
+	return 0;
+}
+
+bool dg_schedule_is_anchor(const dg_schedule *s, int step)
+{
+	for (int i = 0; i < s->nanchors; i++)
+		if (s->anchors[i] == step)
+			return true;
+	return false;
+}
+
+bool dg_schedule_dense_layer(const dg_schedule *s, int layer)
+{
+	for (int i = 0; i < s->ndense_layers; i++)
+		if (s->dense_layers[i] == layer)
+			return true;
+	return false;
+}

@@ -1,0 +1,376 @@
+/*
+ * select.c: exact and pooled key scores for query groups, and the budget (top-k, top-p, sinks)
+ * that turns a score row into a sorted key list. See select.h.
+ */
+#include "policy/select.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cblas.h>
+
+#include "util/util.h"
+
+#define BQ 128 /* query rows per pass of the exact scores */
+#define BK 256 /* key columns per task */
+
+void dg_selection_free(dg_selection *s)
+{
+	free(s->off);
+	free(s->idx);
+	memset(s, 0, sizeof *s);
+}
+
+int dg_topk_count(double rho, int n)
+{
+	long k = (long)ceil(rho * n / DG_KV_BLOCK_SIZE - 1e-9) * DG_KV_BLOCK_SIZE;
+	if (k < DG_KV_BLOCK_SIZE)
+		k = DG_KV_BLOCK_SIZE;
+	return k < n ? (int)k : n;
+}
+
+typedef struct {
+	float s;
+	int i;
+} item;
+
+/* a ranks before b: higher score, then lower index (a strict total order) */
+static inline int before(const item *a, const item *b)
+{
+	return a->s > b->s || (a->s == b->s && a->i < b->i);
+}
+
+static int cmp_rank(const void *a, const void *b)
+{
+	return before(a, b) ? -1 : before(b, a) ? 1 : 0;
+}
+
+/* float -> uint32 whose unsigned order is the float order (-0.0 ranks as +0.0) */
+static inline uint32_t order_key(float f)
+{
+	union { float f; uint32_t u; } x = { .f = f == 0.0f ? 0.0f : f };
+	return x.u & 0x80000000u ? ~x.u : x.u | 0x80000000u;
+}
+
+/*
+ * Rearrange it[0..n) (in ascending index order) so that the k best by `before` come first, in any
+ * order: a radix select finds the k-th largest key in three histogram passes (11, 11, 10 bits),
+ * then the items above it and the lowest-index items equal to it move to the front. O(n).
+ */
+static void select_best(item *it, int n, int k)
+{
+	if (k <= 0 || k >= n)
+		return;
+	static const int shift[3] = { 21, 10, 0 }, bits[3] = { 11, 11, 10 };
+	uint32_t prefix = 0, mask = 0;
+	int want = k; /* items still to take at or below the prefix */
+	for (int pass = 0; pass < 3; pass++) {
+		int hist[2048] = { 0 }, nb = 1 << bits[pass];
+		for (int i = 0; i < n; i++) {
+			uint32_t u = order_key(it[i].s);
+			if ((u & mask) == prefix)
+				hist[(u >> shift[pass]) & (nb - 1)]++;
+		}
+		int digit = nb - 1;
+		for (; digit > 0 && hist[digit] < want; digit--)
+			want -= hist[digit];
+		prefix |= (uint32_t)digit << shift[pass];
+		mask |= (uint32_t)(nb - 1) << shift[pass];
+	}
+	/* threshold key = prefix; take every larger key and the first `want` equal ones */
+	int j = 0, equal = 0;
+	for (int i = 0; i < n; i++) {
+		uint32_t u = order_key(it[i].s);
+		if (u > prefix || (u == prefix && equal++ < want)) {
+			item t = it[j];
+			it[j++] = it[i];
+			it[i] = t;
+		}
+	}
+	DG_ASSERT(j == k);
+}
+
+size_t dg_select_work_size(int n) { return (size_t)n * (sizeof(item) + 1); }
+
+int dg_select_row(const float *score, int n, const dg_budget *b, int *out, void *work)
+{
+	item *it = work;
+	bool block = b->kv == DG_KV_BLOCK;
+	int cols = block ? (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : n;
+	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n;
+	/* rankable items: tokens outside the sinks, or every block */
+	int m = 0;
+	double total = 0;
+	for (int c = 0; c < cols; c++) {
+		if (!block && c >= lo && c < hi)
+			continue;
+		it[m].s = score[c];
+		it[m++].i = c;
+		total += score[c];
+	}
+	int keep; /* items kept */
+	if (b->budget == DG_BUDGET_TOPK && !block) {
+		keep = dg_topk_count(b->rho, n);
+		keep = keep < m ? keep : m;
+		select_best(it, m, keep);
+	} else if (b->budget == DG_BUDGET_TOPK) {
+		/* the best blocks until they hold K keys (the last block may be short) */
+		int keys = dg_topk_count(b->rho, n), held = 0;
+		qsort(it, m, sizeof *it, cmp_rank);
+		for (keep = 0; keep < m && held < keys; keep++)
+			held += (it[keep].i + 1) * DG_KV_BLOCK_SIZE <= n ? DG_KV_BLOCK_SIZE
+									  : n - it[keep].i * DG_KV_BLOCK_SIZE;
+	} else {
+		qsort(it, m, sizeof *it, cmp_rank);
+		double cum = 0;
+		keep = 0;
+		while (keep < m && cum < b->topp * total)
+			cum += it[keep++].s;
+		keep = keep ? keep : 1;
+		if (!block) /* count rounded up to a multiple of 128 keys */
+			keep = (int)((keep + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE * DG_KV_BLOCK_SIZE);
+		keep = keep < m ? keep : m;
+	}
+	/* mark the kept keys (blocks expanded, sinks added), then list them in ascending order */
+	unsigned char *in = (unsigned char *)(it + n);
+	memset(in, 0, (size_t)n);
+	for (int t = 0; t < keep; t++) {
+		if (!block) {
+			in[it[t].i] = 1;
+			continue;
+		}
+		for (int j = it[t].i * DG_KV_BLOCK_SIZE; j < n && j < (it[t].i + 1) * DG_KV_BLOCK_SIZE; j++)
+			in[j] = 1;
+	}
+	for (int j = lo; j < hi; j++)
+		in[j] = 1;
+	int cnt = 0;
+	for (int j = 0; j < n; j++)
+		if (in[j])
+			out[cnt++] = j;
+	return cnt;
+}
+
+/* a selection from per-group key lists (freed) */
+static void selection_from_rows(dg_selection *sel, int **rows, const int *counts, int ngroups)
+{
+	sel->ngroups = ngroups;
+	sel->off = dg_malloc((size_t)(ngroups + 1) * sizeof(int64_t));
+	sel->off[0] = 0;
+	for (int g = 0; g < ngroups; g++)
+		sel->off[g + 1] = sel->off[g] + counts[g];
+	sel->idx = dg_malloc((size_t)sel->off[ngroups] * sizeof(int));
+	for (int g = 0; g < ngroups; g++) {
+		memcpy(sel->idx + sel->off[g], rows[g], (size_t)counts[g] * sizeof(int));
+		free(rows[g]);
+	}
+}
+
+void dg_select_groups(dg_selection *sel, const float *scores, int ngroups, int n, const dg_budget *b)
+{
+	int cols = b->kv == DG_KV_BLOCK ? (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : n;
+	int **rows = dg_malloc((size_t)ngroups * sizeof(int *));
+	int *counts = dg_malloc((size_t)ngroups * sizeof(int));
+#pragma omp parallel
+	{
+		void *work = dg_malloc(dg_select_work_size(n));
+		int *buf = dg_malloc((size_t)n * sizeof(int));
+#pragma omp for schedule(dynamic)
+		for (int g = 0; g < ngroups; g++) {
+			counts[g] = dg_select_row(scores + (size_t)g * cols, n, b, buf, work);
+			rows[g] = memcpy(dg_malloc((size_t)counts[g] * sizeof(int)), buf,
+					 (size_t)counts[g] * sizeof(int));
+		}
+		free(work);
+		free(buf);
+	}
+	selection_from_rows(sel, rows, counts, ngroups);
+	free(rows);
+	free(counts);
+}
+
+void dg_scores_exact(const float *q, const float *k, const float *lse, int n, int d,
+		     dg_score_acc *acc, int nacc, dg_prob_row_fn fn, void *ctx)
+{
+	float scale = 1.0f / sqrtf((float)d);
+	int **owner = dg_malloc((size_t)(nacc ? nacc : 1) * sizeof(int *));
+	for (int a = 0; a < nacc; a++) {
+		const dg_groups *g = acc[a].groups;
+		owner[a] = dg_malloc((size_t)n * sizeof(int));
+		for (int grp = 0; grp < g->ngroups; grp++)
+			for (int p = g->off[grp]; p < g->off[grp + 1]; p++)
+				owner[a][g->perm[p]] = grp;
+		memset(acc[a].scores, 0, (size_t)g->ngroups * n * sizeof(float));
+	}
+	float *P = dg_malloc((size_t)BQ * n * sizeof(float)); /* (BQ, n) probabilities of a row block */
+	int nchunks = (n + BK - 1) / BK;
+	for (int q0 = 0; q0 < n; q0 += BQ) {
+		int bq = n - q0 < BQ ? n - q0 : BQ;
+		/* columns in parallel: each task owns its key columns, so accumulation needs no lock */
+#pragma omp parallel
+		{
+			float *s = dg_malloc((size_t)BQ * BK * sizeof(float));
+#pragma omp for schedule(dynamic)
+			for (int c = 0; c < nchunks; c++) {
+				int k0 = c * BK, bk = n - k0 < BK ? n - k0 : BK;
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, d, scale,
+					    q + (size_t)q0 * d, d, k + (size_t)k0 * d, d, 0.0f, s, bk);
+				for (int i = 0; i < bq; i++) {
+					float *pi = P + (size_t)i * n + k0, *si = s + (size_t)i * bk;
+					for (int j = 0; j < bk; j++)
+						pi[j] = expf(si[j] - lse[q0 + i]);
+					for (int a = 0; a < nacc; a++) {
+						float *row = acc[a].scores + (size_t)owner[a][q0 + i] * n + k0;
+						for (int j = 0; j < bk; j++)
+							row[j] += pi[j];
+					}
+				}
+			}
+			free(s);
+		}
+		if (fn) {
+#pragma omp parallel for schedule(dynamic)
+			for (int i = 0; i < bq; i++)
+				fn(ctx, q0 + i, P + (size_t)i * n);
+		}
+	}
+	for (int a = 0; a < nacc; a++) {
+		const dg_groups *g = acc[a].groups;
+		for (int grp = 0; grp < g->ngroups; grp++) {
+			float inv = 1.0f / (float)(g->off[grp + 1] - g->off[grp]);
+			float *row = acc[a].scores + (size_t)grp * n;
+			for (int j = 0; j < n; j++)
+				row[j] *= inv;
+		}
+		free(owner[a]);
+	}
+	free(owner);
+	free(P);
+}
+
+struct dg_query_select {
+	int n, nb, threads;
+	const dg_budget *const *budgets;
+	int **rows, *counts; /* [b * n + query] */
+	void **work;         /* per thread: dg_select_work_size(n) */
+	int **buf;           /* per thread: (n) */
+	float **blocks;      /* per thread: (ceil(n/128)) block sums of the row */
+};
+
+dg_query_select *dg_query_select_new(int n, const dg_budget *const *budgets, int nb)
+{
+	dg_query_select *qs = dg_malloc(sizeof *qs);
+	int threads = omp_get_max_threads();
+	*qs = (dg_query_select){ n, nb, threads, budgets, dg_malloc((size_t)nb * n * sizeof(int *)),
+				 dg_malloc((size_t)nb * n * sizeof(int)), dg_malloc(threads * sizeof(void *)),
+				 dg_malloc(threads * sizeof(int *)), dg_malloc(threads * sizeof(float *)) };
+	for (int t = 0; t < threads; t++) {
+		qs->work[t] = dg_malloc(dg_select_work_size(n));
+		qs->buf[t] = dg_malloc((size_t)n * sizeof(int));
+		qs->blocks[t] = dg_malloc((size_t)(n / DG_KV_BLOCK_SIZE + 1) * sizeof(float));
+	}
+	return qs;
+}
+
+void dg_query_select_row(void *ctx, int i, const float *p)
+{
+	dg_query_select *qs = ctx;
+	int t = omp_get_thread_num(), n = qs->n;
+	bool summed = false;
+	for (int b = 0; b < qs->nb; b++) {
+		const dg_budget *bu = qs->budgets[b];
+		if (bu->kv == DG_KV_BLOCK && !summed) {
+			dg_scores_to_blocks(p, 1, n, qs->blocks[t]);
+			summed = true;
+		}
+		size_t at = (size_t)b * n + i;
+		int c = dg_select_row(bu->kv == DG_KV_BLOCK ? qs->blocks[t] : p, n, bu, qs->buf[t], qs->work[t]);
+		qs->counts[at] = c;
+		qs->rows[at] = memcpy(dg_malloc((size_t)c * sizeof(int)), qs->buf[t], (size_t)c * sizeof(int));
+	}
+}
+
+void dg_query_select_finish(dg_query_select *qs, dg_selection *sel)
+{
+	for (int b = 0; b < qs->nb; b++)
+		selection_from_rows(&sel[b], qs->rows + (size_t)b * qs->n, qs->counts + (size_t)b * qs->n, qs->n);
+	for (int t = 0; t < qs->threads; t++) {
+		free(qs->work[t]);
+		free(qs->buf[t]);
+		free(qs->blocks[t]);
+	}
+	free(qs->work), free(qs->buf), free(qs->blocks), free(qs->rows), free(qs->counts);
+	free(qs);
+}
+
+/* softmax of a row in place, with optional log-weights added first */
+static void softmax_row(float *x, int cols, const float *logw)
+{
+	float mx = -INFINITY;
+	for (int j = 0; j < cols; j++) {
+		if (logw)
+			x[j] += logw[j];
+		mx = x[j] > mx ? x[j] : mx;
+	}
+	double sum = 0;
+	for (int j = 0; j < cols; j++)
+		sum += x[j] = expf(x[j] - mx);
+	for (int j = 0; j < cols; j++)
+		x[j] = (float)(x[j] / sum);
+}
+
+void dg_scores_pooled(const float *q, const float *k, int n, int d, const dg_groups *g,
+		      dg_kv_kind kv, float *scores)
+{
+	int G = g->ngroups, nb = (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE;
+	float scale = 1.0f / sqrtf((float)d);
+	float *qbar = dg_calloc((size_t)G * d, sizeof(float)); /* (G, d) */
+	for (int grp = 0; grp < G; grp++) {
+		int a = g->off[grp], b = g->off[grp + 1];
+		for (int p = a; p < b; p++)
+			for (int c = 0; c < d; c++)
+				qbar[(size_t)grp * d + c] += q[(size_t)g->perm[p] * d + c];
+		for (int c = 0; c < d; c++)
+			qbar[(size_t)grp * d + c] /= (float)(b - a);
+	}
+	if (kv == DG_KV_TOKEN) {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, n, d, scale, qbar, d, k, d, 0.0f,
+			    scores, n);
+		for (int grp = 0; grp < G; grp++)
+			softmax_row(scores + (size_t)grp * n, n, NULL);
+	} else {
+		float *kbar = dg_calloc((size_t)nb * d, sizeof(float)), *logw = dg_malloc(nb * sizeof(float));
+		for (int blk = 0; blk < nb; blk++) {
+			int a = blk * DG_KV_BLOCK_SIZE, b = a + DG_KV_BLOCK_SIZE < n ? a + DG_KV_BLOCK_SIZE : n;
+			for (int j = a; j < b; j++)
+				for (int c = 0; c < d; c++)
+					kbar[(size_t)blk * d + c] += k[(size_t)j * d + c];
+			for (int c = 0; c < d; c++)
+				kbar[(size_t)blk * d + c] /= (float)(b - a);
+			logw[blk] = logf((float)(b - a));
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, nb, d, scale, qbar, d, kbar, d,
+			    0.0f, scores, nb);
+		for (int grp = 0; grp < G; grp++)
+			softmax_row(scores + (size_t)grp * nb, nb, logw);
+		free(kbar);
+		free(logw);
+	}
+	free(qbar);
+}
+
+void dg_scores_to_blocks(const float *token_scores, int ngroups, int n, float *block_scores)
+{
+	int nb = (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE;
+	for (int grp = 0; grp < ngroups; grp++)
+		for (int blk = 0; blk < nb; blk++) {
+			const float *t = token_scores + (size_t)grp * n;
+			float s = 0;
+			for (int j = blk * DG_KV_BLOCK_SIZE; j < n && j < (blk + 1) * DG_KV_BLOCK_SIZE; j++)
+				s += t[j];
+			block_scores[(size_t)grp * nb + blk] = s;
+		}
+}

@@ -1,0 +1,83 @@
+/*
+ * select.h: scoring of keys for query groups and the budget that turns scores into key lists
+ * (DESIGN §3, switches `kv`, `score`, `budget`). CPU reference of the GPU scoring and top-k.
+ *
+ *   exact  s(G, j) = mean_{i in G} exp(scale q_i.k_j - LSE_i)   (needs the dense LSE)
+ *   pooled the group's mean query against the keys, softmax over keys; for kv=block against
+ *          mean-pooled key blocks, softmax over blocks weighted by block size
+ *   kv=block scores blocks of 128 contiguous keys (exact: the sum of the block's token scores)
+ *   topk   the K highest keys, K = min(n, 128 * ceil(rho * n / 128)); for kv=block the highest
+ *          blocks until they hold at least K keys (the last block of a head may be short)
+ *   topp   the shortest prefix (by score, descending) whose mass before the last kept item is
+ *          below p of the total, its count rounded up to a multiple of 128 keys
+ *   sinks  keys [lo, hi) always kept, in addition to the budget and excluded from ranking
+ * Ties are broken by the lower index, so the selection is a deterministic function of the scores.
+ */
+#ifndef DG_SELECT_H
+#define DG_SELECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/groups.h"
+#include "policy/policy.h"
+
+#define DG_KV_BLOCK_SIZE 128
+
+typedef struct {
+	int ngroups;
+	int64_t *off; /* (ngroups+1) */
+	int *idx;     /* (off[ngroups]) key indices, ascending within each group */
+} dg_selection;
+
+typedef struct {
+	dg_kv_kind kv;
+	dg_budget_kind budget;
+	double rho;  /* topk density */
+	double topp; /* topp mass */
+	int sink_lo, sink_hi;
+} dg_budget;
+
+void dg_selection_free(dg_selection *s);
+
+/* Keys kept by topk at density rho over n keys (before sinks). */
+int dg_topk_count(double rho, int n);
+
+/*
+ * Select from one score row: score has n entries (kv=token) or ceil(n/128) (kv=block). Writes the
+ * kept key indices ascending to out (capacity n) and returns their count. work: scratch of n
+ * (index, score) pairs, see dg_select_work_size.
+ */
+int dg_select_row(const float *score, int n, const dg_budget *b, int *out, void *work);
+size_t dg_select_work_size(int n);
+
+/* Select for every group from a score matrix (ngroups, cols), cols as for dg_select_row. */
+void dg_select_groups(dg_selection *sel, const float *scores, int ngroups, int n, const dg_budget *b);
+
+/* Exact scores of several groupings in one pass over the probabilities, and/or a callback for
+ * every full probability row (the per-query oracle). */
+typedef struct {
+	const dg_groups *groups;
+	float *scores; /* out: (ngroups, n) mean probability of each key over the group */
+} dg_score_acc;
+typedef void (*dg_prob_row_fn)(void *ctx, int query, const float *p /* (n) */);
+void dg_scores_exact(const float *q, const float *k, const float *lse, int n, int d,
+		     dg_score_acc *acc, int nacc, dg_prob_row_fn fn, void *ctx);
+
+/* Per-query selections (group=query, the oracle) under nb budgets, made row by row as the exact
+ * pass streams the probabilities: pass dg_query_select_row with the context to dg_scores_exact,
+ * then finish into sel[nb] (n groups of one query each), which frees the context. Under kv=block
+ * a row is ranked by its block sums. */
+typedef struct dg_query_select dg_query_select;
+dg_query_select *dg_query_select_new(int n, const dg_budget *const *budgets, int nb);
+void dg_query_select_row(void *qs, int query, const float *p);
+void dg_query_select_finish(dg_query_select *qs, dg_selection *sel);
+
+/* Pooled scores: (ngroups, n) for kv=token or (ngroups, ceil(n/128)) for kv=block. */
+void dg_scores_pooled(const float *q, const float *k, int n, int d, const dg_groups *g,
+		      dg_kv_kind kv, float *scores);
+
+/* Block scores from token scores: (ngroups, n) -> (ngroups, ceil(n/128)) sums. */
+void dg_scores_to_blocks(const float *token_scores, int ngroups, int n, float *block_scores);
+
+#endif

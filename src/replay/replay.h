@@ -1,0 +1,42 @@
+/*
+ * replay.h: the open-loop engine (DESIGN §1, §3, §4). Streams a trace one (step, layer, head) unit
+ * at a time, runs every policy at every density on the dense model's own Q/K/V, and writes one
+ * metrics row per unit to DIR/metrics.csv, plus DIR/run.json (resolved configuration, versions,
+ * commit, device, timings). Both files are written under temporary names and renamed at the end.
+ *
+ * Units are visited cluster by cluster ((layer, head) outer, steps inner), so per-policy state
+ * (groups, selections, residuals made at an anchor) lives only for the cluster being replayed.
+ */
+#ifndef DG_REPLAY_H
+#define DG_REPLAY_H
+
+#include <stdbool.h>
+
+#include "policy/policy.h"
+
+#define DG_METRICS_HEADER \
+	"policy,density_target,density,step,layer,head,rel_l1,rel_l2,cosine,psnr,mass_mean,mass_p5," \
+	"staleness,time_ms"
+
+typedef struct {
+	const char *trace_path;
+	const char *out_dir;
+	dg_policy *policies;
+	int npolicies;
+	double *densities;
+	int ndensities;
+	dg_schedule schedule;
+	const char *device;       /* "cpu" (default) or "gpu" */
+	bool bf16_pv;             /* GPU: P rounded to bf16 before P.V (fast), not split (dg_backend.precise) */
+	bool progress;            /* progress line with ETA on stderr */
+	const char *command_line; /* recorded in run.json */
+} dg_replay_opts;
+
+int dg_replay(const dg_replay_opts *o);
+
+/* Expand a --policies list (names, specs, and the aliases "ladder", "factorial", "peers" (the
+ * eight peer presets), "all" (ladder and factorial)) into
+ * parsed policies. Returns the count or -1 (reported). */
+int dg_policies_expand(const char *list, dg_policy *out, int max);
+
+#endif

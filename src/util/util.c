@@ -1,0 +1,423 @@
+/*
+ * util.c: error reporting, checked allocation, time, directories and atomic output files.
+ * See util.h for the contracts.
+ */
+#include "util/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/git_commit.h" /* DG_GIT_COMMIT, made at build time (src/git_commit.cmake) */
+
+static void vreport(const char *kind, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "dsgap: %s: ", kind);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+int dg_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vreport("error", fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void dg_warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vreport("warning", fmt, ap);
+	va_end(ap);
+}
+
+void dg_die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vreport("fatal", fmt, ap);
+	va_end(ap);
+	exit(1);
+}
+
+void dg_bug_(const char *file, int line, const char *func, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "dsgap: BUG: %s:%d: %s: ", file, line, func);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	abort();
+}
+
+void *dg_malloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		dg_die("out of memory (%zu bytes)", n);
+	return p;
+}
+
+void *dg_calloc(size_t count, size_t size)
+{
+	void *p = calloc(count ? count : 1, size ? size : 1);
+	if (!p)
+		dg_die("out of memory (%zu x %zu bytes)", count, size);
+	return p;
+}
+
+void *dg_realloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		dg_die("out of memory (%zu bytes)", n);
+	return p;
+}
+
+char *dg_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	return memcpy(dg_malloc(n), s, n);
+}
+
+float *dg_alloc_poisoned(size_t n)
+{
+	float *p = dg_malloc(n * sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		p[i] = NAN;
+	return p;
+}
+
+double dg_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+void dg_utc_now(char *buf, size_t size)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+const char *dg_cpu_name(void)
+{
+	static char name[160];
+	if (name[0])
+		return name;
+	char model[96] = "unknown cpu";
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (f) {
+		char line[256];
+		while (fgets(line, sizeof line, f)) {
+			char *c = strchr(line, ':');
+			if (strncmp(line, "model name", 10) == 0 && c) {
+				snprintf(model, sizeof model, "%s", c + 2);
+				model[strcspn(model, "\n")] = 0;
+				break;
+			}
+		}
+		fclose(f);
+	}
+	snprintf(name, sizeof name, "cpu: %s (%ld threads)", model, sysconf(_SC_NPROCESSORS_ONLN));
+	return name;
+}
+
+const char *dg_git_commit(void) { return DG_GIT_COMMIT; }
+
+int dg_mkdir_p(const char *path)
+{
+	char *p = dg_strdup(path);
+	for (char *s = p + 1; ; s++) {
+		if (*s != '/' && *s != 0)
+			continue;
+		char c = *s;
+		*s = 0;
+		if (mkdir(p, 0777) && errno != EEXIST) {
+			int e = errno;
+			free(p);
+			return dg_error("cannot create directory %s: %s", path, strerror(e));
+		}
+		*s = c;
+		if (!c)
+			break;
+	}
+	free(p);
+	struct stat st;
+	if (stat(path, &st) || !S_ISDIR(st.st_mode))
+		return dg_error("cannot create directory %s: not a directory", path);
+	return 0;
+}
+
+char *dg_path_join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *s = dg_malloc(n);
+	snprintf(s, n, "%s/%s", dir, name);
+	return s;
+}
+
+char *dg_tmp_name(const char *path)
+{
+	size_t n = strlen(path) + 32;
+	char *s = dg_malloc(n);
+	snprintf(s, n, "%s.tmp.%ld", path, (long)getpid());
+	return s;
+}
+
+int dg_out_open(dg_out *o, const char *path)
+{
+	o->path = dg_strdup(path);
+	o->tmp = dg_tmp_name(path);
+	o->f = fopen(o->tmp, "w");
+	if (!o->f) {
+		int e = errno;
+		free(o->path);
+		free(o->tmp);
+		o->path = o->tmp = NULL;
+		return dg_error("cannot write %s: %s", path, strerror(e));
+	}
+	return 0;
+}
+
+static void out_free(dg_out *o)
+{
+	free(o->path);
+	free(o->tmp);
+	o->f = NULL;
+	o->path = o->tmp = NULL;
+}
+
+int dg_out_commit(dg_out *o)
+{
+	int bad = ferror(o->f);
+	bad |= fclose(o->f) != 0;
+	if (bad) {
+		remove(o->tmp);
+		dg_error("cannot write %s: %s", o->path, strerror(errno ? errno : EIO));
+		out_free(o);
+		return -1;
+	}
+	if (rename(o->tmp, o->path)) {
+		int e = errno;
+		remove(o->tmp);
+		dg_error("cannot rename %s to %s: %s", o->tmp, o->path, strerror(e));
+		out_free(o);
+		return -1;
+	}
+	out_free(o);
+	return 0;
+}
+
+void dg_out_abort(dg_out *o)
+{
+	if (o->f) {
+		fclose(o->f);
+		remove(o->tmp);
+	}
+	out_free(o);
+}
+
+int dg_split(char *s, char sep, char **items, int max)
+{
+	int n = 0;
+	if (!*s)
+		return 0;
+	for (;;) {
+		if (n == max)
+			return -1;
+		items[n++] = s;
+		char *c = strchr(s, sep);
+		if (!c)
+			break;
+		*c = 0;
+		s = c + 1;
+	}
+	return n;
+}
+
+int dg_parse_doubles(const char *s, double *out, int max)
+{
+	char *copy = dg_strdup(s), *items[256];
+	int n = dg_split(copy, ',', items, max < 256 ? max : 256);
+	for (int i = 0; i < n; i++) {
+		char *end;
+		errno = 0;
+		out[i] = strtod(items[i], &end);
+		if (end == items[i] || *end || errno || !isfinite(out[i]))
+			n = -1;
+	}
+	free(copy);
+	return n;
+}
+
+int dg_parse_ints(const char *s, int *out, int max)
+{
+	char *copy = dg_strdup(s), *items[256];
+	int n = dg_split(copy, ',', items, 256), count = 0;
+	for (int i = 0; i < n && count >= 0; i++) {
+		char *end;
+		long a = strtol(items[i], &end, 10), b = a;
+		if (end == items[i]) {
+			count = -1;
+			break;
+		}
+		if (*end == '-') {
+			char *e2;
+			b = strtol(end + 1, &e2, 10);
+			if (e2 == end + 1)
+				end = e2 - 1; /* leave *end != 0: malformed */
+			else
+				end = e2;
+		}
+		if (*end || b < a || a < -1000000000 || b > 1000000000) {
+			count = -1;
+			break;
+		}
+		for (long v = a; v <= b; v++) {
+			if (count == max) {
+				count = -1;
+				break;
+			}
+			out[count++] = (int)v;
+		}
+	}
+	free(copy);
+	return n < 0 ? -1 : count;
+}
+
+int dg_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < lo || v > hi)
+		return dg_error("%s: bad --%s '%s' (an integer from %ld to %ld)", cmd, opt, s, lo, hi);
+	*out = v;
+	return 0;
+}
+
+int dg_opt_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out)
+{
+	long v = 0;
+	if (dg_opt_long(cmd, opt, s, lo, hi, &v))
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+int dg_opt_seed(const char *cmd, const char *opt, const char *s, unsigned long *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (end == s || *end || errno || *s == '-')
+		return dg_error("%s: bad --%s '%s' (a non-negative integer)", cmd, opt, s);
+	*out = v;
+	return 0;
+}
+
+int dg_opt_onoff(const char *cmd, const char *opt, const char *s, bool *out)
+{
+	if (strcmp(s, "on") && strcmp(s, "off"))
+		return dg_error("%s: bad --%s '%s' (on or off)", cmd, opt, s);
+	*out = !strcmp(s, "on");
+	return 0;
+}
+
+int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3])
+{
+	const char *p = s;
+	for (int i = 0; i < 3; i++) {
+		char *end;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (end == p || errno || v < 1 || v > 1 << 20 || *end != (i < 2 ? 'x' : 0))
+			return dg_error("%s: bad --%s '%s' (FxHxW, e.g. 4x16x16)", cmd, opt, s);
+		grid[i] = (int)v;
+		p = end + 1;
+	}
+	return 0;
+}
+
+char *dg_join_args(int argc, char **argv)
+{
+	size_t n = 16;
+	for (int i = 0; i < argc; i++)
+		n += strlen(argv[i]) + 1;
+	char *s = dg_malloc(n);
+	strcpy(s, "dsgap");
+	for (int i = 0; i < argc; i++) {
+		strcat(s, " ");
+		strcat(s, argv[i]);
+	}
+	return s;
+}
+
+char *dg_read_all(const char *path, size_t max, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t n = 0, cap = 65536;
+	char *s = dg_malloc(cap);
+	errno = 0;
+	for (;;) {
+		n += fread(s + n, 1, cap - n - 1, f);
+		if (n < cap - 1 || n > max)
+			break;
+		s = dg_realloc(s, cap *= 2);
+	}
+	int err = ferror(f) ? (errno ? errno : EIO) : n > max ? EFBIG : 0;
+	fclose(f);
+	if (err) {
+		free(s);
+		errno = err;
+		return NULL;
+	}
+	s[n] = 0;
+	if (len)
+		*len = n;
+	return s;
+}
+
+void dg_sb_add(dg_sbuf *b, const char *s, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		b->cap = 2 * (b->n + n + 1) + 4096;
+		b->buf = dg_realloc(b->buf, b->cap);
+	}
+	memcpy(b->buf + b->n, s, n);
+	b->n += n;
+	b->buf[b->n] = 0;
+}
+
+void dg_sb_printf(dg_sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (b->n + (size_t)n + 1 > b->cap) {
+		b->cap = 2 * (b->n + n + 1) + 4096;
+		b->buf = dg_realloc(b->buf, b->cap);
+	}
+	va_start(ap, fmt);
+	vsnprintf(b->buf + b->n, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->n += (size_t)n;
+}

@@ -13,23 +13,27 @@
 #include "analysis/shapley.h"
 #include "util/util.h"
 
-/* ladder rungs: the policies, in the order the statistic receives their means */
+/* ladder rungs, in the order the statistic receives their means */
 enum { R_EST, R_OBLOCK, R_OTILE, R_OPCA, R_ORACLE, R_ORES, R_COUNT };
-static const char *const ladder_policy[R_COUNT] = {
-	"est-block", "oracle-block", "oracle-tile", "oracle-pca", "oracle", "oracle+res"
-};
-/* factorial cells, indexed by the mask of components on (bit 0 G, bit 1 S, bit 2 R) */
-static const char *const cell_policy[8] = {
-	"baseline", "mc-grouping", "mc-selection", "mc-gs", "mc-residual", "mc-gr", "mc-sr",
-	"mc-sparse"
-};
-/* the peers of DESIGN §3, with the method each one replays (reference/mcsparse-and-peers.md §2) */
-const dg_peer_method dg_peer_methods[DG_PEER_METHODS] = {
-	{ "svg2", "Sparse VideoGen2 (§2.2)" },   { "spargeattn", "SpargeAttn (§2.4)" },
-	{ "xattention", "XAttention (§2.5)" },   { "radial", "Radial Attention (§2.6)" },
-	{ "sta", "Sliding Tile Attention (§2.7)" }, { "ditfastattn", "DiTFastAttn (§2.9)" },
-	{ "chipmunk", "Chipmunk (§2.11)" },      { "pisa", "PISA (§2.12)" },
-};
+
+/* the names of the ladder's rungs (table order) and of the factorial's cells by component mask */
+static const char *const *ladder_policy(void)
+{
+	static const char *names[R_COUNT];
+	const dg_preset *p[R_COUNT];
+	for (int i = 0; i < dg_preset_family(DG_FAMILY_LADDER, p, R_COUNT); i++)
+		names[i] = p[i]->name;
+	return names;
+}
+
+static const char *const *cell_policy(void)
+{
+	static const char *names[8];
+	for (unsigned m = 0; m < 8; m++)
+		names[m] = dg_factorial_cell(m)->name;
+	return names;
+}
+
 /* display order of the cells: by number of components on */
 static const int cell_order[8] = { 0, 1, 2, 4, 3, 5, 6, 7 };
 
@@ -109,7 +113,7 @@ static const char *const ablation_layer_tex[] = { "$E$(baseline)", "$E$(mc-spars
 
 const char *dg_table_reference(dg_table_kind kind)
 {
-	return kind == DG_TABLE_LADDER ? ladder_policy[R_EST] : cell_policy[7];
+	return kind == DG_TABLE_LADDER ? ladder_policy()[R_EST] : cell_policy()[7];
 }
 
 const char *dg_table_name(dg_table_kind kind)
@@ -119,7 +123,7 @@ const char *dg_table_name(dg_table_kind kind)
 
 int dg_table_policies(dg_table_kind kind, const char *const **names)
 {
-	*names = kind == DG_TABLE_LADDER ? ladder_policy : cell_policy;
+	*names = kind == DG_TABLE_LADDER ? ladder_policy() : cell_policy();
 	return kind == DG_TABLE_LADDER ? R_COUNT : 8;
 }
 
@@ -182,15 +186,11 @@ static void peer_stat(const double *E, double *q)
 
 /* ---- building -------------------------------------------------------------------------------- */
 
-/* The method of policy name (PRESET or PRESET/...), or -1. */
-static int peer_method(const char *name)
+/* The peer preset policy name (PRESET or PRESET/...) starts from, or NULL. */
+static const dg_preset *peer_method(const char *name)
 {
-	for (int m = 0; m < DG_PEER_METHODS; m++) {
-		size_t n = strlen(dg_peer_methods[m].preset);
-		if (!strncmp(name, dg_peer_methods[m].preset, n) && (name[n] == 0 || name[n] == '/'))
-			return m;
-	}
-	return -1;
+	const dg_preset *p = dg_preset_of_spec(name);
+	return p && p->family == DG_FAMILY_PEER ? p : NULL;
 }
 
 /* Mean effective density of the post-warm-up units of policy p at density d; NaN without any. */
@@ -213,7 +213,10 @@ static void build_peers(const dg_results *r, dg_table *t, int d, double *sum, do
 			int *member)
 {
 	const int nc = r->n_clusters, ref = dg_results_policy(r, dg_table_reference(t->kind));
-	for (int m = 0; m < DG_PEER_METHODS; m++) {
+	const dg_preset *peers[32];
+	const int npeers = dg_preset_family(DG_FAMILY_PEER, peers, 32);
+	for (int i = 0; i < npeers; i++) {
+		const dg_preset *m = peers[i];
 		dg_peer_row best = { .density = d, .policy = -1, .method = m };
 		for (int p = 0; p < r->n_policies; p++) {
 			double n, rho = peer_method(r->policy[p]) == m ? mean_density(r, p, d, &n) : NAN;
@@ -530,7 +533,7 @@ static void md_peers(FILE *f, const dg_results *r, const dg_table *t, int d)
 		any = true;
 		bool far = fabs(w->density_eff - r->density[d]) > 0.2 * r->density[d];
 		nfar += far;
-		fprintf(f, "| %s | `%s` | %.3f%s | %s | %s | %s | %s |\n", dg_peer_methods[w->method].source,
+		fprintf(f, "| %s | `%s` | %.3f%s | %s | %s | %s | %s |\n", w->method->method,
 			r->policy[w->policy], w->density_eff, far ? " †" : "", num(a, w->est[0]),
 			interval(b, w->lo[0], w->hi[0]), num(c, w->est[1]),
 			interval(e, w->lo[1], w->hi[1]));
@@ -557,7 +560,7 @@ static void write_md(FILE *f, const dg_results *r, const dg_table *t)
 			fprintf(f, "| cell | G | S | R | E | 95%% CI |\n|:--|:-:|:-:|:-:|--:|:-:|\n");
 			for (int k = 0; k < 8; k++) {
 				int s = cell_order[k];
-				fprintf(f, "| %s | %s | %s | %s | %s | %s |\n", cell_policy[s],
+				fprintf(f, "| %s | %s | %s | %s | %s | %s |\n", cell_policy()[s],
 					s & 1 ? "✓" : "", s & 2 ? "✓" : "", s & 4 ? "✓" : "",
 					num(a, w->est[DG_ABL_E + s]),
 					interval(b, w->lo[DG_ABL_E + s], w->hi[DG_ABL_E + s]));
@@ -629,7 +632,7 @@ static void tex_peers(FILE *f, const dg_results *r, const dg_table *t, const dg_
 				dg_table_name(t->kind), r->density[w->density], ref);
 		}
 		any = true;
-		tex_puts(f, dg_peer_methods[p->method].source);
+		tex_puts(f, p->method->method);
 		fputs(" & \\texttt{", f);
 		tex_puts(f, r->policy[p->policy]);
 		fprintf(f, "} & %.3f & ", p->density_eff);
@@ -665,7 +668,7 @@ static void write_tex(FILE *f, const dg_results *r, const dg_table *t)
 				   "95\\%% CI \\\\\n\\midrule\n");
 			for (int k = 0; k < 8; k++) {
 				int s = cell_order[k];
-				fprintf(f, "%s & %s & %s & %s & ", cell_policy[s],
+				fprintf(f, "%s & %s & %s & %s & ", cell_policy()[s],
 					s & 1 ? "$\\bullet$" : "--", s & 2 ? "$\\bullet$" : "--",
 					s & 4 ? "$\\bullet$" : "--");
 				tex_num(f, w->est[s], w->lo[s], w->hi[s], false);

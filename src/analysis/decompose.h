@@ -14,7 +14,7 @@
  *
  * Peers at matched density (DESIGN §3 peers beside the table's policies): for each density with
  *   rows and each peer method with post-warm-up units there (a policy PRESET or PRESET/..., PRESET
- *   one of dg_peer_methods), the configuration whose mean effective density at that
+ *   a peer of presets.h), the configuration whose mean effective density at that
  *   density_target is closest to the target (ties: the first listed), so a sweep of a fixed-mask
  *   peer's parameter in the experiment is matched by picking; its E and E minus the reference
  *   (E(est-block) for the ladder, E(mc-sparse) for the ablation), paired bootstrap over all
@@ -38,6 +38,7 @@
 #define DG_DECOMPOSE_H
 
 #include "analysis/results.h"
+#include "policy/presets.h"
 
 typedef enum { DG_TABLE_LADDER, DG_TABLE_ABLATION, DG_TABLE_COUNT } dg_table_kind;
 
@@ -59,7 +60,6 @@ enum {
 };
 
 /* Ablation quantities: DG_ABL_E + mask is E of the cell with the components of mask on. */
-enum { DG_COMP_G, DG_COMP_S, DG_COMP_R, DG_COMP_COUNT };
 enum {
 	DG_ABL_E = 0,
 	DG_ABL_TOTAL = 8, /* E(baseline) - E(mc-sparse) */
@@ -82,16 +82,9 @@ typedef struct {
 	double check; /* ladder: selection + grouping + lost - E(est-block); ablation: sum phi - total */
 } dg_row;
 
-/* The peer methods: preset name and the method's source (paper) for the tables. */
-typedef struct {
-	const char *preset, *source;
-} dg_peer_method;
-extern const dg_peer_method dg_peer_methods[];
-#define DG_PEER_METHODS 8
-
 typedef struct {
 	int density, policy; /* indices into dg_results */
-	int method;          /* index into dg_peer_methods */
+	const dg_preset *method; /* the peer preset (presets.h: its method and source) */
 	double density_eff;  /* mean effective density over its post-warm-up units */
 	double n_units;
 	int n_clusters;
@@ -104,7 +97,7 @@ typedef struct {
 	unsigned long seed;
 	dg_row *row;
 	int n_rows;
-	dg_peer_row *peer; /* by density, then in dg_peer_methods order */
+	dg_peer_row *peer; /* by density, then in the presets table's order of peers */
 	int n_peers;
 } dg_table;
 

@@ -21,7 +21,7 @@
 
 #include "analysis/bootstrap.h"
 #include "analysis/decompose.h"
-#include "policy/policy.h"
+#include "policy/presets.h"
 #include "analysis/style_gp.h"
 #include "util/util.h"
 
@@ -47,13 +47,25 @@ static const char *const family_title[FAM_COUNT] = {
 };
 static const char *const family_short[FAM_COUNT] = { "oracle ladder", "MC-Sparse factorial",
 						     "other policies" };
-/* factorial cells in display order (by the number of components on) and their short names */
-static const char *const cell_display[8] = {
-	"baseline", "mc-grouping", "mc-selection", "mc-residual", "mc-gs", "mc-gr", "mc-sr",
-	"mc-sparse"
-};
-static const int cell_mask[8] = { 0, 1, 2, 4, 3, 5, 6, 7 };
-static const char *const cell_short[8] = { "none", "G", "S", "R", "G+S", "G+R", "S+R", "G+S+R" };
+/* the factorial's k-th cell in display order (the presets table's: by the number of components on) */
+static const dg_preset *cell(int k)
+{
+	const dg_preset *c[8];
+	dg_preset_family(DG_FAMILY_FACTORIAL, c, 8);
+	return c[k];
+}
+
+/* "none", "G", "S+R", ...: the components a cell has on */
+static const char *cell_short(int k, char buf[8])
+{
+	unsigned m = cell(k)->components;
+	snprintf(buf, 8, "%s%s%s%s", m & 1u << DG_COMP_G ? "G" : "",
+		 (m & 1u << DG_COMP_G) && (m & 1u << DG_COMP_S) ? "+" : "", m & 1u << DG_COMP_S ? "S" : "",
+		 m & 1u << DG_COMP_R ? (m & 3 ? "+R" : "R") : "");
+	if (!m)
+		snprintf(buf, 8, "none");
+	return buf;
+}
 
 typedef struct {
 	const dg_results *r;
@@ -75,21 +87,17 @@ static int family_members(const dg_results *r, int fam, member *out)
 	const int nl = dg_table_policies(DG_TABLE_LADDER, &ladder);
 	int n = 0;
 	if (fam == FAM_LADDER || fam == FAM_FACTORIAL) {
-		const char *const *names = fam == FAM_LADDER ? ladder : cell_display;
 		for (int i = 0; i < (fam == FAM_LADDER ? nl : 8); i++) {
-			int p = dg_results_policy(r, names[i]);
+			int p = dg_results_policy(r, fam == FAM_LADDER ? ladder[i] : cell(i)->name);
 			if (p >= 0)
 				out[n++] = (member){ p, i + 1 };
 		}
 		return n;
 	}
 	for (int p = 0; p < r->n_policies; p++) {
-		bool known = !strcmp(r->policy[p], "dense");
-		for (int i = 0; i < nl; i++)
-			known |= !strcmp(r->policy[p], ladder[i]);
-		for (int i = 0; i < 8; i++)
-			known |= !strcmp(r->policy[p], cell_display[i]);
-		if (known)
+		const dg_preset *pr = dg_preset_find(r->policy[p]);
+		if (pr && (pr->family == DG_FAMILY_DENSE || pr->family == DG_FAMILY_LADDER ||
+			   pr->family == DG_FAMILY_FACTORIAL))
 			continue;
 		if (n == FAMILY_MAX) {
 			dg_warn("plot: more than %d other policies: %s and later ones not drawn",
@@ -478,7 +486,7 @@ static int ablation_rows(const plotter *pl, int density, dg_table *t)
 	for (int d = 0; d < pl->r->n_densities; d++) {
 		bool all = true;
 		for (int s = 0; s < 8; s++)
-			all &= have_units(pl->r, cell_display[s], d);
+			all &= have_units(pl->r, cell(s)->name, d);
 		if (all && (density < 0 || d == density))
 			return dg_table_build(pl->r, DG_TABLE_ABLATION, density, pl->o->boot,
 					      pl->o->seed, t);
@@ -511,8 +519,9 @@ static int fig_ablation(plotter *pl)
 		 r->density[d]);
 	dat_header(dat, pl, name, what, "x components policy E lo hi");
 	for (int k = 0; k < 8; k++) {
-		int q = DG_ABL_E + cell_mask[k];
-		fprintf(dat, "%d %s %s %.8g %.8g %.8g\n", k, cell_short[k], cell_display[k], w->est[q],
+		int q = DG_ABL_E + (int)cell(k)->components;
+		char sh[8];
+		fprintf(dat, "%d %s %s %.8g %.8g %.8g\n", k, cell_short(k, sh), cell(k)->name, w->est[q],
 			w->lo[q], w->hi[q]);
 	}
 	dg_table_free(&t);
@@ -600,14 +609,8 @@ static int fig_shapley(plotter *pl)
 /* refresh=anchor policies: their metadata is reused after the anchor (policy.h) */
 static bool refresh_anchor(const char *spec)
 {
-	char base[DG_POLICY_NAME_MAX];
-	snprintf(base, sizeof base, "%s", spec);
-	base[strcspn(base, "/")] = 0;
-	bool preset = false;
-	for (int i = 0; dg_policy_presets[i]; i++)
-		preset |= !strcmp(base, dg_policy_presets[i]);
 	dg_policy p;
-	return preset && dg_policy_parse(spec, &p) == 0 && !p.dense &&
+	return dg_preset_of_spec(spec) && dg_policy_parse(spec, &p) == 0 && !p.dense &&
 	       p.refresh == DG_REFRESH_ANCHOR;
 }
 

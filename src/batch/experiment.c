@@ -25,7 +25,7 @@
 #include <ini.h>
 
 #include "dit/dit_sample.h"
-#include "replay/replay.h"
+#include "policy/presets.h"
 #include "util/util.h"
 
 #define MAX_POLICIES 64
@@ -746,24 +746,11 @@ static int resolve_anchors(parse_ctx *c, const dg_exp_schedule *s, const dg_exp_
 {
 	*sc = s->schedule;
 	const dg_trace_meta *m = &t->meta;
-	if (sc->anchors_given) {
-		for (int a = 0; a < sc->nanchors; a++) {
-			int found = 0;
-			for (int i = 0; i < m->steps; i++)
-				found |= m->step_index[i] == sc->anchors[a];
-			if (!found)
-				return fail(c, s->line, "schedule '%s': anchor step %d is not in trace '%s' (its steps: "
-					    "%d..%d)", s->label, sc->anchors[a], t->label, m->step_index[0],
-					    m->step_index[m->steps - 1]), -1;
-		}
-		return 0;
-	}
-	sc->nanchors = 0; /* replay's default: the last stored step before the end of warm-up */
-	for (int i = 0; i < m->steps; i++)
-		if (m->step_index[i] < sc->warmup) {
-			sc->anchors[0] = m->step_index[i];
-			sc->nanchors = 1;
-		}
+	int missing = dg_schedule_resolve_anchors(sc, m->step_index, m->steps);
+	if (missing >= 0)
+		return fail(c, s->line, "schedule '%s': anchor step %d is not in trace '%s' (its steps: "
+			    "%d..%d)", s->label, sc->anchors[missing], t->label, m->step_index[0],
+			    m->step_index[m->steps - 1]), -1;
 	return 0;
 }
 
@@ -1331,12 +1318,10 @@ char *dg_experiment_json(const dg_experiment *e)
 		cJSON_AddStringToObject(sj, "label", s->label);
 		cJSON_AddStringToObject(sj, "spec", s->spec);
 		cJSON_AddNumberToObject(sj, "warmup", run->resolved.warmup);
-		int dflt = run->resolved.warmup > 0 ? run->resolved.warmup - 1 : 0; /* the DiT loop's default */
-		if (e->closed && !run->resolved.anchors_given)
-			cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(&dflt, 1));
-		else
-			cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(run->resolved.anchors,
-										  run->resolved.nanchors));
+		dg_schedule anchors = run->resolved;
+		if (e->closed) /* the denoising loop's steps */
+			dg_schedule_resolve_anchors(&anchors, NULL, e->model.steps);
+		cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(anchors.anchors, anchors.nanchors));
 		cJSON_AddItemToObject(sj, "dense_layers",
 				      cJSON_CreateIntArray(run->resolved.dense_layers, run->resolved.ndense_layers));
 		cJSON *cells = cJSON_AddArrayToObject(j, "cells");

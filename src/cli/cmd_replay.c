@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "policy/presets.h"
 #include "replay/replay.h"
 #include "util/util.h"
 

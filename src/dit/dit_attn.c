@@ -12,6 +12,7 @@
  */
 #include "dit/dit_attn.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,10 +75,7 @@ dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rh
 		a->policy.dense = true;
 	if (schedule)
 		a->sched = *schedule;
-	if (!a->sched.anchors_given) { /* MC-Sparse: the last warm-up step, else the first step */
-		a->sched.nanchors = 1;
-		a->sched.anchors[0] = a->sched.warmup > 0 ? a->sched.warmup - 1 : 0;
-	}
+	dg_schedule_resolve_anchors(&a->sched, NULL, INT_MAX); /* given anchors: checked by the caller */
 	memcpy(a->grid, grid, sizeof a->grid);
 	a->n = n;
 	a->d = d;

@@ -1,5 +1,5 @@
 /*
- * policy.c: policy switches, presets and schedules: parsing and names. See policy.h.
+ * policy.c: policy switches and schedules: parsing and names (the presets: presets.c). See policy.h.
  */
 #include "policy/policy.h"
 
@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/presets.h"
 #include "util/util.h"
 
 #define NAMES(type, fn, ...)                                                     \
@@ -37,68 +38,6 @@ int dg_group_parse(const char *s, dg_group_kind *k)
 	*k = v;
 	return 0;
 }
-
-/* Presets: name, then group, kv, score, residual, refresh (DESIGN §3); the peers also set their
- * mask, approximation, budget and window (peers.h; defaults from mcsparse-and-peers.md §2). */
-static const struct preset {
-	const char *name;
-	dg_group_kind group;
-	dg_kv_kind kv;
-	dg_score_kind score;
-	dg_residual_kind residual;
-	dg_refresh_kind refresh;
-	dg_mask_kind mask;
-	dg_approx_kind approx;
-	dg_budget_kind budget;
-	double topp;
-	int window;
-} presets[] = {
-#define NOPEER DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 0
-	/* oracle ladder: metadata every step */
-	{ "est-block", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
-	{ "oracle-block", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
-	{ "oracle-tile", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
-	{ "oracle-pca", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
-	{ "oracle", DG_GROUP_QUERY, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP, NOPEER },
-	{ "oracle+res", DG_GROUP_QUERY, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_STEP, NOPEER },
-	/* MC-Sparse factorial: G = (raster,block) -> (pca,token), S = pooled -> exact, R = none -> cached */
-	{ "baseline", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
-	{ "mc-grouping", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
-	{ "mc-selection", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
-	{ "mc-residual", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
-	{ "mc-gs", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
-	{ "mc-gr", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_POOLED, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
-	{ "mc-sr", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
-	{ "mc-sparse", DG_GROUP_PCA, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR, NOPEER },
-	/* peers (§2.2 svg2, §2.4 spargeattn, §2.5 xattention: dynamic, every step; §2.6 radial, §2.7
-	 * sta: static masks; §2.9 ditfastattn, §2.11 chipmunk: residual cached at the anchor; §2.12 pisa) */
-	{ "svg2", DG_GROUP_KMEANS, DG_KV_TOKEN, DG_SCORE_CENTROID, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
-	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPP, 0.9, 0 },
-	{ "spargeattn", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_SPARGE, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
-	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPP, 0.98, 0 },
-	{ "xattention", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_ANTIDIAG, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
-	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPP, 0.9, 0 },
-	{ "radial", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
-	  DG_MASK_RADIAL, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 0 },
-	{ "sta", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
-	  DG_MASK_STA, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 3 },
-	{ "ditfastattn", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR,
-	  DG_MASK_WINDOW, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 64 },
-	{ "chipmunk", DG_GROUP_VOXEL, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_CACHED, DG_REFRESH_ANCHOR,
-	  DG_MASK_NONE, DG_APPROX_NONE, DG_BUDGET_TOPK, 0, 0 },
-	{ "pisa", DG_GROUP_RASTER, DG_KV_BLOCK, DG_SCORE_POOLED, DG_RESIDUAL_NONE, DG_REFRESH_STEP,
-	  DG_MASK_NONE, DG_APPROX_PISA, DG_BUDGET_TOPK, 0, 0 },
-	/* a blank point to set every switch of by hand */
-	{ "custom", DG_GROUP_RASTER, DG_KV_TOKEN, DG_SCORE_EXACT, DG_RESIDUAL_NONE, DG_REFRESH_ANCHOR, NOPEER },
-#undef NOPEER
-};
-
-const char *const dg_policy_presets[] = {
-	"dense", "est-block", "oracle-block", "oracle-tile", "oracle-pca", "oracle", "oracle+res",
-	"baseline", "mc-grouping", "mc-selection", "mc-residual", "mc-gs", "mc-gr", "mc-sr",
-	"mc-sparse", "svg2", "spargeattn", "xattention", "radial", "sta", "ditfastattn", "chipmunk",
-	"pisa", "custom", NULL
-};
 
 bool dg_policy_is_peer(const dg_policy *p)
 {
@@ -205,22 +144,14 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 	int n = dg_split(buf, '/', items, 16);
 	if (n < 1)
 		return dg_error("policy '%s': too many switches", spec);
-	if (!strcmp(items[0], "dense")) {
+	const dg_preset *pr = dg_preset_find(items[0]);
+	if (!pr)
+		return dg_error("unknown policy '%s' (known: %s)", items[0], dg_preset_names());
+	if (pr->family == DG_FAMILY_DENSE) {
 		if (n > 1)
 			return dg_error("policy '%s': dense takes no switches", spec);
 		p->dense = true;
 		return 0;
-	}
-	const struct preset *pr = NULL;
-	for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
-		if (!strcmp(items[0], presets[i].name))
-			pr = &presets[i];
-	if (!pr) {
-		char known[512] = "";
-		for (int i = 0; dg_policy_presets[i]; i++)
-			snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
-				 i ? " " : "", dg_policy_presets[i]);
-		return dg_error("unknown policy '%s' (known: %s)", items[0], known);
 	}
 	p->group = pr->group;
 	p->kv = pr->kv;
@@ -312,6 +243,40 @@ bool dg_schedule_is_anchor(const dg_schedule *s, int step)
 		if (s->anchors[i] == step)
 			return true;
 	return false;
+}
+
+static bool has_step(const int *step_index, int nsteps, int step)
+{
+	if (!step_index)
+		return step >= 0 && step < nsteps;
+	for (int i = 0; i < nsteps; i++)
+		if (step_index[i] == step)
+			return true;
+	return false;
+}
+
+int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nsteps)
+{
+	if (s->anchors_given) {
+		for (int a = 0; a < s->nanchors; a++)
+			if (!has_step(step_index, nsteps, s->anchors[a]))
+				return a;
+		return -1;
+	}
+	s->nanchors = 0;
+	if (!step_index) { /* steps 0 .. nsteps-1 */
+		s->anchors[0] = s->warmup < nsteps ? (s->warmup > 0 ? s->warmup - 1 : 0) : nsteps - 1;
+		s->nanchors = nsteps > 0;
+		return -1;
+	}
+	for (int i = 0; i < nsteps; i++) {
+		int step = step_index[i];
+		if (step < s->warmup || s->nanchors == 0) {
+			s->anchors[0] = step;
+			s->nanchors = 1;
+		}
+	}
+	return -1;
 }
 
 bool dg_schedule_dense_layer(const dg_schedule *s, int layer)

@@ -1,6 +1,6 @@
 /*
  * policy.h: a sparse-attention policy as a point in a space of orthogonal switches (DESIGN §3),
- * the named presets (dense, the oracle ladder, the MC-Sparse factorial), and the schedule.
+ * parsed from a spec that starts at a named preset (presets.h), and the schedule.
  *
  * Policy spec grammar (the --policies list is comma-separated, so specs never hold commas):
  *   NAME[/key=value]...     e.g.  mc-sparse   oracle-tile/group=tile3d   mc-sparse/budget=topp:0.9
@@ -75,8 +75,6 @@ bool dg_policy_is_peer(const dg_policy *p);
 
 /* Parse a spec into p. Reports "unknown policy 'x' (known: ...)" or the bad switch; returns -1. */
 int dg_policy_parse(const char *spec, dg_policy *p);
-/* The preset names, NULL-terminated (for help and error messages). */
-extern const char *const dg_policy_presets[];
 
 #define DG_SCHEDULE_MAX 256
 
@@ -99,6 +97,13 @@ typedef struct {
 
 int dg_schedule_parse(const char *s, dg_schedule *out);
 bool dg_schedule_is_anchor(const dg_schedule *s, int step);
+/* Resolve the anchors against the steps that exist: step_index[nsteps] (a trace's own indices,
+ * ascending), or steps 0 .. nsteps-1 of a denoising loop when step_index is NULL (nsteps INT_MAX
+ * where the loop's length is not known). Given anchors must be
+ * among them; by default the anchor is the last step before the end of warm-up, else the first step
+ * (MC-Sparse: step W-1). Returns -1, or the position in s->anchors of the first given anchor that
+ * is not a step (the caller reports it). */
+int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nsteps);
 bool dg_schedule_dense_layer(const dg_schedule *s, int layer);
 
 #endif

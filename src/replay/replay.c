@@ -215,28 +215,6 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 
 /* ---------------------------------------------------------------------------------------------- */
 
-static int resolve_anchors(dg_schedule *sc, const dg_trace_meta *m, const char *path)
-{
-	if (sc->anchors_given) {
-		for (int a = 0; a < sc->nanchors; a++) {
-			int found = 0;
-			for (int s = 0; s < m->steps; s++)
-				found |= m->step_index[s] == sc->anchors[a];
-			if (!found)
-				return dg_error("%s: anchor step %d is not in the trace", path, sc->anchors[a]);
-		}
-		return 0;
-	}
-	/* default: the last stored step before the end of warm-up (MC-Sparse: step W-1) */
-	sc->nanchors = 0;
-	for (int s = 0; s < m->steps; s++)
-		if (m->step_index[s] < sc->warmup) {
-			sc->anchors[0] = m->step_index[s];
-			sc->nanchors = 1;
-		}
-	return 0;
-}
-
 static void progress(double start, long done, long total)
 {
 	double el = dg_now() - start, eta = done ? el * (total - done) / done : 0;
@@ -255,7 +233,9 @@ int dg_replay(const dg_replay_opts *opt)
 		return -1;
 	dg_replay_opts o = *opt;
 	int rc = -1;
-	if (resolve_anchors(&o.schedule, &t.meta, t.path))
+	int missing = dg_schedule_resolve_anchors(&o.schedule, t.meta.step_index, t.meta.steps);
+	if (missing >= 0 &&
+	    dg_error("%s: anchor step %d is not in the trace", t.path, o.schedule.anchors[missing]))
 		goto out_trace;
 	struct stat st;
 	bool made_dir = stat(o.out_dir, &st) != 0;
@@ -344,54 +324,4 @@ out_paths:
 out_trace:
 	dg_trace_close(&t);
 	return rc;
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-
-static const char *const ladder[] = { "dense", "est-block", "oracle-block", "oracle-tile",
-				      "oracle-pca", "oracle", "oracle+res", NULL };
-static const char *const factorial[] = { "baseline", "mc-grouping", "mc-selection", "mc-residual",
-					 "mc-gs", "mc-gr", "mc-sr", "mc-sparse", NULL };
-static const char *const peers[] = { "svg2", "spargeattn", "xattention", "radial", "sta",
-				     "ditfastattn", "chipmunk", "pisa", NULL };
-
-static int add_policy(const char *spec, dg_policy *out, int *n, int max)
-{
-	for (int i = 0; i < *n; i++)
-		if (!strcmp(out[i].name, spec))
-			return 0; /* listed twice: once is enough */
-	if (*n == max)
-		return dg_error("too many policies (at most %d)", max);
-	if (dg_policy_parse(spec, &out[*n]))
-		return -1;
-	(*n)++;
-	return 0;
-}
-
-int dg_policies_expand(const char *list, dg_policy *out, int max)
-{
-	char *copy = dg_strdup(list), *items[128];
-	int k = dg_split(copy, ',', items, 128), n = 0;
-	if (k <= 0) {
-		free(copy);
-		return dg_error("no policies given");
-	}
-	for (int i = 0; i < k && n >= 0; i++) {
-		const char *const *alias = !strcmp(items[i], "ladder") ? ladder
-					 : !strcmp(items[i], "factorial") ? factorial
-					 : !strcmp(items[i], "peers") ? peers : NULL;
-		if (!strcmp(items[i], "all")) {
-			for (int j = 0; ladder[j] && n >= 0; j++)
-				n = add_policy(ladder[j], out, &n, max) ? -1 : n;
-			alias = factorial;
-		}
-		if (alias) {
-			for (int j = 0; alias[j] && n >= 0; j++)
-				n = add_policy(alias[j], out, &n, max) ? -1 : n;
-		} else if (strcmp(items[i], "all")) {
-			n = add_policy(items[i], out, &n, max) ? -1 : n;
-		}
-	}
-	free(copy);
-	return n;
 }

@@ -34,9 +34,4 @@ typedef struct {
 
 int dg_replay(const dg_replay_opts *o);
 
-/* Expand a --policies list (names, specs, and the aliases "ladder", "factorial", "peers" (the
- * eight peer presets), "all" (ladder and factorial)) into
- * parsed policies. Returns the count or -1 (reported). */
-int dg_policies_expand(const char *list, dg_policy *out, int max);
-
 #endif

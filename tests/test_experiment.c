@@ -83,7 +83,8 @@ int main(void)
 							       !strcmp(e.runs[3].name, "b.s1"));
 	CHECK("default anchor resolved: the last step before warm-up", e.runs[0].resolved.nanchors == 1 &&
 									   e.runs[0].resolved.anchors[0] == 0);
-	CHECK("no warm-up: no default anchor", e.runs[2].resolved.nanchors == 0);
+	CHECKF(e.runs[2].resolved.nanchors == 1 && e.runs[2].resolved.anchors[0] == e.traces[0].meta.step_index[0],
+	       "no warm-up: the default anchor is the first stored step (%d anchors)", e.runs[2].resolved.nanchors);
 	/* cells: a has 2 x 3 clusters, b 1 x 2 -> 3 x 6 + 3 x 2 = 24 */
 	CHECKF(e.ncells == 24, "24 cells (%d)", e.ncells);
 	CHECK("run a.s2 starts at cell 6 with 6 cells", e.runs[1].first_cell == 6 && e.runs[1].ncells == 6);

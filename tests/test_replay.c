@@ -161,8 +161,38 @@ static int close_rel(double a, double b)
 	return fabs(a - b) <= 1e-4 * fmax(fabs(b), 1e-2);
 }
 
+/* the one anchor rule (policy.h) on a trace's steps and on a denoising loop's */
+static void anchor_rule(void)
+{
+	const int steps[] = { 4, 6, 9, 12 };
+	struct {
+		const char *spec;
+		const int *idx;
+		int n, want_missing, want_n, want;
+	} c[] = {
+		{ "warmup=10", steps, 4, -1, 1, 9 },   /* the last stored step before the end of warm-up */
+		{ "warmup=3", steps, 4, -1, 1, 4 },    /* none before it: the first stored step */
+		{ "warmup=0", steps, 4, -1, 1, 4 },
+		{ "anchors=6;9", steps, 4, -1, 2, 6 }, /* given and present */
+		{ "anchors=6;7", steps, 4, 1, 2, 6 },  /* 7 is not a step: its position */
+		{ "warmup=10", NULL, 50, -1, 1, 9 },   /* a loop of 50 steps: W-1 */
+		{ "warmup=0", NULL, 50, -1, 1, 0 },
+		{ "warmup=80", NULL, 50, -1, 1, 49 },  /* past the loop: its last step */
+		{ "anchors=50", NULL, 50, 0, 1, 50 },
+	};
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		dg_schedule s;
+		dg_schedule_parse(c[i].spec, &s);
+		int missing = dg_schedule_resolve_anchors(&s, c[i].idx, c[i].n);
+		CHECKF(missing == c[i].want_missing && s.nanchors == c[i].want_n && s.anchors[0] == c[i].want,
+		       "anchor rule: %s over %s: missing %d, %d anchors, first %d", c[i].spec,
+		       c[i].idx ? "steps 4 6 9 12" : "a loop", missing, s.nanchors, s.anchors[0]);
+	}
+}
+
 int main(void)
 {
+	anchor_rule();
 	unsigned long seed = getenv("DSGAP_TEST_SEED") ? strtoul(getenv("DSGAP_TEST_SEED"), NULL, 10)
 						      : (unsigned long)time(NULL) ^ (unsigned long)getpid();
 	printf("seed %lu\n", seed);

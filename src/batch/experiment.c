@@ -1,6 +1,7 @@
 /*
- * experiment.c: read an experiment file (inih) into a dg_experiment and expand it into runs and
- * cells (the format and the cell definition are in experiment.h). Errors name FILE:LINE.
+ * experiment.c: read an experiment file (inih) into a dg_experiment: sections, defaults, policies,
+ * schedules, traces (the format is in experiment.h); experiment_grid.c then expands it into runs and
+ * cells, experiment_json.c fingerprints and describes it. Errors name FILE:LINE.
  *
  * inih is driven through ini_parse_stream with our own line reader, so that the handler knows the
  * line it is on, whether it is an indented continuation, and so that a line longer than inih's
@@ -9,6 +10,7 @@
  * on stderr; here they are captured and re-issued with the file and line in front.
  */
 #include "batch/experiment.h"
+#include "batch/experiment_build.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -148,121 +150,6 @@ static int trace_call(void *a)
 static int synth_check_call(void *a) { return dg_synth_check(a); }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* synth: specs                                                                                    */
-
-static int synth_spec_parse(const char *spec, dg_synth_opts *o, char *err, size_t size)
-{
-	dg_synth_defaults(o);
-	char *copy = dg_strdup(spec), *save = NULL;
-	char *s = trim(copy);
-	if (!strncmp(s, "synth:", 6))
-		s += 6;
-	else if (!strncmp(s, "synth", 5) && (s[5] == 0 || isspace((unsigned char)s[5])))
-		s += 5;
-	int rc = 0;
-	unsigned seen = 0;
-	for (char *tok = strtok_r(s, " \t", &save); tok && !rc; tok = strtok_r(NULL, " \t", &save)) {
-		char *eq = strchr(tok, '=');
-		if (!eq) {
-			snprintf(err, size, "synth: expected key=value, got '%s' (keys: grid heads layers steps "
-				 "head_dim seed)", tok);
-			rc = -1;
-			break;
-		}
-		*eq = 0;
-		const char *key = tok, *val = eq + 1;
-		char *end = NULL;
-		long v = 0;
-		unsigned bit = 0;
-		if (!strcmp(key, "grid")) {
-			int g[3];
-			if (sscanf(val, "%dx%dx%d", &g[0], &g[1], &g[2]) != 3 || strspn(val, "0123456789x") != strlen(val)) {
-				snprintf(err, size, "synth: bad grid '%s' (FxHxW, e.g. 4x16x16)", val);
-				rc = -1;
-				break;
-			}
-			memcpy(o->grid, g, sizeof g);
-			bit = 1;
-		} else if (!strcmp(key, "seed")) {
-			errno = 0;
-			unsigned long long sd = strtoull(val, &end, 10);
-			if (end == val || *end || errno || *val == '-') {
-				snprintf(err, size, "synth: bad seed '%s'", val);
-				rc = -1;
-				break;
-			}
-			o->seed = (unsigned long)sd;
-			bit = 2;
-		} else {
-			int *dst = !strcmp(key, "heads") ? &o->heads
-				 : !strcmp(key, "layers") ? &o->layers
-				 : !strcmp(key, "steps") ? &o->steps
-				 : !strcmp(key, "head_dim") || !strcmp(key, "head-dim") ? &o->head_dim : NULL;
-			if (!dst) {
-				snprintf(err, size, "synth: unknown key '%s' (grid heads layers steps head_dim seed)", key);
-				rc = -1;
-				break;
-			}
-			errno = 0;
-			v = strtol(val, &end, 10);
-			if (end == val || *end || errno || v < INT_MIN || v > INT_MAX) {
-				snprintf(err, size, "synth: bad %s '%s'", key, val);
-				rc = -1;
-				break;
-			}
-			*dst = (int)v;
-			bit = dst == &o->heads ? 4 : dst == &o->layers ? 8 : dst == &o->steps ? 16 : 32;
-		}
-		if (seen & bit) {
-			snprintf(err, size, "synth: %s given twice", key);
-			rc = -1;
-		}
-		seen |= bit;
-	}
-	free(copy);
-	if (!rc && captured(synth_check_call, o, err, size))
-		rc = -1;
-	return rc;
-}
-
-int dg_synth_spec_parse(const char *spec, dg_synth_opts *o)
-{
-	char err[512];
-	if (synth_spec_parse(spec, o, err, sizeof err))
-		return dg_error("%s", err);
-	return 0;
-}
-
-static char *synth_canonical(const dg_synth_opts *o)
-{
-	char buf[256];
-	snprintf(buf, sizeof buf, "synth: grid=%dx%dx%d heads=%d layers=%d steps=%d head_dim=%d seed=%lu",
-		 o->grid[0], o->grid[1], o->grid[2], o->heads, o->layers, o->steps, o->head_dim, o->seed);
-	return dg_strdup(buf);
-}
-
-/* the metadata dg_synth will write (synth.c: step i of the 50-step schedule, indices 0..n-1) */
-static void synth_meta(const dg_synth_opts *o, dg_trace_meta *m)
-{
-	memset(m, 0, sizeof *m);
-	m->steps = o->steps, m->layers = o->layers, m->heads = o->heads, m->head_dim = o->head_dim;
-	memcpy(m->grid, o->grid, sizeof m->grid);
-	m->tokens = o->grid[0] * o->grid[1] * o->grid[2];
-	m->step_index = dg_malloc(o->steps * sizeof(int));
-	m->layer_index = dg_malloc(o->layers * sizeof(int));
-	m->head_index = dg_malloc(o->heads * sizeof(int));
-	for (int i = 0; i < o->steps; i++)
-		m->step_index[i] = i;
-	for (int i = 0; i < o->layers; i++)
-		m->layer_index[i] = i;
-	for (int i = 0; i < o->heads; i++)
-		m->head_index[i] = i;
-	m->model = dg_strdup("synthetic");
-	m->source = dg_strdup("synthetic");
-	m->version = DG_TRACE_VERSION;
-}
-
-/* ---------------------------------------------------------------------------------------------- */
 /* the inih side                                                                                   */
 
 typedef struct {
@@ -271,8 +158,7 @@ typedef struct {
 	const char *text, *pos; /* the file's contents, and where the reader is */
 	int line;               /* line the reader returned last (1-based) */
 	bool cont;              /* that line starts with white space: an inih continuation */
-	int err_line;           /* first error: its line (0: none) and message */
-	char err[640];
+	dg_exp_error err;       /* the first error */
 	char *policies;         /* normalised comma list of the items, in order */
 	int trace_cap, sched_cap;
 	char last_section[64], last_key[64];
@@ -281,23 +167,13 @@ typedef struct {
 	unsigned model_seen;    /* [model] keys given (bit: index in on_model's list) */
 } parse_ctx;
 
-DG_PRINTF(3, 4) static int fail(parse_ctx *c, int line, const char *fmt, ...)
-{
-	if (c->err_line)
-		return 0;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(c->err, sizeof c->err, fmt, ap);
-	va_end(ap);
-	c->err_line = line > 0 ? line : -1;
-	return 0;
-}
+#define fail(c, ...) dg_exp_fail(&(c)->err, __VA_ARGS__)
 
 /* fgets-like over the text; flags lines inih would cut */
 static char *reader(char *str, int num, void *stream)
 {
 	parse_ctx *c = stream;
-	if (!*c->pos || c->err_line)
+	if (!*c->pos || c->err.line)
 		return NULL;
 	const char *end = strchr(c->pos, '\n');
 	size_t n = end ? (size_t)(end - c->pos) + 1 : strlen(c->pos);
@@ -480,7 +356,7 @@ static int on_model(parse_ctx *c, const char *name, const char *value)
 		char **items = NULL;
 		int n = 0;
 		list_items(value, &items, &n);
-		for (int i = 0; i < n && !c->err_line; i++) {
+		for (int i = 0; i < n && !c->err.line; i++) {
 			char *end;
 			errno = 0;
 			unsigned long long v = strtoull(items[i], &end, 10);
@@ -493,13 +369,13 @@ static int on_model(parse_ctx *c, const char *name, const char *value)
 					fail(c, c->line, "[model] seeds: %s is listed twice", items[i]);
 			if (m->nseeds == MAX_DENSITIES)
 				fail(c, c->line, "[model] seeds: at most %d", MAX_DENSITIES);
-			if (c->err_line)
+			if (c->err.line)
 				break;
 			m->seeds = dg_realloc(m->seeds, (m->nseeds + 1) * sizeof *m->seeds);
 			m->seeds[m->nseeds++] = (unsigned long)v;
 		}
 		free_items(items, n);
-		return c->err_line ? 0 : 1;
+		return c->err.line ? 0 : 1;
 	}
 	if (!strcmp(name, "path") || !strcmp(name, "negative") || !strcmp(name, "label")) {
 		char **dst = !strcmp(name, "path") ? &m->path : !strcmp(name, "label") ? &m->label : &m->negative;
@@ -598,7 +474,7 @@ static int on_policies(parse_ctx *c, const char *value)
 	char **items = NULL;
 	int n = 0;
 	list_items(value, &items, &n);
-	for (int i = 0; i < n && !c->err_line; i++) {
+	for (int i = 0; i < n && !c->err.line; i++) {
 		dg_policy tmp[MAX_POLICIES];
 		policies_arg a = { items[i], tmp, MAX_POLICIES, 0 };
 		char msg[512];
@@ -608,7 +484,7 @@ static int on_policies(parse_ctx *c, const char *value)
 			c->policies = str_append(c->policies, ",", items[i]);
 	}
 	free_items(items, n);
-	return c->err_line ? 0 : 1;
+	return c->err.line ? 0 : 1;
 }
 
 static int on_densities(parse_ctx *c, const char *value)
@@ -617,7 +493,7 @@ static int on_densities(parse_ctx *c, const char *value)
 	char **items = NULL;
 	int n = 0;
 	list_items(value, &items, &n);
-	for (int i = 0; i < n && !c->err_line; i++) {
+	for (int i = 0; i < n && !c->err.line; i++) {
 		char *end;
 		errno = 0;
 		double d = strtod(items[i], &end);
@@ -633,14 +509,14 @@ static int on_densities(parse_ctx *c, const char *value)
 					fail(c, c->line, "density %s is listed twice", items[i]);
 					break;
 				}
-			if (!c->err_line) {
+			if (!c->err.line) {
 				e->densities = dg_realloc(e->densities, (e->ndensities + 1) * sizeof(double));
 				e->densities[e->ndensities++] = d;
 			}
 		}
 	}
 	free_items(items, n);
-	return c->err_line ? 0 : 1;
+	return c->err.line ? 0 : 1;
 }
 
 static int set_once(parse_ctx *c, char **dst, const char *section, const char *key, const char *value)
@@ -659,7 +535,7 @@ static int handler(void *user, const char *section, const char *name, const char
 {
 	parse_ctx *c = user;
 	dg_experiment *e = c->e;
-	if (c->err_line)
+	if (c->err.line)
 		return 1; /* report the first problem only */
 	if (c->cont && (strcmp(c->last_section, section) || strcmp(c->last_key, name)))
 		c->cont = false; /* an indented line that inih took as a new key */
@@ -734,7 +610,7 @@ static int handler(void *user, const char *section, const char *name, const char
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* after parsing: defaults, traces, schedules, the grid                                           */
+/* after parsing: defaults, policies, schedules, traces                                          */
 
 static void meta_take(dg_trace_meta *dst, dg_trace_meta *src)
 {
@@ -742,153 +618,7 @@ static void meta_take(dg_trace_meta *dst, dg_trace_meta *src)
 	memset(src, 0, sizeof *src);
 }
 
-static int resolve_anchors(parse_ctx *c, const dg_exp_schedule *s, const dg_exp_trace *t, dg_schedule *sc)
-{
-	*sc = s->schedule;
-	const dg_trace_meta *m = &t->meta;
-	int missing = dg_schedule_resolve_anchors(sc, m->step_index, m->steps);
-	if (missing >= 0)
-		return fail(c, s->line, "schedule '%s': anchor step %d is not in trace '%s' (its steps: "
-			    "%d..%d)", s->label, sc->anchors[missing], t->label, m->step_index[0],
-			    m->step_index[m->steps - 1]), -1;
-	return 0;
-}
-
-static uint64_t fnv(uint64_t h, const char *s)
-{
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
-static void ints_str(char *buf, size_t size, const int *v, int n)
-{
-	int k = snprintf(buf, size, "%s", n ? "" : "-");
-	for (int i = 0; i < n && k < (int)size; i++)
-		k += snprintf(buf + k, size - k, "%s%d", i ? ";" : "", v[i]);
-}
-
-static uint64_t fingerprint(const dg_experiment *e)
-{
-	char buf[4096];
-	uint64_t h = fnv(1469598103934665603ull, "dsgap-experiment 1\ndevice ");
-	h = fnv(h, e->device);
-	h = fnv(h, "\npolicies");
-	for (int i = 0; i < e->npolicies; i++)
-		h = fnv(fnv(h, " "), e->policies[i].name);
-	h = fnv(h, "\ndensities");
-	for (int i = 0; i < e->ndensities; i++) {
-		snprintf(buf, sizeof buf, " %.17g", e->densities[i]);
-		h = fnv(h, buf);
-	}
-	for (int r = 0; r < e->nruns; r++) {
-		const dg_exp_run *run = &e->runs[r];
-		const dg_exp_trace *t = &e->traces[run->trace];
-		const dg_schedule *s = &e->schedules[run->schedule].schedule;
-		const char *base = strrchr(t->spec, '/');
-		snprintf(buf, sizeof buf, "\nrun %s trace %s %lld %s %dx%dx%dx%dx%d schedule warmup=%d given=%d ",
-			 run->name, t->synth ? t->spec : base ? base + 1 : t->spec, t->synth ? 0 : t->file_size,
-			 t->dtype, t->meta.steps, t->meta.layers, t->meta.heads, t->meta.tokens, t->meta.head_dim,
-			 s->warmup, s->anchors_given);
-		h = fnv(h, buf);
-		ints_str(buf, sizeof buf, s->anchors, s->nanchors);
-		h = fnv(fnv(h, buf), " ");
-		ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
-		h = fnv(h, buf);
-	}
-	return h;
-}
-
-/* bytes of a checkpoint: the file, or the folder's *.safetensors, *.json */
-static long long model_size(const char *path)
-{
-	struct stat st;
-	if (stat(path, &st))
-		return -1;
-	if (!S_ISDIR(st.st_mode))
-		return (long long)st.st_size;
-	long long n = 0;
-	DIR *d = opendir(path);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		size_t l = strlen(de->d_name);
-		bool want = (l > 12 && !strcmp(de->d_name + l - 12, ".safetensors")) ||
-			    (l > 5 && !strcmp(de->d_name + l - 5, ".json"));
-		char *p = dg_path_join(path, de->d_name);
-		if (want && !stat(p, &st) && S_ISREG(st.st_mode))
-			n += (long long)st.st_size;
-		free(p);
-	}
-	if (d)
-		closedir(d);
-	return n;
-}
-
-static const char *base_name(const char *p)
-{
-	const char *b = strrchr(p, '/');
-	return b ? b + 1 : p;
-}
-
-static uint64_t fingerprint_closed(const dg_experiment *e)
-{
-	char buf[4096];
-	const dg_exp_model *m = &e->model;
-	uint64_t h = fnv(1469598103934665603ull, "dsgap-experiment closed 1\ndevice ");
-	h = fnv(h, e->device);
-	h = fnv(h, "\npolicies");
-	for (int i = 0; i < e->npolicies; i++)
-		h = fnv(fnv(h, " "), e->policies[i].name);
-	h = fnv(h, "\ndensities");
-	for (int i = 0; i < e->ndensities; i++) {
-		snprintf(buf, sizeof buf, " %.17g", e->densities[i]);
-		h = fnv(h, buf);
-	}
-	snprintf(buf, sizeof buf, "\nmodel %s %s %lld negative %s latent %dx%dx%d steps %d shift %.17g "
-		 "guidance %.17g sampler %s\nseeds", m->label, base_name(m->path), m->size,
-		 m->negative ? base_name(m->negative) : "-", m->latent[0], m->latent[1], m->latent[2],
-		 m->steps, m->shift, m->guidance, dg_sampler_name(m->sampler));
-	h = fnv(h, buf);
-	for (int i = 0; i < m->nseeds; i++) {
-		snprintf(buf, sizeof buf, " %lu", m->seeds[i]);
-		h = fnv(h, buf);
-	}
-	for (int i = 0; i < e->nprompts; i++) {
-		snprintf(buf, sizeof buf, "\nprompt %s %s %lld", e->prompts[i].label,
-			 base_name(e->prompts[i].spec), e->prompts[i].file_size);
-		h = fnv(h, buf);
-	}
-	for (int r = 0; r < e->nruns; r++) {
-		const dg_schedule *s = &e->runs[r].resolved;
-		snprintf(buf, sizeof buf, "\nrun %s warmup=%d given=%d ", e->runs[r].name, s->warmup,
-			 s->anchors_given);
-		h = fnv(h, buf);
-		ints_str(buf, sizeof buf, s->anchors, s->nanchors);
-		h = fnv(fnv(h, buf), " ");
-		ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
-		h = fnv(h, buf);
-	}
-	return h;
-}
-
-/* a cell's folder name: '/', ':' and ' ' of a policy spec made '_' */
-static void closed_cell_id(dg_exp_cell *cell, const dg_experiment *e)
-{
-	const char *pr = e->prompts[cell->prompt].label;
-	unsigned long seed = e->model.seeds[cell->seed];
-	if (cell->policy < 0)
-		snprintf(cell->id, sizeof cell->id, "%s.s%lu.dense", pr, seed);
-	else
-		snprintf(cell->id, sizeof cell->id, "%s.s%lu.%s@%g", pr, seed, e->policies[cell->policy].name,
-			 e->densities[cell->density]);
-	for (char *s = cell->id; *s; s++)
-		if (*s == '/' || *s == ':' || *s == ' ')
-			*s = '_';
-}
-
-/* the closed-loop side of finish: the model's defaults and checks, runs (one per schedule), cells */
+/* the closed-loop side of finish: the model's defaults and checks, then the grid */
 static int finish_closed(parse_ctx *c)
 {
 	dg_experiment *e = c->e;
@@ -912,57 +642,8 @@ static int finish_closed(parse_ctx *c)
 		m->seeds = dg_calloc(1, sizeof *m->seeds);
 		m->nseeds = 1;
 	}
-	m->size = model_size(m->path);
-	for (int i = 0; i < e->nschedules; i++) {
-		const dg_schedule *s = &e->schedules[i].schedule;
-		for (int a = 0; a < s->nanchors; a++)
-			if (s->anchors[a] >= m->steps)
-				return fail(c, e->schedules[i].line, "schedule '%s': anchor step %d is not a step of "
-					    "the %d denoising steps", e->schedules[i].label, s->anchors[a],
-					    m->steps), -1;
-	}
-	int nsparse = 0;
-	for (int p = 0; p < e->npolicies; p++)
-		nsparse += !e->policies[p].dense;
-	e->nruns = e->nschedules;
-	e->runs = dg_calloc(e->nruns, sizeof *e->runs);
-	long long per_run = (long long)e->nprompts * m->nseeds * (1 + (long long)nsparse * e->ndensities);
-	if (per_run * e->nruns > 10000000)
-		return fail(c, -1, "the grid has more than 10 million cells"), -1;
-	e->ncells = (int)(per_run * e->nruns);
-	e->cells = dg_calloc(e->ncells, sizeof *e->cells);
-	int k = 0;
-	for (int r = 0; r < e->nruns; r++) {
-		dg_exp_run *run = &e->runs[r];
-		size_t n = strlen(m->label) + strlen(e->schedules[r].label) + 2;
-		run->name = dg_malloc(n);
-		snprintf(run->name, n, "%s.%s", m->label, e->schedules[r].label);
-		*run = (dg_exp_run){ .name = run->name, .trace = -1, .schedule = r,
-				     .resolved = e->schedules[r].schedule, .first_cell = k, .ncells = (int)per_run };
-		for (int pr = 0; pr < e->nprompts; pr++)
-			for (int sd = 0; sd < m->nseeds; sd++) {
-				int ref = k;
-				for (int p = -1; p < e->npolicies; p++)
-					for (int d = 0; d < (p < 0 ? 1 : e->ndensities); d++) {
-						if (p >= 0 && e->policies[p].dense)
-							break;
-						dg_exp_cell *cell = &e->cells[k++];
-						*cell = (dg_exp_cell){ .run = r, .prompt = pr, .seed = sd, .policy = p,
-								       .density = p < 0 ? -1 : d, .reference = ref };
-						closed_cell_id(cell, e);
-					}
-			}
-	}
-	for (int r = 0; r < e->nruns; r++) { /* distinct folders: specs that differ only in '/' vs '_' */
-		const dg_exp_run *run = &e->runs[r];
-		for (int a = run->first_cell; a < run->first_cell + run->ncells && run->ncells < 20000; a++)
-			for (int b = a + 1; b < run->first_cell + run->ncells; b++)
-				if (!strcmp(e->cells[a].id, e->cells[b].id))
-					return fail(c, -1, "[policies]: two cells would share the folder %s (policies "
-						    "that differ only in '/', ':' or ' ' against '_')", e->cells[a].id), -1;
-	}
-	e->fingerprint = fingerprint_closed(e);
-	return 0;
+	m->size = dg_exp_model_size(m->path);
+	return dg_exp_grid_closed(e, &c->err);
 }
 
 static int finish(parse_ctx *c)
@@ -1022,11 +703,12 @@ static int finish(parse_ctx *c)
 	for (int i = 0; i < e->ntraces; i++) {
 		dg_exp_trace *t = &e->traces[i];
 		if (t->synth) {
-			if (synth_spec_parse(t->spec, &t->so, msg, sizeof msg))
+			if (dg_synth_spec_parse(t->spec, &t->so, msg, sizeof msg) ||
+			    captured(synth_check_call, &t->so, msg, sizeof msg))
 				return fail(c, t->line, "trace '%s': %s", t->label, msg), -1;
 			free(t->spec);
-			t->spec = synth_canonical(&t->so);
-			synth_meta(&t->so, &t->meta);
+			t->spec = dg_synth_spec(&t->so);
+			dg_synth_meta(&t->so, &t->meta);
 			t->dtype = "bf16";
 		} else {
 			char *p = abs_path(e->dir, t->spec);
@@ -1044,54 +726,7 @@ static int finish(parse_ctx *c)
 			t->path = dg_strdup(p);
 		}
 	}
-	/* the grid: runs trace-major, cells (layer, head) within a run */
-	e->nruns = e->ntraces * e->nschedules;
-	e->runs = dg_calloc(e->nruns, sizeof *e->runs);
-	long long ncells = 0;
-	for (int ti = 0, r = 0; ti < e->ntraces; ti++)
-		for (int si = 0; si < e->nschedules; si++, r++) {
-			dg_exp_run *run = &e->runs[r];
-			const dg_exp_trace *t = &e->traces[ti];
-			size_t n = strlen(t->label) + strlen(e->schedules[si].label) + 2;
-			run->name = dg_malloc(n);
-			snprintf(run->name, n, "%s.%s", t->label, e->schedules[si].label);
-			run->trace = ti;
-			run->schedule = si;
-			if (resolve_anchors(c, &e->schedules[si], t, &run->resolved))
-				return -1;
-			run->first_cell = (int)ncells;
-			run->ncells = t->meta.layers * t->meta.heads;
-			ncells += run->ncells;
-			if (ncells > 10000000)
-				return fail(c, -1, "the grid has more than 10 million cells"), -1;
-		}
-	e->ncells = (int)ncells;
-	e->cells = dg_calloc(e->ncells, sizeof *e->cells);
-	for (int r = 0; r < e->nruns; r++) {
-		const dg_exp_run *run = &e->runs[r];
-		const dg_trace_meta *m = &e->traces[run->trace].meta;
-		for (int l = 0, k = run->first_cell; l < m->layers; l++)
-			for (int h = 0; h < m->heads; h++, k++) {
-				dg_exp_cell *cell = &e->cells[k];
-				*cell = (dg_exp_cell){ .run = r, .l = l, .h = h, .layer = m->layer_index[l],
-						       .head = m->head_index[h] };
-				snprintf(cell->id, sizeof cell->id, "l%d-h%d", cell->layer, cell->head);
-			}
-	}
-	/* cells of one run must have distinct folders (duplicate indices in a trace) */
-	for (int r = 0; r < e->nruns; r++) {
-		const dg_exp_run *run = &e->runs[r];
-		for (int a = 0; a < run->ncells; a++)
-			for (int b = a + 1; b < run->ncells && run->ncells < 20000; b++)
-				if (!strcmp(e->cells[run->first_cell + a].id, e->cells[run->first_cell + b].id))
-					return fail(c, e->traces[run->trace].line, "trace '%s' repeats layer/head "
-						    "indices (cell %s twice)", e->traces[run->trace].label,
-						    e->cells[run->first_cell + a].id), -1;
-	}
-	e->fingerprint = fingerprint(e);
-	if (e->trace_dir)
-		dg_experiment_set_out(e, NULL);
-	return 0;
+	return dg_exp_grid_open(e, &c->err);
 }
 
 int dg_experiment_load_string(dg_experiment *e, const char *text, const char *path, const char *base)
@@ -1102,18 +737,18 @@ int dg_experiment_load_string(dg_experiment *e, const char *text, const char *pa
 	e->text = dg_strdup(text);
 	parse_ctx c = { .e = e, .path = path, .text = e->text, .pos = e->text, .last_trace = -1, .last_sched = -1 };
 	int rc = ini_parse_stream(reader, &c, handler, &c);
-	if (!c.err_line && rc > 0)
+	if (!c.err.line && rc > 0)
 		fail(&c, rc, "syntax error: expected [section], key = value, or a comment");
-	else if (!c.err_line && rc < 0)
+	else if (!c.err.line && rc < 0)
 		fail(&c, -1, "cannot parse (inih error %d)", rc);
-	if (!c.err_line)
+	if (!c.err.line)
 		finish(&c);
 	free(c.policies);
-	if (c.err_line) {
-		if (c.err_line > 0)
-			dg_error("%s:%d: %s", path, c.err_line, c.err);
+	if (c.err.line) {
+		if (c.err.line > 0)
+			dg_error("%s:%d: %s", path, c.err.line, c.err.msg);
 		else
-			dg_error("%s: %s", path, c.err);
+			dg_error("%s: %s", path, c.err.msg);
 		dg_experiment_free(e);
 		return -1;
 	}
@@ -1145,204 +780,4 @@ int dg_experiment_load(dg_experiment *e, const char *path)
 	free(copy);
 	free(text);
 	return rc;
-}
-
-void dg_experiment_set_out(dg_experiment *e, const char *out_dir)
-{
-	for (int i = 0; i < e->ntraces; i++) {
-		dg_exp_trace *t = &e->traces[i];
-		if (!t->synth)
-			continue;
-		/* the label and a hash of the spec: a changed spec never reuses an old file */
-		char name[DG_EXP_LABEL_MAX + 32];
-		snprintf(name, sizeof name, "%s-%08llx.h5", t->label,
-			 (unsigned long long)(fnv(1469598103934665603ull, t->spec) & 0xffffffffull));
-		char *dir = e->trace_dir ? dg_strdup(e->trace_dir) : out_dir ? dg_path_join(out_dir, "traces") : NULL;
-		if (!dir)
-			continue;
-		free(t->path);
-		t->path = dg_path_join(dir, name);
-		free(dir);
-	}
-}
-
-void dg_experiment_set_device(dg_experiment *e, const char *device)
-{
-	free(e->device);
-	e->device = dg_strdup(device);
-	e->fingerprint = e->closed ? fingerprint_closed(e) : fingerprint(e);
-}
-
-void dg_experiment_free(dg_experiment *e)
-{
-	for (int i = 0; i < e->ntraces; i++) {
-		free(e->traces[i].label);
-		free(e->traces[i].spec);
-		free(e->traces[i].path);
-		dg_trace_meta_free(&e->traces[i].meta);
-	}
-	for (int i = 0; i < e->nschedules; i++) {
-		free(e->schedules[i].label);
-		free(e->schedules[i].spec);
-	}
-	for (int i = 0; i < e->nruns; i++)
-		free(e->runs[i].name);
-	for (int i = 0; i < e->nprompts; i++) {
-		free(e->prompts[i].label);
-		free(e->prompts[i].spec);
-	}
-	free(e->prompts);
-	free(e->model.label);
-	free(e->model.path);
-	free(e->model.negative);
-	free(e->model.seeds);
-	free(e->traces);
-	free(e->schedules);
-	free(e->runs);
-	free(e->cells);
-	free(e->path);
-	free(e->dir);
-	free(e->text);
-	free(e->name);
-	free(e->description);
-	free(e->policy_list);
-	free(e->policies);
-	free(e->densities);
-	free(e->device);
-	free(e->out_dir);
-	free(e->trace_dir);
-	memset(e, 0, sizeof *e);
-}
-
-int dg_experiment_slice(const dg_experiment *e, int shard, int nshards, int worker, int nworkers, int *idx)
-{
-	DG_ASSERT(nshards >= 1 && shard >= 0 && shard < nshards);
-	DG_ASSERT(nworkers >= 1 && worker >= 0 && worker < nworkers);
-	int n = 0, pos = 0;
-	for (int k = shard; k < e->ncells; k += nshards, pos++)
-		if (pos % nworkers == worker)
-			idx[n++] = k;
-	return n;
-}
-
-void dg_experiment_fingerprint_str(const dg_experiment *e, char *buf)
-{
-	snprintf(buf, 17, "%016llx", (unsigned long long)e->fingerprint);
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* experiment.json                                                                                 */
-
-static cJSON *trace_json(const dg_exp_trace *t)
-{
-	const dg_trace_meta *m = &t->meta;
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "label", t->label);
-	/* synthetic traces are named by their spec: it regenerates them, wherever they were written */
-	cJSON_AddStringToObject(j, "path", t->spec);
-	cJSON_AddStringToObject(j, "kind", t->synth ? "synthetic" : "file");
-	cJSON_AddStringToObject(j, "model", m->model ? m->model : "");
-	cJSON_AddStringToObject(j, "source", m->source ? m->source : "");
-	cJSON_AddStringToObject(j, "dtype", t->dtype ? t->dtype : "");
-	cJSON_AddNumberToObject(j, "steps", m->steps);
-	cJSON_AddNumberToObject(j, "layers", m->layers);
-	cJSON_AddNumberToObject(j, "heads", m->heads);
-	cJSON_AddNumberToObject(j, "tokens", m->tokens);
-	cJSON_AddNumberToObject(j, "head_dim", m->head_dim);
-	cJSON_AddItemToObject(j, "grid", cJSON_CreateIntArray(m->grid, 3));
-	cJSON_AddNumberToObject(j, "text_tokens", m->text_tokens);
-	cJSON_AddItemToObject(j, "step_index", cJSON_CreateIntArray(m->step_index, m->steps));
-	cJSON_AddItemToObject(j, "layer_index", cJSON_CreateIntArray(m->layer_index, m->layers));
-	cJSON_AddItemToObject(j, "head_index", cJSON_CreateIntArray(m->head_index, m->heads));
-	return j;
-}
-
-/* the closed-loop settings: model, sampling, seeds, prompts */
-static void closed_json(const dg_experiment *e, cJSON *root)
-{
-	const dg_exp_model *m = &e->model;
-	cJSON *j = cJSON_AddObjectToObject(root, "model");
-	cJSON_AddStringToObject(j, "label", m->label);
-	cJSON_AddStringToObject(j, "path", m->path);
-	cJSON_AddStringToObject(j, "negative", m->negative ? m->negative : "");
-	cJSON_AddItemToObject(j, "latent", cJSON_CreateIntArray(m->latent, 3));
-	cJSON_AddNumberToObject(j, "steps", m->steps);
-	cJSON_AddNumberToObject(j, "shift", m->shift);
-	cJSON_AddNumberToObject(j, "guidance", m->guidance);
-	cJSON_AddStringToObject(j, "sampler", dg_sampler_name(m->sampler));
-	cJSON_AddNumberToObject(j, "bytes", (double)m->size);
-	cJSON *seeds = cJSON_AddArrayToObject(root, "seeds");
-	for (int i = 0; i < m->nseeds; i++)
-		cJSON_AddItemToArray(seeds, cJSON_CreateNumber((double)m->seeds[i]));
-	cJSON *prompts = cJSON_AddArrayToObject(root, "prompts");
-	for (int i = 0; i < e->nprompts; i++) {
-		cJSON *p = cJSON_CreateObject();
-		cJSON_AddStringToObject(p, "label", e->prompts[i].label);
-		cJSON_AddStringToObject(p, "path", e->prompts[i].spec);
-		cJSON_AddItemToArray(prompts, p);
-	}
-}
-
-char *dg_experiment_json(const dg_experiment *e)
-{
-	char fp[17];
-	dg_experiment_fingerprint_str(e, fp);
-	cJSON *root = cJSON_CreateObject();
-	cJSON_AddStringToObject(root, "format", "dsgap-experiment");
-	cJSON_AddNumberToObject(root, "version", 1);
-	cJSON_AddStringToObject(root, "name", e->name);
-	cJSON_AddStringToObject(root, "description", e->description ? e->description : "");
-	cJSON_AddStringToObject(root, "fingerprint", fp);
-	cJSON_AddStringToObject(root, "dsgap_version", DG_VERSION);
-	cJSON_AddStringToObject(root, "git_commit", dg_git_commit());
-	cJSON_AddStringToObject(root, "config_path", e->path);
-	cJSON_AddStringToObject(root, "config_text", e->text);
-	cJSON_AddStringToObject(root, "device", e->device);
-	cJSON_AddStringToObject(root, "kind", e->closed ? "closed-loop" : "open-loop");
-	cJSON *pols = cJSON_AddArrayToObject(root, "policies");
-	for (int i = 0; i < e->npolicies; i++)
-		cJSON_AddItemToArray(pols, cJSON_CreateString(e->policies[i].name));
-	cJSON_AddItemToObject(root, "densities", cJSON_CreateDoubleArray(e->densities, e->ndensities));
-	cJSON_AddNumberToObject(root, "ncells", e->ncells);
-	if (e->closed)
-		closed_json(e, root);
-	cJSON *runs = cJSON_AddArrayToObject(root, "runs");
-	for (int r = 0; r < e->nruns; r++) {
-		const dg_exp_run *run = &e->runs[r];
-		const dg_exp_schedule *s = &e->schedules[run->schedule];
-		cJSON *j = cJSON_CreateObject();
-		cJSON_AddStringToObject(j, "name", run->name);
-		if (!e->closed)
-			cJSON_AddItemToObject(j, "trace", trace_json(&e->traces[run->trace]));
-		cJSON *sj = cJSON_AddObjectToObject(j, "schedule");
-		cJSON_AddStringToObject(sj, "label", s->label);
-		cJSON_AddStringToObject(sj, "spec", s->spec);
-		cJSON_AddNumberToObject(sj, "warmup", run->resolved.warmup);
-		dg_schedule anchors = run->resolved;
-		if (e->closed) /* the denoising loop's steps */
-			dg_schedule_resolve_anchors(&anchors, NULL, e->model.steps);
-		cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(anchors.anchors, anchors.nanchors));
-		cJSON_AddItemToObject(sj, "dense_layers",
-				      cJSON_CreateIntArray(run->resolved.dense_layers, run->resolved.ndense_layers));
-		cJSON *cells = cJSON_AddArrayToObject(j, "cells");
-		for (int k = 0; k < run->ncells; k++)
-			cJSON_AddItemToArray(cells, cJSON_CreateString(e->cells[run->first_cell + k].id));
-		if (e->closed) { /* what each cell runs, and its sample's dense reference */
-			cJSON *info = cJSON_AddArrayToObject(j, "cell_info");
-			for (int k = 0; k < run->ncells; k++) {
-				const dg_exp_cell *c = &e->cells[run->first_cell + k];
-				cJSON *x = cJSON_CreateObject();
-				cJSON_AddStringToObject(x, "prompt", e->prompts[c->prompt].label);
-				cJSON_AddNumberToObject(x, "seed", (double)e->model.seeds[c->seed]);
-				cJSON_AddStringToObject(x, "policy", c->policy < 0 ? "dense" : e->policies[c->policy].name);
-				cJSON_AddNumberToObject(x, "density_target", c->policy < 0 ? 1 : e->densities[c->density]);
-				cJSON_AddStringToObject(x, "reference", e->cells[c->reference].id);
-				cJSON_AddItemToArray(info, x);
-			}
-		}
-		cJSON_AddItemToArray(runs, j);
-	}
-	char *s = cJSON_Print(root);
-	cJSON_Delete(root);
-	return s;
 }

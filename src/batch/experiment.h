@@ -159,8 +159,6 @@ void dg_experiment_set_out(dg_experiment *e, const char *out_dir);
  * == w; m = 1: all of them). Returns the count; idx gets cell numbers, ascending. */
 int dg_experiment_slice(const dg_experiment *e, int shard, int nshards, int worker, int nworkers, int *idx);
 
-/* "synth: grid=4x16x16 heads=4 layers=2 steps=8 head_dim=64 seed=1" -> opts. Reports; -1. */
-int dg_synth_spec_parse(const char *spec, dg_synth_opts *o);
 
 /* experiment.json: the resolved experiment (config text, policies, densities, traces, schedules,
  * runs and their cells, fingerprint) as a JSON string (cJSON_Print; free() it). */

@@ -14,6 +14,9 @@
  */
 #include "trace/synth.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -439,4 +442,111 @@ int dg_synth(const dg_synth_opts *o, const char *out_path)
 	free(m.head_index);
 	free(m.config);
 	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* "synth: ..." specs (batch experiment files)                                                     */
+
+
+int dg_synth_spec_parse(const char *spec, dg_synth_opts *o, char *err, size_t size)
+{
+	dg_synth_defaults(o);
+	char *copy = dg_strdup(spec), *save = NULL;
+	char *s = copy + strspn(copy, " \t");
+	s[strcspn(s, "\n")] = 0;
+	if (!strncmp(s, "synth:", 6))
+		s += 6;
+	else if (!strncmp(s, "synth", 5) && (s[5] == 0 || isspace((unsigned char)s[5])))
+		s += 5;
+	int rc = 0;
+	unsigned seen = 0;
+	for (char *tok = strtok_r(s, " \t", &save); tok && !rc; tok = strtok_r(NULL, " \t", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq) {
+			snprintf(err, size, "synth: expected key=value, got '%s' (keys: grid heads layers steps "
+				 "head_dim seed)", tok);
+			rc = -1;
+			break;
+		}
+		*eq = 0;
+		const char *key = tok, *val = eq + 1;
+		char *end = NULL;
+		long v = 0;
+		unsigned bit = 0;
+		if (!strcmp(key, "grid")) {
+			int g[3];
+			if (sscanf(val, "%dx%dx%d", &g[0], &g[1], &g[2]) != 3 || strspn(val, "0123456789x") != strlen(val)) {
+				snprintf(err, size, "synth: bad grid '%s' (FxHxW, e.g. 4x16x16)", val);
+				rc = -1;
+				break;
+			}
+			memcpy(o->grid, g, sizeof g);
+			bit = 1;
+		} else if (!strcmp(key, "seed")) {
+			errno = 0;
+			unsigned long long sd = strtoull(val, &end, 10);
+			if (end == val || *end || errno || *val == '-') {
+				snprintf(err, size, "synth: bad seed '%s'", val);
+				rc = -1;
+				break;
+			}
+			o->seed = (unsigned long)sd;
+			bit = 2;
+		} else {
+			int *dst = !strcmp(key, "heads") ? &o->heads
+				 : !strcmp(key, "layers") ? &o->layers
+				 : !strcmp(key, "steps") ? &o->steps
+				 : !strcmp(key, "head_dim") || !strcmp(key, "head-dim") ? &o->head_dim : NULL;
+			if (!dst) {
+				snprintf(err, size, "synth: unknown key '%s' (grid heads layers steps head_dim seed)", key);
+				rc = -1;
+				break;
+			}
+			errno = 0;
+			v = strtol(val, &end, 10);
+			if (end == val || *end || errno || v < INT_MIN || v > INT_MAX) {
+				snprintf(err, size, "synth: bad %s '%s'", key, val);
+				rc = -1;
+				break;
+			}
+			*dst = (int)v;
+			bit = dst == &o->heads ? 4 : dst == &o->layers ? 8 : dst == &o->steps ? 16 : 32;
+		}
+		if (seen & bit) {
+			snprintf(err, size, "synth: %s given twice", key);
+			rc = -1;
+		}
+		seen |= bit;
+	}
+	free(copy);
+	return rc;
+}
+
+
+char *dg_synth_spec(const dg_synth_opts *o)
+{
+	char buf[256];
+	snprintf(buf, sizeof buf, "synth: grid=%dx%dx%d heads=%d layers=%d steps=%d head_dim=%d seed=%lu",
+		 o->grid[0], o->grid[1], o->grid[2], o->heads, o->layers, o->steps, o->head_dim, o->seed);
+	return dg_strdup(buf);
+}
+
+void dg_synth_meta(const dg_synth_opts *o, dg_trace_meta *m)
+{
+	memset(m, 0, sizeof *m);
+	m->steps = o->steps, m->layers = o->layers, m->heads = o->heads, m->head_dim = o->head_dim;
+	memcpy(m->grid, o->grid, sizeof m->grid);
+	m->tokens = o->grid[0] * o->grid[1] * o->grid[2];
+	m->step_index = dg_malloc(o->steps * sizeof(int));
+	m->layer_index = dg_malloc(o->layers * sizeof(int));
+	m->head_index = dg_malloc(o->heads * sizeof(int));
+	for (int i = 0; i < o->steps; i++)
+		m->step_index[i] = i;
+	for (int i = 0; i < o->layers; i++)
+		m->layer_index[i] = i;
+	for (int i = 0; i < o->heads; i++)
+		m->head_index[i] = i;
+	m->model = dg_strdup("synthetic");
+	m->source = dg_strdup("synthetic");
+	m->version = DG_TRACE_VERSION;
 }

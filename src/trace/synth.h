@@ -24,6 +24,10 @@
 #ifndef DG_SYNTH_H
 #define DG_SYNTH_H
 
+#include <stddef.h>
+
+#include "trace/trace.h"
+
 typedef enum {
 	DG_SYNTH_LOCAL, DG_SYNTH_FRAME, DG_SYNTH_SINK, DG_SYNTH_DIFFUSE, DG_SYNTH_KIND_COUNT
 } dg_synth_kind;
@@ -47,5 +51,15 @@ void dg_synth_defaults(dg_synth_opts *o);
 int dg_synth_check(const dg_synth_opts *o);
 /* Write the trace to out_path (atomically: a temporary name renamed at the end). */
 int dg_synth(const dg_synth_opts *o, const char *out_path);
+
+/* "synth: grid=4x16x16 heads=4 layers=2 steps=8 head_dim=64 seed=1" (any subset of the keys, the
+ * rest default; "synth:" optional) -> o. The syntax only (dg_synth_check the ranges): -1 with the
+ * problem in err (no report, so that a caller can name FILE:LINE). */
+int dg_synth_spec_parse(const char *spec, dg_synth_opts *o, char *err, size_t size);
+/* The canonical spec of o, every key written (malloc'd). */
+char *dg_synth_spec(const dg_synth_opts *o);
+/* The metadata dg_synth writes for o (steps of the 50-step schedule, indices 0..n-1), without
+ * reading a file. */
+void dg_synth_meta(const dg_synth_opts *o, dg_trace_meta *m);
 
 #endif

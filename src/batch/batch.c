@@ -484,22 +484,41 @@ static void ints_joined(char *buf, size_t size, const cJSON *arr)
 	}
 }
 
-int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
+/* What one merge works on: the inputs, the plan they share, and what it has made so far (files
+ * written under temporary names, the summary's lines). */
+typedef struct {
+	char *const *dirs;
+	int ndirs;
+	const char *out;
+	const cJSON *plan, *runs, *policies, *densities;
+	int np, nd;
+	char (*dstr)[32]; /* the densities as the rows print them (%g) */
+	bool closed;      /* a closed-loop experiment: closed_loop.csv per run */
+	pending pend;
+	dg_sbuf summary, md;
+	long long rows_total;
+} merge_ctx;
+
+/* One run of an open-loop merge: its grid and the merged metrics.csv being written. */
+typedef struct {
+	const char *name;
+	const cJSON *trace, *sched, *dense_layers;
+	int warmup;
+	long long want_rows; /* rows of each cell: policies x densities x steps */
+	acc *a;              /* per policy x density: the post-warm-up sums */
+	FILE *csv;
+} run_merge;
+
+/* Read dirs[i]/experiment.json into plans[i]; every input must be an OUT of one experiment. */
+static int read_plans(char *const *dirs, int ndirs, cJSON **plans)
 {
-	if (ndirs < 1)
-		return dg_error("merge: no input folders");
-	cJSON **plans = dg_calloc(ndirs, sizeof *plans);
-	int rc = -1;
-	pending pend = { 0 };
-	dg_sbuf summary = { 0 }, md = { 0 };
-	/* 1. every input is an OUT of one experiment */
 	for (int i = 0; i < ndirs; i++) {
 		char *p = dg_path_join(dirs[i], "experiment.json");
 		char *text = dg_read_all(p, SIZE_MAX, NULL);
 		if (!text) {
 			dg_error("merge: cannot read %s: %s (not an output folder of dsgap run)", p, strerror(errno));
 			free(p);
-			goto out;
+			return -1;
 		}
 		plans[i] = cJSON_Parse(text);
 		free(text);
@@ -507,36 +526,46 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 		    !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(plans[i], "runs"))) {
 			dg_error("merge: %s is not an experiment.json of dsgap run", p);
 			free(p);
-			goto out;
+			return -1;
 		}
 		free(p);
-		if (i && strcmp(jstr(plans[i], "fingerprint"), jstr(plans[0], "fingerprint"))) {
-			dg_error("merge: %s holds another experiment than %s ('%s' %s vs '%s' %s)", dirs[i], dirs[0],
-				 jstr(plans[i], "name"), jstr(plans[i], "fingerprint"),
-				 jstr(plans[0], "name"), jstr(plans[0], "fingerprint"));
-			goto out;
-		}
+		if (i && strcmp(jstr(plans[i], "fingerprint"), jstr(plans[0], "fingerprint")))
+			return dg_error("merge: %s holds another experiment than %s ('%s' %s vs '%s' %s)", dirs[i],
+					dirs[0], jstr(plans[i], "name"), jstr(plans[i], "fingerprint"),
+					jstr(plans[0], "name"), jstr(plans[0], "fingerprint"));
 	}
-	const cJSON *plan = plans[0], *runs = cJSON_GetObjectItemCaseSensitive(plan, "runs");
-	const cJSON *policies = cJSON_GetObjectItemCaseSensitive(plan, "policies");
-	const cJSON *densities = cJSON_GetObjectItemCaseSensitive(plan, "densities");
-	int np = cJSON_GetArraySize(policies), nd = cJSON_GetArraySize(densities);
-	char (*dstr)[32] = dg_calloc(nd ? nd : 1, 32);
-	for (int d = 0; d < nd; d++)
-		snprintf(dstr[d], 32, "%g", cJSON_GetArrayItem(densities, d)->valuedouble);
+	return 0;
+}
 
-	/* 2. where each cell is; all must be there */
-	int missing = 0, total = 0;
+static void merge_init(merge_ctx *m, const cJSON *plan)
+{
+	m->plan = plan;
+	m->runs = cJSON_GetObjectItemCaseSensitive(plan, "runs");
+	m->policies = cJSON_GetObjectItemCaseSensitive(plan, "policies");
+	m->densities = cJSON_GetObjectItemCaseSensitive(plan, "densities");
+	m->np = cJSON_GetArraySize(m->policies);
+	m->nd = cJSON_GetArraySize(m->densities);
+	m->dstr = dg_calloc(m->nd ? m->nd : 1, 32);
+	for (int d = 0; d < m->nd; d++)
+		snprintf(m->dstr[d], 32, "%g", cJSON_GetArrayItem(m->densities, d)->valuedouble);
+	m->closed = !strcmp(jstr(plan, "kind"), "closed-loop");
+}
+
+/* Whether every cell of the plan is finished in one of the inputs; *total: the plan's cells. */
+static int check_cells_present(const merge_ctx *m, int *total)
+{
+	int missing = 0;
 	char first_missing[256] = "";
 	const cJSON *run;
-	cJSON_ArrayForEach(run, runs) {
+	*total = 0;
+	cJSON_ArrayForEach(run, m->runs) {
 		const cJSON *cell;
 		cJSON_ArrayForEach(cell, cJSON_GetObjectItemCaseSensitive(run, "cells")) {
-			total++;
+			(*total)++;
 			bool found = false;
-			for (int i = 0; i < ndirs && !found; i++) {
+			for (int i = 0; i < m->ndirs && !found; i++) {
 				char path[4096];
-				snprintf(path, sizeof path, "%s/cells/%s/%s/run.json", dirs[i], jstr(run, "name"),
+				snprintf(path, sizeof path, "%s/cells/%s/%s/run.json", m->dirs[i], jstr(run, "name"),
 					 cell->valuestring);
 				found = exists(path);
 			}
@@ -545,267 +574,363 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 					 cell->valuestring);
 		}
 	}
-	if (missing) {
-		dg_error("merge: %d of %d cells are missing (the first: %s): finish them with dsgap run "
-			 "(the same --shard and --out) and merge again", missing, total, first_missing);
-		free(dstr);
-		goto out;
-	}
-	if (dg_mkdir_p(out)) {
-		free(dstr);
-		goto out;
-	}
-	bool closed = !strcmp(jstr(plan, "kind"), "closed-loop");
-	if (closed) {
-		char *head = dg_closed_md_head(jstr(plan, "name"), jstr(plan, "fingerprint"));
-		dg_sb_printf(&summary, "%s\n", DG_CLOSED_SUMMARY_HEADER);
-		dg_sb_printf(&md, "%s", head);
-		free(head);
-	} else {
-	dg_sb_printf(&summary, "run,trace,source,schedule,warmup,anchors,n_anchors,policy,density_target,units,"
-			    "density,rel_l1,rel_l2,cosine,mass_mean,staleness\n");
-	dg_sb_printf(&md, "# %s: mean metrics per run, policy and density\n\n"
-		       "Means over post-warm-up units (step >= warm-up, dense layers left out) of `dsgap run`'s "
-		       "merged rows; E = mean rel_l2. Experiment fingerprint %s.\n\n"
-		       "| run | source | anchors | policy | density_target | units | density | rel_l2 | cosine | "
-		       "mass_mean |\n|:--|:--|:--|:--|--:|--:|--:|--:|--:|--:|\n",
-		  jstr(plan, "name"), jstr(plan, "fingerprint"));
-	}
+	if (missing)
+		return dg_error("merge: %d of %d cells are missing (the first: %s): finish them with dsgap run "
+				"(the same --shard and --out) and merge again", missing, *total, first_missing);
+	return 0;
+}
 
-	/* 3. each run: rows in canonical order, run.json, summary lines */
+/* The header of summary.csv and summary.md. */
+static void summary_heads(merge_ctx *m)
+{
+	if (m->closed) {
+		char *head = dg_closed_md_head(jstr(m->plan, "name"), jstr(m->plan, "fingerprint"));
+		dg_sb_printf(&m->summary, "%s\n", DG_CLOSED_SUMMARY_HEADER);
+		dg_sb_printf(&m->md, "%s", head);
+		free(head);
+		return;
+	}
+	dg_sb_printf(&m->summary, "run,trace,source,schedule,warmup,anchors,n_anchors,policy,density_target,units,"
+				  "density,rel_l1,rel_l2,cosine,mass_mean,staleness\n");
+	dg_sb_printf(&m->md, "# %s: mean metrics per run, policy and density\n\n"
+			     "Means over post-warm-up units (step >= warm-up, dense layers left out) of `dsgap run`'s "
+			     "merged rows; E = mean rel_l2. Experiment fingerprint %s.\n\n"
+			     "| run | source | anchors | policy | density_target | units | density | rel_l2 | cosine | "
+			     "mass_mean |\n|:--|:--|:--|:--|--:|--:|--:|--:|--:|--:|\n",
+		     jstr(m->plan, "name"), jstr(m->plan, "fingerprint"));
+}
+
+/* Each run of a closed-loop experiment: RUN/closed_loop.csv, RUN/run.json and its summary lines. */
+static int merge_closed_runs(merge_ctx *m)
+{
 	int err = 0;
-	long long rows_total = 0;
-	if (closed)
-		cJSON_ArrayForEach(run, runs) {
-			dg_closed_merged m;
-			if ((err = dg_closed_merge_run(plan, run, dirs, ndirs, &m)))
-				break;
-			char *dir = dg_path_join(out, jstr(run, "name"));
-			char *cp = dg_path_join(dir, "closed_loop.csv"), *jp = dg_path_join(dir, "run.json");
-			err = dg_mkdir_p(dir) || write_pending(&pend, cp, m.rows) || write_pending(&pend, jp, m.run_json);
-			dg_sb_add(&summary, m.summary, strlen(m.summary));
-			dg_sb_add(&md, m.md, strlen(m.md));
-			rows_total += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(run, "cells"));
-			dg_closed_merged_free(&m);
-			free(cp);
-			free(jp);
-			free(dir);
-			if (err)
-				break;
-		}
-	else
-	cJSON_ArrayForEach(run, runs) {
-		const char *rname = jstr(run, "name");
-		const cJSON *cells = cJSON_GetObjectItemCaseSensitive(run, "cells");
-		const cJSON *trace = cJSON_GetObjectItemCaseSensitive(run, "trace");
-		const cJSON *sched = cJSON_GetObjectItemCaseSensitive(run, "schedule");
-		int warmup = cJSON_GetObjectItemCaseSensitive(sched, "warmup")->valueint;
-		const cJSON *dense_layers = cJSON_GetObjectItemCaseSensitive(sched, "dense_layers");
-		int steps = cJSON_GetObjectItemCaseSensitive(trace, "steps")->valueint;
-		int ncells = cJSON_GetArraySize(cells);
-		long long want_rows = (long long)np * nd * steps;
-		acc *a = dg_calloc((size_t)np * (nd ? nd : 1), sizeof *a);
-		cJSON **cj = dg_calloc(ncells, sizeof *cj);
-		char *dir = dg_path_join(out, rname);
-		char *mpath = dg_path_join(dir, "metrics.csv"), *mtmp = dg_tmp_name(mpath);
-		FILE *csv = NULL;
-		if (dg_mkdir_p(dir))
-			err = -1;
-		else if (!(csv = fopen(mtmp, "w")))
-			err = dg_error("cannot write %s: %s", mpath, strerror(errno));
-		else
-			fprintf(csv, "%s\n", DG_METRICS_HEADER);
-		int ci = 0;
-		const cJSON *cell;
-		cJSON_ArrayForEach(cell, cells) {
-			if (err)
-				break;
-			int layer, head;
-			sscanf(cell->valuestring, "l%d-h%d", &layer, &head);
-			char *text = NULL, *json = NULL, where[4096] = "";
-			for (int i = 0; i < ndirs; i++) {
-				char path[4096];
-				snprintf(path, sizeof path, "%s/cells/%s/%s/metrics.csv", dirs[i], rname, cell->valuestring);
-				if (!exists(path))
-					continue;
-				char *t = dg_read_all(path, SIZE_MAX, NULL);
-				if (!t) {
-					err = dg_error("merge: cannot read %s: %s", path, strerror(errno));
-					break;
-				}
-				if (!text) {
-					text = t;
-					snprintf(where, sizeof where, "%s", path);
-					snprintf(path, sizeof path, "%s/cells/%s/%s/run.json", dirs[i], rname, cell->valuestring);
-					json = dg_read_all(path, SIZE_MAX, NULL);
-					if (!json || !(cj[ci] = cJSON_Parse(json)))
-						err = dg_error("merge: %s: missing or invalid JSON", path);
-					continue;
-				}
-				/* the same cell in two inputs: they must hold the same rows */
-				char *x = strip_time(text), *y = strip_time(t);
-				if (strcmp(x, y))
-					err = dg_error("merge: cell %s/%s differs between %s and %s", rname,
-						       cell->valuestring, where, path);
-				free(x);
-				free(y);
-				free(t);
-			}
-			free(json);
-			if (!err && !text)
-				err = dg_error("merge: cell %s/%s has no metrics.csv", rname, cell->valuestring);
-			if (err) {
-				free(text);
-				break;
-			}
-			/* check and append the rows, accumulate the summary */
-			char *line = text, *save = NULL;
-			long long nrows = 0;
-			int lineno = 0;
-			for (char *l = strtok_r(line, "\n", &save); l && !err; l = strtok_r(NULL, "\n", &save)) {
-				lineno++;
-				if (lineno == 1) {
-					if (strcmp(l, DG_METRICS_HEADER))
-						err = dg_error("%s:1: not the metrics.csv header", where);
-					continue;
-				}
-				fputs(l, csv);
-				fputc('\n', csv);
-				char *f[NFIELDS];
-				if (split_fields(l, f) != NFIELDS) {
-					err = dg_error("%s:%d: expected %d fields", where, lineno, NFIELDS);
-					break;
-				}
-				int step = atoi(f[3]), lay = atoi(f[4]), hd = atoi(f[5]);
-				if (lay != layer || hd != head) {
-					err = dg_error("%s:%d: row of layer %d head %d in cell %s", where, lineno, lay, hd,
-						       cell->valuestring);
-					break;
-				}
-				nrows++;
-				if (step < warmup || int_in(dense_layers, lay))
-					continue;
-				int p = -1, d = -1;
-				for (int i = 0; i < np && p < 0; i++)
-					if (!strcmp(cJSON_GetArrayItem(policies, i)->valuestring, f[0]))
-						p = i;
-				for (int i = 0; i < nd && d < 0; i++)
-					if (!strcmp(dstr[i], f[1]))
-						d = i;
-				if (p < 0 || d < 0) {
-					err = dg_error("%s:%d: policy '%s' at density %s is not in the experiment", where,
-						       lineno, f[0], f[1]);
-					break;
-				}
-				acc *x = &a[p * nd + d];
-				x->units += 1;
-				x->density += atof(f[2]);
-				x->rel_l1 += atof(f[6]);
-				x->rel_l2 += atof(f[7]);
-				x->cosine += atof(f[8]);
-				x->mass_mean += atof(f[10]);
-				x->staleness += atof(f[12]);
-			}
-			if (!err && nrows != want_rows)
-				err = dg_error("%s: %lld rows, expected %lld (policies x densities x steps)", where, nrows,
-					       want_rows);
-			rows_total += nrows;
-			free(text);
-			if (err)
-				break;
-			ci++;
-		}
-		if (csv) {
-			bool bad = ferror(csv);
-			bad |= fclose(csv) != 0;
-			if (!err && bad)
-				err = dg_error("cannot write %s: %s", mpath, strerror(errno ? errno : EIO));
-			if (err)
-				unlink(mtmp);
-			else
-				pending_add(&pend, mtmp, mpath);
-		}
-		if (!err) {
-			char *jpath = dg_path_join(dir, "run.json");
-			cJSON *rj = merged_run_json(cj[0], cj, ncells, plan, run, dirs, ndirs);
-			char *rjs = cJSON_Print(rj);
-			size_t n = strlen(rjs);
-			rjs = dg_realloc(rjs, n + 2);
-			rjs[n] = '\n';
-			rjs[n + 1] = 0;
-			err = write_pending(&pend, jpath, rjs);
-			cJSON_Delete(rj);
-			free(rjs);
-			free(jpath);
-			/* summary */
-			char anchors[512];
-			ints_joined(anchors, sizeof anchors, cJSON_GetObjectItemCaseSensitive(sched, "anchors"));
-			int nanch = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sched, "anchors"));
-			for (int p = 0; p < np; p++)
-				for (int d = 0; d < nd; d++) {
-					const acc *x = &a[p * nd + d];
-					double u = x->units > 0 ? x->units : NAN;
-					const char *pname = cJSON_GetArrayItem(policies, p)->valuestring;
-					dg_sb_printf(&summary, "%s,%s,%s,%s,%d,%s,%d,%s,%s,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
-						  rname, jstr(trace, "label"), jstr(trace, "source"),
-						  jstr(sched, "label"), warmup, anchors, nanch, pname, dstr[d], x->units,
-						  x->density / u, x->rel_l1 / u, x->rel_l2 / u, x->cosine / u,
-						  x->mass_mean / u, x->staleness / u);
-					dg_sb_printf(&md, "| %s | %s | %s | %s | %s | %.0f | %.4f | %.4g | %.4f | %.4f |\n", rname,
-						  jstr(trace, "source"), anchors, pname, dstr[d], x->units,
-						  x->density / u, x->rel_l2 / u, x->cosine / u, x->mass_mean / u);
-				}
-		}
-		for (int i = 0; i < ncells; i++)
-			cJSON_Delete(cj[i]);
-		free(cj);
-		free(a);
-		free(mpath);
-		free(mtmp);
+	const cJSON *run;
+	cJSON_ArrayForEach(run, m->runs) {
+		dg_closed_merged cm;
+		if ((err = dg_closed_merge_run(m->plan, run, m->dirs, m->ndirs, &cm)))
+			break;
+		char *dir = dg_path_join(m->out, jstr(run, "name"));
+		char *cp = dg_path_join(dir, "closed_loop.csv"), *jp = dg_path_join(dir, "run.json");
+		err = dg_mkdir_p(dir) || write_pending(&m->pend, cp, cm.rows) ||
+		      write_pending(&m->pend, jp, cm.run_json);
+		dg_sb_add(&m->summary, cm.summary, strlen(cm.summary));
+		dg_sb_add(&m->md, cm.md, strlen(cm.md));
+		m->rows_total += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(run, "cells"));
+		dg_closed_merged_free(&cm);
+		free(cp);
+		free(jp);
 		free(dir);
 		if (err)
 			break;
 	}
-	free(dstr);
+	return err;
+}
+
+/* A cell's rows: *text gets its metrics.csv from the first input that has it (where: that file's
+ * path) and *json its parsed run.json; the same cell in a later input must hold the same rows but
+ * time_ms. */
+static int read_cell(const merge_ctx *m, const char *rname, const char *cell, char **text, char *where,
+		     size_t wsize, cJSON **json)
+{
+	int err = 0;
+	char *js = NULL;
+	*text = NULL;
+	for (int i = 0; i < m->ndirs; i++) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s/cells/%s/%s/metrics.csv", m->dirs[i], rname, cell);
+		if (!exists(path))
+			continue;
+		char *t = dg_read_all(path, SIZE_MAX, NULL);
+		if (!t) {
+			err = dg_error("merge: cannot read %s: %s", path, strerror(errno));
+			break;
+		}
+		if (!*text) {
+			*text = t;
+			snprintf(where, wsize, "%s", path);
+			snprintf(path, sizeof path, "%s/cells/%s/%s/run.json", m->dirs[i], rname, cell);
+			js = dg_read_all(path, SIZE_MAX, NULL);
+			if (!js || !(*json = cJSON_Parse(js)))
+				err = dg_error("merge: %s: missing or invalid JSON", path);
+			continue;
+		}
+		/* the same cell in two inputs: they must hold the same rows */
+		char *x = strip_time(*text), *y = strip_time(t);
+		if (strcmp(x, y))
+			err = dg_error("merge: cell %s/%s differs between %s and %s", rname, cell, where, path);
+		free(x);
+		free(y);
+		free(t);
+	}
+	free(js);
+	if (!err && !*text)
+		err = dg_error("merge: cell %s/%s has no metrics.csv", rname, cell);
+	if (err) {
+		free(*text);
+		*text = NULL;
+	}
+	return err;
+}
+
+/* Add a post-warm-up row's metrics (fields f) to its policy x density sums. */
+static int accumulate_row(const merge_ctx *m, run_merge *r, char **f, const char *where, int lineno)
+{
+	int p = -1, d = -1;
+	for (int i = 0; i < m->np && p < 0; i++)
+		if (!strcmp(cJSON_GetArrayItem(m->policies, i)->valuestring, f[0]))
+			p = i;
+	for (int i = 0; i < m->nd && d < 0; i++)
+		if (!strcmp(m->dstr[i], f[1]))
+			d = i;
+	if (p < 0 || d < 0)
+		return dg_error("%s:%d: policy '%s' at density %s is not in the experiment", where, lineno, f[0],
+				f[1]);
+	acc *x = &r->a[p * m->nd + d];
+	x->units += 1;
+	x->density += atof(f[2]);
+	x->rel_l1 += atof(f[6]);
+	x->rel_l2 += atof(f[7]);
+	x->cosine += atof(f[8]);
+	x->mass_mean += atof(f[10]);
+	x->staleness += atof(f[12]);
+	return 0;
+}
+
+/* Check a cell's rows (text: its metrics.csv, read from where), append them to the run's
+ * metrics.csv and add them to the summary's sums. */
+static int append_cell_rows(merge_ctx *m, run_merge *r, const char *cell, char *text, const char *where)
+{
+	int layer, head, err = 0;
+	sscanf(cell, "l%d-h%d", &layer, &head);
+	char *save = NULL;
+	long long nrows = 0;
+	int lineno = 0;
+	for (char *l = strtok_r(text, "\n", &save); l && !err; l = strtok_r(NULL, "\n", &save)) {
+		lineno++;
+		if (lineno == 1) {
+			if (strcmp(l, DG_METRICS_HEADER))
+				err = dg_error("%s:1: not the metrics.csv header", where);
+			continue;
+		}
+		fputs(l, r->csv);
+		fputc('\n', r->csv);
+		char *f[NFIELDS];
+		if (split_fields(l, f) != NFIELDS) {
+			err = dg_error("%s:%d: expected %d fields", where, lineno, NFIELDS);
+			break;
+		}
+		int step = atoi(f[3]), lay = atoi(f[4]), hd = atoi(f[5]);
+		if (lay != layer || hd != head) {
+			err = dg_error("%s:%d: row of layer %d head %d in cell %s", where, lineno, lay, hd, cell);
+			break;
+		}
+		nrows++;
+		if (step < r->warmup || int_in(r->dense_layers, lay))
+			continue;
+		if ((err = accumulate_row(m, r, f, where, lineno)))
+			break;
+	}
+	if (!err && nrows != r->want_rows)
+		err = dg_error("%s: %lld rows, expected %lld (policies x densities x steps)", where, nrows,
+			       r->want_rows);
+	m->rows_total += nrows;
+	return err;
+}
+
+/* The cells of a run, in the plan's (canonical) order, into its metrics.csv; cj[i]: cell i's run.json. */
+static int merge_run_cells(merge_ctx *m, run_merge *r, const cJSON *cells, cJSON **cj)
+{
+	int ci = 0;
+	const cJSON *cell;
+	cJSON_ArrayForEach(cell, cells) {
+		char *text, where[4096] = "";
+		int err = read_cell(m, r->name, cell->valuestring, &text, where, sizeof where, &cj[ci]);
+		if (err)
+			return err;
+		err = append_cell_rows(m, r, cell->valuestring, text, where);
+		free(text);
+		if (err)
+			return err;
+		ci++;
+	}
+	return 0;
+}
+
+/* Start dir/metrics.csv under its temporary name mtmp, with the header. */
+static int open_run_csv(const char *dir, const char *mpath, const char *mtmp, FILE **csv)
+{
+	*csv = NULL;
+	if (dg_mkdir_p(dir))
+		return -1;
+	if (!(*csv = fopen(mtmp, "w")))
+		return dg_error("cannot write %s: %s", mpath, strerror(errno));
+	fprintf(*csv, "%s\n", DG_METRICS_HEADER);
+	return 0;
+}
+
+/* Close the run's metrics.csv: kept (to be renamed) if all went well, else removed. */
+static int close_run_csv(merge_ctx *m, FILE *csv, const char *mpath, const char *mtmp, int err)
+{
+	if (!csv)
+		return err;
+	bool bad = ferror(csv);
+	bad |= fclose(csv) != 0;
+	if (!err && bad)
+		err = dg_error("cannot write %s: %s", mpath, strerror(errno ? errno : EIO));
 	if (err)
-		goto out;
-	char *sp = dg_path_join(out, "summary.csv"), *mp = dg_path_join(out, "summary.md");
-	char *ep = dg_path_join(out, "experiment.json");
-	char *plan_text = cJSON_Print(plan);
-	size_t pn = strlen(plan_text);
-	plan_text = dg_realloc(plan_text, pn + 2);
-	plan_text[pn] = '\n';
-	plan_text[pn + 1] = 0;
-	err = write_pending(&pend, sp, summary.buf) || write_pending(&pend, mp, md.buf) ||
-	      write_pending(&pend, ep, plan_text);
+		unlink(mtmp);
+	else
+		pending_add(&m->pend, mtmp, mpath);
+	return err;
+}
+
+/* cJSON_Print's text with a final newline (new string) */
+static char *json_text(const cJSON *j)
+{
+	char *s = cJSON_Print(j);
+	size_t n = strlen(s);
+	s = dg_realloc(s, n + 2);
+	s[n] = '\n';
+	s[n + 1] = 0;
+	return s;
+}
+
+/* The run's summary lines: means per policy x density over its post-warm-up rows. */
+static void summary_lines(merge_ctx *m, const run_merge *r)
+{
+	char anchors[512];
+	const cJSON *anch = cJSON_GetObjectItemCaseSensitive(r->sched, "anchors");
+	ints_joined(anchors, sizeof anchors, anch);
+	int nanch = cJSON_GetArraySize(anch);
+	for (int p = 0; p < m->np; p++)
+		for (int d = 0; d < m->nd; d++) {
+			const acc *x = &r->a[p * m->nd + d];
+			double u = x->units > 0 ? x->units : NAN;
+			const char *pname = cJSON_GetArrayItem(m->policies, p)->valuestring;
+			dg_sb_printf(&m->summary, "%s,%s,%s,%s,%d,%s,%d,%s,%s,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
+				     r->name, jstr(r->trace, "label"), jstr(r->trace, "source"),
+				     jstr(r->sched, "label"), r->warmup, anchors, nanch, pname, m->dstr[d], x->units,
+				     x->density / u, x->rel_l1 / u, x->rel_l2 / u, x->cosine / u, x->mass_mean / u,
+				     x->staleness / u);
+			dg_sb_printf(&m->md, "| %s | %s | %s | %s | %s | %.0f | %.4f | %.4g | %.4f | %.4f |\n", r->name,
+				     jstr(r->trace, "source"), anchors, pname, m->dstr[d], x->units, x->density / u,
+				     x->rel_l2 / u, x->cosine / u, x->mass_mean / u);
+		}
+}
+
+/* One run of an open-loop experiment: RUN/metrics.csv, RUN/run.json and its summary lines. */
+static int merge_open_run(merge_ctx *m, const cJSON *run)
+{
+	run_merge r = { .name = jstr(run, "name") };
+	const cJSON *cells = cJSON_GetObjectItemCaseSensitive(run, "cells");
+	r.trace = cJSON_GetObjectItemCaseSensitive(run, "trace");
+	r.sched = cJSON_GetObjectItemCaseSensitive(run, "schedule");
+	r.warmup = cJSON_GetObjectItemCaseSensitive(r.sched, "warmup")->valueint;
+	r.dense_layers = cJSON_GetObjectItemCaseSensitive(r.sched, "dense_layers");
+	int steps = cJSON_GetObjectItemCaseSensitive(r.trace, "steps")->valueint;
+	int ncells = cJSON_GetArraySize(cells);
+	r.want_rows = (long long)m->np * m->nd * steps;
+	r.a = dg_calloc((size_t)m->np * (m->nd ? m->nd : 1), sizeof *r.a);
+	cJSON **cj = dg_calloc(ncells, sizeof *cj);
+	char *dir = dg_path_join(m->out, r.name);
+	char *mpath = dg_path_join(dir, "metrics.csv"), *mtmp = dg_tmp_name(mpath);
+	int err = open_run_csv(dir, mpath, mtmp, &r.csv);
+	if (!err)
+		err = merge_run_cells(m, &r, cells, cj);
+	err = close_run_csv(m, r.csv, mpath, mtmp, err);
+	if (!err) {
+		char *jpath = dg_path_join(dir, "run.json");
+		cJSON *rj = merged_run_json(cj[0], cj, ncells, m->plan, run, m->dirs, m->ndirs);
+		char *rjs = json_text(rj);
+		err = write_pending(&m->pend, jpath, rjs);
+		cJSON_Delete(rj);
+		free(rjs);
+		free(jpath);
+		summary_lines(m, &r);
+	}
+	for (int i = 0; i < ncells; i++)
+		cJSON_Delete(cj[i]);
+	free(cj);
+	free(r.a);
+	free(mpath);
+	free(mtmp);
+	free(dir);
+	return err;
+}
+
+static int merge_open_runs(merge_ctx *m)
+{
+	const cJSON *run;
+	cJSON_ArrayForEach(run, m->runs)
+		if (merge_open_run(m, run))
+			return -1;
+	return 0;
+}
+
+/* summary.csv, summary.md and experiment.json of out, under temporary names */
+static int write_summaries(merge_ctx *m)
+{
+	char *sp = dg_path_join(m->out, "summary.csv"), *mp = dg_path_join(m->out, "summary.md");
+	char *ep = dg_path_join(m->out, "experiment.json");
+	char *plan_text = json_text(m->plan);
+	int err = write_pending(&m->pend, sp, m->summary.buf) || write_pending(&m->pend, mp, m->md.buf) ||
+		  write_pending(&m->pend, ep, plan_text);
 	free(plan_text);
 	free(sp);
 	free(mp);
 	free(ep);
-	if (err)
-		goto out;
-	/* 4. everything is written: rename into place */
-	for (int i = 0; i < pend.n; i++)
-		if (rename(pend.tmp[i], pend.final[i])) {
-			dg_error("cannot rename %s to %s: %s", pend.tmp[i], pend.final[i], strerror(errno));
-			goto out;
-		}
-	/* a complete batch: temporary folders of killed processes are stale */
-	for (int i = 0; i < ndirs; i++)
-		cJSON_ArrayForEach(run, runs) {
+	return err;
+}
+
+/* everything is written: rename into place */
+static int rename_pending(const pending *p)
+{
+	for (int i = 0; i < p->n; i++)
+		if (rename(p->tmp[i], p->final[i]))
+			return dg_error("cannot rename %s to %s: %s", p->tmp[i], p->final[i], strerror(errno));
+	return 0;
+}
+
+/* a complete batch: temporary folders of killed processes are stale */
+static void remove_stale_temps(const merge_ctx *m)
+{
+	for (int i = 0; i < m->ndirs; i++) {
+		const cJSON *run;
+		cJSON_ArrayForEach(run, m->runs) {
 			char path[4096];
-			snprintf(path, sizeof path, "%s/cells/%s", dirs[i], jstr(run, "name"));
+			snprintf(path, sizeof path, "%s/cells/%s", m->dirs[i], jstr(run, "name"));
 			remove_temps(path, NULL);
 		}
+	}
+}
+
+int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
+{
+	if (ndirs < 1)
+		return dg_error("merge: no input folders");
+	cJSON **plans = dg_calloc(ndirs, sizeof *plans);
+	merge_ctx m = { .dirs = dirs, .ndirs = ndirs, .out = out };
+	int rc = -1, total;
+	if (read_plans(dirs, ndirs, plans))
+		goto out;
+	merge_init(&m, plans[0]);
+	if (check_cells_present(&m, &total) || dg_mkdir_p(out))
+		goto out;
+	summary_heads(&m);
+	if ((m.closed ? merge_closed_runs(&m) : merge_open_runs(&m)) || write_summaries(&m) ||
+	    rename_pending(&m.pend))
+		goto out;
+	remove_stale_temps(&m);
 	if (verbose)
 		fprintf(stderr, "merge: %d runs, %d cells, %lld rows from %d folder%s -> %s/{RUN/%s, "
-				"RUN/run.json, summary.csv, summary.md}\n", cJSON_GetArraySize(runs), total,
-			rows_total, ndirs, ndirs == 1 ? "" : "s", out, closed ? "closed_loop.csv" : "metrics.csv");
+				"RUN/run.json, summary.csv, summary.md}\n", cJSON_GetArraySize(m.runs), total,
+			m.rows_total, ndirs, ndirs == 1 ? "" : "s", out, m.closed ? "closed_loop.csv" : "metrics.csv");
 	rc = 0;
 out:
-	pending_free(&pend, rc != 0);
-	free(summary.buf);
-	free(md.buf);
+	pending_free(&m.pend, rc != 0);
+	free(m.dstr);
+	free(m.summary.buf);
+	free(m.md.buf);
 	for (int i = 0; i < ndirs; i++)
 		cJSON_Delete(plans[i]);
 	free(plans);

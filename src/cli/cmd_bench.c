@@ -171,7 +171,14 @@ static void random_unit(gsl_rng *r, float *x, int n, int d)
 	}
 }
 
-int dg_cmd_bench(int argc, char **argv)
+typedef struct {
+	const char *device, *csv, *grid;
+	int n, heads, d, reps;
+	bool precise;
+} bench_opts;
+
+/* The options into o: -1 to go on, else the exit status (0 after --help, 2 on a bad option). */
+static int parse_args(int argc, char **argv, bench_opts *o)
 {
 	static const struct option opts[] = {
 		{ "device", required_argument, 0, 'D' }, { "tokens", required_argument, 0, 'n' },
@@ -180,20 +187,20 @@ int dg_cmd_bench(int argc, char **argv)
 		{ "layer-step", required_argument, 0, 'L' }, { "precise", required_argument, 0, 'P' },
 		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
 	};
-	const char *device = "gpu", *csv = "results/bench/bench.csv", *grid = "21x30x52";
-	int n = 32760, heads = 12, d = 128, reps = 5, c;
-	bool precise = false;
+	*o = (bench_opts){ .device = "gpu", .csv = "results/bench/bench.csv", .grid = "21x30x52",
+			   .n = 32760, .heads = 12, .d = 128, .reps = 5, .precise = false };
+	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "D:n:H:d:r:c:L:P:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'D': device = optarg; break;
-		case 'n': if (dg_opt_int("bench", "tokens", optarg, 128, 1 << 20, &n)) return 2; break;
-		case 'H': if (dg_opt_int("bench", "heads", optarg, 1, 256, &heads)) return 2; break;
-		case 'd': if (dg_opt_int("bench", "head-dim", optarg, 32, 256, &d)) return 2; break;
-		case 'r': if (dg_opt_int("bench", "reps", optarg, 1, 1000, &reps)) return 2; break;
-		case 'c': csv = optarg; break;
-		case 'L': grid = optarg; break;
-		case 'P': if (dg_opt_onoff("bench", "precise", optarg, &precise)) return 2; break;
+		case 'D': o->device = optarg; break;
+		case 'n': if (dg_opt_int("bench", "tokens", optarg, 128, 1 << 20, &o->n)) return 2; break;
+		case 'H': if (dg_opt_int("bench", "heads", optarg, 1, 256, &o->heads)) return 2; break;
+		case 'd': if (dg_opt_int("bench", "head-dim", optarg, 32, 256, &o->d)) return 2; break;
+		case 'r': if (dg_opt_int("bench", "reps", optarg, 1, 1000, &o->reps)) return 2; break;
+		case 'c': o->csv = optarg; break;
+		case 'L': o->grid = optarg; break;
+		case 'P': if (dg_opt_onoff("bench", "precise", optarg, &o->precise)) return 2; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -202,89 +209,110 @@ int dg_cmd_bench(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	dg_backend *be = strcmp(device, "gpu") ? dg_backend_cpu(n, d) : dg_backend_gpu(n, d);
-	if (!be)
-		return 1;
-	be->precise = precise;
-	bool gpu = !strcmp(be->name, "gpu"); /* the P.V modes differ only there */
-	sink s = { .device = be->device, .commit = dg_git_commit() };
-	dg_utc_now(s.date, sizeof s.date);
-	if (*csv && !(s.csv = fopen(csv, "a")))
-		return dg_error("cannot append to %s", csv), 1;
-	printf("dsgap bench: %s, %d heads x %d tokens x d=%d, %d reps, P.V %s, commit %s, %s\n", be->device,
-	       heads, n, d, reps, precise ? "precise" : "fast", s.commit, s.date);
+	return -1;
+}
 
-	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-	gsl_rng_set(r, 12345);
-	size_t nd = (size_t)n * d;
-	float *q = dg_malloc(heads * nd * 4), *k = dg_malloc(heads * nd * 4), *v = dg_malloc(heads * nd * 4);
-	double *t_dense = dg_calloc(reps, 8), *t_anchor = dg_calloc(reps, 8), *t_sparse[ND];
-	double *t_phase[DG_PHASE_COUNT + 1]; /* the anchor's phases, then its host gaps */
+/* the seconds of each rep */
+typedef struct {
+	int reps;
+	double *dense, *anchor, *sparse[ND];
+	double *phase[DG_PHASE_COUNT + 1]; /* the anchor's phases, then its host gaps */
+	double *pv[2][ND + 1];             /* per P.V mode: sparse at each density, then dense */
+} bench_times;
+
+static void times_alloc(bench_times *t, int reps)
+{
+	t->reps = reps;
+	t->dense = dg_calloc(reps, 8), t->anchor = dg_calloc(reps, 8);
 	for (int i = 0; i < ND; i++)
-		t_sparse[i] = dg_calloc(reps, 8);
+		t->sparse[i] = dg_calloc(reps, 8);
 	for (int p = 0; p <= DG_PHASE_COUNT; p++)
-		t_phase[p] = dg_calloc(reps, 8);
-	double *t_pv[2][ND + 1]; /* per P.V mode: sparse at each density, then dense */
+		t->phase[p] = dg_calloc(reps, 8);
 	for (int m = 0; m < 2; m++)
 		for (int i = 0; i <= ND; i++)
-			t_pv[m][i] = dg_calloc(reps, 8);
-	int grid3[3] = { 1, 1, n };
-	for (int rep = -1; rep < reps; rep++) { /* rep -1: warm-up */
-		double sd = 0, sa = 0, ss[ND] = { 0 }, ph[DG_PHASE_COUNT] = { 0 }, spv[2][ND + 1] = { { 0 } };
-		for (int h = 0; h < heads; h++) /* (heads, n, d) each */
-			random_unit(r, q + h * nd, n, d), random_unit(r, k + h * nd, n, d), random_unit(r, v + h * nd, n, d);
-		double pca_ahead = heads_ahead(be, q, heads);
-		sa += pca_ahead;
-		ph[DG_PHASE_GROUPS] += pca_ahead;
-		for (int h = 0; h < heads; h++) {
-			float *qh = q + h * nd, *kh = k + h * nd, *vh = v + h * nd;
-			be->load(be, qh, kh, vh);
-			dg_bgroups *g;
-			dg_bscores *sc;
-			dg_bvec *res;
-			double dense_s;
-			sa += anchor_step(be, grid3, &dense_s, ph, &g, &sc, &res);
-			sd += dense_s;
-			sparse_passes(be, g, sc, res, ss);
-			if (gpu)
-				pv_modes(be, qh, kh, vh, g, sc, res, spv);
-			be->vec_free(be, res);
-			be->scores_free(be, sc);
-			be->groups_free(be, g);
-		}
-		if (rep < 0)
-			continue;
-		t_dense[rep] = sd, t_anchor[rep] = sa;
-		t_phase[DG_PHASE_COUNT][rep] = sa;
-		for (int p = 0; p < DG_PHASE_COUNT; p++) {
-			t_phase[p][rep] = ph[p];
-			t_phase[DG_PHASE_COUNT][rep] -= ph[p];
-		}
-		for (int i = 0; i < ND; i++)
-			t_sparse[i][rep] = ss[i];
-		for (int m = 0; m < 2; m++)
-			for (int i = 0; i <= ND; i++)
-				t_pv[m][i][rep] = spv[m][i];
+			t->pv[m][i] = dg_calloc(reps, 8);
+}
+
+static void times_free(bench_times *t)
+{
+	free(t->dense), free(t->anchor);
+	for (int p = 0; p <= DG_PHASE_COUNT; p++)
+		free(t->phase[p]);
+	for (int m = 0; m < 2; m++)
+		for (int i = 0; i <= ND; i++)
+			free(t->pv[m][i]);
+	for (int i = 0; i < ND; i++)
+		free(t->sparse[i]);
+}
+
+/* One rep (rep -1: the warm-up, not recorded): new random heads q, k, v (heads, n, d), then each
+ * head's anchor step, sparse passes and, on the GPU, both P.V modes. */
+static void one_rep(dg_backend *be, gsl_rng *r, const bench_opts *o, bool gpu, float *q, float *k, float *v,
+		    int rep, bench_times *t)
+{
+	size_t nd = (size_t)o->n * o->d;
+	int grid3[3] = { 1, 1, o->n };
+	double sd = 0, sa = 0, ss[ND] = { 0 }, ph[DG_PHASE_COUNT] = { 0 }, spv[2][ND + 1] = { { 0 } };
+	for (int h = 0; h < o->heads; h++) /* (heads, n, d) each */
+		random_unit(r, q + h * nd, o->n, o->d), random_unit(r, k + h * nd, o->n, o->d),
+			random_unit(r, v + h * nd, o->n, o->d);
+	double pca_ahead = heads_ahead(be, q, o->heads);
+	sa += pca_ahead;
+	ph[DG_PHASE_GROUPS] += pca_ahead;
+	for (int h = 0; h < o->heads; h++) {
+		float *qh = q + h * nd, *kh = k + h * nd, *vh = v + h * nd;
+		be->load(be, qh, kh, vh);
+		dg_bgroups *g;
+		dg_bscores *sc;
+		dg_bvec *res;
+		double dense_s;
+		sa += anchor_step(be, grid3, &dense_s, ph, &g, &sc, &res);
+		sd += dense_s;
+		sparse_passes(be, g, sc, res, ss);
+		if (gpu)
+			pv_modes(be, qh, kh, vh, g, sc, res, spv);
+		be->vec_free(be, res);
+		be->scores_free(be, sc);
+		be->groups_free(be, g);
 	}
-	double td = median(t_dense, reps), ta = median(t_anchor, reps);
-	double flop = 4.0 * n * (double)n * d * heads;
-	put(&s, "replay_dense_ms", 1e3 * td, "ms");
-	put(&s, "replay_dense_tflops", flop / td * 1e-12, "TFLOP/s");
-	put(&s, "anchor_ms", 1e3 * ta, "ms");
-	put(&s, "anchor_over_dense", ta / td, "x");
+	if (rep < 0)
+		return;
+	t->dense[rep] = sd, t->anchor[rep] = sa;
+	t->phase[DG_PHASE_COUNT][rep] = sa;
+	for (int p = 0; p < DG_PHASE_COUNT; p++) {
+		t->phase[p][rep] = ph[p];
+		t->phase[DG_PHASE_COUNT][rep] -= ph[p];
+	}
+	for (int i = 0; i < ND; i++)
+		t->sparse[i][rep] = ss[i];
+	for (int m = 0; m < 2; m++)
+		for (int i = 0; i <= ND; i++)
+			t->pv[m][i][rep] = spv[m][i];
+}
+
+/* The medians of the reps as the benchmark's lines. */
+static void put_times(sink *s, const bench_opts *o, bool gpu, bench_times *t)
+{
+	int reps = t->reps;
+	double td = median(t->dense, reps), ta = median(t->anchor, reps);
+	double flop = 4.0 * o->n * (double)o->n * o->d * o->heads;
+	put(s, "replay_dense_ms", 1e3 * td, "ms");
+	put(s, "replay_dense_tflops", flop / td * 1e-12, "TFLOP/s");
+	put(s, "anchor_ms", 1e3 * ta, "ms");
+	put(s, "anchor_over_dense", ta / td, "x");
 	/* where the anchor's time goes: device time per phase (summed over heads), the rest host gaps */
 	for (int p = 0; p <= DG_PHASE_COUNT; p++) {
 		char name[64];
 		snprintf(name, sizeof name, "anchor_%s_ms", p < DG_PHASE_COUNT ? dg_phase_name(p) : "host_gaps");
-		put(&s, name, 1e3 * median(t_phase[p], reps), "ms");
+		put(s, name, 1e3 * median(t->phase[p], reps), "ms");
 	}
 	for (int i = 0; i < ND; i++) {
 		char name[64];
-		double ts = median(t_sparse[i], reps);
+		double ts = median(t->sparse[i], reps);
 		snprintf(name, sizeof name, "replay_sparse_ms@%g", dens[i]);
-		put(&s, name, 1e3 * ts, "ms");
+		put(s, name, 1e3 * ts, "ms");
 		snprintf(name, sizeof name, "sparse_over_dense@%g", dens[i]);
-		put(&s, name, td / ts, "x");
+		put(s, name, td / ts, "x");
 	}
 	/* the P.V modes: times in each, and precise over fast (dense last) */
 	for (int i = 0; gpu && i <= ND; i++) {
@@ -293,60 +321,88 @@ int dg_cmd_bench(int argc, char **argv)
 		if (i < ND)
 			snprintf(at, sizeof at, "@%g", dens[i]);
 		for (int m = 0; m < 2; m++) {
-			tm[m] = median(t_pv[m][i], reps);
+			tm[m] = median(t->pv[m][i], reps);
 			snprintf(name, sizeof name, "pv_%s_%s_ms%s", m ? "precise" : "fast", i < ND ? "sparse" : "dense", at);
-			put(&s, name, 1e3 * tm[m], "ms");
+			put(s, name, 1e3 * tm[m], "ms");
 		}
 		snprintf(name, sizeof name, "pv_precise_over_fast_%s%s", i < ND ? "sparse" : "dense", at);
-		put(&s, name, tm[1] / tm[0], "x");
+		put(s, name, tm[1] / tm[0], "x");
 	}
+}
+
+/* One layer-step of the whole ladder + factorial on a synthetic trace of o->grid (2 stored steps:
+ * an anchor, a reuse): replay_layer_step_s. 0, 1 (failed) or 2 (bad grid). */
+static int layer_step(sink *s, const bench_opts *o)
+{
+	dg_synth_opts so;
+	dg_synth_defaults(&so);
+	if (dg_opt_grid("bench", "layer-step", o->grid, so.grid))
+		return 2;
+	so.heads = o->heads, so.head_dim = o->d, so.layers = 1, so.steps = 2;
+	char dir[] = "/tmp/dsgap-bench-XXXXXX";
+	if (!mkdtemp(dir))
+		return dg_error("bench: cannot make a temporary directory"), 1;
+	char *trace = dg_path_join(dir, "t.h5"), *out = dg_path_join(dir, "out");
+	dg_policy pol[32];
+	double rho = 0.15;
+	dg_replay_opts ro = { .trace_path = trace, .out_dir = out, .policies = pol,
+			      .densities = &rho, .ndensities = 1, .device = o->device, .bf16_pv = !o->precise };
+	ro.npolicies = dg_policies_expand("all", pol, 32);
+	dg_schedule_parse("warmup=1", &ro.schedule);
+	double t0 = dg_now();
+	int rc = dg_synth(&so, trace);
+	double synth_s = dg_now() - t0;
+	if (!rc) {
+		t0 = dg_now();
+		rc = dg_replay(&ro);
+		double wall = dg_now() - t0;
+		put(s, "replay_layer_step_s", wall / 2, "s");
+		printf("  (ladder + factorial, %d policies at rho 0.15, %d heads x %d tokens, 2 steps: "
+		       "%.2f s; synth %.1f s)\n", ro.npolicies, o->heads, so.grid[0] * so.grid[1] * so.grid[2], wall,
+		       synth_s);
+	}
+	char cmd[256];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	if (system(cmd))
+		dg_warn("bench: could not remove %s", dir);
+	free(trace), free(out);
+	return rc ? 1 : 0;
+}
+
+int dg_cmd_bench(int argc, char **argv)
+{
+	bench_opts o;
+	int rc = parse_args(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	dg_backend *be = strcmp(o.device, "gpu") ? dg_backend_cpu(o.n, o.d) : dg_backend_gpu(o.n, o.d);
+	if (!be)
+		return 1;
+	be->precise = o.precise;
+	bool gpu = !strcmp(be->name, "gpu"); /* the P.V modes differ only there */
+	sink s = { .device = be->device, .commit = dg_git_commit() };
+	dg_utc_now(s.date, sizeof s.date);
+	if (*o.csv && !(s.csv = fopen(o.csv, "a")))
+		return dg_error("cannot append to %s", o.csv), 1;
+	printf("dsgap bench: %s, %d heads x %d tokens x d=%d, %d reps, P.V %s, commit %s, %s\n", be->device,
+	       o.heads, o.n, o.d, o.reps, o.precise ? "precise" : "fast", s.commit, s.date);
+
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	gsl_rng_set(r, 12345);
+	size_t nd = (size_t)o.n * o.d;
+	float *q = dg_malloc(o.heads * nd * 4), *k = dg_malloc(o.heads * nd * 4), *v = dg_malloc(o.heads * nd * 4);
+	bench_times t;
+	times_alloc(&t, o.reps);
+	for (int rep = -1; rep < o.reps; rep++) /* rep -1: warm-up */
+		one_rep(be, r, &o, gpu, q, k, v, rep, &t);
+	put_times(&s, &o, gpu, &t);
 	be->destroy(be);
 
-	int rc = 0;
-	if (strcmp(grid, "none")) {
-		/* one layer-step of the whole ladder + factorial: 2 stored steps (an anchor, a reuse) */
-		dg_synth_opts so;
-		dg_synth_defaults(&so);
-		if (dg_opt_grid("bench", "layer-step", grid, so.grid))
-			return 2;
-		so.heads = heads, so.head_dim = d, so.layers = 1, so.steps = 2;
-		char dir[] = "/tmp/dsgap-bench-XXXXXX";
-		if (!mkdtemp(dir))
-			return dg_error("bench: cannot make a temporary directory"), 1;
-		char *trace = dg_path_join(dir, "t.h5"), *out = dg_path_join(dir, "out");
-		dg_policy pol[32];
-		double rho = 0.15;
-		dg_replay_opts o = { .trace_path = trace, .out_dir = out, .policies = pol,
-				     .densities = &rho, .ndensities = 1, .device = device, .bf16_pv = !precise };
-		o.npolicies = dg_policies_expand("all", pol, 32);
-		dg_schedule_parse("warmup=1", &o.schedule);
-		double t0 = dg_now();
-		rc = dg_synth(&so, trace);
-		double synth_s = dg_now() - t0;
-		if (!rc) {
-			t0 = dg_now();
-			rc = dg_replay(&o);
-			double wall = dg_now() - t0;
-			put(&s, "replay_layer_step_s", wall / 2, "s");
-			printf("  (ladder + factorial, %d policies at rho 0.15, %d heads x %d tokens, 2 steps: "
-			       "%.2f s; synth %.1f s)\n", o.npolicies, heads, so.grid[0] * so.grid[1] * so.grid[2], wall, synth_s);
-		}
-		char cmd[256];
-		snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-		if (system(cmd))
-			dg_warn("bench: could not remove %s", dir);
-		free(trace), free(out);
-	}
+	rc = strcmp(o.grid, "none") ? layer_step(&s, &o) : 0;
 	if (s.csv)
 		fclose(s.csv);
-	free(q), free(k), free(v), free(t_dense), free(t_anchor);
-	for (int p = 0; p <= DG_PHASE_COUNT; p++)
-		free(t_phase[p]);
-	for (int m = 0; m < 2; m++)
-		for (int i = 0; i <= ND; i++)
-			free(t_pv[m][i]);
-	for (int i = 0; i < ND; i++)
-		free(t_sparse[i]);
+	free(q), free(k), free(v);
+	times_free(&t);
 	gsl_rng_free(r);
-	return rc ? 1 : 0;
+	return rc;
 }

@@ -70,7 +70,19 @@ typedef struct {
 	dg_fidelity_summary fs;
 } run_result;
 
-int dg_cmd_generate(int argc, char **argv)
+/* What dsgap generate was asked for: the shared DiT options, the runs' policies (pol[0]: the dense
+ * reference, then --policies), densities and schedule. */
+typedef struct {
+	dg_dit_cli cli;
+	dg_policy pol[MAX_POLICIES + 1];
+	int np; /* policies after pol[0] */
+	double dens[MAX_DENSITIES];
+	int nd;
+	dg_schedule sched;
+} generate_args;
+
+/* The options into a (and the output folder made): -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, generate_args *a)
 {
 	enum { O_POL = DG_DIT_O_END, O_DENS, O_SCHED };
 	static const struct option opts[] = {
@@ -78,9 +90,7 @@ int dg_cmd_generate(int argc, char **argv)
 		{ "policies", required_argument, 0, O_POL }, { "density", required_argument, 0, O_DENS },
 		{ "schedule", required_argument, 0, O_SCHED }, { 0, 0, 0, 0 },
 	};
-	dg_dit_cli cli;
-	dg_dit_cli_init(&cli);
-	dg_dit_sample_opts *so = &cli.so;
+	dg_dit_cli_init(&a->cli);
 	const char *policies = "dense,mc-sparse", *density = "0.15", *schedule = "";
 	int c, bad = 0;
 	opterr = 0;
@@ -91,80 +101,75 @@ int dg_cmd_generate(int argc, char **argv)
 		case O_DENS: density = optarg; break;
 		case O_SCHED: schedule = optarg; break;
 		case 'h': usage(stdout); return 0;
-		default: bad = dg_dit_cli_option(&cli, "generate", c, argv); break;
+		default: bad = dg_dit_cli_option(&a->cli, "generate", c, argv); break;
 		}
 	}
-	if (bad || dg_dit_cli_finish(&cli, "generate", argc, argv))
+	if (bad || dg_dit_cli_finish(&a->cli, "generate", argc, argv))
 		return 2;
-	const char *out = cli.out;
-	bool quiet = cli.quiet;
-	dg_policy pol[MAX_POLICIES + 1];
-	double dens[MAX_DENSITIES];
-	dg_schedule sched;
-	int np = dg_policies_expand(policies, pol + 1, MAX_POLICIES);
-	int nd = dg_parse_doubles(density, dens, MAX_DENSITIES);
-	if (np < 0)
+	a->np = dg_policies_expand(policies, a->pol + 1, MAX_POLICIES);
+	a->nd = dg_parse_doubles(density, a->dens, MAX_DENSITIES);
+	if (a->np < 0)
 		return 2;
-	if (nd <= 0)
+	if (a->nd <= 0)
 		return dg_error("generate: bad --density '%s' (comma-separated numbers in (0,1])", density), 2;
-	for (int i = 0; i < nd; i++)
-		if (!(dens[i] > 0 && dens[i] <= 1))
-			return dg_error("generate: density %g is outside (0, 1]", dens[i]), 2;
-	if (dg_schedule_parse(schedule, &sched))
+	for (int i = 0; i < a->nd; i++)
+		if (!(a->dens[i] > 0 && a->dens[i] <= 1))
+			return dg_error("generate: density %g is outside (0, 1]", a->dens[i]), 2;
+	if (dg_schedule_parse(schedule, &a->sched))
 		return 2;
-	if (dg_policy_parse("dense", &pol[0]))
+	if (dg_policy_parse("dense", &a->pol[0]))
 		return 1;
-	if (dg_mkdir_p(out))
+	if (dg_mkdir_p(a->cli.out))
 		return 1;
+	return -1;
+}
 
-	dg_dit_inputs di;
-	if (dg_dit_inputs_load(&cli.in, &di))
-		return 1;
-	dg_wan_model *m = di.model;
-	const dg_wan_config *cf = &m->cfg;
-	int C = cf->out_dim, F = di.latent[0], H = di.latent[1], W = di.latent[2], rc = 1;
-	size_t nlat = (size_t)C * F * H * W;
-	float *ref = dg_malloc(nlat * sizeof(float)), *lat = dg_malloc(nlat * sizeof(float));
-	run_result *res = dg_calloc((size_t)(1 + np * nd), sizeof *res);
-	int nres = 0;
-	so->model = m;
-	memcpy(so->latent, di.latent, sizeof so->latent);
-	so->noise = di.noise;
-	so->cond = di.cond;
-	so->uncond = di.uncond;
+/* Every run: the dense reference into ref, then each policy at each density (into lat) with its
+ * fidelity against ref, each run's latents into its file; res[0..*nres) the finished runs. */
+static int run_all(generate_args *a, const dg_dit_inputs *di, float *ref, float *lat, run_result *res,
+		   int *nres)
+{
+	dg_dit_sample_opts *so = &a->cli.so;
+	const dg_wan_config *cf = &di->model->cfg;
+	int C = cf->out_dim, F = di->latent[0], H = di->latent[1], W = di->latent[2];
 	int shape[4] = { C, F, H, W };
-	for (int pi = 0; pi <= np; pi++) {
-		const dg_policy *p = &pol[pi];
+	for (int pi = 0; pi <= a->np; pi++) {
+		const dg_policy *p = &a->pol[pi];
 		if (pi > 0 && p->dense)
 			continue; /* the reference already ran */
-		for (int di_ = 0; di_ < (p->dense ? 1 : nd); di_++) {
-			double rho = p->dense ? 1 : dens[di_];
-			run_result *r = &res[nres];
+		for (int di_ = 0; di_ < (p->dense ? 1 : a->nd); di_++) {
+			double rho = p->dense ? 1 : a->dens[di_];
+			run_result *r = &res[*nres];
 			r->p = p;
 			r->rho = rho;
-			if (dg_generate_run(so, di.grid, p, rho, &sched, quiet, pi == 0 ? ref : lat, &r->st))
-				goto done;
+			if (dg_generate_run(so, di->grid, p, rho, &a->sched, a->cli.quiet, pi == 0 ? ref : lat, &r->st))
+				return -1;
 			const float *xr = pi == 0 ? ref : lat;
 			dg_fidelity_summarise(ref, xr, C, F, H, W, &r->fs);
-			char *path = run_file(out, p, rho);
+			char *path = run_file(a->cli.out, p, rho);
 			char dstr[32];
 			snprintf(dstr, sizeof dstr, "%g", rho);
 			const char *attrs[] = { "policy", p->name, "density_target", dstr, NULL };
 			int wr = dg_latents_write(path, xr, shape, attrs);
 			free(path);
 			if (wr)
-				goto done;
-			nres++;
+				return -1;
+			(*nres)++;
 		}
 	}
-	/* generate.csv */
+	return 0;
+}
+
+/* out/generate.csv: one row per run */
+static int write_csv(const char *out, const run_result *res, int nres)
+{
 	char *csv = dg_path_join(out, "generate.csv");
 	dg_out o;
 	int orc = dg_out_open(&o, csv);
 	if (!orc) {
 		fprintf(o.f, GENERATE_HEADER "\n");
 		for (int i = 0; i < nres; i++) {
-			run_result *r = &res[i];
+			const run_result *r = &res[i];
 			fprintf(o.f, "%s,%g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g\n", r->p->name, r->rho,
 				r->st.density, r->fs.psnr, r->fs.ssim, r->fs.psnr_min, r->fs.ssim_min,
 				r->st.ss.transformer_s, r->st.ss.total_s,
@@ -173,9 +178,14 @@ int dg_cmd_generate(int argc, char **argv)
 		orc = dg_out_commit(&o);
 	}
 	free(csv);
-	if (orc)
-		goto done;
-	/* generate.json */
+	return orc;
+}
+
+/* the settings of generate.json: provenance, model, shapes, sampling, schedule */
+static cJSON *settings_json(const generate_args *a, const dg_dit_inputs *di)
+{
+	const dg_wan_model *m = di->model;
+	const dg_schedule *sched = &a->sched;
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "format", "dsgap-generate");
 	cJSON_AddStringToObject(j, "dsgap_version", DG_VERSION);
@@ -186,60 +196,97 @@ int dg_cmd_generate(int argc, char **argv)
 	cJSON_AddStringToObject(j, "device", m->ops->device);
 	cJSON_AddStringToObject(j, "model", m->name);
 	cJSON_AddStringToObject(j, "weights", m->weights_path);
-	char *mc = dg_wan_config_json(cf);
+	char *mc = dg_wan_config_json(&m->cfg);
 	cJSON *mj = cJSON_Parse(mc);
 	free(mc);
 	cJSON_AddItemToObject(j, "config", mj ? mj : cJSON_CreateNull());
-	cJSON_AddItemToObject(j, "latent", cJSON_CreateIntArray(di.latent, 3));
-	cJSON_AddItemToObject(j, "grid", cJSON_CreateIntArray(di.grid, 3));
-	dg_dit_cli_json(&cli, j);
+	cJSON_AddItemToObject(j, "latent", cJSON_CreateIntArray(di->latent, 3));
+	cJSON_AddItemToObject(j, "grid", cJSON_CreateIntArray(di->grid, 3));
+	dg_dit_cli_json(&a->cli, j);
 	cJSON *sj = cJSON_AddObjectToObject(j, "schedule");
-	cJSON_AddNumberToObject(sj, "warmup", sched.warmup);
-	if (sched.anchors_given)
-		cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(sched.anchors, sched.nanchors));
+	cJSON_AddNumberToObject(sj, "warmup", sched->warmup);
+	if (sched->anchors_given)
+		cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(sched->anchors, sched->nanchors));
 	else
-		cJSON_AddNumberToObject(sj, "anchor", sched.warmup > 0 ? sched.warmup - 1 : 0);
-	cJSON_AddItemToObject(sj, "dense_layers", cJSON_CreateIntArray(sched.dense_layers, sched.ndense_layers));
+		cJSON_AddNumberToObject(sj, "anchor", sched->warmup > 0 ? sched->warmup - 1 : 0);
+	cJSON_AddItemToObject(sj, "dense_layers", cJSON_CreateIntArray(sched->dense_layers, sched->ndense_layers));
+	return j;
+}
+
+/* one run of generate.json: its policy, density and where the time went */
+static cJSON *run_json(const run_result *res)
+{
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "policy", res->p->name);
+	cJSON_AddNumberToObject(r, "density_target", res->rho);
+	cJSON_AddNumberToObject(r, "attention_s", res->st.as.seconds);
+	cJSON_AddNumberToObject(r, "metadata_s", res->st.as.meta_seconds);
+	cJSON_AddNumberToObject(r, "policy_calls_s", res->st.as.policy_seconds);
+	cJSON_AddNumberToObject(r, "attend_s", res->st.as.attend_seconds);
+	cJSON_AddNumberToObject(r, "sparse_units", (double)res->st.as.sparse_calls);
+	/* device time of the op table (GPU): GEMMs, attention through the table, the elementwise
+	 * ops in all and by kind */
+	cJSON_AddNumberToObject(r, "transformer_s", res->st.ss.transformer_s);
+	cJSON_AddNumberToObject(r, "forwards", res->st.ss.forwards);
+	cJSON_AddNumberToObject(r, "shared_forwards", res->st.ss.shared_forwards);
+	cJSON_AddNumberToObject(r, "gemm_s", res->st.ss.op_seconds[DG_WAN_OPK_LINEAR]);
+	cJSON_AddNumberToObject(r, "table_attention_s", res->st.ss.op_seconds[DG_WAN_OPK_ATTENTION]);
+	const double *os = res->st.ss.op_seconds;
+	cJSON_AddNumberToObject(r, "elementwise_s", os[DG_WAN_OPK_NORM] + os[DG_WAN_OPK_HEADS] +
+							    os[DG_WAN_OPK_RESIDUAL] + os[DG_WAN_OPK_CONVERT]);
+	cJSON_AddNumberToObject(r, "layernorm_s", os[DG_WAN_OPK_NORM]);
+	cJSON_AddNumberToObject(r, "heads_s", os[DG_WAN_OPK_HEADS]);
+	cJSON_AddNumberToObject(r, "residual_s", os[DG_WAN_OPK_RESIDUAL]);
+	cJSON_AddNumberToObject(r, "convert_s", os[DG_WAN_OPK_CONVERT]);
+	cJSON_AddNumberToObject(r, "units", (double)res->st.as.calls);
+	return r;
+}
+
+/* out/generate.json: the settings and every run */
+static int write_json(const generate_args *a, const dg_dit_inputs *di, const run_result *res, int nres)
+{
+	cJSON *j = settings_json(a, di);
 	cJSON *runs = cJSON_AddArrayToObject(j, "runs");
-	for (int i = 0; i < nres; i++) {
-		cJSON *r = cJSON_CreateObject();
-		cJSON_AddStringToObject(r, "policy", res[i].p->name);
-		cJSON_AddNumberToObject(r, "density_target", res[i].rho);
-		cJSON_AddNumberToObject(r, "attention_s", res[i].st.as.seconds);
-		cJSON_AddNumberToObject(r, "metadata_s", res[i].st.as.meta_seconds);
-		cJSON_AddNumberToObject(r, "policy_calls_s", res[i].st.as.policy_seconds);
-		cJSON_AddNumberToObject(r, "attend_s", res[i].st.as.attend_seconds);
-		cJSON_AddNumberToObject(r, "sparse_units", (double)res[i].st.as.sparse_calls);
-		/* device time of the op table (GPU): GEMMs, attention through the table, the elementwise
-		 * ops in all and by kind */
-		cJSON_AddNumberToObject(r, "transformer_s", res[i].st.ss.transformer_s);
-		cJSON_AddNumberToObject(r, "forwards", res[i].st.ss.forwards);
-		cJSON_AddNumberToObject(r, "shared_forwards", res[i].st.ss.shared_forwards);
-		cJSON_AddNumberToObject(r, "gemm_s", res[i].st.ss.op_seconds[DG_WAN_OPK_LINEAR]);
-		cJSON_AddNumberToObject(r, "table_attention_s", res[i].st.ss.op_seconds[DG_WAN_OPK_ATTENTION]);
-		const double *os = res[i].st.ss.op_seconds;
-		cJSON_AddNumberToObject(r, "elementwise_s", os[DG_WAN_OPK_NORM] + os[DG_WAN_OPK_HEADS] +
-								    os[DG_WAN_OPK_RESIDUAL] + os[DG_WAN_OPK_CONVERT]);
-		cJSON_AddNumberToObject(r, "layernorm_s", os[DG_WAN_OPK_NORM]);
-		cJSON_AddNumberToObject(r, "heads_s", os[DG_WAN_OPK_HEADS]);
-		cJSON_AddNumberToObject(r, "residual_s", os[DG_WAN_OPK_RESIDUAL]);
-		cJSON_AddNumberToObject(r, "convert_s", os[DG_WAN_OPK_CONVERT]);
-		cJSON_AddNumberToObject(r, "units", (double)res[i].st.as.calls);
-		cJSON_AddItemToArray(runs, r);
-	}
+	for (int i = 0; i < nres; i++)
+		cJSON_AddItemToArray(runs, run_json(&res[i]));
 	char *js = cJSON_Print(j);
 	cJSON_Delete(j);
-	char *jp = dg_path_join(out, "generate.json");
-	orc = dg_out_open(&o, jp);
+	char *jp = dg_path_join(a->cli.out, "generate.json");
+	dg_out o;
+	int orc = dg_out_open(&o, jp);
 	if (!orc) {
 		fprintf(o.f, "%s\n", js);
 		orc = dg_out_commit(&o);
 	}
 	free(jp);
 	cJSON_free(js);
-	if (orc)
+	return orc;
+}
+
+int dg_cmd_generate(int argc, char **argv)
+{
+	generate_args a;
+	int rc = parse_args(argc, argv, &a);
+	if (rc >= 0)
+		return rc;
+	const char *out = a.cli.out;
+	dg_dit_inputs di;
+	if (dg_dit_inputs_load(&a.cli.in, &di))
+		return 1;
+	dg_dit_sample_opts *so = &a.cli.so;
+	so->model = di.model;
+	memcpy(so->latent, di.latent, sizeof so->latent);
+	so->noise = di.noise;
+	so->cond = di.cond;
+	so->uncond = di.uncond;
+	size_t nlat = (size_t)di.model->cfg.out_dim * di.latent[0] * di.latent[1] * di.latent[2];
+	float *ref = dg_malloc(nlat * sizeof(float)), *lat = dg_malloc(nlat * sizeof(float));
+	run_result *res = dg_calloc((size_t)(1 + a.np * a.nd), sizeof *res);
+	int nres = 0;
+	rc = 1;
+	if (run_all(&a, &di, ref, lat, res, &nres) || write_csv(out, res, nres) || write_json(&a, &di, res, nres))
 		goto done;
-	if (!quiet)
+	if (!a.cli.quiet)
 		fprintf(stderr, "generate: wrote %s/generate.csv, %s/generate.json and %d latents files\n", out,
 			out, nres);
 	rc = 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gpu_bench_torch.py: PyTorch baselines for dsgap's attention kernels, same shape, same run (DESIGN §8).
+"""gpu_bench_torch.py: PyTorch baselines for dsgap's attention kernels, same shape, same run (docs/spec.md §8).
 
 Measures cuDNN SDPA (torch.nn.attention.sdpa_kernel(SDPBackend.CUDNN_ATTENTION)), PyTorch's
 FlashAttention-2 backend, and compiled FlexAttention with a block-sparse BlockMask (each 128-query

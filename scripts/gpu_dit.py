@@ -12,7 +12,7 @@ machine's python3 (torch, safetensors, h5py, numpy); `make` and `compare` also r
                      [--dump-neg-gpu D]
       dumps: tests/wan_dump outputs (hidden.<l>, out) at t = 750; LAT_*: `dsgap generate --sampler
       euler` final latents (h5, /latents). Against wan_torch in fp32 (TF32 off; the reference) and in
-      low precision, the naive computation of DESIGN §9's rule: dsgap GPU error <= 2 x naive error +
+      low precision, the naive computation of docs/spec.md §9's rule: dsgap GPU error <= 2 x naive error +
       2 x fp32 floor, dsgap CPU within fp32 (1e-4). The naive of a forward is the original's bf16
       autocast precision (bf16 outputs: the looser recipe); the naive of the final latents is dsgap's
       own recipe done naively (wan_torch "mixed": bf16 operands, fp32 arithmetic), with the autocast

@@ -20,7 +20,7 @@ check "synth writes the trace" test -s "$tmp/t.h5"
   --schedule warmup=2,dense_layers=1 --out "$tmp/r" --quiet
 check "replay exits 0" test $? -eq 0
 header=$(head -1 "$tmp/r/metrics.csv")
-check "metrics.csv header is DESIGN's" test "$header" = \
+check "metrics.csv header is that of docs/spec.md §6" test "$header" = \
   "policy,density_target,density,step,layer,head,rel_l1,rel_l2,cosine,psnr,mass_mean,mass_p5,staleness,time_ms"
 rows=$(($(wc -l < "$tmp/r/metrics.csv") - 1))
 check "one row per policy x density x step x layer x head (16 x 2 x 5 x 2 x 4 = 1280, got $rows)" test "$rows" -eq 1280

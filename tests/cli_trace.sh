@@ -1,5 +1,5 @@
 #!/bin/bash
-# cli_trace.sh: dsgap synth and dsgap info end to end, and their bad input (DESIGN §9): each bad case
+# cli_trace.sh: dsgap synth and dsgap info end to end, and their bad input (docs/spec.md §9): each bad case
 # must give one line on stderr, "dsgap: error: ..." naming the file, a non-zero exit and no partial
 # output file. Cases that need h5py to make the bad file are skipped without it.
 #   DSGAP=build-cpu/dsgap bash tests/cli_trace.sh

@@ -3,7 +3,7 @@
  * select_topk.cu, pca_group.cu, pooled_scores.cu, metrics.cu) against their CPU twins in src/
  * (dg_scores_exact, dg_select_row / dg_select_groups, dg_groups_build, dg_scores_pooled,
  * dg_metrics_compute) and fp64 references:
- *   - scores: the FlashAttention-3 rule of DESIGN §9, max|gpu - ref64| <= 2 max|cpu - ref64| + 2 floor
+ *   - scores: the FlashAttention-3 rule of docs/spec.md §9, max|gpu - ref64| <= 2 max|cpu - ref64| + 2 floor
  *     (cpu = the same-precision fp32 twin, floor = 2^-24 max|ref64|), or else, per element, an error
  *     model of the kernel's arithmetic (ref_group_scores, ref_pooled: tensor-core fp32 accumulation
  *     may truncate, so the GPU's logits can be a few times less accurate than the CPU's

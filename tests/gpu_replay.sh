@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_replay.sh: the GPU replay's metrics.csv against the CPU replay's on the same traces: the same
 # rows, the same selections (identical effective density) and every metric within 1e-3 relative
-# (DESIGN §9; issue 3), the GPU in its precise P.V mode (P as bf16 hi + lo, the replay's default:
+# (docs/spec.md §9; issue 3), the GPU in its precise P.V mode (P as bf16 hi + lo, the replay's default:
 # fp32-level outputs, as the CPU twin's). Skips (77) without a CUDA build or device.
 # Run: ctest -R gpu_replay (needs $DSGAP).
 set -u

@@ -1,5 +1,5 @@
 """
-interop_h5py.py: dsgap traces and h5py agree (DESIGN §6, §9). Run by Debian's own interpreter, where
+interop_h5py.py: dsgap traces and h5py agree (docs/spec.md §6, §9). Run by Debian's own interpreter, where
 python3-h5py and python3-numpy install; exits 77 (skipped) when they are missing.
   DSGAP=build/dsgap /usr/bin/python3 tests/interop_h5py.py build/tests/test_trace
 

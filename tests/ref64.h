@@ -1,7 +1,7 @@
 /*
  * ref64.h: independent fp64 references for the tests: naive attention (full softmax rows, no
  * blocking), exact probabilities (whole matrices too), sparse outputs of 0/1 selections, and the
- * metrics of DESIGN §4. Deliberately the plainest code.
+ * metrics of docs/spec.md §4. Deliberately the plainest code.
  */
 #ifndef DG_REF64_H
 #define DG_REF64_H

@@ -1,6 +1,6 @@
 /*
  * test_attention.c: the CPU attention, grouping, scoring, selection and metrics against fp64
- * references and identities (DESIGN §9). Fresh random inputs each run (seed printed; set
+ * references and identities (docs/spec.md §9). Fresh random inputs each run (seed printed; set
  * DSGAP_TEST_SEED to repeat one). Run: ctest -R test_attention, or build/tests/test_attention.
  */
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * test_decompose.c: the decomposition's identities and statistics (DESIGN §5, §9): the ladder's
+ * test_decompose.c: the decomposition's identities and statistics (docs/spec.md §5, §9): the ladder's
  * sources sum to E(est-block), Shapley shares sum to the total and recover an additive design,
  * a hand-computable 2 layers x 2 heads case, the cluster bootstrap (contains the estimate,
  * degenerate on identical clusters, reproducible), post-warm-up filtering, and metrics.csv +

@@ -1,6 +1,6 @@
 /*
  * test_replay.c: the replay engine end to end against an independent fp64 implementation of the
- * policies' definitions (DESIGN §3-4): full probability matrices, selections by sorting, sparse
+ * policies' definitions (docs/spec.md §3-4): full probability matrices, selections by sorting, sparse
  * outputs as renormalised probability sums, residuals, anchors, warm-up and dense layers. Every
  * metric of every row must agree to 1e-4 relative. Rows whose fp64 selection has a near tie at the
  * budget boundary (fp32 and fp64 may then keep different keys, both correctly) are counted and
@@ -222,7 +222,7 @@ int main(void)
 	char line[512];
 	int nrows = 0;
 	row *rows = dg_malloc(sizeof(row) * 4096);
-	CHECK("metrics.csv has the DESIGN header", f && fgets(line, sizeof line, f) &&
+	CHECK("metrics.csv has the header of docs/spec.md §6", f && fgets(line, sizeof line, f) &&
 	      !strncmp(line, DG_METRICS_HEADER, strlen(DG_METRICS_HEADER)));
 	while (f && fgets(line, sizeof line, f) && nrows < 4096) {
 		row *r = &rows[nrows];

@@ -300,7 +300,7 @@ static void copy_file(const char *src, const char *dst, long n)
 	fclose(b);
 }
 
-/* 16-bit float types as h5py (f16) and DESIGN §6 (bf16) define them on HDF5 1.10 */
+/* 16-bit float types as h5py (f16) and docs/spec.md §6 (bf16) define them on HDF5 1.10 */
 static hid_t half_type(int bf16)
 {
 	hid_t t = H5Tcopy(H5T_IEEE_F32LE);

@@ -8,7 +8,7 @@
  * The op table's fused feed-forward (ffn) equals linear, gelu_tanh, linear bit for bit.
  *   test_wan MODELS_DIR FIXTURES_DIR     (MODELS_DIR from `wan_ref.py derive`)
  * Tolerance: fp32 engine vs fp64 reference, max |a-b| / max |ref| <= 1e-5 for one forward
- * (DESIGN 9's spirit: what fp32 rounding of the same math gives, measured ~1e-6), 2e-5 for the
+ * (docs/spec.md §9's spirit: what fp32 rounding of the same math gives, measured ~1e-6), 2e-5 for the
  * multi-step runs (errors pass through 4 forwards x 2 passes and the solver).
  */
 #include <math.h>

@@ -1,4 +1,4 @@
-# tests/trace.cmake: the trace file, dsgap synth and dsgap info (DESIGN §6, §9), all on the CPU.
+# tests/trace.cmake: the trace file, dsgap synth and dsgap info (docs/spec.md §6, §9), all on the CPU.
 #   ctest -R 'trace|synth'
 dg_test(test_trace SOURCES test_trace.c LABELS cpu)
 dg_test(interop_h5py LABELS cpu

@@ -1,6 +1,6 @@
 /*
  * bootstrap.h: 95% percentile bootstrap intervals that resample (layer, head) clusters with
- * replacement (DESIGN §5), with GSL's mt19937 (gsl_rng) and quantiles (gsl_sort, gsl_stats).
+ * replacement (docs/spec.md §5), with GSL's mt19937 (gsl_rng) and quantiles (gsl_sort, gsl_stats).
  *
  * The statistic is any function of per-policy means E_p = sum_c w_c S_pc / sum_c w_c N_pc,
  * where S_pc and N_pc are the sum of rel_l2 and the unit count of policy p in cluster c and

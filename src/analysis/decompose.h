@@ -1,5 +1,5 @@
 /*
- * decompose.h: the two tables of DESIGN §5, with 95% cluster-bootstrap intervals per cell.
+ * decompose.h: the two tables of docs/spec.md §5, with 95% cluster-bootstrap intervals per cell.
  * E = mean rel_l2 over post-warm-up units (results.h).
  *
  * Ladder ("decomposition", refresh=step oracles), per density:
@@ -12,7 +12,7 @@
  *   E(baseline) - E(mc-sparse), Shapley shares of G, S, R and the interactions (shapley.h).
  *   Needs all 8 cells.
  *
- * Peers at matched density (DESIGN §3 peers beside the table's policies): for each density with
+ * Peers at matched density (docs/spec.md §3 peers beside the table's policies): for each density with
  *   rows and each peer method with post-warm-up units there (a policy PRESET or PRESET/..., PRESET
  *   a peer of presets.h), the configuration whose mean effective density at that
  *   density_target is closest to the target (ties: the first listed), so a sweep of a fixed-mask

@@ -1,5 +1,5 @@
 /*
- * results.h: a results directory in memory (DESIGN §6): DIR/metrics.csv, one row per unit
+ * results.h: a results directory in memory (docs/spec.md §6): DIR/metrics.csv, one row per unit
  * (policy x density_target x step x layer x head), and the parts of DIR/run.json that the
  * analysis needs (schedule, provenance). Used by decompose and plot.
  *

@@ -1,5 +1,5 @@
 /*
- * shapley.h: attribution over a 2^k factorial design (DESIGN §5): k components, each off or on;
+ * shapley.h: attribution over a 2^k factorial design (docs/spec.md §5): k components, each off or on;
  * cell S (a bit mask, bit i = component i on) has mean error E[S]. For MC-Sparse k = 3 with
  * bit 0 = G (grouping), bit 1 = S (selection), bit 2 = R (residual): E[0] = baseline,
  * E[7] = mc-sparse.

@@ -1,5 +1,5 @@
 /*
- * policy_run.h: the policies of DESIGN §3 at work on a stream of units, on any backend (backend.h).
+ * policy_run.h: the policies of docs/spec.md §3 at work on a stream of units, on any backend (backend.h).
  * The one implementation of the schedule state machine and of metadata construction: the
  * open-loop replay (replay.c) and the closed-loop DiT entry point (dit_attn.c) both run on it.
  *

@@ -1,5 +1,5 @@
 /*
- * batch.h: running the cells of an experiment (experiment.h) and merging them (DESIGN §10).
+ * batch.h: running the cells of an experiment (experiment.h) and merging them (docs/spec.md §10).
  *
  * An output folder OUT holds
  *   experiment.json          the resolved experiment (written first; a rerun with a different

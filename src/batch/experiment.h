@@ -1,5 +1,5 @@
 /*
- * experiment.h: batch experiment files (DESIGN §1, §10). An experiment is an INI file (inih) that
+ * experiment.h: batch experiment files (docs/spec.md §1, §10). An experiment is an INI file (inih) that
  * names traces, policies, densities and schedules; it expands into a grid of independent cells.
  *
  *   [experiment]   name = ladder                 (default: the file name without .ini)

@@ -1,6 +1,6 @@
 /*
  * cmd_capture.c: dsgap capture, run the DiT (dense) and stream the self-attention Q/K/V of the
- * chosen steps, layers and heads into a DESIGN §6 trace while it denoises.
+ * chosen steps, layers and heads into a docs/spec.md §6 trace while it denoises.
  *   dsgap capture --model DIR --text T.safetensors --out T.h5 --latent 4x16x16 --seed 1 \
  *                 --steps 50 --capture-steps 0,10,25,49 --layers 0-3 --heads 0,1
  * The trace also holds the run's final latents as /latents (channels, F, H, W) fp32. Under CFG
@@ -31,7 +31,7 @@ static void usage(FILE *f)
 		"usage: dsgap capture --model DIR|FILE --text FILE --out T.h5 [options]\n\n"
 		"Runs the Wan2.1 DiT (dense attention) from noise and streams the self-attention Q/K/V\n"
 		"(post-norm, post-RoPE, as attention receives them; the conditional pass under CFG) of the\n"
-		"chosen steps, layers and heads into a trace (DESIGN 6), with the final latents as /latents.\n\n"
+		"chosen steps, layers and heads into a trace (docs/spec.md §6), with the final latents as /latents.\n\n"
 		DG_DIT_USAGE_PROMPT
 		"  -o, --out FILE     the trace to write\n"
 		DG_DIT_USAGE_SAMPLING

@@ -1,7 +1,7 @@
 /*
  * cmd_decompose.c: `dsgap decompose DIR [--boot N] [--seed X]`: the oracle ladder (sources of
  * the dense-sparse gap) and the MC-Sparse factorial ablation (Shapley shares, interactions)
- * from DIR/metrics.csv and DIR/run.json, with 95% cluster-bootstrap intervals (DESIGN §5).
+ * from DIR/metrics.csv and DIR/run.json, with 95% cluster-bootstrap intervals (docs/spec.md §5).
  * Writes DIR/decomposition.{csv,md,tex} and DIR/ablation.{csv,md,tex}, each atomically.
  *   dsgap decompose results/demo --boot 2000 --seed 7
  */

@@ -29,7 +29,7 @@ static void usage(FILE *f)
 		"                   radial sta ditfastattn chipmunk pisa. A spec is NAME[/key=value]...,\n"
 		"                   e.g. mc-sparse/budget=topp:0.9, custom/group=tile3d/kv=token/score=exact\n"
 		"                   (keys: group kv score budget sinks residual refresh mask approx and the\n"
-		"                   peers' theta minkc decay stride qc kc window block; DESIGN.md 3, peers.h)\n"
+		"                   peers' theta minkc decay stride qc kc window block; docs/spec.md §3, peers.h)\n"
 		"  --density LIST   top-k densities in (0,1] (default 0.15)\n"
 		"  --schedule S     warmup=W,anchors=a;b,dense_layers=l;m (trace step/layer indices;\n"
 		"                   default no warm-up, anchor at the last step before W)\n"

@@ -1,5 +1,5 @@
 /*
- * commands.h: the subcommands of the dsgap CLI (DESIGN §1). Each takes main's argc/argv shifted so
+ * commands.h: the subcommands of the dsgap CLI (docs/spec.md §1). Each takes main's argc/argv shifted so
  * that argv[0] is the command name, parses its own options with getopt_long, answers --help,
  * and returns the process exit status (0 ok, 1 error, 2 usage).
  */

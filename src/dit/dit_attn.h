@@ -5,7 +5,7 @@
  * in the op table's buffers (host or device memory).
  *
  *   capture  a hook sees those Q/K/V first (dsgap capture streams them into a trace);
- *   policy   then the output is computed under the policy (policy.h, DESIGN §3) in the closed
+ *   policy   then the output is computed under the policy (policy.h, docs/spec.md §3) in the closed
  *            loop: dense, or a sparse policy whose metadata (groups, selections) and cached
  *            residual live per (pass, layer, head) across denoising steps, following the
  *            schedule (warm-up steps dense, anchors, dense layers) through the same code as the

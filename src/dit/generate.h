@@ -1,5 +1,5 @@
 /*
- * generate.h: one closed-loop run (DESIGN §1, §4): a whole denoising run of the DiT engine with a
+ * generate.h: one closed-loop run (docs/spec.md §1, §4): a whole denoising run of the DiT engine with a
  * policy inside every self-attention call, and its fidelity against the dense run of the same
  * noise and prompt. Shared by `dsgap generate` (cmd_generate.c: dense and every policy in one
  * process) and the closed-loop cells of `dsgap run` (batch_closed.c: one run per cell, the

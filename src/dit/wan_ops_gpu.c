@@ -1,5 +1,5 @@
 /*
- * wan_ops_gpu.c: the GPU backend of the Wan forward (wan_ops.h), DESIGN §7: weights bf16 on the
+ * wan_ops_gpu.c: the GPU backend of the Wan forward (wan_ops.h), docs/spec.md §7: weights bf16 on the
  * device (converted from the loader's per-tensor fp32, which the loader then frees), linears through
  * cuBLASLt (bf16 operands, fp32 accumulate and output, bias fused in the epilogue), norms, RoPE,
  * GELU and gated residual adds in fp32 (kernels/dit_ops.cu), attention by the flash kernel

@@ -1,5 +1,5 @@
 /*
- * groups.h: query groups that share one KV selection (DESIGN §3, switch `group`).
+ * groups.h: query groups that share one KV selection (docs/spec.md §3, switch `group`).
  *
  *   raster  contiguous runs of 128 queries in token order (the last run may be short)
  *   tile3d  3D tiles of the latent grid, 2x8x8 tokens (1x8x16 for one frame); edge tiles short;

@@ -1,5 +1,5 @@
 /*
- * metrics.h: fidelity of an attention output against the dense reference (DESIGN §4), accumulated
+ * metrics.h: fidelity of an attention output against the dense reference (docs/spec.md §4), accumulated
  * in double: rel_l1 = sum|o-ref| / sum|ref|, rel_l2 = |o-ref| / |ref|, cosine, psnr with peak =
  * max-min of ref (inf when equal), and the retained mass per query (mean, 5th percentile).
  */

@@ -1,5 +1,5 @@
 /*
- * peers.h: the metadata of the peer sparse-attention methods of DESIGN §3 (the CPU twin; the GPU
+ * peers.h: the metadata of the peer sparse-attention methods of docs/spec.md §3 (the CPU twin; the GPU
  * backend runs it on the host too) and PISA's first-order output term. Each peer is a preset of
  * policy.h; what is replayed follows `reference/mcsparse-and-peers.md` §2 (cited per method).
  * Every peer reports its effective density like every other policy (computed pairs / n^2).

@@ -1,5 +1,5 @@
 /*
- * policy.h: a sparse-attention policy as a point in a space of orthogonal switches (DESIGN §3),
+ * policy.h: a sparse-attention policy as a point in a space of orthogonal switches (docs/spec.md §3),
  * parsed from a spec that starts at a named preset (presets.h), and the schedule.
  *
  * Policy spec grammar (the --policies list is comma-separated, so specs never hold commas):
@@ -11,7 +11,7 @@
  *       peer parameters (peers.h): theta= stride= qc= kc= minkc= decay= window= block=
  * With budget=topk the density comes from --density; topp ignores it (one run per density still).
  *
- * The peers of DESIGN §3 are presets over these switches (peers.h says what each one computes,
+ * The peers of docs/spec.md §3 are presets over these switches (peers.h says what each one computes,
  * its published defaults and its deviations): svg2 (group=kmeans, score=centroid, topp:0.9),
  * spargeattn (score=sparge, topp:0.98), xattention (score=antidiag, topp:0.9), radial (mask=radial),
  * sta (mask=sta), ditfastattn (mask=window, residual=cached), chipmunk (group=voxel, exact

@@ -1,6 +1,6 @@
 /*
  * select.h: scoring of keys for query groups and the budget that turns scores into key lists
- * (DESIGN §3, switches `kv`, `score`, `budget`). CPU reference of the GPU scoring and top-k.
+ * (docs/spec.md §3, switches `kv`, `score`, `budget`). CPU reference of the GPU scoring and top-k.
  *
  *   exact  s(G, j) = mean_{i in G} exp(scale q_i.k_j - LSE_i)   (needs the dense LSE)
  *   pooled the group's mean query against the keys, softmax over keys; for kv=block against

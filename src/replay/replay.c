@@ -1,5 +1,5 @@
 /*
- * replay.c: the open-loop replay engine. See replay.h for what it writes; DESIGN §3 for the
+ * replay.c: the open-loop replay engine. See replay.h for what it writes; docs/spec.md §3 for the
  * meaning of each switch. Per unit:
  *   1. every instance (policy x density) is a run of policy_run.h: planned first
  *   2. read Q, K, V; dense attention -> O (the reference) and LSE, with the PCA grouping that the

@@ -1,5 +1,5 @@
 /*
- * replay.h: the open-loop engine (DESIGN §1, §3, §4). Streams a trace one (step, layer, head) unit
+ * replay.h: the open-loop engine (docs/spec.md §1, §3, §4). Streams a trace one (step, layer, head) unit
  * at a time, runs every policy at every density on the dense model's own Q/K/V, and writes one
  * metrics row per unit to DIR/metrics.csv, plus DIR/run.json (resolved configuration, versions,
  * commit, device, timings). Both files are written under temporary names and renamed at the end.

@@ -1,5 +1,5 @@
 /*
- * trace.c: the dsgap trace file (DESIGN §6): a writer and a streaming reader on the HDF5 1.10 C API.
+ * trace.c: the dsgap trace file (docs/spec.md §6): a writer and a streaming reader on the HDF5 1.10 C API.
  * bf16 is an HDF5 custom float (h5py reads it as float32); dsgap writes and reads its raw 16-bit
  * words (memory type = file type, so no HDF5 conversion) and converts them itself: HDF5 1.10.8's
  * software conversion is slow and rounds ties away from zero, not to even. f16 and f32

@@ -1,5 +1,5 @@
 /*
- * trace.h: the dsgap trace file (DESIGN §6), HDF5 with h5py-readable bf16 Q/K/V.
+ * trace.h: the dsgap trace file (docs/spec.md §6), HDF5 with h5py-readable bf16 Q/K/V.
  *
  *   /q /k /v   (steps, layers, heads, tokens, head_dim) bf16, chunk (1,1,1,tokens,head_dim),
  *              shuffle + deflate; post-norm, post-RoPE, exactly what the attention call received

@@ -1,5 +1,5 @@
 /*
- * cuda_check.h: fatal checks of CUDA runtime, kernel launcher and cuBLAS calls (DESIGN §11): print
+ * cuda_check.h: fatal checks of CUDA runtime, kernel launcher and cuBLAS calls (docs/spec.md §11): print
  * the statement, the function and file:line, then exit. For C code calling the CUDA runtime API.
  */
 #ifndef DG_CUDA_CHECK_H

@@ -17,7 +17,7 @@ torch.bfloat16 follows the original's autocast(bfloat16) mixed precision (§1.6)
 the text MLP, q/k/v/o, cross-attention and FFN linears and both attentions in bf16 (bf16 inputs and
 weights, bf16 outputs); the time MLP and projection, LayerNorm/RMSNorm statistics, modulation,
 gated residual adds (fp32 residual stream) and the head in fp32; RoPE in fp64.
-dtype "mixed": dsgap's GPU recipe (DESIGN §7) done naively: the same linears and attentions take
+dtype "mixed": dsgap's GPU recipe (docs/spec.md §7) done naively: the same linears and attentions take
 bf16-rounded operands (activations and weights; biases fp32) and compute and output in fp32 (TF32 off);
 everything else as in bfloat16 mode. "mixed-head-bf16": mixed, but the head's linear on bf16 operands
 too (what dsgap's GPU path did before 2026-12-03, unlike the original's fp32 head).

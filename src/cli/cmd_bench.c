@@ -1,7 +1,7 @@
 /*
  * cmd_bench.c: `dsgap bench [--device gpu|cpu] [--tokens N] [--heads H] [--head-dim D] [--precise on|off]
  * [--csv F]`:
- * the replay-level benchmarks of DESIGN §8, through the same backend the replay runs on:
+ * the replay-level benchmarks of docs/spec.md §8, through the same backend the replay runs on:
  *   dense pass, anchor step (dense + LSE + PCA groups + exact scores + top-k + residual) with its
  *   breakdown (device seconds per backend phase, dg_backend.phases, and the rest: host gaps), the
  *   sparse reuse pass at densities 0.05..0.5 (PCA groups, token top-k), and the whole oracle ladder
@@ -26,6 +26,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "policy/presets.h"
 #include "replay/replay.h"
 #include "trace/synth.h"
 #include "util/util.h"

@@ -18,7 +18,7 @@
 #include "cli/commands.h"
 #include "cli/dit_cli.h"
 #include "dit/generate.h"
-#include "replay/replay.h"
+#include "policy/presets.h"
 #include "dit/tensorfile.h"
 #include "util/util.h"
 

@@ -2,8 +2,9 @@
 # kernel_speed.sh: experiment 5, attention speed vs density against dense and cuDNN ->
 # results/kernel_speed/: speed.{csv,md,tex} and figures/speed_vs_density.{png,pdf,gp,dat}.
 # Inputs: a kernel benchmark CSV (name,value,unit,device,date,commit) made on the H200 by
-# scripts/gpu_run.sh (dsgap-bench-kernels + scripts/gpu_bench_torch.py: our gather-KV sparse kernel,
-# our dense flash kernel, cuDNN SDPA and FlexAttention block-sparse, bf16, d=128, 12 heads,
+# scripts/device_all.sh with BENCHES="kernels torch" (its $OUT/kernels.csv, kept as
+# results/bench/kernels-DATE.csv; dsgap-bench-kernels + scripts/gpu_bench_torch.py: our gather-KV
+# sparse kernel, our dense flash kernel, cuDNN SDPA and FlexAttention block-sparse, bf16, d=128, 12 heads,
 # N=32760, one device call; default the newest results/bench/kernels-*.csv, or KERNELS_CSV=FILE),
 # and, when present, a `dsgap bench` CSV (the replay backend's dense, anchor and sparse passes;
 # BENCH_CSV=FILE, or --measure to run `dsgap bench --device gpu` first on a GPU machine).
@@ -13,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 exp_init kernel_speed
 N=${TOKENS:-32760}
 kcsv=${KERNELS_CSV:-$(ls "$ROOT"/results/bench/kernels-*.csv 2>/dev/null | sort | tail -1)}
-[ -n "$kcsv" ] && [ -s "$kcsv" ] || { echo "kernel_speed.sh: no kernel CSV (results/bench/kernels-*.csv): run scripts/gpu_run.sh on the H200 first" >&2; exit 1; }
+[ -n "$kcsv" ] && [ -s "$kcsv" ] || { echo "kernel_speed.sh: no kernel CSV (results/bench/kernels-*.csv): run BENCHES=\"kernels torch\" scripts/device_all.sh on the H200 first" >&2; exit 1; }
 bcsv=${BENCH_CSV:-}
 if [ "${1:-}" = --measure ]; then
   mkdir -p "$WORK"
@@ -104,13 +105,13 @@ secs=$(( $(date +%s) - T0 ))
 {
   echo "# Experiment 5: attention speed vs density (H200)"
   echo
-  echo "Timings from \`kernels.csv\` ($meta): made on the H200 by \`scripts/gpu_run.sh\` (our kernels,"
+  echo "Timings from \`kernels.csv\` ($meta): made on the H200 by \`scripts/device_all.sh\` (our kernels,"
   echo "cuDNN SDPA and FlexAttention side by side in one device call; see \`results/bench/BENCH.md\`)."
   echo "\`speed.{md,tex,csv}\` and \`figures/speed_vs_density.png\`: speedup over cuDNN dense vs density."
   [ -s "$RESULTS/bench.csv" ] && echo "\`bench.csv\`: \`dsgap bench\` (the replay backend's passes)."
   echo
   echo "Regenerate the tables and figure: \`experiments/kernel_speed.sh\` (seconds, any machine); the"
-  echo "timings themselves: \`scripts/gpu_run.sh\` on the H200 (and \`experiments/kernel_speed.sh --measure\` there"
+  echo "timings themselves: \`BENCHES=\"kernels torch\" scripts/device_all.sh\` on the H200 (and \`experiments/kernel_speed.sh --measure\` there"
   echo "for \`dsgap bench\`). Made $(date -u +%Y-%m-%dT%H:%M:%SZ) in $secs s."
 } > "$RESULTS/README.md"
 echo "kernel_speed: results in $RESULTS"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# gpu_dit.sh: the DiT engine on the GPU machine (issue 4), a step of scripts/device_all.sh (STEPS
-# "gpu_dit"), from the binaries of scripts/device_pack.sh; $OUT/gpu_dit_detail.log, $OUT/gpu_dit.csv,
-# $OUT/generate.{csv,json}; about 3 minutes.
+# gpu_dit.sh: the DiT engine on the GPU machine (issue 4), the steps gpu_dit (check) and dit (prepare,
+# bench) of scripts/device_all.sh, from the binaries of scripts/device_pack.sh;
+# $OUT/gpu_dit_{check,prepare,bench,all}.log, $OUT/gpu_dit.csv, $OUT/generate.{csv,json}; about 3 minutes.
 #   1. small config, random weights: dsgap's GPU and CPU forwards (tests/wan_dump: every block, the
 #      Q/K/V, the velocity) and a 4-step CFG Euler run against the independent PyTorch forward
 #      tests/torch_ref/wan_torch.py (fp32 reference, the original's bf16 precision as the naive one)

@@ -45,6 +45,47 @@ static void means(const dg_boot_data *d, const int *idx, int n, double *E)
 	}
 }
 
+/* one replicate's clusters into idx; returns their number */
+static int draw(const dg_boot_data *d, gsl_rng *rng, int *idx)
+{
+	if (d->n_groups <= 1 || !d->group) {
+		gsl_ran_sample(rng, idx, d->n_member, (void *)d->member, d->n_member, sizeof *idx);
+		return d->n_member;
+	}
+	int m = 0;
+	for (int k = 0; k < d->n_groups; k++) {
+		int g = (int)gsl_rng_uniform_int(rng, (unsigned long)d->n_groups);
+		int first = d->group[g], size = d->group[g + 1] - first;
+		for (int j = 0; j < size; j++)
+			idx[m++] = d->member[first + (int)gsl_rng_uniform_int(rng, (unsigned long)size)];
+	}
+	return m;
+}
+
+/* the most clusters one replicate can draw */
+static int max_draw(const dg_boot_data *d)
+{
+	if (d->n_groups <= 1 || !d->group)
+		return d->n_member;
+	int big = 0;
+	for (int g = 0; g < d->n_groups; g++)
+		if (d->group[g + 1] - d->group[g] > big)
+			big = d->group[g + 1] - d->group[g];
+	return big * d->n_groups;
+}
+
+void dg_boot_groups(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, double *est)
+{
+	double *E = dg_malloc(data->n_pol * sizeof *E);
+	for (int g = 0; g < (data->group ? data->n_groups : 1); g++) {
+		int first = data->group ? data->group[g] : 0;
+		int n = data->group ? data->group[g + 1] - first : data->n_member;
+		means(data, data->member + first, n, E);
+		fn(E, est + (size_t)g * n_q);
+	}
+	free(E);
+}
+
 void dg_boot_stat(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, int boot,
 		  unsigned long seed, double *est, double *lo, double *hi)
 {
@@ -55,15 +96,13 @@ void dg_boot_stat(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, int boo
 		lo[j] = hi[j] = NAN;
 	if (boot > 0 && data->n_member > 0) {
 		double *rep = dg_malloc((size_t)n_q * boot * sizeof *rep);
-		int *idx = dg_malloc(data->n_member * sizeof *idx);
+		int *idx = dg_malloc(max_draw(data) * sizeof *idx);
 		gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
 		if (!rng)
 			dg_die("out of memory (gsl_rng_alloc)");
 		gsl_rng_set(rng, seed);
 		for (int b = 0; b < boot; b++) {
-			gsl_ran_sample(rng, idx, data->n_member, (void *)data->member, data->n_member,
-				       sizeof *idx);
-			means(data, idx, data->n_member, E);
+			means(data, idx, draw(data, rng, idx), E);
 			fn(E, q);
 			for (int j = 0; j < n_q; j++)
 				rep[(size_t)j * boot + b] = q[j];

@@ -8,6 +8,13 @@
  * every policy sees the same resample (paired), so differences between policies are resampled
  * as differences. Each call seeds a fresh generator with the given seed: an interval does not
  * depend on which other intervals were computed before it.
+ *
+ * Two levels (issue 19): when the members are split into n_groups >= 2 groups (samples: a class or
+ * prompt with a seed, each its own results directory), a replicate first draws n_groups samples
+ * with replacement, then within each drawn sample as many of its clusters as it has, with
+ * replacement; the means pool every drawn cluster's units. The intervals then include the variation
+ * between samples. With one group (or none given) the replicate is the one-level cluster bootstrap,
+ * draw for draw as before.
  */
 #ifndef DG_BOOTSTRAP_H
 #define DG_BOOTSTRAP_H
@@ -21,6 +28,10 @@ typedef struct {
 	const double *count; /* (n_pol, n_clusters) units per cluster */
 	const int *member;   /* (n_member) the clusters resampled (indices into the above) */
 	int n_member;
+	/* (n_groups + 1) or NULL: member[group[g] .. group[g + 1]) are the clusters of sample g
+	 * (each group non-empty); n_groups <= 1: one level */
+	const int *group;
+	int n_groups;
 } dg_boot_data;
 
 /*
@@ -29,6 +40,10 @@ typedef struct {
  */
 void dg_boot_stat(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, int boot,
 		  unsigned long seed, double *est, double *lo, double *hi);
+
+/* The statistic of each group alone (its members once): est[g * n_q + j], g < n_groups (one
+ * group, all members, when group is NULL). */
+void dg_boot_groups(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, double *est);
 
 /* Percentile interval of the finite values of rep (n): sorts rep in place. */
 void dg_boot_percentile(double *rep, int n, double level, double *lo, double *hi);

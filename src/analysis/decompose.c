@@ -193,35 +193,136 @@ static const dg_preset *peer_method(const char *name)
 	return p && p->family == DG_FAMILY_PEER ? p : NULL;
 }
 
-/* Mean effective density of the post-warm-up units of policy p at density d; NaN without any. */
-static double mean_density(const dg_results *r, int p, int d, double *n_units)
+/* The samples' clusters pooled: global cluster i = off[s] + a cluster of sample s. */
+typedef struct {
+	const dg_results *r;
+	int n, nc;       /* samples, pooled clusters */
+	int *off;        /* (n + 1) */
+	int *layer;      /* (nc) */
+	double *dens;    /* (nc) sum of the effective density of the reference policy's units */
+	const double *rho; /* the density targets (r[0]'s) */
+} pool;
+
+/* policy and density index of sample s for a name and r[0]'s density d; -1 when absent */
+static int sample_pd(const pool *P, int s, const char *name, int d, int *ds)
 {
-	const size_t k = (size_t)p * r->n_densities + d;
-	double s = 0, n = 0;
-	for (size_t i = r->range[k]; i < r->range[k + 1]; i++)
-		if (dg_results_post_warmup(r, &r->unit[i])) {
-			s += r->unit[i].density_eff;
-			n += 1;
+	*ds = dg_results_density(&P->r[s], P->rho[d]);
+	int p = dg_results_policy(&P->r[s], name);
+	return *ds < 0 ? -1 : p;
+}
+
+/* per-cluster sums of policy name at density d over all samples into sum, count (nc) */
+static void pooled_sums(const pool *P, const char *name, int d, double *sum, double *count)
+{
+	for (int s = 0; s < P->n; s++) {
+		int ds, p = sample_pd(P, s, name, d, &ds);
+		if (p >= 0) {
+			dg_results_cluster_sums(&P->r[s], p, ds, DG_ANY, sum + P->off[s],
+						count + P->off[s]);
+		} else { /* absent: no unit, so E is NaN */
+			memset(sum + P->off[s], 0, P->r[s].n_clusters * sizeof *sum);
+			memset(count + P->off[s], 0, P->r[s].n_clusters * sizeof *count);
 		}
+	}
+}
+
+/* Mean effective density of the post-warm-up units of policy name at density d over all samples
+ * (NaN without any); per pooled cluster sums into dens when not NULL. */
+static double pooled_density(const pool *P, const char *name, int d, double *n_units,
+			     double *dens)
+{
+	double s = 0, n = 0;
+	if (dens)
+		memset(dens, 0, P->nc * sizeof *dens);
+	for (int k = 0; k < P->n; k++) {
+		const dg_results *r = &P->r[k];
+		int ds, p = sample_pd(P, k, name, d, &ds);
+		if (p < 0)
+			continue;
+		const size_t j = (size_t)p * r->n_densities + ds;
+		for (size_t i = r->range[j]; i < r->range[j + 1]; i++)
+			if (dg_results_post_warmup(r, &r->unit[i])) {
+				s += r->unit[i].density_eff;
+				n += 1;
+				if (dens)
+					dens[P->off[k] + r->unit[i].cluster] += r->unit[i].density_eff;
+			}
+	}
 	*n_units = n;
 	return n > 0 ? s / n : NAN;
 }
 
-/* The peers at matched density of density d (see decompose.h). sum, count: (2, n_clusters)
- * scratch (every table has at least 2 policies, so the caller's buffers hold them). */
-static void build_peers(const dg_results *r, dg_table *t, int d, double *sum, double *count,
-			int *member)
+/* members: the clusters with count > 0 (and of layer, unless DG_ANY) grouped by sample;
+ * group (n + 1), gsample (n): the sample of each group; returns the number of groups */
+static int members(const pool *P, const double *count, int layer, int *member, int *nm,
+		   int *group, int *gsample)
 {
-	const int nc = r->n_clusters, ref = dg_results_policy(r, dg_table_reference(t->kind));
+	int ng = 0;
+	*nm = 0;
+	for (int s = 0; s < P->n; s++) {
+		int start = *nm;
+		for (int c = P->off[s]; c < P->off[s + 1]; c++)
+			if (count[c] > 0 && (layer == DG_ANY || P->layer[c] == layer))
+				member[(*nm)++] = c;
+		if (*nm > start) {
+			gsample[ng] = s;
+			group[ng++] = start;
+		}
+	}
+	group[ng] = *nm;
+	return ng;
+}
+
+/* each sample's own statistic and the sign counts (several samples only) */
+static void per_sample(const pool *P, const dg_boot_data *data, dg_boot_stat_fn fn, int nq,
+		       const int *gsample, double **sample_est, int *n_pos, int *n_fin)
+{
+	memset(n_pos, 0, nq * sizeof *n_pos);
+	memset(n_fin, 0, nq * sizeof *n_fin);
+	*sample_est = NULL;
+	if (P->n < 2)
+		return;
+	double *g = dg_malloc((size_t)(data->n_groups ? data->n_groups : 1) * nq * sizeof *g);
+	double *e = dg_malloc((size_t)P->n * DG_Q_MAX * sizeof *e);
+	for (size_t i = 0; i < (size_t)P->n * DG_Q_MAX; i++)
+		e[i] = NAN;
+	if (data->n_groups)
+		dg_boot_groups(data, fn, nq, g);
+	for (int k = 0; k < data->n_groups; k++)
+		for (int q = 0; q < nq; q++) {
+			double x = g[(size_t)k * nq + q];
+			e[(size_t)gsample[k] * DG_Q_MAX + q] = x;
+			n_fin[q] += isfinite(x);
+			n_pos[q] += isfinite(x) && x > 0;
+		}
+	free(g);
+	*sample_est = e;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* The peers at matched density of density d (see decompose.h). sum, count: (2, nc) scratch
+ * (every table has at least 2 policies, so the caller's buffers hold them). */
+static void build_peers(const pool *P, dg_table *t, int d, double *sum, double *count,
+			int *member, int *group, int *gsample)
+{
+	const int nc = P->nc;
+	const dg_results *r0 = &P->r[0];
+	const char *ref = dg_table_reference(t->kind);
 	const dg_preset *peers[32];
 	const int npeers = dg_preset_family(DG_FAMILY_PEER, peers, 32);
 	for (int i = 0; i < npeers; i++) {
 		const dg_preset *m = peers[i];
 		dg_peer_row best = { .density = d, .policy = -1, .method = m };
-		for (int p = 0; p < r->n_policies; p++) {
-			double n, rho = peer_method(r->policy[p]) == m ? mean_density(r, p, d, &n) : NAN;
-			if (!isnan(rho) && (best.policy < 0 || fabs(rho - r->density[d]) <
-								 fabs(best.density_eff - r->density[d]))) {
+		for (int p = 0; p < r0->n_policies; p++) {
+			double n, rho = peer_method(r0->policy[p]) == m ?
+					pooled_density(P, r0->policy[p], d, &n, NULL) : NAN;
+			if (!isnan(rho) && (best.policy < 0 || fabs(rho - P->rho[d]) <
+								 fabs(best.density_eff - P->rho[d]))) {
 				best.policy = p;
 				best.density_eff = rho;
 				best.n_units = n;
@@ -229,50 +330,65 @@ static void build_peers(const dg_results *r, dg_table *t, int d, double *sum, do
 		}
 		if (best.policy < 0)
 			continue;
-		dg_results_cluster_sums(r, best.policy, d, DG_ANY, sum, count);
-		if (ref >= 0)
-			dg_results_cluster_sums(r, ref, d, DG_ANY, sum + nc, count + nc);
-		else /* no reference: its E and the difference are NaN */
-			memset(count + nc, 0, nc * sizeof *count);
-		int nm = 0;
-		for (int c = 0; c < nc; c++)
-			if (count[c] > 0)
-				member[nm++] = c;
+		pooled_sums(P, r0->policy[best.policy], d, sum, count);
+		pooled_sums(P, ref, d, sum + nc, count + nc);
+		int nm, ng = members(P, count, DG_ANY, member, &nm, group, gsample);
 		best.n_clusters = nm;
+		best.n_samples = ng;
 		dg_boot_data data = { .n_pol = 2, .n_clusters = nc, .sum = sum, .count = count,
-				      .member = member, .n_member = nm };
+				      .member = member, .n_member = nm, .group = group,
+				      .n_groups = ng };
 		dg_boot_stat(&data, peer_stat, 2, t->boot, t->seed, best.est, best.lo, best.hi);
+		if (P->n > 1) {
+			double *e;
+			int pos[2], fin[2];
+			per_sample(P, &data, peer_stat, 2, gsample, &e, pos, fin);
+			best.n_pos = pos[1];
+			best.n_fin = fin[1];
+			free(e);
+		}
 		t->peer = dg_realloc(t->peer, (t->n_peers + 1) * sizeof *t->peer);
 		t->peer[t->n_peers++] = best;
 	}
 }
 
-/* Rows of one density: all layers, then each layer. sum, count: (np, n_clusters). */
-static void build_density(const dg_results *r, dg_table *t, int d, const double *sum,
-			 const double *count, int np, int *member, int *layers)
+/* Rows of one density: all layers, then each layer. sum, count: (np, nc). */
+static void build_density(const pool *P, dg_table *t, int d, const double *sum,
+			  const double *count, int np, int *member, int *layers, int *group,
+			  int *gsample)
 {
-	const int nc = r->n_clusters;
-	bool *used = dg_calloc(nc, sizeof *used);
+	const int nc = P->nc, nq = dg_table_quantities(t->kind);
+	const dg_boot_stat_fn fn = t->kind == DG_TABLE_LADDER ? ladder_stat : ablation_stat;
+	double *used = dg_calloc(nc, sizeof *used);
 	for (int p = 0; p < np; p++)
 		for (int c = 0; c < nc; c++)
-			used[c] |= count[(size_t)p * nc + c] > 0;
+			used[c] += count[(size_t)p * nc + c];
 	int nl = 0;
-	for (int c = 0; c < nc; c++) /* clusters are sorted by layer */
-		if (used[c] && (!nl || layers[nl - 1] != r->cluster[c].layer))
-			layers[nl++] = r->cluster[c].layer;
+	for (int c = 0; c < nc; c++)
+		if (used[c] > 0)
+			layers[nl++] = P->layer[c];
+	qsort(layers, nl, sizeof *layers, cmp_int);
+	int k = 0;
+	for (int i = 0; i < nl; i++)
+		if (!k || layers[k - 1] != layers[i])
+			layers[k++] = layers[i];
+	nl = k;
 	for (int s = -1; s < nl; s++) {
 		dg_row row = { .density = d, .layer = s < 0 ? DG_ANY : layers[s] };
-		int nm = 0;
-		for (int c = 0; c < nc; c++)
-			if (used[c] && (s < 0 || r->cluster[c].layer == row.layer)) {
-				member[nm++] = c;
-				row.n_units += count[c]; /* policy 0: est-block, baseline */
-			}
+		int nm, ng = members(P, used, row.layer, member, &nm, group, gsample);
+		double dn = 0;
+		for (int j = 0; j < nm; j++) {
+			row.n_units += count[member[j]]; /* policy 0: est-block, baseline */
+			dn += P->dens[member[j]];
+		}
+		row.density_eff = row.n_units > 0 ? dn / row.n_units : NAN;
 		row.n_clusters = nm;
+		row.n_samples = ng;
 		dg_boot_data data = { .n_pol = np, .n_clusters = nc, .sum = sum, .count = count,
-				      .member = member, .n_member = nm };
-		dg_boot_stat(&data, t->kind == DG_TABLE_LADDER ? ladder_stat : ablation_stat,
-			     dg_table_quantities(t->kind), t->boot, t->seed, row.est, row.lo, row.hi);
+				      .member = member, .n_member = nm, .group = group,
+				      .n_groups = ng };
+		dg_boot_stat(&data, fn, nq, t->boot, t->seed, row.est, row.lo, row.hi);
+		per_sample(P, &data, fn, nq, gsample, &row.sample_est, row.n_pos, row.n_fin);
 		row.check = row_check(t->kind, row.est);
 		t->row = dg_realloc(t->row, (t->n_rows + 1) * sizeof *t->row);
 		t->row[t->n_rows++] = row;
@@ -280,58 +396,83 @@ static void build_density(const dg_results *r, dg_table *t, int d, const double 
 	free(used);
 }
 
-int dg_table_build(const dg_results *r, dg_table_kind kind, int density, int boot,
-		   unsigned long seed, dg_table *t)
+int dg_table_build_samples(const dg_results *r, int n, const char *const *label,
+			   dg_table_kind kind, int density, int boot, unsigned long seed,
+			   dg_table *t)
 {
-	*t = (dg_table){ .kind = kind, .boot = boot, .seed = seed };
+	*t = (dg_table){ .kind = kind, .boot = boot, .seed = seed, .n_samples = n,
+			 .sample = label };
 	const char *const *name;
-	const int np = dg_table_policies(kind, &name), nc = r->n_clusters;
-	double *sum = dg_malloc(2 * (size_t)np * nc * sizeof *sum), *count = sum + (size_t)np * nc;
-	int *member = dg_malloc(nc * sizeof *member), *layers = dg_malloc(nc * sizeof *layers);
-	int d0 = density < 0 ? 0 : density, d1 = density < 0 ? r->n_densities : density + 1;
+	const int np = dg_table_policies(kind, &name);
+	pool P = { .r = r, .n = n, .rho = r[0].density };
+	P.off = dg_malloc((n + 1) * sizeof *P.off);
+	P.off[0] = 0;
+	for (int s = 0; s < n; s++)
+		P.off[s + 1] = P.off[s] + r[s].n_clusters;
+	const int nc = P.nc = P.off[n];
+	P.layer = dg_malloc((nc ? nc : 1) * sizeof *P.layer);
+	P.dens = dg_malloc((nc ? nc : 1) * sizeof *P.dens);
+	for (int s = 0; s < n; s++)
+		for (int c = 0; c < r[s].n_clusters; c++)
+			P.layer[P.off[s] + c] = r[s].cluster[c].layer;
+	double *sum = dg_malloc((2 * (size_t)np * nc + 1) * sizeof *sum);
+	double *count = sum + (size_t)np * nc;
+	int *member = dg_malloc((nc + 1) * sizeof *member), *layers = dg_malloc((nc + 1) * sizeof *layers);
+	int *group = dg_malloc((n + 1) * sizeof *group), *gsample = dg_malloc((n + 1) * sizeof *gsample);
+	int d0 = density < 0 ? 0 : density, d1 = density < 0 ? r[0].n_densities : density + 1;
 	bool any = false; /* none of the table's policies at all: no warning per density */
 	for (int p = 0; p < np; p++)
-		any |= dg_results_policy(r, name[p]) >= 0;
+		for (int s = 0; s < n; s++)
+			any |= dg_results_policy(&r[s], name[p]) >= 0;
+	const char *where = n > 1 ? "samples" : r[0].dir;
 	for (int d = any ? d0 : d1; d < d1; d++) {
 		char missing[256] = "", absent[256] = "";
 		for (int p = 0; p < np; p++) {
-			int pi = dg_results_policy(r, name[p]);
-			double n = 0;
-			if (pi >= 0) {
-				dg_results_cluster_sums(r, pi, d, DG_ANY, sum + (size_t)p * nc,
-							count + (size_t)p * nc);
-			} else { /* absent: no unit, so E is NaN */
-				memset(sum + (size_t)p * nc, 0, nc * sizeof *sum);
-				memset(count + (size_t)p * nc, 0, nc * sizeof *count);
-			}
+			pooled_sums(&P, name[p], d, sum + (size_t)p * nc, count + (size_t)p * nc);
+			double m = 0;
 			for (int c = 0; c < nc; c++)
-				n += count[(size_t)p * nc + c];
+				m += count[(size_t)p * nc + c];
 			bool needed = kind == DG_TABLE_ABLATION || p == R_EST || p == R_OBLOCK ||
 				      p == R_ORACLE;
 			char *list = needed ? missing : absent;
-			if (n == 0)
+			if (m == 0)
 				snprintf(list + strlen(list), 256 - strlen(list), "%s%s",
 					 *list ? ", " : "", name[p]);
 		}
 		if (*missing) {
 			dg_warn("%s: density_target %g: no post-warm-up units of %s: no %s rows there",
-				r->dir, r->density[d], missing, dg_table_name(kind));
+				where, P.rho[d], missing, dg_table_name(kind));
 			continue;
 		}
 		if (*absent)
 			dg_warn("%s: density_target %g: no post-warm-up units of %s: their %s rows "
-				"left out", r->dir, r->density[d], absent, dg_table_name(kind));
-		build_density(r, t, d, sum, count, np, member, layers);
-		build_peers(r, t, d, sum, count, member);
+				"left out", where, P.rho[d], absent, dg_table_name(kind));
+		double nu;
+		pooled_density(&P, name[0], d, &nu, P.dens);
+		build_density(&P, t, d, sum, count, np, member, layers, group, gsample);
+		build_peers(&P, t, d, sum, count, member, group, gsample);
 	}
+	free(gsample);
+	free(group);
 	free(layers);
 	free(member);
 	free(sum);
+	free(P.dens);
+	free(P.layer);
+	free(P.off);
 	return t->n_rows ? 0 : 1;
+}
+
+int dg_table_build(const dg_results *r, dg_table_kind kind, int density, int boot,
+		   unsigned long seed, dg_table *t)
+{
+	return dg_table_build_samples(r, 1, NULL, kind, density, boot, seed, t);
 }
 
 void dg_table_free(dg_table *t)
 {
+	for (int i = 0; i < t->n_rows; i++)
+		free(t->row[i].sample_est);
 	free(t->row);
 	free(t->peer);
 	memset(t, 0, sizeof *t);

@@ -74,10 +74,16 @@ enum {
 #define DG_Q_MAX 16
 
 typedef struct {
-	int density;    /* index into dg_results.density */
+	int density;    /* index into dg_results.density (of the first sample) */
 	int layer;      /* trace layer index, or DG_ANY: all layers together */
-	int n_clusters; /* (layer, head) clusters resampled */
+	int n_clusters; /* (layer, head) clusters resampled, over all samples */
+	int n_samples;  /* samples with clusters in the row */
 	double n_units; /* post-warm-up units of the reference policy (est-block, baseline) */
+	double density_eff; /* their mean effective (computed) density */
+	/* several samples: (table n_samples, DG_Q_MAX) each sample's own estimate (NaN: not in the
+	 * row), and per quantity how many samples have it > 0 and finite; NULL with one sample */
+	double *sample_est;
+	int n_pos[DG_Q_MAX], n_fin[DG_Q_MAX];
 	double est[DG_Q_MAX], lo[DG_Q_MAX], hi[DG_Q_MAX]; /* NaN: a policy it needs is absent */
 	double check; /* ladder: selection + grouping + lost - E(est-block); ablation: sum phi - total */
 } dg_row;
@@ -89,6 +95,7 @@ typedef struct {
 	double n_units;
 	int n_clusters;
 	double est[2], lo[2], hi[2]; /* E(peer), E(peer) - E(reference) */
+	int n_samples, n_pos, n_fin; /* samples; of them with E(peer) - E(reference) > 0, finite */
 } dg_peer_row;
 
 typedef struct {
@@ -99,6 +106,8 @@ typedef struct {
 	int n_rows;
 	dg_peer_row *peer; /* by density, then in the presets table's order of peers */
 	int n_peers;
+	int n_samples;             /* results directories, one per sample (1: one-level bootstrap) */
+	const char *const *sample; /* their labels (borrowed; NULL: the directories) */
 } dg_table;
 
 /* "decomposition" or "ablation": the output file stem. */
@@ -118,10 +127,26 @@ const char *dg_quantity_key(dg_table_kind kind, int q);
  */
 int dg_table_build(const dg_results *r, dg_table_kind kind, int density, int boot,
 		   unsigned long seed, dg_table *t);
+/*
+ * The same over n samples (issue 19), r[0..n) one results directory each, labelled label[i]
+ * (NULL: the directories): densities are r[0]'s (a sample without one has no clusters there),
+ * the policies are matched by name, every mean pools all samples' units, and the intervals come
+ * from the two-level bootstrap (bootstrap.h: samples, then clusters within each). Rows also get
+ * each sample's own estimate and the number of samples where a quantity is > 0. n = 1 is
+ * dg_table_build.
+ */
+int dg_table_build_samples(const dg_results *r, int n, const char *const *label,
+			   dg_table_kind kind, int density, int boot, unsigned long seed,
+			   dg_table *t);
 void dg_table_free(dg_table *t);
 /* The largest |check| over the rows (0 to rounding). */
 double dg_table_check(const dg_table *t);
 /* Write r->dir/NAME.{csv,md,tex}; each atomically. */
 int dg_table_write(const dg_results *r, const dg_table *t);
+/* Write a table of t->n_samples samples (r: their results) into dir: NAME.{csv,md,tex} and,
+ * with several samples, NAME-samples.csv (sample,density_target,layer,quantity,estimate). */
+int dg_table_write_dir(const dg_results *r, const dg_table *t, const char *dir);
+/* x to 3 significant figures in fixed notation (never e-notation): 0.0000985, 0.125, 12.3 */
+const char *dg_sig3(char *buf, double x);
 
 #endif

@@ -98,22 +98,23 @@ for f in decomposition ablation; do
 	for ext in csv md tex; do
 		check "$f.$ext written" test -s "$r/$f.$ext"
 	done
-	check "$f.csv header" test "$(head -1 "$r/$f.csv")" = "density_target,layer,quantity,estimate,lo,hi,n_units,n_clusters"
-	check "$f.csv: 8 fields, numbers, lo <= hi, layer all or 1-3" awk -F, 'NR > 1 {
-		if (NF != 8 || $4 !~ /^-?[0-9.e+-]+$/ || $5 + 0 > $6 + 0) exit 1
+	check "$f.csv header" test "$(head -1 "$r/$f.csv")" = "density_target,layer,quantity,estimate,lo,hi,n_units,n_clusters,n_samples,density,n_positive"
+	check "$f.csv: 11 fields, numbers, lo <= hi, layer all or 1-3" awk -F, 'NR > 1 {
+		if (NF != 11 || $4 !~ /^-?[0-9.e+-]+$/ || $5 + 0 > $6 + 0) exit 1
 		if ($2 != "all" && ($2 < 1 || $2 > 3)) exit 1 }' "$r/$f.csv"
-	check "$f.tex: booktabs table with caption and label" bash -c "grep -q '\\\\begin{table}' '$r/$f.tex' &&
-		grep -q '\\\\toprule' '$r/$f.tex' && grep -q '\\\\caption{' '$r/$f.tex' && grep -q '\\\\label{tab:$f-0.1}' '$r/$f.tex'"
+	check "$f.tex: booktabs table with caption and label" bash -c "grep -q '\\\\begin{table\*}' '$r/$f.tex' &&
+		grep -q '\\\\toprule' '$r/$f.tex' && grep -q '\\\\caption{' '$r/$f.tex' && grep -q '\\\\label{tab:$f}' '$r/$f.tex' &&
+		grep -q '\\\\label{tab:$f-layers-0.1}' '$r/$f.tex' && ! grep -q '[0-9]e-[0-9]' '$r/$f.tex'"
 	check "$f.tex escapes TeX specials of the trace path" grep -qF 'data/my\_trace\_\#1.h5' "$r/$f.tex"
-	check "$f.md caption: units, clusters, replicates, seed, trace" \
-		grep -qF "n = 36 post-warm-up units per policy in 9 (layer, head) clusters; 95% percentile bootstrap, 300 replicates, seed 5; trace data/my_trace_#1.h5" "$r/$f.md"
+	check "$f.md caption: units, clusters, replicates, seed, trace" bash -c \
+		"grep -qF 'n = 36 units in 9 clusters' '$r/$f.md' && grep -qF '300 replicates, seed 5' '$r/$f.md' && grep -qF 'trace \`data/my_trace_#1.h5\`' '$r/$f.md'"
 done
 rows=$(awk -F, 'NR > 1' "$r/decomposition.csv" | wc -l)
 check "decomposition.csv: 2 densities x (all + 3 layers) x 12 quantities = 96 rows (got $rows)" test "$rows" -eq 96
 rows=$(awk -F, 'NR > 1' "$r/ablation.csv" | wc -l)
 check "ablation.csv: 2 densities x 4 scopes x 16 quantities = 128 rows (got $rows)" test "$rows" -eq 128
 check "decomposition.md names the sources and prints the check" bash -c \
-	"grep -q 'lost contributions = E(oracle)' '$r/decomposition.md' && grep -q '^Check: selection + grouping + lost' '$r/decomposition.md'"
+	"grep -q 'lost contributions = E(oracle)' '$r/decomposition.md' && grep -q '^Shares: .*Check: |selection + grouping + lost' '$r/decomposition.md'"
 check "ablation.md: the 8 cells, Shapley shares, interactions" bash -c \
 	"grep -q '^| mc-gs | ✓ | ✓ |  |' '$r/ablation.md' && grep -q 'φ_R' '$r/ablation.md' && grep -q 'interaction I_GSR' '$r/ablation.md'"
 

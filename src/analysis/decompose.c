@@ -489,11 +489,29 @@ double dg_table_check(const dg_table *t)
 
 /* ---- writing --------------------------------------------------------------------------------- */
 
-static const char *num(char *buf, double x)
+const char *dg_sig3(char *buf, double x)
 {
-	snprintf(buf, 32, "%#.4g", x);
+	if (isnan(x))
+		return strcpy(buf, "nan");
+	if (isinf(x))
+		return strcpy(buf, x > 0 ? "inf" : "-inf");
+	if (x == 0)
+		return strcpy(buf, "0");
+	int e = (int)floor(log10(fabs(x)));
+	/* rounding may carry into the next decade: 0.09996 -> 0.100 */
+	double r = round(x * pow(10, 2 - e)) / pow(10, 2 - e);
+	if (r != 0)
+		e = (int)floor(log10(fabs(r)));
+	int dec = 2 - e;
+	if (dec < 0)
+		dec = 0;
+	if (dec > 15)
+		dec = 15;
+	snprintf(buf, 32, "%.*f", dec, x);
 	return buf;
 }
+
+static const char *num(char *buf, double x) { return dg_sig3(buf, x); }
 
 /* "[lo, hi]", or "" when there is no interval */
 static const char *interval(char *buf, double lo, double hi)
@@ -530,31 +548,76 @@ static const char *layer_name(char *buf, int layer)
 	return buf;
 }
 
+static const char *sample_label(const dg_results *r, const dg_table *t, int s)
+{
+	return t->sample && t->sample[s] ? t->sample[s] : r[s].dir;
+}
+
+/* the rows of t: [first[k], first[k + 1]) are density k's (its "all" row first); returns the
+ * number of densities */
+static int density_blocks(const dg_table *t, int *first)
+{
+	int k = 0;
+	for (int i = 0; i < t->n_rows; i++)
+		if (!i || t->row[i].density != t->row[i - 1].density)
+			first[k++] = i;
+	first[k] = t->n_rows;
+	return k;
+}
+
 static void write_csv(FILE *f, const dg_results *r, const dg_table *t)
 {
 	const quantity *Q = quantities(t->kind);
-	fprintf(f, "density_target,layer,quantity,estimate,lo,hi,n_units,n_clusters\n");
+	fprintf(f, "density_target,layer,quantity,estimate,lo,hi,n_units,n_clusters,n_samples,"
+		   "density,n_positive\n");
 	for (int i = 0; i < t->n_rows; i++) {
 		const dg_row *w = &t->row[i];
-		char lb[16];
+		char lb[16], pos[16] = "";
 		for (int q = 0; q < dg_table_quantities(t->kind); q++) {
 			if (isnan(w->est[q]))
 				continue;
-			fprintf(f, "%.10g,%s,%s,%.10g,%.10g,%.10g,%.0f,%d\n",
-				r->density[w->density], layer_name(lb, w->layer),
-				Q[q].key, w->est[q], w->lo[q], w->hi[q], w->n_units, w->n_clusters);
+			if (w->sample_est)
+				snprintf(pos, sizeof pos, "%d", w->n_pos[q]);
+			fprintf(f, "%.10g,%s,%s,%.10g,%.10g,%.10g,%.0f,%d,%d,%.6g,%s\n",
+				r->density[w->density], layer_name(lb, w->layer), Q[q].key, w->est[q],
+				w->lo[q], w->hi[q], w->n_units, w->n_clusters, w->n_samples,
+				w->density_eff, pos);
 		}
 	}
 	for (int i = 0; i < t->n_peers; i++) {
 		const dg_peer_row *w = &t->peer[i];
 		const char *spec = r->policy[w->policy], *ref = dg_table_reference(t->kind);
 		double rho = r->density[w->density];
-		fprintf(f, "%.10g,all,peer:density(%s),%.10g,nan,nan,%.0f,%d\n", rho, spec, w->density_eff,
-			w->n_units, w->n_clusters);
-		fprintf(f, "%.10g,all,peer:E(%s),%.10g,%.10g,%.10g,%.0f,%d\n", rho, spec, w->est[0],
-			w->lo[0], w->hi[0], w->n_units, w->n_clusters);
-		fprintf(f, "%.10g,all,peer:E(%s)-E(%s),%.10g,%.10g,%.10g,%.0f,%d\n", rho, spec, ref,
-			w->est[1], w->lo[1], w->hi[1], w->n_units, w->n_clusters);
+		char pos[16] = "";
+		if (t->n_samples > 1)
+			snprintf(pos, sizeof pos, "%d", w->n_pos);
+		fprintf(f, "%.10g,all,peer:density(%s),%.10g,nan,nan,%.0f,%d,%d,%.6g,\n", rho, spec,
+			w->density_eff, w->n_units, w->n_clusters, w->n_samples, w->density_eff);
+		fprintf(f, "%.10g,all,peer:E(%s),%.10g,%.10g,%.10g,%.0f,%d,%d,%.6g,\n", rho, spec,
+			w->est[0], w->lo[0], w->hi[0], w->n_units, w->n_clusters, w->n_samples,
+			w->density_eff);
+		fprintf(f, "%.10g,all,peer:E(%s)-E(%s),%.10g,%.10g,%.10g,%.0f,%d,%d,%.6g,%s\n", rho,
+			spec, ref, w->est[1], w->lo[1], w->hi[1], w->n_units, w->n_clusters,
+			w->n_samples, w->density_eff, pos);
+	}
+}
+
+/* NAME-samples.csv: every sample's own estimates */
+static void write_samples_csv(FILE *f, const dg_results *r, const dg_table *t)
+{
+	const quantity *Q = quantities(t->kind);
+	fprintf(f, "sample,density_target,layer,quantity,estimate\n");
+	for (int i = 0; i < t->n_rows; i++) {
+		const dg_row *w = &t->row[i];
+		char lb[16];
+		for (int s = 0; s < t->n_samples && w->sample_est; s++)
+			for (int q = 0; q < dg_table_quantities(t->kind); q++) {
+				double x = w->sample_est[(size_t)s * DG_Q_MAX + q];
+				if (!isnan(x) && !isnan(w->est[q]))
+					fprintf(f, "%s,%.10g,%s,%s,%.10g\n", sample_label(r, t, s),
+						r->density[w->density], layer_name(lb, w->layer),
+						Q[q].key, x);
+			}
 	}
 }
 
@@ -568,6 +631,22 @@ static void dense_layer_list(char *buf, size_t n, const dg_results *r)
 		snprintf(buf, n, "none");
 }
 
+/* how the intervals were made, one sentence (plain text) */
+static void boot_sentence(FILE *f, const dg_table *t)
+{
+	if (t->n_samples > 1)
+		fprintf(f, "Intervals: 95%% percentile two-level bootstrap over %d samples: each "
+			   "replicate draws the samples with replacement, then (layer, head) clusters "
+			   "with replacement within each drawn sample; %d replicates, seed %lu (every "
+			   "row its own clusters: all of them, or one layer's heads). Estimates pool "
+			   "all samples' units.", t->n_samples, t->boot, t->seed);
+	else
+		fprintf(f, "Intervals: 95%% percentile bootstrap resampling (layer, head) clusters "
+			   "with replacement, %d replicates, seed %lu (every row its own clusters: "
+			   "all of them, or one layer's heads). One sample: the intervals do not "
+			   "include the variation between samples (prompt, seed).", t->boot, t->seed);
+}
+
 static void md_preamble(FILE *f, const dg_results *r, const dg_table *t)
 {
 	char dl[256];
@@ -576,15 +655,24 @@ static void md_preamble(FILE *f, const dg_results *r, const dg_table *t)
 		fprintf(f, "# Sources of the dense–sparse attention gap (oracle ladder)\n\n");
 	else
 		fprintf(f, "# MC-Sparse factorial ablation: Shapley attribution\n\n");
-	fprintf(f, "Generated by `dsgap decompose` (dsgap %s, commit %s) from `%s`: trace `%s` "
-		   "(model %s, source %s); metrics made by commit %s on %s, %s.\n\n",
-		DG_VERSION, dg_git_commit(), r->dir, r->trace_path, r->model, r->source,
-		r->git_commit, r->device, r->date);
+	if (t->n_samples > 1) {
+		fprintf(f, "Generated by `dsgap decompose` (dsgap %s, commit %s) from %d samples "
+			   "(results directories): ", DG_VERSION, dg_git_commit(), t->n_samples);
+		for (int s = 0; s < t->n_samples; s++)
+			fprintf(f, "%s`%s`", s ? ", " : "", sample_label(r, t, s));
+		fprintf(f, "; model %s, source %s; metrics made by commit %s on %s.\n\n", r->model,
+			r->source, r->git_commit, r->device);
+	} else {
+		fprintf(f, "Generated by `dsgap decompose` (dsgap %s, commit %s) from `%s`: trace `%s` "
+			   "(model %s, source %s); metrics made by commit %s on %s, %s.\n\n",
+			DG_VERSION, dg_git_commit(), r->dir, r->trace_path, r->model, r->source,
+			r->git_commit, r->device, r->date);
+	}
 	fprintf(f, "E = mean rel_l2 = ‖Ô − O‖ / ‖O‖ over post-warm-up units (step ≥ %d; dense "
-		   "layers: %s). Intervals: 95%% percentile bootstrap resampling (layer, head) "
-		   "clusters with replacement, %d replicates, seed %lu (every row its own "
-		   "clusters: all of them, or one layer's heads).\n",
-		r->warmup, dl, t->boot, t->seed);
+		   "layers: %s). ", r->warmup, dl);
+	boot_sentence(f, t);
+	fprintf(f, " Numbers to 3 significant figures. ρ: the target density; computed: the "
+		   "mean effective density of the %s units.\n", dg_table_reference(t->kind));
 	if (t->kind == DG_TABLE_LADDER)
 		fprintf(f, "The oracles recompute their selection every step (refresh=step). The "
 			   "three sources — selection, grouping, lost contributions — sum to "
@@ -603,43 +691,243 @@ static void md_preamble(FILE *f, const dg_results *r, const dg_table *t)
 			   "separately (synergy), I > 0: their effects overlap.\n\n");
 }
 
-static void md_caption(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w)
+/* "ρ 0.1 (computed 0.125)" */
+static const char *rho_name(char *buf, const dg_results *r, const dg_row *w)
 {
-	fprintf(f, "*density_target %g: n = %.0f post-warm-up units per policy in %d (layer, head) "
-		   "clusters; 95%% percentile bootstrap, %d replicates, seed %lu; trace %s.*\n\n",
-		r->density[w->density], w->n_units, w->n_clusters, t->boot, t->seed,
-		r->trace_path);
+	char a[32];
+	snprintf(buf, 64, "ρ %g (computed %s)", r->density[w->density], num(a, w->density_eff));
+	return buf;
 }
 
-static void md_quantity(FILE *f, const dg_table *t, const dg_row *w, int q)
+/* the counts of a row: "n = 42 units in 6 clusters of 3 samples" */
+static const char *counts(char *buf, const dg_row *w)
+{
+	int k = snprintf(buf, 96, "n = %.0f units in %d clusters", w->n_units, w->n_clusters);
+	if (w->sample_est)
+		snprintf(buf + k, 96 - k, " of %d samples", w->n_samples);
+	return buf;
+}
+
+static const char *share(char *buf, const dg_table *t, const dg_row *w, int q)
 {
 	const quantity *Q = quantities(t->kind);
-	char a[32], b[80], share[64] = "";
-	if (isnan(w->est[q]))
-		return;
 	int s = Q[q].share_of;
-	if (s >= 0 && w->est[s] != 0 && !isnan(w->est[s]))
-		snprintf(share, sizeof share, "%.1f%% of %s", 100 * w->est[q] / w->est[s],
-			 Q[q].share_name);
-	fprintf(f, "| %s | %s | %s | %s |\n", Q[q].md, num(a, w->est[q]),
-		interval(b, w->lo[q], w->hi[q]), share);
+	buf[0] = 0;
+	if (s >= 0 && w->est[s] != 0 && !isnan(w->est[s]) && !isnan(w->est[q])) {
+		char a[32];
+		snprintf(buf, 64, "%s%%", num(a, 100 * w->est[q] / w->est[s]));
+	}
+	return buf;
 }
 
-static void md_layers(FILE *f, const dg_results *r, const dg_table *t, int first, int end)
+static const char *stability(char *buf, const dg_row *w, int q)
 {
-	const int *cols = t->kind == DG_TABLE_LADDER ? ladder_layer_q : ablation_layer_q;
-	const char *const *head = t->kind == DG_TABLE_LADDER ? ladder_layer_head :
-			    ablation_layer_head;
-	fprintf(f, "Per layer (each row resamples that layer's heads):\n\n| layer | n |");
+	buf[0] = 0;
+	if (w->sample_est && w->n_fin[q])
+		snprintf(buf, 32, "%d of %d", w->n_pos[q], w->n_fin[q]);
+	return buf;
+}
+
+/* Plain-language notes on one density's all-layers row: what a negative source means, what the
+ * interactions whose interval excludes zero say. md: Markdown, else LaTeX-safe text. */
+static void notes(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w, bool md)
+{
+	char rho[32], a[32], b[32], c[32], d[32], ci[80];
+	snprintf(rho, sizeof rho, md ? "ρ %g" : "$\\rho=%g$", r->density[w->density]);
+	const char *minus = md ? "−" : "$-$";
+	const double *q = w->est;
+	if (t->kind == DG_TABLE_LADDER) {
+		if (q[DG_LAD_SELECTION] < 0)
+			fprintf(f, "%s%s: selection is negative (%s %s): the estimator's blocks give "
+				   "a smaller output error than the oracle's, which keep the most "
+				   "probability mass; retained mass is not output error.\n", md ? "- " : "",
+				rho, num(a, q[DG_LAD_SELECTION]), interval(ci, w->lo[DG_LAD_SELECTION],
+									   w->hi[DG_LAD_SELECTION]));
+		if (q[DG_LAD_GROUPING] < 0)
+			fprintf(f, "%s%s: grouping is negative (%s %s): the block oracle beats the "
+				   "per-query oracle, which keeps each query's most probable keys; "
+				   "the most retained mass is not the smallest output error.\n",
+				md ? "- " : "", rho, num(a, q[DG_LAD_GROUPING]),
+				interval(ci, w->lo[DG_LAD_GROUPING], w->hi[DG_LAD_GROUPING]));
+		if (q[DG_LAD_RESIDUAL] < 0)
+			fprintf(f, "%s%s: the one-step-old residual adds more error than it removes "
+				   "(residual recovers %s %s).\n", md ? "- " : "", rho,
+				num(a, q[DG_LAD_RESIDUAL]),
+				interval(ci, w->lo[DG_LAD_RESIDUAL], w->hi[DG_LAD_RESIDUAL]));
+		for (int k = DG_LAD_TILE; k <= DG_LAD_PCA; k++)
+			if (q[k] < 0)
+				fprintf(f, "%s%s: %s groups select worse than raster blocks (win back "
+					   "%s %s).\n", md ? "- " : "", rho,
+					k == DG_LAD_TILE ? "tile" : "PCA", num(a, q[k]),
+					interval(ci, w->lo[k], w->hi[k]));
+		return;
+	}
+	static const char comp[3] = { 'G', 'S', 'R' };
+	static const char *const what[3] = { "grouping", "selection", "the residual" };
+	if (q[DG_ABL_TOTAL] < 0)
+		fprintf(f, "%s%s: MC-Sparse has a larger error than its baseline (total reduction "
+			   "%s).\n", md ? "- " : "", rho, num(a, q[DG_ABL_TOTAL]));
+	for (int i = 0; i < 3; i++)
+		if (q[DG_ABL_PHI + i] < 0)
+			fprintf(f, "%s%s: %s%s < 0 (%s %s): switching %c on raises the error, "
+				   "averaged over the orders of switching the components on.\n",
+				md ? "- " : "", rho, md ? "φ_" : "$\\phi_", md ? (char[]){ comp[i], 0 } :
+				(i == 0 ? "G$" : i == 1 ? "S$" : "R$"), num(a, q[DG_ABL_PHI + i]),
+				interval(ci, w->lo[DG_ABL_PHI + i], w->hi[DG_ABL_PHI + i]), comp[i]);
+	static const int pair_q[3] = { DG_ABL_I_GS, DG_ABL_I_GR, DG_ABL_I_SR };
+	static const int pair[3][2] = { { 0, 1 }, { 0, 2 }, { 1, 2 } };
+	for (int k = 0; k < 3; k++) {
+		int iq = pair_q[k], x = pair[k][0], y = pair[k][1];
+		unsigned mx = 1u << x, my = 1u << y;
+		if (isnan(w->lo[iq]) || (w->lo[iq] <= 0 && w->hi[iq] >= 0))
+			continue; /* interval includes 0 (or none): no claim */
+		/* the effect of x alone and with y on (negative = error reduced) */
+		double alone = q[DG_ABL_E + mx] - q[DG_ABL_E + 0];
+		double with = q[DG_ABL_E + (mx | my)] - q[DG_ABL_E + my];
+		fprintf(f, "%s%s: I_%c%c = %s %s: switching %c on changes E by %s alone and by %s "
+			   "with %c on", md ? "- " : "", rho, comp[x], comp[y], num(a, q[iq]),
+			interval(ci, w->lo[iq], w->hi[iq]), comp[x], num(b, alone), num(c, with),
+			comp[y]);
+		if (alone > 0 && with < 0)
+			fprintf(f, ": %s helps only together with %s.\n", what[x], what[y]);
+		else if (alone < 0 && with > 0)
+			fprintf(f, ": %s helps alone but hurts together with %s.\n", what[x], what[y]);
+		else if (q[iq] < 0)
+			fprintf(f, ": %s and %s reinforce each other (together they reduce the error "
+				   "by %s more than separately).\n", what[x], what[y], num(d, -q[iq]));
+		else
+			fprintf(f, ": %s and %s overlap (together they win back %s less than the sum "
+				   "of their separate effects).\n", what[x], what[y], num(d, q[iq]));
+	}
+	int g = DG_ABL_I_GSR;
+	if (!isnan(w->lo[g]) && (w->lo[g] > 0 || w->hi[g] < 0))
+		fprintf(f, "%s%s: the three-way interaction I_GSR = %s %s %s 0: the pairwise "
+			   "interactions change when the third component is on.\n", md ? "- " : "",
+			rho, num(a, q[g]), interval(ci, w->lo[g], w->hi[g]),
+			q[g] < 0 ? "<" : ">");
+	(void)minus;
+}
+
+/* the main table: all layers, the densities side by side */
+static void md_main(FILE *f, const dg_results *r, const dg_table *t, const int *first, int nd)
+{
+	const bool multi = t->n_samples > 1;
+	char a[32], b[80], s[64], c[96], rn[64];
+	fprintf(f, "## All layers, densities side by side\n\n*");
+	for (int k = 0; k < nd; k++) {
+		const dg_row *w = &t->row[first[k]];
+		fprintf(f, "%s%s: %s", k ? "; " : "", rho_name(rn, r, w), counts(c, w));
+	}
+	fprintf(f, " (per policy). %s*\n\n", multi ? "\"> 0 in\": samples whose own estimate is "
+		"positive." : "");
+	if (t->kind == DG_TABLE_ABLATION) {
+		fprintf(f, "| cell | G | S | R |");
+		for (int k = 0; k < nd; k++)
+			fprintf(f, " E at %s | 95%% CI |", rho_name(rn, r, &t->row[first[k]]));
+		fprintf(f, "\n|:--|:-:|:-:|:-:|");
+		for (int k = 0; k < nd; k++)
+			fprintf(f, "--:|:-:|");
+		fputc('\n', f);
+		for (int j = 0; j < 8; j++) {
+			int m = cell_order[j];
+			fprintf(f, "| %s | %s | %s | %s |", cell_policy()[m], m & 1 ? "✓" : "",
+				m & 2 ? "✓" : "", m & 4 ? "✓" : "");
+			for (int k = 0; k < nd; k++) {
+				const dg_row *w = &t->row[first[k]];
+				fprintf(f, " %s | %s |", num(a, w->est[DG_ABL_E + m]),
+					interval(b, w->lo[DG_ABL_E + m], w->hi[DG_ABL_E + m]));
+			}
+			fputc('\n', f);
+		}
+		fputc('\n', f);
+	}
+	fprintf(f, "| quantity |");
+	for (int k = 0; k < nd; k++)
+		fprintf(f, " %s | 95%% CI | share |%s", rho_name(rn, r, &t->row[first[k]]),
+			multi ? " > 0 in |" : "");
+	fprintf(f, "\n|:--|");
+	for (int k = 0; k < nd; k++)
+		fprintf(f, "--:|:-:|--:|%s", multi ? "--:|" : "");
+	fputc('\n', f);
+	const quantity *Q = quantities(t->kind);
+	for (int q = t->kind == DG_TABLE_LADDER ? 0 : DG_ABL_TOTAL; q < dg_table_quantities(t->kind);
+	     q++) {
+		bool any = false;
+		for (int k = 0; k < nd; k++)
+			any |= !isnan(t->row[first[k]].est[q]);
+		if (!any)
+			continue;
+		fprintf(f, "| %s |", Q[q].md);
+		for (int k = 0; k < nd; k++) {
+			const dg_row *w = &t->row[first[k]];
+			if (isnan(w->est[q]))
+				fprintf(f, " — | | |%s", multi ? " |" : "");
+			else
+				fprintf(f, " %s | %s | %s |", num(a, w->est[q]),
+					interval(b, w->lo[q], w->hi[q]), share(s, t, w, q));
+			if (multi && !isnan(w->est[q]))
+				fprintf(f, " %s |", stability(s, w, q));
+		}
+		fputc('\n', f);
+	}
+	double chk = 0;
+	for (int k = 0; k < nd; k++)
+		chk = fmax(chk, fabs(t->row[first[k]].check));
+	fprintf(f, "\nShares: of %s. Check: %s = %.2g at most (zero to rounding).\n\n",
+		t->kind == DG_TABLE_LADDER ? "E(est-block) for the three sources, of lost for the "
+		"residual, of grouping for tile and PCA groups" : "the total reduction",
+		t->kind == DG_TABLE_LADDER ? "|selection + grouping + lost − E(est-block)|" :
+		"|φ_G + φ_S + φ_R − total reduction|", chk);
+	bool head = false;
+	for (int k = 0; k < nd; k++) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *m = open_memstream(&buf, &len);
+		notes(m, r, t, &t->row[first[k]], true);
+		fclose(m);
+		if (len && !head) {
+			fprintf(f, "What the signs say (interactions only where their interval "
+				   "excludes 0):\n\n");
+			head = true;
+		}
+		fputs(buf, f);
+		free(buf);
+	}
+	if (head)
+		fputc('\n', f);
+}
+
+static const int *layer_cols(const dg_table *t)
+{
+	return t->kind == DG_TABLE_LADDER ? ladder_layer_q : ablation_layer_q;
+}
+
+static const char *const *layer_heads(const dg_table *t, bool tex)
+{
+	if (tex)
+		return t->kind == DG_TABLE_LADDER ? ladder_layer_tex : ablation_layer_tex;
+	return t->kind == DG_TABLE_LADDER ? ladder_layer_head : ablation_layer_head;
+}
+
+static void md_layers(FILE *f, const dg_table *t, int first, int end)
+{
+	const int *cols = layer_cols(t);
+	const char *const *head = layer_heads(t, false);
+	const bool multi = t->n_samples > 1;
+	fprintf(f, "Per layer (each row resamples that layer's heads%s; n: units per policy):\n\n"
+		   "| layer | n | clusters |%s", multi ? " within the samples" : "",
+		multi ? " samples |" : "");
 	for (int j = 0; j < LAYER_COLS; j++)
 		fprintf(f, " %s |", head[j]);
-	fprintf(f, "\n|--:|--:|");
+	fprintf(f, "\n|--:|--:|--:|%s", multi ? "--:|" : "");
 	for (int j = 0; j < LAYER_COLS; j++)
 		fprintf(f, "--:|");
 	fputc('\n', f);
 	for (int i = first; i < end; i++) {
 		const dg_row *w = &t->row[i];
-		fprintf(f, "| %d | %.0f |", w->layer, w->n_units);
+		fprintf(f, "| %d | %.0f | %d |", w->layer, w->n_units, w->n_clusters);
+		if (multi)
+			fprintf(f, " %d |", w->n_samples);
 		for (int j = 0; j < LAYER_COLS; j++) {
 			char a[32], b[80];
 			int q = cols[j];
@@ -654,30 +942,69 @@ static void md_layers(FILE *f, const dg_results *r, const dg_table *t, int first
 	fputc('\n', f);
 }
 
+/* each sample's own estimates of the all-layers row w */
+static void md_samples(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w)
+{
+	if (!w->sample_est)
+		return;
+	const int *cols = layer_cols(t);
+	const char *const *head = layer_heads(t, false);
+	fprintf(f, "Per sample (all layers, each sample alone):\n\n| sample |");
+	for (int j = 0; j < LAYER_COLS; j++)
+		fprintf(f, " %s |", head[j]);
+	fprintf(f, "\n|:--|");
+	for (int j = 0; j < LAYER_COLS; j++)
+		fprintf(f, "--:|");
+	fputc('\n', f);
+	for (int s = 0; s < t->n_samples; s++) {
+		const double *e = w->sample_est + (size_t)s * DG_Q_MAX;
+		if (isnan(e[cols[0]]))
+			continue;
+		fprintf(f, "| %s |", sample_label(r, t, s));
+		for (int j = 0; j < LAYER_COLS; j++) {
+			char a[32];
+			fprintf(f, " %s |", isnan(e[cols[j]]) ? "—" : num(a, e[cols[j]]));
+		}
+		fputc('\n', f);
+	}
+	fprintf(f, "| **> 0 in** |");
+	for (int j = 0; j < LAYER_COLS; j++) {
+		char s[32];
+		fprintf(f, " %s |", stability(s, w, cols[j]));
+	}
+	fprintf(f, "\n\n");
+}
+
 /* the peers at matched density of density index d */
 static void md_peers(FILE *f, const dg_results *r, const dg_table *t, int d)
 {
 	const char *ref = dg_table_reference(t->kind);
+	const bool multi = t->n_samples > 1;
 	bool any = false;
 	int nfar = 0;
 	for (int i = 0; i < t->n_peers; i++) {
 		const dg_peer_row *w = &t->peer[i];
 		if (w->density != d)
 			continue;
-		char a[32], b[80], c[32], e[80];
+		char a[32], b[80], c[32], e[80], g[32];
 		if (!any)
 			fprintf(f, "Peers at matched density: per method, the configuration run whose "
 				   "effective density is closest to %g; E over its post-warm-up units; "
-				   "Δ = E(peer) − E(%s), paired 95%% cluster bootstrap:\n\n"
-				   "| method | configuration | effective density | E | 95%% CI | Δ vs E(%s) "
-				   "| 95%% CI |\n|:--|:--|--:|--:|:-:|--:|:-:|\n", r->density[d], ref, ref);
+				   "Δ = E(peer) − E(%s), paired 95%% bootstrap%s:\n\n"
+				   "| method | configuration | n | clusters | computed density | E | 95%% CI "
+				   "| Δ vs E(%s) | 95%% CI |%s\n|:--|:--|--:|--:|--:|--:|:-:|--:|:-:|%s\n",
+				r->density[d], ref, multi ? " (two levels: samples, clusters)" : "", ref,
+				multi ? " Δ > 0 in |" : "", multi ? "--:|" : "");
 		any = true;
 		bool far = fabs(w->density_eff - r->density[d]) > 0.2 * r->density[d];
 		nfar += far;
-		fprintf(f, "| %s | `%s` | %.3f%s | %s | %s | %s | %s |\n", w->method->method,
-			r->policy[w->policy], w->density_eff, far ? " †" : "", num(a, w->est[0]),
-			interval(b, w->lo[0], w->hi[0]), num(c, w->est[1]),
-			interval(e, w->lo[1], w->hi[1]));
+		fprintf(f, "| %s | `%s` | %.0f | %d | %s%s | %s | %s | %s | %s |", w->method->method,
+			r->policy[w->policy], w->n_units, w->n_clusters, num(g, w->density_eff),
+			far ? " †" : "", num(a, w->est[0]), interval(b, w->lo[0], w->hi[0]),
+			num(c, w->est[1]), interval(e, w->lo[1], w->hi[1]));
+		if (multi)
+			fprintf(f, " %d of %d |", w->n_pos, w->n_fin);
+		fputc('\n', f);
 	}
 	if (nfar)
 		fprintf(f, "\n† more than 20%% away from the target: no configuration of the method in "
@@ -688,45 +1015,28 @@ static void md_peers(FILE *f, const dg_results *r, const dg_table *t, int d)
 
 static void write_md(FILE *f, const dg_results *r, const dg_table *t)
 {
+	int *first = dg_malloc((t->n_rows + 1) * sizeof *first);
+	int nd = density_blocks(t, first);
 	md_preamble(f, r, t);
-	for (int i = 0; i < t->n_rows;) {
-		const dg_row *w = &t->row[i];
-		int end = i + 1;
-		while (end < t->n_rows && t->row[end].density == w->density)
-			end++;
-		fprintf(f, "## density_target %g\n\n", r->density[w->density]);
-		md_caption(f, r, t, w);
-		if (t->kind == DG_TABLE_ABLATION) {
-			char a[32], b[80];
-			fprintf(f, "| cell | G | S | R | E | 95%% CI |\n|:--|:-:|:-:|:-:|--:|:-:|\n");
-			for (int k = 0; k < 8; k++) {
-				int s = cell_order[k];
-				fprintf(f, "| %s | %s | %s | %s | %s | %s |\n", cell_policy()[s],
-					s & 1 ? "✓" : "", s & 2 ? "✓" : "", s & 4 ? "✓" : "",
-					num(a, w->est[DG_ABL_E + s]),
-					interval(b, w->lo[DG_ABL_E + s], w->hi[DG_ABL_E + s]));
-			}
-			fputc('\n', f);
-		}
-		fprintf(f, "| quantity | estimate | 95%% CI | share |\n|:--|--:|:-:|--:|\n");
-		for (int q = t->kind == DG_TABLE_LADDER ? 0 : DG_ABL_TOTAL;
-		     q < dg_table_quantities(t->kind); q++)
-			md_quantity(f, t, w, q);
-		fprintf(f, "\nCheck: %s = %.3g (zero to rounding).\n\n",
-			t->kind == DG_TABLE_LADDER ? "selection + grouping + lost − E(est-block)" :
-			"φ_G + φ_S + φ_R − total reduction", w->check);
+	md_main(f, r, t, first, nd);
+	for (int k = 0; k < nd; k++) {
+		const dg_row *w = &t->row[first[k]];
+		char rn[64], c[96];
+		fprintf(f, "## %s\n\n*All layers: %s.*\n\n", rho_name(rn, r, w), counts(c, w));
 		md_peers(f, r, t, w->density);
-		if (end > i + 1)
-			md_layers(f, r, t, i + 1, end);
-		i = end;
+		if (first[k + 1] > first[k] + 1)
+			md_layers(f, t, first[k] + 1, first[k + 1]);
+		md_samples(f, r, t, w);
 	}
+	free(first);
 }
 
+/* tex: $0.123$ and, in a column of its own or small beside it, $[lo, hi]$ */
 static void tex_num(FILE *f, double est, double lo, double hi, bool small_ci)
 {
 	char a[32], b[32], c[32];
 	if (isnan(est)) {
-		fputs("--", f);
+		fputs(small_ci ? "--" : "-- & ", f);
 		return;
 	}
 	fprintf(f, "$%s$", num(a, est));
@@ -737,141 +1047,249 @@ static void tex_num(FILE *f, double est, double lo, double hi, bool small_ci)
 		fputs(" & ", f);
 }
 
-static void tex_caption(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w,
-			const char *what)
+static void tex_boot(FILE *f, const dg_table *t)
 {
-	fprintf(f, "\\caption{%s at density %g: mean relative $L_2$ error $E$ over $n=%.0f$ "
-		   "post-warm-up units per policy in %d (layer, head) clusters, with 95\\%% "
-		   "percentile bootstrap intervals (%d replicates resampling clusters, seed %lu). "
-		   "Trace \\texttt{", what, r->density[w->density], w->n_units, w->n_clusters,
-		t->boot, t->seed);
-	tex_puts(f, r->trace_path);
-	fprintf(f, "} (model ");
-	tex_puts(f, r->model);
-	fprintf(f, ").%s}\n", t->kind == DG_TABLE_LADDER ? " Selection, grouping and lost "
-		"contributions sum to $E$(est-block)." : " $\\phi_i$: Shapley share of the total "
-		"reduction, averaged over the 6 orders, positive = error reduced. Interactions on "
-		"the error scale, $I_{GS} = E_{gs} - E_{g} - E_{s} + E_0$, $I_{GSR}$ the three-way "
-		"contrast; $I<0$: synergy.");
+	if (t->n_samples > 1)
+		fprintf(f, "95\\%% percentile two-level bootstrap intervals over %d samples (samples, "
+			   "then (layer, head) clusters within each; %d replicates, seed %lu)", t->n_samples,
+			t->boot, t->seed);
+	else
+		fprintf(f, "95\\%% percentile bootstrap intervals (%d replicates resampling (layer, "
+			   "head) clusters, seed %lu; one sample)", t->boot, t->seed);
+}
+
+static void tex_counts(FILE *f, const dg_row *w)
+{
+	fprintf(f, "$n=%.0f$ units per policy in %d clusters", w->n_units, w->n_clusters);
+	if (w->sample_est)
+		fprintf(f, " of %d samples", w->n_samples);
+}
+
+static void tex_source(FILE *f, const dg_results *r, const dg_table *t)
+{
+	if (t->n_samples > 1) {
+		fprintf(f, "%d samples of model ", t->n_samples);
+		tex_puts(f, r->model);
+	} else {
+		fprintf(f, "Trace \\texttt{");
+		tex_puts(f, r->trace_path);
+		fprintf(f, "} (model ");
+		tex_puts(f, r->model);
+		fputc(')', f);
+	}
+}
+
+/* the main table: all layers, densities side by side */
+static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const int *first, int nd)
+{
+	const quantity *Q = quantities(t->kind);
+	const bool multi = t->n_samples > 1, abl = t->kind == DG_TABLE_ABLATION;
+	const int per = multi ? 4 : 3; /* columns per density: estimate, CI, share, > 0 in */
+	char a[32];
+	fprintf(f, "\n\\begin{table*}[t]\n\\centering\n\\small\n\\caption{%s, all layers: mean "
+		   "relative $L_2$ error $E$ and its sources at every density ($\\rho$: target, in "
+		   "brackets the computed density), with ", abl ? "MC-Sparse factorial ablation" :
+		   "Sources of the dense--sparse attention gap");
+	tex_boot(f, t);
+	fprintf(f, ". ");
+	for (int k = 0; k < nd; k++) {
+		const dg_row *w = &t->row[first[k]];
+		fprintf(f, "%s$\\rho=%g$: ", k ? "; " : "", r->density[w->density]);
+		tex_counts(f, w);
+	}
+	fprintf(f, ". ");
+	tex_source(f, r, t);
+	fprintf(f, ".%s%s}\n", abl ? " $\\phi_i$: Shapley share of the total reduction, averaged "
+		"over the 6 orders, positive = error reduced. Interactions on the error scale, "
+		"$I_{GS} = E_{gs} - E_{g} - E_{s} + E_0$, $I_{GSR}$ the three-way contrast; $I<0$: "
+		"synergy." : " Selection, grouping and lost contributions sum to $E$(est-block); "
+		"shares of $E$(est-block), of lost (residual), of grouping (tile, PCA).",
+		multi ? " $>0$: samples whose own estimate is positive." : "");
+	fprintf(f, "\\label{tab:%s}\n\\begin{tabular}{l", dg_table_name(t->kind));
+	for (int k = 0; k < nd; k++)
+		fprintf(f, "%s", multi ? "rlrr" : "rlr");
+	fprintf(f, "}\n\\toprule\n");
+	for (int k = 0; k < nd; k++) {
+		const dg_row *w = &t->row[first[k]];
+		fprintf(f, " & \\multicolumn{%d}{c}{$\\rho=%g$ (%s)}", per, r->density[w->density],
+			num(a, w->density_eff));
+	}
+	fprintf(f, " \\\\\n");
+	for (int k = 0; k < nd; k++)
+		fprintf(f, "\\cmidrule(lr){%d-%d}", 2 + k * per, 1 + (k + 1) * per);
+	fprintf(f, "\nQuantity");
+	for (int k = 0; k < nd; k++)
+		fprintf(f, " & Estimate & 95\\%% CI & Share%s", multi ? " & $>0$" : "");
+	fprintf(f, " \\\\\n\\midrule\n");
+	if (abl) {
+		for (int j = 0; j < 8; j++) {
+			int m = cell_order[j];
+			fprintf(f, "$E$(%s) [%s%s%s]", cell_policy()[m], m & 1 ? "G" : "",
+				m & 2 ? "S" : "", m & 4 ? "R" : "");
+			for (int k = 0; k < nd; k++) {
+				const dg_row *w = &t->row[first[k]];
+				fputs(" & ", f);
+				tex_num(f, w->est[m], w->lo[m], w->hi[m], false);
+				fprintf(f, " & %s", multi ? " & " : "");
+			}
+			fprintf(f, " \\\\\n");
+		}
+		fprintf(f, "\\midrule\n");
+	}
+	for (int q = abl ? DG_ABL_TOTAL : 0; q < dg_table_quantities(t->kind); q++) {
+		bool any = false;
+		for (int k = 0; k < nd; k++)
+			any |= !isnan(t->row[first[k]].est[q]);
+		if (!any)
+			continue;
+		fprintf(f, "%s%s", !abl && q == DG_LAD_E_ORACLE_BLOCK ? "\\midrule\n" : "", Q[q].tex);
+		for (int k = 0; k < nd; k++) {
+			const dg_row *w = &t->row[first[k]];
+			char s[64], st[32];
+			fputs(" & ", f);
+			tex_num(f, w->est[q], w->lo[q], w->hi[q], false);
+			share(s, t, w, q);
+			fputs(" & ", f);
+			if (*s) {
+				s[strlen(s) - 1] = 0;
+				fprintf(f, "$%s$\\%%", s);
+			}
+			if (multi)
+				fprintf(f, " & %s", stability(st, w, q));
+		}
+		fprintf(f, " \\\\\n");
+	}
+	fprintf(f, "\\bottomrule\n\\end{tabular}\n");
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+	for (int k = 0; k < nd; k++)
+		notes(m, r, t, &t->row[first[k]], false);
+	fclose(m);
+	if (len) { /* the notes under the table; already LaTeX-safe except _ */
+		fprintf(f, "\n\\smallskip\n\\begin{minipage}{0.95\\textwidth}\\footnotesize\n");
+		for (char *p = buf; *p; p++) {
+			if (*p == '_')
+				fputs("\\_", f);
+			else if (*p == '\n')
+				fputs("\\par\n", f);
+			else
+				fputc(*p, f);
+		}
+		fprintf(f, "\\end{minipage}\n");
+	}
+	free(buf);
+	fprintf(f, "\\end{table*}\n");
 }
 
 /* the peers at matched density of density index d, a table of their own */
 static void tex_peers(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w)
 {
 	const char *ref = dg_table_reference(t->kind);
+	const bool multi = t->n_samples > 1;
 	bool any = false;
 	for (int i = 0; i < t->n_peers; i++) {
 		const dg_peer_row *p = &t->peer[i];
 		if (p->density != w->density)
 			continue;
+		char a[32];
 		if (!any) {
-			fprintf(f, "\n\\begin{table}[t]\n\\centering\n\\small\n");
-			tex_caption(f, r, t, w, "Peers at matched density (the configuration closest to "
-				    "the target density)");
-			fprintf(f, "\\label{tab:%s-peers-%g}\n\\begin{tabular}{llrll}\n\\toprule\n"
-				   "Method & Configuration & Density & $E$ & $E - E$(%s) \\\\\n\\midrule\n",
-				dg_table_name(t->kind), r->density[w->density], ref);
+			fprintf(f, "\n\\begin{table}[t]\n\\centering\n\\small\n\\caption{Peers at "
+				   "matched density $\\rho=%g$: per method the configuration whose "
+				   "computed density is closest to the target; $E$ over its post-warm-up "
+				   "units and $\\Delta = E - E$(%s), with ", r->density[w->density], ref);
+			tex_boot(f, t);
+			fprintf(f, "; $n$: units, $c$: clusters. ");
+			tex_source(f, r, t);
+			fprintf(f, ".}\n\\label{tab:%s-peers-%g}\n\\begin{tabular}{llrrrll%s}\n\\toprule\n"
+				   "Method & Configuration & $n$ & $c$ & Density & $E$ & $\\Delta$%s \\\\\n"
+				   "\\midrule\n", dg_table_name(t->kind), r->density[w->density],
+				multi ? "r" : "", multi ? " & $\\Delta>0$" : "");
 		}
 		any = true;
 		tex_puts(f, p->method->method);
 		fputs(" & \\texttt{", f);
 		tex_puts(f, r->policy[p->policy]);
-		fprintf(f, "} & %.3f & ", p->density_eff);
+		fprintf(f, "} & %.0f & %d & $%s$ & ", p->n_units, p->n_clusters,
+			num(a, p->density_eff));
 		tex_num(f, p->est[0], p->lo[0], p->hi[0], true);
 		fputs(" & ", f);
 		tex_num(f, p->est[1], p->lo[1], p->hi[1], true);
+		if (multi)
+			fprintf(f, " & %d of %d", p->n_pos, p->n_fin);
 		fprintf(f, " \\\\\n");
 	}
 	if (any)
 		fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table}\n");
 }
 
-static void write_tex(FILE *f, const dg_results *r, const dg_table *t)
+static void tex_layers(FILE *f, const dg_results *r, const dg_table *t, int first, int end)
 {
-	const quantity *Q = quantities(t->kind);
-	const char *name = dg_table_name(t->kind);
-	fprintf(f, "%% %s.tex: generated by dsgap decompose (dsgap %s, commit %s) from ", name,
-		DG_VERSION, dg_git_commit());
-	tex_puts(f, r->dir);
-	fprintf(f, ".\n%% Needs \\usepackage{booktabs}.\n");
-	for (int i = 0; i < t->n_rows;) {
-		const dg_row *w = &t->row[i];
-		int end = i + 1;
-		while (end < t->n_rows && t->row[end].density == w->density)
-			end++;
-		fprintf(f, "\n\\begin{table}[t]\n\\centering\n");
-		tex_caption(f, r, t, w, t->kind == DG_TABLE_LADDER ?
-			    "Sources of the dense--sparse attention gap" :
-			    "MC-Sparse factorial ablation");
-		fprintf(f, "\\label{tab:%s-%g}\n", name, r->density[w->density]);
-		if (t->kind == DG_TABLE_ABLATION) {
-			fprintf(f, "\\begin{tabular}{lcccrl}\n\\toprule\nCell & G & S & R & $E$ & "
-				   "95\\%% CI \\\\\n\\midrule\n");
-			for (int k = 0; k < 8; k++) {
-				int s = cell_order[k];
-				fprintf(f, "%s & %s & %s & %s & ", cell_policy()[s],
-					s & 1 ? "$\\bullet$" : "--", s & 2 ? "$\\bullet$" : "--",
-					s & 4 ? "$\\bullet$" : "--");
-				tex_num(f, w->est[s], w->lo[s], w->hi[s], false);
-				fprintf(f, " \\\\\n");
-			}
-			fprintf(f, "\\midrule\n");
-		} else {
-			fprintf(f, "\\begin{tabular}{lrl}\n\\toprule\nQuantity & Estimate & "
-				   "95\\%% CI \\\\\n\\midrule\n");
+	const dg_row *w = &t->row[first - 1];
+	const int *cols = layer_cols(t);
+	const char *const *head = layer_heads(t, true);
+	const bool multi = t->n_samples > 1;
+	char a[32];
+	fprintf(f, "\n\\begin{table*}[t]\n\\centering\n\\small\n\\caption{%s per layer at "
+		   "$\\rho=%g$ (computed %s): each row resamples that layer's heads; $n$: units per "
+		   "policy, $c$: (layer, head) clusters%s; ", t->kind == DG_TABLE_LADDER ?
+		   "Sources of the gap" : "Factorial ablation", r->density[w->density],
+		num(a, w->density_eff), multi ? ", $s$: samples" : "");
+	tex_boot(f, t);
+	fprintf(f, ". ");
+	tex_source(f, r, t);
+	fprintf(f, ".}\n\\label{tab:%s-layers-%g}\n\\begin{tabular}{rrr%slllll}\n\\toprule\n"
+		   "Layer & $n$ & $c$%s", dg_table_name(t->kind), r->density[w->density],
+		multi ? "r" : "", multi ? " & $s$" : "");
+	for (int j = 0; j < LAYER_COLS; j++)
+		fprintf(f, " & %s", head[j]);
+	fprintf(f, " \\\\\n\\midrule\n");
+	for (int k = first; k < end; k++) {
+		const dg_row *x = &t->row[k];
+		fprintf(f, "%d & %.0f & %d", x->layer, x->n_units, x->n_clusters);
+		if (multi)
+			fprintf(f, " & %d", x->n_samples);
+		for (int j = 0; j < LAYER_COLS; j++) {
+			fputs(" & ", f);
+			tex_num(f, x->est[cols[j]], x->lo[cols[j]], x->hi[cols[j]], true);
 		}
-		for (int q = t->kind == DG_TABLE_LADDER ? 0 : DG_ABL_TOTAL;
-		     q < dg_table_quantities(t->kind); q++) {
-			if (isnan(w->est[q]))
-				continue;
-			if (t->kind == DG_TABLE_ABLATION)
-				fprintf(f, "\\multicolumn{4}{l}{%s} & ", Q[q].tex);
-			else
-				fprintf(f, "%s%s & ", q == DG_LAD_E_ORACLE_BLOCK ? "\\midrule\n" : "",
-					Q[q].tex);
-			tex_num(f, w->est[q], w->lo[q], w->hi[q], false);
-			fprintf(f, " \\\\\n");
-		}
-		fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table}\n");
-		tex_peers(f, r, t, w);
-		if (end > i + 1) {
-			const int *cols = t->kind == DG_TABLE_LADDER ? ladder_layer_q :
-					  ablation_layer_q;
-			const char *const *head = t->kind == DG_TABLE_LADDER ? ladder_layer_tex :
-					    ablation_layer_tex;
-			fprintf(f, "\n\\begin{table*}[t]\n\\centering\n\\small\n");
-			tex_caption(f, r, t, w, t->kind == DG_TABLE_LADDER ?
-				    "Sources of the gap per layer" : "Factorial ablation per layer");
-			fprintf(f, "\\label{tab:%s-layers-%g}\n\\begin{tabular}{rrlllll}\n"
-				   "\\toprule\nLayer & $n$", name, r->density[w->density]);
-			for (int j = 0; j < LAYER_COLS; j++)
-				fprintf(f, " & %s", head[j]);
-			fprintf(f, " \\\\\n\\midrule\n");
-			for (int k = i + 1; k < end; k++) {
-				const dg_row *x = &t->row[k];
-				fprintf(f, "%d & %.0f", x->layer, x->n_units);
-				for (int j = 0; j < LAYER_COLS; j++) {
-					fputs(" & ", f);
-					tex_num(f, x->est[cols[j]], x->lo[cols[j]], x->hi[cols[j]],
-						true);
-				}
-				fprintf(f, " \\\\\n");
-			}
-			fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table*}\n");
-		}
-		i = end;
+		fprintf(f, " \\\\\n");
 	}
+	fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table*}\n");
 }
 
-int dg_table_write(const dg_results *r, const dg_table *t)
+static void write_tex(FILE *f, const dg_results *r, const dg_table *t)
 {
-	static const char *const ext[3] = { "csv", "md", "tex" };
-	dg_out out[3];
+	const char *name = dg_table_name(t->kind);
+	int *first = dg_malloc((t->n_rows + 1) * sizeof *first);
+	int nd = density_blocks(t, first);
+	fprintf(f, "%% %s.tex: generated by dsgap decompose (dsgap %s, commit %s) from ", name,
+		DG_VERSION, dg_git_commit());
+	if (t->n_samples > 1)
+		fprintf(f, "%d samples", t->n_samples);
+	else
+		tex_puts(f, r->dir);
+	fprintf(f, ".\n%% Needs \\usepackage{booktabs}.\n");
+	tex_main(f, r, t, first, nd);
+	for (int k = 0; k < nd; k++) {
+		tex_peers(f, r, t, &t->row[first[k]]);
+		if (first[k + 1] > first[k] + 1)
+			tex_layers(f, r, t, first[k] + 1, first[k + 1]);
+	}
+	free(first);
+}
+
+int dg_table_write_dir(const dg_results *r, const dg_table *t, const char *dir)
+{
+	static const char *const ext[4] = { "csv", "md", "tex", "csv" };
+	const int nf = t->n_samples > 1 ? 4 : 3;
+	dg_out out[4];
 	int n = 0, rc = 0;
-	for (; n < 3 && !rc; n++) {
+	for (; n < nf && !rc; n++) {
 		char file[64];
-		snprintf(file, sizeof file, "%s.%s", dg_table_name(t->kind), ext[n]);
-		char *path = dg_path_join(r->dir, file);
+		snprintf(file, sizeof file, "%s%s.%s", dg_table_name(t->kind),
+			 n == 3 ? "-samples" : "", ext[n]);
+		char *path = dg_path_join(dir, file);
 		rc = dg_out_open(&out[n], path);
 		free(path);
 	}
@@ -883,10 +1301,17 @@ int dg_table_write(const dg_results *r, const dg_table *t)
 	write_csv(out[0].f, r, t);
 	write_md(out[1].f, r, t);
 	write_tex(out[2].f, r, t);
-	for (int i = 0; i < 3; i++)
+	if (nf == 4)
+		write_samples_csv(out[3].f, r, t);
+	for (int i = 0; i < nf; i++)
 		if (rc)
 			dg_out_abort(&out[i]);
 		else
 			rc = dg_out_commit(&out[i]);
 	return rc;
+}
+
+int dg_table_write(const dg_results *r, const dg_table *t)
+{
+	return dg_table_write_dir(r, t, r->dir);
 }

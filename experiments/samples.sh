@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# samples.sh: the bundled model's sample set (issue 19): every class x seed is captured and replayed
+# (stage "replay": only dsgap capture and dsgap replay, so it runs on a GPU machine without
+# gnuplot or GSL tools), then decomposed over all samples with the two-level bootstrap (samples,
+# then (layer, head) clusters) and plotted (stage "analyse", here).
+#
+#   experiments/samples.sh [--out DIR] [--stage replay|analyse|all] [--device cpu|gpu]
+#       [--classes LIST] [--seeds LIST] [--latent FxHxW] [--layers L] [--steps S]
+#       [--densities L] [--policies L] [--pack FILE] [--from FILE] [--update-results]
+#
+#   --out DIR        output folder (default: a fresh dsgap-samples-DATE folder in the current
+#                    directory, never inside results/); DIR/SAMPLE/{metrics.csv,run.json} per sample,
+#                    DIR/samples.txt (LABEL=DIR lines), DIR/tables/ and DIR/figures/ after analyse
+#   --stage          replay: capture + replay each sample not done yet (resumable: a sample with
+#                    metrics.csv is skipped), then pack; analyse: (unpack --from and) decompose +
+#                    plot; all (default): both
+#   --classes LIST   comma list of the bundled model's classes (default: all 12)
+#   --seeds LIST     noise seeds (default 1,2: 24 samples)
+#   --latent, --layers, --steps: the capture (default 16x32x32 = 4096 tokens, 0,3,7, 10 steps; the
+#                    demo's settings, CFG 3, shift 3)
+#   --densities L    replay densities (default 0.1,0.15,0.25); --policies L (default all)
+#   --scratch DIR    where the traces go (default DIR/traces); --keep-traces keeps them
+#   --pack FILE      after the replay stage: a tarball of every sample's metrics.csv + run.json
+#   --from FILE      analyse: unpack such a tarball into DIR first
+#   --update-results analyse into results/samples/ (the committed results) instead of DIR
+#   DSGAP=PATH       the dsgap binary (default build/dsgap)
+#
+# On the GPU machine (no gnuplot there): only the replay stage, the tarball into $OUT:
+#   DSGAP=build-gpu/dsgap experiments/samples.sh --stage replay --device gpu \
+#     --out build/samples --scratch /tmp/dsgap-traces --pack "$OUT/samples.tar.gz"
+# here:
+#   experiments/samples.sh --stage analyse --from samples.tar.gz --out /tmp/samples
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DSGAP=${DSGAP:-$ROOT/build/dsgap}
+out="" stage=all device=cpu classes="" seeds=1,2 latent=16x32x32 layers=0,3,7 steps=10
+densities=0.1,0.15,0.25 policies=all scratch="" keep=0 pack="" from="" update=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) out=$2; shift ;;
+    --stage) stage=$2; shift ;;
+    --device) device=$2; shift ;;
+    --classes) classes=$2; shift ;;
+    --seeds) seeds=$2; shift ;;
+    --latent) latent=$2; shift ;;
+    --layers) layers=$2; shift ;;
+    --steps) steps=$2; shift ;;
+    --densities) densities=$2; shift ;;
+    --policies) policies=$2; shift ;;
+    --scratch) scratch=$2; shift ;;
+    --keep-traces) keep=1 ;;
+    --pack) pack=$2; shift ;;
+    --from) from=$2; shift ;;
+    --update-results) update=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "samples.sh: unknown argument $1 (--help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case $stage in replay|analyse|all) ;; *) echo "samples.sh: --stage replay|analyse|all" >&2; exit 2 ;; esac
+[ -n "$out" ] || out=$PWD/dsgap-samples-$(date -u +%Y%m%dT%H%M%SZ)
+case $(realpath -m "$out")/ in "$ROOT"/results/*) [ $update = 1 ] || {
+  echo "samples.sh: --out inside results/: only --update-results writes the committed results" >&2; exit 2; } ;; esac
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+[ -n "$scratch" ] || scratch=$out/traces
+model=$ROOT/data/model
+[ -n "$classes" ] || classes=vtest,cockatoo,tree,realshort,pan_left,pan_right,pan_up,pan_down,zoom_in,zoom_out,rotate_cw,rotate_ccw
+[ -x "$DSGAP" ] || { echo "samples.sh: $DSGAP not found: build first or set DSGAP" >&2; exit 1; }
+
+now() { date +%s; }
+
+if [ $stage != analyse ]; then
+  mkdir -p "$scratch"
+  n=$(( $(echo "$classes" | tr ',' '\n' | wc -l) * $(echo "$seeds" | tr ',' '\n' | wc -l) ))
+  i=0 done_s=0 t0=$(now)
+  : > "$out/samples.txt.tmp"
+  for seed in ${seeds//,/ }; do
+    for cls in ${classes//,/ }; do
+      i=$((i + 1))
+      label=$cls-s$seed
+      echo "$label=$label" >> "$out/samples.txt.tmp"
+      if [ -s "$out/$label/metrics.csv" ] && [ -s "$out/$label/run.json" ]; then
+        echo "samples.sh: [$i/$n] $label: done already" >&2; continue
+      fi
+      if [ $done_s -gt 0 ]; then
+        el=$(( $(now) - t0 ))
+        echo "samples.sh: [$i/$n] $label: capture + replay; ${el}s so far, about $(( el * (n - i + 1) / done_s ))s left" >&2
+      else
+        echo "samples.sh: [$i/$n] $label: capture + replay ($latent latent, layers $layers, $steps steps, $device; a 4096-token capture takes about a minute on 2 CPU cores)" >&2
+      fi
+      t=$scratch/$label.h5
+      "$DSGAP" capture --model "$model" --text "$model/conds.safetensors:$cls" \
+        --negative "$model/conds.safetensors:null" --latent "$latent" --seed "$seed" --steps "$steps" \
+        --shift 3 --guidance 3 --layers "$layers" --device "$device" --out "$t" --quiet >&2
+      "$DSGAP" replay "$t" --policies "$policies" --density "$densities" --schedule warmup=3 \
+        --device "$device" --out "$out/$label.tmp" --quiet >&2
+      rm -rf "$out/$label"
+      mv "$out/$label.tmp" "$out/$label"
+      [ $keep = 1 ] || rm -f "$t"
+      done_s=$((done_s + 1))
+    done
+  done
+  mv "$out/samples.txt.tmp" "$out/samples.txt"
+  echo "samples.sh: $n samples in $out ($(( $(now) - t0 ))s)" >&2
+  if [ -n "$pack" ]; then
+    (cd "$out" && tar czf "$pack.tmp" samples.txt $(sed 's/.*=//; s|$|/metrics.csv|' samples.txt) \
+      $(sed 's/.*=//; s|$|/run.json|' samples.txt))
+    mv "$pack.tmp" "$pack"
+    echo "samples.sh: packed into $pack ($(du -h "$pack" | cut -f1))" >&2
+  fi
+fi
+
+if [ $stage != replay ]; then
+  if [ -n "$from" ]; then
+    tar xzf "$from" -C "$out"
+    echo "samples.sh: unpacked $from into $out" >&2
+  fi
+  [ -s "$out/samples.txt" ] || { echo "samples.sh: $out/samples.txt missing: run the replay stage or give --from" >&2; exit 1; }
+  dest=$out
+  [ $update = 1 ] && dest=$ROOT/results/samples
+  mkdir -p "$dest"
+  args=()
+  while IFS='=' read -r label dir; do args+=("$label=$out/$dir"); done < "$out/samples.txt"
+  echo "samples.sh: decompose over ${#args[@]} samples (two-level bootstrap) -> $dest" >&2
+  "$DSGAP" decompose "${args[@]}" --out "$dest"
+fi

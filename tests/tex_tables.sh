@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tex_tables.sh: every committed LaTeX table (results/**/*.tex) and a freshly generated one
+# compile inside a minimal document (article + booktabs; Debian texlive-latex-base +
+# texlive-latex-recommended), and no table uses e-notation (issue 19).
+# Skipped (77) without pdflatex or booktabs.sty.
+set -uo pipefail
+src=${DSGAP_SOURCE:-$(cd "$(dirname "$0")/.." && pwd)}
+command -v pdflatex >/dev/null && kpsewhich booktabs.sty >/dev/null || {
+  echo "skipped: pdflatex or booktabs.sty missing (apt-get install texlive-latex-base texlive-latex-recommended)"; exit 77; }
+tmp=$(mktemp -d /tmp/dsgap-tex.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+check() { local d=$1; shift; if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi; }
+compile() { # compile FILE.tex
+  local f=$1 n
+  n=$(printf '%s' "$f" | md5sum | cut -c1-12)
+  cp "$f" "$tmp/$n-table.tex"
+  printf '%s\n' '\documentclass{article}' '\usepackage[T1]{fontenc}' '\usepackage{booktabs}' \
+    '\usepackage[margin=1cm,landscape]{geometry}' '\begin{document}' "\\input{$n-table}" \
+    '\end{document}' > "$tmp/$n.tex"
+  (cd "$tmp" && pdflatex -interaction=nonstopmode -halt-on-error "$n.tex" > "$n.out" 2>&1) ||
+    { grep -A3 '^!' "$tmp/$n.out" | head -8; return 1; }
+}
+# a table made now, so that the test follows the writer (a synthetic 2-sample decomposition)
+if [ -n "${DSGAP:-}" ] && [ -x "$DSGAP" ]; then
+  for s in 1 2; do
+    "$DSGAP" synth --out "$tmp/t$s.h5" --grid 2x8x16 --heads 2 --layers 2 --steps 5 --head-dim 32 --seed $s >/dev/null &&
+    "$DSGAP" replay "$tmp/t$s.h5" --policies ladder,factorial,pisa --density 0.5 --schedule warmup=2 --out "$tmp/s$s" --quiet
+  done
+  "$DSGAP" decompose "$tmp/s1" --boot 50 >/dev/null 2>&1
+  "$DSGAP" decompose a="$tmp/s1" b="$tmp/s2" --out "$tmp/multi" --boot 50 >/dev/null 2>&1
+  for f in "$tmp"/s1/*.tex "$tmp"/multi/*.tex; do
+    [ -e "$f" ] || continue
+    check "fresh $(basename "$(dirname "$f")")/$(basename "$f") compiles" compile "$f"
+    check "fresh $(basename "$f"): no e-notation" bash -c "! grep -qE '[0-9]e[-+][0-9]' '$f'"
+  done
+fi
+n=0
+while IFS= read -r f; do
+  n=$((n + 1))
+  check "${f#"$src"/} compiles" compile "$f"
+done < <(git -C "$src" ls-files 'results/*.tex' 'results/**/*.tex' | sort -u | sed "s|^|$src/|")
+echo "$n committed tables"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -6,9 +6,9 @@
 # beside the factorial (ablation.md), summary.{csv,md}, metrics.csv.
 # Synthetic trace and the bundled model (bundled/). About 3-4 minutes on 2 CPU cores. Extra arguments go to dsgap run.
 source "$(dirname "$0")/lib.sh"
-exp_init ablation
+exp_init ablation "$@"
 exp_bundled_trace
-exp_run "$@"
+exp_run
 run=synthetic.w3
 exp_analyse $run
 exp_collect $run "$RESULTS"

@@ -5,18 +5,20 @@
 # (data/random_model.py: the initialisation train.py starts from), both captured by the same command
 # (class cockatoo, seed 1, latent 16x32x32 = 4096 tokens, 10 UniPC steps, shift 3, CFG 3; layers
 # 0, 3, 7 — the demo's capture). About 3 minutes on 2 CPU cores.
-#   experiments/attention.sh            (PYTHON: a python with torch, default python3)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-DSGAP=${DSGAP:-build/dsgap}
+#   experiments/attention.sh [--out DIR | --update-results]   (PYTHON: a python with torch, default
+#   python3; --out defaults to a fresh build/results/attention-DATE, --update-results writes results/attention)
+source "$(dirname "$0")/lib.sh"
+exp_init attention "$@"
+cd "$ROOT"
 PYTHON=${PYTHON:-python3}
 W=build/attention
 mkdir -p "$W"
 [ -f "$W/random/config.json" ] || "$PYTHON" data/random_model.py --out "$W/random"
 for m in learned:data/model random:$W/random; do
   label=${m%%:*} dir=${m#*:}
+  exp_say "capturing $label (4096 tokens, 10 steps; about 1-2 min on 2 CPU cores)"
   "$DSGAP" capture --model "$dir" --text "$dir/conds.safetensors:cockatoo" \
     --negative "$dir/conds.safetensors:null" --latent 16x32x32 --seed 1 --steps 10 --shift 3 \
     --guidance 3 --layers 0,3,7 --out "$W/$label.h5" --quiet
 done
-"$DSGAP" attnstats --density 0.15 --out results/attention --quiet learned="$W/learned.h5" random="$W/random.h5"
+"$DSGAP" attnstats --density 0.15 --out "$RESULTS" --quiet learned="$W/learned.h5" random="$W/random.h5"

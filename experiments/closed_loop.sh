@@ -10,9 +10,9 @@
 # (e.g. --workers 2, --gpus all, --device gpu). CLOSED_LOOP_INI=FILE runs another experiment file of
 # the same form (e.g. a smaller model or grid) into the same results folder.
 source "$(dirname "$0")/lib.sh"
-exp_init closed_loop
+exp_init closed_loop "$@"
 INI=${CLOSED_LOOP_INI:-$INI}
-exp_run "$@"
+exp_run
 rm -rf "$RESULTS"/*/ "$RESULTS"/figures
 for d in "$WORK"/*/closed_loop.csv; do
   run=$(basename "$(dirname "$d")")

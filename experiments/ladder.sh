@@ -7,9 +7,9 @@
 # Synthetic trace and the bundled model (bundled/). About 2-3 minutes on 2 CPU cores. Extra arguments go to dsgap run
 # (e.g. --workers 2, or --gpus all with [device] device = gpu).
 source "$(dirname "$0")/lib.sh"
-exp_init ladder
+exp_init ladder "$@"
 exp_bundled_trace
-exp_run "$@"
+exp_run
 run=synthetic.w2
 exp_analyse $run
 exp_collect $run "$RESULTS"

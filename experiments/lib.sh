@@ -1,7 +1,11 @@
 # lib.sh: shared steps of the experiment scripts (experiments/NAME.sh source this).
-#   exp_init NAME          ROOT, DSGAP (default ROOT/build/dsgap), WORK (scratch output, default
+#   exp_init NAME "$@"     ROOT, DSGAP (default ROOT/build/dsgap), WORK (scratch output, default
 #                          ROOT/build/experiments/NAME: traces and cells stay out of results/),
-#                          RESULTS (ROOT/results/NAME), T0 (start time)
+#                          RESULTS (the output folder, see below), T0 (start time), EXP_ARGS (the
+#                          script's other arguments, for dsgap run)
+#   Every script takes  --out DIR  (default: a fresh folder ROOT/build/results/NAME-DATE, never the
+#   checkout's results/) and  --update-results  (write the committed results/NAME/ instead); the
+#   other arguments go to dsgap run (e.g. --workers 2, --gpus all). Progress goes to stderr.
 #   exp_bundled_trace [S]  capture the bundled model's trace that experiments list as
 #                          `bundled = ../build/experiments/bundled.h5` (once; the demo's capture;
 #                          S steps other than 10: bundled-sS.h5)
@@ -17,36 +21,66 @@ set -euo pipefail
 
 exp_init() {
   NAME=$1
+  shift
   ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   DSGAP=${DSGAP:-$ROOT/build/dsgap}
+  local out="" update=0
+  EXP_ARGS=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --out) [ $# -ge 2 ] || { echo "$NAME.sh: --out needs a folder" >&2; exit 2; }; out=$2; shift ;;
+      --out=*) out=${1#--out=} ;;
+      --update-results) update=1 ;;
+      -h|--help) echo "usage: experiments/$NAME.sh [--out DIR | --update-results] [dsgap run options]" >&2; exit 0 ;;
+      *) EXP_ARGS+=("$1") ;;
+    esac
+    shift
+  done
   [ -x "$DSGAP" ] || { echo "$DSGAP not found: build first (cmake --preset default && cmake --build --preset default) or set DSGAP" >&2; exit 1; }
   WORK=${DSGAP_WORK:-$ROOT/build/experiments}/$NAME
-  RESULTS=$ROOT/results/$NAME
+  if [ $update = 1 ]; then
+    [ -z "$out" ] || { echo "$NAME.sh: --out and --update-results exclude each other" >&2; exit 2; }
+    RESULTS=$ROOT/results/$NAME
+  else
+    RESULTS=${out:-$ROOT/build/results/$NAME-$(date -u +%Y%m%dT%H%M%SZ)}
+    case $(realpath -m "$RESULTS")/ in "$ROOT"/results/*)
+      echo "$NAME.sh: --out $RESULTS is inside results/: only --update-results writes the committed results" >&2; exit 2 ;;
+    esac
+  fi
   INI=$ROOT/experiments/$NAME.ini
   T0=$(date +%s)
   mkdir -p "$RESULTS"
+  RESULTS=$(cd "$RESULTS" && pwd)
+  echo "$NAME: output in $RESULTS (scratch: $WORK)" >&2
 }
+
+exp_say() { echo "$NAME: [$(( $(date +%s) - T0 ))s] $*" >&2; }
 
 exp_bundled_trace() { # [STEPS]: 10 -> build/experiments/bundled.h5, else bundled-sSTEPS.h5
   local steps=${1:-10} t=$ROOT/build/experiments/bundled.h5 m=$ROOT/data/model
   [ "$steps" = 10 ] || t=$ROOT/build/experiments/bundled-s$steps.h5
   mkdir -p "$(dirname "$t")"
-  [ -f "$t" ] || "$DSGAP" capture --model "$m" --text "$m/conds.safetensors:cockatoo" \
+  [ -f "$t" ] && return 0
+  exp_say "capturing the bundled model's trace ($t: class cockatoo, seed 1, 4096 tokens, $steps steps, ${DSGAP_DEVICE:-cpu}); about 1-2 min on 2 CPU cores, seconds on an H200"
+  "$DSGAP" capture --model "$m" --text "$m/conds.safetensors:cockatoo" \
     --negative "$m/conds.safetensors:null" --latent 16x32x32 --seed 1 --steps "$steps" --shift 3 \
     --guidance 3 --layers 0,3,7 --device "${DSGAP_DEVICE:-cpu}" --out "$t" --quiet
 }
 
 exp_run() {
-  "$DSGAP" run "$INI" --out "$WORK" "$@"
+  exp_say "dsgap run $INI ($("$DSGAP" run "$INI" --out "$WORK" --list 2>/dev/null | wc -l) cells listed; finished cells are kept in $WORK and not rerun)"
+  "$DSGAP" run "$INI" --out "$WORK" ${EXP_ARGS[@]+"${EXP_ARGS[@]}"} "$@"
 }
 
 exp_analyse() {
+  exp_say "decompose + plot $1"
   "$DSGAP" decompose "$WORK/$1"
   "$DSGAP" plot "$WORK/$1"
 }
 
 exp_collect() { # exp_collect RUN DEST
   local src=$WORK/$1 dest=$2
+  exp_say "collecting $1 into $dest"
   mkdir -p "$dest/figures"
   rm -f "$dest"/figures/*.{dat,gp,png,pdf} 2>/dev/null || true
   for f in run.json decomposition.csv decomposition.md decomposition.tex ablation.csv ablation.md ablation.tex; do
@@ -79,12 +113,12 @@ exp_readme() { # exp_readme TEXT RUN.JSON
   cp "$WORK/summary.csv" "$WORK/summary.md" "$RESULTS/"
   {
     printf '%s\n\n' "$1"
-    printf 'Regenerate: `experiments/%s.sh` (`dsgap run experiments/%s.ini`, then `dsgap decompose`, `dsgap plot` and the script'"'"'s own tables and figures; traces and cells go to the scratch folder `build/experiments/%s/`).\n\n' "$NAME" "$NAME" "$NAME"
+    printf 'Regenerate: `experiments/%s.sh --update-results` (`dsgap run experiments/%s.ini`, then `dsgap decompose`, `dsgap plot` and the script'"'"'s own tables and figures; traces and cells go to the scratch folder `build/experiments/%s/`).\n\n' "$NAME" "$NAME" "$NAME"
     printf 'Last run: %s on %s, dsgap commit %s: %s s in the cells (replay or transformer time, summed); this invocation %d s wall (cells not already done, tables, figures).\n\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$device" "$commit" "$cells_s" "$secs"
     printf 'Files:\n\n'
     (cd "$RESULTS" && find . -type f ! -name README.md | sort | sed 's|^\./|- |')
   } > "$RESULTS/README.md"
-  echo "$NAME: results in $RESULTS ($secs s)"
+  echo "$NAME: results in $RESULTS ($secs s)" >&2
 }
 
 # gnuplot with the shared style, from inside a figures folder: exp_gnuplot DIR NAME.gp

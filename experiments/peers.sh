@@ -5,8 +5,8 @@
 # actually ran at), summary and metrics.csv. Synthetic trace. About 1-2
 # minutes on 2 CPU cores. Extra arguments go to dsgap run.
 source "$(dirname "$0")/lib.sh"
-exp_init peers
-exp_run "$@"
+exp_init peers "$@"
+exp_run
 run=synthetic.w2
 # no dsgap decompose: the peers are neither the ladder nor the factorial; the table below is theirs
 exp_collect $run "$RESULTS"

@@ -6,9 +6,9 @@
 # A synthetic trace and the bundled model's capture (14 steps; bundled.* runs and RESULTS/bundled/).
 # About 4 minutes on 2 CPU cores. Extra arguments go to dsgap run.
 source "$(dirname "$0")/lib.sh"
-exp_init refresh
+exp_init refresh "$@"
 exp_bundled_trace 14
-exp_run "$@"
+exp_run
 for run in {synthetic,bundled}.{a1,a2,a3,a6}; do
   "$DSGAP" plot "$WORK/$run"
   exp_collect $run "$RESULTS/$run"

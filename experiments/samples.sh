@@ -8,8 +8,8 @@
 #       [--classes LIST] [--seeds LIST] [--latent FxHxW] [--layers L] [--steps S]
 #       [--densities L] [--policies L] [--pack FILE] [--from FILE] [--update-results]
 #
-#   --out DIR        output folder (default: a fresh dsgap-samples-DATE folder in the current
-#                    directory, never inside results/); DIR/SAMPLE/{metrics.csv,run.json} per sample,
+#   --out DIR        output folder (default: a fresh build/results/samples-DATE folder of the
+#                    checkout, never inside results/); DIR/SAMPLE/{metrics.csv,run.json} per sample,
 #                    DIR/samples.txt (LABEL=DIR lines), DIR/tables/ and DIR/figures/ after analyse
 #   --stage          replay: capture + replay each sample not done yet (resumable: a sample with
 #                    metrics.csv is skipped), then pack; analyse: (unpack --from and) decompose +
@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 case $stage in replay|analyse|all) ;; *) echo "samples.sh: --stage replay|analyse|all" >&2; exit 2 ;; esac
-[ -n "$out" ] || out=$PWD/dsgap-samples-$(date -u +%Y%m%dT%H%M%SZ)
+[ -n "$out" ] || out=$ROOT/build/results/samples-$(date -u +%Y%m%dT%H%M%SZ)
 case $(realpath -m "$out")/ in "$ROOT"/results/*) [ $update = 1 ] || {
   echo "samples.sh: --out inside results/: only --update-results writes the committed results" >&2; exit 2; } ;; esac
 mkdir -p "$out"

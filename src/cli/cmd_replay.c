@@ -4,12 +4,15 @@
  * DIR/run.json (replay.h).
  */
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "policy/presets.h"
 #include "replay/replay.h"
+#include "replay/replay_check.h"
+#include "trace/trace.h"
 #include "util/util.h"
 
 #define MAX_POLICIES 64
@@ -37,6 +40,44 @@ static void usage(FILE *f)
 		"  --precise on|off GPU: P.V with P split into bf16 hi + lo, metrics at fp32 level as on the\n"
 		"                   CPU (on, default), or P rounded to bf16 as the fast kernels do (off)\n"
 		"  --quiet          no progress line\n");
+}
+
+/* --density: each item a number in (0, 1], none twice, at most max; the count, or -1 after one line
+ * naming the item */
+static int parse_densities(const char *arg, double *out, int max)
+{
+	char *copy = dg_strdup(arg), *items[MAX_DENSITIES + 1];
+	int n = dg_split(copy, ',', items, max + 1), rc = n;
+	if (n == 0)
+		rc = dg_error("replay: bad --density '%s' (comma-separated numbers in (0,1])", arg);
+	else if (n < 0 || n > max)
+		rc = dg_error("replay: bad --density: more than %d densities (at most %d)", max, max);
+	for (int i = 0; i < n && rc > 0; i++) {
+		char *end;
+		out[i] = strtod(items[i], &end);
+		if (end == items[i] || *end || !isfinite(out[i]))
+			rc = dg_error("replay: bad --density '%s': item %d '%s' is not a number", arg, i + 1,
+				      items[i]);
+		else if (!(out[i] > 0 && out[i] <= 1))
+			rc = dg_error("replay: bad --density '%s': density %g is outside (0, 1]", arg, out[i]);
+		for (int j = 0; j < i && rc > 0; j++)
+			if (out[j] == out[i])
+				rc = dg_error("replay: bad --density '%s': %g is given twice (items %d and %d)", arg,
+					      out[i], j + 1, i + 1);
+	}
+	free(copy);
+	return rc;
+}
+
+/* the schedule against the trace's own steps and layers */
+static int check_schedule(const char *path, const dg_schedule *s)
+{
+	dg_trace t;
+	if (dg_trace_open(&t, path))
+		return -1;
+	int rc = dg_replay_check_schedule(path, s, &t.meta);
+	dg_trace_close(&t);
+	return rc;
 }
 
 int dg_cmd_replay(int argc, char **argv)
@@ -79,9 +120,9 @@ int dg_cmd_replay(int argc, char **argv)
 			     .densities = dens, .device = device, .bf16_pv = !precise, .progress = !quiet };
 	if ((o.npolicies = dg_policies_expand(policies, pol, MAX_POLICIES)) < 0)
 		return 1;
-	if ((o.ndensities = dg_parse_doubles(density, dens, MAX_DENSITIES)) <= 0)
-		return dg_error("replay: bad --density '%s' (comma-separated numbers in (0,1])", density), 1;
-	if (dg_schedule_parse(schedule, &o.schedule))
+	if ((o.ndensities = parse_densities(density, dens, MAX_DENSITIES)) <= 0)
+		return 1;
+	if (dg_schedule_parse(schedule, &o.schedule) || check_schedule(o.trace_path, &o.schedule))
 		return 1;
 	char *cmd = dg_join_args(argc, argv);
 	o.command_line = cmd;

@@ -156,11 +156,13 @@ static int add_alias(const char *alias, dg_policy *out, int *n, int max)
 
 int dg_policies_expand(const char *list, dg_policy *out, int max)
 {
-	char *copy = dg_strdup(list), *items[128];
-	int k = dg_split(copy, ',', items, 128), n = 0;
+	enum { MAX_SPECS = 128 };
+	char *copy = dg_strdup(list), *items[MAX_SPECS];
+	int k = dg_split(copy, ',', items, MAX_SPECS), n = 0;
 	if (k <= 0) {
 		free(copy);
-		return dg_error("no policies given");
+		return k ? dg_error("too many policy specs in one list (at most %d)", MAX_SPECS)
+			 : dg_error("no policies given");
 	}
 	for (int i = 0; i < k && n >= 0; i++) {
 		bool alias = !strcmp(items[i], "ladder") || !strcmp(items[i], "factorial") ||

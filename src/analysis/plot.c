@@ -23,6 +23,7 @@
 #include "analysis/decompose.h"
 #include "policy/presets.h"
 #include "analysis/style_gp.h"
+#include "util/files.h"
 #include "util/util.h"
 
 #ifndef DG_GNUPLOT
@@ -126,11 +127,9 @@ static FILE *create(const plotter *pl, const char *name, const char *ext)
 
 static int finish(FILE *f, const char *name, const char *ext)
 {
-	int bad = ferror(f);
-	bad |= fclose(f) != 0;
+	int bad = dg_out_close_errno(f);
 	if (bad)
-		return dg_error("cannot write figures/%s.%s: %s", name, ext,
-				strerror(errno ? errno : EIO));
+		return dg_error("cannot write figures/%s.%s: %s", name, ext, strerror(bad));
 	return 0;
 }
 
@@ -928,9 +927,14 @@ static int install(const char *tmp, const char *final)
 	struct stat st;
 	char old[4096] = "";
 	if (stat(final, &st) == 0) {
-		snprintf(old, sizeof old, "%s.old.%ld", final, (long)getpid());
-		if (rename(final, old))
-			return dg_error("cannot move %s aside: %s", final, strerror(errno));
+		/* a ".tmp.PID" name: removed by the next run into the folder if this one dies */
+		snprintf(old, sizeof old, "%s.old.tmp.%ld", final, (long)getpid());
+		dg_tmp_register(old);
+		if (rename(final, old)) {
+			int e = errno;
+			dg_tmp_release(old);
+			return dg_error("cannot move %s aside: %s", final, strerror(e));
+		}
 	}
 	if (rename(tmp, final)) {
 		int e = errno;
@@ -940,6 +944,8 @@ static int install(const char *tmp, const char *final)
 	}
 	if (*old && remove_dir(old))
 		dg_warn("plot: cannot remove the replaced figures in %s", old);
+	if (*old)
+		dg_tmp_release(old);
 	return 0;
 }
 
@@ -966,6 +972,7 @@ int dg_plot(const dg_results *r, const dg_plot_opts *o)
 		rc = install(tmp, final);
 	if (rc || !pl.n_made)
 		remove_dir(tmp);
+	dg_tmp_release(tmp);
 	if (!rc && pl.n_made) {
 		printf("plot: %d figures in %s/ (.dat .gp .pdf .png):", pl.n_made, final);
 		for (int i = 0; i < pl.n_made; i++)

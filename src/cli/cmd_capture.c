@@ -21,6 +21,7 @@
 #include "dit/dit_sample.h"
 #include "dit/tensorfile.h"
 #include "trace/trace.h"
+#include "util/files.h"
 #include "util/util.h"
 
 #define MAX_LIST 4096
@@ -174,6 +175,13 @@ int dg_cmd_capture(int argc, char **argv)
 		return 2;
 	const char *out = cli.out;
 	bool quiet = cli.quiet;
+	/* no output may name or overwrite an input: checked before the (long) run */
+	dg_input_add(cli.in.model);
+	dg_input_add(cli.in.text);
+	dg_input_add(cli.in.negative);
+	dg_input_add(cli.in.noise);
+	if (dg_output_check(out))
+		return 1;
 
 	dg_dit_inputs di;
 	if (dg_dit_inputs_load(&cli.in, &di))

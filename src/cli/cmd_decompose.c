@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "analysis/decompose.h"
 #include "analysis/results.h"
+#include "util/files.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -49,16 +50,29 @@ int dg_cmd_decompose(int argc, char **argv)
 	int rc = dg_results_args_parse(&a, "decompose", false, argc, argv, usage);
 	if (rc)
 		return rc > 0 ? 0 : 2;
+	/* the folder is ours while the tables are made; they are published together or not at all */
 	dg_results r;
 	if (dg_results_load(&r, a.dir))
 		return 1;
+	dg_dir_lock_t lock;
+	if (dg_dir_lock(&lock, a.dir)) {
+		dg_results_free(&r);
+		return 1;
+	}
+	char *inputs[] = { dg_path_join(a.dir, "metrics.csv"), dg_path_join(a.dir, "run.json") };
+	dg_input_add(inputs[0]);
+	dg_input_add(inputs[1]);
+	free(inputs[0]);
+	free(inputs[1]);
+	dg_publish pub = { 0 };
+	dg_out_defer(&pub);
 	int *layers = dg_malloc(r.n_clusters * sizeof *layers);
 	printf("decompose: %s: %zu units, %d policies, %d densities, %d (layer, head) clusters; "
 	       "post-warm-up: step >= %d in %d layers (%d dense layers out)\n", r.dir, r.n_units,
 	       r.n_policies, r.n_densities, r.n_clusters, r.warmup, dg_results_layers(&r, layers),
 	       r.n_dense_layers);
 	free(layers);
-	int built = 0;
+	int built = 0, wrote[DG_TABLE_COUNT] = { 0 };
 	for (int k = 0; k < DG_TABLE_COUNT && !rc; k++) {
 		dg_table t;
 		if (dg_table_build(&r, k, -1, (int)a.boot, a.seed, &t)) {
@@ -75,13 +89,22 @@ int dg_cmd_decompose(int argc, char **argv)
 		       dg_table_check(&t));
 		summary(&r, &t);
 		rc = dg_table_write(&r, &t);
-		if (!rc)
-			printf("wrote %s/%s.{csv,md,tex}\n", r.dir, dg_table_name(k));
+		wrote[k] = !rc;
 		dg_table_free(&t);
 	}
+	dg_out_defer(NULL);
 	if (!rc && !built)
 		rc = dg_error("decompose: %s: nothing to decompose (needs est-block, oracle-block and "
 			      "oracle, or the 8 factorial cells, after warm-up)", r.dir);
+	if (rc) {
+		dg_publish_abort(&pub);
+	} else {
+		rc = dg_publish_commit(&pub);
+		for (int k = 0; k < DG_TABLE_COUNT && !rc; k++)
+			if (wrote[k])
+				printf("wrote %s/%s.{csv,md,tex}\n", r.dir, dg_table_name(k));
+	}
 	dg_results_free(&r);
+	dg_dir_unlock(&lock);
 	return rc ? 1 : 0;
 }

@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "analysis/plot.h"
+#include "util/files.h"
 #include "util/util.h"
 
 #ifndef DSGAP_DATA_DIR
@@ -86,9 +88,22 @@ int dg_cmd_demo(int argc, char **argv)
 		return 1;
 	}
 	free(cfg);
-	if (dg_mkdir_p(out)) {
+	dg_made_dirs made = { 0 };
+	if (dg_mkdir_track(out, &made)) {
 		free(defmodel);
 		return 1;
+	}
+	/* what the stages write: on a failure, every one of them this demo wrote goes (with the folders
+	 * it made), so that a failed demo leaves nothing of its own behind */
+	static const char *const products[] = { "trace.h5", "metrics.csv", "run.json", "decomposition.csv",
+						"decomposition.md", "decomposition.tex", "ablation.csv",
+						"ablation.md", "ablation.tex", "figures", NULL };
+	struct stat before[16];
+	for (int i = 0; products[i]; i++) {
+		char *p = dg_path_join(out, products[i]);
+		if (lstat(p, &before[i]))
+			memset(&before[i], 0, sizeof before[i]);
+		free(p);
 	}
 	char *trace = dg_path_join(out, "trace.h5");
 	char *text = dg_path_join(model, "conds.safetensors:cockatoo");
@@ -111,9 +126,19 @@ int dg_cmd_demo(int argc, char **argv)
 		 (figures && stage(dg_cmd_plot, plot));
 	free(trace), free(text), free(negative);
 	if (rc) {
+		for (int i = 0; products[i]; i++) {
+			char *p = dg_path_join(out, products[i]);
+			struct stat now;
+			if (lstat(p, &now) == 0 && (now.st_ino != before[i].st_ino || now.st_dev != before[i].st_dev ||
+						    now.st_mtime != before[i].st_mtime))
+				dg_remove_tree(p);
+			free(p);
+		}
+		dg_made_dirs_remove(&made);
 		free(defmodel);
 		return 1;
 	}
+	dg_made_dirs_free(&made);
 	printf("\ndemo finished in %.0f s (%s, %s). Results in %s/:\n"
 	       "  trace.h5                              the captured Q/K/V (dsgap info; h5py opens it)\n"
 	       "  metrics.csv, run.json                 one row per policy x density x step x layer x head\n"

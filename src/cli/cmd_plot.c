@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "analysis/plot.h"
 #include "analysis/results.h"
+#include "util/files.h"
 #include "util/util.h"
 
 #define DEFAULT_DENSITY 0.15
@@ -50,6 +51,9 @@ int dg_cmd_plot(int argc, char **argv)
 		rc = dg_error("plot: no density_target %g in %s/metrics.csv (there: %s)", a.density,
 			      r.dir, have);
 	}
+	dg_dir_lock_t lock = { .fd = -1 };
+	if (!rc)
+		rc = dg_dir_lock(&lock, r.dir); /* one writer of the folder at a time */
 	if (!rc) {
 		int n = dg_plot(&r, &o);
 		if (n == 0)
@@ -57,6 +61,7 @@ int dg_cmd_plot(int argc, char **argv)
 				      "warm-up)", r.dir);
 		rc = n < 0 ? -1 : rc;
 	}
+	dg_dir_unlock(&lock);
 	dg_results_free(&r);
 	return rc ? 1 : 0;
 }

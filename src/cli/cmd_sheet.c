@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "analysis/plot.h"
 #include "dit/tensorfile.h"
+#include "util/files.h"
 #include "util/util.h"
 
 #define MAX_ROWS 16
@@ -62,6 +63,7 @@ int dg_cmd_sheet(int argc, char **argv)
 		return 2;
 	}
 	dg_tensor t[MAX_ROWS] = { 0 };
+	dg_made_dirs made = { 0 };
 	char *labels[MAX_ROWS];
 	int F = 0, H = 0, W = 0, rc = 0;
 	for (int r = 0; r < rows && !rc; r++) {
@@ -79,6 +81,7 @@ int dg_cmd_sheet(int argc, char **argv)
 			free(path);
 			path = p;
 		}
+		dg_input_add(path);
 		rc = dg_tensor_read(path, "latents", &t[r]);
 		if (!rc && (t[r].ndim != 4 || t[r].shape[0] != 3))
 			rc = dg_error("%s: latents are not [3, F, H, W] RGB frames (a pixel-space model)", path);
@@ -123,8 +126,19 @@ int dg_cmd_sheet(int argc, char **argv)
 		name = slash ? slash + 1 : out;
 		rgb = dg_malloc(strlen(out) + 5), gp = dg_malloc(strlen(out) + 4);
 		sprintf(rgb, "%s.rgb", out), sprintf(gp, "%s.gp", out);
-		rc = dg_mkdir_p(dir);
+		/* none of OUT.{rgb,gp,png,pdf} may be an input */
+		static const char *const ext[] = { "rgb", "gp", "png", "pdf" };
+		for (int i = 0; i < 4 && !rc; i++) {
+			char *p = dg_malloc(strlen(out) + 5);
+			sprintf(p, "%s.%s", out, ext[i]);
+			rc = dg_output_check(p);
+			free(p);
+		}
+		rc = rc ? rc : dg_mkdir_track(dir, &made);
 	}
+	/* .rgb and .gp published together, once both are written */
+	dg_publish pub = { 0 };
+	dg_out_defer(&pub);
 	dg_out o;
 	if (!rc && !(rc = dg_out_open(&o, rgb))) {
 		fwrite(img, 3, (size_t)iw * ih, o.f);
@@ -158,8 +172,16 @@ int dg_cmd_sheet(int argc, char **argv)
 			     "set output\n}\n", iw + left, ih, (iw + left) / 150.0, ih / 150.0, name, name, iw, ih);
 		rc = dg_out_commit(&o);
 	}
+	dg_out_defer(NULL);
+	if (rc)
+		dg_publish_abort(&pub);
+	else
+		rc = dg_publish_commit(&pub);
 	if (!rc)
 		rc = dg_gnuplot(dir, name);
+	if (rc)
+		dg_made_dirs_remove(&made);
+	dg_made_dirs_free(&made);
 	if (!rc)
 		printf("sheet: %s.{png,pdf} (%d runs x %d frames)\n", out, rows, nf);
 	for (int r = 0; r < rows; r++)

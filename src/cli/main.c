@@ -10,6 +10,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "cli/commands.h"
+#include "util/files.h"
 #include "util/util.h"
 
 static const struct {
@@ -43,7 +44,12 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* HDF5 1.10 keeps a file whose close failed (a full disk) half-closed, and its exit handler then
+	 * crashes on it: every file dsgap writes is closed (or abandoned and removed) explicitly, so
+	 * HDF5 needs no exit handler. Must come before any other HDF5 call. */
+	H5dont_atexit();
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* we report HDF5 failures ourselves, in one line */
+	dg_signals_install(); /* temporaries removed on SIGINT/SIGTERM/SIGHUP; SIGXFSZ: a write error */
 	gsl_set_error_handler_off();           /* every GSL status is checked where it matters */
 	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		if (argc >= 3 && strcmp(argv[1], "help") == 0) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dit/safetensors.h"
+#include "util/files.h"
 #include "util/util.h"
 
 void dg_tensor_free(dg_tensor *t)
@@ -204,19 +205,24 @@ int dg_latents_put(hid_t file, const char *label, const float *x, const int shap
 
 int dg_latents_write(const char *path, const float *x, const int shape[4], const char *const *attrs)
 {
+	if (dg_output_check(path))
+		return -1;
 	char *tmp = dg_tmp_name(path);
 	hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-	int rc = f < 0 ? dg_error("cannot create %s", tmp) : dg_latents_put(f, path, x, shape, attrs);
+	int rc = f < 0 ? dg_error("cannot create %s: %s", path, strerror(errno ? errno : EIO))
+		       : dg_latents_put(f, path, x, shape, attrs);
 	if (!rc)
 		rc = attr_string(f, "format", "dsgap-latents") || attr_string(f, "created_by", "dsgap " DG_VERSION)
 			     ? dg_error("cannot write attributes to %s", path)
 			     : 0;
+	errno = 0;
 	if (f >= 0 && H5Fclose(f) < 0 && !rc)
-		rc = dg_error("cannot write %s", path);
+		rc = dg_error("cannot write %s: %s", path, strerror(errno ? errno : EIO));
 	if (!rc && rename(tmp, path))
 		rc = dg_error("cannot rename %s to %s: %s", tmp, path, strerror(errno));
 	if (rc)
 		remove(tmp);
+	dg_tmp_release(tmp);
 	free(tmp);
 	return rc;
 }

@@ -24,6 +24,7 @@
 #include "backend/backend.h"
 #include "backend/policy_run.h"
 #include "trace/trace.h"
+#include "util/files.h"
 #include "util/util.h"
 
 /* a policy at one density: its run, and its time at the outputs */
@@ -215,6 +216,26 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 
 /* ---------------------------------------------------------------------------------------------- */
 
+/* The tables and figures that decompose and plot derived from an earlier metrics.csv in DIR: they
+ * no longer match the new one, so they go (one warning line naming them) */
+static void remove_derived(const char *dir)
+{
+	static const char *const names[] = { "decomposition.csv", "decomposition.md", "decomposition.tex",
+					     "ablation.csv", "ablation.md", "ablation.tex", "figures", NULL };
+	dg_sbuf gone = { 0 };
+	for (int i = 0; names[i]; i++) {
+		char *p = dg_path_join(dir, names[i]);
+		struct stat st;
+		if (lstat(p, &st) == 0 && dg_remove_tree(p) == 0)
+			dg_sb_printf(&gone, "%s%s%s", gone.n ? ", " : "", names[i], S_ISDIR(st.st_mode) ? "/" : "");
+		free(p);
+	}
+	if (gone.n)
+		dg_warn("replay: removed %s from %s: derived from the earlier metrics.csv (run dsgap decompose "
+			"and plot again)", gone.buf, dir);
+	free(gone.buf);
+}
+
 static void progress(double start, long done, long total)
 {
 	double el = dg_now() - start, eta = done ? el * (total - done) / done : 0;
@@ -237,14 +258,18 @@ int dg_replay(const dg_replay_opts *opt)
 	if (missing >= 0 &&
 	    dg_error("%s: anchor step %d is not in the trace", t.path, o.schedule.anchors[missing]))
 		goto out_trace;
-	struct stat st;
-	bool made_dir = stat(o.out_dir, &st) != 0;
-	if (dg_mkdir_p(o.out_dir))
+	static const char *const outputs[] = { "metrics.csv", "run.json", NULL };
+	if (dg_output_check(o.out_dir) || dg_output_dir_check(o.out_dir, outputs))
+		goto out_trace;
+	dg_made_dirs made = { 0 };
+	dg_dir_lock_t lock = { .fd = -1 };
+	dg_publish pub = { 0 };
+	if (dg_mkdir_track(o.out_dir, &made))
 		goto out_trace;
 	char *csv_path = dg_path_join(o.out_dir, "metrics.csv");
 	char *json_path = dg_path_join(o.out_dir, "run.json");
 	dg_out csv = { 0 }, js = { 0 };
-	if (dg_out_open(&csv, csv_path))
+	if (dg_dir_lock(&lock, o.out_dir) || dg_out_open(&csv, csv_path))
 		goto out_paths;
 	fprintf(csv.f, "%s\n", DG_METRICS_HEADER);
 
@@ -300,15 +325,17 @@ int dg_replay(const dg_replay_opts *opt)
 		dg_out_abort(&csv);
 	} else {
 		char *json = run_json(&c, dg_now() - start, date);
-		if (dg_out_commit(&csv) == 0 && dg_out_open(&js, json_path) == 0) {
+		/* metrics.csv and run.json are published together or not at all */
+		if (dg_out_finish(&csv, &pub) == 0 && dg_out_open(&js, json_path) == 0) {
 			fputs(json, js.f);
 			fputc('\n', js.f);
-			if (dg_out_commit(&js) == 0)
-				rc = 0;
+			if (dg_out_finish(&js, &pub) == 0) {
+				remove_derived(o.out_dir);
+				rc = dg_publish_commit(&pub);
+			}
 		}
+		dg_publish_abort(&pub);
 		free(json);
-		if (rc)
-			remove(csv_path);
 	}
 	free(c.q);
 	free(c.k);
@@ -317,8 +344,10 @@ int dg_replay(const dg_replay_opts *opt)
 	free(c.runs);
 	c.be->destroy(c.be);
 out_paths:
-	if (rc && made_dir)
-		rmdir(o.out_dir);
+	dg_dir_unlock(&lock);
+	if (rc)
+		dg_made_dirs_remove(&made); /* the folders this replay made, if empty */
+	dg_made_dirs_free(&made);
 	free(csv_path);
 	free(json_path);
 out_trace:

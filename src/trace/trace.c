@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util/files.h"
 #include "util/util.h"
 
 static const char *qkv_names[DG_QKV_COUNT] = { "q", "k", "v" };
@@ -28,10 +29,20 @@ const char *dg_qkv_name(dg_qkv which)
 /* HDF5's own words for the last failure, kept by h5_failed before cleanup clears the stack. */
 static _Thread_local char h5_why[256];
 
+/* HDF5's innermost message in one line: a system error as its strerror (HDF5's file driver puts
+ * "errno = N" among buffer addresses and times), else the message's first line */
 static herr_t why_cb(unsigned n, const H5E_error2_t *e, void *data)
 {
-	if (n == 0 && e->desc && e->desc[0])
-		snprintf(h5_why, sizeof h5_why, "%s", e->desc);
+	(void)data;
+	if (n != 0 || !e->desc || !e->desc[0])
+		return 0;
+	const char *en = strstr(e->desc, "errno = ");
+	if (en && atoi(en + 8) > 0) {
+		snprintf(h5_why, sizeof h5_why, "%s", strerror(atoi(en + 8)));
+		return 0;
+	}
+	snprintf(h5_why, sizeof h5_why, "%s", e->desc);
+	h5_why[strcspn(h5_why, "\n")] = 0;
 	return 0;
 }
 
@@ -366,6 +377,7 @@ int dg_trace_open(dg_trace *t, const char *path)
 		dg_trace_close(t);
 		return -1;
 	}
+	dg_input_add(path); /* no output of this process may overwrite it */
 	return 0;
 }
 
@@ -521,7 +533,7 @@ int dg_trace_writer_open(dg_trace_writer *w, const char *path, const dg_trace_me
 	w->file = w->bf16 = H5I_INVALID_HID;
 	for (int i = 0; i < DG_QKV_COUNT; i++)
 		w->dset[i] = H5I_INVALID_HID;
-	if (check_meta(path, meta))
+	if (check_meta(path, meta) || dg_output_check(path))
 		return -1;
 	w->path = dg_strdup(path);
 	w->tmp = dg_tmp_name(path);
@@ -607,17 +619,19 @@ int dg_trace_writer_finish(dg_trace_writer *w)
 		rc = dg_error("cannot rename %s to %s: %s", w->tmp, w->path, strerror(errno));
 	if (rc)
 		remove(w->tmp);
+	dg_tmp_release(w->tmp);
 	writer_free(w);
 	return rc;
 }
 
 void dg_trace_writer_abort(dg_trace_writer *w)
 {
-	int created = w->file >= 0;
 	char *tmp = w->tmp;
 	w->tmp = NULL;
 	writer_free(w); /* closes the file before it is removed */
-	if (created)
-		remove(tmp);
+	if (tmp) {
+		remove(tmp); /* also when H5Fcreate failed after creating it */
+		dg_tmp_release(tmp);
+	}
 	free(tmp);
 }

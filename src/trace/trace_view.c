@@ -18,8 +18,14 @@
 static herr_t first_msg(unsigned n, const H5E_error2_t *e, void *data)
 {
 	char *buf = data;
-	if (n == 0 && e->desc && e->desc[0])
+	if (n != 0 || !e->desc || !e->desc[0])
+		return 0;
+	const char *en = strstr(e->desc, "errno = "); /* a system error: its reason, one line */
+	if (en && atoi(en + 8) > 0)
+		snprintf(buf, 256, "%s", strerror(atoi(en + 8)));
+	else
 		snprintf(buf, 256, "%s", e->desc);
+	buf[strcspn(buf, "\n")] = 0;
 	return 0;
 }
 

@@ -3,6 +3,7 @@
  * See util.h for the contracts.
  */
 #include "util/util.h"
+#include "util/files.h"
 
 #include <errno.h>
 #include <math.h>
@@ -174,16 +175,51 @@ char *dg_tmp_name(const char *path)
 	size_t n = strlen(path) + 32;
 	char *s = dg_malloc(n);
 	snprintf(s, n, "%s.tmp.%ld", path, (long)getpid());
+	dg_tmp_register(s);
+	/* the temporaries of this same name left by dead processes */
+	char *dir = dg_strdup(path), *slash = strrchr(dir, '/');
+	const char *name = slash ? slash + 1 : path;
+	if (slash)
+		slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
+	size_t nl = strlen(name);
+	char *prefix = dg_malloc(nl + 6);
+	snprintf(prefix, nl + 6, "%s.tmp.", name);
+	if (*name)
+		dg_tmp_clean_stale(slash ? dir : ".", prefix);
+	free(prefix);
+	free(dir);
 	return s;
+}
+
+int dg_out_close_errno(FILE *f)
+{
+	int bad = 0;
+	if (ferror(f)) {
+		int e = errno;
+		clearerr(f);
+		bad = fflush(f) ? errno : e;
+		if (!bad || bad == EINTR)
+			bad = EIO;
+	} else if (fflush(f)) {
+		bad = errno ? errno : EIO;
+	}
+	if (fclose(f) && !bad)
+		bad = errno ? errno : EIO;
+	return bad;
 }
 
 int dg_out_open(dg_out *o, const char *path)
 {
+	o->f = NULL;
+	o->path = o->tmp = NULL;
+	if (dg_output_check(path))
+		return -1;
 	o->path = dg_strdup(path);
 	o->tmp = dg_tmp_name(path);
 	o->f = fopen(o->tmp, "w");
 	if (!o->f) {
 		int e = errno;
+		dg_tmp_release(o->tmp);
 		free(o->path);
 		free(o->tmp);
 		o->path = o->tmp = NULL;
@@ -194,6 +230,7 @@ int dg_out_open(dg_out *o, const char *path)
 
 static void out_free(dg_out *o)
 {
+	dg_tmp_release(o->tmp);
 	free(o->path);
 	free(o->tmp);
 	o->f = NULL;
@@ -202,11 +239,13 @@ static void out_free(dg_out *o)
 
 int dg_out_commit(dg_out *o)
 {
-	int bad = ferror(o->f);
-	bad |= fclose(o->f) != 0;
+	if (dg_out_deferred())
+		return dg_out_finish(o, dg_out_deferred());
+	int bad = dg_out_close_errno(o->f);
+	o->f = NULL;
 	if (bad) {
 		remove(o->tmp);
-		dg_error("cannot write %s: %s", o->path, strerror(errno ? errno : EIO));
+		dg_error("cannot write %s: %s", o->path, strerror(bad));
 		out_free(o);
 		return -1;
 	}

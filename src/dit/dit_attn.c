@@ -32,6 +32,7 @@ struct dg_dit_attn {
 	dg_policy policy;
 	dg_schedule sched;
 	int grid[3], n, d, layers, heads, passes;
+	int text;            /* text tokens before the grid's */
 	dg_policy_run *runs; /* (passes, layers, heads) */
 	dg_attn_capture_fn capture;
 	void *capture_user;
@@ -50,15 +51,27 @@ dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rh
 			     const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
 			     int passes)
 {
+	return dg_dit_attn_new_opts(ops, policy, rho, schedule, grid, layers, heads, d, passes, NULL);
+}
+
+dg_dit_attn *dg_dit_attn_new_opts(dg_wan_ops *ops, const dg_policy *policy, double rho,
+				  const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
+				  int passes, const dg_dit_attn_opts *opts)
+{
 	/* the tests' checked table (tests/wan_ops_checked.c) takes the device path (host copies, load_device,
 	 * output_device) over the CPU backend, so that CPU tests exercise it */
 	bool sparse = policy && !policy->dense, host = !strcmp(ops->name, "cpu"),
 	     gpu = !strcmp(ops->name, "gpu");
-	if (sparse && policy->budget == DG_BUDGET_TOPK && !(rho > 0 && rho <= 1)) {
-		dg_error("policy %s: density %g is outside (0, 1]", policy->name, rho);
-		return NULL;
+	const double *lrho = opts ? opts->layer_rho : NULL;
+	for (int l = 0; sparse && policy->budget == DG_BUDGET_TOPK && l < (lrho ? layers : 1); l++) {
+		double r = lrho ? lrho[l] : rho;
+		if (!(r > 0 && r <= 1)) {
+			dg_error("policy %s: density %g is outside (0, 1]", policy->name, r);
+			return NULL;
+		}
 	}
-	int n = grid[0] * grid[1] * grid[2];
+	int text = opts ? opts->text_tokens : 0;
+	int n = text + grid[0] * grid[1] * grid[2];
 	dg_backend *be = NULL;
 	if (sparse && !(be = gpu ? dg_backend_gpu(n, d) : dg_backend_cpu(n, d)))
 		return NULL;
@@ -78,6 +91,7 @@ dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rh
 	dg_schedule_resolve_anchors(&a->sched, NULL, INT_MAX); /* given anchors: checked by the caller */
 	memcpy(a->grid, grid, sizeof a->grid);
 	a->n = n;
+	a->text = text;
 	a->d = d;
 	a->layers = layers;
 	a->heads = heads;
@@ -85,8 +99,8 @@ dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rh
 	if (sparse) {
 		size_t units = (size_t)passes * layers * heads;
 		a->runs = dg_malloc(units * sizeof *a->runs);
-		for (size_t u = 0; u < units; u++)
-			dg_policy_run_init(&a->runs[u], &a->policy, rho);
+		for (size_t u = 0; u < units; u++) /* u = (pass, layer, head) */
+			dg_policy_run_init(&a->runs[u], &a->policy, lrho ? lrho[u / heads % layers] : rho);
 	}
 	return a;
 }
@@ -207,7 +221,7 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 		if (dg_policy_run_needs_dense(r))
 			be->dense(be);
 		double tm = dg_now();
-		if (dg_policy_run_metadata(be, &r, 1, a->grid, 0))
+		if (dg_policy_run_metadata(be, &r, 1, a->grid, a->text))
 			return -1;
 		if (!be->phases)
 			a->stats.meta_seconds += dg_now() - tm;

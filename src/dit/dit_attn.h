@@ -46,6 +46,16 @@ typedef struct dg_dit_attn dg_dit_attn;
 dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rho,
 			     const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
 			     int passes);
+/* What dg_dit_attn_new_opts adds (libdsgap's contexts, src/api/, use it for any DiT's attention). */
+typedef struct {
+	const double *layer_rho; /* NULL: rho for every layer; else one density per layer (layers) */
+	int text_tokens;         /* tokens before the grid's (a joint attention's text prefix), 0 for Wan;
+				  * the sequence is then text_tokens + frames*height*width tokens */
+} dg_dit_attn_opts;
+/* dg_dit_attn_new with opts (NULL: as dg_dit_attn_new). */
+dg_dit_attn *dg_dit_attn_new_opts(dg_wan_ops *ops, const dg_policy *policy, double rho,
+				  const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
+				  int passes, const dg_dit_attn_opts *opts);
 void dg_dit_attn_set_capture(dg_dit_attn *a, dg_attn_capture_fn fn, void *user);
 /* out (n, heads*d), the heads merged, in an operand buffer of the op table (alloc_operand) =
  * attention of q, k, v (heads, n, d) at site under the policy. 0 or -1. */

@@ -11,6 +11,7 @@
 
 #include "analysis/decompose.h"
 #include "analysis/results.h"
+#include "util/files.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -204,6 +205,19 @@ int dg_decompose_samples(int argc, char **argv)
 		rc = same_design(r, l.n, (const char *const *)l.label);
 	if (!rc && dg_mkdir_p(out))
 		rc = dg_error("decompose: cannot create %s", out);
+	for (int i = 0; i < l.n; i++) { /* no table may overwrite an input */
+		char *m = dg_path_join(l.dir[i], "metrics.csv"), *j = dg_path_join(l.dir[i], "run.json");
+		dg_input_add(m);
+		dg_input_add(j);
+		free(m);
+		free(j);
+	}
+	dg_dir_lock_t lock;
+	bool locked = !rc && !dg_dir_lock(&lock, out);
+	if (!rc && !locked)
+		rc = 1;
+	dg_publish pub = { 0 };
+	dg_out_defer(&pub); /* every table published together, or none */
 	if (!rc)
 		printf("decompose: %d samples, %zu units, %d (layer, head) clusters in all; "
 		       "post-warm-up: step >= %d (%d dense layers out); two-level bootstrap, %ld "
@@ -237,14 +251,22 @@ int dg_decompose_samples(int argc, char **argv)
 				       q < q1 + 2 ? ";" : "\n");
 		}
 		rc = dg_table_write_dir(r, &t, out);
-		if (!rc)
-			printf("wrote %s/%s.{csv,md,tex}%s\n", out, dg_table_name(k),
-			       l.n > 1 ? " and -samples.csv" : "");
 		dg_table_free(&t);
 	}
+	dg_out_defer(NULL);
 	if (!rc && !built)
 		rc = dg_error("decompose: nothing to decompose in the samples (needs est-block, "
 			      "oracle-block and oracle, or the 8 factorial cells, after warm-up)");
+	if (rc) {
+		dg_publish_abort(&pub);
+	} else {
+		rc = dg_publish_commit(&pub);
+		if (!rc)
+			printf("wrote %s: decomposition and ablation tables (.csv .md .tex%s)\n", out,
+			       l.n > 1 ? ", -samples.csv" : "");
+	}
+	if (locked)
+		dg_dir_unlock(&lock);
 	for (int i = 0; i < loaded; i++)
 		dg_results_free(&r[i]);
 	free(r);

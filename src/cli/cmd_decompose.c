@@ -4,6 +4,8 @@
  * from DIR/metrics.csv and DIR/run.json, with 95% cluster-bootstrap intervals (docs/spec.md §5).
  * Writes DIR/decomposition.{csv,md,tex} and DIR/ablation.{csv,md,tex}, each atomically.
  *   dsgap decompose results/demo --boot 2000 --seed 7
+ * Several samples (issue 19): `dsgap decompose [LABEL=]DIR... --out OUT` or `--samples LIST --out
+ * OUT`: one pair of tables over all of them, two-level bootstrap (analysis/samples.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,17 +14,23 @@
 #include "cli/commands.h"
 #include "analysis/decompose.h"
 #include "analysis/results.h"
+#include "analysis/samples.h"
 #include "util/files.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: dsgap decompose DIR [--boot N] [--seed X]\n"
+		   "       dsgap decompose [LABEL=]DIR [[LABEL=]DIR ...] --out OUT [--boot N] [--seed X]\n"
+		   "       dsgap decompose --samples LIST --out OUT [--boot N] [--seed X]\n"
 		   "  DIR          results directory with metrics.csv and run.json (dsgap replay)\n"
 		   "  --boot N     bootstrap replicates per table cell (default 1000; 0: no intervals)\n"
 		   "  --seed X     seed of the bootstrap generator, mt19937 (default 1)\n"
 		   "writes DIR/decomposition.{csv,md,tex} (oracle ladder) and DIR/ablation.{csv,md,tex}\n"
-		   "(factorial: Shapley shares and interactions), per density, all layers and per layer\n");
+		   "(factorial: Shapley shares and interactions), per density, all layers and per layer\n"
+		   "several DIRs (one per sample: class or prompt x seed) or --samples: tables over the\n"
+		   "sample set in OUT, two-level bootstrap (samples, then clusters), per-sample estimates\n"
+		   "and sign stability (dsgap decompose --out X --help)\n");
 }
 
 static void summary(const dg_results *r, const dg_table *t)
@@ -46,6 +54,8 @@ static void summary(const dg_results *r, const dg_table *t)
 
 int dg_cmd_decompose(int argc, char **argv)
 {
+	if (dg_decompose_is_samples(argc, argv))
+		return dg_decompose_samples(argc, argv);
 	dg_results_args a;
 	int rc = dg_results_args_parse(&a, "decompose", false, argc, argv, usage);
 	if (rc)

@@ -39,6 +39,8 @@ static void usage(FILE *f)
 		"  --capture-steps L  steps to record, e.g. 0,10,49 or 0-9 (default all)\n"
 		"  --layers L         blocks to record (default all)\n"
 		"  --heads L          heads to record (default all)\n"
+		"  --sample LABEL     the sample this trace is, recorded as \"sample\" in the trace's config\n"
+		"                     (default: the prompt's name, then /seedN or /noise)\n"
 		DG_DIT_USAGE_DEVICE
 		"  --quiet            no progress line\n");
 }
@@ -125,13 +127,39 @@ static int check_disk(const char *out, double bytes, int S, int L, int H, int n,
 	return rc;
 }
 
-static char *run_config(const dg_wan_model *m, const dg_dit_cli *cli, const int latent[3])
+/* The sample a capture is (issue 19): LABEL as given, else PROMPT/seedN, PROMPT being the NAME of
+ * --text FILE:NAME or the file's stem, and /noise when the noise came from a file. */
+static char *sample_label(const dg_dit_cli *cli, const char *given)
+{
+	if (given)
+		return dg_strdup(given);
+	const char *t = cli->in.text, *colon = strrchr(t, ':'), *slash = strrchr(t, '/');
+	char name[256];
+	if (colon && (!slash || colon > slash)) {
+		snprintf(name, sizeof name, "%s", colon + 1);
+	} else {
+		snprintf(name, sizeof name, "%s", slash ? slash + 1 : t);
+		char *dot = strrchr(name, '.');
+		if (dot && dot != name)
+			*dot = 0;
+	}
+	char buf[320];
+	if (cli->seeded)
+		snprintf(buf, sizeof buf, "%s/seed%lu", name, (unsigned long)cli->in.seed);
+	else
+		snprintf(buf, sizeof buf, "%s/noise", name);
+	return dg_strdup(buf);
+}
+
+static char *run_config(const dg_wan_model *m, const dg_dit_cli *cli, const int latent[3],
+			const char *sample)
 {
 	char *mc = dg_wan_config_json(&m->cfg);
 	cJSON *root = cJSON_CreateObject();
 	cJSON *model = cJSON_Parse(mc);
 	free(mc);
 	cJSON_AddItemToObject(root, "model", model ? model : cJSON_CreateNull());
+	cJSON_AddStringToObject(root, "sample", sample);
 	cJSON_AddStringToObject(root, "layout", dg_wan_layout_name(m->layout));
 	cJSON_AddStringToObject(root, "weights", m->weights_path);
 	cJSON *r = cJSON_AddObjectToObject(root, "run");
@@ -148,17 +176,18 @@ static char *run_config(const dg_wan_model *m, const dg_dit_cli *cli, const int 
 
 int dg_cmd_capture(int argc, char **argv)
 {
-	enum { O_CSTEPS = DG_DIT_O_END, O_LAYERS, O_HEADS };
+	enum { O_CSTEPS = DG_DIT_O_END, O_LAYERS, O_HEADS, O_SAMPLE };
 	static const struct option opts[] = {
 		DG_DIT_OPTIONS,
 		{ "capture-steps", required_argument, 0, O_CSTEPS },
 		{ "layers", required_argument, 0, O_LAYERS }, { "heads", required_argument, 0, O_HEADS },
+		{ "sample", required_argument, 0, O_SAMPLE },
 		{ 0, 0, 0, 0 },
 	};
 	dg_dit_cli cli;
 	dg_dit_cli_init(&cli);
 	dg_dit_sample_opts *so = &cli.so;
-	const char *csteps = NULL, *layers = NULL, *heads = NULL;
+	const char *csteps = NULL, *layers = NULL, *heads = NULL, *sample = NULL;
 	int c, bad = 0;
 	opterr = 0;
 	optind = 1;
@@ -167,6 +196,7 @@ int dg_cmd_capture(int argc, char **argv)
 		case O_CSTEPS: csteps = optarg; break;
 		case O_LAYERS: layers = optarg; break;
 		case O_HEADS: heads = optarg; break;
+		case O_SAMPLE: sample = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: bad = dg_dit_cli_option(&cli, "capture", c, argv); break;
 		}
@@ -219,7 +249,9 @@ int dg_cmd_capture(int argc, char **argv)
 	for (int i = 0; i < nl; i++)
 		layer_pos[ll[i]] = i;
 	dg_sampler_free(sch);
-	config = run_config(m, &cli, di.latent);
+	char *label = sample_label(&cli, sample);
+	config = run_config(m, &cli, di.latent, label);
+	free(label);
 	char created[64];
 	snprintf(created, sizeof created, "dsgap %s capture", DG_VERSION);
 	dg_trace_meta meta = { .steps = ns, .layers = nl, .heads = nh, .tokens = n, .head_dim = d,

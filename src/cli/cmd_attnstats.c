@@ -21,6 +21,7 @@
 #include "policy/select.h"
 #include "analysis/style_gp.h"
 #include "trace/trace.h"
+#include "util/csv.h"
 #include "util/util.h"
 
 #define MAX_SOURCES 8
@@ -125,6 +126,18 @@ static double over_steps(const source *s, const double *x, int l, int h)
 	return sum / m->steps;
 }
 
+/* s as a gnuplot single-quoted string (a quote inside doubled); control characters as '?' */
+static void gp_string(FILE *f, const char *s)
+{
+	putc('\'', f);
+	for (; *s; s++) {
+		if (*s == '\'')
+			putc('\'', f);
+		putc((unsigned char)*s < 0x20 ? '?' : *s, f);
+	}
+	putc('\'', f);
+}
+
 static int write_outputs(const char *dir, source *src, int ns, double rho, const char *cmdline)
 {
 	char *path = dg_path_join(dir, "attnstats.csv");
@@ -140,9 +153,11 @@ static int write_outputs(const char *dir, source *src, int ns, double rho, const
 			for (int l = 0; l < m->layers; l++)
 				for (int h = 0; h < m->heads; h++) {
 					size_t u = ((size_t)s * m->layers + l) * m->heads + h;
-					fprintf(o.f, "%s,%s,%d,%d,%d,%d,%.6f,%.6f,%g\n", src[i].label, src[i].path,
-						m->step_index[s], m->layer_index[l], m->head_index[h], m->tokens,
-						src[i].entropy[u], src[i].mass[u], rho);
+					dg_csv_field(o.f, src[i].label);
+					putc(',', o.f);
+					dg_csv_field(o.f, src[i].path);
+					fprintf(o.f, ",%d,%d,%d,%d,%.6f,%.6f,%g\n", m->step_index[s], m->layer_index[l],
+						m->head_index[h], m->tokens, src[i].entropy[u], src[i].mass[u], rho);
 				}
 	}
 	if (dg_out_commit(&o))
@@ -233,13 +248,17 @@ static int write_outputs(const char *dir, source *src, int ns, double rho, const
 		     "set xlabel 'layer'\nset key bottom left\n"
 		     "set ylabel 'row entropy / ln N'\nset yrange [0:1.05]\n"
 		     "plot");
-	for (int i = 0; i < ns; i++)
-		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1+0.15*$2):3 with points ls %d "
-			     "title '%s'", i ? "," : "", i, i + 1, src[i].label);
+	for (int i = 0; i < ns; i++) {
+		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1+0.15*$2):3 with points ls %d title ",
+			i ? "," : "", i, i + 1);
+		gp_string(o.f, src[i].label);
+	}
 	fprintf(o.f, "\nset key center right\nset ylabel 'oracle mass at density %g'\nset yrange [0:1.05]\nplot", rho);
-	for (int i = 0; i < ns; i++)
-		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1+0.15*$2):4 with points ls %d "
-			     "title '%s'", i ? "," : "", i, i + 1, src[i].label);
+	for (int i = 0; i < ns; i++) {
+		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1+0.15*$2):4 with points ls %d title ",
+			i ? "," : "", i, i + 1);
+		gp_string(o.f, src[i].label);
+	}
 	fprintf(o.f, ", %g with lines dt 2 lc rgb 'gray' title 'uniform rows'\n"
 		     "unset multiplot\nset output\n}\n",
 		(double)dg_topk_count(rho, src[0].meta.tokens) / src[0].meta.tokens);

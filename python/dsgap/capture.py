@@ -1,0 +1,424 @@
+"""capture.py: dsgap.capture(module, path, ...) records what each self- or joint-attention call of
+a PyTorch module attends to (Q and K after their norms and RoPE, and V) per denoising step, layer
+and head, into a dsgap trace (docs/spec.md §6), while the model runs.
+
+How: while the context is open, torch.nn.functional.scaled_dot_product_attention is wrapped; a
+forward pre-hook on the top-level module tracks the denoising step (a new step when the timestep
+changes) and the CFG branch; pre/post hooks on the family's attention modules say which layer an
+SDPA call belongs to (generic mode: the k-th SDPA call of a forward is layer k). A recorded call
+is reduced to the chosen batch item and heads, its padded text tokens dropped (key-padding masks),
+its tokens reordered to the trace's text-prefix order, rounded to bf16 on the device, copied to
+pinned host memory without blocking and handed to a background writer thread (a bounded queue:
+device and host memory stay bounded; the model blocks only when the writer falls behind).
+"""
+import json
+import math
+import os
+import platform
+import queue
+import sys
+import threading
+import time
+
+import numpy as np
+import torch
+
+from . import trace as _trace
+from .families import FAMILIES, family_of
+
+ORDERS = ("video", "text,video", "video,text")
+
+
+class CaptureError(RuntimeError):
+    """A capture that cannot be made (unsupported attention, a run that does not fit the request)."""
+
+
+def _as_list(x, what):
+    if x is None:
+        return None
+    if isinstance(x, int):
+        x = [x]
+    v = sorted(set(int(i) for i in x))
+    if not v or v[0] < 0:
+        raise CaptureError(f"dsgap.capture: bad {what} {x!r}: non-negative indices expected")
+    return v
+
+
+def _bind(module, args, kwargs):
+    import inspect
+    try:
+        b = inspect.signature(module.forward).bind_partial(*args, **kwargs)
+        return dict(b.arguments)
+    except TypeError:
+        return dict(kwargs)
+
+
+def _jsonable(d):
+    out = {}
+    for k, v in dict(d).items():
+        if k.startswith("_"):
+            continue
+        try:
+            json.dumps(v)
+            out[k] = v
+        except TypeError:
+            out[k] = list(v) if isinstance(v, tuple) else repr(v)
+    return out
+
+
+class _Progress:
+    def __init__(self, enabled, total_units):
+        self.enabled, self.total, self.t0, self.last = enabled, total_units, time.time(), 0.0
+
+    def update(self, units, nbytes, step, final=False):
+        if not self.enabled:
+            return
+        now = time.time()
+        if not final and now - self.last < 0.5:
+            return
+        self.last = now
+        rate = nbytes / max(now - self.t0, 1e-9) / 1e6
+        tot = f"/{self.total}" if self.total else ""
+        bar = ""
+        if self.total:
+            n = int(30 * min(units / self.total, 1.0))
+            bar = "[" + "#" * n + "." * (30 - n) + "] "
+        sys.stderr.write(f"\rdsgap capture {bar}{units}{tot} units, step {step}, {nbytes / 1e9:.2f} GB, {rate:.0f} MB/s")
+        if final:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+class capture:
+    """Context manager: record the attention of `module` into the trace `path`.
+
+    steps, layers, heads: denoising steps, attention layers (positions in the family's list of
+    attention modules, or SDPA call order in generic mode) and heads to keep (None: all).
+    branch: "cond" or "uncond" under classifier-free guidance (batched: the second half of the
+    batch is cond, as diffusers' pipelines concatenate [uncond, cond]; sequential: the first call
+    of a step is cond), or an int: that batch item of every call.
+    Generic mode (any module; forced by layout=): layout is the token order of the attention
+    call ("video", "text,video" or "video,text") and grid the video grid (frames, height, width)
+    or a function of the forward's bound arguments returning it.
+    scheduler: to record /sigma from its sigmas (else sigma = timestep / 1000, flow matching);
+    total_steps: the run's step count when steps is None, for the disk check up front.
+    dtype: "bf16" (the C writer's type, default) or "float32" (exact; dsgap reads both).
+    """
+
+    def __init__(self, module, path, steps=None, layers=None, heads=None, branch="cond", *, layout=None,
+                 grid=None, scheduler=None, total_steps=None, progress=True, max_queue_bytes=1 << 30,
+                 model=None, source="", config=None, threads=None, dtype="bf16"):
+        if branch not in ("cond", "uncond") and not isinstance(branch, int):
+            raise CaptureError(f"dsgap.capture: branch must be 'cond', 'uncond' or a batch index, not {branch!r}")
+        self.module, self.path = module, os.fspath(path)
+        self.steps, self.layers, self.heads = _as_list(steps, "steps"), _as_list(layers, "layers"), _as_list(heads, "heads")
+        self.branch, self.scheduler, self.total_steps = branch, scheduler, total_steps
+        self.progress_on, self.max_queue_bytes, self.threads = progress, max_queue_bytes, threads
+        if dtype not in ("bf16", "float32"):
+            raise CaptureError(f"dsgap.capture: dtype must be 'bf16' (the default) or 'float32', not {dtype!r}")
+        self.dtype = dtype
+        self.extra = dict(model=model, source=source, config=config or {})
+        self.family = None if layout is not None else family_of(module)
+        if self.family is None:
+            if layout is None:
+                raise CaptureError(
+                    f"dsgap.capture: {type(module).__name__} is not a supported model (supported: "
+                    f"{', '.join(FAMILIES)}); for any module that calls torch.nn.functional."
+                    f"scaled_dot_product_attention, name its token layout: capture(..., layout='text,video', grid=(F, H, W))")
+            if layout not in ORDERS:
+                raise CaptureError(f"dsgap.capture: layout must be one of {ORDERS}, not {layout!r}")
+            if grid is None:
+                raise CaptureError("dsgap.capture: generic mode needs grid=(frames, height, width) of the video tokens")
+        self.layout, self.grid_arg = layout, grid
+
+    # ----------------------------------------------------------------------------------------------
+    def __enter__(self):
+        self.hooks, self.err = [], None
+        self.step = -1            # denoising step of the current forward
+        self.last_t = None
+        self.call_in_step = 0
+        self.cur = None           # the active forward: dict(step_pos, b, grid, video)
+        self.in_layer = None
+        self.step_info = {}       # step position -> (step index, timestep, sigma)
+        self.writer = None
+        self.meta = None
+        self.units_done = 0
+        self.bytes_done = 0
+        self.pending = 0
+        self.cv = threading.Condition()
+        self.q = queue.Queue()
+        self.werr = None
+        if self.family:
+            mods = self.family.attention(self.module)
+            if not mods:
+                raise CaptureError(f"dsgap.capture: {type(self.module).__name__} has no attention blocks")
+            self.nlayers = len(mods)
+            keep = self.layers or list(range(len(mods)))
+            if keep[-1] >= len(mods):
+                raise CaptureError(f"dsgap.capture: layer {keep[-1]} is outside 0..{len(mods) - 1}")
+            self.layer_pos = {lid: i for i, lid in enumerate(keep)}
+            for lid in keep:
+                name, mod, order = mods[lid]
+                self.hooks.append(mod.register_forward_pre_hook(self._attn_pre(lid, name, order)))
+                self.hooks.append(mod.register_forward_hook(self._attn_post))
+        else:
+            self.nlayers = None
+            self.layer_pos = {lid: i for i, lid in enumerate(self.layers)} if self.layers else None
+        self.hooks.append(self.module.register_forward_pre_hook(self._pre, with_kwargs=True))
+        self.hooks.append(self.module.register_forward_hook(self._post))
+        self.orig_sdpa = torch.nn.functional.scaled_dot_product_attention
+        torch.nn.functional.scaled_dot_product_attention = self._sdpa
+        self.thread = threading.Thread(target=self._write_loop, name="dsgap-trace-writer", daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        torch.nn.functional.scaled_dot_product_attention = self.orig_sdpa
+        for h in self.hooks:
+            h.remove()
+        self.q.put(None)
+        self.thread.join()
+        if exc_type is not None or self.werr is not None:
+            if self.writer:
+                self.writer.abort()
+            if exc_type is None:
+                raise self.werr
+            return False
+        if self.writer is None:
+            raise CaptureError(f"dsgap.capture: nothing was captured into {self.path}: no attention call of "
+                               f"{type(self.module).__name__} matched steps={self.steps} branch={self.branch!r} "
+                               f"(did the model run inside the with block?)")
+        n = self.writer.steps
+        missing = [p for p in range(n) if p not in self.step_info]
+        if missing:
+            self.writer.abort()
+            want = self.steps[missing[0]] if self.steps else missing[0]
+            raise CaptureError(f"dsgap.capture: step {want} was requested but the run never reached it "
+                               f"({self.step + 1} steps ran)")
+        info = [self.step_info[p] for p in range(n)]
+        self.writer.finish([i[0] for i in info], [i[1] for i in info], [i[2] for i in info])
+        self.prog.update(self.units_done, self.bytes_done, self.step, final=True)
+        return False
+
+    # ----------------------------------------------------------------------------------------------
+    def _pre(self, module, args, kwargs):
+        a = _bind(module, args, kwargs)
+        t = a.get("timestep", a.get("t"))
+        tkey = None if t is None else tuple(torch.as_tensor(t).detach().flatten()[:4].float().cpu().tolist())
+        if self.step < 0 or tkey is None or tkey != self.last_t:
+            self.step += 1
+            self.call_in_step = 0
+        else:
+            self.call_in_step += 1
+        self.last_t = tkey
+        self.cur = None
+        if self.steps is not None and self.step not in self.steps:
+            return
+        hs = a.get("hidden_states", args[0] if args else None)
+        B = int(hs.shape[0]) if torch.is_tensor(hs) else 1
+        if isinstance(self.branch, int):
+            if self.branch >= B:
+                raise CaptureError(f"dsgap.capture: branch {self.branch} but the batch has {B} items")
+            b, on = self.branch, True
+        elif B >= 2 and B % 2 == 0:   # batched CFG: [uncond, cond]
+            b, on = (B // 2 if self.branch == "cond" else 0), self.call_in_step == 0
+        else:                         # sequential CFG: cond first
+            b, on = 0, self.call_in_step == (0 if self.branch == "cond" else 1)
+        if not on:
+            return
+        if self.family:
+            grid = self.family.grid(module, a)
+        else:
+            grid = tuple(int(x) for x in (self.grid_arg(a) if callable(self.grid_arg) else self.grid_arg))
+        pos = self.steps.index(self.step) if self.steps is not None else len(self.step_info)
+        tval = float(torch.as_tensor(t).detach().flatten().float()[min(b, torch.as_tensor(t).numel() - 1)]) if t is not None else float(self.step)
+        scale = self.family.sigma_scale if self.family else 1000.0
+        sigma, timestep = tval / scale, tval * 1000.0 / scale
+        if self.scheduler is not None and getattr(self.scheduler, "sigmas", None) is not None:
+            ts = getattr(self.scheduler, "timesteps", None)
+            if ts is not None:
+                hit = (torch.as_tensor(ts).float().cpu() - timestep).abs().argmin().item()
+                sigma = float(self.scheduler.sigmas[hit])
+        self.step_info[pos] = (self.step, timestep, sigma)
+        self.cur = dict(step_pos=pos, b=b, B=B, grid=grid, video=grid[0] * grid[1] * grid[2], sdpa=0)
+
+    def _post(self, module, args, out):
+        self.cur = None
+        if self.werr is not None:
+            raise self.werr
+
+    def _attn_pre(self, lid, name, order):
+        def hook(mod, args):
+            if self.cur is not None:
+                self.in_layer = dict(lid=lid, name=name, order=order, calls=0, mod=mod)
+        return hook
+
+    def _attn_post(self, mod, args, out):
+        il = self.in_layer
+        self.in_layer = None
+        if il is not None and il["calls"] == 0:
+            proc = type(getattr(mod, "processor", None)).__name__
+            raise CaptureError(
+                f"dsgap.capture: unsupported attention in layer {il['lid']} ({il['name']}, processor {proc}): it "
+                f"did not call torch.nn.functional.scaled_dot_product_attention. Use diffusers' native attention "
+                f"backend (model.set_attention_backend('native') or the default processor), or the generic mode")
+
+    def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+        out = self.orig_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                             scale=scale, **kw)
+        cur = self.cur
+        if cur is None:
+            return out
+        if self.family:
+            il = self.in_layer
+            if il is None:
+                return out
+            call = il["calls"]
+            il["calls"] += 1
+            lid, order = il["lid"], il["order"]
+        else:
+            lid, order = cur["sdpa"], self.layout
+            cur["sdpa"] += 1
+            call = 0
+            if self.layer_pos is not None and lid not in self.layer_pos:
+                return out
+        with torch.no_grad():
+            self._record(lid, order, call, query, key, value, attn_mask, dropout_p, is_causal, scale, kw)
+        return out
+
+    # ----------------------------------------------------------------------------------------------
+    def _record(self, lid, order, call, q, k, v, mask, dropout_p, is_causal, scale, kw):
+        cur = self.cur
+        where = f"layer {lid}"
+        if q.dim() != 4:
+            raise CaptureError(f"dsgap.capture: unsupported attention in {where}: query of rank {q.dim()}, expected (batch, heads, tokens, head_dim)")
+        if is_causal or dropout_p or kw.get("enable_gqa") or k.shape[1] != q.shape[1] or k.shape[2] != q.shape[2]:
+            raise CaptureError(f"dsgap.capture: unsupported attention in {where}: causal, dropout, grouped-query "
+                               f"or cross attention (query {tuple(q.shape)}, key {tuple(k.shape)})")
+        D = q.shape[-1]
+        if scale is not None and abs(scale * math.sqrt(D) - 1) > 1e-6:
+            raise CaptureError(f"dsgap.capture: unsupported attention in {where}: scale {scale}, dsgap replays 1/sqrt(head_dim)")
+        Bq, b = q.shape[0], cur["b"]
+        if Bq == cur["B"]:
+            i = b
+        elif Bq == 1 and cur["B"] > 1:   # a processor looping over the batch (Mochi): call k is item k
+            if call != b:
+                return
+            i = 0
+        else:
+            raise CaptureError(f"dsgap.capture: unsupported attention in {where}: batch {Bq} in the attention call, "
+                               f"{cur['B']} in the model's input")
+        qi, ki, vi = q[i], k[i], v[i]   # (H, S, D)
+        S = qi.shape[1]
+        if mask is not None:
+            m = mask
+            while m.dim() < 4:
+                m = m.unsqueeze(0)
+            m = m[i if m.shape[0] > 1 else 0]
+            valid = m if m.dtype == torch.bool else m > -1e4
+            valid = valid.expand(valid.shape[0], S, S)
+            if not bool((valid == valid[:1, :1, :]).all()):
+                raise CaptureError(f"dsgap.capture: unsupported attention in {where}: the attention mask is not a "
+                                   f"key-padding mask (it differs between queries or heads)")
+            keep = valid[0, 0].nonzero().flatten()
+            if keep.numel() < S:
+                qi, ki, vi = qi[:, keep], ki[:, keep], vi[:, keep]
+                S = keep.numel()
+        video = cur["video"]
+        text = S - video
+        if text < 0 or (order == "video" and text):
+            raise CaptureError(f"dsgap.capture: {where}: the attention call has {S} tokens but the video grid "
+                               f"{'x'.join(map(str, cur['grid']))} has {video} (layout {order!r})")
+        if order == "video,text" and text:
+            idx = torch.cat([torch.arange(video, S), torch.arange(0, video)]).to(qi.device)
+            qi, ki, vi = qi[:, idx], ki[:, idx], vi[:, idx]
+        H = qi.shape[0]
+        heads = self.heads or list(range(H))
+        if heads[-1] >= H:
+            raise CaptureError(f"dsgap.capture: head {heads[-1]} is outside 0..{H - 1}")
+        if self.writer is None:
+            self._open(H, S, D, text, cur["grid"], order)
+        elif (S, D, text) != (self.meta["tokens"], self.meta["head_dim"], self.meta["text_tokens"]):
+            raise CaptureError(f"dsgap.capture: {where}: {S} tokens ({text} text) x {D}, but the trace holds "
+                               f"{self.meta['tokens']} ({self.meta['text_tokens']} text) x {self.meta['head_dim']}")
+        hidx = None if len(heads) == H else torch.tensor(heads, device=qi.device)
+        lpos = self.layer_pos[lid]
+        for name, x in zip(_trace.QKV, (qi, ki, vi)):
+            if hidx is not None:
+                x = x.index_select(0, hidx)
+            x = x.to(torch.bfloat16 if self.dtype == "bf16" else torch.float32, copy=True)
+            if not bool(torch.isfinite(x).all()):
+                raise CaptureError(f"dsgap.capture: non-finite value in /{name} at step {self.step} layer {lid}")
+            self._enqueue(name, cur["step_pos"], lpos, x.contiguous())
+
+    def _open(self, H, S, D, text, grid, order):
+        nh = len(self.heads) if self.heads else H
+        nl = len(self.layer_pos) if self.layer_pos is not None else None
+        if nl is None:
+            raise CaptureError("dsgap.capture: generic mode needs layers= (which SDPA calls of a forward to keep)")
+        nsteps = len(self.steps) if self.steps is not None else self.total_steps
+        if nsteps is None and self.scheduler is not None and getattr(self.scheduler, "timesteps", None) is not None:
+            nsteps = len(self.scheduler.timesteps)
+        unit = _trace.unit_bytes(S, D) * (1 if self.dtype == "bf16" else 2)
+        _trace.disk_check(self.path, 3 * (nsteps or 1) * nl * nh * unit)
+        m = self.module
+        cfg = {"model": _jsonable(m.config) if hasattr(m, "config") else {},
+               "capture": {"family": self.family.name if self.family else "generic",
+                           "branch": self.branch, "attention_order": order, "trace_order": "text,video",
+                           "steps": self.steps, "layers": sorted(self.layer_pos), "heads": self.heads,
+                           "total_layers": self.nlayers, "grid": list(grid), "text_tokens": text},
+               "run": {"captured_pass": self.branch if isinstance(self.branch, str) else f"batch {self.branch}"},
+               "versions": {"torch": torch.__version__, "python": platform.python_version()}}
+        try:
+            import diffusers
+            cfg["versions"]["diffusers"] = diffusers.__version__
+        except ImportError:
+            pass
+        cfg.update(self.extra["config"])
+        self.meta = dict(layers=nl, heads=nh, tokens=S, head_dim=D, grid=list(grid), text_tokens=text,
+                         layer_index=sorted(self.layer_pos), head_index=self.heads or list(range(H)),
+                         model=self.extra["model"] or type(m).__name__, source=self.extra["source"],
+                         created_by="dsgap.capture (python)", config=cfg)
+        self.writer = _trace.TraceWriter(self.path, self.meta, steps=len(self.steps) if self.steps else None,
+                                         threads=self.threads, dtype=self.dtype)
+        total = 3 * nsteps * nl * nh if nsteps else 0
+        self.prog = _Progress(self.progress_on, total)
+
+    def _enqueue(self, name, s, l, x):
+        n = x.numel() * x.element_size()
+        with self.cv:
+            while self.pending and self.pending + n > self.max_queue_bytes and self.werr is None:
+                self.cv.wait(0.1)
+            if self.werr is not None:
+                raise self.werr
+            self.pending += n
+        if x.is_cuda:
+            host = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
+            host.copy_(x, non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record()
+        else:
+            host, ev = x, None
+        self.q.put((name, s, l, host, ev, n))
+
+    def _write_loop(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            name, s, l, host, ev, n = item
+            try:
+                if self.werr is None:
+                    if ev is not None:
+                        ev.synchronize()
+                    words = host.view(torch.int16).numpy().view(np.uint16) if host.dtype == torch.bfloat16 else host.numpy()
+                    self.writer.put(name, s, l, words)
+                    self.units_done += words.shape[0]
+                    self.bytes_done += n
+                    self.prog.update(self.units_done, self.bytes_done, self.step)
+            except BaseException as e:  # reported to the model's thread at its next call
+                self.werr = e if isinstance(e, (CaptureError, _trace.TraceError)) else CaptureError(f"dsgap.capture: writer failed: {e}")
+            finally:
+                with self.cv:
+                    self.pending -= n
+                    self.cv.notify_all()

@@ -1,0 +1,29 @@
+# tests/python.cmake: the Python package (python/, imports as dsgap) against diffusers' models, the C
+# reader and the C engine (label python). The tests run in the virtual environment that .ci/run
+# makes with pinned torch (CPU), diffusers, h5py and numpy (tests/py/make_venv.sh): $DSGAP_VENV, else
+# /opt/dsgap-venv. Without it the tests are still registered and fail, saying how to make it.
+#   bash tests/py/make_venv.sh && ctest --preset default -L python
+if(DEFINED ENV{DSGAP_VENV})
+  set(DG_VENV $ENV{DSGAP_VENV})
+else()
+  set(DG_VENV /opt/dsgap-venv)
+endif()
+set(DG_PY ${CMAKE_CURRENT_SOURCE_DIR}/py)
+# the replay's dense attention over a trace, raw float32 out (tests/py/test_families.py)
+add_executable(replay_dense py/replay_dense.c)
+target_link_libraries(replay_dense PRIVATE dsgapcore)
+
+function(dg_pytest name)
+  cmake_parse_arguments(T "" "" "COMMAND;FIXTURES" ${ARGN})
+  add_test(NAME ${name} COMMAND bash ${DG_PY}/run.sh ${DG_VENV} ${T_COMMAND})
+  set_tests_properties(${name} PROPERTIES LABELS python TIMEOUT 600
+    ENVIRONMENT "DSGAP=$<TARGET_FILE:dsgap>;REPLAY_DENSE=$<TARGET_FILE:replay_dense>;DSGAP_SOURCE=${CMAKE_SOURCE_DIR};OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2;PYTHONDONTWRITEBYTECODE=1"
+    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  if(T_FIXTURES)
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ${T_FIXTURES})
+  endif()
+endfunction()
+
+foreach(fam wan wan22 hunyuanvideo cogvideox mochi ltx flux)
+  dg_pytest(python_family_${fam} COMMAND ${DG_PY}/test_families.py ${fam} ${CMAKE_CURRENT_BINARY_DIR}/py_${fam})
+endforeach()

@@ -6,9 +6,11 @@
  *   dsgap info --check T.h5    first read every unit of q, k, v (unreadable chunks, NaN/Inf fail)
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -69,31 +71,64 @@ static long long uncompressed_bytes(const dg_trace *t)
 	return (long long)DG_QKV_COUNT * m->steps * m->layers * m->heads * m->tokens * m->head_dim * elem;
 }
 
-/* Read every unit: dg_trace_read reports the first unreadable or non-finite one. */
+/* Read every unit: dg_trace_read reports the first unreadable or non-finite one. A check that will
+ * take more than a few seconds says so on stderr, with the time it needs, as soon as that is known
+ * (then a progress line where stderr is a terminal). */
 static int check_units(dg_trace *t)
 {
 	const dg_trace_meta *m = &t->meta;
 	float *buf = dg_malloc((size_t)m->tokens * m->head_dim * sizeof(float));
+	long long total = (long long)DG_QKV_COUNT * m->steps * m->layers * m->heads, done = 0;
+	double start = dg_now(), shown = 0;
+	bool told = false, tty = isatty(2);
 	int rc = 0;
 	for (int q = 0; q < DG_QKV_COUNT && !rc; q++)
 		for (int s = 0; s < m->steps && !rc; s++)
 			for (int l = 0; l < m->layers && !rc; l++)
-				for (int h = 0; h < m->heads && !rc; h++)
+				for (int h = 0; h < m->heads && !rc; h++) {
 					rc = dg_trace_read(t, q, s, l, h, buf);
+					done++;
+					double el = dg_now() - start, left = el / done * (total - done);
+					if (!told && el > 2 && left > 3) {
+						char a[32];
+						human_size(a, sizeof a, (double)uncompressed_bytes(t));
+						fprintf(stderr, "info: %s: checking %lld units of q, k, v (%s uncompressed): about "
+							"%.0f s more\n", t->path, total, a, left);
+						told = true;
+					}
+					if (told && tty && el - shown >= 1) {
+						fprintf(stderr, "\rinfo: checked %lld/%lld units, %.0f s left   ", done, total, left);
+						shown = el;
+					}
+				}
+	if (told && tty)
+		fputc('\n', stderr);
 	free(buf);
 	return rc;
+}
+
+/* s on one line: control characters (escape sequences, newlines from an attribute) as \xHH */
+static void print_field(const char *name, const char *s)
+{
+	printf("%-12s ", name);
+	for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			printf("\\x%02x", *c);
+		else
+			putchar(*c);
+	putchar('\n');
 }
 
 static void print_text(const dg_trace *t, int checked)
 {
 	const dg_trace_meta *m = &t->meta;
 	char list[256], a[32], b[32];
-	printf("trace        %s\n", t->path);
+	print_field("trace", t->path);
 	printf("shape        [%d, %d, %d, %d, %d]  (steps, layers, heads, tokens, head_dim)\n", m->steps,
 	       m->layers, m->heads, m->tokens, m->head_dim);
-	printf("model        %s\n", m->model);
-	printf("source       %s\n", m->source);
-	printf("created_by   %s\n", m->created_by);
+	print_field("model", m->model);
+	print_field("source", m->source);
+	print_field("created_by", m->created_by);
 	printf("version      %d\n", m->version);
 	compact_list(list, sizeof list, m->step_index, m->steps);
 	printf("steps        %s  (%d)\n", list, m->steps);

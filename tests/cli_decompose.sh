@@ -140,7 +140,7 @@ check "another seed changes the intervals only" bash -c "! cmp -s '$r/decomposit
 check "decompose leaves no temporary file" test -z "$(find "$r" -name '*.tmp.*')"
 
 # --- plot ----------------------------------------------------------------------------------------
-figs="error_vs_density sources_per_layer ablation shapley error_vs_staleness mass_distribution"
+figs="error_vs_density sources_per_layer-rho0.1 ablation-rho0.1 shapley error_vs_staleness-rho0.1 mass_distribution-rho0.1"
 if $DSGAP plot "$r" --boot 200 >"$dir/stdout" 2>"$dir/stderr" && [ ! -s "$dir/stderr" ]; then
 	ok "plot exits 0 with nothing on stderr"
 else
@@ -159,17 +159,19 @@ for f in $figs; do
 	check "$f.gp loads style.gp and sets both terminals" bash -c "grep -q \"^load 'style.gp'\" '$r/figures/$f.gp' &&
 		grep -q 'pdfcairo size' '$r/figures/$f.gp' && grep -q 'pngcairo size' '$r/figures/$f.gp'"
 done
-check "sources_per_layer is at the density closest to 0.15 (0.1)" grep -q "ρ} = 0.1'" "$r/figures/sources_per_layer.gp"
-check "sources_per_layer.dat: layers 1-3 and all, stacks sum to E(est-block)" awk '!/^#/ && NF {
-	n++; d = $3 + $4 + $5 - $6; if (d > 1e-6 || d < -1e-6) exit 1; last = $2 }
-	END { exit !(n == 4 && last == "all") }' "$r/figures/sources_per_layer.dat"
+check "sources_per_layer is at the density closest to 0.15 (0.1), computed density beside it" grep -q "ρ} = 0.1, computed" "$r/figures/sources_per_layer-rho0.1.gp"
+check "sources_per_layer.dat: layers 1-3 and all, sources sum to E(est-block), diverging stacks" awk '!/^#/ && NF {
+	n++; d = $13 + $14 + $15 - $9; if (d > 1e-6 || d < -1e-6) exit 1; last = $2
+	for (k = 3; k <= 7; k += 2) if (($k < 0 && $(k + 1) > 0) || $k > $(k + 1)) exit 1 }
+	END { exit !(n == 4 && last == "all") }' "$r/figures/sources_per_layer-rho0.1.dat"
 if command -v gnuplot >/dev/null; then
-	rm "$r/figures/ablation.png" "$r/figures/ablation.pdf"
-	check "a .gp re-renders standalone inside figures/" bash -c "cd '$r/figures' && gnuplot ablation.gp 2>/dev/null &&
-		test -s ablation.png -a -s ablation.pdf"
+	rm "$r/figures/ablation-rho0.1.png" "$r/figures/ablation-rho0.1.pdf"
+	check "a .gp re-renders standalone inside figures/" bash -c "cd '$r/figures' && gnuplot ablation-rho0.1.gp 2>/dev/null &&
+		test -s ablation-rho0.1.png -a -s ablation-rho0.1.pdf"
 fi
 $DSGAP plot "$r" --density 0.3 --boot 0 >/dev/null 2>&1
-check "--density 0.3 picks that density" grep -q "ρ} = 0.3'" "$r/figures/ablation.gp"
+check "--density 0.3 picks that density" grep -q "ρ} = 0.3, computed" "$r/figures/ablation-rho0.3.gp"
+check "--density 0.3 keeps the figures of 0.1" test -s "$r/figures/ablation-rho0.1.png" -a -s "$r/figures/sources_per_layer-rho0.1.png"
 check "--boot 0: no error bars" bash -c "! grep -q yerror '$r/figures/error_vs_density.gp'"
 check "plot leaves no temporary directory" test -z "$(find "$dir" -name '*.tmp.*')"
 
@@ -180,8 +182,8 @@ check "ladder only: decomposition written, ablation skipped with a warning" bash
 	test ! -e '$dir/ladder/ablation.csv' && grep -q '^dsgap: warning: .*ablation' '$dir/stderr'"
 check "ladder only: optional rungs left out of the csv" bash -c "! grep -q 'pca_wins_back' '$dir/ladder/decomposition.csv'"
 $DSGAP plot "$dir/ladder" --boot 50 >/dev/null 2>"$dir/stderr"
-check "ladder only: factorial figures skipped with warnings" bash -c "test -s '$dir/ladder/figures/sources_per_layer.png' &&
-	test ! -e '$dir/ladder/figures/ablation.gp' && grep -q '^dsgap: warning: plot: ablation skipped' '$dir/stderr'"
+check "ladder only: factorial figures skipped with warnings" bash -c "ls '$dir'/ladder/figures/sources_per_layer-rho*.png >/dev/null &&
+	! ls '$dir'/ladder/figures/ablation*.gp 2>/dev/null && grep -q '^dsgap: warning: plot: ablation-rho.* skipped' '$dir/stderr'"
 
 # --- bad input -----------------------------------------------------------------------------------
 expect_error "decompose: missing directory" "$dir/nope/run.json" $DSGAP decompose "$dir/nope"
@@ -242,7 +244,7 @@ no_partial "$bad"
 # a failed plot keeps the figures of an earlier run
 corrupt "$r/metrics.csv" 5 8 abc
 $DSGAP plot "$r" >/dev/null 2>&1 || true
-check "a failed plot leaves the older figures in place" test -s "$r/figures/ablation.png"
+check "a failed plot leaves the older figures in place" test -s "$r/figures/ablation-rho0.3.png"
 
 expect_error "plot: a density not in the results" "no density_target 0.2 in" $DSGAP plot "$dir/ladder" --density 0.2
 expect_error "decompose: bad --boot" "bad --boot '-3'" $DSGAP decompose "$dir/ladder" --boot -3

@@ -42,10 +42,10 @@ check "run.json records the P.V arithmetic (fp32 on the CPU)" grep -q '"pv":[[:s
 check "decompose writes the ladder and ablation tables" test -s "$tmp/r/decomposition.md" -a -s "$tmp/r/ablation.tex" -a -s "$tmp/r/ablation.csv"
 check "the ladder table names its three sources" grep -q "lost contributions" "$tmp/r/decomposition.md"
 "$DSGAP" plot "$tmp/r" >/dev/null
-for f in error_vs_density sources_per_layer ablation error_vs_staleness mass_distribution; do
+for f in error_vs_density sources_per_layer-rho0.1 ablation-rho0.1 error_vs_staleness-rho0.1 mass_distribution-rho0.1; do
   check "figure $f: .dat .gp .png .pdf" test -s "$tmp/r/figures/$f.dat" -a -s "$tmp/r/figures/$f.gp" -a -s "$tmp/r/figures/$f.png" -a -s "$tmp/r/figures/$f.pdf"
 done
-check "figures are real PNG and PDF" bash -c "head -c 4 '$tmp/r/figures/ablation.png' | grep -q PNG && head -c 4 '$tmp/r/figures/ablation.pdf' | grep -q %PDF"
+check "figures are real PNG and PDF" bash -c "head -c 4 '$tmp/r/figures/ablation-rho0.1.png' | grep -q PNG && head -c 4 '$tmp/r/figures/ablation-rho0.1.pdf' | grep -q %PDF"
 check "no temporary files left" test -z "$(find "$tmp" -name '*.tmp.*')"
 
 # --- bad input to replay ---------------------------------------------------------------------------

@@ -74,7 +74,51 @@ typedef struct {
 	const char *dir;           /* the temporary figures directory */
 	const char *made[MAX_FIGURES]; /* figures written, to render */
 	int n_made;
+	char names[MAX_FIGURES][64];   /* the per-density figures' names: NAME-rhoX */
+	int n_names;
 } plotter;
+
+/* NAME-rhoX: a per-density figure carries its density_target, so that plotting another density
+ * into the same folder keeps this one (issue 19) */
+static const char *density_name(plotter *pl, const char *base)
+{
+	DG_ASSERT(pl->n_names < MAX_FIGURES);
+	char *b = pl->names[pl->n_names++];
+	snprintf(b, 64, "%s-rho%g", base, pl->r->density[pl->o->density]);
+	return b;
+}
+
+/* The computed (effective) density at density index d: the mean over the post-warm-up units of
+ * the first of est-block, baseline, mc-sparse present there; NaN without any. */
+static double computed_density(const dg_results *r, int d)
+{
+	static const char *const ref[] = { "est-block", "baseline", "mc-sparse" };
+	for (int k = 0; k < 3; k++) {
+		int p = dg_results_policy(r, ref[k]);
+		if (p < 0)
+			continue;
+		const size_t j = (size_t)p * r->n_densities + d;
+		double s = 0, n = 0;
+		for (size_t i = r->range[j]; i < r->range[j + 1]; i++)
+			if (dg_results_post_warmup(r, &r->unit[i])) {
+				s += r->unit[i].density_eff;
+				n++;
+			}
+		if (n > 0)
+			return s / n;
+	}
+	return NAN;
+}
+
+/* gnuplot title text: "target density ρ = 0.1, computed 0.125 (est-block)" */
+static void gp_density_title(FILE *f, const dg_results *r, int d)
+{
+	double c = computed_density(r, d);
+	fprintf(f, "set title 'target density {/:Italic ρ} = %g", r->density[d]);
+	if (!isnan(c))
+		fprintf(f, ", computed %.3g", c);
+	fprintf(f, "'\n");
+}
 
 /* A policy of a family with its line style (fixed per policy within a family). */
 typedef struct {
@@ -409,7 +453,7 @@ static bool have_units(const dg_results *r, const char *policy, int d)
 
 static int fig_sources_per_layer(plotter *pl)
 {
-	static const char *name = "sources_per_layer";
+	const char *name = density_name(pl, "sources_per_layer");
 	const dg_results *r = pl->r;
 	const int d = pl->o->density;
 	if (!have_units(r, "est-block", d) || !have_units(r, "oracle-block", d) ||
@@ -424,6 +468,7 @@ static int fig_sources_per_layer(plotter *pl)
 		return 1;
 	}
 	const int nl = t.n_rows - 1; /* row 0: all layers, then one row per layer */
+	const double density_eff = t.row[0].density_eff;
 	FILE *dat = create(pl, name, "dat"), *gp = dat ? create(pl, name, "gp") : NULL;
 	if (!gp) {
 		if (dat)
@@ -431,13 +476,16 @@ static int fig_sources_per_layer(plotter *pl)
 		dg_table_free(&t);
 		return -1;
 	}
-	char what[160];
-	snprintf(what, sizeof what, "sources of the gap per layer at density_target %g (x: bar "
-		 "position; lo, hi: interval of E(est-block))", r->density[d]);
-	dat_header(dat, pl, name, what, "x layer lost grouping selection E(est-block) lo hi n_units");
-	gp_begin(gp, pl, name, "sources of the dense-sparse gap per layer, stacked to E(est-block)",
-		 PANEL_W, PANEL_H);
+	char what[200];
+	snprintf(what, sizeof what, "sources of the gap per layer at density_target %g, diverging "
+		 "stacks: positive terms stacked up from 0, negative ones down from 0 (x: bar position; "
+		 "lo, hi: interval of E(est-block))", r->density[d]);
+	dat_header(dat, pl, name, what, "x layer lost_lo lost_hi grouping_lo grouping_hi "
+		   "selection_lo selection_hi E(est-block) lo hi n_units lost grouping selection");
+	gp_begin(gp, pl, name, "sources of the dense-sparse gap per layer, diverging stacks (their "
+		 "sum: E(est-block), the black point)", PANEL_W, PANEL_H + 0.25);
 	const int every = nl > 16 ? (nl + 9) / 10 : 1;
+	double ymin = 0, ymax = 0;
 	fprintf(gp, "set xtics (");
 	for (int i = 0; i <= nl; i++) {
 		const dg_row *w = &t.row[i < nl ? i + 1 : 0];
@@ -445,31 +493,50 @@ static int fig_sources_per_layer(plotter *pl)
 		char label[16] = "all";
 		if (i < nl)
 			snprintf(label, sizeof label, "%d", w->layer);
-		fprintf(dat, "%g %s %.8g %.8g %.8g %.8g %.8g %.8g %.0f\n", x, label,
-			w->est[DG_LAD_LOST], w->est[DG_LAD_GROUPING], w->est[DG_LAD_SELECTION],
-			w->est[DG_LAD_E_EST], w->lo[DG_LAD_E_EST], w->hi[DG_LAD_E_EST], w->n_units);
+		static const int order[3] = { DG_LAD_LOST, DG_LAD_GROUPING, DG_LAD_SELECTION };
+		double up = 0, down = 0, lo[3], hi[3];
+		for (int k = 0; k < 3; k++) { /* a negative term hangs below zero */
+			double v = w->est[order[k]];
+			if (v >= 0) {
+				lo[k] = up;
+				hi[k] = up += v;
+			} else {
+				hi[k] = down;
+				lo[k] = down += v;
+			}
+		}
+		ymax = fmax(ymax, fmax(up, isnan(w->hi[DG_LAD_E_EST]) ? 0 : w->hi[DG_LAD_E_EST]));
+		ymin = fmin(ymin, fmin(down, isnan(w->lo[DG_LAD_E_EST]) ? 0 : w->lo[DG_LAD_E_EST]));
+		fprintf(dat, "%g %s %.8g %.8g %.8g %.8g %.8g %.8g %.8g %.8g %.8g %.0f %.8g %.8g %.8g\n",
+			x, label, lo[0], hi[0], lo[1], hi[1], lo[2], hi[2], w->est[DG_LAD_E_EST],
+			w->lo[DG_LAD_E_EST], w->hi[DG_LAD_E_EST], w->n_units, w->est[DG_LAD_LOST],
+			w->est[DG_LAD_GROUPING], w->est[DG_LAD_SELECTION]);
 		if (i == nl || i % every == 0)
 			fprintf(gp, "%s\"%s\" %g", i ? ", " : "", label, x);
 	}
 	dg_table_free(&t);
-	fprintf(gp, ")\nset xrange [-0.7:%g]\n"
+	const double pad = 0.08 * (ymax - ymin);
+	fprintf(gp, ")\nset xrange [-0.7:%g]\nset yrange [%g:%g]\n"
 		    "set arrow from %g, graph 0 to %g, graph 1 nohead dt 2 lc rgb '#999999'\n"
-		    "set xlabel 'layer'\nset ylabel 'relative L_2 error (mean)'\n"
-		    "set title 'target density {/:Italic ρ} = %g'\n"
-		    "set key outside top center horizontal maxrows 2 Left reverse samplen 1 "
+		    "set xlabel 'layer'\nset ylabel 'relative L_2 error (mean)'\n",
+		nl + 1.7, ymin < 0 ? ymin - pad : 0, ymax + pad, (double)nl, (double)nl);
+	fprintf(gp, "set title 'target density {/:Italic ρ} = %g, computed %.3g (est-block)'\n",
+		r->density[d], density_eff);
+	fprintf(gp, "set key outside top center horizontal maxrows 2 Left reverse samplen 1 "
 		    "font ',7'\n"
 		    "set style fill solid 0.85 noborder\n"
-		    "set xzeroaxis lt -1 lw 0.5\n"
+		    "set xzeroaxis lt -1 lw 1\n"
 		    "f = '%s.dat'\n"
-		    "plot f using 1:($3/2):($1-0.4):($1+0.4):(0):3 with boxxyerror ls 3 "
+		    "plot f using 1:(($3+$4)/2):($1-0.4):($1+0.4):3:4 with boxxyerror ls 3 "
 		    "title 'lost contributions', \\\n"
-		    "\tf using 1:3:($1-0.4):($1+0.4):3:($3+$4) with boxxyerror ls 2 "
+		    "\tf using 1:(($5+$6)/2):($1-0.4):($1+0.4):5:6 with boxxyerror ls 2 "
 		    "title 'grouping', \\\n"
-		    "\tf using 1:3:($1-0.4):($1+0.4):($3+$4):($3+$4+$5) with boxxyerror ls 1 "
-		    "title 'selection'%s\n",
-		nl + 1.7, (double)nl, (double)nl, r->density[d], name,
-		pl->o->boot ? ", \\\n\tf using 1:7:(0):($8-$7) with vectors " INTERVAL
-			      " title '95% CI of E(est-block)'" : "");
+		    "\tf using 1:(($7+$8)/2):($1-0.4):($1+0.4):7:8 with boxxyerror ls 1 "
+		    "title 'selection', \\\n"
+		    "\tf using 1:9%s with %s pt 7 ps 0.6 lc rgb '#000000' lw 1 title "
+		    "'E(est-block) = sum%s'\n",
+		name, pl->o->boot ? ":10:11" : "", pl->o->boot ? "yerrorbars" : "points",
+		pl->o->boot ? " (95% CI)" : "");
 	gp_end(gp);
 	int rc = finish(dat, name, "dat");
 	rc |= finish(gp, name, "gp");
@@ -496,7 +563,7 @@ static int ablation_rows(const plotter *pl, int density, dg_table *t)
 
 static int fig_ablation(plotter *pl)
 {
-	static const char *name = "ablation";
+	const char *name = density_name(pl, "ablation");
 	const dg_results *r = pl->r;
 	const int d = pl->o->density;
 	dg_table t;
@@ -506,6 +573,7 @@ static int fig_ablation(plotter *pl)
 		return 1;
 	}
 	const dg_row *w = &t.row[0];
+	const double density_eff = w->density_eff;
 	FILE *dat = create(pl, name, "dat"), *gp = dat ? create(pl, name, "gp") : NULL;
 	if (!gp) {
 		if (dat)
@@ -530,10 +598,10 @@ static int fig_ablation(plotter *pl)
 		    "set style fill solid 0.85 noborder\nset grid noxtics\n"
 		    "set xlabel 'components on (G: grouping, S: selection, R: residual)'\n"
 		    "set ylabel 'relative L_2 error (mean)'\n"
-		    "set title 'target density {/:Italic ρ} = %g'\n"
+		    "set title 'target density {/:Italic ρ} = %g, computed %.3g'\n"
 		    "f = '%s.dat'\n"
 		    "plot f using 1:4:xtic(2) with boxes ls 1 notitle%s\n",
-		r->density[d], name,
+		r->density[d], density_eff, name,
 		pl->o->boot ? ", \\\n\tf using 1:5:(0):($6-$5) with vectors " INTERVAL " notitle" :
 			      "");
 	gp_end(gp);
@@ -615,7 +683,7 @@ static bool refresh_anchor(const char *spec)
 
 static int fig_error_vs_staleness(plotter *pl)
 {
-	static const char *name = "error_vs_staleness";
+	const char *name = density_name(pl, "error_vs_staleness");
 	const dg_results *r = pl->r;
 	const int d = pl->o->density;
 	member fam[2][FAMILY_MAX], m[2 * FAMILY_MAX];
@@ -683,13 +751,15 @@ static int fig_error_vs_staleness(plotter *pl)
 		    "set xtics %d\nset mxtics 1\n"
 		    "set offsets graph 0.04, graph 0.04, 0, 0\n"
 		    "set xlabel 'steps since the anchor' offset 0,0.3\n"
-		    "set ylabel 'relative L_2 error (mean)'\n"
-		    "set title 'target density {/:Italic ρ} = %g'\n",
-		smax > 10 ? (smax + 9) / 10 : 1, r->density[d]);
+		    "set ylabel 'relative L_2 error (mean)'\n",
+		smax > 10 ? (smax + 9) / 10 : 1);
+	gp_density_title(gp, r, d);
+	char datf[80];
+	snprintf(datf, sizeof datf, "%s.dat", name);
 	for (int i = 0; i < n; i++) { /* dodged 0.04 steps apart */
 		char x[32];
 		snprintf(x, sizeof x, "($1%+.3f)", 0.04 * (i - (n - 1) / 2.0));
-		gp_series(gp, pl, "error_vs_staleness.dat", i, &m[i], x, i == 0);
+		gp_series(gp, pl, datf, i, &m[i], x, i == 0);
 	}
 	fprintf(gp, "\n");
 	gp_end(gp);
@@ -701,7 +771,7 @@ static int fig_error_vs_staleness(plotter *pl)
 
 static int fig_mass_distribution(plotter *pl)
 {
-	static const char *name = "mass_distribution";
+	const char *name = density_name(pl, "mass_distribution");
 	const dg_results *r = pl->r;
 	const int d = pl->o->density;
 	member fam[FAM_COUNT][FAMILY_MAX];
@@ -785,9 +855,13 @@ static int fig_mass_distribution(plotter *pl)
 		const double x0 = fmin(floor(xlo[k] * 20) / 20, 0.95), span = 1 - x0;
 		gp_panel(gp, panel, npanel, w, h, bottom);
 		gp_key_below(gp, panel, npanel, w, h, key_rows(longest[k], nfam[k], pw), rows);
-		fprintf(gp, "set xrange [%g:1]\nset xtics %g\nset title '(%c) %s, {/:Italic ρ} = %g'\n",
+		double cd = computed_density(r, d);
+		fprintf(gp, "set xrange [%g:1]\nset xtics %g\nset title '(%c) %s, {/:Italic ρ} = %g",
 			x0, span > 0.5 ? 0.2 : span > 0.25 ? 0.1 : 0.05, 'a' + panel++,
 			family_short[k], r->density[d]);
+		if (!isnan(cd))
+			fprintf(gp, " (computed %.3g)", cd);
+		fprintf(gp, "'\n");
 		for (int i = 0; i < nfam[k]; i++) { /* a curve equal to an earlier one is dashed */
 			char title[2 * DG_POLICY_NAME_MAX + 8];
 			int j = same[k][i];
@@ -921,11 +995,33 @@ static int remove_dir(const char *path)
 	return rc | rmdir(path);
 }
 
-/* Replace final (if any) by tmp. */
+/* Carry the other densities' figures (NAME-rhoX.*) of final that tmp does not remake into tmp:
+ * plotting one density never removes another's. */
+static void keep_other_densities(const char *tmp, const char *final)
+{
+	DIR *dir = opendir(final);
+	if (!dir)
+		return;
+	struct dirent *e;
+	while ((e = readdir(dir))) {
+		if (!strstr(e->d_name, "-rho") || strstr(e->d_name, ".tmp."))
+			continue;
+		char *from = dg_path_join(final, e->d_name), *to = dg_path_join(tmp, e->d_name);
+		struct stat st;
+		if (stat(to, &st) != 0 && rename(from, to))
+			dg_warn("plot: cannot keep %s: %s", from, strerror(errno));
+		free(from);
+		free(to);
+	}
+	closedir(dir);
+}
+
+/* Replace final (if any) by tmp, keeping the other densities' figures. */
 static int install(const char *tmp, const char *final)
 {
 	struct stat st;
 	char old[4096] = "";
+	keep_other_densities(tmp, final);
 	if (stat(final, &st) == 0) {
 		/* a ".tmp.PID" name: removed by the next run into the folder if this one dies */
 		snprintf(old, sizeof old, "%s.old.tmp.%ld", final, (long)getpid());

@@ -8,13 +8,17 @@
  * and style.gp (analysis/style.gp, compiled in). Figures (E = mean rel_l2, post-warm-up units):
  *   error_vs_density    E against density_target per policy, log y, 95% bootstrap error bars;
  *                       one panel per family (oracle ladder, factorial, others); dense left out
- *   sources_per_layer   selection, grouping, lost contributions stacked per layer (and all
- *                       layers) at the chosen density: the stack is E(est-block), with its interval
+ *   sources_per_layer   selection, grouping, lost contributions per layer (and all layers) at the
+ *                       chosen density, diverging stacks (positive terms up from 0, a negative
+ *                       term below 0), their sum E(est-block) a point with its interval
  *   ablation            E of the 8 factorial cells at the chosen density, with intervals
  *   shapley             Shapley shares of G, S, R per density, with intervals
  *   error_vs_staleness  E against steps since the anchor for the refresh=anchor policies
  *   mass_distribution   empirical CDF over units of the retained probability mass (mass_mean),
  *                       per policy at the chosen density; dense left out
+ * The per-density figures (sources_per_layer, ablation, error_vs_staleness, mass_distribution) are
+ * named NAME-rhoX (X the density_target) and their titles give the computed density beside the
+ * target; plotting another density keeps them (issue 19).
  * A figure whose policies are absent is skipped with a warning. The whole directory is built as
  * DIR/figures.tmp.PID and renamed into place at the end: an older figures/ is replaced only on
  * success, and a failure leaves nothing behind.

@@ -25,8 +25,9 @@ static void usage(FILE *f)
 		   "closest to %g)\n"
 		   "  --boot N     bootstrap replicates for the 95%% error bars (default 1000; 0: none)\n"
 		   "  --seed X     seed of the bootstrap generator, mt19937 (default 1)\n"
-		   "writes DIR/figures/: error_vs_density, sources_per_layer, ablation, shapley,\n"
-		   "error_vs_staleness, mass_distribution (.dat .gp .pdf .png) and style.gp\n",
+		   "writes DIR/figures/: error_vs_density, shapley and, named NAME-rhoX for the density,\n"
+		   "sources_per_layer, ablation, error_vs_staleness, mass_distribution (.dat .gp .pdf\n"
+		   ".png; another density's figures are kept) and style.gp\n",
 		DEFAULT_DENSITY);
 }
 

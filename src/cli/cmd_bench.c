@@ -13,6 +13,7 @@
  * commit` lines to --csv (default results/bench/bench.csv) and prints them. The kernel-level
  * comparison against cuDNN and FlexAttention is dsgap-bench-kernels + scripts/gpu_bench_torch.py.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -28,8 +29,12 @@
 #include "cli/commands.h"
 #include "policy/presets.h"
 #include "replay/replay.h"
+#include "replay/replay_check.h"
 #include "trace/synth.h"
+#include "util/csv.h"
 #include "util/util.h"
+
+#define DEFAULT_CSV "results/bench/bench.csv"
 
 static void usage(FILE *f)
 {
@@ -45,15 +50,23 @@ static void usage(FILE *f)
 
 typedef struct {
 	FILE *csv;
-	const char *device, *commit;
+	const char *commit;
+	char device[192]; /* a copy: the backend is gone before the layer-step line */
 	char date[32];
 } sink;
 
 static void put(sink *s, const char *name, double value, const char *unit)
 {
 	printf("%-28s %12.5g %s\n", name, value, unit);
-	if (s->csv)
-		fprintf(s->csv, "%s,%.6g,%s,%s,%s,%s\n", name, value, unit, s->device, s->date, s->commit);
+	if (s->csv) {
+		fprintf(s->csv, "%s,%.6g,%s,", name, value, unit);
+		dg_csv_field(s->csv, s->device);
+		putc(',', s->csv);
+		dg_csv_field(s->csv, s->date);
+		putc(',', s->csv);
+		dg_csv_field(s->csv, s->commit);
+		putc('\n', s->csv);
+	}
 }
 
 static double median(double *x, int n)
@@ -188,7 +201,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 		{ "layer-step", required_argument, 0, 'L' }, { "precise", required_argument, 0, 'P' },
 		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
 	};
-	*o = (bench_opts){ .device = "gpu", .csv = "results/bench/bench.csv", .grid = "21x30x52",
+	*o = (bench_opts){ .device = "gpu", .csv = DEFAULT_CSV, .grid = "21x30x52",
 			   .n = 32760, .heads = 12, .d = 128, .reps = 5, .precise = false };
 	int c;
 	optind = 1;
@@ -210,6 +223,18 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 		usage(stderr);
 		return 2;
 	}
+	/* everything checked before the CSV is opened: nothing is appended for a bad argument */
+	if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
+		return dg_error("bench: bad --device '%s' (cpu or gpu)", o->device), 2;
+	int grid[3];
+	if (strcmp(o->grid, "none") && dg_opt_grid("bench", "layer-step", o->grid, grid))
+		return 2;
+	/* q, k, v of every head, and the backend's outputs of one */
+	double need = 4.0 * o->n * o->d * (3.0 * o->heads + 6), avail = dg_memory_available();
+	if (need > avail)
+		return dg_error("bench: %d heads x %d tokens x d=%d need at least %.2f GiB of memory but %.2f "
+				"GiB is available", o->heads, o->n, o->d, need / (1024.0 * 1024 * 1024),
+				avail / (1024.0 * 1024 * 1024)), 2;
 	return -1;
 }
 
@@ -381,10 +406,17 @@ int dg_cmd_bench(int argc, char **argv)
 		return 1;
 	be->precise = o.precise;
 	bool gpu = !strcmp(be->name, "gpu"); /* the P.V modes differ only there */
-	sink s = { .device = be->device, .commit = dg_git_commit() };
+	sink s = { .commit = dg_git_commit() };
+	snprintf(s.device, sizeof s.device, "%s", be->device);
 	dg_utc_now(s.date, sizeof s.date);
-	if (*o.csv && !(s.csv = fopen(o.csv, "a")))
-		return dg_error("cannot append to %s", o.csv), 1;
+	if (*o.csv && !(s.csv = fopen(o.csv, "a"))) {
+		int e = errno;
+		be->destroy(be);
+		return dg_error("bench: cannot append to %s: %s%s", o.csv, strerror(e),
+				strcmp(o.csv, DEFAULT_CSV) ? ""
+							   : " (the default --csv, relative to the repository root: run "
+							     "there, or give --csv FILE, or --csv '' for none)"), 1;
+	}
 	printf("dsgap bench: %s, %d heads x %d tokens x d=%d, %d reps, P.V %s, commit %s, %s\n", be->device,
 	       o.heads, o.n, o.d, o.reps, o.precise ? "precise" : "fast", s.commit, s.date);
 

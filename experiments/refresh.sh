@@ -13,7 +13,7 @@ for run in {synthetic,bundled}.{a1,a2,a3,a6}; do
   "$DSGAP" plot "$WORK/$run"
   exp_collect $run "$RESULTS/$run"
   # one density: only the staleness figure says something here
-  rm -f "$RESULTS/$run"/figures/{error_vs_density,mass_distribution}.*
+  rm -f "$RESULTS/$run"/figures/error_vs_density.* "$RESULTS/$run"/figures/mass_distribution*.*
 done
 
 # error vs number of anchors, from summary.csv (means over the post-warm-up units, steps 2..13), per

@@ -1,0 +1,2 @@
+# tests/samples.cmake: dsgap decompose over a sample set (issue 19), end to end on synthetic samples.
+dg_test(cli_samples COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli_samples.sh LABELS cpu)

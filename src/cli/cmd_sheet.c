@@ -2,11 +2,16 @@
  * cmd_sheet.c: dsgap sheet, a contact sheet of generated clips: one row per run (the /latents of a
  * `dsgap generate` or `dsgap capture` output of a pixel-space model: 3 channels, RGB in [-1, 1]),
  * one column per chosen frame, each row labelled; rendered by gnuplot (rgbimage) as PNG and PDF.
+ * Columns are headed "frame N"; a row after a row whose label contains "dense" (its reference)
+ * gets each tile's PSNR against the reference's frame (peak = max - min of the reference frame,
+ * docs/spec.md §4 closed loop) in the tile's corner and the mean over the shown frames in its
+ * label; give the policy and density in the label, e.g. "cockatoo mc-sparse ρ=0.15" (issue 19).
  *   dsgap sheet --out DIR/NAME [--frames 0,5,10,15] [--scale 4] dense=G/dense.h5 mc-sparse=G/x.h5
  * Writes DIR/NAME.{rgb,gp,png,pdf}: the raw image (uint8 RGB, row-major) and the gnuplot script
  * that re-renders it (cd DIR && gnuplot NAME.gp).
  */
 #include <getopt.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +33,25 @@ static void usage(FILE *f)
 		   "A contact sheet of pixel-space clips (/latents [3, F, H, W], RGB in [-1, 1]): a row per\n"
 		   "file, a column per frame (default 8 frames evenly spaced), each pixel S x S (default 4).\n"
 		   "Writes DIR/NAME.{rgb,gp,png,pdf}.\n");
+}
+
+/* PSNR (dB) of frame f of x against the same frame of ref, both [3, F, H, W]; inf when equal */
+static double frame_psnr(const float *x, const float *ref, int F, int H, int W, int f)
+{
+	double lo = INFINITY, hi = -INFINITY, se = 0;
+	size_t n = 0;
+	for (int ch = 0; ch < 3; ch++) {
+		size_t o = ((size_t)ch * F + f) * H * W;
+		for (size_t i = 0; i < (size_t)H * W; i++) {
+			double a = ref[o + i], d = x[o + i] - a;
+			lo = a < lo ? a : lo;
+			hi = a > hi ? a : hi;
+			se += d * d;
+			n++;
+		}
+	}
+	double mse = se / (double)n, L = hi - lo;
+	return mse > 0 ? 10 * log10(L * L / mse) : INFINITY;
 }
 
 static uint8_t to_u8(float x)
@@ -148,7 +172,13 @@ int dg_cmd_sheet(int argc, char **argv)
 		size_t longest = 0; /* room for the row labels: ~9 pixels a character at 11 pt */
 		for (int r = 0; r < rows; r++)
 			longest = strlen(labels[r]) > longest ? strlen(labels[r]) : longest;
-		int left = 20 + 9 * (int)longest;
+		int left = 20 + 9 * ((int)longest + 10), top = 24; /* label + " (PSNR 00.0 dB)" */
+		int ref[MAX_ROWS];
+		for (int r = 0; r < rows; r++) /* the reference of a row: the last "dense" row above */
+			ref[r] = r && strstr(labels[r - 1], "dense") ? r - 1 : r ? ref[r - 1] : -1;
+		for (int r = 0; r < rows; r++)
+			if (strstr(labels[r], "dense"))
+				ref[r] = -1;
 		fprintf(o.f, "# %s.gp: contact sheet, %d runs x %d frames (%dx%d pixels each, shown %dx)\n"
 			     "# re-render: gnuplot %s.gp   (reads %s.rgb: %d x %d uint8 RGB, top row first)\n"
 			     "# rows:", name, rows, nf, W, H, scale, name, name, iw, ih);
@@ -157,19 +187,45 @@ int dg_cmd_sheet(int argc, char **argv)
 		fprintf(o.f, "\n# frames:");
 		for (int j = 0; j < nf; j++)
 			fprintf(o.f, " %d", frames[j]);
-		fprintf(o.f, "\nunset border; unset tics; unset key; unset colorbox\n"
-			     "set lmargin at screen %g; set rmargin at screen 1; set tmargin at screen 1; "
+		fprintf(o.f, "\n# PSNR (dB) of a tile against its reference row (the last \"dense\" row "
+			     "above), peak = max - min of the reference frame\n"
+			     "unset border; unset tics; unset key; unset colorbox\n"
+			     "set lmargin at screen %g; set rmargin at screen 1; set tmargin at screen %g; "
 			     "set bmargin at screen 0\n"
-			     "set xrange [0:%d]; set yrange [%d:0]\n", (double)left / (iw + left), iw, ih);
-		for (int r = 0; r < rows; r++)
-			fprintf(o.f, "set label %d \"%s\" at graph 0, first %g right offset -1,0 font ',%d' noenhanced\n", r + 1,
-				labels[r], r * th + H * scale / 2.0, scale < 3 ? 8 : 11);
+			     "set xrange [0:%d]; set yrange [%d:0]\n"
+			     "set style textbox opaque fillcolor rgb '#ffffff' noborder\n",
+			(double)left / (iw + left), (double)ih / (ih + top), iw, ih);
+		const int fs = scale < 3 ? 8 : 11;
+		int lab = 1;
+		for (int j = 0; j < nf; j++)
+			fprintf(o.f, "set label %d \"frame %d\" at first %g, graph 1 center offset 0,0.8 "
+				     "font ',%d' noenhanced\n", lab++, frames[j], j * tw + W * scale / 2.0,
+				fs);
+		for (int r = 0; r < rows; r++) {
+			char extra[48] = "";
+			if (ref[r] >= 0) {
+				double m = 0;
+				for (int j = 0; j < nf; j++) {
+					double p = frame_psnr(t[r].data, t[ref[r]].data, F, H, W, frames[j]);
+					m += p;
+					fprintf(o.f, "set label %d \"%.1f dB\" at first %g, first %g left "
+						     "offset 0.3,0.6 boxed front font ',%d'\n", lab++, p,
+						(double)(j * tw), (double)(r * th + H * scale), fs - 2);
+				}
+				snprintf(extra, sizeof extra, "\\nPSNR %.1f dB", m / nf);
+			} else if (strstr(labels[r], "dense")) {
+				snprintf(extra, sizeof extra, "\\n(reference)");
+			}
+			fprintf(o.f, "set label %d \"%s%s\" at graph 0, first %g right offset -1,0 font ',%d' noenhanced\n",
+				lab++, labels[r], extra, r * th + H * scale / 2.0, fs);
+		}
 		fprintf(o.f, "do for [fmt in \"png pdf\"] {\n"
 			     "if (fmt eq \"png\") { set terminal pngcairo size %d,%d font 'Liberation Sans' } "
 			     "else { set terminal pdfcairo size %gin,%gin font 'Liberation Sans' }\n"
 			     "set output '%s.'.fmt\n"
 			     "plot '%s.rgb' binary array=(%d,%d) format='%%uchar' with rgbimage\n"
-			     "set output\n}\n", iw + left, ih, (iw + left) / 150.0, ih / 150.0, name, name, iw, ih);
+			     "set output\n}\n", iw + left, ih + top, (iw + left) / 150.0, (ih + top) / 150.0,
+			name, name, iw, ih);
 		rc = dg_out_commit(&o);
 	}
 	dg_out_defer(NULL);

@@ -52,50 +52,9 @@ mlabel=$(sed -n 's/^[[:space:]]*"label":[[:space:]]*"\(.*\)",*$/\1/p' "$WORK/exp
   echo "\\end{tabular}"
 } > "$RESULTS/closed_loop.tex"
 
-# figure: PSNR, SSIM and speedup vs effective density, one series per sparse policy
-fig=$RESULTS/figures
-mkdir -p "$fig"
-policies=$(awk -F, 'NR > 1 && $2 != "dense" && !seen[$2]++ { print $2 }' "$RESULTS/closed_loop.csv")
-{
-  echo "# closed_loop.dat: per sparse policy (one block each, in the order of closed_loop.csv), means over the samples"
-  echo "# columns: density psnr ssim speedup target_density"
-  for p in $policies; do
-    echo "# policy $p"
-    awk -F, -v p="$p" '$2 == p { print $6, $7, $9, $12, $4 }' "$RESULTS/closed_loop.csv"
-    printf '\n\n'
-  done
-} > "$fig/closed_loop.dat"
-{
-  echo "# closed_loop.gp: PSNR, SSIM and transformer speedup against the effective density, per policy"
-  echo "# made by experiments/closed_loop.sh; re-render inside this directory: gnuplot closed_loop.gp"
-  echo "load 'style.gp'"
-  echo "do for [fmt in \"pdf png\"] {"
-  echo "if (fmt eq \"pdf\") { set terminal pdfcairo size 9in,2.8in font 'Liberation Sans,8' } else { set terminal pngcairo size 2700,840 font 'Liberation Sans,8' fontscale 3 linewidth 2 }"
-  echo "set output 'closed_loop.'.fmt"
-  echo "set multiplot layout 1,3 title 'closed loop: model $mlabel, against the dense run of the same prompt and noise'"
-  echo "set xlabel 'effective density'"
-  echo "set xrange [0:*]"
-  echo "set format x '%.2g'"
-  echo "set xtics 0.1"
-  echo "set key off"
-  for panel in "2:PSNR (dB)" "3:SSIM" "4:transformer speedup"; do
-    col=${panel%%:*}
-    echo "set ylabel '${panel#*:}'"
-    [ "$col" = 2 ] && echo "set key inside top right font ',6' noenhanced" || echo "set key off"
-    printf "plot "
-    i=0
-    for p in $policies; do
-      [ $i -gt 0 ] && printf ", \\\\\n  "
-      printf "'closed_loop.dat' index %d using 1:%s with linespoints ls %d pt %d ps 1.5 title '%s'" $i "$col" $((i % 8 + 1)) $((i + 4)) "$p"
-      i=$((i + 1))
-    done
-    echo
-  done
-  echo "unset multiplot"
-  echo "unset output"
-  echo "}"
-} > "$fig/closed_loop.gp"
-exp_gnuplot "$fig" closed_loop.gp
+# figure: PSNR, SSIM and speedup per policy, means over the samples with 95% intervals over them
+exp_say "closed-loop figure"
+bash "$ROOT/experiments/closed_loop_fig.sh" "$RESULTS/figures" "$mlabel" "$RESULTS"/*/closed_loop.csv
 
 # contact sheet (pixel-space model: the latents are the frames): per prompt of seed 1, the dense run,
 # mc-sparse and svg2 at 0.15, 8 frames each -> sheet.{png,pdf}
@@ -119,6 +78,6 @@ once per sample); the final frames are compared with the dense run's at merge ti
 \`closed_loop.md\` (also \`.tex\`, \`.csv\`): per policy and target density, the effective density,
 PSNR and SSIM (means over the samples and worst frame) and the transformer speedup, each policy
 labelled by its source (reference, MC-Sparse, or the peer's paper); \`RUN/closed_loop.csv\`: every
-sample. Figure: \`figures/closed_loop.png\` (PSNR, SSIM and speedup against the effective density);
+sample. Figure: \`figures/closed_loop.png\` (PSNR, SSIM and speedup per policy, means over the samples with 95% bootstrap intervals over them);
 \`sheet.png\`: frames of the dense, mc-sparse and svg2 runs of every prompt (seed 1), side by side.
 Speedups are CPU times unless the run said \`--device gpu\` (\`RUN/run.json\`: the devices)." "$first"

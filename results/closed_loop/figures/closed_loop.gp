@@ -1,51 +1,28 @@
-# closed_loop.gp: PSNR, SSIM and transformer speedup against the effective density, per policy
-# made by experiments/closed_loop.sh; re-render inside this directory: gnuplot closed_loop.gp
+# closed_loop.gp: PSNR, SSIM and transformer speedup per policy, means over the samples with 95% intervals
+# made by experiments/closed_loop_fig.sh; re-render inside this directory: gnuplot closed_loop.gp
 load 'style.gp'
 do for [fmt in "pdf png"] {
-if (fmt eq "pdf") { set terminal pdfcairo size 9in,2.8in font 'Liberation Sans,8' } else { set terminal pngcairo size 2700,840 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
+if (fmt eq "pdf") { set terminal pdfcairo size 7in,2.50in font 'Liberation Sans,8' } else { set terminal pngcairo size 2100,750 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
 set output 'closed_loop.'.fmt
-set multiplot layout 1,3 title 'closed loop: model bundled, against the dense run of the same prompt and noise'
-set xlabel 'effective density'
-set xrange [0:*]
-set format x '%.2g'
-set xtics 0.1
+set multiplot title "closed loop, model bundled, against the dense run of the same prompt and noise: means over 4 samples (prompt x seed)\nwith 95% bootstrap intervals over the samples; rows: policy @ target density (computed density)" noenhanced font ',8'
+set tmargin at screen 0.832; set bmargin at screen 0.180
+set yrange [10 - 0.5:-0.5]
 set key off
-set ylabel 'PSNR (dB)'
-set key inside top right font ',6' noenhanced
-plot 'closed_loop.dat' index 0 using 1:2 with linespoints ls 1 pt 4 ps 1.5 title 'baseline', \
-  'closed_loop.dat' index 1 using 1:2 with linespoints ls 2 pt 5 ps 1.5 title 'mc-sparse', \
-  'closed_loop.dat' index 2 using 1:2 with linespoints ls 3 pt 6 ps 1.5 title 'xattention/budget=topk', \
-  'closed_loop.dat' index 3 using 1:2 with linespoints ls 4 pt 7 ps 1.5 title 'spargeattn/theta=-0.1/budget=topk', \
-  'closed_loop.dat' index 4 using 1:2 with linespoints ls 5 pt 8 ps 1.5 title 'svg2/budget=topk', \
-  'closed_loop.dat' index 5 using 1:2 with linespoints ls 6 pt 9 ps 1.5 title 'chipmunk', \
-  'closed_loop.dat' index 6 using 1:2 with linespoints ls 7 pt 10 ps 1.5 title 'pisa', \
-  'closed_loop.dat' index 7 using 1:2 with linespoints ls 8 pt 11 ps 1.5 title 'ditfastattn/window=320', \
-  'closed_loop.dat' index 8 using 1:2 with linespoints ls 1 pt 12 ps 1.5 title 'sta/window=1', \
-  'closed_loop.dat' index 9 using 1:2 with linespoints ls 2 pt 13 ps 1.5 title 'radial'
-set ylabel 'SSIM'
-set key off
-plot 'closed_loop.dat' index 0 using 1:3 with linespoints ls 1 pt 4 ps 1.5 title 'baseline', \
-  'closed_loop.dat' index 1 using 1:3 with linespoints ls 2 pt 5 ps 1.5 title 'mc-sparse', \
-  'closed_loop.dat' index 2 using 1:3 with linespoints ls 3 pt 6 ps 1.5 title 'xattention/budget=topk', \
-  'closed_loop.dat' index 3 using 1:3 with linespoints ls 4 pt 7 ps 1.5 title 'spargeattn/theta=-0.1/budget=topk', \
-  'closed_loop.dat' index 4 using 1:3 with linespoints ls 5 pt 8 ps 1.5 title 'svg2/budget=topk', \
-  'closed_loop.dat' index 5 using 1:3 with linespoints ls 6 pt 9 ps 1.5 title 'chipmunk', \
-  'closed_loop.dat' index 6 using 1:3 with linespoints ls 7 pt 10 ps 1.5 title 'pisa', \
-  'closed_loop.dat' index 7 using 1:3 with linespoints ls 8 pt 11 ps 1.5 title 'ditfastattn/window=320', \
-  'closed_loop.dat' index 8 using 1:3 with linespoints ls 1 pt 12 ps 1.5 title 'sta/window=1', \
-  'closed_loop.dat' index 9 using 1:3 with linespoints ls 2 pt 13 ps 1.5 title 'radial'
-set ylabel 'transformer speedup'
-set key off
-plot 'closed_loop.dat' index 0 using 1:4 with linespoints ls 1 pt 4 ps 1.5 title 'baseline', \
-  'closed_loop.dat' index 1 using 1:4 with linespoints ls 2 pt 5 ps 1.5 title 'mc-sparse', \
-  'closed_loop.dat' index 2 using 1:4 with linespoints ls 3 pt 6 ps 1.5 title 'xattention/budget=topk', \
-  'closed_loop.dat' index 3 using 1:4 with linespoints ls 4 pt 7 ps 1.5 title 'spargeattn/theta=-0.1/budget=topk', \
-  'closed_loop.dat' index 4 using 1:4 with linespoints ls 5 pt 8 ps 1.5 title 'svg2/budget=topk', \
-  'closed_loop.dat' index 5 using 1:4 with linespoints ls 6 pt 9 ps 1.5 title 'chipmunk', \
-  'closed_loop.dat' index 6 using 1:4 with linespoints ls 7 pt 10 ps 1.5 title 'pisa', \
-  'closed_loop.dat' index 7 using 1:4 with linespoints ls 8 pt 11 ps 1.5 title 'ditfastattn/window=320', \
-  'closed_loop.dat' index 8 using 1:4 with linespoints ls 1 pt 12 ps 1.5 title 'sta/window=1', \
-  'closed_loop.dat' index 9 using 1:4 with linespoints ls 2 pt 13 ps 1.5 title 'radial'
+set grid xtics noytics
+f = 'closed_loop.dat'
+set ytics () font ',7' noenhanced
+set lmargin at screen 0.34; set rmargin at screen 0.53
+set xlabel 'PSNR (dB)'
+plot f using 5:1:6:7:(int($1) % 15 + 1):ytic(sprintf('%s (%.3g)', stringcolumn(2), $3)) with xerrorbars lc variable pt 7 ps 0.8
+set ytics format ''
+set lmargin at screen 0.56; set rmargin at screen 0.75
+set xlabel 'SSIM'
+set xtics 0.2
+plot f using 8:1:9:10:(int($1) % 15 + 1) with xerrorbars lc variable pt 7 ps 0.8
+set lmargin at screen 0.78; set rmargin at screen 0.97
+set xlabel 'transformer speedup over dense'
+set xtics 0.5
+plot f using 11:1:12:13:(int($1) % 15 + 1) with xerrorbars lc variable pt 7 ps 0.8
 unset multiplot
 unset output
 }

@@ -60,6 +60,8 @@ h=$(awk -v n="$n" 'BEGIN { printf "%.2f", 0.9 + 0.16 * n }')
   echo "set ytics () font ',7' noenhanced"
   echo "set lmargin at screen 0.34; set rmargin at screen 0.53"
   echo "set xlabel 'PSNR (dB)'"
+  echo "set xtics autofreq"
+  echo "set ytics () font ',7' noenhanced format '% h'"
   echo "plot f using 5:1:6:7:(int(\$1) % 15 + 1):ytic(sprintf('%s (%.3g)', stringcolumn(2), \$3)) with xerrorbars lc variable pt 7 ps 0.8"
   echo "set ytics format ''"
   echo "set lmargin at screen 0.56; set rmargin at screen 0.75"

@@ -13,6 +13,8 @@ f = 'closed_loop.dat'
 set ytics () font ',7' noenhanced
 set lmargin at screen 0.34; set rmargin at screen 0.53
 set xlabel 'PSNR (dB)'
+set xtics autofreq
+set ytics () font ',7' noenhanced format '% h'
 plot f using 5:1:6:7:(int($1) % 15 + 1):ytic(sprintf('%s (%.3g)', stringcolumn(2), $3)) with xerrorbars lc variable pt 7 ps 0.8
 set ytics format ''
 set lmargin at screen 0.56; set rmargin at screen 0.75

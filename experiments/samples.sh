@@ -19,6 +19,7 @@
 #   --latent, --layers, --steps: the capture (default 16x32x32 = 4096 tokens, 0,3,7, 10 steps; the
 #                    demo's settings, CFG 3, shift 3)
 #   --densities L    replay densities (default 0.1,0.15,0.25); --policies L (default all)
+#   --rho X          the density of the per-sample figure (default 0.15)
 #   --scratch DIR    where the traces go (default DIR/traces); --keep-traces keeps them
 #   --pack FILE      after the replay stage: a tarball of every sample's metrics.csv + run.json
 #   --from FILE      analyse: unpack such a tarball into DIR first
@@ -34,7 +35,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DSGAP=${DSGAP:-$ROOT/build/dsgap}
 out="" stage=all device=cpu classes="" seeds=1,2 latent=16x32x32 layers=0,3,7 steps=10
-densities=0.1,0.15,0.25 policies=all scratch="" keep=0 pack="" from="" update=0
+densities=0.1,0.15,0.25 policies=all scratch="" keep=0 pack="" from="" update=0 rho=0.15
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift ;;
@@ -47,6 +48,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift ;;
     --densities) densities=$2; shift ;;
     --policies) policies=$2; shift ;;
+    --rho) rho=$2; shift ;;
     --scratch) scratch=$2; shift ;;
     --keep-traces) keep=1 ;;
     --pack) pack=$2; shift ;;
@@ -124,4 +126,6 @@ if [ $stage != replay ]; then
   while IFS='=' read -r label dir; do args+=("$label=$out/$dir"); done < "$out/samples.txt"
   echo "samples.sh: decompose over ${#args[@]} samples (two-level bootstrap) -> $dest" >&2
   "$DSGAP" decompose "${args[@]}" --out "$dest"
+  bash "$ROOT/experiments/samples_fig.sh" "$dest" "${rho:-0.15}"
+  echo "samples.sh: tables and figures in $dest" >&2
 fi

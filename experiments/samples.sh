@@ -21,21 +21,25 @@
 #   --densities L    replay densities (default 0.1,0.15,0.25); --policies L (default all)
 #   --rho X          the density of the per-sample figure (default 0.15)
 #   --scratch DIR    where the traces go (default DIR/traces); --keep-traces keeps them
+#   --budget S       start no sample that would end after S seconds (0: no limit); rerun to go on
 #   --pack FILE      after the replay stage: a tarball of every sample's metrics.csv + run.json
 #   --from FILE      analyse: unpack such a tarball into DIR first
 #   --update-results analyse into results/samples/ (the committed results) instead of DIR
 #   DSGAP=PATH       the dsgap binary (default build/dsgap)
 #
-# On the GPU machine (no gnuplot there): only the replay stage, the tarball into $OUT:
-#   DSGAP=build-gpu/dsgap experiments/samples.sh --stage replay --device gpu \
+# On the GPU machine (no gnuplot, no GSL tools there): only the replay stage, into a folder that stays
+# between calls while the machine is warm, packed into one tarball under $OUT (about 25 KB a sample);
+# --budget keeps a call under the 10-minute limit, and a second call goes on where it stopped:
+#   DSGAP=build-gpu/dsgap experiments/samples.sh --stage replay --device gpu --budget 520 \
 #     --out build/samples --scratch /tmp/dsgap-traces --pack "$OUT/samples.tar.gz"
-# here:
-#   experiments/samples.sh --stage analyse --from samples.tar.gz --out /tmp/samples
+# here (tables over the samples with two-level intervals, the per-sample figure):
+#   experiments/samples.sh --stage analyse --from samples.tar.gz --out build/results/samples
+#   experiments/samples.sh --stage analyse --from samples.tar.gz --out build/samples-x --update-results
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DSGAP=${DSGAP:-$ROOT/build/dsgap}
 out="" stage=all device=cpu classes="" seeds=1,2 latent=16x32x32 layers=0,3,7 steps=10
-densities=0.1,0.15,0.25 policies=all scratch="" keep=0 pack="" from="" update=0 rho=0.15
+densities=0.1,0.15,0.25 policies=all scratch="" keep=0 pack="" from="" update=0 rho=0.15 budget=0
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift ;;
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
     --rho) rho=$2; shift ;;
     --scratch) scratch=$2; shift ;;
     --keep-traces) keep=1 ;;
+    --budget) budget=$2; shift ;;
     --pack) pack=$2; shift ;;
     --from) from=$2; shift ;;
     --update-results) update=1 ;;
@@ -75,36 +80,47 @@ now() { date +%s; }
 if [ $stage != analyse ]; then
   mkdir -p "$scratch"
   n=$(( $(echo "$classes" | tr ',' '\n' | wc -l) * $(echo "$seeds" | tr ',' '\n' | wc -l) ))
-  i=0 done_s=0 t0=$(now)
-  : > "$out/samples.txt.tmp"
+  i=0 done_s=0 t0=$(now) stopped=0
   for seed in ${seeds//,/ }; do
     for cls in ${classes//,/ }; do
       i=$((i + 1))
       label=$cls-s$seed
-      echo "$label=$label" >> "$out/samples.txt.tmp"
       if [ -s "$out/$label/metrics.csv" ] && [ -s "$out/$label/run.json" ]; then
         echo "samples.sh: [$i/$n] $label: done already" >&2; continue
       fi
+      el=$(( $(now) - t0 ))
+      if [ "$budget" -gt 0 ] && [ $done_s -gt 0 ] && [ $(( el + el / done_s )) -gt "$budget" ]; then
+        echo "samples.sh: [$i/$n] $label: not started: the next sample would end after --budget ${budget}s (run again to go on)" >&2
+        stopped=1; break 2
+      fi
       if [ $done_s -gt 0 ]; then
-        el=$(( $(now) - t0 ))
         echo "samples.sh: [$i/$n] $label: capture + replay; ${el}s so far, about $(( el * (n - i + 1) / done_s ))s left" >&2
       else
-        echo "samples.sh: [$i/$n] $label: capture + replay ($latent latent, layers $layers, $steps steps, $device; a 4096-token capture takes about a minute on 2 CPU cores)" >&2
+        echo "samples.sh: [$i/$n] $label: capture + replay ($latent latent, layers $layers, $steps steps, $device; on 2 CPU cores a 4096-token capture takes about a minute and the replay of every policy several more)" >&2
       fi
       t=$scratch/$label.h5
       "$DSGAP" capture --model "$model" --text "$model/conds.safetensors:$cls" \
         --negative "$model/conds.safetensors:null" --latent "$latent" --seed "$seed" --steps "$steps" \
-        --shift 3 --guidance 3 --layers "$layers" --device "$device" --out "$t" --quiet >&2
+        --shift 3 --guidance 3 --layers "$layers" --device "$device" --sample "$cls/seed$seed" \
+        --out "$t" --quiet >&2
+      rm -rf "$out/$label.part"
       "$DSGAP" replay "$t" --policies "$policies" --density "$densities" --schedule warmup=3 \
-        --device "$device" --out "$out/$label.tmp" --quiet >&2
+        --device "$device" --out "$out/$label.part" --quiet >&2
       rm -rf "$out/$label"
-      mv "$out/$label.tmp" "$out/$label"
+      mv "$out/$label.part" "$out/$label"
       [ $keep = 1 ] || rm -f "$t"
       done_s=$((done_s + 1))
     done
   done
+  # the samples done so far (this call's and earlier ones'), in the set's order
+  : > "$out/samples.txt.tmp"
+  for seed in ${seeds//,/ }; do
+    for cls in ${classes//,/ }; do
+      [ -s "$out/$cls-s$seed/metrics.csv" ] && echo "$cls-s$seed=$cls-s$seed" >> "$out/samples.txt.tmp"
+    done
+  done
   mv "$out/samples.txt.tmp" "$out/samples.txt"
-  echo "samples.sh: $n samples in $out ($(( $(now) - t0 ))s)" >&2
+  echo "samples.sh: $(wc -l < "$out/samples.txt") of $n samples done in $out ($done_s in this call, $(( $(now) - t0 ))s)$([ $stopped = 1 ] && echo '; run again for the rest')" >&2
   if [ -n "$pack" ]; then
     (cd "$out" && tar czf "$pack.tmp" samples.txt $(sed 's/.*=//; s|$|/metrics.csv|' samples.txt) \
       $(sed 's/.*=//; s|$|/run.json|' samples.txt))

@@ -1,0 +1,409 @@
+/*
+ * api.c: libdsgap's C ABI (include/dsgap.h). A context is the DiT engine's self-attention entry point
+ * (dit/dit_attn.h: per (branch, layer, head) policy runs of backend/policy_run.h, the schedule, dense
+ * sites through the op table) on an op table of the device's kind (dit/wan_ops.h: CPU or GPU), so
+ * that a policy inside another model runs exactly the code of dsgap generate. What is added here:
+ *   - validation of everything the caller passes, with codes and one-line messages, before any
+ *     core function sees it (the core reports bad input on stderr and some of it stops the
+ *     program; the spec and schedule parsers' lines are captured, see capture_begin);
+ *   - the caller's strided bf16/fp16/fp32 Q/K/V into the entry point's layout, head-major
+ *     (heads, tokens, d) operand buffers, and its merged output (tokens, heads*d) back into the
+ *     caller's strided O: on the host in fp32 (the functions below), on the device in bf16
+ *     (kernels/api_convert.cu, on the caller's stream; the entry point then orders itself by
+ *     waiting for the device, as in the DiT loop).
+ */
+#include "api/api_internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dit/dit_attn.h"
+#include "dit/wan_ops.h"
+#include "policy/policy.h"
+#include "util/util.h"
+
+#ifdef DG_HAVE_CUDA
+#include "api_convert.h"
+#endif
+
+#define MSG_MAX 1024
+
+struct dsgap_context {
+	char err[MSG_MAX];
+	bool gpu;
+	dg_wan_ops *ops;
+	dg_dit_attn *attn;
+	int layers, heads, d, branches, n;
+	float *q, *k, *v, *out; /* operand buffers of ops: (heads, n, d) x 3, (n, heads*d) */
+	double seconds;         /* inside dsgap_attend */
+};
+
+static _Thread_local char thread_err[MSG_MAX];
+
+static DG_PRINTF(3, 4) int fail(dsgap_context *ctx, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ctx ? ctx->err : thread_err, MSG_MAX, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* the core's messages during dsgap_context_create                                                  */
+
+/*
+ * The parsers and constructors report on stderr (util.h: dg_error). While a context is made, stderr
+ * is a memory stream (glibc's stderr is a variable), under a lock so that two creates do not
+ * interleave: the lines become the failure's message, or, when nothing failed (warnings), go to
+ * the real stderr after. Another thread writing to stderr meanwhile has its line moved there too.
+ */
+typedef struct {
+	FILE *saved, *mem;
+	char *buf;
+	size_t len;
+} capture;
+
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void capture_begin(capture *c)
+{
+	pthread_mutex_lock(&capture_lock);
+	fflush(stderr);
+	c->saved = stderr;
+	c->buf = NULL;
+	c->len = 0;
+	c->mem = open_memstream(&c->buf, &c->len);
+	if (c->mem)
+		stderr = c->mem;
+}
+
+/* ends the capture; with msg, the captured lines ("dsgap: error: " dropped, joined by "; ") */
+static void capture_end(capture *c, char *msg, size_t size)
+{
+	if (c->mem) {
+		fflush(c->mem);
+		stderr = c->saved;
+		fclose(c->mem); /* buf, len final */
+	}
+	if (msg && size) {
+		msg[0] = 0;
+		size_t at = 0;
+		for (char *line = c->buf, *next; line && *line; line = next) {
+			next = strchr(line, '\n');
+			if (next)
+				*next++ = 0;
+			const char *text = line;
+			if (!strncmp(text, "dsgap: error: ", 14))
+				text += 14;
+			if (!*text)
+				continue;
+			int w = snprintf(msg + at, size - at, "%s%s", at ? "; " : "", text);
+			if (w < 0 || (size_t)w >= size - at)
+				break;
+			at += (size_t)w;
+		}
+	} else if (c->buf && c->len) {
+		fwrite(c->buf, 1, c->len, stderr);
+	}
+	free(c->buf);
+	pthread_mutex_unlock(&capture_lock);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* host conversions (the twins of kernels/api_convert.cu)                                           */
+
+float dg_api_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+	union { uint32_t u; float f; } x;
+	if (exp == 0x1f) {
+		x.u = sign | 0x7f800000u | (man << 13); /* inf, nan */
+	} else if (exp) {
+		x.u = sign | ((exp + 112) << 23) | (man << 13);
+	} else { /* zero or subnormal: man * 2^-24, exact in fp32 */
+		x.f = ldexpf((float)man, -24);
+		x.u |= sign;
+	}
+	return x.f;
+}
+
+uint16_t dg_api_f32_to_f16(float f)
+{
+	union { float f; uint32_t u; } x = { .f = f };
+	uint16_t sign = (uint16_t)((x.u >> 16) & 0x8000u);
+	uint32_t a = x.u & 0x7fffffffu;
+	if (a > 0x7f800000u)
+		return sign | 0x7e00u; /* nan */
+	if (a >= 0x477ff000u)    /* rounds to 65520 or more: inf */
+		return sign | 0x7c00u;
+	if (a < 0x38800000u) { /* below the smallest normal (2^-14): a multiple of 2^-24, nearest even */
+		float m = fabsf(f) * 16777216.0f; /* exact: scaling by a power of two */
+		return sign | (uint16_t)nearbyintf(m); /* the default rounding mode: to nearest even */
+	}
+	uint32_t r = a + 0xfffu + ((a >> 13) & 1u); /* round the 13 dropped bits to nearest even */
+	return sign | (uint16_t)((r - 0x38000000u) >> 13);
+}
+
+static inline float load_f32(const void *p, dsgap_dtype dt, int64_t at)
+{
+	switch (dt) {
+	case DSGAP_BF16: return dg_bf16_to_f32(((const uint16_t *)p)[at]);
+	case DSGAP_FP16: return dg_api_f16_to_f32(((const uint16_t *)p)[at]);
+	default: return ((const float *)p)[at];
+	}
+}
+
+void dg_api_gather_host(const dsgap_tensor *t, dsgap_dtype dt, int n, int heads, int d, float *dst)
+{
+#pragma omp parallel for schedule(static) if ((double)n * heads * d > 1e5)
+	for (int h = 0; h < heads; h++)
+		for (int i = 0; i < n; i++) {
+			float *row = dst + ((size_t)h * n + i) * d;
+			int64_t base = i * t->stride_token + h * t->stride_head;
+			for (int e = 0; e < d; e++)
+				row[e] = load_f32(t->data, dt, base + e * t->stride_dim);
+		}
+}
+
+void dg_api_scatter_host(const float *src, int n, int heads, int d, const dsgap_tensor *t, dsgap_dtype dt)
+{
+#pragma omp parallel for schedule(static) if ((double)n * heads * d > 1e5)
+	for (int i = 0; i < n; i++)
+		for (int h = 0; h < heads; h++) {
+			const float *row = src + ((size_t)i * heads + h) * d;
+			int64_t base = i * t->stride_token + h * t->stride_head;
+			for (int e = 0; e < d; e++) {
+				int64_t at = base + e * t->stride_dim;
+				if (dt == DSGAP_BF16)
+					((uint16_t *)t->data)[at] = dg_f32_to_bf16(row[e]);
+				else if (dt == DSGAP_FP16)
+					((uint16_t *)t->data)[at] = dg_api_f32_to_f16(row[e]);
+				else
+					((float *)t->data)[at] = row[e];
+			}
+		}
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* the ABI                                                                                          */
+
+int dsgap_abi_version(void) { return DSGAP_ABI_VERSION; }
+
+const char *dsgap_version(void)
+{
+	static char v[160];
+	if (!v[0])
+		snprintf(v, sizeof v, "%s (commit %s; cpu%s)", DG_VERSION, dg_git_commit(),
+#ifdef DG_HAVE_CUDA
+			 ", gpu"
+#else
+			 ""
+#endif
+		);
+	return v;
+}
+
+const char *dsgap_last_error(const dsgap_context *ctx) { return ctx ? ctx->err : thread_err; }
+
+/* the config's sizes and strings; 0 or a code (thread_err set) */
+static int check_config(const dsgap_config *c, bool *gpu)
+{
+	if (!c)
+		return fail(NULL, DSGAP_E_ARG, "config is NULL");
+	if (c->abi_version != DSGAP_ABI_VERSION)
+		return fail(NULL, DSGAP_E_ARG, "config of ABI version %d, this libdsgap is version %d",
+			    c->abi_version, DSGAP_ABI_VERSION);
+	if (!c->device || (strcmp(c->device, "cpu") && strcmp(c->device, "gpu")))
+		return fail(NULL, DSGAP_E_ARG, "device '%s' is neither cpu nor gpu", c->device ? c->device : "(null)");
+	*gpu = !strcmp(c->device, "gpu");
+	if (!c->policy || !*c->policy)
+		return fail(NULL, DSGAP_E_POLICY, "no policy spec");
+	struct { const char *name; int v, lo, hi; } sizes[] = {
+		{ "layers", c->layers, 1, 1 << 16 },     { "heads", c->heads, 1, 1 << 12 },
+		{ "head_dim", c->head_dim, 1, 1 << 12 }, { "branches", c->branches, 1, 2 },
+		{ "frames", c->frames, 1, 1 << 20 },     { "height", c->height, 1, 1 << 20 },
+		{ "width", c->width, 1, 1 << 20 },       { "text_tokens", c->text_tokens, 0, 1 << 24 },
+	};
+	for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+		if (sizes[i].v < sizes[i].lo || sizes[i].v > sizes[i].hi)
+			return fail(NULL, DSGAP_E_ARG, "%s %d out of range [%d, %d]", sizes[i].name, sizes[i].v,
+				    sizes[i].lo, sizes[i].hi);
+	double tokens = (double)c->frames * c->height * c->width + c->text_tokens;
+	if (tokens > (1 << 24))
+		return fail(NULL, DSGAP_E_ARG, "%.0f tokens: more than %d", tokens, 1 << 24);
+	if (*gpu && c->head_dim != 64 && c->head_dim != 128)
+		return fail(NULL, DSGAP_E_DEVICE, "the GPU kernels take head_dim 64 or 128, not %d", c->head_dim);
+	if (c->ndensities != 1 && c->ndensities != c->layers)
+		return fail(NULL, DSGAP_E_POLICY, "%d densities for %d layers: give 1 or %d", c->ndensities,
+			    c->layers, c->layers);
+	if (!c->densities)
+		return fail(NULL, DSGAP_E_POLICY, "densities is NULL");
+	for (int i = 0; i < c->ndensities; i++)
+		if (!(c->densities[i] > 0 && c->densities[i] <= 1))
+			return fail(NULL, DSGAP_E_POLICY, "density %g%s is outside (0, 1]", c->densities[i],
+				    c->ndensities > 1 ? " (of a layer)" : "");
+	return 0;
+}
+
+void dsgap_context_destroy(dsgap_context *ctx)
+{
+	if (!ctx)
+		return;
+	dg_dit_attn_free(ctx->attn);
+	if (ctx->ops) {
+		float *bufs[] = { ctx->q, ctx->k, ctx->v, ctx->out };
+		for (int i = 0; i < 4; i++)
+			if (bufs[i])
+				ctx->ops->release(ctx->ops, bufs[i]);
+		ctx->ops->destroy(ctx->ops);
+	}
+	free(ctx);
+}
+
+int dsgap_context_create(const dsgap_config *cfg, dsgap_context **out)
+{
+	if (!out)
+		return fail(NULL, DSGAP_E_ARG, "context pointer is NULL");
+	*out = NULL;
+	bool gpu = false;
+	int rc = check_config(cfg, &gpu);
+	if (rc)
+		return rc;
+	dg_policy policy;
+	dg_schedule sched;
+	memset(&sched, 0, sizeof sched);
+	capture cap;
+	capture_begin(&cap);
+	if (dg_policy_parse(cfg->policy, &policy))
+		rc = DSGAP_E_POLICY;
+	else if (cfg->schedule && *cfg->schedule && dg_schedule_parse(cfg->schedule, &sched))
+		rc = DSGAP_E_POLICY;
+	dsgap_context *ctx = NULL;
+	if (!rc) {
+		ctx = dg_calloc(1, sizeof *ctx);
+		ctx->gpu = gpu;
+		ctx->layers = cfg->layers, ctx->heads = cfg->heads, ctx->d = cfg->head_dim;
+		ctx->branches = cfg->branches;
+		ctx->n = cfg->text_tokens + cfg->frames * cfg->height * cfg->width;
+		ctx->ops = gpu ? dg_wan_ops_gpu() : dg_wan_ops_cpu();
+		if (!ctx->ops)
+			rc = DSGAP_E_DEVICE;
+	}
+	if (!rc) {
+		int grid[3] = { cfg->frames, cfg->height, cfg->width };
+		dg_dit_attn_opts opts = { cfg->ndensities > 1 ? cfg->densities : NULL, cfg->text_tokens };
+		/* densities were checked: a failure here is the device's (its backend) */
+		ctx->attn = dg_dit_attn_new_opts(ctx->ops, &policy, cfg->densities[0], &sched, grid, cfg->layers,
+						 cfg->heads, cfg->head_dim, cfg->branches, &opts);
+		if (!ctx->attn)
+			rc = DSGAP_E_DEVICE;
+	}
+	capture_end(&cap, rc ? thread_err : NULL, MSG_MAX);
+	if (rc) {
+		if (!thread_err[0])
+			fail(NULL, rc, "policy '%s' on %s: cannot make the context", cfg->policy, cfg->device);
+		dsgap_context_destroy(ctx);
+		return rc;
+	}
+	size_t hs = (size_t)ctx->heads * ctx->n * ctx->d;
+	ctx->q = ctx->ops->alloc_operand(ctx->ops, hs);
+	ctx->k = ctx->ops->alloc_operand(ctx->ops, hs);
+	ctx->v = ctx->ops->alloc_operand(ctx->ops, hs);
+	ctx->out = ctx->ops->alloc_operand(ctx->ops, hs);
+	*out = ctx;
+	return DSGAP_OK;
+}
+
+int dsgap_context_stats(const dsgap_context *ctx, dsgap_stats *out)
+{
+	if (!ctx || !out)
+		return fail(NULL, DSGAP_E_ARG, "%s is NULL", ctx ? "stats" : "context");
+	dg_dit_attn_stats s;
+	dg_dit_attn_get_stats(ctx->attn, &s);
+	*out = (dsgap_stats){ s.calls, s.sparse_calls, s.pairs, s.full_pairs, ctx->seconds, s.policy_seconds,
+			      s.meta_seconds, s.attend_seconds };
+	return DSGAP_OK;
+}
+
+/* a tensor argument: present, strides non-negative, its extent addressable */
+static int check_tensor(dsgap_context *ctx, const char *name, const dsgap_tensor *t)
+{
+	if (!t || !t->data)
+		return fail(ctx, DSGAP_E_ARG, "%s is NULL", name);
+	if (t->stride_token < 0 || t->stride_head < 0 || t->stride_dim < 0)
+		return fail(ctx, DSGAP_E_ARG, "%s: negative stride (%lld, %lld, %lld)", name,
+			    (long long)t->stride_token, (long long)t->stride_head, (long long)t->stride_dim);
+	double last = (double)(ctx->n - 1) * t->stride_token + (double)(ctx->heads - 1) * t->stride_head +
+		      (double)(ctx->d - 1) * t->stride_dim;
+	if (last > 9e15)
+		return fail(ctx, DSGAP_E_ARG, "%s: strides reach past 2^53 elements", name);
+	return 0;
+}
+
+int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsgap_tensor *q,
+		 const dsgap_tensor *k, const dsgap_tensor *v, const dsgap_tensor *o, dsgap_dtype dtype,
+		 int tokens, void *stream)
+{
+	if (!ctx)
+		return fail(NULL, DSGAP_E_ARG, "context is NULL");
+	ctx->err[0] = 0;
+	if (dtype != DSGAP_BF16 && dtype != DSGAP_FP16 && dtype != DSGAP_FP32)
+		return fail(ctx, DSGAP_E_DTYPE, "dtype %d is none of bf16 (0), fp16 (1), fp32 (2)", (int)dtype);
+	if (ctx->gpu && dtype == DSGAP_FP32)
+		return fail(ctx, DSGAP_E_DTYPE, "fp32 tensors on the gpu: pass bf16 or fp16");
+	if (step < 0)
+		return fail(ctx, DSGAP_E_INDEX, "step %d is negative", step);
+	if (layer < 0 || layer >= ctx->layers)
+		return fail(ctx, DSGAP_E_INDEX, "layer %d out of range [0, %d)", layer, ctx->layers);
+	if (branch < 0 || branch >= ctx->branches)
+		return fail(ctx, DSGAP_E_INDEX, "branch %d out of range [0, %d)", branch, ctx->branches);
+	if (tokens != ctx->n)
+		return fail(ctx, DSGAP_E_INDEX, "%d tokens: the context was made for %d", tokens, ctx->n);
+	const dsgap_tensor *ts[4] = { q, k, v, o };
+	const char *names[4] = { "q", "k", "v", "o" };
+	for (int i = 0; i < 4; i++) {
+		int rc = check_tensor(ctx, names[i], ts[i]);
+		if (rc)
+			return rc;
+	}
+	double t0 = dg_now();
+	int n = ctx->n, H = ctx->heads, d = ctx->d;
+	float *dst[3] = { ctx->q, ctx->k, ctx->v };
+	if (!ctx->gpu) {
+		for (int i = 0; i < 3; i++)
+			dg_api_gather_host(ts[i], dtype, n, H, d, dst[i]);
+	} else {
+#ifdef DG_HAVE_CUDA
+		for (int i = 0; i < 3; i++) {
+			uint16_t *b = ctx->ops->bf16(ctx->ops, dst[i], (size_t)H * n * d);
+			int e = dg_api_gather_bf16(ts[i]->data, (int)dtype, ts[i]->stride_token, ts[i]->stride_head,
+						   ts[i]->stride_dim, n, H, d, b, stream);
+			if (e)
+				return fail(ctx, DSGAP_E_DEVICE, "converting %s on the device: CUDA error %d", names[i], e);
+		}
+#endif
+	}
+	dg_attn_site site = { .step = step, .layer = layer, .pass = branch, .sigma = 0 };
+	if (dg_dit_attention(ctx->attn, &site, ctx->q, ctx->k, ctx->v, ctx->out))
+		return fail(ctx, DSGAP_E_RUN, "the policy failed at step %d, layer %d, branch %d (its reason is "
+			    "on stderr)", step, layer, branch);
+	if (!ctx->gpu) {
+		dg_api_scatter_host(ctx->out, n, H, d, o, dtype);
+	} else {
+#ifdef DG_HAVE_CUDA
+		/* the entry point waited for the device: its output is complete */
+		const uint16_t *b = ctx->ops->bf16(ctx->ops, ctx->out, (size_t)H * n * d);
+		int e = dg_api_scatter_bf16(b, n, H, d, o->data, (int)dtype, o->stride_token, o->stride_head,
+					    o->stride_dim, stream);
+		if (e)
+			return fail(ctx, DSGAP_E_DEVICE, "converting o on the device: CUDA error %d", e);
+#endif
+	}
+	ctx->seconds += dg_now() - t0;
+	return DSGAP_OK;
+}

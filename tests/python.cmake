@@ -27,3 +27,6 @@ endfunction()
 foreach(fam wan wan22 hunyuanvideo cogvideox mochi ltx flux)
   dg_pytest(python_family_${fam} COMMAND ${DG_PY}/test_families.py ${fam} ${CMAKE_CURRENT_BINARY_DIR}/py_${fam})
 endforeach()
+# negative controls (no RoPE, wrong CFG branch), generic mode, errors, the C writer's format,
+# dsgap-capture on a pipeline directory, pip install ./python
+dg_pytest(python_controls COMMAND ${DG_PY}/test_controls.py ${CMAKE_CURRENT_BINARY_DIR}/py_controls)

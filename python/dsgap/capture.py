@@ -124,7 +124,7 @@ class capture:
                 raise CaptureError(
                     f"dsgap.capture: {type(module).__name__} is not a supported model (supported: "
                     f"{', '.join(FAMILIES)}); for any module that calls torch.nn.functional."
-                    f"scaled_dot_product_attention, name its token layout: capture(..., layout='text,video', grid=(F, H, W))")
+                    f"scaled_dot_product_attention, use the generic mode: capture(..., layout='text,video', grid=(F, H, W))")
             if layout not in ORDERS:
                 raise CaptureError(f"dsgap.capture: layout must be one of {ORDERS}, not {layout!r}")
             if grid is None:

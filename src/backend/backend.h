@@ -22,7 +22,7 @@ typedef struct dg_backend dg_backend;
 typedef struct dg_bgroups dg_bgroups; /* a grouping of the unit's queries */
 typedef struct dg_bscores dg_bscores; /* (ngroups, cols) key or block scores */
 typedef struct dg_bsel dg_bsel;       /* key lists per group */
-typedef struct dg_bvec dg_bvec;       /* (n, d) fp32, e.g. a residual */
+typedef struct dg_bvec dg_bvec;       /* (n, d), e.g. a residual, stored as residual_dtype says */
 
 /* What the primitives spend device time on (dg_backend.phases, dsgap bench's anchor breakdown). */
 typedef enum {
@@ -45,6 +45,10 @@ struct dg_backend {
 	 * replay's default). The CPU keeps P in fp32 either way. Set it before a load: a backend may
 	 * keep the sparse output of a loaded unit. */
 	bool precise;
+	/* How attend stores the residuals it makes (cache_store.h: fp32, bf16, fp8 with per-row
+	 * scales); the constructors' default fp32. policy_run.c sets it from the policy before every
+	 * attend that makes one; a residual keeps its own storage, and reads decode it. */
+	dg_resdtype residual_dtype;
 	/* Load the unit's Q, K, V (host, (n, d) each). */
 	void (*load)(dg_backend *, const float *q, const float *k, const float *v);
 	/* Load the unit's Q, K, V from where the backend computes, fp32 (n, d) each (device memory on the
@@ -96,6 +100,9 @@ struct dg_backend {
 	 */
 	int64_t (*attend)(dg_backend *, const dg_bgroups *, const dg_bsel *, const dg_bvec *residual,
 			  dg_bvec **new_residual, dg_metrics *m, double *seconds);
+	/* Optional (NULL: lists stay lists). Store a token selection compactly from now on (keys=bitmap,
+	 * cache_store.h: one bitmap per group); attend decodes it to the same ascending lists. */
+	void (*compact)(dg_backend *, dg_bsel *);
 	/* A peer policy's grouping and selection (peers.h, dg_peer_metadata) for the loaded unit under
 	 * budget b; state is the run's carried state. -1 after reporting. Both backends run the
 	 * host twin and place the result where they compute. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "policy/attention.h"
+#include "policy/cache_store.h"
 #include "policy/groups.h"
 #include "util/util.h"
 
@@ -19,16 +20,32 @@ struct dg_bscores {
 	float *s; /* (rows, cols) */
 };
 struct dg_bsel {
-	dg_selection s;
+	dg_selection s;  /* its lists; off and idx NULL once compact */
+	uint32_t *bits;  /* keys=bitmap: (ngroups, words of n) after compact, else NULL */
+	int ngroups, n;
 };
 struct dg_bvec {
-	float *x; /* (n, d) */
+	dg_resdtype t;
+	void *store; /* dg_residual_bytes(t, n, d) */
 };
 
 typedef struct {
 	const float *q, *k, *v; /* the loaded unit (caller's buffers) */
 	float *o_ref, *lse, *o_sp, *out, *mass;
+	float *res; /* a stored residual decoded */
 } cpu;
+
+/* the residual's values (fp32 storage: its own; else decoded into c->res) */
+static const float *res_values(dg_backend *be, const dg_bvec *r)
+{
+	cpu *c = be->impl;
+	if (!r)
+		return NULL;
+	if (r->t == DG_RESDTYPE_FP32)
+		return r->store;
+	dg_residual_decode(r->t, r->store, be->n, be->d, c->res);
+	return c->res;
+}
 
 static void cpu_load(dg_backend *be, const float *q, const float *k, const float *v)
 {
@@ -79,7 +96,7 @@ static void cpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 		dg_selection *sel = dg_malloc((size_t)nq * sizeof *sel);
 		dg_query_select_finish(qs, sel);
 		for (int b = 0; b < nq; b++) {
-			qsel[b] = dg_malloc(sizeof(dg_bsel));
+			qsel[b] = dg_calloc(1, sizeof(dg_bsel));
 			qsel[b]->s = sel[b];
 		}
 		free(sel);
@@ -105,9 +122,20 @@ static dg_bscores *cpu_to_blocks(dg_backend *be, const dg_bscores *t)
 
 static dg_bsel *cpu_select(dg_backend *be, const dg_bgroups *g, const dg_bscores *s, const dg_budget *b)
 {
-	dg_bsel *sel = dg_malloc(sizeof *sel);
+	dg_bsel *sel = dg_calloc(1, sizeof *sel);
 	dg_select_groups(&sel->s, s->s, g->g.ngroups, be->n, b);
 	return sel;
+}
+
+static void cpu_compact(dg_backend *be, dg_bsel *sel)
+{
+	if (sel->bits)
+		return;
+	sel->ngroups = sel->s.ngroups, sel->n = be->n;
+	sel->bits = dg_malloc((size_t)(sel->ngroups * dg_bitmap_words(be->n)) * sizeof *sel->bits);
+	dg_bitmap_encode(&sel->s, be->n, sel->bits);
+	dg_selection_free(&sel->s);
+	sel->s = (dg_selection){ 0 };
 }
 
 static int64_t cpu_attend(dg_backend *be, const dg_bgroups *g, const dg_bsel *sel,
@@ -117,27 +145,43 @@ static int64_t cpu_attend(dg_backend *be, const dg_bgroups *g, const dg_bsel *se
 	size_t nd = (size_t)be->n * be->d;
 	double t0 = dg_now();
 	int64_t pairs;
+	dg_selection lists = sel->s;
+	if (sel->bits) /* keys=bitmap: the lists back */
+		dg_bitmap_decode(sel->bits, sel->ngroups, sel->n, &lists);
+	const float *rx = res_values(be, residual);
 	if (new_residual) {
 		/* O_sparse first: the new residual needs it without the old residual */
-		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &sel->s, NULL, c->lse,
+		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &lists, NULL, c->lse,
 				       c->o_sp, c->mass);
 		for (size_t e = 0; e < nd; e++)
-			c->out[e] = c->o_sp[e] + (residual ? residual->x[e] : 0.0f);
+			c->out[e] = c->o_sp[e] + (rx ? rx[e] : 0.0f);
 	} else {
-		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &sel->s,
-				       residual ? residual->x : NULL, c->lse, c->out, c->mass);
+		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &lists, rx, c->lse, c->out,
+				       c->mass);
 	}
+	if (sel->bits)
+		dg_selection_free(&lists);
 	if (seconds)
 		*seconds = dg_now() - t0;
 	if (m)
 		dg_metrics_compute(c->o_ref, c->out, nd, c->mass, be->n, m);
 	if (new_residual) {
-		if (!*new_residual) {
-			*new_residual = dg_malloc(sizeof(dg_bvec));
-			(*new_residual)->x = dg_malloc(nd * sizeof(float));
+		dg_bvec *r = *new_residual;
+		if (r && r->t != be->residual_dtype) {
+			free(r->store);
+			free(r);
+			r = NULL;
 		}
+		if (!r) {
+			r = dg_malloc(sizeof *r);
+			r->t = be->residual_dtype;
+			r->store = dg_malloc(dg_residual_bytes(r->t, be->n, be->d));
+		}
+		/* R = O_ref - O_sparse in fp32 (o_sp is free now), stored as r->t says */
 		for (size_t e = 0; e < nd; e++)
-			(*new_residual)->x[e] = c->o_ref[e] - c->o_sp[e];
+			c->o_sp[e] = c->o_ref[e] - c->o_sp[e];
+		dg_residual_encode(r->t, c->o_sp, be->n, be->d, r->store);
+		*new_residual = r;
 	}
 	return pairs;
 }
@@ -147,7 +191,7 @@ static int cpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, cons
 {
 	cpu *c = be->impl;
 	dg_bgroups *g = dg_malloc(sizeof *g);
-	dg_bsel *s = dg_malloc(sizeof *s);
+	dg_bsel *s = dg_calloc(1, sizeof *s);
 	if (dg_peer_metadata(c->q, c->k, be->n, be->d, p, b, grid, text, state, &g->g, &s->s)) {
 		free(g), free(s);
 		return -1;
@@ -187,22 +231,24 @@ static void cpu_scores_free(dg_backend *be, dg_bscores *s)
 
 static void cpu_sel_free(dg_backend *be, dg_bsel *s)
 {
-	if (s)
+	if (s) {
 		dg_selection_free(&s->s);
+		free(s->bits);
+	}
 	free(s);
 }
 
 static void cpu_vec_free(dg_backend *be, dg_bvec *v)
 {
 	if (v)
-		free(v->x);
+		free(v->store);
 	free(v);
 }
 
 static void cpu_destroy(dg_backend *be)
 {
 	cpu *c = be->impl;
-	free(c->o_ref), free(c->lse), free(c->o_sp), free(c->out), free(c->mass);
+	free(c->o_ref), free(c->lse), free(c->o_sp), free(c->out), free(c->mass), free(c->res);
 	free(c);
 	free(be);
 }
@@ -217,9 +263,10 @@ dg_backend *dg_backend_cpu(int n, int d)
 	c->o_sp = dg_alloc_poisoned(nd);
 	c->out = dg_alloc_poisoned(nd);
 	c->mass = dg_alloc_poisoned(n);
+	c->res = dg_alloc_poisoned(nd);
 	*be = (dg_backend){ .name = "cpu", .n = n, .d = d, .impl = c, .load = cpu_load, .load_device = cpu_load,
 			    .dense = cpu_dense, .groups = cpu_groups, .exact = cpu_exact,
-			    .pooled = cpu_pooled, .to_blocks = cpu_to_blocks, .select = cpu_select,
+			    .pooled = cpu_pooled, .to_blocks = cpu_to_blocks, .select = cpu_select, .compact = cpu_compact,
 			    .attend = cpu_attend, .peer = cpu_peer, .approx = cpu_approx,
 			    .output = cpu_output, .output_device = cpu_output, .groups_free = cpu_groups_free,
 			    .scores_free = cpu_scores_free, .sel_free = cpu_sel_free,

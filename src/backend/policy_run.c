@@ -226,12 +226,15 @@ dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg
 	const dg_policy *p = r->p;
 	bool cached = p->residual == DG_RESIDUAL_CACHED, per_step = p->refresh == DG_REFRESH_STEP;
 	dg_policy_out out = { .dense = r->dense_out };
+	be->residual_dtype = p->residual_dtype; /* the storage of the residuals attend makes here */
 	if (r->fresh && !per_step) {
 		/* an anchor: new metadata, and R = O_dense - O_sparse with its own selection */
 		meta_unref(be, r->meta);
 		r->meta = r->fresh;
 		r->meta_step = step;
 		r->fresh = NULL;
+		if (p->keys == DG_KEYS_BITMAP && be->compact) /* kept until the next anchor: compactly */
+			be->compact(be, r->meta->sel);
 		if (cached)
 			be->attend(be, r->meta->groups->g, r->meta->sel, NULL, &r->residual, NULL, NULL);
 	}
@@ -267,6 +270,18 @@ dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg
 	if (o)
 		be->output(be, false, o);
 	return out;
+}
+
+bool dg_policy_run_adopt(dg_policy_run *r, const dg_policy_run *src, int step)
+{
+	if (!r->make_meta || r->p->refresh != DG_REFRESH_ANCHOR || !src->meta || src->meta_step != step ||
+	    dg_policy_is_peer(r->p))
+		return false;
+	DG_ASSERT(!r->fresh); /* planned, not made */
+	r->fresh = src->meta;
+	r->fresh->refs++;
+	r->make_meta = false;
+	return true;
 }
 
 void dg_policy_run_clear(dg_backend *be, dg_policy_run *r)

@@ -82,6 +82,11 @@ typedef struct {
  * wait for the attention; untimed, the work may stay queued). */
 dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg_metrics *m, float *o,
 				  bool timed);
+/* cfg_meta=shared (policy.h): instead of making its own metadata at this unit, run r (planned to
+ * make some at `step`) takes the metadata that src made at the same step (the conditional CFG pass's,
+ * same layer and head; src applied first), shared by reference; its residual stays its own (made by
+ * apply from r's unit with that selection). Returns whether it did (false: r makes its own). */
+bool dg_policy_run_adopt(dg_policy_run *r, const dg_policy_run *src, int step);
 /* Drop the run's metadata and residual (the end of its stream). */
 void dg_policy_run_clear(dg_backend *be, dg_policy_run *r);
 

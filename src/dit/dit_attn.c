@@ -156,9 +156,14 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 	/* the site's runs; with nothing but dense outputs, all heads go through the op table */
 	dg_policy_run *runs = a->be ? a->runs + ((size_t)s->pass * a->layers + s->layer) * H : NULL;
 	bool policy = false;
+	/* cfg_meta=shared: the unconditional pass takes the conditional pass's new metadata */
+	dg_policy_run *src = runs && s->pass > 0 && a->policy.cfg_meta == DG_CFG_META_SHARED
+				     ? a->runs + (size_t)s->layer * H : NULL;
 	for (int h = 0; runs && h < H; h++) {
 		dg_policy_run_plan(&runs[h], &a->sched, s->step, s->layer);
-		policy |= !runs[h].dense_out || runs[h].make_meta;
+		if (src)
+			dg_policy_run_adopt(&runs[h], &src[h], s->step);
+		policy |= !runs[h].dense_out || runs[h].make_meta || runs[h].fresh;
 	}
 	bool host_copy = !a->host && (a->capture || (policy && a->host_unit));
 	if (host_copy)

@@ -29,6 +29,9 @@ NAMES(dg_approx_kind, dg_approx_name, "none", "pisa")
 NAMES(dg_budget_kind, dg_budget_name, "topk", "topp")
 NAMES(dg_residual_kind, dg_residual_name, "none", "cached")
 NAMES(dg_refresh_kind, dg_refresh_name, "anchor", "step")
+NAMES(dg_resdtype, dg_resdtype_name, "fp32", "bf16", "fp8")
+NAMES(dg_keys_kind, dg_keys_name, "list", "bitmap")
+NAMES(dg_cfg_meta, dg_cfg_meta_name, "own", "shared")
 
 int dg_group_parse(const char *s, dg_group_kind *k)
 {
@@ -52,7 +55,8 @@ static int bad_switch(const char *spec, const char *sw)
 			"kv=token|block score=exact|pooled|antidiag|sparge|centroid "
 			"mask=none|radial|sta|window approx=none|pisa budget=topk|topp:P sinks=A-B "
 			"residual=none|cached refresh=anchor|step theta= minkc= decay= stride= qc= kc= "
-			"window= block=)", spec, sw);
+			"window= block= residual_dtype=fp32|bf16|fp8 keys=list|bitmap cfg_meta=own|shared)",
+			spec, sw);
 }
 
 /* a numeric peer parameter: a double in [lo, hi], or an integer there when i is set */
@@ -87,6 +91,12 @@ static int set_switch(dg_policy *p, const char *spec, char *sw)
 		bad = dg_residual_name_parse(val, &v) || ((p->residual = v), 0);
 	else if (!strcmp(key, "refresh"))
 		bad = dg_refresh_name_parse(val, &v) || ((p->refresh = v), 0);
+	else if (!strcmp(key, "residual_dtype"))
+		bad = dg_resdtype_name_parse(val, &v) || ((p->residual_dtype = v), 0);
+	else if (!strcmp(key, "keys"))
+		bad = dg_keys_name_parse(val, &v) || ((p->keys = v), 0);
+	else if (!strcmp(key, "cfg_meta"))
+		bad = dg_cfg_meta_name_parse(val, &v) || ((p->cfg_meta = v), 0);
 	else if (!strcmp(key, "mask"))
 		bad = dg_mask_name_parse(val, &v) || ((p->mask = v), 0);
 	else if (!strcmp(key, "approx"))
@@ -184,6 +194,16 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 					    p->residual != DG_RESIDUAL_NONE))
 		return dg_error("policy '%s': approx=pisa takes PISA's own blocks and pooled scores "
 				"(group=raster kv=block score=pooled, no mask, no residual)", spec);
+	if (p->residual_dtype != DG_RESDTYPE_FP32 && p->residual != DG_RESIDUAL_CACHED)
+		return dg_error("policy '%s': residual_dtype=%s stores a cached residual: it needs "
+				"residual=cached", spec, dg_resdtype_name(p->residual_dtype));
+	if (p->keys == DG_KEYS_BITMAP && (p->kv != DG_KV_TOKEN || dg_policy_is_peer(p) ||
+					  p->group == DG_GROUP_QUERY))
+		return dg_error("policy '%s': keys=bitmap stores per-group token lists: it needs kv=token, "
+				"groups of queries (not group=query) and no peer metadata", spec);
+	if (p->cfg_meta == DG_CFG_META_SHARED && p->refresh != DG_REFRESH_ANCHOR)
+		return dg_error("policy '%s': cfg_meta=shared shares the anchor's metadata between the CFG "
+				"passes: it needs refresh=anchor", spec);
 	if (p->budget == DG_BUDGET_TOPP && (p->approx == DG_APPROX_PISA || p->mask != DG_MASK_NONE))
 		return dg_error("policy '%s': budget=topp has no meaning with a mask or approx=pisa", spec);
 	return 0;

@@ -9,6 +9,10 @@
  *       score=exact|pooled|antidiag|sparge|centroid  mask=none|radial|sta|window
  *       approx=none|pisa  budget=topk|topp:P  sinks=A-B  residual=none|cached  refresh=anchor|step
  *       peer parameters (peers.h): theta= stride= qc= kc= minkc= decay= window= block=
+ *       cache storage (cache_store.h, issue 21): residual_dtype=fp32|bf16|fp8 (needs
+ *       residual=cached)  keys=list|bitmap (needs kv=token)  cfg_meta=own|shared (the closed loop's
+ *       unconditional CFG pass takes the conditional pass's groups and key lists; needs
+ *       refresh=anchor; one stream in the replay: no effect there)
  * With budget=topk the density comes from --density; topp ignores it (one run per density still).
  *
  * The peers of docs/spec.md §3 are presets over these switches (peers.h says what each one computes,
@@ -33,6 +37,9 @@ typedef enum { DG_APPROX_NONE, DG_APPROX_PISA, DG_APPROX_COUNT } dg_approx_kind;
 typedef enum { DG_BUDGET_TOPK, DG_BUDGET_TOPP, DG_BUDGET_COUNT } dg_budget_kind;
 typedef enum { DG_RESIDUAL_NONE, DG_RESIDUAL_CACHED, DG_RESIDUAL_COUNT } dg_residual_kind;
 typedef enum { DG_REFRESH_ANCHOR, DG_REFRESH_STEP, DG_REFRESH_COUNT } dg_refresh_kind;
+typedef enum { DG_RESDTYPE_FP32, DG_RESDTYPE_BF16, DG_RESDTYPE_FP8, DG_RESDTYPE_COUNT } dg_resdtype;
+typedef enum { DG_KEYS_LIST, DG_KEYS_BITMAP, DG_KEYS_COUNT } dg_keys_kind;
+typedef enum { DG_CFG_META_OWN, DG_CFG_META_SHARED, DG_CFG_META_COUNT } dg_cfg_meta;
 
 const char *dg_group_name(dg_group_kind k);
 const char *dg_kv_name(dg_kv_kind k);
@@ -42,6 +49,9 @@ const char *dg_residual_name(dg_residual_kind k);
 const char *dg_refresh_name(dg_refresh_kind k);
 const char *dg_mask_name(dg_mask_kind k);
 const char *dg_approx_name(dg_approx_kind k);
+const char *dg_resdtype_name(dg_resdtype k);
+const char *dg_keys_name(dg_keys_kind k);
+const char *dg_cfg_meta_name(dg_cfg_meta k);
 int dg_group_parse(const char *s, dg_group_kind *k); /* 0 or -1 (no message) */
 
 #define DG_POLICY_NAME_MAX 96
@@ -59,6 +69,10 @@ typedef struct {
 	dg_refresh_kind refresh;
 	dg_mask_kind mask;             /* a static mask gives groups and key lists (peers.h) */
 	dg_approx_kind approx;         /* a term for the keys not selected (peers.h) */
+	/* cache storage (cache_store.h): none changes which keys are selected */
+	dg_resdtype residual_dtype;    /* how a cached residual is stored between steps */
+	dg_keys_kind keys;             /* how key lists are stored between steps */
+	dg_cfg_meta cfg_meta;          /* CFG's two passes: own metadata each, or the conditional's */
 	/* peer parameters (peers.h; the presets set the published defaults) */
 	double theta;   /* spargeattn: self-similarity threshold */
 	double minkc;   /* svg2: minimum fraction of key clusters kept */

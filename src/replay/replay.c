@@ -195,6 +195,12 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 				cJSON_AddStringToObject(j, "mask", dg_mask_name(p->mask));
 			if (p->approx != DG_APPROX_NONE)
 				cJSON_AddStringToObject(j, "approx", dg_approx_name(p->approx));
+			if (p->residual_dtype != DG_RESDTYPE_FP32)
+				cJSON_AddStringToObject(j, "residual_dtype", dg_resdtype_name(p->residual_dtype));
+			if (p->keys != DG_KEYS_LIST)
+				cJSON_AddStringToObject(j, "keys", dg_keys_name(p->keys));
+			if (p->cfg_meta != DG_CFG_META_OWN)
+				cJSON_AddStringToObject(j, "cfg_meta", dg_cfg_meta_name(p->cfg_meta));
 		}
 		double meta_s = 0, attn_s = 0;
 		for (int k = 0; k < c->ninst; k++)

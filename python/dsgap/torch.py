@@ -1,0 +1,185 @@
+"""torch.py: dsgap's policies inside a diffusers transformer (the families of families.py) through
+libdsgap (include/dsgap.h, ctypes in torch_abi.py): the same policy code, metadata and residual
+caches as `dsgap replay` and `dsgap generate`.
+
+    import dsgap.torch
+    with dsgap.torch.attention(pipe.transformer, policy="mc-sparse", density=0.15, schedule="warmup=10"):
+        pipe(prompt, num_inference_steps=50)
+
+How (the mechanism of dsgap.capture): while installed, torch.nn.functional.scaled_dot_product_attention
+is wrapped; pre/post hooks on the family's attention modules say which layer an SDPA call belongs
+to, and a pre-hook on the model counts denoising steps (a new step when the timestep changes).
+An SDPA call inside a layer goes to dsgap_attend for each batch item: Q/K/V/O passed by address and
+strides (no copies; fp32 on the GPU is rounded to a bf16 copy, and a "video,text" token order is
+permuted into dsgap's text-prefix order by a copy), on torch's current stream. The CFG branch:
+batched CFG (batch 2): the batch item (diffusers concatenates [uncond, cond]: branch 0 uncond,
+1 cond); sequential CFG (batch 1): the model's call within the step. Calls dsgap cannot take (a
+mask that is not all keys, causal, dropout, cross or grouped-query attention, another scale) run
+torch's own SDPA and are counted in stats()["fallback_calls"].
+"""
+import math
+
+import torch as _torch
+
+from . import torch_abi as _abi
+from .families import FAMILIES, family_of
+
+_DTYPES = {_torch.bfloat16: _abi.BF16, _torch.float16: _abi.FP16, _torch.float32: _abi.FP32}
+
+
+def _bind(module, args, kwargs):
+    import inspect
+    try:
+        return dict(inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments)
+    except TypeError:
+        return dict(kwargs)
+
+
+def _view(t):
+    """(tokens, heads, head_dim) of a (heads, tokens, head_dim) tensor, by address and strides"""
+    sh, st, sd = t.stride()
+    return _abi.Tensor(t.data_ptr(), st, sh, sd)
+
+
+class attention:
+    """Install dsgap's policy on `model`'s self- and joint-attention (context manager; or
+    install()/remove()). policy: a spec ("mc-sparse", "oracle-tile", "svg2", ...); density: one,
+    or one per attention layer; schedule: "warmup=W,anchors=a;b,dense_layers=l" over the denoising
+    steps and the family's attention layers; branches: 2 (CFG) or 1."""
+
+    def __init__(self, model, policy="mc-sparse", density=0.15, schedule="", branches=2):
+        self.model, self.policy, self.schedule, self.branches = model, policy, schedule or "", branches
+        self.density = list(density) if isinstance(density, (list, tuple)) else [float(density)]
+        self.family = family_of(model)
+        if self.family is None:
+            raise _abi.DsgapError(1, f"dsgap.torch.attention: {type(model).__name__} is not a supported model "
+                                     f"(supported: {', '.join(FAMILIES)})")
+        self.ctx, self.hooks, self.installed = None, [], False
+        self.fallback_calls = 0
+
+    # --------------------------------------------------------------------------------------------
+    def install(self):
+        mods = self.family.attention(self.model)
+        if not mods:
+            raise _abi.DsgapError(1, f"dsgap.torch.attention: {type(self.model).__name__} has no attention blocks")
+        self.nlayers = len(mods)
+        self.step, self.last_t, self.call_in_step, self.cur, self.layer = -1, None, 0, None, None
+        for lid, (name, mod, order) in enumerate(mods):
+            self.hooks.append(mod.register_forward_pre_hook(self._layer_pre(lid, order)))
+            self.hooks.append(mod.register_forward_hook(self._layer_post))
+        self.hooks.append(self.model.register_forward_pre_hook(self._pre, with_kwargs=True))
+        self.hooks.append(self.model.register_forward_hook(self._post))
+        self.orig_sdpa = _torch.nn.functional.scaled_dot_product_attention
+        _torch.nn.functional.scaled_dot_product_attention = self._sdpa
+        self.installed = True
+        return self
+
+    def remove(self):
+        if self.installed:
+            _torch.nn.functional.scaled_dot_product_attention = self.orig_sdpa
+            for h in self.hooks:
+                h.remove()
+            self.hooks, self.installed = [], False
+        if self.ctx is not None:
+            self.ctx.close()
+            self.ctx = None
+
+    def __enter__(self):
+        return self.install()
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+    def stats(self):
+        """libdsgap's counters (dsgap_stats: calls, sparse_calls, pairs, full_pairs, seconds, ...)
+        and the SDPA calls that ran torch's own attention"""
+        s = self.ctx.stats() if self.ctx is not None else {}
+        s["fallback_calls"] = self.fallback_calls
+        return s
+
+    # --------------------------------------------------------------------------------------------
+    def _pre(self, module, args, kwargs):
+        a = _bind(module, args, kwargs)
+        t = a.get("timestep", a.get("t"))
+        key = None if t is None else tuple(_torch.as_tensor(t).detach().flatten()[:4].float().cpu().tolist())
+        if self.step < 0 or key is None or key != self.last_t:
+            self.step, self.call_in_step = self.step + 1, 0
+        else:
+            self.call_in_step += 1
+        self.last_t = key
+        hs = a.get("hidden_states", args[0] if args else None)
+        grid = self.family.grid(module, a)
+        self.cur = dict(B=int(hs.shape[0]) if _torch.is_tensor(hs) else 1, grid=grid,
+                        video=grid[0] * grid[1] * grid[2])
+
+    def _post(self, module, args, out):
+        self.cur = None
+
+    def _layer_pre(self, lid, order):
+        def hook(mod, args):
+            if self.cur is not None:
+                self.layer = dict(lid=lid, order=order, calls=0)
+        return hook
+
+    def _layer_post(self, mod, args, out):
+        self.layer = None
+
+    # --------------------------------------------------------------------------------------------
+    def _context(self, q, text):
+        H, D = q.shape[1], q.shape[3]
+        grid, device = self.cur["grid"], "gpu" if q.is_cuda else "cpu"
+        if self.ctx is None:
+            self.ctx = _abi.Context(self.policy, self.density, self.schedule, self.nlayers, H, D, self.branches,
+                                    grid, text, device)
+            self.shape = (H, D, tuple(grid), text, device)
+        elif self.shape != (H, D, tuple(grid), text, device):
+            raise _abi.DsgapError(4, f"dsgap.torch.attention: attention of {H} heads x {D}, grid {grid}, {text} text "
+                                     f"tokens on {device}, but the context was made for {self.shape}")
+        return self.ctx
+
+    def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+        il, cur = self.layer, self.cur
+        q, k, v = query, key, value
+        D = q.shape[-1] if q.dim() == 4 else 0
+        ok = (il is not None and cur is not None and q.dim() == 4 and k.shape == q.shape and v.shape == q.shape
+              and not is_causal and not dropout_p and not kw.get("enable_gqa")
+              and (scale is None or abs(scale * math.sqrt(D) - 1) < 1e-6) and q.dtype in _DTYPES
+              and (attn_mask is None or bool((attn_mask if attn_mask.dtype == _torch.bool else attn_mask > -1e4).all())))
+        if not ok:
+            if il is not None:
+                self.fallback_calls += 1
+            return self.orig_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                                  scale=scale, **kw)
+        call = il["calls"]
+        il["calls"] += 1
+        B, H, S, D = q.shape
+        video = cur["video"]
+        text = S - video
+        if text < 0 or (il["order"] == "video" and text):
+            raise _abi.DsgapError(4, f"dsgap.torch.attention: layer {il['lid']}: {S} tokens in the attention call, "
+                                     f"{video} in the video grid {cur['grid']} (order {il['order']!r})")
+        perm = None
+        if il["order"] == "video,text" and text:   # dsgap's order is text first
+            perm = _torch.cat([_torch.arange(video, S), _torch.arange(0, video)]).to(q.device)
+            q, k, v = q.index_select(2, perm), k.index_select(2, perm), v.index_select(2, perm)
+        if q.is_cuda and q.dtype == _torch.float32:   # the GPU takes bf16 and fp16
+            q, k, v = q.to(_torch.bfloat16), k.to(_torch.bfloat16), v.to(_torch.bfloat16)
+        ctx = self._context(q, text)
+        out = _torch.empty_like(q)
+        stream = _torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else None
+        for i in range(B):
+            if B == cur["B"] and B == 2:
+                branch = i                                 # batched CFG: [uncond, cond]
+            elif B == 1 and cur["B"] > 1:
+                branch = min(call, self.branches - 1)      # a processor looping over the batch
+            elif B == 1:
+                branch = min(self.call_in_step, self.branches - 1)  # sequential CFG
+            else:
+                raise _abi.DsgapError(4, f"dsgap.torch.attention: batch {B} in the attention call ({cur['B']} in the "
+                                         f"model's input): dsgap keeps state for {self.branches} branches")
+            ctx.attend(self.step, il["lid"], branch, _view(q[i]), _view(k[i]), _view(v[i]), _view(out[i]),
+                       _DTYPES[q.dtype], S, stream)
+        if perm is not None:
+            out = out.index_select(2, _torch.argsort(perm))
+        return out.to(query.dtype)

@@ -29,9 +29,9 @@ mc-sr mc-sparse\` (refresh=anchor: groups, selection and residual made at the an
 reused on steps 3–9) at top-k densities 0.1, 0.15, 0.25; warm-up 3 steps.
 \`ablation.md\`: E (mean rel_l2 over post-warm-up units) of every cell, Shapley shares φ_G, φ_S, φ_R of
 E(baseline) − E(mc-sparse) (they sum to it exactly), interactions, 95% (layer, head)-cluster
-bootstrap intervals, per layer. Figures: \`figures/ablation.png\`, \`shapley.png\`,
-\`error_vs_staleness.png\` (error vs steps since the anchor), \`error_vs_density.png\`,
-\`mass_distribution.png\`.
+bootstrap intervals, per layer. Figures (NAME-rhoX: at density X): \`figures/ablation-rho0.15.png\`, \`shapley.png\`,
+\`error_vs_staleness-rho0.15.png\` (error vs steps since the anchor), \`error_vs_density.png\`,
+\`mass_distribution-rho0.15.png\`.
 Peers (issue 7): each \`ablation.md\` density section lists the peer methods (src/peers.h, labelled by
 their paper) at matched density beside the factorial: per method the configuration run whose effective
 density is closest to the target (top-k peers follow the density: \`xattention\`, \`spargeattn\`

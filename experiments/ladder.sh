@@ -90,8 +90,8 @@ oracle+res\`, refresh=step) at top-k densities 0.05, 0.1, 0.15, 0.25, 0.5; warm-
 \`decomposition.md\`: selection = E(est-block) − E(oracle-block), grouping = E(oracle-block) −
 E(oracle), lost contributions = E(oracle), per density, for all layers and per layer, with 95%
 (layer, head)-cluster bootstrap intervals. Figures: \`figures/sources_vs_density.png\` (stacked
-sources vs density, all layers and per layer), \`error_vs_density\`, \`sources_per_layer\` (ρ = 0.15),
-\`mass_distribution\`.
+sources vs density, all layers and per layer), \`error_vs_density\`, \`sources_per_layer-rho0.15\` (diverging stacks),
+\`mass_distribution-rho0.15\`.
 Peers (issue 7): each \`decomposition.md\` density section lists the peer methods (src/peers.h,
 labelled by their paper) at matched density beside the ladder: per method the configuration run whose
 effective density is closest to the target (top-k peers follow the density: \`xattention\`,

@@ -94,7 +94,7 @@ head_dim=64 seed=1\`: 2560 tokens; local, frame, sink and diffuse heads), not a 
 Policies \`dense baseline mc-residual mc-gs mc-sparse\` (refresh=anchor) at density 0.15; warm-up 2
 steps; four schedules with 1, 2, 3 and 6 evenly spaced anchors over the 12 reuse steps
 (\`a1\`: anchor 1; \`a2\`: 1, 7; \`a3\`: 1, 5, 9; \`a6\`: 1, 3, 5, 7, 9, 11).
-- Error vs steps since the anchor: \`synthetic.a1/figures/error_vs_staleness.png\` (one anchor, up to
+- Error vs steps since the anchor: \`synthetic.a1/figures/error_vs_staleness-rho*.png\` (one anchor, up to
   12 steps of reuse; 95% cluster-bootstrap intervals), and the same for every schedule.
 - Error vs number of anchors: \`anchors.{md,tex,csv}\`, \`figures/error_vs_anchors.png\` (means over
   all post-warm-up units, anchor steps included with their zero error).

@@ -26,12 +26,16 @@
 #   --from FILE      analyse: unpack such a tarball into DIR first
 #   --update-results analyse into results/samples/ (the committed results) instead of DIR
 #   DSGAP=PATH       the dsgap binary (default build/dsgap)
+#   --carry          use the binaries and libraries scripts/device_pack.sh packed into .carry/
+#                    (on the GPU machine, as scripts/device_all.sh does)
 #
 # On the GPU machine (no gnuplot, no GSL tools there): only the replay stage, into a folder that stays
 # between calls while the machine is warm, packed into one tarball under $OUT (about 25 KB a sample);
 # --budget keeps a call under the 10-minute limit, and a second call goes on where it stopped:
-#   DSGAP=build-gpu/dsgap experiments/samples.sh --stage replay --device gpu --budget 520 \
-#     --out build/samples --scratch /tmp/dsgap-traces --pack "$OUT/samples.tar.gz"
+#   (here)   cmake --build --preset default && scripts/device_pack.sh
+#   (device, carry [".carry"])
+#            bash experiments/samples.sh --carry --stage replay --device gpu --budget 520 \
+#              --out build/samples --scratch /tmp/dsgap-traces --pack "$OUT/samples.tar.gz"
 # here (tables over the samples with two-level intervals, the per-sample figure):
 #   experiments/samples.sh --stage analyse --from samples.tar.gz --out build/results/samples
 #   experiments/samples.sh --stage analyse --from samples.tar.gz --out build/samples-x --update-results
@@ -39,7 +43,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DSGAP=${DSGAP:-$ROOT/build/dsgap}
 out="" stage=all device=cpu classes="" seeds=1,2 latent=16x32x32 layers=0,3,7 steps=10
-densities=0.1,0.15,0.25 policies=all scratch="" keep=0 pack="" from="" update=0 rho=0.15 budget=0
+densities=0.1,0.15,0.25 policies=all scratch="" keep=0 pack="" from="" update=0 rho=0.15 budget=0 carry=0
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift ;;
@@ -56,6 +60,7 @@ while [ $# -gt 0 ]; do
     --scratch) scratch=$2; shift ;;
     --keep-traces) keep=1 ;;
     --budget) budget=$2; shift ;;
+    --carry) carry=1 ;;
     --pack) pack=$2; shift ;;
     --from) from=$2; shift ;;
     --update-results) update=1 ;;
@@ -73,6 +78,15 @@ out=$(cd "$out" && pwd)
 [ -n "$scratch" ] || scratch=$out/traces
 model=$ROOT/data/model
 [ -n "$classes" ] || classes=vtest,cockatoo,tree,realshort,pan_left,pan_right,pan_up,pan_down,zoom_in,zoom_out,rotate_cw,rotate_ccw
+if [ $carry = 1 ]; then # the binaries scripts/device_pack.sh packed into .carry/ (as scripts/device_all.sh)
+  [ -f "$ROOT/.carry/lib.tar.xz" ] || { echo "samples.sh: --carry: no $ROOT/.carry (scripts/device_pack.sh)" >&2; exit 2; }
+  mkdir -p /tmp/dglib
+  tar -C /tmp/dglib -xJf "$ROOT/.carry/lib.tar.xz"
+  [ -d "$ROOT/.carry/bin" ] || tar -C "$ROOT/.carry" -xJf "$ROOT/.carry/bin.tar.xz"
+  cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+  export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${cublas:+$cublas:}${LD_LIBRARY_PATH:-}
+  DSGAP=$ROOT/.carry/bin/dsgap
+fi
 [ -x "$DSGAP" ] || { echo "samples.sh: $DSGAP not found: build first or set DSGAP" >&2; exit 1; }
 
 now() { date +%s; }

@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/policy_run.h"
+#include "replay/replay_check.h"
 #include "trace/trace.h"
 #include "util/files.h"
 #include "util/util.h"
@@ -260,6 +261,7 @@ int dg_replay(const dg_replay_opts *opt)
 		return -1;
 	dg_replay_opts o = *opt;
 	int rc = -1;
+	if (dg_replay_check(&o, &t.meta)) goto out_trace;
 	int missing = dg_schedule_resolve_anchors(&o.schedule, t.meta.step_index, t.meta.steps);
 	if (missing >= 0 &&
 	    dg_error("%s: anchor step %d is not in the trace", t.path, o.schedule.anchors[missing]))

@@ -15,7 +15,7 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 /* CPU throughput assumed by the time estimate, per thread (SGEMM with the softmax around it) */
-#define FLOPS_PER_THREAD 5e9
+#define FLOPS_PER_THREAD 2e10
 
 /* -1 after naming the first index that appears twice in v[n] */
 static int check_unique(const char *path, const char *what, const int *v, int n)
@@ -209,7 +209,7 @@ int dg_replay_check(const dg_replay_opts *o, const dg_trace_meta *m)
 	}
 	bool gpu = o->device && !strcmp(o->device, "gpu");
 	double secs = e.flops / (FLOPS_PER_THREAD * omp_get_max_threads());
-	if (!gpu && (secs > 600 || (o->progress && secs > 60))) {
+	if (!gpu && (secs > 3600 || (o->progress && secs > 300))) {
 		char buf[32];
 		duration(secs, buf, sizeof buf);
 		fprintf(stderr, "replay: %s: %ld unit%s of %d tokens, %.2g flop: roughly %s on %d CPU threads, "

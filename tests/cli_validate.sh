@@ -1,0 +1,176 @@
+#!/bin/bash
+# cli_validate.sh: what dsgap refuses before it works, and the numerics that must never reach a file
+# as nan or inf (issue 18, reproductions 5, 6, 8, 9, 10 and 13). Each bad case: a non-zero exit, one
+# line "dsgap: error: ..." naming the file or option and the reason, and no output left behind.
+#   DSGAP=build-cpu/dsgap bash tests/cli_validate.sh
+set -u
+: "${DSGAP:?set DSGAP to the dsgap binary}"
+PY=/usr/bin/python3
+dir=$(mktemp -d /tmp/dsgap-cli-validate.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+passed=0
+failed=0
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+
+# refused DESCR WANT OUTDIR CMD...: exit != 0 within 20 s, stderr exactly one line "dsgap: error: ..."
+# holding WANT, OUTDIR not made
+refused() {
+	local descr=$1 want=$2 out=$3 rc=0
+	shift 3
+	timeout 20 "$@" >"$dir/stdout" 2>"$dir/stderr" || rc=$?
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$(wc -l <"$dir/stderr")" -eq 1 ] &&
+		[ "$(head -c 14 "$dir/stderr")" = "dsgap: error: " ] && grep -qF -- "$want" "$dir/stderr" &&
+		[ ! -e "$out" ]; then
+		ok "$descr: $(cat "$dir/stderr")"
+	else
+		fail "$descr (exit $rc, out $(ls -d "$out" 2>/dev/null), stderr: $(head -c 600 "$dir/stderr"))"
+	fi
+}
+
+t=$dir/t.h5
+"$DSGAP" synth --out "$t" --grid 1x8x16 --heads 2 --layers 2 --steps 2 --seed 3 >/dev/null || { echo "FAIL synth"; exit 1; }
+
+# edit SRC DST MODE: a copy of the trace with one defect (h5py)
+edit() {
+	"$PY" - "$@" <<'PYEOF'
+import h5py, numpy as np, shutil, sys
+src, dst, mode = sys.argv[1:4]
+shutil.copy(src, dst)
+f = h5py.File(dst, 'r+')
+def scale(name, sel, x):
+    a = f[name][...]; a[sel] = a[sel] * x; f[name][...] = a
+if mode == 'q3e38':
+    a = f['q'][...]; a[0, 0, 0, 5, 0] = 3e38; f['q'][...] = a
+elif mode == 'qk1e18':
+    scale('q', (0, 0, 0), 1e18); scale('k', (0, 0, 0), 1e18)
+elif mode == 'zerov':
+    a = f['v'][...]; a[1, 1, 0] = 0; f['v'][...] = a
+elif mode == 'dupstep':
+    f['step_index'][...] = [4, 4]
+elif mode == 'duplayer':
+    f['layer_index'][...] = [2, 2]
+elif mode == 'duphead':
+    f['head_index'][...] = [0, 0]
+elif mode == 'ctrl':
+    f.attrs['model'] = 'evil\x1b[2J\x07name'
+f.close()
+PYEOF
+}
+
+# big SRC DST TOKENS: a trace of one unit of TOKENS tokens that is never written (a few KB, chunked)
+big() {
+	"$PY" - "$@" <<'PYEOF'
+import h5py, numpy as np, sys
+src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+s = h5py.File(src, 'r'); f = h5py.File(dst, 'w')
+for k, v in s.attrs.items(): f.attrs[k] = v
+for k in ('step_index', 'timestep', 'sigma', 'layer_index', 'head_index'): f[k] = s[k][:1]
+f['text_tokens'] = s['text_tokens'][()]
+f['grid'] = np.array([1, 1, n], dtype=np.int32)
+d = s['q'].shape[-1]
+for k in 'qkv':
+    f.create_dataset(k, (1, 1, 1, n, d), dtype='f4', chunks=(1, 1, 1, min(n, 1 << 16), d), compression='gzip')
+PYEOF
+}
+
+# no_nonfinite CSV: no nan or inf outside the psnr column (inf there: an exact output)
+no_nonfinite() {
+	"$PY" -c '
+import csv, math, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+bad = [r for r in rows for k, v in r.items() if k not in ("policy", "psnr") and not math.isfinite(float(v))]
+sys.exit(1 if bad or not rows else 0)' "$1"
+}
+
+# --- repro 5: numerics ------------------------------------------------------------------------------
+if "$DSGAP" replay "$t" --policies dense,oracle,mc-sparse --density 0.5,1 --out "$dir/good" --quiet &&
+	no_nonfinite "$dir/good/metrics.csv"; then
+	ok "a good trace replays with finite metrics (oracle at rho=1 included)"
+else
+	fail "good trace"
+fi
+edit "$t" "$dir/q3e38.h5" q3e38
+refused "one q = 3e38" "unit (step 0, layer 0, head 0): scores reach" "$dir/o1" \
+	"$DSGAP" replay "$dir/q3e38.h5" --policies dense,oracle --density 1 --out "$dir/o1" --quiet
+edit "$t" "$dir/qk.h5" qk1e18
+refused "q, k x 1e18" "qk.h5: unit (step 0, layer 0, head 0): scores reach" "$dir/o2" \
+	"$DSGAP" replay "$dir/qk.h5" --policies dense,oracle --density 1 --out "$dir/o2" --quiet
+edit "$t" "$dir/zerov.h5" zerov
+refused "an all-zero V head" "zerov.h5: unit (step 1, layer 1, head 0): V is all zero" "$dir/o3" \
+	"$DSGAP" replay "$dir/zerov.h5" --policies dense,mc-sparse --out "$dir/o3" --quiet
+
+# --- repro 6: accepted without complaint ------------------------------------------------------------
+refused "duplicate densities" "0.1 is given twice" "$dir/o4" \
+	"$DSGAP" replay "$t" --density 0.1,0.10 --out "$dir/o4" --quiet
+refused "schedule: a warm-up past every step" "warmup=5 covers every step of the trace (its steps: 0,1)" "$dir/o5" \
+	"$DSGAP" replay "$t" --policies mc-sparse --schedule warmup=5,dense_layers=1 --out "$dir/o5" --quiet
+refused "schedule: an anchor that is not a step" "anchor step 9 is not in the trace (its steps: 0,1)" "$dir/o6" \
+	"$DSGAP" replay "$t" --policies mc-sparse --schedule warmup=1,anchors=9 --out "$dir/o6" --quiet
+refused "schedule: a dense layer that is not a layer" "dense layer 99 is not in the trace (its layers: 0,1)" "$dir/o7" \
+	"$DSGAP" replay "$t" --policies mc-sparse --schedule warmup=1,dense_layers=99 --out "$dir/o7" --quiet
+for m in dupstep duplayer duphead; do
+	edit "$t" "$dir/$m.h5" $m
+	what=${m#dup}
+	refused "duplicate $what indices" "$m.h5: $what index" "$dir/o_$m" \
+		"$DSGAP" replay "$dir/$m.h5" --policies dense --out "$dir/o_$m" --quiet
+done
+
+# --- repro 13: messages that say the limit or the item -----------------------------------------------
+refused "more than 128 specs" "at most 128" "$dir/o8" \
+	"$DSGAP" replay "$t" --policies "$(printf 'dense,%.0s' $(seq 130))dense" --out "$dir/o8" --quiet
+refused "a bad density item" "item 2 'x' is not a number" "$dir/o9" \
+	"$DSGAP" replay "$t" --density 0.1,x --out "$dir/o9" --quiet
+refused "too many densities" "at most 64" "$dir/o10" \
+	"$DSGAP" replay "$t" --density "$(seq -s, 0.01 0.01 0.7)" --out "$dir/o10" --quiet
+
+# --- repro 9: an oversized trace is refused at once, with the size it needs --------------------------
+big "$t" "$dir/big.h5" $((1 << 20))
+start=$(date +%s)
+refused "a 2^20-token trace" "needs at least" "$dir/o11" "$DSGAP" replay "$dir/big.h5" --out "$dir/o11" --quiet
+[ $(($(date +%s) - start)) -le 5 ] && ok "refused within 5 s" || fail "a 2^20-token trace took $(($(date +%s) - start)) s"
+refused "memory under ulimit -v" "GiB is available" "$dir/o12" \
+	bash -c 'ulimit -v 3000000; exec "$@"' _ "$DSGAP" replay "$dir/big.h5" --policies dense,mc-sparse --out "$dir/o12" --quiet
+
+# --- repro 8: CSV quoting ---------------------------------------------------------------------------
+if "$DSGAP" attnstats --out "$dir/as" --quiet 'a,b"c'"=$t" "x=$t" >/dev/null 2>"$dir/stderr" &&
+	"$PY" -c '
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+sys.exit(0 if all(len(r) == 9 for r in rows) and rows[1][0] == "a,b\"c" and rows[-1][0] == "x" else 1)' "$dir/as/attnstats.csv"; then
+	ok "attnstats quotes a label with , and \" (RFC 4180)"
+else
+	fail "attnstats CSV: $(head -3 "$dir/as/attnstats.csv" 2>&1) $(cat "$dir/stderr")"
+fi
+
+# --- repro 13: info prints no raw escape bytes from attributes ---------------------------------------
+edit "$t" "$dir/ctrl.h5" ctrl
+if "$DSGAP" info "$dir/ctrl.h5" >"$dir/info" && ! LC_ALL=C grep -q "$(printf '\033')" "$dir/info" &&
+	grep -qF 'model        evil\x1b[2J\x07name' "$dir/info"; then
+	ok "info escapes control characters of an attribute"
+else
+	fail "info: $(grep model "$dir/info" | od -c | head -3)"
+fi
+
+# --- repro 10, 13: bench checks every argument before it appends; its default CSV path says why -----
+refused "bench: a bad --layer-step appends nothing" "bad --layer-step '2x2'" "$dir/b1.csv" \
+	"$DSGAP" bench --device cpu --tokens 256 --heads 1 --reps 1 --layer-step 2x2 --csv "$dir/b1.csv"
+refused "bench: a bad --device appends nothing" "bad --device 'cpux'" "$dir/b2.csv" \
+	"$DSGAP" bench --device cpux --csv "$dir/b2.csv"
+refused "bench: an oversized benchmark is refused with its size" "need at least" "$dir/b3.csv" \
+	"$DSGAP" bench --device cpu --tokens 1048576 --heads 256 --head-dim 256 --csv "$dir/b3.csv"
+mkdir -p "$dir/elsewhere"
+refused "bench: the default CSV path says why it fails" "results/bench/bench.csv: No such file or directory (the default --csv" \
+	"$dir/elsewhere/results" bash -c 'cd "$1" && exec "$2" bench --device cpu --tokens 256 --heads 1 --reps 1 --layer-step none' _ "$dir/elsewhere" "$DSGAP"
+if "$DSGAP" bench --device cpu --tokens 256 --heads 1 --reps 1 --layer-step 1x4x64 --csv "$dir/b4.csv" >/dev/null &&
+	"$PY" -c '
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+sys.exit(0 if rows and all(len(r) == 6 for r in rows) and rows[-1][3] == rows[0][3] else 1)' "$dir/b4.csv"; then
+	ok "bench: every CSV row has 6 fields and the same device"
+else
+	fail "bench CSV: $(tail -2 "$dir/b4.csv")"
+fi
+
+echo "cli_validate: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,119 @@
+"""bench_capture.py: the Python capture's performance targets (issue 20) on a GPU machine with
+torch and diffusers: Wan2.1-1.3B architecture, random weights, 480p x 81 frames (latent 21x60x104,
+32760 tokens), 50 steps through diffusers' WanTransformer3DModel with sequential CFG (two calls per
+step), once without capture and once capturing 2 steps x 30 layers x 12 heads (~1.8 GB of bf16),
+and the trace writer alone on synthetic units.
+
+  python python/bench/bench_capture.py [--steps 50] [--out DIR]     (DIR default $OUT or .)
+
+Writes DIR/bench_capture.csv and DIR/bench_capture.md: generation seconds without and with capture,
+the overhead (target <= 10%), the writer's GB/s (target >= 1 GB/s), the trace size. Not run in CI
+(no GPU there); run by hand on an H200.
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import dsgap  # noqa: E402
+
+
+def wan13b():
+    from diffusers import WanTransformer3DModel
+    torch.manual_seed(0)
+    m = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16,
+                              out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30,
+                              cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(0, 0.02)
+    return m.to("cuda", torch.bfloat16).eval()
+
+
+def generate(m, steps, capture_path=None, capture_steps=(10, 30)):
+    """steps of a flow-matching Euler loop with sequential CFG; seconds"""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(1, 16, 21, 60, 104, device="cuda", dtype=torch.bfloat16, generator=g)
+    cond = torch.randn(1, 512, 4096, device="cuda", dtype=torch.bfloat16, generator=g)
+    unc = torch.randn(1, 512, 4096, device="cuda", dtype=torch.bfloat16, generator=g)
+    sig = torch.linspace(1, 0, steps + 1)
+    ctx = dsgap.capture(m, capture_path, steps=list(capture_steps), progress=False) if capture_path else None
+    torch.cuda.synchronize()
+    t0 = time.time()
+    with torch.no_grad():
+        if ctx:
+            ctx.__enter__()
+        try:
+            for i in range(steps):
+                t = torch.full((1,), float(sig[i] * 1000), device="cuda")
+                c = m(hidden_states=x, timestep=t, encoder_hidden_states=cond)[0]
+                u = m(hidden_states=x, timestep=t, encoder_hidden_states=unc)[0]
+                x = x + (sig[i + 1] - sig[i]) * (u + 5.0 * (c - u))
+        finally:
+            if ctx:
+                ctx.__exit__(None, None, None)
+    torch.cuda.synchronize()
+    return time.time() - t0
+
+
+def writer_rate(path, units=360, tokens=32760, head_dim=128):
+    """the trace writer alone: units of bf16 words as the capture hands them; GB/s of input"""
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((12, tokens, head_dim)).astype(np.float32)
+    words = dsgap.f32_to_bf16(base)
+    L = units // 12 // 3
+    meta = dict(layers=L, heads=12, tokens=tokens, head_dim=head_dim, grid=[21, 30, 52], text_tokens=0,
+                layer_index=list(range(L)), head_index=list(range(12)), model="bench", source="", config={})
+    w = dsgap.TraceWriter(path, meta, steps=1)
+    t0 = time.time()
+    for name in ("q", "k", "v"):
+        for l in range(L):
+            w.put(name, 0, l, words)
+    w.finish([0], [0.0], [0.0])
+    dt = time.time() - t0
+    return w.bytes_in / dt / 1e9, w.bytes_in, os.path.getsize(path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench_capture: needs a CUDA device")
+    os.makedirs(a.out, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="dsgap_bench_", dir=os.environ.get("TMPDIR", "/tmp"))
+    m = wan13b()
+    generate(m, 2)  # warm-up
+    base = generate(m, a.steps)
+    path = os.path.join(tmp, "trace.h5")
+    cap = generate(m, a.steps, path)
+    size = os.path.getsize(path)
+    os.remove(path)
+    gbs, nbytes, wsize = writer_rate(os.path.join(tmp, "writer.h5"))
+    os.remove(os.path.join(tmp, "writer.h5"))
+    over = cap / base - 1
+    rows = [("generation_s_no_capture", f"{base:.2f}"), ("generation_s_capture", f"{cap:.2f}"),
+            ("capture_overhead", f"{over:.4f}"), ("capture_overhead_target", "0.10"),
+            ("capture_overhead_ok", str(over <= 0.10)), ("trace_bytes_on_disk", str(size)),
+            ("trace_bytes_bf16", str(3 * 2 * 30 * 12 * 32760 * 128 * 2)),
+            ("writer_gb_per_s", f"{gbs:.3f}"), ("writer_target_gb_per_s", "1.0"), ("writer_ok", str(gbs >= 1.0)),
+            ("writer_bytes", str(nbytes)), ("writer_bytes_on_disk", str(wsize)),
+            ("device", torch.cuda.get_device_name()), ("torch", torch.__version__), ("cpus", str(os.cpu_count())),
+            ("steps", str(a.steps))]
+    with open(os.path.join(a.out, "bench_capture.csv"), "w") as f:
+        f.write("metric,value\n" + "".join(f"{k},{v}\n" for k, v in rows))
+    with open(os.path.join(a.out, "bench_capture.md"), "w") as f:
+        f.write("# dsgap.capture benchmark (Wan2.1-1.3B architecture, random weights, 480p x 81, "
+                f"{a.steps} steps, CFG)\n\n| metric | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows))
+    print(open(os.path.join(a.out, "bench_capture.md")).read())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

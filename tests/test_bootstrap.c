@@ -9,16 +9,19 @@
  * delta) in 93-97% of them (Monte Carlo standard error about 0.5%). Also: per-sample estimates
  * equal the direct means; one group reproduces the one-level bootstrap; a one-level bootstrap
  * that ignores the samples undercovers (the reason for the second level).
+ * Also: dg_sig3, the tables' number format (3 significant figures, never e-notation).
  *   ctest -R test_bootstrap      or      ./test_bootstrap [simulations]
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
 #include "analysis/bootstrap.h"
+#include "analysis/decompose.h"
 #include "testhelp.h"
 
 #define S 24
@@ -65,6 +68,16 @@ int main(int argc, char **argv)
 	dg_boot_data one = two;
 	one.group = NULL;
 	one.n_groups = 0;
+	static const struct { double x; const char *s; } fmt[] = {
+		{ 0.0000985312, "0.0000985" }, { 0.12549, "0.125" }, { 12.34, "12.3" },
+		{ 0.09996, "0.100" }, { -0.0034567, "-0.00346" }, { 1234.6, "1235" }, { 0, "0" },
+		{ 1, "1.00" }, { 0.5, "0.500" },
+	};
+	for (size_t i = 0; i < sizeof fmt / sizeof *fmt; i++) {
+		char b[32];
+		dg_sig3(b, fmt[i].x);
+		CHECKF(!strcmp(b, fmt[i].s), "dg_sig3(%g) = %s (want %s)", fmt[i].x, b, fmt[i].s);
+	}
 	gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
 	gsl_rng_set(rng, 19);
 

@@ -1124,8 +1124,8 @@ static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const int 
 	if (abl) {
 		for (int j = 0; j < 8; j++) {
 			int m = cell_order[j];
-			fprintf(f, "$E$(%s) [%s%s%s]", cell_policy()[m], m & 1 ? "G" : "",
-				m & 2 ? "S" : "", m & 4 ? "R" : "");
+			fprintf(f, "$E$(%s) [%s%s%s%s]", cell_policy()[m], m & 1 ? "G" : "",
+				m & 2 ? "S" : "", m & 4 ? "R" : "", m ? "" : "none");
 			for (int k = 0; k < nd; k++) {
 				const dg_row *w = &t->row[first[k]];
 				fputs(" & ", f);

@@ -169,11 +169,13 @@ static FILE *create(const plotter *pl, const char *name, const char *ext)
 	return f;
 }
 
+static const char *figures_dir = "figures"; /* DIR/figures while dg_plot runs: for messages */
+
 static int finish(FILE *f, const char *name, const char *ext)
 {
 	int bad = dg_out_close_errno(f);
 	if (bad)
-		return dg_error("cannot write figures/%s.%s: %s", name, ext, strerror(bad));
+		return dg_error("cannot write %s/%s.%s: %s", figures_dir, name, ext, strerror(bad));
 	return 0;
 }
 
@@ -1054,6 +1056,7 @@ int dg_plot(const dg_results *r, const dg_plot_opts *o)
 	char *final = dg_path_join(r->dir, "figures"), *tmp = dg_tmp_name(final);
 	plotter pl = { .r = r, .o = o, .dir = tmp };
 	int rc = 0;
+	figures_dir = final;
 	if (mkdir(tmp, 0777))
 		rc = dg_error("cannot create directory %s: %s", tmp, strerror(errno));
 	if (!rc) {
@@ -1075,6 +1078,7 @@ int dg_plot(const dg_results *r, const dg_plot_opts *o)
 			printf(" %s", pl.made[i]);
 		printf("\n");
 	}
+	figures_dir = "figures";
 	free(tmp);
 	free(final);
 	return rc ? -1 : pl.n_made;

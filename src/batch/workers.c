@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -121,14 +122,21 @@ static int start_worker(const dg_workers_opts *o, int i, worker *w, char *self, 
 {
 	w->gpu = o->gpus ? o->gpus[i] : NULL;
 	w->ncells = dg_experiment_slice(o->e, o->shard, o->nshards, i, o->nworkers, tmp);
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		dg_error("run: cannot start worker %d: %s", i, strerror(errno));
 		stop_signal = SIGTERM;
 		return -1;
 	}
-	if (pid == 0)
+	if (pid == 0) {
+		/* a worker dies with its parent (kill -9 of `dsgap run` leaves no orphan); the parent may
+		 * have died between fork and prctl: then the parent is no longer the one that forked */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
 		exec_worker(o, i, w, self, threads);
+	}
 	w->pid = pid;
 	w->running = true;
 	if (!o->quiet)

@@ -10,6 +10,7 @@
 
 #include "batch/batch.h"
 #include "cli/commands.h"
+#include "util/files.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -47,5 +48,16 @@ int dg_cmd_merge(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	return dg_batch_merge(argv + optind, argc - optind, out, !quiet) ? 1 : 0;
+	/* OUT is ours while the merge runs (a second merge or a run there is refused); a merge that
+	 * fails removes the folders it made */
+	dg_made_dirs made = { 0 };
+	dg_dir_lock_t lock = { .fd = -1 };
+	if (dg_mkdir_track(out, &made))
+		return 1;
+	int rc = dg_dir_lock(&lock, out) || dg_batch_merge(argv + optind, argc - optind, out, !quiet) ? 1 : 0;
+	dg_dir_unlock(&lock);
+	if (rc)
+		dg_made_dirs_remove(&made);
+	dg_made_dirs_free(&made);
+	return rc;
 }

@@ -19,6 +19,7 @@
 #include "batch/experiment.h"
 #include "batch/workers.h"
 #include "cli/commands.h"
+#include "util/files.h"
 #include "util/util.h"
 
 #define MAX_WORKERS 256
@@ -178,6 +179,11 @@ static int run_cells(const dg_experiment *e, const run_args *a, const char *out,
 		     char **gpu_ids, const char *cmd, double t0)
 {
 	int err = dg_batch_prepare(e, out);
+	/* the folder is this run's (its workers run under its lock) until the process ends: a second
+	 * run or merge there is refused, naming this one */
+	static dg_dir_lock_t lock = { .fd = -1 };
+	if (!err && !a->is_worker)
+		err = dg_dir_lock(&lock, out);
 	if (!err && !a->quiet && !a->is_worker)
 		fprintf(stderr, "run: experiment '%s': %d run%s, %d cells (%s), device %s; this %s: %d cells -> %s\n",
 			e->name, e->nruns, e->nruns == 1 ? "" : "s", e->ncells,

@@ -1,0 +1,84 @@
+/*
+ * files.h: the safety of dsgap's files: temporaries removed on a signal, stale temporaries of dead
+ * processes cleaned, inputs that no output may name or overwrite, locks on output folders, and
+ * sets of files published all together or not at all.
+ */
+#ifndef DG_FILES_H
+#define DG_FILES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* ---- temporaries ------------------------------------------------------------------------------
+ * Every name made by dg_tmp_name (util.h) is registered as a live temporary of this process; a
+ * SIGINT, SIGTERM or SIGHUP removes every registered one (files, then their folders if empty) and
+ * ends the process with that signal. dg_tmp_release forgets a name (renamed or removed). */
+void dg_tmp_register(const char *path);
+void dg_tmp_release(const char *path);
+/* Install the handlers (main), and ignore SIGXFSZ so that a write past `ulimit -f` fails with EFBIG
+ * and is reported like any other write error. */
+void dg_signals_install(void);
+/* Remove every registered temporary of this process now (also safe inside a signal handler). */
+void dg_tmp_remove_all(void);
+
+/* Remove the temporaries of dead processes in DIR: names "PREFIX*.tmp.PID" (PREFIX NULL: any name)
+ * whose PID is not a live process of this machine. Folders are removed with their files. Quiet. */
+void dg_tmp_clean_stale(const char *dir, const char *prefix);
+/* rm -r PATH (a file or a folder of files and folders); 0 or -1 with errno set */
+int dg_remove_tree(const char *path);
+
+/* ---- inputs -----------------------------------------------------------------------------------
+ * dg_input_add records PATH (a file or a folder; "FILE:KEY" counts as FILE) as an input of this
+ * command. dg_output_check
+ * refuses an output path that names an input (same real path, or same st_dev and st_ino), or an
+ * existing file inside an input folder, with one line naming both; 0 if it is safe. Every writer
+ * of util (dg_out_open) and of trace files calls it. */
+void dg_input_add(const char *path);
+int dg_output_check(const char *path);
+/* An output folder: no input may lie inside it under one of the names NAMES (NULL-terminated) */
+int dg_output_dir_check(const char *dir, const char *const *names);
+
+/* ---- locks on output folders ------------------------------------------------------------------
+ * dg_dir_lock takes an exclusive lock on DIR (flock on DIR/.dsgap.lock holding "pid host start");
+ * when another process holds it, it reports "DIR is in use by dsgap pid P on HOST since T" and
+ * returns -1. The lock is held until dg_dir_unlock or the process ends; the lock file is removed
+ * by dg_dir_unlock, at exit, or by a signal (like a temporary). It also cleans DIR's stale temporaries (it is ours now). */
+typedef struct {
+	int fd;
+	char *path;
+	long pid;
+} dg_dir_lock_t;
+int dg_dir_lock(dg_dir_lock_t *l, const char *dir);
+void dg_dir_unlock(dg_dir_lock_t *l);
+
+/* mkdir -p that remembers the folders it made: dg_made_dirs_remove removes them (innermost first)
+ * if they are empty, for a command that failed. */
+typedef struct {
+	char **dirs;
+	int n;
+} dg_made_dirs;
+int dg_mkdir_track(const char *path, dg_made_dirs *made);
+void dg_made_dirs_remove(dg_made_dirs *made);
+void dg_made_dirs_free(dg_made_dirs *made);
+
+/* ---- publishing a set of files all or nothing --------------------------------------------------
+ * dg_publish_add records a finished temporary TMP for FINAL (both copied); dg_publish_commit renames
+ * them all, and on a failure removes what it had renamed and every remaining temporary (nothing
+ * published); dg_publish_abort removes every temporary. */
+typedef struct {
+	char **tmp, **final;
+	int n;
+} dg_publish;
+void dg_publish_add(dg_publish *p, const char *tmp, const char *final);
+int dg_publish_commit(dg_publish *p);
+void dg_publish_abort(dg_publish *p);
+/* While P is set (not NULL), dg_out_commit (util.h) does not rename: it adds the finished file to P,
+ * so that the files of a command that writes several are published by one dg_publish_commit. */
+void dg_out_defer(dg_publish *p);
+dg_publish *dg_out_deferred(void);
+/* Close an atomic output file (util.h) without renaming it: checks every write and adds it to P.
+ * On a failure reports one line, removes the temporary and returns -1. The handle is freed. */
+struct dg_out_s;
+int dg_out_finish(struct dg_out_s *o, dg_publish *p);
+
+#endif

@@ -728,6 +728,13 @@ static const char *stability(char *buf, const dg_row *w, int q)
 	return buf;
 }
 
+/* after a negative estimate's sentence: whether its interval settles the sign */
+static const char *hedge(double lo, double hi)
+{
+	return !isnan(lo) && !isnan(hi) && hi >= 0 && lo <= 0 ?
+	       " Its interval includes 0: the sign is not established." : "";
+}
+
 /* Plain-language notes on one density's all-layers row: what a negative source means, what the
  * interactions whose interval excludes zero say. md: Markdown, else LaTeX-safe text. */
 static void notes(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w, bool md)
@@ -740,26 +747,29 @@ static void notes(FILE *f, const dg_results *r, const dg_table *t, const dg_row 
 		if (q[DG_LAD_SELECTION] < 0)
 			fprintf(f, "%s%s: selection is negative (%s %s): the estimator's blocks give "
 				   "a smaller output error than the oracle's, which keep the most "
-				   "probability mass; retained mass is not output error.\n", md ? "- " : "",
-				rho, num(a, q[DG_LAD_SELECTION]), interval(ci, w->lo[DG_LAD_SELECTION],
-									   w->hi[DG_LAD_SELECTION]));
+				   "probability mass; retained mass is not output error.%s\n",
+				md ? "- " : "", rho, num(a, q[DG_LAD_SELECTION]),
+				interval(ci, w->lo[DG_LAD_SELECTION], w->hi[DG_LAD_SELECTION]),
+				hedge(w->lo[DG_LAD_SELECTION], w->hi[DG_LAD_SELECTION]));
 		if (q[DG_LAD_GROUPING] < 0)
 			fprintf(f, "%s%s: grouping is negative (%s %s): the block oracle beats the "
 				   "per-query oracle, which keeps each query's most probable keys; "
-				   "the most retained mass is not the smallest output error.\n",
+				   "the most retained mass is not the smallest output error.%s\n",
 				md ? "- " : "", rho, num(a, q[DG_LAD_GROUPING]),
-				interval(ci, w->lo[DG_LAD_GROUPING], w->hi[DG_LAD_GROUPING]));
+				interval(ci, w->lo[DG_LAD_GROUPING], w->hi[DG_LAD_GROUPING]),
+				hedge(w->lo[DG_LAD_GROUPING], w->hi[DG_LAD_GROUPING]));
 		if (q[DG_LAD_RESIDUAL] < 0)
 			fprintf(f, "%s%s: the one-step-old residual adds more error than it removes "
-				   "(residual recovers %s %s).\n", md ? "- " : "", rho,
+				   "(residual recovers %s %s).%s\n", md ? "- " : "", rho,
 				num(a, q[DG_LAD_RESIDUAL]),
-				interval(ci, w->lo[DG_LAD_RESIDUAL], w->hi[DG_LAD_RESIDUAL]));
+				interval(ci, w->lo[DG_LAD_RESIDUAL], w->hi[DG_LAD_RESIDUAL]),
+				hedge(w->lo[DG_LAD_RESIDUAL], w->hi[DG_LAD_RESIDUAL]));
 		for (int k = DG_LAD_TILE; k <= DG_LAD_PCA; k++)
 			if (q[k] < 0)
 				fprintf(f, "%s%s: %s groups select worse than raster blocks (win back "
-					   "%s %s).\n", md ? "- " : "", rho,
+					   "%s %s).%s\n", md ? "- " : "", rho,
 					k == DG_LAD_TILE ? "tile" : "PCA", num(a, q[k]),
-					interval(ci, w->lo[k], w->hi[k]));
+					interval(ci, w->lo[k], w->hi[k]), hedge(w->lo[k], w->hi[k]));
 		return;
 	}
 	static const char comp[3] = { 'G', 'S', 'R' };
@@ -770,10 +780,11 @@ static void notes(FILE *f, const dg_results *r, const dg_table *t, const dg_row 
 	for (int i = 0; i < 3; i++)
 		if (q[DG_ABL_PHI + i] < 0)
 			fprintf(f, "%s%s: %s%s < 0 (%s %s): switching %c on raises the error, "
-				   "averaged over the orders of switching the components on.\n",
+				   "averaged over the orders of switching the components on.%s\n",
 				md ? "- " : "", rho, md ? "φ_" : "$\\phi_", md ? (char[]){ comp[i], 0 } :
 				(i == 0 ? "G$" : i == 1 ? "S$" : "R$"), num(a, q[DG_ABL_PHI + i]),
-				interval(ci, w->lo[DG_ABL_PHI + i], w->hi[DG_ABL_PHI + i]), comp[i]);
+				interval(ci, w->lo[DG_ABL_PHI + i], w->hi[DG_ABL_PHI + i]), comp[i],
+				hedge(w->lo[DG_ABL_PHI + i], w->hi[DG_ABL_PHI + i]));
 	static const int pair_q[3] = { DG_ABL_I_GS, DG_ABL_I_GR, DG_ABL_I_SR };
 	static const int pair[3][2] = { { 0, 1 }, { 0, 2 }, { 1, 2 } };
 	for (int k = 0; k < 3; k++) {

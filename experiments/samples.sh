@@ -30,7 +30,7 @@
 #                    (on the GPU machine, as scripts/device_all.sh does)
 #
 # On the GPU machine (no gnuplot, no GSL tools there): only the replay stage, into a folder that stays
-# between calls while the machine is warm, packed into one tarball under $OUT (about 25 KB a sample);
+# between calls while the machine is warm, packed into one tarball under $OUT (about 0.1-0.2 MB a sample, 24 samples: a few MB);
 # --budget keeps a call under the 10-minute limit, and a second call goes on where it stopped:
 #   (here)   cmake --build --preset default && scripts/device_pack.sh
 #   (device, carry [".carry"])

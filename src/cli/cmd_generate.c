@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/dit_cli.h"
 #include "dit/generate.h"
+#include "dit/memplan.h"
 #include "policy/presets.h"
 #include "dit/tensorfile.h"
 #include "util/util.h"
@@ -43,7 +44,14 @@ static void usage(FILE *f)
 		"                     default no warm-up, anchor at step W-1, else 0)\n"
 		DG_DIT_USAGE_SAMPLING
 		DG_DIT_USAGE_DEVICE
-		"  --quiet            no progress lines\n\n"
+		"  --quiet            no progress lines (nor the memory plan)\n"
+		"  --plan-only        print the memory plan of every run and exit (loads no weights; --model\n"
+		"                     DIR with config.json, or --arch; needs --latent; --text, --out optional)\n"
+		"  --arch A           wan2.1-1.3b or wan2.1-14b: the plan for that architecture (--plan-only)\n"
+		"  --plan-device D    gpu (default) or cpu storage in the plan (--plan-only)\n"
+		"The memory plan (weights, activations, caches per pass/layer/head) is printed before every run;\n"
+		"a run that does not fit the device (its memory, or DSGAP_MEM_LIMIT_GIB) is refused up front\n"
+		"with the size needed and the storage switches that would make it fit.\n\n"
 		"generate.csv: " GENERATE_HEADER "\n"
 		"psnr/ssim: per latent frame against the dense run, averaged over frames (min: worst frame);\n"
 		"density: computed (query, key) pairs / N^2 over every self-attention call of the run.\n");
@@ -79,17 +87,24 @@ typedef struct {
 	double dens[MAX_DENSITIES];
 	int nd;
 	dg_schedule sched;
+	bool plan_only;
+	const char *arch, *plan_device;
 } generate_args;
 
 /* The options into a (and the output folder made): -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, generate_args *a)
 {
-	enum { O_POL = DG_DIT_O_END, O_DENS, O_SCHED };
+	enum { O_POL = DG_DIT_O_END, O_DENS, O_SCHED, O_PLAN, O_ARCH, O_PDEV };
 	static const struct option opts[] = {
 		DG_DIT_OPTIONS,
 		{ "policies", required_argument, 0, O_POL }, { "density", required_argument, 0, O_DENS },
-		{ "schedule", required_argument, 0, O_SCHED }, { 0, 0, 0, 0 },
+		{ "schedule", required_argument, 0, O_SCHED }, { "plan-only", no_argument, 0, O_PLAN },
+		{ "arch", required_argument, 0, O_ARCH }, { "plan-device", required_argument, 0, O_PDEV },
+		{ 0, 0, 0, 0 },
 	};
+	a->plan_only = false;
+	a->arch = NULL;
+	a->plan_device = "gpu";
 	dg_dit_cli_init(&a->cli);
 	const char *policies = "dense,mc-sparse", *density = "0.15", *schedule = "";
 	int c, bad = 0;
@@ -100,11 +115,24 @@ static int parse_args(int argc, char **argv, generate_args *a)
 		case O_POL: policies = optarg; break;
 		case O_DENS: density = optarg; break;
 		case O_SCHED: schedule = optarg; break;
+		case O_PLAN: a->plan_only = true; break;
+		case O_ARCH: a->arch = optarg; break;
+		case O_PDEV: a->plan_device = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: bad = dg_dit_cli_option(&a->cli, "generate", c, argv); break;
 		}
 	}
-	if (bad || dg_dit_cli_finish(&a->cli, "generate", argc, argv))
+	if (bad)
+		return 2;
+	if (a->plan_only) { /* no prompt, no output folder: fill what finish would refuse */
+		if (!a->cli.in.text)
+			a->cli.in.text = "-";
+		if (!a->cli.out)
+			a->cli.out = "-";
+		if (!a->cli.in.model && a->arch)
+			a->cli.in.model = a->arch;
+	}
+	if (dg_dit_cli_finish(&a->cli, "generate", argc, argv))
 		return 2;
 	a->np = dg_policies_expand(policies, a->pol + 1, MAX_POLICIES);
 	a->nd = dg_parse_doubles(density, a->dens, MAX_DENSITIES);
@@ -119,9 +147,53 @@ static int parse_args(int argc, char **argv, generate_args *a)
 		return 2;
 	if (dg_policy_parse("dense", &a->pol[0]))
 		return 1;
-	if (dg_mkdir_p(a->cli.out))
+	if (!a->plan_only && dg_mkdir_p(a->cli.out))
 		return 1;
 	return -1;
+}
+
+/* --plan-only: the plan of every run from the config alone (no weights loaded) */
+static int plan_only(const generate_args *a)
+{
+	dg_wan_config cf;
+	const int *lat = a->cli.in.latent;
+	if (a->arch) {
+		if (dg_memplan_arch(a->arch, &cf))
+			return dg_error("generate: unknown --arch '%s' (wan2.1-1.3b, wan2.1-14b)", a->arch), 2;
+	} else {
+		dg_wan_config_default(&cf);
+		const char *m = a->cli.in.model;
+		size_t len = strlen(m);
+		char *path = len > 5 && !strcmp(m + len - 5, ".json") ? dg_strdup(m) : dg_path_join(m, "config.json");
+		int rc = dg_wan_config_read_json(&cf, path);
+		free(path);
+		if (rc || dg_wan_config_check(&cf, m))
+			return 1;
+	}
+	if (lat[0] <= 0)
+		return dg_error("generate --plan-only: give --latent FxHxW"), 2;
+	if (strcmp(a->plan_device, "gpu") && strcmp(a->plan_device, "cpu"))
+		return dg_error("generate: --plan-device is gpu or cpu, not '%s'", a->plan_device), 2;
+	int grid[3] = { lat[0] / cf.patch[0], lat[1] / cf.patch[1], lat[2] / cf.patch[2] };
+	bool gpu = !strcmp(a->plan_device, "gpu");
+	const char *lim = getenv("DSGAP_MEM_LIMIT_GIB");
+	double limit = lim && *lim ? atof(lim) * 1073741824.0 : gpu ? dg_memplan_device_bytes() : 0;
+	int fits = 0;
+	for (int pi = 0; pi <= a->np; pi++) {
+		const dg_policy *p = &a->pol[pi];
+		if (pi > 0 && p->dense)
+			continue;
+		for (int k = 0; k < (p->dense ? 1 : a->nd); k++) {
+			dg_memplan m;
+			dg_memplan_make(&m, &cf, grid, p, p->dense ? 1 : a->dens[k], &a->sched,
+					a->cli.so.guidance != 1 ? 2 : 1, gpu, false);
+			dg_memplan_print(&m, stdout);
+			fits |= dg_memplan_check(&m, &cf, grid, &a->sched, limit);
+		}
+	}
+	if (limit > 0)
+		printf("limit: %.1f GiB (%s)\n", limit / 1073741824.0, lim && *lim ? "DSGAP_MEM_LIMIT_GIB" : "the device");
+	return fits ? 1 : 0;
 }
 
 /* Every run: the dense reference into ref, then each policy at each density (into lat) with its
@@ -269,6 +341,8 @@ int dg_cmd_generate(int argc, char **argv)
 	int rc = parse_args(argc, argv, &a);
 	if (rc >= 0)
 		return rc;
+	if (a.plan_only)
+		return plan_only(&a);
 	const char *out = a.cli.out;
 	dg_dit_inputs di;
 	if (dg_dit_inputs_load(&a.cli.in, &di))

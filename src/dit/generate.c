@@ -7,14 +7,27 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dit/fidelity.h"
+#include "dit/memplan.h"
 #include "util/util.h"
 
 int dg_generate_run(dg_dit_sample_opts *so, const int grid[3], const dg_policy *p, double rho,
 		    const dg_schedule *sched, bool quiet, float *out, dg_generate_stats *st)
 {
 	const dg_wan_config *cf = &so->model->cfg;
+	/* the memory plan first: printed, and a run that cannot fit the device refused up front */
+	bool gpu = !strcmp(so->model->ops->name, "gpu");
+	int passes = so->guidance != 1 ? 2 : 1;
+	dg_memplan plan;
+	dg_memplan_make(&plan, cf, grid, p, rho, sched, passes, gpu, false);
+	if (!quiet)
+		dg_memplan_print(&plan, stderr);
+	const char *lim = getenv("DSGAP_MEM_LIMIT_GIB");
+	double limit = lim && *lim ? atof(lim) * 1073741824.0 : gpu ? dg_memplan_device_bytes() : 0;
+	if (dg_memplan_check(&plan, cf, grid, sched, limit))
+		return -1;
 	dg_dit_attn *attn = dg_dit_attn_new(so->model->ops, p, rho, sched, grid, cf->num_layers,
 					    cf->num_heads, dg_wan_head_dim(cf), so->guidance != 1 ? 2 : 1);
 	if (!attn)

@@ -21,7 +21,10 @@ typedef struct {
 /*
  * Sample so (model, latent, noise, prompt contexts, steps, ...; so->attn and so->label are set
  * here) under policy p at top-k density rho with the schedule; grid: the token grid (dg_wan_grid).
- * out (out_dim, F, H, W) receives the final latents. quiet: no progress line. 0 or -1 (reported).
+ * out (out_dim, F, H, W) receives the final latents. quiet: no progress line (and no memory plan).
+ * First the memory plan (memplan.h), printed to stderr: a run that does not fit the device (its total
+ * memory; or DSGAP_MEM_LIMIT_GIB, on any device) is refused with the switches that would fit.
+ * 0 or -1 (reported).
  */
 int dg_generate_run(dg_dit_sample_opts *so, const int grid[3], const dg_policy *p, double rho,
 		    const dg_schedule *sched, bool quiet, float *out, dg_generate_stats *st);

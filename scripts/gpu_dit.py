@@ -4,7 +4,7 @@ against dsgap's GPU and CPU paths, and PyTorch's time for the same forward. Runs
 machine's python3 (torch, safetensors, h5py, numpy); `make` and `compare` also run on a CPU
 (the small config).
 
-  python3 gpu_dit.py make CONFIG DIR [--seed S] [--latent FxHxW]   CONFIG: small | 1.3b
+  python3 gpu_dit.py make CONFIG DIR [--seed S] [--latent FxHxW] [--layers L]   CONFIG: small | 1.3b | 14b
       DIR/model/{config.json,model.safetensors} (bf16, original key names; dsgap's --model DIR/model),
       DIR/text.safetensors ([tokens, text_dim]), DIR/neg.safetensors (one zero token: dsgap's default
       negative prompt), DIR/noise.safetensors ([16, F, H, W]).
@@ -48,6 +48,10 @@ CONFIGS = {
     # the Wan2.1-1.3B architecture; 480p x 81 frames = latent 21 x 60 x 104 (32760 tokens)
     "1.3b": dict(dim=1536, ffn_dim=8960, freq_dim=256, text_dim=4096, in_dim=16, out_dim=16, num_heads=12,
                  num_layers=30, patch_size=[1, 2, 2], eps=1e-6, text_len=512, latent=(21, 60, 104), tokens=77),
+    # the Wan2.1-14B architecture (issue 21); 720p x 81 frames = latent 21 x 90 x 160 (75600 tokens);
+    # --layers makes it shallower (the same layer, fewer of them: per-layer costs, less memory)
+    "14b": dict(dim=5120, ffn_dim=13824, freq_dim=256, text_dim=4096, in_dim=16, out_dim=16, num_heads=40,
+                num_layers=40, patch_size=[1, 2, 2], eps=1e-6, text_len=512, latent=(21, 90, 160), tokens=77),
 }
 
 
@@ -98,6 +102,8 @@ def cmd_make(a):
     c = dict(CONFIGS[a.config])
     if a.latent:
         c["latent"] = tuple(int(v) for v in a.latent.split("x"))
+    if a.layers:
+        c["num_layers"] = a.layers
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     gen = torch.Generator(device=dev).manual_seed(a.seed)
     os.makedirs(os.path.join(a.dir, "model"), exist_ok=True)
@@ -260,6 +266,7 @@ def main():
     m.add_argument("dir")
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--latent")
+    m.add_argument("--layers", type=int, help="blocks (default: the config's)")
     c = sub.add_parser("compare")
     for k in ("dir", "dump_gpu", "dump_cpu", "lat_gpu", "lat_cpu"):
         c.add_argument(k)

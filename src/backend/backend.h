@@ -49,6 +49,9 @@ struct dg_backend {
 	 * scales); the constructors' default fp32. policy_run.c sets it from the policy before every
 	 * attend that makes one; a residual keeps its own storage, and reads decode it. */
 	dg_resdtype residual_dtype;
+	/* Whether the backend stores residuals other than fp32 and key bitmaps (the CPU does; the GPU
+	 * not yet: dg_policy_run_check refuses those policies on it). */
+	bool cache_storage;
 	/* Load the unit's Q, K, V (host, (n, d) each). */
 	void (*load)(dg_backend *, const float *q, const float *k, const float *v);
 	/* Load the unit's Q, K, V from where the backend computes, fp32 (n, d) each (device memory on the

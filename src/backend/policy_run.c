@@ -64,6 +64,15 @@ static bool same_key(const dg_policy_run *a, const dg_policy_run *b)
 	       a->budget.topp == b->budget.topp && p->sink_lo == q->sink_lo && p->sink_hi == q->sink_hi;
 }
 
+int dg_policy_run_check(const dg_backend *be, const dg_policy *p)
+{
+	if (be->cache_storage || p->dense || (p->residual_dtype == DG_RESDTYPE_FP32 && p->keys == DG_KEYS_LIST))
+		return 0;
+	return dg_error("policy %s: residual_dtype=%s, keys=%s are not built on the %s backend yet (issue 21: "
+			"the CPU runs them; the GPU's kernels wait for kernels/ to settle)", p->name,
+			dg_resdtype_name(p->residual_dtype), dg_keys_name(p->keys), be->name);
+}
+
 void dg_policy_run_init(dg_policy_run *r, const dg_policy *p, double rho)
 {
 	*r = (dg_policy_run){ .p = p,

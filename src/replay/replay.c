@@ -284,6 +284,11 @@ int dg_replay(const dg_replay_opts *opt)
 	replay_ctx c = { .t = &t, .o = &o, .n = t.meta.tokens, .d = t.meta.head_dim, .csv = csv.f };
 	size_t nd = (size_t)c.n * c.d;
 	c.be = o.device && !strcmp(o.device, "gpu") ? dg_backend_gpu(c.n, c.d) : dg_backend_cpu(c.n, c.d);
+	for (int p = 0; c.be && p < o.npolicies; p++)
+		if (dg_policy_run_check(c.be, &o.policies[p])) {
+			c.be->destroy(c.be);
+			c.be = NULL;
+		}
 	if (!c.be) {
 		dg_out_abort(&csv);
 		goto out_paths;

@@ -17,6 +17,7 @@ W=${DSGAP_WORK:-$ROOT/build/experiments/cache_storage}
 mkdir -p "$OUT" "$W"
 T0=$(date -u +%FT%TZ)
 POL=mc-sparse,mc-sparse/residual_dtype=bf16,mc-sparse/residual_dtype=fp8,mc-sparse/keys=bitmap
+if [ "${SUMMARY_ONLY:-0}" != 1 ]; then # SUMMARY_ONLY=1: the tables from the runs already in $W
 "$DSGAP" synth --out "$W/synth.h5" --grid 4x16x32 --heads 4 --head-dim 128 --layers 2 --steps 12 --seed 1
 "$DSGAP" replay "$W/synth.h5" --out "$W/replay" --policies "$POL" --density 0.15,0.25 --schedule warmup=4
 M=$ROOT/data/model
@@ -25,10 +26,14 @@ CL=$CL,mc-sparse/residual_dtype=bf16/keys=bitmap
 "$DSGAP" generate --model "$M" --text "$M/conds.safetensors:cockatoo" --negative "$M/conds.safetensors:null" \
   --latent 16x32x32 --seed 1 --steps 10 --shift 3 --guidance 3 --policies "dense,$CL" --density 0.15 \
   --schedule warmup=2 --out "$W/generate" --quiet
+fi
+for f in "$W"/generate/*.h5; do # the final latents as raw float32 (no h5py needed)
+  h5dump -d /latents -b LE -o "${f%.h5}.f32" "$f" > /dev/null
+done
 python3 - "$W" "$OUT" <<'PY'
-import csv, glob, os, sys
-import h5py, numpy as np
+import array, csv, glob, math, os, sys
 w, out = sys.argv[1], sys.argv[2]
+mean = lambda v: sum(v) / len(v)
 rows = list(csv.DictReader(open(os.path.join(w, "replay", "metrics.csv"))))
 agg = {}
 for r in rows:
@@ -38,12 +43,17 @@ for r in rows:
 with open(os.path.join(out, "open_loop.csv"), "w") as f:
     f.write("policy,density_target,units,rel_l2_vs_dense,change_vs_fp32\n")
     for (p, rho), v in sorted(agg.items(), key=lambda k: (k[0][1], k[0][0] != "mc-sparse", k[0][0])):
-        base = np.mean(agg[("mc-sparse", rho)])
-        f.write("%s,%s,%d,%.6g,%+.3g%%\n" % (p, rho, len(v), np.mean(v), 100 * (np.mean(v) / base - 1)))
-lat = lambda name: h5py.File(glob.glob(os.path.join(w, "generate", name + "*.h5"))[0], "r")["latents"][()]
-def psnr(a, b):  # over the whole latent, peak = the reference's range
-    mse = np.mean((a.astype(np.float64) - b) ** 2)
-    return float("inf") if mse == 0 else 10 * np.log10((np.ptp(b) ** 2) / mse)
+        base = mean(agg[("mc-sparse", rho)])
+        f.write("%s,%s,%d,%.6g,%+.3g%%\n" % (p, rho, len(v), mean(v), 100 * (mean(v) / base - 1)))
+def lat(name):
+    a = array.array("f")
+    path = glob.glob(os.path.join(w, "generate", name + "*.f32"))[0]
+    a.frombytes(open(path, "rb").read())
+    return a
+def psnr(x, ref):  # over the whole latent, peak = the reference's range
+    mse = mean([(a - b) ** 2 for a, b in zip(x, ref)])
+    rng = max(ref) - min(ref)
+    return float("inf") if mse == 0 else 10 * math.log10(rng * rng / mse)
 ref = lat("mc-sparse@")
 g = list(csv.DictReader(open(os.path.join(w, "generate", "generate.csv"))))
 with open(os.path.join(out, "closed_loop.csv"), "w") as f:
@@ -53,7 +63,7 @@ with open(os.path.join(out, "closed_loop.csv"), "w") as f:
         if r["policy"] == "dense":
             continue
         x = lat(r["policy"].replace("/", "_") + "@")
-        rel = np.linalg.norm((x - ref).ravel()) / np.linalg.norm(ref.ravel())
+        rel = math.sqrt(sum((a - b) ** 2 for a, b in zip(x, ref)) / sum(b * b for b in ref))
         f.write("%s,%s,%.3f,%+.3f,%.2f,%.3g\n" % (r["policy"], r["density_target"], float(r["psnr"]),
                 float(r["psnr"]) - base, psnr(x, ref), rel))
 PY

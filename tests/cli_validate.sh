@@ -97,8 +97,16 @@ edit "$t" "$dir/qk.h5" qk1e18
 refused "q, k x 1e18" "qk.h5: unit (step 0, layer 0, head 0): scores reach" "$dir/o2" \
 	"$DSGAP" replay "$dir/qk.h5" --policies dense,oracle --density 1 --out "$dir/o2" --quiet
 edit "$t" "$dir/zerov.h5" zerov
-refused "an all-zero V head" "zerov.h5: unit (step 1, layer 1, head 0): V is all zero" "$dir/o3" \
-	"$DSGAP" replay "$dir/zerov.h5" --policies dense,mc-sparse --out "$dir/o3" --quiet
+# an all-zero V head: replayed, its rows left out with one warning naming it, listed in run.json
+if "$DSGAP" replay "$dir/zerov.h5" --policies dense,mc-sparse --out "$dir/o3" --quiet 2> "$dir/o3.err" &&
+	grep -q "zerov.h5: unit (step 1, layer 1, head 0) excluded: V is all zero" "$dir/o3.err" &&
+	no_nonfinite "$dir/o3/metrics.csv" &&
+	! grep -q '^[^,]*,[^,]*,[^,]*,1,1,0,' "$dir/o3/metrics.csv" &&
+	"$PY" -c 'import json,sys; u=json.load(open(sys.argv[1]))["excluded_units"]; sys.exit(0 if {"step":1,"layer":1,"head":0} in [{k:x[k] for k in ("step","layer","head")} for x in u] else 1)' "$dir/o3/run.json"; then
+	ok "an all-zero V head: excluded with a warning and in run.json, no nan or inf written"
+else
+	fail "an all-zero V head"
+fi
 
 # --- repro 6: accepted without complaint ------------------------------------------------------------
 refused "duplicate densities" "0.1 is given twice" "$dir/o4" \

@@ -45,6 +45,7 @@ typedef struct {
 	int ninst;
 	FILE *csv;
 	double dense_s;
+	cJSON *excluded; /* units whose dense output is zero: relative metrics undefined, no rows */
 } replay_ctx;
 
 static void emit(replay_ctx *c, const instance *in, int s, int l, int h, const dg_policy_out *r,
@@ -95,12 +96,39 @@ static int read_wait(unit_read *u)
 	return u->rc;
 }
 
+/* Whether V is zero everywhere: then so is the dense output, and every relative metric is undefined. */
+static bool all_zero(const float *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] != 0)
+			return false;
+	return true;
+}
+
+/* A unit with no rows: named in a warning and in run.json's excluded_units. */
+static void exclude(replay_ctx *c, int s, int l, int h, const char *reason)
+{
+	const dg_trace_meta *tm = &c->t->meta;
+	dg_warn("%s: unit (step %d, layer %d, head %d) excluded: %s", c->t->path, tm->step_index[s],
+		tm->layer_index[l], tm->head_index[h], reason);
+	cJSON *u = cJSON_CreateObject();
+	cJSON_AddNumberToObject(u, "step", tm->step_index[s]);
+	cJSON_AddNumberToObject(u, "layer", tm->layer_index[l]);
+	cJSON_AddNumberToObject(u, "head", tm->head_index[h]);
+	cJSON_AddStringToObject(u, "reason", reason);
+	cJSON_AddItemToArray(c->excluded, u);
+}
+
 /* the unit, read into c->q, c->k, c->v */
 static int replay_unit(replay_ctx *c, int s, int l, int h)
 {
 	const dg_trace_meta *tm = &c->t->meta;
 	dg_backend *be = c->be;
 	int step = tm->step_index[s];
+	/* the policies still run on it (their state carries across steps); its rows are not written */
+	bool undefined = all_zero(c->v, (size_t)c->n * c->d);
+	if (undefined)
+		exclude(c, s, l, h, "V is all zero, so the dense output is zero and relative metrics are undefined");
 	for (int i = 0; i < c->ninst; i++)
 		dg_policy_run_plan(c->runs[i], &c->o->schedule, step, tm->layer_index[l]);
 	/* the PCA grouping the metadata will take, computed alongside where it can be */
@@ -117,7 +145,8 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 		dg_policy_out r = dg_policy_run_apply(be, &in->run, step, &m, NULL, true);
 		double seconds = r.dense ? dense_s : r.seconds;
 		in->attn_s += seconds;
-		emit(c, in, s, l, h, &r, &m, seconds);
+		if (!undefined)
+			emit(c, in, s, l, h, &r, &m, seconds);
 	}
 	return ferror(c->csv) ? dg_error("%s: write error", c->o->out_dir) : 0;
 }
@@ -166,6 +195,7 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 	cJSON_AddItemToObject(tr, "step_index", int_array(t->meta.step_index, t->meta.steps));
 	cJSON_AddItemToObject(tr, "layer_index", int_array(t->meta.layer_index, t->meta.layers));
 	cJSON_AddItemToObject(tr, "head_index", int_array(t->meta.head_index, t->meta.heads));
+	cJSON_AddItemToObject(root, "excluded_units", cJSON_Duplicate(c->excluded, 1));
 	cJSON_AddItemToObject(root, "densities", cJSON_CreateDoubleArray(o->densities, o->ndensities));
 	cJSON *sc = cJSON_AddObjectToObject(root, "schedule");
 	cJSON_AddNumberToObject(sc, "warmup", o->schedule.warmup);
@@ -281,7 +311,8 @@ int dg_replay(const dg_replay_opts *opt)
 		goto out_paths;
 	fprintf(csv.f, "%s\n", DG_METRICS_HEADER);
 
-	replay_ctx c = { .t = &t, .o = &o, .n = t.meta.tokens, .d = t.meta.head_dim, .csv = csv.f };
+	replay_ctx c = { .t = &t, .o = &o, .n = t.meta.tokens, .d = t.meta.head_dim, .csv = csv.f,
+			 .excluded = cJSON_CreateArray() };
 	size_t nd = (size_t)c.n * c.d;
 	c.be = o.device && !strcmp(o.device, "gpu") ? dg_backend_gpu(c.n, c.d) : dg_backend_cpu(c.n, c.d);
 	for (int p = 0; c.be && p < o.npolicies; p++)
@@ -355,6 +386,7 @@ int dg_replay(const dg_replay_opts *opt)
 	free(c.v);
 	free(c.inst);
 	free(c.runs);
+	cJSON_Delete(c.excluded);
 	c.be->destroy(c.be);
 out_paths:
 	dg_dir_unlock(&lock);

@@ -121,21 +121,19 @@ void dg_replay_estimate(const dg_replay_opts *o, const dg_trace_meta *m, dg_repl
 	e->flops = per_unit * e->units;
 }
 
-/* The unit's data: -1 after naming it when fp32 cannot resolve its scores or its V is all zero. */
-static int check_unit(const dg_trace *t, int s, int l, int h, const float *q, const float *k,
-		      const float *v)
+/* The unit's data: -1 after naming it when fp32 cannot resolve its scores. (A unit whose V is all
+ * zero is replayed and excluded from metrics.csv with a warning: replay.c.) */
+static int check_unit(const dg_trace *t, int s, int l, int h, const float *q, const float *k)
 {
 	const dg_trace_meta *m = &t->meta;
 	int n = m->tokens, d = m->head_dim;
 	double q2 = 0, k2 = 0;
-	bool v_zero = true;
 	for (int i = 0; i < n; i++) {
 		double a = 0, b = 0;
 		for (int c = 0; c < d; c++) {
 			double x = q[(size_t)i * d + c], y = k[(size_t)i * d + c];
 			a += x * x;
 			b += y * y;
-			v_zero = v_zero && v[(size_t)i * d + c] == 0;
 		}
 		q2 = a > q2 ? a : q2;
 		k2 = b > k2 ? b : k2;
@@ -146,10 +144,6 @@ static int check_unit(const dg_trace *t, int s, int l, int h, const float *q, co
 				"|k| %.3g), beyond %.0e, where fp32 attention is not exact enough to measure",
 				t->path, m->step_index[s], m->layer_index[l], m->head_index[h], bound, sqrt(q2),
 				sqrt(k2), DG_SCORE_LIMIT);
-	if (v_zero)
-		return dg_error("%s: unit (step %d, layer %d, head %d): V is all zero, so the dense output is "
-				"zero and every relative metric is undefined", t->path, m->step_index[s],
-				m->layer_index[l], m->head_index[h]);
 	return 0;
 }
 
@@ -160,18 +154,16 @@ static int check_data(const dg_replay_opts *o)
 		return -1;
 	const dg_trace_meta *m = &t.meta;
 	size_t nd = (size_t)m->tokens * m->head_dim;
-	float *q = dg_malloc(nd * sizeof(float)), *k = dg_malloc(nd * sizeof(float)),
-	      *v = dg_malloc(nd * sizeof(float));
+	float *q = dg_malloc(nd * sizeof(float)), *k = dg_malloc(nd * sizeof(float));
 	int rc = 0;
 	for (int l = 0; l < m->layers && !rc; l++)
 		for (int h = 0; h < m->heads && !rc; h++)
 			for (int s = 0; s < m->steps && !rc; s++)
 				rc = dg_trace_read(&t, DG_QKV_Q, s, l, h, q) || dg_trace_read(&t, DG_QKV_K, s, l, h, k) ||
-						     dg_trace_read(&t, DG_QKV_V, s, l, h, v) ||
-						     check_unit(&t, s, l, h, q, k, v)
+						     check_unit(&t, s, l, h, q, k)
 					     ? -1
 					     : 0;
-	free(q), free(k), free(v);
+	free(q), free(k);
 	dg_trace_close(&t);
 	return rc;
 }

@@ -19,7 +19,9 @@
 
 #include "batch/batch_closed.h"
 #include "replay/replay.h"
+#include "trace/trace.h"
 #include "trace/trace_view.h"
+#include "util/files.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -81,13 +83,26 @@ static char *cell_dir(const dg_experiment *e, const char *out, int k)
 	return s;
 }
 
+/* an open-loop cell's record of what it read (cell_input_sum): its trace's contents */
+#define CELL_INPUT "input.sum"
+
+static bool cell_dir_done(const dg_experiment *e, const char *d)
+{
+	if (e->closed)
+		return dg_closed_cell_done(d);
+	char *m = dg_path_join(d, "metrics.csv"), *j = dg_path_join(d, "run.json");
+	char *s = dg_path_join(d, CELL_INPUT);
+	bool done = exists(m) && exists(j) && exists(s);
+	free(m);
+	free(j);
+	free(s);
+	return done;
+}
+
 bool dg_batch_cell_done(const dg_experiment *e, const char *out, int k)
 {
 	char *d = cell_dir(e, out, k);
-	char *m = dg_path_join(d, "metrics.csv"), *j = dg_path_join(d, "run.json");
-	bool done = e->closed ? dg_closed_cell_done(d) : exists(m) && exists(j);
-	free(m);
-	free(j);
+	bool done = cell_dir_done(e, d);
 	free(d);
 	return done;
 }
@@ -184,6 +199,148 @@ int dg_batch_traces(const dg_experiment *e, const int *idx, int n, bool verbose)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
+/* what a cell read: resume is exact                                                               */
+
+/* 64-bit FNV-1a over 32-bit words */
+static uint64_t hash_words(uint64_t h, const float *x, size_t n)
+{
+	const uint32_t *w = (const uint32_t *)(const void *)x;
+	for (size_t i = 0; i < n; i++) {
+		h ^= w[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+/* The checksum of what an open-loop cell reads from the open trace tr: Q, K and V of its cluster
+ * (positions l, h) at every step, as the replay receives them. */
+static int cluster_sum(dg_trace *tr, int l, int h, float *buf, uint64_t *sum)
+{
+	size_t n = (size_t)tr->meta.tokens * tr->meta.head_dim;
+	uint64_t x = 1469598103934665603ull;
+	for (int s = 0; s < tr->meta.steps; s++)
+		for (int q = 0; q < DG_QKV_COUNT; q++) {
+			if (dg_trace_read(tr, (dg_qkv)q, s, l, h, buf))
+				return -1;
+			x = hash_words(x, buf, n);
+		}
+	*sum = x;
+	return 0;
+}
+
+/* cell k's checksum from its trace (opened here) */
+static int cell_input_sum(const dg_experiment *e, int k, uint64_t *sum)
+{
+	const dg_exp_cell *c = &e->cells[k];
+	dg_trace tr;
+	if (dg_trace_open(&tr, e->traces[e->runs[c->run].trace].path))
+		return -1;
+	float *buf = dg_malloc((size_t)tr.meta.tokens * tr.meta.head_dim * sizeof *buf);
+	int rc = cluster_sum(&tr, c->l, c->h, buf, sum);
+	free(buf);
+	dg_trace_close(&tr);
+	return rc;
+}
+
+/* dir/input.sum: the trace (label, path, bytes) and the checksum of the cell's units */
+static int write_cell_input(const dg_experiment *e, int k, const char *dir, uint64_t sum)
+{
+	const dg_exp_cell *c = &e->cells[k];
+	const dg_exp_trace *t = &e->traces[e->runs[c->run].trace];
+	char *p = dg_path_join(dir, CELL_INPUT);
+	FILE *f = fopen(p, "w");
+	int rc = 0;
+	if (!f || fprintf(f, "dsgap-cell-input 1\ntrace %s %s\nbytes %lld\nlayer %d head %d\nsum %016llx\n",
+			  t->label, t->path, t->file_size, c->layer, c->head, (unsigned long long)sum) < 0)
+		rc = -1;
+	if (f && fclose(f))
+		rc = -1;
+	if (rc)
+		rc = dg_error("cannot write %s: %s", p, strerror(errno ? errno : EIO));
+	free(p);
+	return rc;
+}
+
+/* the checksum dir/input.sum records; -1 when it has none */
+static int read_cell_input(const char *dir, uint64_t *sum)
+{
+	char *p = dg_path_join(dir, CELL_INPUT), *text = dg_read_all(p, 1 << 16, NULL);
+	free(p);
+	const char *s = text ? strstr(text, "\nsum ") : NULL;
+	unsigned long long v;
+	int rc = s && sscanf(s + 5, "%16llx", &v) == 1 ? 0 : -1;
+	if (!rc)
+		*sum = v;
+	free(text);
+	return rc;
+}
+
+/* the cluster sums of run's trace, opened on first use */
+typedef struct {
+	dg_trace tr;
+	bool open;
+	float *buf;
+} sum_ctx;
+
+int dg_batch_validate(const dg_experiment *e, const char *out)
+{
+	int removed = 0, rc = 0;
+	for (int r = 0; r < e->nruns && !rc; r++) {
+		const dg_exp_run *run = &e->runs[r];
+		const dg_exp_trace *t = e->closed ? NULL : &e->traces[run->trace];
+		sum_ctx sc = { .open = false };
+		dg_sbuf changed = { 0 };
+		int nchanged = 0;
+		for (int i = 0; i < run->ncells && !rc; i++) {
+			int k = run->first_cell + i;
+			const dg_exp_cell *c = &e->cells[k];
+			char *d = cell_dir(e, out, k);
+			const char *why = NULL;
+			uint64_t old, now;
+			if (!exists(d)) {
+				free(d);
+				continue;
+			}
+			if (!cell_dir_done(e, d)) {
+				why = e->closed ? "is incomplete (no run.json or latents.h5)"
+						: "is incomplete (no metrics.csv, run.json or " CELL_INPUT ")";
+			} else if (!e->closed && exists(t->path)) {
+				if (!sc.open && dg_trace_open(&sc.tr, t->path) == 0) {
+					sc.open = true;
+					sc.buf = dg_malloc((size_t)sc.tr.meta.tokens * sc.tr.meta.head_dim * sizeof *sc.buf);
+				}
+				if (!sc.open || cluster_sum(&sc.tr, c->l, c->h, sc.buf, &now))
+					rc = -1;
+				else if (read_cell_input(d, &old))
+					why = "records no checksum of its input (no " CELL_INPUT ")";
+				else if (old != now)
+					why = ""; /* reported with the run's other changed cells */
+			}
+			if (why && !*why) {
+				if (nchanged < 4)
+					dg_sb_printf(&changed, "%s%s", nchanged ? ", " : "", c->id);
+				nchanged++;
+			} else if (why) {
+				dg_warn("run: cell %s/%s %s: it is removed and recomputed", run->name, c->id, why);
+			}
+			if (why && !rc && dg_remove_tree(d) && errno != ENOENT)
+				rc = dg_error("run: cannot remove %s: %s", d, strerror(errno));
+			removed += why != NULL;
+			free(d);
+		}
+		if (nchanged)
+			dg_warn("run: %d cell%s of run %s (%s%s) %s computed from other contents of %s (it changed "
+				"since): removed, to be recomputed", nchanged, nchanged == 1 ? "" : "s", run->name,
+				changed.buf, nchanged > 4 ? ", ..." : "", nchanged == 1 ? "was" : "were", t->path);
+		free(changed.buf);
+		if (sc.open)
+			dg_trace_close(&sc.tr);
+		free(sc.buf);
+	}
+	return rc ? -1 : removed;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
 /* cells                                                                                           */
 
 /* An open-loop cell: replay of a one-cluster view of the trace into the folder dir. */
@@ -242,11 +399,21 @@ static int run_cell(const dg_batch_opts *o, int k)
 		dg_error("cannot create directory %s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	rc = e->closed ? dg_closed_cell(e, k, tmp, o->device, o->command_line, o->progress)
-		       : replay_cell(o, k, tmp);
+	if (e->closed) {
+		rc = dg_closed_cell(e, k, tmp, o->device, o->command_line, o->progress);
+	} else {
+		uint64_t sum;
+		rc = cell_input_sum(e, k, &sum) || write_cell_input(e, k, tmp, sum) ? -1 : replay_cell(o, k, tmp);
+	}
 	if (rc == 0 && rename(tmp, final)) {
-		if (errno == EEXIST || errno == ENOTEMPTY) {
+		if ((errno == EEXIST || errno == ENOTEMPTY) && cell_dir_done(e, final)) {
 			/* another process finished this cell first: the same rows */
+		} else if (errno == EEXIST || errno == ENOTEMPTY) {
+			/* a damaged cell (a file of it lost): replaced by this one */
+			if (o->progress)
+				fprintf(stderr, "run: cell %s/%s was incomplete: replaced\n", run->name, c->id);
+			if (dg_remove_tree(final) || rename(tmp, final))
+				rc = dg_error("cannot replace the incomplete cell %s: %s", final, strerror(errno));
 		} else {
 			rc = dg_error("cannot rename %s to %s: %s", tmp, final, strerror(errno));
 		}

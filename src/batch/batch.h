@@ -7,7 +7,8 @@
  *   traces/LABEL-HASH.h5     synthetic traces the run generated (deterministic; [output] traces
  *                            puts them elsewhere)
  *   cells/RUN/CELL/          one finished cell: metrics.csv and run.json of dg_replay on a
- *                            one-cluster view of the trace (trace_view.h). Each cell is made in
+ *                            one-cluster view of the trace (trace_view.h), and input.sum, the
+ *                            checksum of the units it read (dg_batch_validate). Each cell is made in
  *                            cells/RUN/.CELL.tmp.HOST.PID/ and renamed when complete, so a killed
  *                            process leaves only a temporary folder, which the rerun removes
  *   RUN/metrics.csv, run.json  the merged rows of a run, in canonical order (dg_batch_merge): the
@@ -34,7 +35,12 @@ typedef struct {
 int dg_batch_prepare(const dg_experiment *e, const char *out_dir);
 /* Generate the synthetic traces the cells idx[0..n) need, unless their files exist. */
 int dg_batch_traces(const dg_experiment *e, const int *idx, int n, bool verbose);
-/* Whether cell k is finished in out_dir. */
+/* Resume is exact: every cell of the experiment in out_dir that is incomplete (a file of it lost), or
+ * (open loop) whose trace units (Q, K, V of its cluster at every step) no longer have the checksum
+ * the cell recorded in CELL/input.sum, is removed with a warning naming it, to be recomputed.
+ * Returns how many were removed, or -1 (reported). */
+int dg_batch_validate(const dg_experiment *e, const char *out_dir);
+/* Whether cell k is finished in out_dir (open loop: metrics.csv, run.json and input.sum). */
 bool dg_batch_cell_done(const dg_experiment *e, const char *out_dir, int k);
 /* Number of the cells idx[0..n) that are finished in out_dir (all cells: idx NULL). */
 int dg_batch_count_done(const dg_experiment *e, const char *out_dir, const int *idx, int n);

@@ -191,6 +191,9 @@ static int run_cells(const dg_experiment *e, const run_args *a, const char *out,
 			e->device, a->nshards > 1 ? "shard" : "run", n, out);
 	if (!err)
 		err = dg_batch_traces(e, idx, n, !a->quiet || a->is_worker);
+	/* cells whose inputs changed, or that lost a file, are recomputed (the workers' parent checks) */
+	if (!err && !a->is_worker)
+		err = dg_batch_validate(e, out) < 0;
 	if (!err && a->spawn) {
 		dg_workers_opts wo = { .e = e, .ini = a->ini, .out_dir = out, .device = e->device,
 				       .shard = a->shard, .nshards = a->nshards, .nworkers = a->spawn,
@@ -220,6 +223,14 @@ static int merge_if_complete(const dg_experiment *e, const run_args *a, const ch
 			fprintf(stderr, e->closed ? "run: done in %.1f s; results in %s/ (%s/%s/closed_loop.csv)\n" :
 				"run: done in %.1f s; results in %s/ (dsgap decompose %s/%s)\n", dg_now() - t0,
 				out, out, e->runs[0].name);
+	} else if (a->nshards == 1) {
+		/* every cell was run here without an error, yet some are not in out */
+		int k = 0;
+		while (k < e->ncells && dg_batch_cell_done(e, out, k))
+			k++;
+		return dg_error("run: %s holds %d of the experiment's %d cells after a complete run (the first "
+				"missing: cells/%s/%s): its cells could not be installed", out, done, e->ncells,
+				e->runs[e->cells[k].run].name, e->cells[k].id), 1;
 	} else if (!a->quiet) {
 		fprintf(stderr, "run: shard %d/%d done; %s holds %d of the experiment's %d cells: when every "
 				"shard is done, dsgap merge DIR... --out OUT\n", a->shard, a->nshards, out, done, e->ncells);

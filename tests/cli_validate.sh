@@ -52,6 +52,8 @@ elif mode == 'duplayer':
     f['layer_index'][...] = [2, 2]
 elif mode == 'duphead':
     f['head_index'][...] = [0, 0]
+elif mode == 'bigstep':
+    del f['step_index']; f['step_index'] = np.array([0, 1 << 40], dtype=np.int64)
 elif mode == 'ctrl':
     f.attrs['model'] = 'evil\x1b[2J\x07name'
 f.close()
@@ -117,6 +119,9 @@ refused "schedule: an anchor that is not a step" "anchor step 9 is not in the tr
 	"$DSGAP" replay "$t" --policies mc-sparse --schedule warmup=1,anchors=9 --out "$dir/o6" --quiet
 refused "schedule: a dense layer that is not a layer" "dense layer 99 is not in the trace (its layers: 0,1)" "$dir/o7" \
 	"$DSGAP" replay "$t" --policies mc-sparse --schedule warmup=1,dense_layers=99 --out "$dir/o7" --quiet
+edit "$t" "$dir/bigstep.h5" bigstep
+refused "an int64 step_index of 2^40 (not clamped)" "bigstep.h5: /step_index[1] = 1099511627776 does not fit a 32-bit integer" \
+	"$dir/o_big" "$DSGAP" replay "$dir/bigstep.h5" --policies dense --out "$dir/o_big" --quiet
 for m in dupstep duplayer duphead; do
 	edit "$t" "$dir/$m.h5" $m
 	what=${m#dup}

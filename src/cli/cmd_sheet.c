@@ -74,7 +74,7 @@ int dg_cmd_sheet(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'f': frames_arg = optarg; break;
 		case 's':
-			if (dg_opt_int("sheet", "--scale", optarg, 1, 16, &scale))
+			if (dg_opt_int("sheet", "scale", optarg, 1, 16, &scale))
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;

@@ -209,6 +209,24 @@ static int open_dataset(const char *path, hid_t file, const char *name, hid_t *d
  * Read dataset NAME, which must hold n numbers of class want (n == 0: a scalar, one number), into
  * out through memory type mt. what says what n counts, for the error message.
  */
+/* n integers of dataset d into out (int), read as int64 and refused when one does not fit an int */
+static int read_ints(const char *path, hid_t d, const char *name, int n, int *out)
+{
+	long long *v = dg_malloc((size_t)n * sizeof *v);
+	int rc = 0;
+	if (H5Dread(d, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) {
+		h5_failed();
+		rc = dg_error("%s: cannot read /%s: %s", path, name, h5_why);
+	}
+	for (int i = 0; i < n && !rc; i++) {
+		if (v[i] < INT_MIN || v[i] > INT_MAX)
+			rc = dg_error("%s: /%s[%d] = %lld does not fit a 32-bit integer", path, name, i, v[i]);
+		out[i] = (int)v[i];
+	}
+	free(v);
+	return rc;
+}
+
 static int read_vector(const char *path, hid_t file, const char *name, H5T_class_t want, int n,
 		       const char *what, hid_t mt, void *out)
 {
@@ -228,6 +246,8 @@ static int read_vector(const char *path, hid_t file, const char *name, H5T_class
 	else if (n > 0 && (rank != 1 || count != n))
 		rc = dg_error("%s: /%s has %lld values in %d dimension(s), expected %d (%s)", path, name,
 			      (long long)count, rank, n, what);
+	else if (want == H5T_INTEGER) /* through int64: HDF5's conversion to int would clamp */
+		rc = read_ints(path, d, name, n ? n : 1, out);
 	else if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
 		h5_failed();
 		rc = dg_error("%s: cannot read /%s: %s", path, name, h5_why);

@@ -1,10 +1,12 @@
 /*
- * attn_common.cuh: device helpers shared by flash_fwd.cu and sparse_fwd.cu (not a public header).
+ * attn_common.cuh: helpers shared by flash_fwd.cu and sparse_fwd.cu, by the metadata kernels
+ * (meta_common.cuh) and by the earlier attention versions in dev/kernels/ (not a public header).
  *
  * What is here: the kernel parameter block, the work-item walk that dense and gather-KV sparse
  * attention share, the cp.async tile loader into 128-byte-swizzled shared memory (the layout that
  * both ldmatrix and wgmma read without bank conflicts), PTX wrappers (cp.async, mbarrier, named
- * barriers, wgmma, mma.sync, ldmatrix, setmaxnreg) and the online-softmax step on an MMA accumulator.
+ * barriers, wgmma, mma.sync, ldmatrix, setmaxnreg), the online-softmax step on an MMA accumulator,
+ * and on the host the attention launchers' argument checks, parameter blocks and launch.
  *
  * Shared-memory tile layout (all kernels): a tile of R rows x D bf16 is stored as D/64 column blocks
  * of R rows x 128 bytes; inside a block, the 16-byte chunk c of row r sits at r*128 + ((c ^ (r%8))*16)
@@ -26,9 +28,6 @@
 #define DG_DEV static __device__ __forceinline__
 
 typedef __nv_bfloat16 bf16;
-
-#define DG_LOG2E 1.4426950408889634f
-#define DG_LN2 0.6931471805599453f
 
 /* Parameters of one attention launch (dense or sparse). */
 struct dg_attn_params {
@@ -94,8 +93,9 @@ struct dg_item {
 };
 
 /* The work items of this CTA, in order (producer and consumers walk the same sequence).
- * Dense: blockIdx.x = query block, blockIdx.y = head. Sparse: blockIdx.y = head, groups
- * blockIdx.x, +gridDim.x, ...; a group of more than BM queries is done in chunks of BM. */
+ * Dense: blockIdx.x = query block, blockIdx.y = head. Sparse, persistent (PERSIST, the promoted
+ * sparse kernel): see below. Sparse, not persistent (dev/kernels' sparse v1..v5): blockIdx.y = head,
+ * groups blockIdx.x, +gridDim.x, ...; a group of more than BM queries is done in chunks of BM. */
 template <bool SPARSE, int BM, bool PERSIST = false, typename F>
 DG_DEV void dg_for_each_item(const dg_attn_params &p, F &&f)
 {
@@ -153,7 +153,6 @@ DG_DEV void cp_async16(uint32_t dst, const void *src, int src_bytes)
 		     : "memory");
 }
 DG_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> DG_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 DG_DEV void mbar_init(uint32_t bar, int count)
 {
@@ -207,12 +206,6 @@ DG_DEV uint32_t pack_bf16(float lo, float hi)
 DG_DEV void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
 {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(addr));
-}
-DG_DEV void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
 		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
 		     : "r"(addr));
 }
@@ -523,5 +516,109 @@ static int dg_launch(const char *op, Kern kernel, dim3 grid, int threads, size_t
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * The attention launchers' argument checks and parameter blocks (dsgap_kernels.h states the
+ * contracts), for the promoted launchers and dev/kernels' numbered versions alike: 0, or -1 after
+ * one line on stderr. Each fills every field its kernels read.
+ */
+
+/* dense: n queries against nk keys per head (nk = n: self-attention); merged: o token-major
+ * (n, heads*d), else (heads, n, d) */
+static inline int dg_flash_params(dg_attn_params &p, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+				  int heads, int n, int nk, int d, float *o_f32, uint16_t *o_bf16, float *lse,
+				  bool merged)
+{
+	if (dg_check_qkv("flash_fwd", q, k, v, heads, n, d))
+		return -1;
+	if (nk < 1) {
+		fprintf(stderr, "flash_fwd: bad key count %d\n", nk);
+		return -1;
+	}
+	if (!o_f32 && !o_bf16) {
+		fprintf(stderr, "flash_fwd: no output (o_f32 and o_bf16 both NULL)\n");
+		return -1;
+	}
+	p = dg_attn_params{};
+	p.q = reinterpret_cast<const bf16 *>(q);
+	p.k = reinterpret_cast<const bf16 *>(k);
+	p.v = reinterpret_cast<const bf16 *>(v);
+	p.heads = heads;
+	p.n = n;
+	p.nk = nk;
+	p.scale_log2 = (float)(1.4426950408889634 / sqrt((double)d));
+	p.o_f32 = o_f32;
+	p.o_bf16 = reinterpret_cast<bf16 *>(o_bf16);
+	p.ldo = merged ? heads * d : 0;
+	p.lse = lse;
+	return 0;
+}
+
+/* sparse, the part every sparse launcher shares: q, k, v, the shape and the group count (the
+ * launcher has set p's group arrays and outputs) */
+static inline int dg_sparse_params(dg_attn_params &p, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+				   int heads, int n, int d, int ngroups)
+{
+	if (dg_check_qkv("sparse_fwd", q, k, v, heads, n, d))
+		return -1;
+	if (ngroups < 1 || (long long)ngroups * heads > 2147483647LL) {
+		fprintf(stderr, "sparse_fwd: bad group count %d\n", ngroups);
+		return -1;
+	}
+	p.q = reinterpret_cast<const bf16 *>(q);
+	p.k = reinterpret_cast<const bf16 *>(k);
+	p.v = reinterpret_cast<const bf16 *>(v);
+	p.heads = heads;
+	p.n = n;
+	p.scale_log2 = (float)(1.4426950408889634 / sqrt((double)d));
+	p.ngroups = ngroups;
+	p.small_max = DG_SPARSE_SMALL_GROUP;
+	return 0;
+}
+
+/* sparse, dg_sparse_fwd's arguments: the heads' group arrays at offsets h, fp32 output */
+static inline int dg_sparse_fwd_params(dg_attn_params &p, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+				       int heads, int n, int d, const int32_t *perm, const int32_t *goff, int ngroups,
+				       const int64_t *soff, const int32_t *sidx, const float *residual,
+				       const float *lse_ref, float *o, float *mass)
+{
+	if (!perm || !goff || !soff || !sidx || !o) {
+		fprintf(stderr, "sparse_fwd: perm, goff, soff, sidx and o must not be NULL\n");
+		return -1;
+	}
+	if (mass && !lse_ref) {
+		fprintf(stderr, "sparse_fwd: mass needs lse_ref\n");
+		return -1;
+	}
+	if (((uintptr_t)o | (uintptr_t)residual) & 7) {
+		fprintf(stderr, "sparse_fwd: o and residual must be 8-byte aligned\n");
+		return -1;
+	}
+	p = dg_attn_params{};
+	p.perm = perm;
+	p.goff = goff;
+	p.soff = soff;
+	p.sidx = sidx;
+	p.residual = residual;
+	p.lse_ref = lse_ref;
+	p.o_f32 = o;
+	p.mass = mass;
+	return dg_sparse_params(p, q, k, v, heads, n, d, ngroups);
+}
+
+/* the persistent sparse kernels' grid: one CTA per SM (132 if the device does not say), at most
+ * one per (head, group) item */
+static inline dim3 dg_sparse_persistent_grid(const dg_attn_params &p)
+{
+	static int nsm = 0;
+	if (!nsm) {
+		int dev = 0;
+		if (cudaGetDevice(&dev) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || nsm < 1)
+			nsm = 132;
+	}
+	const long long items = (long long)p.ngroups * p.heads;
+	return dim3((unsigned)(items < nsm ? items : nsm));
 }
 #endif

@@ -1,5 +1,5 @@
 /*
- * attn_sm90.cuh: the Hopper (sm_90a) versions of the dense and gather-KV attention kernels,
+ * attn_sm90.cuh: the Hopper (sm_90a) dense and gather-KV attention kernel (not a public header),
  * FlashAttention-3 style. One CTA = 3 warpgroups:
  *   WG0 producer (setmaxnreg 40; 96 in FAST, whose unrolled shuffle loops need more): cp.async 16-byte copies of Q (once per item) and of each K and V
  *       tile (128 keys; contiguous rows, or rows gathered through the key list) into a STAGES-deep
@@ -9,7 +9,10 @@
  *       (A and B from shared memory), online softmax in registers, O += P V with wgmma
  *       m64n{D}k16 (P from registers, V as an MN-major B operand), empty-slot mbarriers back to
  *       the producer.
- * Template switches (the numbered versions in flash_fwd.cu / sparse_fwd.cu):
+ * Template switches: flash_fwd.cu instantiates <D, 2, OVERLAP, PINGPONG, dense, !FAST>, sparse_fwd.cu
+ * <D, 2, OVERLAP, PINGPONG, SPARSE, FAST>, each with PRECISE both ways; the other combinations are
+ * the earlier numbered versions in dev/kernels/ (flash_fwd_v.cu, sparse_fwd_v.cu):
+ *   STAGES    depth of the K/V ring (shared-memory stages);
  *   OVERLAP   issue S(t+1) = Q K(t+1)^T and O += P(t) V(t) back to back, do softmax(t+1) while the
  *             P V product runs (FA3's intra-warpgroup overlap);
  *   PINGPONG  named barriers make the two consumer warpgroups take turns issuing their GEMMs, so
@@ -20,7 +23,8 @@
  *   PRECISE   P.V as hi.V + lo.V, P split into two bf16 register operands (pack_p): a second wgmma
  *             chain per tile on the same accumulator, P exact to 2^-16 instead of 2^-8 (the precise
  *             mode of the launchers); 32 more live registers per consumer thread, so with FAST at
- *             d=128 (200 registers) it drops OVERLAP and PINGPONG (v7 precise runs as v6 precise).
+ *             d=128 (200 registers) it drops OVERLAP and PINGPONG (the promoted sparse kernel's
+ *             precise mode at d=128 runs without overlap).
  */
 #ifndef DG_ATTN_SM90_CUH
 #define DG_ATTN_SM90_CUH

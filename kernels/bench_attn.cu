@@ -1,21 +1,23 @@
 /*
  * bench_attn.cu: dsgap-bench-kernels, the benchmark of the dense and gather-KV sparse attention kernels
- * (DESIGN §8). Random bf16 inputs generated on the device (never zeros; varied row scales), warm-up,
+ * (docs/spec.md §8). Random bf16 inputs generated on the device (never zeros; varied row scales), warm-up,
  * CUDA events around each launch, median of --reps runs. The inputs (3 x heads x n x d bf16, 300 MB at
  * the default shape) are 5x the H200's 60 MB L2, so runs do not reuse a warm cache across launches.
  *   dsgap-bench-kernels [--n 32760] [--heads 12] [--d 128] [--reps 30] [--csv FILE] [--quick]
  * Prints and appends CSV lines name,value,unit,device,date,commit:
- *   dense_ms, dense_tflops (promoted version), dense_tflops_v<i>, dense_tflops_d64,
+ *   dense_ms, dense_tflops, dense_tflops_d64,
  *   sparse_ms@rho, sparse_eff_tflops@rho (4 d sum(queries x keys) / time), sparse_over_dense@rho
  *   (our dense time / our sparse time; scripts/gpu_bench_torch.py adds the cuDNN ratios),
- *   sparse_over_dense_v<i>@0.15, sparse_block_over_dense@0.15 (block-run lists),
+ *   sparse_block_over_dense@0.15 (block-run lists),
  *   sparse_query_ms@0.15, sparse_query_over_dense@0.15 (per-query oracle, groups of one),
  *   sparse_perhead_ms@0.15, sparse_perhead_over_one@0.15 (the same work as one launch per head); all in the
  *   fast P.V mode (P rounded to bf16), and the precise mode (P as bf16 hi + lo, dsgap_kernels.h) as
- *   dense_precise_ms, dense_precise_over_fast (and _v<i>), sparse_precise_ms@rho,
- *   sparse_precise_over_fast@rho (and _v<i>@0.15): precise time over fast time.
+ *   dense_precise_ms, dense_precise_over_fast, sparse_precise_ms@rho, sparse_precise_over_fast@rho:
+ *   precise time over fast time.
  * Sparse setup: groups of 128 queries (a random permutation of the head's queries, as PCA groups
  * give), each with its own random sorted list of 128*ceil(rho*n/128) keys.
+ * The earlier kernel versions' benchmark, dev/kernels/bench_versions.cu, includes this file with
+ * DG_BENCH_ATTN_NO_MAIN and adds their lines to these.
  */
 #include "dsgap_kernels.h"
 #include "host_common.h"
@@ -191,26 +193,34 @@ static Groups make_groups(int heads, int n, int gsize, int count, int blocks, ui
 	return G;
 }
 
-int main(int argc, char **argv)
-{
+/* the benchmark's shape, device buffers (inputs filled) and the promoted dense time */
+struct Bench {
 	int n = 32760, heads = 12, d = 128;
 	bool quick = false;
+	uint16_t *q = NULL, *k = NULL, *v = NULL, *ob = NULL;
+	float *o = NULL, *lse = NULL, *res = NULL;
+	double t_dense = 0; /* dg_flash_fwd, bf16 output + LSE, fast mode (the denominator of the ratios) */
+};
+
+/* arguments (prog: the name in the usage line), device, CSV file, inputs: 0, or the exit status */
+static int bench_setup(int argc, char **argv, const char *prog, Bench &B)
+{
 	const char *csv = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--n") && i + 1 < argc)
-			n = atoi(argv[++i]);
+			B.n = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--heads") && i + 1 < argc)
-			heads = atoi(argv[++i]);
+			B.heads = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--d") && i + 1 < argc)
-			d = atoi(argv[++i]);
+			B.d = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
 			g_reps = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
 			csv = argv[++i];
 		else if (!strcmp(argv[i], "--quick"))
-			quick = true;
+			B.quick = true;
 		else {
-			fprintf(stderr, "usage: dsgap-bench-kernels [--n N] [--heads H] [--d D] [--reps R] [--csv FILE] [--quick]\n");
+			fprintf(stderr, "usage: %s [--n N] [--heads H] [--d D] [--reps R] [--csv FILE] [--quick]\n", prog);
 			return 2;
 		}
 	}
@@ -229,54 +239,53 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench: cannot open %s\n", csv);
 		return 1;
 	}
-	printf("# dsgap-bench-kernels: %s, %d SMs, n=%d heads=%d d=%d reps=%d (median)\n", prop.name,
-	       prop.multiProcessorCount, n, heads, d, g_reps);
-	int nflash = 0, nsparse = 0;
-	while (dg_flash_fwd_name(nflash + 1))
-		nflash++;
-	while (dg_sparse_fwd_name(nsparse + 1))
-		nsparse++;
+	printf("# %s: %s, %d SMs, n=%d heads=%d d=%d reps=%d (median)\n", prog, prop.name, prop.multiProcessorCount,
+	       B.n, B.heads, B.d, g_reps);
 
+	const int n = B.n, heads = B.heads, d = B.d;
 	const size_t elems = (size_t)heads * n * d;
-	uint16_t *q, *k, *v, *ob;
-	float *o, *lse, *res;
-	CUDA_CHECK(cudaMalloc(&q, elems * 2));
-	CUDA_CHECK(cudaMalloc(&k, elems * 2));
-	CUDA_CHECK(cudaMalloc(&v, elems * 2));
-	CUDA_CHECK(cudaMalloc(&ob, elems * 2));
-	CUDA_CHECK(cudaMalloc(&o, elems * 4));
-	CUDA_CHECK(cudaMalloc(&res, elems * 4));
-	CUDA_CHECK(cudaMalloc(&lse, (size_t)2 * heads * n * 4)); /* 2x: the d=64 run uses 2*heads */
+	CUDA_CHECK(cudaMalloc(&B.q, elems * 2));
+	CUDA_CHECK(cudaMalloc(&B.k, elems * 2));
+	CUDA_CHECK(cudaMalloc(&B.v, elems * 2));
+	CUDA_CHECK(cudaMalloc(&B.ob, elems * 2));
+	CUDA_CHECK(cudaMalloc(&B.o, elems * 4));
+	CUDA_CHECK(cudaMalloc(&B.res, elems * 4));
+	CUDA_CHECK(cudaMalloc(&B.lse, (size_t)2 * heads * n * 4)); /* 2x: the d=64 run uses 2*heads */
 	const unsigned fb = (unsigned)((elems + 255) / 256);
-	fill_bf16<<<fb, 256>>>(q, (size_t)heads * n, d, 1, -1.f, 1.f, 0.f);
-	fill_bf16<<<fb, 256>>>(k, (size_t)heads * n, d, 2, -0.5f, 0.5f, 0.f);
-	fill_bf16<<<fb, 256>>>(v, (size_t)heads * n, d, 3, -0.3f, 0.3f, 0.2f);
-	CUDA_CHECK(cudaMemset(res, 0, elems * 4));
+	fill_bf16<<<fb, 256>>>(B.q, (size_t)heads * n, d, 1, -1.f, 1.f, 0.f);
+	fill_bf16<<<fb, 256>>>(B.k, (size_t)heads * n, d, 2, -0.5f, 0.5f, 0.f);
+	fill_bf16<<<fb, 256>>>(B.v, (size_t)heads * n, d, 3, -0.3f, 0.3f, 0.2f);
+	CUDA_CHECK(cudaMemset(B.res, 0, elems * 4));
 	CUDA_CHECK(cudaDeviceSynchronize());
+	return 0;
+}
 
+/* the sparse benchmark's token lists at density rho (its seed: the same lists in every run) */
+static Groups token_groups(const Bench &B, double rho)
+{
+	const int count = std::min(B.n, 128 * (int)ceil(rho * B.n / 128.0));
+	return make_groups(B.heads, B.n, 128, count, 0, 1000 + (uint64_t)(rho * 100));
+}
+
+/* the promoted kernels' lines (sets B.t_dense) */
+static void bench_promoted(Bench &B)
+{
+	const int n = B.n, heads = B.heads, d = B.d;
+	uint16_t *q = B.q, *k = B.k, *v = B.v, *ob = B.ob;
+	float *o = B.o, *lse = B.lse, *res = B.res;
 	const double dense_flop = 4.0 * n * (double)n * d * heads;
-	/* dense, every version, bf16 output + LSE (what the engine uses) */
-	double t_dense = 0;
-	for (int ver = 0; ver <= nflash; ver++) {
+	{ /* dense, bf16 output + LSE (what the engine uses) */
 		auto run = [&](int precise) {
-			return time_ms([&] { return dg_flash_fwd_v(ver, q, k, v, heads, n, d, NULL, ob, lse, precise, NULL); });
+			return time_ms([&] { return dg_flash_fwd(q, k, v, heads, n, d, NULL, ob, lse, precise, NULL); });
 		};
 		const double t = run(0), tp = run(1);
-		char name[64];
-		if (ver == 0) {
-			t_dense = t;
-			emit("dense_ms", t, "ms");
-			emit("dense_tflops", dense_flop / t * 1e-9, "TFLOP/s");
-			emit("dense_precise_ms", tp, "ms");
-			emit("dense_precise_over_fast", tp / t, "x");
-		} else {
-			snprintf(name, sizeof name, "dense_tflops_v%d", ver);
-			emit(name, dense_flop / t * 1e-9, "TFLOP/s");
-			snprintf(name, sizeof name, "dense_precise_over_fast_v%d", ver);
-			emit(name, tp / t, "x");
-		}
+		B.t_dense = t;
+		emit("dense_ms", t, "ms");
+		emit("dense_tflops", dense_flop / t * 1e-9, "TFLOP/s");
+		emit("dense_precise_ms", tp, "ms");
+		emit("dense_precise_over_fast", tp / t, "x");
 	}
-	if (d == 128 && !quick) {
+	if (d == 128 && !B.quick) {
 		const double t = time_ms([&] { return dg_flash_fwd(q, k, v, heads * 2, n, 64, NULL, ob, lse, 0, NULL); });
 		emit("dense_tflops_d64", 4.0 * n * (double)n * 64 * heads * 2 / t * 1e-9, "TFLOP/s");
 	}
@@ -284,24 +293,23 @@ int main(int argc, char **argv)
 	/* sparse: groups of 128, token lists, densities */
 	const double rhos[] = {0.05, 0.1, 0.15, 0.2, 0.3, 0.5};
 	for (double rho : rhos) {
-		if (quick && rho != 0.15)
+		if (B.quick && rho != 0.15)
 			continue;
-		const int count = std::min(n, 128 * (int)ceil(rho * n / 128.0));
-		Groups G = make_groups(heads, n, 128, count, 0, 1000 + (uint64_t)(rho * 100));
+		Groups G = token_groups(B, rho);
 		char name[64];
-		auto run = [&](int ver, int precise) {
+		auto run = [&](int precise) {
 			return time_ms([&] {
-				return dg_sparse_fwd_v(ver, q, k, v, heads, n, d, G.perm, G.goff, G.ngroups, G.soff, G.sidx, res,
-						       lse, o, NULL, precise, NULL);
+				return dg_sparse_fwd(q, k, v, heads, n, d, G.perm, G.goff, G.ngroups, G.soff, G.sidx, res, lse,
+						     o, NULL, precise, NULL);
 			});
 		};
-		const double t = run(0, 0), tp = run(0, 1);
+		const double t = run(0), tp = run(1);
 		snprintf(name, sizeof name, "sparse_ms@%.2g", rho);
 		emit(name, t, "ms");
 		snprintf(name, sizeof name, "sparse_eff_tflops@%.2g", rho);
 		emit(name, 4.0 * d * G.pairs / t * 1e-9, "TFLOP/s");
 		snprintf(name, sizeof name, "sparse_over_dense@%.2g", rho);
-		emit(name, t_dense / t, "x");
+		emit(name, B.t_dense / t, "x");
 		snprintf(name, sizeof name, "sparse_precise_ms@%.2g", rho);
 		emit(name, tp, "ms");
 		snprintf(name, sizeof name, "sparse_precise_over_fast@%.2g", rho);
@@ -320,13 +328,6 @@ int main(int argc, char **argv)
 			});
 			emit("sparse_perhead_ms@0.15", th, "ms");
 			emit("sparse_perhead_over_one@0.15", th / t, "x");
-			for (int ver = 1; ver <= nsparse; ver++) {
-				const double tv = run(ver, 0), tvp = run(ver, 1);
-				snprintf(name, sizeof name, "sparse_over_dense_v%d@0.15", ver);
-				emit(name, t_dense / tv, "x");
-				snprintf(name, sizeof name, "sparse_precise_over_fast_v%d@0.15", ver);
-				emit(name, tvp / tv, "x");
-			}
 		}
 		G.free_all();
 	}
@@ -338,10 +339,10 @@ int main(int argc, char **argv)
 					     NULL, 0, NULL);
 		});
 		emit("sparse_block_ms@0.15", t, "ms");
-		emit("sparse_block_over_dense@0.15", t_dense / t, "x");
+		emit("sparse_block_over_dense@0.15", B.t_dense / t, "x");
 		G.free_all();
 	}
-	if (!quick) { /* per-query oracle: groups of one query, each with its own list */
+	if (!B.quick) { /* per-query oracle: groups of one query, each with its own list */
 		const int count = 128 * (int)ceil(0.15 * n / 128.0);
 		Groups G = make_groups(heads, n, 1, count, 0, 99);
 		const double t = time_ms(
@@ -351,10 +352,34 @@ int main(int argc, char **argv)
 			},
 			5);
 		emit("sparse_query_ms@0.15", t, "ms");
-		emit("sparse_query_over_dense@0.15", t_dense / t, "x");
+		emit("sparse_query_over_dense@0.15", B.t_dense / t, "x");
 		G.free_all();
 	}
+}
+
+static void bench_free(Bench &B)
+{
+	cudaFree(B.q);
+	cudaFree(B.k);
+	cudaFree(B.v);
+	cudaFree(B.ob);
+	cudaFree(B.o);
+	cudaFree(B.lse);
+	cudaFree(B.res);
 	if (g_csv)
 		fclose(g_csv);
+	g_csv = NULL;
+}
+
+#ifndef DG_BENCH_ATTN_NO_MAIN
+int main(int argc, char **argv)
+{
+	Bench B;
+	const int rc = bench_setup(argc, argv, "dsgap-bench-kernels", B);
+	if (rc)
+		return rc;
+	bench_promoted(B);
+	bench_free(B);
 	return 0;
 }
+#endif

@@ -1,16 +1,16 @@
 /*
- * dit_ops.cu: the elementwise and row ops of the DiT engine's GPU op table (src/wan_ops_gpu.c), the
- * twins of src/wan_ops_cpu.c: LayerNorm (affine and/or modulation, after a gated residual add), split into heads with RMSNorm
+ * dit_ops.cu: the elementwise and row ops of the DiT engine's GPU op table (src/dit/wan_ops_gpu.c), the
+ * twins of src/dit/wan_ops_cpu.c: LayerNorm (affine and/or modulation, after a gated residual add), split into heads with RMSNorm
  * over the row and RoPE on interleaved pairs, merge heads, GELU-tanh, gated residual add, fp32 -> bf16.
- * fp32 activations in and out (DESIGN §7: fp32 norms, modulation, residual stream); every op that
+ * fp32 activations in and out (docs/spec.md §7: fp32 norms, modulation, residual stream); every op that
  * makes the input of a GEMM or an attention may also write a bf16 copy of its output (y16, NULL:
  * none), so that no separate conversion pass reads the fp32 buffer again. Row statistics in fp32,
  * two passes (mean, then centred squares). Rows up to 2048 wide with 16-byte aligned operands go to
  * the warp-per-row kernels: 16-byte loads and stores, the row in the lane's registers, reductions
- * by shuffles alone (the block-per-row kernels moved 4 to 8 bytes a thread and reached 2.2-2.9 of
- * the H200's ~4.8 TB/s on Wan's rows); other rows go to the block-per-row kernels, one row per block
- * so that no thread divides a 64-bit index. Launchers declared in dsgap_kernels.h.
- * Check: tests/gpu_dit.c (against the CPU op table and fp64, DESIGN §9).
+ * by shuffles alone (the block-per-row kernels move 4 to 8 bytes a thread; their measured bandwidth:
+ * dev/kernels/HISTORY.md); other rows go to the block-per-row kernels, one row per block so that no
+ * thread divides a 64-bit index. Launchers declared in dsgap_kernels.h.
+ * Check: tests/gpu_dit.c (against the CPU op table and fp64, docs/spec.md §9).
  */
 #include <cuda_bf16.h>
 #include <stdio.h>

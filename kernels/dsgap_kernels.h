@@ -1,13 +1,24 @@
 /*
  * dsgap_kernels.h: the C interface of dsgap's CUDA kernels (one op per .cu in kernels/, each
- * behind an extern "C" launcher declared here). Nothing C++ crosses this line. Every GPU op has a
- * CPU twin in src/ with the same semantics; tests/ compare the two (DESIGN §9).
+ * behind an extern "C" launcher declared here; one implementation per op, the promoted one: its
+ * earlier versions live in dev/kernels/). Nothing C++ crosses this line. Every GPU op has a CPU
+ * twin in src/ with the same semantics; tests/ compare the two (docs/spec.md §9).
  *
- * Conventions: bf16 tensors are uint16_t words on the device (cuda_bf16 bit pattern); fp32
- * accumulate; head_dim 64 or 128; rows of length head_dim contiguous. All launchers are
- * asynchronous on `stream` and return 0, or -1 after printing one line for an invalid argument.
+ * Conventions, for every launcher unless its comment says otherwise:
+ *   device   the kernels are built for sm_90a only (H100/H200); all pointers are device memory
+ *            except where a comment says host;
+ *   dtypes   bf16 tensors are uint16_t words on the device (cuda_bf16 bit pattern), fp32
+ *            accumulate; head_dim d is 64 or 128; rows of length d contiguous;
+ *   streams  asynchronous on `stream` (NULL: the legacy default stream): inputs must stay valid and
+ *            outputs are ready only once the stream reaches the launch; scratch, where an op needs
+ *            it, is stream-ordered (cudaMallocAsync / cudaFreeAsync on `stream`);
+ *   errors   0, or -1 after printing one line on stderr for an invalid argument, a failed launch
+ *            or a failed allocation. Faults inside a kernel surface at the next synchronisation,
+ *            not here. Alignments stated below are requirements; those the launcher does not
+ *            check are marked "unchecked".
  *
- * Query groups and key selections (shared with the CPU twin, src/groups.h and src/select.h):
+ * Query groups and key selections (shared with the CPU twin, src/policy/groups.h and
+ * src/policy/select.h):
  *   perm    (n)            query index at each position of the grouped order
  *   goff    (ngroups+1)    group g holds positions goff[g] .. goff[g+1]-1 of perm
  *   soff    (ngroups+1)    int64: group g selected keys sidx[soff[g] .. soff[g+1]-1], ascending
@@ -35,31 +46,39 @@ typedef struct CUstream_st *dg_stream;
  */
 
 /*
- * Dense attention forward, one head per blockIdx.y slice: q,k,v (heads, n, d) bf16,
- * o (heads, n, d) bf16 or fp32 (o_f32 non-NULL selects fp32 output), lse (heads, n) fp32, natural
- * log of the softmax denominator of scale*q.k (scale = 1/sqrt(d)); lse may be NULL. Any n >= 1
- * (tail keys masked, tail query rows guarded). q, k, v 16-byte aligned. precise: see above.
+ * Dense attention forward: per head h, o[h] = softmax(scale * q[h] k[h]^T) v[h], scale = 1/sqrt(d).
+ * q, k, v (heads, n, d) bf16, 16-byte aligned; heads 1 .. 65535, any n >= 1 (tail keys masked, tail
+ * query rows guarded). o (heads, n, d) fp32 (o_f32, 8-byte aligned, unchecked) or, with o_f32
+ * NULL, bf16 (o_bf16, 4-byte aligned, unchecked); lse (heads, n) fp32, the natural log of each
+ * row's softmax denominator of scale*q.k, or NULL. precise: see above. Refused: NULL q/k/v, no
+ * output, d not 64/128, misaligned q/k/v, a bad shape.
  */
 int dg_flash_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 		 float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
 
-/* Dense attention of nq queries against nk keys per head (the DiT's self- and cross-attention):
- * q (heads, nq, d), k v (heads, nk, d) bf16; o token-major (nq, heads*d), head h in columns
- * h*d .. h*d+d-1 (the heads merged, as the output projection reads them), lse (heads, nq);
- * otherwise as dg_flash_fwd, fast mode. */
+/* Dense attention of nq queries against nk >= 1 keys per head (the DiT's self- and
+ * cross-attention): q (heads, nq, d), k v (heads, nk, d) bf16; o token-major (nq, heads*d), head h
+ * in columns h*d .. h*d+d-1 (the heads merged, as the output projection reads them), lse
+ * (heads, nq) or NULL; otherwise as dg_flash_fwd, always the fast mode (precise = 0). */
 int dg_flash_fwd_kv(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int nq, int nk, int d,
 		    float *o_f32, uint16_t *o_bf16, float *lse, dg_stream stream);
 
 /*
  * Gather-KV sparse attention: for each group g, the queries perm[goff[g]..] attend only to keys
- * sidx[soff[g]..] (online softmax over tiles of gathered keys). Output o (heads, n, d) fp32 in the
- * ORIGINAL query order. Optional: residual (heads, n, d) fp32 added in the epilogue; lse_ref
- * (heads, n) dense LSE, with mass (heads, n) = sum over selected keys of exp(scale*q.k - lse_ref).
+ * sidx[soff[g]..] (online softmax over tiles of gathered keys). q, k, v (heads, n, d) bf16 as in
+ * dg_flash_fwd; ngroups >= 1 groups per head, ngroups * heads < 2^31. Output o (heads, n, d) fp32
+ * in the ORIGINAL query order (8-byte aligned). Optional (else NULL): residual (heads, n, d) fp32,
+ * 8-byte aligned, added in the epilogue; lse_ref (heads, n) dense LSE, with mass (heads, n) = sum
+ * over selected keys of exp(scale*q.k - lse_ref) (mass needs lse_ref).
  * Per head h the group arrays are offset by h: perm + h*n, goff + h*(ngroups+1), soff likewise;
  * soff values are absolute offsets into the one sidx array; goff values are positions in the head's
  * perm; perm and sidx values are query and key indices within the head. Queries whose position is
- * in no group are not written. precise: see above.
+ * in no group are not written. Groups of any size (more than 128 queries are done in chunks of 128)
+ * and empty key lists (output = residual, mass 0) are accepted; groups of at most
+ * DG_SPARSE_SMALL_GROUP queries (the per-query oracle) go to a warp-per-group kernel that keeps P in
+ * fp32 in both modes. precise: see above.
  */
+#define DG_SPARSE_SMALL_GROUP 8
 int dg_sparse_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 		  const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 		  const int32_t *sidx, const float *residual, const float *lse_ref, float *o,
@@ -77,50 +96,28 @@ typedef struct {
 
 /*
  * dg_sparse_fwd of `heads` (1 .. DG_SPARSE_HEADS_MAX) heads in one launch, each with its own
- * metadata and residual (tab[h], an array in host memory, passed by value; every head ngroups
- * groups): q, k, v (heads, n, d) bf16; output bf16 token-major, head h's query r at
- * o16[r * ldo + h * d] (ldo >= heads * d, even; the heads merged, as the DiT's output projection
- * reads them). The DiT's sparse calls: one launch for a site's heads.
+ * metadata and residual (tab[h], an array in host memory, passed by value: it may be reused on
+ * return; every head ngroups groups; residuals 8-byte aligned): q, k, v (heads, n, d) bf16; output
+ * bf16 token-major, head h's query r at o16[r * ldo + h * d] (o16 4-byte aligned, ldo >= heads * d,
+ * even; the heads merged, as the DiT's output projection reads them; other columns untouched); no
+ * mass. The DiT's sparse calls: one launch for a site's heads.
  */
 int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 			const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
 			dg_stream stream);
 
-/*
- * Numbered versions (tuning and tests; the two launchers above run version 0 = the promoted one;
- * every version takes both precise modes):
- * dg_flash_fwd_v / dg_sparse_fwd_v take the same arguments plus version 1..count;
- * dg_flash_fwd_name / dg_sparse_fwd_name return a one-line description, NULL past the last.
- * The sparse launchers accept groups of any size (more than 128 queries are done in chunks of 128),
- * empty key lists (output = residual, mass 0), and use a warp-per-group kernel for groups of at
- * most DG_SPARSE_SMALL_GROUP queries (the per-query oracle).
- */
-#define DG_SPARSE_SMALL_GROUP 8
-int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
-		   float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
-const char *dg_flash_fwd_name(int version);
-int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
-		    int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
-		    const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
-		    int precise, dg_stream stream);
-const char *dg_sparse_fwd_name(int version);
-
 /* ---- metadata kernels (group_scores.cu, query_topk.cu, select_topk.cu, pca_group.cu,
  * pooled_scores.cu, metrics.cu): one head per call, q k (n, d) bf16, lse (n) fp32 natural log.
- * Selections rank by (score desc, index asc) exactly as src/select.c; -0.0 ranks as +0.0.
+ * Selections rank by (score desc, index asc) exactly as src/policy/select.c; -0.0 ranks as +0.0.
  * Scratch comes from cudaMallocAsync on `stream` (the device's default pool) and is freed there. */
 
 /* Exact group scores (dg_scores_exact): scores (ngroups, n) = mean over the group's queries of
  * exp(scale*q.k_j - lse_i) and/or block_scores (ngroups, ceil(n/128)) = sums over runs of 128 keys
- * (dg_scores_to_blocks); either may be NULL. Groups of any size (chunks of 128 queries). */
+ * (dg_scores_to_blocks); either may be NULL, not both. q, k 16-byte aligned; n >= 1, ngroups >= 1
+ * groups of any size (chunks of 128 queries); every score of every group is written. No scratch. */
 int dg_exact_scores(const uint16_t *q, const uint16_t *k, const float *lse, int n, int d,
 		    const int32_t *perm, const int32_t *goff, int ngroups, float *scores,
 		    float *block_scores, dg_stream stream);
-/* numbered versions (version 0 = the promoted one); name: NULL past the last */
-int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t *k, const float *lse, int n,
-		      int d, const int32_t *perm, const int32_t *goff, int ngroups, float *scores,
-		      float *block_scores, dg_stream stream);
-const char *dg_exact_scores_name(int version);
 
 /* Per-query oracle (group = query, kv = token, topk): for each of nk <= 8 budgets K[i] (host
  * array of key counts, e.g. dg_topk_count(rho, n)), sidx[i] (host array of device pointers) gets
@@ -152,12 +149,10 @@ int dg_fixed_offsets(int64_t *soff, int ngroups, int64_t cnt, dg_stream stream);
 
 /* PCA grouping, MC-Sparse's Fast PDDP (dg_groups_build with DG_GROUP_PCA) of each of `heads`
  * heads at once: q (heads, n, d) -> perm (heads, n) and goff (ceil(n/128)+1), the leaves' offsets,
- * exactly 128 each (the last short), the same for every head. n < 2^19. */
+ * exactly 128 each (the last short), the same for every head. 1 <= n < 2^19, heads 1 .. 65535 (and
+ * the sort key's bits: node | projection | query | head within 64). The level plan is built on the
+ * host and copied from pageable memory (the call returns once it is staged). */
 int dg_pca_groups(const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff, dg_stream stream);
-/* numbered versions (version 0 = the promoted one); name: NULL past the last */
-int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
-		    dg_stream stream);
-const char *dg_pca_groups_name(int version);
 
 /* Pooled scores (dg_scores_pooled): the group's mean query against the keys (kv = 0, scores
  * (ngroups, n), softmax over keys) or against mean-pooled 128-key blocks (kv = 1, scores
@@ -176,7 +171,8 @@ int dg_metrics_device(const float *ref, const float *o, uint64_t count, const fl
 int dg_residual_update(const float *o_ref, const float *o_sp, const float *r_old, float *out,
 		       float *r_new, uint64_t count, dg_stream stream);
 
-/* ---- DiT engine ops (dit_ops.cu), the twins of src/wan_ops_cpu.c (semantics in src/wan_ops.h):
+/* ---- DiT engine ops (dit_ops.cu), the twins of src/dit/wan_ops_cpu.c (semantics in
+ * src/dit/wan_ops.h):
  * fp32 activations, row-major; y16/x16 (or NULL) receive a bf16 copy of the output as well; where
  * a y16 is given the fp32 y of layernorm, to_heads and from_heads may be NULL (bf16 output only). */
 /* with r (else NULL): x (m, n) += r * gate (gate (n) or NULL for 1) first, written back; then

@@ -543,7 +543,7 @@ static inline int dgm_rows_topk(const float *P, long long ldp, int n, int rows, 
 
 #endif /* DGM_WANT_ROWS_TOPK */
 
-/* clamp a sink range to [0, n] (empty: 0, 0) as src/select.c does; returns the sink count */
+/* clamp a sink range to [0, n] (empty: 0, 0) as src/policy/select.c does; returns the sink count */
 static inline int dgm_clamp_sinks(int n, int *lo, int *hi)
 {
 	int a = *lo < n ? *lo : n, b = *hi < n ? *hi : n;
@@ -556,7 +556,7 @@ static inline int dgm_clamp_sinks(int n, int *lo, int *hi)
 	return b - a;
 }
 
-/* dg_topk_count of src/select.c (keys kept by topk at density rho over n keys, before sinks) */
+/* dg_topk_count of src/policy/select.c (keys kept by topk at density rho over n keys, before sinks) */
 static inline int dgm_topk_count(double rho, int n)
 {
 	long k = (long)ceil(rho * n / 128 - 1e-9) * 128;

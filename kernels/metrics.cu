@@ -1,6 +1,6 @@
 /*
- * metrics.cu: fidelity metrics on the device (DESIGN §4), GPU twin of dg_metrics_compute
- * (src/metrics.c), accumulated in double:
+ * metrics.cu: fidelity metrics on the device (docs/spec.md §4), GPU twin of dg_metrics_compute
+ * (src/policy/metrics.c), accumulated in double:
  *   rel_l1 = sum|o-ref| / sum|ref|, rel_l2 = |o-ref| / |ref|, cosine, psnr (peak = max-min of ref,
  *   inf when o == ref), mass_mean and mass_p5 (gsl_stats_quantile_from_sorted_data at 0.05: linear
  *   interpolation at (nq-1)*0.05 of the sorted values; mass NULL: both 1).

@@ -1,6 +1,6 @@
 /*
- * pooled_scores.cu: pooled group scores (DESIGN §3, score=pooled), GPU twin of dg_scores_pooled
- * (src/select.c):
+ * pooled_scores.cu: pooled group scores (docs/spec.md §3, score=pooled), GPU twin of dg_scores_pooled
+ * (src/policy/select.c):
  *   kv=token  softmax_j(scale * qbar_G . k_j)                                   (ngroups, n)
  *   kv=block  softmax_b(scale * qbar_G . kbar_b + log|b|)                       (ngroups, ceil(n/128))
  * qbar_G = mean of the group's queries and kbar_b = mean of block b's keys, summed in fp32 in the

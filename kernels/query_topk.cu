@@ -1,6 +1,6 @@
 /*
  * query_topk.cu: the per-query oracle selection (group = query, kv = token, topk), GPU twin of
- * dg_scores_exact's probability rows fed to dg_select_row (src/select.c): for every query i its K
+ * dg_scores_exact's probability rows fed to dg_select_row (src/policy/select.c): for every query i its K
  * most probable keys by p_ij = exp(scale q_i.k_j - LSE_i) (fp32), ties by the lower index, sinks
  * always kept and never ranked, written ascending, for several K at once.
  *

@@ -1,7 +1,7 @@
 /*
  * residual.cu: the residual bookkeeping of cached-residual policies, fused in one pass:
  *   out = o_sparse + r_old (r_old may be NULL: out = o_sparse), r_new = o_ref - o_sparse
- * (count fp32 values each; out or r_new may be NULL). CPU twin: the loops in src/backend_cpu.c.
+ * (count fp32 values each; out or r_new may be NULL). CPU twin: the loops in src/backend/backend_cpu.c.
  */
 #include <cstdio>
 

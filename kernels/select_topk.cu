@@ -1,6 +1,6 @@
 /*
  * select_topk.cu: per-group key selection from a score matrix, GPU twin of dg_select_groups /
- * dg_select_row (src/select.c), with exactly its semantics: rank by (score desc, index asc);
+ * dg_select_row (src/policy/select.c), with exactly its semantics: rank by (score desc, index asc);
  *   topk  kv=token: the K = dg_topk_count(rho, n) best keys outside the sinks (at most all of them);
  *         kv=block: the best blocks in rank order until they hold >= K keys (last block may be short);
  *   topp  the shortest rank prefix whose running mass (double, summed in rank order) before the last

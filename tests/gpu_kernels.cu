@@ -1,7 +1,7 @@
 /*
  * gpu_kernels.cu: checks dsgap's CUDA attention kernels (kernels/flash_fwd.cu, kernels/sparse_fwd.cu),
- * every numbered version in both P.V modes, against an fp64 CPU reference with the FlashAttention-3
- * rule (DESIGN §9):
+ * the promoted launchers in both P.V modes, against an fp64 CPU reference with the FlashAttention-3
+ * rule (docs/spec.md §9):
  *   max|out - ref64| <= 2 max|naive - ref64| + 2 floor,
  * naive = the straightforward low-precision computation of the mode, bf16 inputs, fp32 scores and
  * sums, and P.V with
@@ -16,9 +16,13 @@
  * of 128, d = 64 and 128; sparse: random query permutations, groups of 1..200 queries, random sorted
  * key lists of varying lengths (empty and full included), block-run lists, per-query groups, residual
  * and retained mass. Outputs are poisoned (NaN) before each run and every element must be written.
- *   gpu_kernels [--quick] [--version V]     (--quick: small sizes, for compute-sanitizer)
+ * Also: sparse attention with every key of every group equals dense attention bit for bit; the DiT's
+ * launchers (dg_flash_fwd_kv, dg_sparse_fwd_heads) equal the per-head outputs bit for bit.
+ *   gpu_kernels [--quick]     (--quick: small sizes, for compute-sanitizer)
  *   env: DG_SEED=<printed seed> reproduces a run's inputs; DG_WATCHDOG_S (default 60) bounds one launch
- * Exits 77 (skipped) when there is no CUDA device.
+ * Exits 77 (skipped) when there is no CUDA device, or the device is not sm_90 (the kernels' target).
+ * The earlier kernel versions' test, dev/kernels/gpu_kernels_dev.cu, includes this file with
+ * DG_GPU_KERNELS_NO_MAIN and runs the same checks on each of them (g_kernels).
  */
 #include "dsgap_kernels.h"
 #include "host_common.h"
@@ -232,7 +236,21 @@ template <typename T> static T *dev_upload(const std::vector<T> &h)
 	return d;
 }
 
-static int g_nflash, g_nsparse, g_only = 0;
+/* The launchers the checks below run, each under its name in the check lines: main's are the promoted
+ * ones; dev/kernels/gpu_kernels_dev.cu lists the numbered versions. */
+typedef int (*flash_fn)(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+			float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
+typedef int (*sparse_fn)(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+			 const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
+			 const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
+			 int precise, dg_stream stream);
+struct Kernels {
+	const char *name;
+	flash_fn flash;   /* or NULL: no dense kernel of this name */
+	sparse_fn sparse; /* or NULL: no sparse kernel */
+};
+static std::vector<Kernels> g_kernels;
+static bool g_promoted = true; /* also check the launchers of the promoted kernels alone (DiT layouts) */
 
 /* ------------------------------------------------------------------------------------------------ */
 static void test_dense(int heads, int n, int d)
@@ -261,17 +279,18 @@ static void test_dense(int heads, int n, int d)
 	CUDA_CHECK(cudaMalloc(&dlse, nl * 4));
 	std::vector<float> of(no), lse(nl);
 	std::vector<uint16_t> ob(no);
-	for (int run = 0; run < 2 * g_nflash; run++) { /* every version in the fast, then the precise mode */
-		const int pm = run / g_nflash, ver = 1 + run % g_nflash;
-		if (g_only && ver != g_only)
+	for (int run = 0; run < 2 * (int)g_kernels.size(); run++) { /* each kernel fast, then precise */
+		const int pm = run / (int)g_kernels.size();
+		const Kernels &K = g_kernels[run % g_kernels.size()];
+		if (!K.flash)
 			continue;
-		const char *mode = pm ? " precise" : "";
+		const char *mode = pm ? " precise" : "", *kn = K.name;
 		char what[128];
 		/* fp32 output + LSE */
 		CUDA_CHECK(cudaMemset(dof, 0xff, no * 4));
 		CUDA_CHECK(cudaMemset(dlse, 0xff, nl * 4));
-		int rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, dof, NULL, dlse, pm, NULL);
-		snprintf(what, sizeof what, "flash v%d%s n=%d d=%d launch", ver, mode, n, d);
+		int rc = K.flash(dq, dk, dv, heads, n, d, dof, NULL, dlse, pm, NULL);
+		snprintf(what, sizeof what, "flash %s%s n=%d d=%d launch", kn, mode, n, d);
 		cudaError_t ce = sync_watchdog(what);
 		CHECKF(rc == 0 && ce == cudaSuccess, "%s (%s)", what, cudaGetErrorString(ce));
 		if (ce != cudaSuccess)
@@ -288,14 +307,14 @@ static void test_dense(int heads, int n, int d)
 				el.add(lse[base], r.lse64, r.lsen);
 			}
 		const long nf = count_nonfinite_f32(of.data(), no) + count_nonfinite_f32(lse.data(), nl);
-		snprintf(what, sizeof what, "flash v%d%s n=%d d=%d O fp32", ver, mode, n, d);
+		snprintf(what, sizeof what, "flash %s%s n=%d d=%d O fp32", kn, mode, n, d);
 		report(what, eo);
-		snprintf(what, sizeof what, "flash v%d%s n=%d d=%d LSE", ver, mode, n, d);
+		snprintf(what, sizeof what, "flash %s%s n=%d d=%d LSE", kn, mode, n, d);
 		report(what, el);
-		CHECKF(nf == 0, "flash v%d%s n=%d d=%d every output written (%ld NaN)", ver, mode, n, d, nf);
+		CHECKF(nf == 0, "flash %s%s n=%d d=%d every output written (%ld NaN)", kn, mode, n, d, nf);
 		/* bf16 output, no LSE */
 		CUDA_CHECK(cudaMemset(dob, 0xff, no * 2));
-		rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, NULL, dob, NULL, pm, NULL);
+		rc = K.flash(dq, dk, dv, heads, n, d, NULL, dob, NULL, pm, NULL);
 		CUDA_CHECK(cudaDeviceSynchronize());
 		CUDA_CHECK(cudaMemcpy(ob.data(), dob, no * 2, cudaMemcpyDeviceToHost));
 		Err eb;
@@ -310,11 +329,11 @@ static void test_dense(int heads, int n, int d)
 				for (int c = 0; c < d; c++)
 					eb.add(bf2f(ob[base + c]), r.o64[c], rbf(pm ? r.onp[c] : r.on[c]));
 			}
-		snprintf(what, sizeof what, "flash v%d%s n=%d d=%d O bf16", ver, mode, n, d);
+		snprintf(what, sizeof what, "flash %s%s n=%d d=%d O bf16", kn, mode, n, d);
 		CHECKF(rc == 0 && nfb == 0, "%s launch, every output written (%ld NaN)", what, nfb);
 		report(what, eb);
 	}
-	if (!g_only) { /* the DiT's launcher: the promoted version's bf16 values with the heads merged */
+	if (g_promoted) { /* the DiT's launcher: the promoted kernel's bf16 values with the heads merged */
 		uint16_t *dm;
 		CUDA_CHECK(cudaMalloc(&dm, no * 2));
 		CUDA_CHECK(cudaMemset(dob, 0xff, no * 2));
@@ -493,17 +512,18 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 	CUDA_CHECK(cudaMalloc(&dout, no * 4));
 	CUDA_CHECK(cudaMalloc(&dmass, nl * 4));
 	std::vector<float> out(no), mass(nl);
-	for (int run = 0; run < 2 * g_nsparse; run++) { /* every version in the fast, then the precise mode */
-		const int pm = run / g_nsparse, ver = 1 + run % g_nsparse;
-		if (g_only && ver != g_only)
+	for (int run = 0; run < 2 * (int)g_kernels.size(); run++) { /* each kernel fast, then precise */
+		const int pm = run / (int)g_kernels.size();
+		const Kernels &K = g_kernels[run % g_kernels.size()];
+		if (!K.sparse)
 			continue;
-		const char *mode = pm ? " precise" : "";
+		const char *mode = pm ? " precise" : "", *ver = K.name;
 		char what[160];
 		CUDA_CHECK(cudaMemset(dout, 0xff, no * 4));
 		CUDA_CHECK(cudaMemset(dmass, 0xff, nl * 4));
-		const int rc = dg_sparse_fwd_v(ver, dq, dk, dv, heads, n, d, dperm, dgoff, ngroups, dsoff, dsidx, dres,
-					       with_mass ? dlref : NULL, dout, with_mass ? dmass : NULL, pm, NULL);
-		snprintf(what, sizeof what, "sparse v%d%s %s n=%d d=%d", ver, mode, kn[kind], n, d);
+		const int rc = K.sparse(dq, dk, dv, heads, n, d, dperm, dgoff, ngroups, dsoff, dsidx, dres,
+					with_mass ? dlref : NULL, dout, with_mass ? dmass : NULL, pm, NULL);
+		snprintf(what, sizeof what, "sparse %s%s %s n=%d d=%d", ver, mode, kn[kind], n, d);
 		cudaError_t ce = sync_watchdog(what);
 		CHECKF(rc == 0 && ce == cudaSuccess, "%s launch (%s)", what, cudaGetErrorString(ce));
 		if (ce != cudaSuccess)
@@ -520,15 +540,15 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 			if (with_mass)
 				em.add(mass[r], ref[r].mass64, ref[r].massn);
 		}
-		snprintf(what, sizeof what, "sparse v%d%s %s n=%d d=%d O%s", ver, mode, kn[kind], n, d,
+		snprintf(what, sizeof what, "sparse %s%s %s n=%d d=%d O%s", ver, mode, kn[kind], n, d,
 			 with_residual ? "+R" : "");
 		report(what, eo);
 		if (with_mass) {
-			snprintf(what, sizeof what, "sparse v%d%s %s n=%d d=%d mass", ver, mode, kn[kind], n, d);
+			snprintf(what, sizeof what, "sparse %s%s %s n=%d d=%d mass", ver, mode, kn[kind], n, d);
 			report(what, em);
 		}
 	}
-	if (!g_only) { /* one launch over heads whose metadata and residuals live apart, output bf16 merged
+	if (g_promoted) { /* one launch over heads whose metadata and residuals live apart, output bf16 merged
 			* (with 8 columns of padding, which stay untouched): the promoted fp32 output rounded */
 		const int ldo = heads * d + 8;
 		std::vector<dg_sparse_head> tab(heads);
@@ -592,8 +612,8 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 	cudaFree(dmass);
 }
 
-/* rho = 1 equals dense: raster groups of 128, every list = all keys, sparse (fp32) vs dense (fp32), in
- * each P.V mode */
+/* rho = 1 equals dense: raster groups of 128, every list = all keys, sparse (fp32) vs dense (fp32) of
+ * the same name, in each P.V mode */
 static void test_sparse_equals_dense(int heads, int n, int d)
 {
 	std::vector<uint16_t> q = gen_tensor(heads, n, d, -1.0, 1.0, 0.0);
@@ -620,16 +640,15 @@ static void test_sparse_equals_dense(int heads, int n, int d)
 	CUDA_CHECK(cudaMalloc(&a, no * 4));
 	CUDA_CHECK(cudaMalloc(&b, no * 4));
 	std::vector<float> ha(no), hb(no);
-	const int nver = std::min(g_nflash, g_nsparse);
-	for (int run = 0; run < 2 * nver; run++) {
-		const int pm = run / nver, ver = 1 + run % nver;
-		if (g_only && ver != g_only)
+	for (int run = 0; run < 2 * (int)g_kernels.size(); run++) {
+		const int pm = run / (int)g_kernels.size();
+		const Kernels &K = g_kernels[run % g_kernels.size()];
+		if (!K.flash || !K.sparse)
 			continue;
 		CUDA_CHECK(cudaMemset(a, 0xff, no * 4));
 		CUDA_CHECK(cudaMemset(b, 0xff, no * 4));
-		int rc = dg_flash_fwd_v(ver, dq, dk, dv, heads, n, d, a, NULL, NULL, pm, NULL);
-		rc |= dg_sparse_fwd_v(ver, dq, dk, dv, heads, n, d, dperm, dgoff, ng, dsoff, dsidx, NULL, NULL, b, NULL, pm,
-				      NULL);
+		int rc = K.flash(dq, dk, dv, heads, n, d, a, NULL, NULL, pm, NULL);
+		rc |= K.sparse(dq, dk, dv, heads, n, d, dperm, dgoff, ng, dsoff, dsidx, NULL, NULL, b, NULL, pm, NULL);
 		CUDA_CHECK(cudaDeviceSynchronize());
 		CUDA_CHECK(cudaMemcpy(ha.data(), a, no * 4, cudaMemcpyDeviceToHost));
 		CUDA_CHECK(cudaMemcpy(hb.data(), b, no * 4, cudaMemcpyDeviceToHost));
@@ -638,7 +657,7 @@ static void test_sparse_equals_dense(int heads, int n, int d)
 			const double e = fabs((double)ha[i] - hb[i]);
 			mx = (e == e && mx == mx) ? std::max(mx, e) : NAN;
 		}
-		CHECKF(rc == 0 && mx == 0.0, "v%d%s rho=1 sparse equals dense bitwise, n=%d d=%d (max diff %.3e)", ver,
+		CHECKF(rc == 0 && mx == 0.0, "%s%s rho=1 sparse equals dense bitwise, n=%d d=%d (max diff %.3e)", K.name,
 		       pm ? " precise" : "", n, d, mx);
 	}
 	cudaFree(dq);
@@ -660,11 +679,9 @@ static void test_bad_args(void)
 	CHECK("flash rejects head_dim 96", dg_flash_fwd(x, x, x, 1, 16, 96, o, NULL, NULL, 0, NULL) == -1);
 	CHECK("flash rejects no output", dg_flash_fwd(x, x, x, 1, 16, 64, NULL, NULL, NULL, 0, NULL) == -1);
 	CHECK("flash rejects misaligned q", dg_flash_fwd(x + 1, x, x, 1, 16, 64, o, NULL, NULL, 0, NULL) == -1);
-	CHECK("flash rejects version 99", dg_flash_fwd_v(99, x, x, x, 1, 16, 64, o, NULL, NULL, 1, NULL) == -1);
 	CHECK("sparse rejects mass without lse_ref",
 	      dg_sparse_fwd(x, x, x, 1, 16, 64, (int32_t *)x, (int32_t *)x, 1, (int64_t *)x, (int32_t *)x, NULL, NULL,
 			    o, o, 0, NULL) == -1);
-	CHECK("version names end", dg_flash_fwd_name(g_nflash + 1) == NULL && dg_sparse_fwd_name(g_nsparse + 1) == NULL);
 	dg_sparse_head t = { (int32_t *)x, (int32_t *)x, (int64_t *)x, (int32_t *)x, NULL };
 	CHECK("sparse_fwd_heads rejects a row stride below heads x d",
 	      dg_sparse_fwd_heads(x, x, x, 1, 16, 64, &t, 1, x, 32, 0, NULL) == -1);
@@ -676,46 +693,28 @@ static void test_bad_args(void)
 	cudaFree(x);
 }
 
-int main(int argc, char **argv)
+/* the run's header line and inputs' seed; 77 (skipped) without a CUDA device */
+static int start(const char *prog, bool quick, cudaDeviceProp &prop)
 {
-	bool quick = false;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--quick"))
-			quick = true;
-		else if (!strcmp(argv[i], "--version") && i + 1 < argc)
-			g_only = atoi(argv[++i]);
-		else {
-			fprintf(stderr, "usage: gpu_kernels [--quick] [--version V]\n");
-			return 2;
-		}
-	}
-	cudaDeviceProp prop;
 	if (gpu_device_or_skip(&prop))
 		return 77;
 	char date[32];
 	time_t now = time(NULL);
 	strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 	const char *commit = getenv("DG_COMMIT") ? getenv("DG_COMMIT") : DG_GIT_COMMIT;
-	printf("# gpu_kernels: device %s (sm_%d%d, %d SMs), date %s, commit %s%s\n", prop.name, prop.major, prop.minor,
+	printf("# %s: device %s (sm_%d%d, %d SMs), date %s, commit %s%s\n", prog, prop.name, prop.major, prop.minor,
 	       prop.multiProcessorCount, date, commit, quick ? ", quick" : "");
-	while (dg_flash_fwd_name(g_nflash + 1))
-		g_nflash++;
-	while (dg_sparse_fwd_name(g_nsparse + 1))
-		g_nsparse++;
-	for (int i = 1; i <= g_nflash; i++)
-		printf("# flash  %s\n", dg_flash_fwd_name(i));
-	for (int i = 1; i <= g_nsparse; i++)
-		printf("# sparse %s\n", dg_sparse_fwd_name(i));
-	if (prop.major != 9) {
-		printf("# device is not sm_90: only version 1 is checked\n");
-		g_only = 1;
-	}
 	rng_state = 0x9E3779B97F4A7C15ull ^ (uint64_t)now * 0x2545F4914F6CDD1Dull; /* fresh inputs every run */
 	if (getenv("DG_SEED")) /* reproduce a run: the seed it printed */
 		rng_state = strtoull(getenv("DG_SEED"), NULL, 10);
 	printf("# seed %llu (DG_SEED=%llu reproduces these inputs)\n", (unsigned long long)rng_state,
 	       (unsigned long long)rng_state);
-	test_bad_args();
+	return 0;
+}
+
+/* every check of g_kernels (--quick: small sizes) */
+static void run_checks(bool quick)
+{
 	if (quick) {
 		test_dense(1, 200, 128);
 		test_dense(1, 130, 64);
@@ -736,5 +735,30 @@ int main(int argc, char **argv)
 		test_sparse_equals_dense(2, 1000, 128);
 		test_sparse_equals_dense(1, 700, 64);
 	}
+}
+
+#ifndef DG_GPU_KERNELS_NO_MAIN
+int main(int argc, char **argv)
+{
+	bool quick = false;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = true;
+		else {
+			fprintf(stderr, "usage: gpu_kernels [--quick]\n");
+			return 2;
+		}
+	}
+	cudaDeviceProp prop;
+	if (start("gpu_kernels", quick, prop))
+		return 77;
+	if (prop.major != 9) {
+		printf("skipped: the kernels are built for sm_90a, the device is sm_%d%d\n", prop.major, prop.minor);
+		return 77;
+	}
+	g_kernels = {{"promoted", dg_flash_fwd, dg_sparse_fwd}};
+	test_bad_args();
+	run_checks(quick);
 	return test_report();
 }
+#endif

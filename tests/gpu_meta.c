@@ -19,7 +19,8 @@
  * Inputs are fresh random bf16 values every run (the seed is printed; --seed S repeats one), N not a
  * multiple of 128, d = 64 and 128, outputs poisoned (NaN / -1) before every run.
  *   gpu_meta [--quick | --tiny | --bench | --pca V H] [--seed S]
- *   --pca V H: two calls of PCA grouping version V on H heads of 32760 random queries (d = 128)
+ *   --pca V H: two calls of PCA grouping version V (0: the promoted one; the numbered versions of
+ *   dev/kernels in gpu_meta_dev) on H heads of 32760 random queries (d = 128)
  *   and nothing else, for a per-kernel profile (ncu) of one batched grouping
  *     (none)   n = 1000, 4100 (d = 64, 128) and 32760 (d = 128)
  *     --quick  n = 1000 and 4100 only;  --tiny  n = 1000 only (for compute-sanitizer)
@@ -28,6 +29,35 @@
  */
 #include "dsgap_kernels.h"
 #include "host_common.h"
+
+#ifdef DG_DEV_KERNELS
+/* gpu_meta_dev (dev/kernels, DSGAP_DEV_KERNELS): every numbered version of the exact scores and the PCA
+ * grouping, 0 being the promoted one */
+#include "dsgap_kernels_dev.h"
+#else
+/* the promoted kernels alone, as version 0 */
+static int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t *k, const float *lse, int n, int d,
+			     const int32_t *perm, const int32_t *goff, int ngroups, float *scores, float *block_scores,
+			     dg_stream stream)
+{
+	if (version) {
+		fprintf(stderr, "gpu_meta: exact scores v%d: numbered versions are gpu_meta_dev's\n", version);
+		return -1;
+	}
+	return dg_exact_scores(q, k, lse, n, d, perm, goff, ngroups, scores, block_scores, stream);
+}
+static const char *dg_exact_scores_name(int version) { return version ? NULL : "promoted"; }
+static int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
+			   dg_stream stream)
+{
+	if (version) {
+		fprintf(stderr, "gpu_meta: pca v%d: numbered versions are gpu_meta_dev's\n", version);
+		return -1;
+	}
+	return dg_pca_groups(q, heads, n, d, perm, goff, stream);
+}
+static const char *dg_pca_groups_name(int version) { return version ? NULL : "promoted"; }
+#endif
 
 #include "policy/attention.h"
 #include "policy/groups.h"
@@ -490,7 +520,7 @@ static void check_pca_heads(const problem *P, int version)
 	cudaFree(dq);
 }
 
-/* every version (1 .. ) of the PCA grouping */
+/* a version of the PCA grouping (0: the promoted one) */
 static void check_pca(const problem *P, int version)
 {
 	const int n = P->n, d = P->d, nb = (n + 127) / 128;
@@ -751,7 +781,7 @@ static void run_config(int n, int d)
 	check_exact(&P, &pca, "pca", cpu_pca, 0);
 	if (n <= 4100) { /* every version, and groups of more than 128 queries (chunks) */
 		float *cpu_rnd = cpu_exact(&P, &rnd, NULL, NULL);
-		for (int v = 1; dg_exact_scores_name(v); v++) {
+		for (int v = 0; dg_exact_scores_name(v); v++) {
 			check_exact(&P, &raster, "raster", cpu_raster, v);
 			check_exact(&P, &rnd, "random groups of 1..300", cpu_rnd, v);
 		}
@@ -834,7 +864,7 @@ static void run_config(int n, int d)
 	}
 
 	/* 5. PCA */
-	for (int v = 1; dg_pca_groups_name(v); v++) {
+	for (int v = 0; dg_pca_groups_name(v); v++) {
 		check_pca(&P, v);
 		check_pca_heads(&P, v);
 	}
@@ -1007,7 +1037,7 @@ static void run_bench(void)
 	}
 	const double qk = 2.0 * n * (double)n * d;
 	char name[96];
-	for (int v = 1; dg_exact_scores_name(v); v++) {
+	for (int v = 0; dg_exact_scores_name(v); v++) {
 		x.version = v;
 		snprintf(name, sizeof name, "exact_scores v%d (+blocks)", v);
 		bench(name, b_exact, &x, qk * 1e-12, "TFLOP/s (QK^T)");
@@ -1034,7 +1064,7 @@ static void run_bench(void)
 	bench("select block topk 0.15", b_select, &x, 0, "");
 	x.budget = 1;
 	bench("select block topp 0.9", b_select, &x, 0, "");
-	for (int v = 1; dg_pca_groups_name(v); v++)
+	for (int v = 0; dg_pca_groups_name(v); v++)
 		for (x.heads = 1; x.heads <= 12; x.heads += 11) {
 			x.version = v;
 			snprintf(name, sizeof name, "pca_groups v%d, %d head%s in one call", v, x.heads,

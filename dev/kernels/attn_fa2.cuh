@@ -1,14 +1,27 @@
 /*
- * attn_fa2.cuh: version 1 of the dense and gather-KV attention kernels, FlashAttention-2 style:
- * 4 warps, 64 queries x 64 keys per tile, mma.sync m16n8k16 (bf16 -> fp32), ldmatrix from
- * swizzled shared memory, K/V double-buffered with cp.async (gathered rows for sparse lists).
- * Simple and portable to sm_80; the correctness baseline for the Hopper versions.
+ * attn_fa2.cuh (dev/kernels): version 1 of the dense and gather-KV attention kernels,
+ * FlashAttention-2 style: 4 warps, 64 queries x 64 keys per tile, mma.sync m16n8k16 (bf16 -> fp32),
+ * ldmatrix from swizzled shared memory, K/V double-buffered with cp.async (gathered rows for sparse
+ * lists). Simple and portable to sm_80; the correctness baseline for the Hopper versions.
  * PRECISE: P.V as hi.V + lo.V with P split into two bf16 operands (pack_p), a second mma per k-step.
+ * Not a public header: flash_fwd_v.cu and sparse_fwd_v.cu launch it as their version 1. The shared
+ * tile loader, softmax step and epilogue are kernels/attn_common.cuh's; the two PTX wrappers below
+ * are used by this kernel alone.
  */
 #ifndef DG_ATTN_FA2_CUH
 #define DG_ATTN_FA2_CUH
 
 #include "attn_common.cuh"
+
+/* wait until at most N committed cp.async groups of this thread are pending */
+template <int N> DG_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+DG_DEV void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(addr));
+}
 
 template <int D> struct dg_fa2_cfg {
 	static constexpr int BM = 64, BN = 64, NT = 128;

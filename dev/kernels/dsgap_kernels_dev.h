@@ -1,0 +1,57 @@
+/*
+ * dsgap_kernels_dev.h: the numbered versions of dsgap's versioned kernels (dev/kernels/, the library
+ * dsgapkernels_dev, built with -DDSGAP_DEV_KERNELS=ON; it links dsgapkernels). The earlier versions
+ * are kept so that a new version can be developed, tested (gpu_kernels_dev, gpu_meta_dev) and timed
+ * (dsgap-bench-kernels-dev) against them; their history and measured times: HISTORY.md.
+ *
+ * Each op has dg_<op>_v(version, <the arguments of the promoted launcher>) and dg_<op>_name(version):
+ *   version 1..N  the op's numbered versions; the promoted version's number (DG_<OP>_PROMOTED) runs
+ *                 the promoted launcher of dsgap_kernels.h itself, so its results and times are the
+ *                 production ones;
+ *   version 0     the promoted launcher;
+ *   other         -1 after one line on stderr.
+ * name: a one-line description of the version (0: the promoted one's), NULL past the last.
+ * Contracts (shapes, dtypes, alignment, streams, errors) are those of the promoted launcher in
+ * dsgap_kernels.h; every attention version takes both P.V modes; every version is built for sm_90a.
+ */
+#ifndef DG_KERNELS_DEV_H
+#define DG_KERNELS_DEV_H
+
+#include "dsgap_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* dense attention (dg_flash_fwd), versions 1..5 */
+#define DG_FLASH_FWD_PROMOTED 4
+int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+		   float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
+const char *dg_flash_fwd_name(int version);
+
+/* gather-KV sparse attention (dg_sparse_fwd), versions 1..8; the small-group kernel is the same in all */
+#define DG_SPARSE_FWD_PROMOTED 7
+int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
+		    int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
+		    const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
+		    int precise, dg_stream stream);
+const char *dg_sparse_fwd_name(int version);
+
+/* exact group scores (dg_exact_scores), versions 1..4; v3 sends block-only calls (scores NULL) to v2,
+ * as the promoted v4 does */
+#define DG_EXACT_SCORES_PROMOTED 4
+int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t *k, const float *lse, int n,
+		      int d, const int32_t *perm, const int32_t *goff, int ngroups, float *scores,
+		      float *block_scores, dg_stream stream);
+const char *dg_exact_scores_name(int version);
+
+/* PCA grouping (dg_pca_groups), versions 1..5 */
+#define DG_PCA_GROUPS_PROMOTED 5
+int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
+		    dg_stream stream);
+const char *dg_pca_groups_name(int version);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/*
+ * flash_fwd_v.cu: the numbered versions of dense attention (dg_flash_fwd_v, dsgap_kernels_dev.h).
+ * v1 is attn_fa2.cuh's kernel, v2..v5 kernels/attn_sm90.cuh's with other template switches; v4, the
+ * promoted one, is kernels/flash_fwd.cu's launcher. Arguments are checked and the parameter block
+ * filled as the promoted launcher does (dg_flash_params). Measured times: HISTORY.md.
+ */
+#include "dsgap_kernels_dev.h"
+#include "attn_fa2.cuh"
+#include "attn_sm90.cuh"
+
+static const char *const flash_names[] = {
+	"v1 fa2: 4 warps, 64x64 tiles, mma.sync m16n8k16, cp.async double buffer",
+	"v2 sm90: producer warpgroup (cp.async->mbarrier, 2 stages), 2 consumer warpgroups, wgmma 128x128",
+	"v3 sm90: v2 + intra-warpgroup overlap of softmax with the P.V wgmma",
+	"v4 sm90: v3 + ping-pong scheduling of the two consumer warpgroups",
+	"v5 sm90: v4 with 3 K/V stages (4 at d=64)",
+};
+#define FLASH_NVER ((int)(sizeof flash_names / sizeof flash_names[0]))
+
+extern "C" const char *dg_flash_fwd_name(int version)
+{
+	if (version == 0)
+		version = DG_FLASH_FWD_PROMOTED;
+	return version >= 1 && version <= FLASH_NVER ? flash_names[version - 1] : NULL;
+}
+
+/* the versions other than the promoted one */
+template <int D, bool PR> static int flash_run(int ver, const dg_attn_params &p, cudaStream_t st)
+{
+	const char *op = "flash_fwd";
+	const dim3 g64((p.n + 63) / 64, p.heads), g128((p.n + 127) / 128, p.heads);
+	switch (ver) {
+	case 1:
+		return dg_launch(op, dg_attn_fa2_kernel<D, false, PR>, g64, 128, dg_fa2_cfg<D>::SMEM, p, st);
+	case 2:
+		return dg_launch(op, dg_attn_sm90_kernel<D, 2, false, false, false, false, PR>, g128, 384,
+				 dg_sm90_cfg<D, 2>::SMEM, p, st);
+	case 3:
+		return dg_launch(op, dg_attn_sm90_kernel<D, 2, true, false, false, false, PR>, g128, 384,
+				 dg_sm90_cfg<D, 2>::SMEM, p, st);
+	case 5: {
+		constexpr int S = D == 128 ? 3 : 4;
+		return dg_launch(op, dg_attn_sm90_kernel<D, S, true, true, false, false, PR>, g128, 384,
+				 dg_sm90_cfg<D, S>::SMEM, p, st);
+	}
+	}
+	return -1;
+}
+
+extern "C" int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
+			      int d, float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream)
+{
+	if (version == 0 || version == DG_FLASH_FWD_PROMOTED)
+		return dg_flash_fwd(q, k, v, heads, n, d, o_f32, o_bf16, lse, precise, stream);
+	if (version < 1 || version > FLASH_NVER) {
+		fprintf(stderr, "flash_fwd: no version %d (1..%d)\n", version, FLASH_NVER);
+		return -1;
+	}
+	dg_attn_params p;
+	if (dg_flash_params(p, q, k, v, heads, n, n, d, o_f32, o_bf16, lse, false))
+		return -1;
+	cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
+	if (precise)
+		return d == 128 ? flash_run<128, true>(version, p, st) : flash_run<64, true>(version, p, st);
+	return d == 128 ? flash_run<128, false>(version, p, st) : flash_run<64, false>(version, p, st);
+}

@@ -1,0 +1,92 @@
+/*
+ * gpu_kernels_dev.cu: tests/gpu_kernels.cu's checks (fp64 reference, FA3 tolerance rule, every output
+ * written, sparse with all keys = dense bit for bit) on every numbered version of the dense and sparse
+ * attention kernels (dsgap_kernels_dev.h), in both P.V modes; the versions' own argument checks.
+ * The promoted launchers' layouts for the DiT (dg_flash_fwd_kv, dg_sparse_fwd_heads) are
+ * tests/gpu_kernels.cu's alone.
+ *   gpu_kernels_dev [--quick] [--version V]   (V: that version alone)
+ *   env: DG_SEED, DG_WATCHDOG_S as gpu_kernels
+ * Exits 77 (skipped) when there is no CUDA device. On a device other than sm_90 only version 1 is run.
+ */
+#define DG_GPU_KERNELS_NO_MAIN
+#include "gpu_kernels.cu"
+
+#include "dsgap_kernels_dev.h"
+
+#define MAXV 8 /* the versions this test lists (checked against the names) */
+
+template <int V>
+static int flash_v(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d, float *o_f32,
+		   uint16_t *o_bf16, float *lse, int precise, dg_stream stream)
+{
+	return dg_flash_fwd_v(V, q, k, v, heads, n, d, o_f32, o_bf16, lse, precise, stream);
+}
+template <int V>
+static int sparse_v(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+		    const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff, const int32_t *sidx,
+		    const float *residual, const float *lse_ref, float *o, float *mass, int precise, dg_stream stream)
+{
+	return dg_sparse_fwd_v(V, q, k, v, heads, n, d, perm, goff, ngroups, soff, sidx, residual, lse_ref, o, mass,
+			       precise, stream);
+}
+static const flash_fn flash_versions[MAXV + 1] = {NULL,	     flash_v<1>, flash_v<2>, flash_v<3>, flash_v<4>,
+						  flash_v<5>, flash_v<6>, flash_v<7>, flash_v<8>};
+static const sparse_fn sparse_versions[MAXV + 1] = {NULL,	sparse_v<1>, sparse_v<2>, sparse_v<3>, sparse_v<4>,
+						    sparse_v<5>, sparse_v<6>, sparse_v<7>, sparse_v<8>};
+static const char *const version_names[MAXV + 1] = {"", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"};
+
+static void test_versions_args(void)
+{
+	uint16_t *x = NULL;
+	CUDA_CHECK(cudaMalloc(&x, 1 << 20));
+	float *o = (float *)x;
+	int32_t *i32 = (int32_t *)x;
+	CHECK("every version is listed", dg_flash_fwd_name(MAXV + 1) == NULL && dg_sparse_fwd_name(MAXV + 1) == NULL);
+	CHECK("version 0 is the promoted one", dg_flash_fwd_name(0) == dg_flash_fwd_name(DG_FLASH_FWD_PROMOTED) &&
+						       dg_sparse_fwd_name(0) == dg_sparse_fwd_name(DG_SPARSE_FWD_PROMOTED));
+	CHECK("flash rejects version 99", dg_flash_fwd_v(99, x, x, x, 1, 16, 64, o, NULL, NULL, 1, NULL) == -1);
+	CHECK("sparse rejects version 99", dg_sparse_fwd_v(99, x, x, x, 1, 16, 64, i32, i32, 1, (int64_t *)x, i32, NULL,
+							   NULL, o, NULL, 0, NULL) == -1);
+	CHECK("flash v1 rejects head_dim 96", dg_flash_fwd_v(1, x, x, x, 1, 16, 96, o, NULL, NULL, 0, NULL) == -1);
+	cudaFree(x);
+}
+
+int main(int argc, char **argv)
+{
+	bool quick = false;
+	int only = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = true;
+		else if (!strcmp(argv[i], "--version") && i + 1 < argc)
+			only = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: gpu_kernels_dev [--quick] [--version V]\n");
+			return 2;
+		}
+	}
+	cudaDeviceProp prop;
+	if (start("gpu_kernels_dev", quick, prop))
+		return 77;
+	for (int v = 1; v <= MAXV; v++) {
+		if (dg_flash_fwd_name(v))
+			printf("# flash  %s\n", dg_flash_fwd_name(v));
+		if (dg_sparse_fwd_name(v))
+			printf("# sparse %s\n", dg_sparse_fwd_name(v));
+	}
+	if (prop.major != 9) {
+		printf("# device is not sm_90: only version 1 is checked\n");
+		only = 1;
+	}
+	for (int v = 1; v <= MAXV; v++) {
+		const bool f = dg_flash_fwd_name(v) != NULL, s = dg_sparse_fwd_name(v) != NULL;
+		if ((only && v != only) || !(f || s))
+			continue;
+		g_kernels.push_back({version_names[v], f ? flash_versions[v] : NULL, s ? sparse_versions[v] : NULL});
+	}
+	g_promoted = false;
+	test_bad_args();
+	test_versions_args();
+	run_checks(quick);
+	return test_report();
+}

@@ -1,0 +1,44 @@
+/*
+ * group_scores_v.cu: the numbered versions of the exact group scores (dg_exact_scores_v,
+ * dsgap_kernels_dev.h), all on kernels/group_scores.cuh's kernels:
+ *   v1, v2  group_scores_kernel (mma.sync 128x128 tiles, 8 warps) with 1 and 2 CTAs per SM;
+ *   v3      group_scores_sm90 without ping-pong (the two consumer warpgroups issue independently);
+ *   v4      with ping-pong: the promoted one, kernels/group_scores.cu's launcher.
+ * v3 and v4 accumulate chunked groups in the token scores, so block-only calls (scores NULL) run v2.
+ * Measured times: HISTORY.md.
+ */
+#include "dsgap_kernels_dev.h"
+#include "group_scores.cuh"
+
+static const char *const names[] = {
+	"v1: mma.sync 128x128 tiles, 8 warps, 1 CTA/SM (171 registers)",
+	"v2: as v1 with 2 CTAs/SM (128 registers)",
+	"v3: S^T = K Q^T on wgmma, producer + 2 independent consumer warpgroups, row sums (sm_90a)",
+	"v4: v3 with the consumer warpgroups' wgmma in turns (ping-pong)",
+};
+#define NVERSIONS ((int)(sizeof names / sizeof names[0]))
+
+extern "C" const char *dg_exact_scores_name(int version)
+{
+	if (version == 0)
+		version = DG_EXACT_SCORES_PROMOTED;
+	return version >= 1 && version <= NVERSIONS ? names[version - 1] : NULL;
+}
+
+extern "C" int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t *k, const float *lse, int n,
+				 int d, const int32_t *perm, const int32_t *goff, int ngroups, float *scores,
+				 float *block_scores, dg_stream stream)
+{
+	if (version == 0 || version == DG_EXACT_SCORES_PROMOTED)
+		return dg_exact_scores(q, k, lse, n, d, perm, goff, ngroups, scores, block_scores, stream);
+	GSParams p;
+	if (gs_params(p, q, k, lse, n, d, perm, goff, ngroups, scores, block_scores))
+		return -1;
+	DGM_ARG(version >= 1 && version <= NVERSIONS, "exact group scores: no version %d", version);
+	cudaStream_t st = (cudaStream_t)stream;
+	if (version == 3 && scores)
+		return d == 64 ? launch_sm90<64, 4, false>(p, st) : launch_sm90<128, 4, false>(p, st);
+	if (version == 1)
+		return d == 64 ? launch<64, 1>(p, st) : launch<128, 1>(p, st);
+	return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);
+}

@@ -1,0 +1,113 @@
+/*
+ * pca_group_v.cu: the numbered versions of the PCA grouping (dg_pca_groups_v, dsgap_kernels_dev.h),
+ * all on kernels/pca_group.cuh's pipeline (pca_run), with another Gram-partial kernel or chunk size:
+ *   v1  gram_partial below (CUDA cores, fp32 fma in row order), one block per chunk;
+ *   v2  gram_partial_mma (tensor cores, X_b^T staged as bf16), one block per chunk;
+ *   v3  v2 with chunks of 8 blocks accumulated in the MMA registers;
+ *   v4  v2 with the rows gathered 16 at a time per thread (gram_partial_mma's batched stage);
+ *   v5  v3 with v4's gather: the promoted one, kernels/pca_group.cu's launcher.
+ * Measured times: HISTORY.md.
+ */
+#include "dsgap_kernels_dev.h"
+/* v2 and v3 instantiate stage_xt unbatched, which returns before the batched loop: "loop is not
+ * reachable" (#128) there, by design */
+#pragma nv_diag_suppress 128
+#include "pca_group.cuh"
+
+namespace {
+
+/* v1's Gram partials on CUDA cores: partial[h][c] (D, D) = sum over the chunk's rows of x x^T, fp32 fma
+ * in row order; psum[h][c] (D) = sum of x. 256 threads, BS * D * 4 bytes of dynamic shared memory. */
+template <int D>
+__global__ void __launch_bounds__(256) gram_partial(const uint16_t *q, const int32_t *perm, int n, Level L,
+						    float *partial, float *psum)
+{
+	extern __shared__ float xs[]; /* (BS, D) fp32 */
+	const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+	q += (size_t)h * n * D;
+	perm += (size_t)h * n;
+	constexpr int TA = D / 16;
+	const int ty = tid >> 4, tx = tid & 15;
+	float acc[TA][TA], s = 0.f;
+#pragma unroll
+	for (int i = 0; i < TA; i++)
+#pragma unroll
+		for (int j = 0; j < TA; j++)
+			acc[i][j] = 0.f;
+	for (int b = L.cb0[c]; b < L.cb1[c]; b++) {
+		const int r0 = b * BS, rows = min(BS, n - r0);
+		__syncthreads(); /* the last block's rows are read */
+		for (int e = tid; e < BS * D; e += 256) {
+			const int r = e / D, cc = e % D;
+			xs[e] = r < rows ? bf2f(q[(size_t)perm[r0 + r] * D + cc]) : 0.f;
+		}
+		__syncthreads();
+		for (int r = 0; r < rows; r++) {
+			const float *x = xs + r * D;
+			float a[TA], bb[TA];
+#pragma unroll
+			for (int i = 0; i < TA; i++) {
+				a[i] = x[ty + 16 * i];
+				bb[i] = x[tx + 16 * i];
+			}
+#pragma unroll
+			for (int i = 0; i < TA; i++)
+#pragma unroll
+				for (int j = 0; j < TA; j++)
+					acc[i][j] = fmaf(a[i], bb[j], acc[i][j]);
+		}
+		if (tid < D)
+			for (int r = 0; r < rows; r++)
+				s += xs[r * D + tid];
+	}
+	const size_t slot = (size_t)h * L.nchunks + c;
+	float *out = partial + slot * D * D;
+#pragma unroll
+	for (int i = 0; i < TA; i++)
+#pragma unroll
+		for (int j = 0; j < TA; j++)
+			out[(ty + 16 * i) * D + tx + 16 * j] = acc[i][j];
+	if (tid < D)
+		psum[slot * D + tid] = s;
+}
+
+template <int D>
+int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
+{
+	const int ch = version == 3 ? 8 : 1;
+	if (version == 1)
+		return pca_run<D>(gram_partial<D>, (size_t)BS * D * 4, ch, q, heads, n, perm, goff, st);
+	if (version <= 3)
+		return pca_run<D>(gram_partial_mma<D, false>, 0, ch, q, heads, n, perm, goff, st);
+	return pca_run<D>(gram_partial_mma<D, true>, 0, ch, q, heads, n, perm, goff, st);
+}
+
+} // namespace
+
+static const char *const names[] = {
+	"v1: Gram partials on CUDA cores (fp32 fma in row order)",
+	"v2: Gram partials with mma.sync from X^T in shared memory",
+	"v3: v2 over chunks of 8 blocks per CTA",
+	"v4: v2 with the rows gathered 16 at a time (loads batched ahead of the stores)",
+	"v5: v3 with v4's gather",
+};
+#define NVERSIONS ((int)(sizeof names / sizeof names[0]))
+
+extern "C" const char *dg_pca_groups_name(int version)
+{
+	if (version == 0)
+		version = DG_PCA_GROUPS_PROMOTED;
+	return version >= 1 && version <= NVERSIONS ? names[version - 1] : NULL;
+}
+
+extern "C" int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm,
+			       int32_t *goff, dg_stream stream)
+{
+	if (version == 0 || version == DG_PCA_GROUPS_PROMOTED)
+		return dg_pca_groups(q, heads, n, d, perm, goff, stream);
+	if (pca_check(q, heads, n, d, perm, goff))
+		return -1;
+	DGM_ARG(version >= 1 && version <= NVERSIONS, "pca grouping: no version %d", version);
+	cudaStream_t st = (cudaStream_t)stream;
+	return d == 64 ? run<64>(version, q, heads, n, perm, goff, st) : run<128>(version, q, heads, n, perm, goff, st);
+}

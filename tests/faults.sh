@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # faults.sh: nothing lost, nothing silently wrong (issue 18), for every command that writes files.
 #   full disk: each writer runs under tests/faultfs.c (LD_PRELOAD) with its Nth write-level call
-#     failing with ENOSPC, for N = 1, 2, ... until it succeeds (evenly spaced N when it makes more
-#     calls than a cap); each failure must exit non-zero (never a crash) with exactly one line on
+#     failing with ENOSPC: every N up to the cap (FAULTS_CAP, default 12; 0: every call of every
+#     writer), then every k-th (k: about (calls - cap) / cap) and the last call; each failure must exit non-zero (never a crash) with exactly one line on
 #     stderr naming a file, leave no file and no empty folder behind and leave its inputs unchanged;
 #   SIGTERM at random points of replay and run: no temporaries left, a rerun gives the same output;
 #   the reproductions: 1 (--out names an input), 2 (segfault on a full disk: the loops), 7 (stale
@@ -15,7 +15,9 @@ set -u
 FAULTFS=${1:?usage: faults.sh faultfs.so}
 MODELS=${WAN_MODELS:-$PWD/wan_models}
 FIX=$DSGAP_SOURCE/tests/fixtures/wan
-CAP=${FAULTS_CAP:-12} # failure points per writer
+CAP=${FAULTS_CAP:-12} # every write call up to CAP, then about CAP more evenly spaced (0: all)
+# the loops below give slow writers (one run: seconds) a smaller cap, scaled from this one
+scaled() { if [ "$CAP" -eq 0 ]; then echo 0; else echo $(( (CAP * $1 + 11) / 12 )); fi; }
 tmp=$(mktemp -d /tmp/dsgap-faults-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
@@ -49,10 +51,16 @@ fault_loop() {
   if [ $rc -ne 0 ] || [ -z "$total" ]; then
     bad "$name: runs under the interposer (rc $rc)"; cat "$tmp/err0"; return
   fi
-  local ns="" n step=$(( (total + CAP - 1) / CAP ))
-  [ $step -lt 1 ] && step=1
-  for ((n = 1; n <= total; n += step)); do ns="$ns $n"; done
-  [ $(( (total - 1) % step )) -ne 0 ] && ns="$ns $total"
+  # every call up to the cap, then every step-th, then the last
+  local ns="" n first=$CAP step=1
+  if [ "$CAP" -gt 0 ] && [ "$total" -gt "$CAP" ]; then
+    step=$(( (total - CAP + CAP - 1) / CAP ))
+  else
+    first=$total
+  fi
+  for ((n = 1; n <= first; n++)); do ns="$ns $n"; done
+  for ((n = first + step; n < total; n += step)); do ns="$ns $n"; done
+  [ "$first" -lt "$total" ] && ns="$ns $total"
   local errs=0 tried=0 why=""
   for n in $ns; do
     rm -rf "$W"; mkdir -p "$W"; $setup
@@ -83,19 +91,22 @@ fault_loop "synth" none "$DSGAP" synth --out "$tmp/w/t.h5" --grid 2x8x16 --heads
 fault_loop "replay" none "$DSGAP" replay "$IN/t.h5" --out "$tmp/w/rep" --policies dense,oracle,mc-sparse --density 0.5 --quiet
 fault_loop "decompose" res_copy "$DSGAP" decompose "$tmp/w/res" --boot 20
 if command -v gnuplot >/dev/null; then
-  CAP=6 fault_loop "plot" res_copy "$DSGAP" plot "$tmp/w/res" --boot 20
+  CAP=$(scaled 6) fault_loop "plot" res_copy "$DSGAP" plot "$tmp/w/res" --boot 20
 fi
 if [ $HAVE_MODELS -eq 1 ]; then
-  CAP=8 fault_loop "capture" none "$DSGAP" capture --model "$MODELS/orig_hd64" --text "$FIX/text.safetensors" \
+  CAP=$(scaled 6) fault_loop "capture" none "$DSGAP" capture --model "$MODELS/orig_hd64" --text "$FIX/text.safetensors" \
     --latent 4x16x24 --seed 1 --steps 2 --guidance 1 --quiet --out "$tmp/w/trace.h5"
+  # generate publishes generate.csv, generate.json and every latents file together, or none
+  CAP=$(scaled 6) fault_loop "generate" none "$DSGAP" generate --model "$MODELS/orig_hd64" --text "$FIX/text.safetensors" \
+    --latent 4x16x24 --seed 1 --steps 2 --guidance 1 --policies dense,mc-sparse --density 0.5 --quiet --out "$tmp/w/gen/x"
 fi
 
 printf '[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=3 head_dim=32 seed=3\n[policies]\nlist = dense, oracle, mc-sparse\n[densities]\nlist = 0.5\n[schedules]\nw1 = warmup=1\n' > "$IN/x.ini"
 "$DSGAP" run "$IN/x.ini" --shard 0/2 --out "$IN/s0" --quiet >/dev/null 2>&1
 "$DSGAP" run "$IN/x.ini" --shard 1/2 --out "$IN/s1" --quiet >/dev/null 2>&1
 # run keeps what it needs to resume (experiment.json, traces, finished cells): no temporaries, though
-RESUMABLE=1 CAP=8 fault_loop "run (resumable state kept)" none "$DSGAP" run "$IN/x.ini" --out "$tmp/w/run" --quiet
-RESUMABLE=1 CAP=8 fault_loop "merge (no temporaries)" none "$DSGAP" merge "$IN/s0" "$IN/s1" --out "$tmp/w/m" --quiet
+RESUMABLE=1 CAP=$(scaled 8) fault_loop "run (resumable state kept)" none "$DSGAP" run "$IN/x.ini" --out "$tmp/w/run" --quiet
+RESUMABLE=1 CAP=$(scaled 8) fault_loop "merge (no temporaries)" none "$DSGAP" merge "$IN/s0" "$IN/s1" --out "$tmp/w/m" --quiet
 
 # --- reproduction 1: an output that names an input ------------------------------------------------
 if [ $HAVE_MODELS -eq 1 ]; then
@@ -177,6 +188,7 @@ for delay in 0.4; do
 done
 check "SIGTERM during a run leaves no temporary and no lock" test $clean -eq 1
 check "a rerun after each SIGTERM of run gives the same summary.csv" test $same -eq 1
+clean=1 same=1
 for delay in 0.1; do
   rm -rf "$tmp/m10"
   "$DSGAP" merge "$IN/s0" "$IN/s1" --out "$tmp/m10" --quiet >/dev/null 2>&1 &

@@ -179,6 +179,16 @@ static int finish(FILE *f, const char *name, const char *ext)
 	return 0;
 }
 
+/* NAME.dat then NAME.gp: one line for the first that fails (the other is closed quietly) */
+static int finish_pair(FILE *dat, FILE *gp, const char *name)
+{
+	if (finish(dat, name, "dat")) {
+		fclose(gp);
+		return -1;
+	}
+	return finish(gp, name, "gp");
+}
+
 /* a gnuplot single-quoted string: ' doubled */
 static void gp_str(FILE *f, const char *s)
 {
@@ -552,8 +562,7 @@ static int fig_sources_per_layer(plotter *pl)
 		name, pl->o->boot ? ":10:11" : "", pl->o->boot ? "yerrorbars" : "points",
 		pl->o->boot ? " (95% CI)" : "");
 	gp_end(gp);
-	int rc = finish(dat, name, "dat");
-	rc |= finish(gp, name, "gp");
+	int rc = finish_pair(dat, gp, name);
 	if (rc)
 		return -1;
 	made(pl, name);
@@ -619,8 +628,7 @@ static int fig_ablation(plotter *pl)
 		pl->o->boot ? ", \\\n\tf using 1:5:(0):($6-$5) with vectors " INTERVAL " notitle" :
 			      "");
 	gp_end(gp);
-	int rc = finish(dat, name, "dat");
-	rc |= finish(gp, name, "gp");
+	int rc = finish_pair(dat, gp, name);
 	if (rc)
 		return -1;
 	made(pl, name);
@@ -679,8 +687,7 @@ static int fig_shapley(plotter *pl)
 		pl->o->boot ? ", \\\n\tfor [k=0:2] f using ($1+(k-1)*0.26):(column(4+3*k)):(0):"
 			      "(column(5+3*k)-column(4+3*k)) with vectors " INTERVAL " notitle" : "");
 	gp_end(gp);
-	int rc = finish(dat, name, "dat");
-	rc |= finish(gp, name, "gp");
+	int rc = finish_pair(dat, gp, name);
 	if (rc)
 		return -1;
 	made(pl, name);

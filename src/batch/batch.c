@@ -399,6 +399,7 @@ static int run_cell(const dg_batch_opts *o, int k)
 		dg_error("cannot create directory %s: %s", tmp, strerror(errno));
 		goto out;
 	}
+	dg_tmp_register(tmp); /* a signal removes it with its files */
 	if (e->closed) {
 		rc = dg_closed_cell(e, k, tmp, o->device, o->command_line, o->progress);
 	} else {
@@ -418,7 +419,10 @@ static int run_cell(const dg_batch_opts *o, int k)
 			rc = dg_error("cannot rename %s to %s: %s", tmp, final, strerror(errno));
 		}
 	}
-	if (rc && e->closed)
+	/* which cell failed: with --quiet, the error's own line (it names the cell's folder) is all */
+	if (rc && !o->progress)
+		;
+	else if (rc && e->closed)
 		dg_error("cell %s/%s failed; cells done so far are kept, a rerun continues", run->name, c->id);
 	else if (rc)
 		dg_error("cell %s/%s (trace '%s' layer %d head %d) failed; cells done so far are kept, a "
@@ -426,6 +430,7 @@ static int run_cell(const dg_batch_opts *o, int k)
 out:
 	if (exists(tmp))
 		remove_flat_dir(tmp);
+	dg_tmp_release(tmp);
 	free(final);
 	free(tmp);
 	free(run_dir);

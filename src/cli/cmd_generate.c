@@ -21,6 +21,7 @@
 #include "dit/memplan.h"
 #include "policy/presets.h"
 #include "dit/tensorfile.h"
+#include "util/files.h"
 #include "util/util.h"
 
 #define MAX_POLICIES 64
@@ -146,8 +147,6 @@ static int parse_args(int argc, char **argv, generate_args *a)
 	if (dg_schedule_parse(schedule, &a->sched))
 		return 2;
 	if (dg_policy_parse("dense", &a->pol[0]))
-		return 1;
-	if (!a->plan_only && dg_mkdir_p(a->cli.out))
 		return 1;
 	return -1;
 }
@@ -357,14 +356,31 @@ int dg_cmd_generate(int argc, char **argv)
 	float *ref = dg_malloc(nlat * sizeof(float)), *lat = dg_malloc(nlat * sizeof(float));
 	run_result *res = dg_calloc((size_t)(1 + a.np * a.nd), sizeof *res);
 	int nres = 0;
+	/* generate.csv, generate.json and every latents file are published together, or none; a
+	 * failed run removes the folders it made */
+	dg_made_dirs made = { 0 };
+	dg_publish pub = { 0 };
 	rc = 1;
-	if (run_all(&a, &di, ref, lat, res, &nres) || write_csv(out, res, nres) || write_json(&a, &di, res, nres))
+	if (dg_mkdir_track(out, &made))
+		goto done;
+	dg_out_defer(&pub);
+	int err = run_all(&a, &di, ref, lat, res, &nres) || write_csv(out, res, nres) ||
+		  write_json(&a, &di, res, nres);
+	dg_out_defer(NULL);
+	if (err)
+		dg_publish_abort(&pub);
+	else
+		err = dg_publish_commit(&pub);
+	if (err)
 		goto done;
 	if (!a.cli.quiet)
 		fprintf(stderr, "generate: wrote %s/generate.csv, %s/generate.json and %d latents files\n", out,
 			out, nres);
 	rc = 0;
 done:
+	if (rc)
+		dg_made_dirs_remove(&made);
+	dg_made_dirs_free(&made);
 	free(ref), free(lat), free(res);
 	dg_dit_inputs_free(&di);
 	return rc;

@@ -218,11 +218,16 @@ int dg_latents_write(const char *path, const float *x, const int shape[4], const
 	errno = 0;
 	if (f >= 0 && H5Fclose(f) < 0 && !rc)
 		rc = dg_error("cannot write %s: %s", path, strerror(errno ? errno : EIO));
-	if (!rc && rename(tmp, path))
+	/* a command publishing several files together (dg_out_defer) renames this one with them */
+	dg_publish *pub = dg_out_deferred();
+	if (!rc && pub)
+		dg_publish_add(pub, tmp, path);
+	else if (!rc && rename(tmp, path))
 		rc = dg_error("cannot rename %s to %s: %s", tmp, path, strerror(errno));
 	if (rc)
 		remove(tmp);
-	dg_tmp_release(tmp);
+	if (rc || !pub)
+		dg_tmp_release(tmp);
 	free(tmp);
 	return rc;
 }

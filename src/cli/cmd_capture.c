@@ -106,6 +106,19 @@ static int capture_hook(void *user, const dg_attn_site *s, int H, int n, int d, 
 }
 
 /* refuse up front a trace that would not fit (uncompressed bf16 bound) */
+/* bytes with a unit that shows them (KiB, MiB, GiB, TiB; 3 significant figures) */
+static const char *bytes_str(char *buf, size_t size, double b)
+{
+	static const char *const unit[] = { "bytes", "KiB", "MiB", "GiB", "TiB" };
+	int u = 0;
+	while (u < 4 && b >= 1024) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, size, u ? "%.3g %s" : "%.0f %s", b, unit[u]);
+	return buf;
+}
+
 static int check_disk(const char *out, double bytes, int S, int L, int H, int n, int d)
 {
 	char *dir = dg_strdup(out), *slash = strrchr(dir, '/');
@@ -118,10 +131,14 @@ static int check_disk(const char *out, double bytes, int S, int L, int H, int n,
 	if (statvfs(dir, &v) == 0) {
 		double avail = (double)v.f_bavail * v.f_frsize;
 		if (bytes > avail)
-			rc = dg_error("capture: the trace needs up to %.2f GiB (%d steps x %d layers x %d heads x "
-				      "Q/K/V x %d tokens x %d dims, bf16, before compression) but %s has %.2f "
-				      "GiB free: capture fewer --capture-steps, --layers or --heads",
-				      bytes / 1073741824.0, S, L, H, n, d, dir, avail / 1073741824.0);
+		{
+			char need[32], have[32];
+			rc = dg_error("capture: the trace needs up to %s (%d steps x %d layers x %d heads x "
+				      "Q/K/V x %d tokens x %d dims, bf16, before compression) but %s has %s "
+				      "free: capture fewer --capture-steps, --layers or --heads",
+				      bytes_str(need, sizeof need, bytes), S, L, H, n, d, dir,
+				      bytes_str(have, sizeof have, avail));
+		}
 	}
 	free(dir);
 	return rc;

@@ -282,6 +282,10 @@ int dg_st_parse(const char *label, const unsigned char *data, size_t size, dg_st
 	if (count)
 		qsort(t, count, sizeof *t, by_offset);
 	for (int i = 0; i < count; i++) {
+		if (t[i].offset < expect && !strcmp(t[i].name, t[i - 1].name)) {
+			dg_error("%s: tensor '%s' is listed twice in the header", label, NAME(t[i].name));
+			goto done;
+		}
 		if (t[i].offset < expect) {
 			char prev[128];
 			dg_error("%s: tensor '%s' (data bytes %llu-%llu) overlaps tensor '%s'", label,

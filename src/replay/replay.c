@@ -11,6 +11,7 @@
  */
 #include "replay/replay.h"
 
+#include <errno.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -148,7 +149,9 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 		if (!undefined)
 			emit(c, in, s, l, h, &r, &m, seconds);
 	}
-	return ferror(c->csv) ? dg_error("%s: write error", c->o->out_dir) : 0;
+	/* the stream's first failed write set errno; later calls may have changed it */
+	return ferror(c->csv) ? dg_error("cannot write %s/metrics.csv: %s", c->o->out_dir,
+					 strerror(errno ? errno : EIO)) : 0;
 }
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -172,16 +172,30 @@ char *dg_path_join(const char *dir, const char *name)
 
 char *dg_tmp_name(const char *path)
 {
-	size_t n = strlen(path) + 32;
+	char *dir = dg_strdup(path), *slash = strrchr(dir, '/');
+	const char *name = slash ? slash + 1 : dir;
+	int dlen = (int)(name - dir); /* the folder part of path, its final '/' included */
+	/* a name too long for ".tmp.PID" (255 bytes in all, NAME_MAX): its first 200 bytes, '~' and a
+	 * hash of the whole name, so that a legal output name always has a temporary name */
+	char base[256];
+	size_t nl = strlen(name);
+	if (nl + 5 + 20 > 255) {
+		uint64_t h = 1469598103934665603ull;
+		for (const char *c = name; *c; c++)
+			h = (h ^ (unsigned char)*c) * 1099511628211ull;
+		snprintf(base, sizeof base, "%.200s~%016llx", name, (unsigned long long)h);
+	} else {
+		snprintf(base, sizeof base, "%s", name);
+	}
+	size_t n = (size_t)dlen + strlen(base) + 32;
 	char *s = dg_malloc(n);
-	snprintf(s, n, "%s.tmp.%ld", path, (long)getpid());
+	snprintf(s, n, "%.*s%s.tmp.%ld", dlen, path, base, (long)getpid());
 	dg_tmp_register(s);
 	/* the temporaries of this same name left by dead processes */
-	char *dir = dg_strdup(path), *slash = strrchr(dir, '/');
-	const char *name = slash ? slash + 1 : path;
 	if (slash)
 		slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
-	size_t nl = strlen(name);
+	name = base;
+	nl = strlen(name);
 	char *prefix = dg_malloc(nl + 6);
 	snprintf(prefix, nl + 6, "%s.tmp.", name);
 	if (*name)

@@ -27,6 +27,8 @@
 #include "util/util.h"
 
 #ifdef DG_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "api_convert.h"
 #endif
 
@@ -40,6 +42,9 @@ struct dsgap_context {
 	int layers, heads, d, branches, n;
 	float *q, *k, *v, *out; /* operand buffers of ops: (heads, n, d) x 3, (n, heads*d) */
 	double seconds;         /* inside dsgap_attend */
+#ifdef DG_HAVE_CUDA
+	cudaEvent_t converted;  /* the caller's stream after the conversions: the table's stream waits on it */
+#endif
 };
 
 static _Thread_local char thread_err[MSG_MAX];
@@ -255,6 +260,10 @@ void dsgap_context_destroy(dsgap_context *ctx)
 	if (!ctx)
 		return;
 	dg_dit_attn_free(ctx->attn);
+#ifdef DG_HAVE_CUDA
+	if (ctx->converted)
+		cudaEventDestroy(ctx->converted);
+#endif
 	if (ctx->ops) {
 		float *bufs[] = { ctx->q, ctx->k, ctx->v, ctx->out };
 		for (int i = 0; i < 4; i++)
@@ -386,6 +395,13 @@ int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsga
 			if (e)
 				return fail(ctx, DSGAP_E_DEVICE, "converting %s on the device: CUDA error %d", names[i], e);
 		}
+		/* the op table works on the default stream, and the entry point may copy Q/K/V to the host
+		 * (peers' host twins) before it waits for the device: order it after the conversions */
+		if ((!ctx->converted && cudaEventCreateWithFlags(&ctx->converted, cudaEventDisableTiming)) ||
+		    cudaEventRecord(ctx->converted, (cudaStream_t)stream) ||
+		    cudaStreamWaitEvent(0, ctx->converted, 0))
+			return fail(ctx, DSGAP_E_DEVICE, "ordering the op table after the caller's stream: %s",
+				    cudaGetErrorString(cudaGetLastError()));
 #endif
 	}
 	dg_attn_site site = { .step = step, .layer = layer, .pass = branch, .sigma = 0 };

@@ -17,7 +17,7 @@ function(dg_pytest name)
   cmake_parse_arguments(T "" "" "COMMAND;FIXTURES" ${ARGN})
   add_test(NAME ${name} COMMAND bash ${DG_PY}/run.sh ${DG_VENV} ${T_COMMAND})
   set_tests_properties(${name} PROPERTIES LABELS python TIMEOUT 600
-    ENVIRONMENT "DSGAP=$<TARGET_FILE:dsgap>;REPLAY_DENSE=$<TARGET_FILE:replay_dense>;DSGAP_SOURCE=${CMAKE_SOURCE_DIR};OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2;PYTHONDONTWRITEBYTECODE=1"
+    ENVIRONMENT "DSGAP=$<TARGET_FILE:dsgap>;DSGAP_LIB=$<TARGET_FILE:dsgap_shared>;REPLAY_DENSE=$<TARGET_FILE:replay_dense>;DSGAP_SOURCE=${CMAKE_SOURCE_DIR};OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=2;PYTHONDONTWRITEBYTECODE=1"
     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
   if(T_FIXTURES)
     set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ${T_FIXTURES})
@@ -30,3 +30,6 @@ endforeach()
 # negative controls (no RoPE, wrong CFG branch), generic mode, errors, the C writer's format,
 # dsgap-capture on a pipeline directory, pip install ./python
 dg_pytest(python_controls COMMAND ${DG_PY}/test_controls.py ${CMAKE_CURRENT_BINARY_DIR}/py_controls)
+# issue 22: dsgap.torch.attention through libdsgap (ctypes) in every family: dense and mc-sparse at
+# density 1 = torch's attention, mc-sparse at 0.25 sparse, bf16, the CFG branches, errors
+dg_pytest(python_torch COMMAND ${DG_PY}/test_torch.py)

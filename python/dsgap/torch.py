@@ -11,11 +11,17 @@ is wrapped; pre/post hooks on the family's attention modules say which layer an 
 to, and a pre-hook on the model counts denoising steps (a new step when the timestep changes).
 An SDPA call inside a layer goes to dsgap_attend for each batch item: Q/K/V/O passed by address and
 strides (no copies; fp32 on the GPU is rounded to a bf16 copy, and a "video,text" token order is
-permuted into dsgap's text-prefix order by a copy), on torch's current stream. The CFG branch:
-batched CFG (batch 2): the batch item (diffusers concatenates [uncond, cond]: branch 0 uncond,
-1 cond); sequential CFG (batch 1): the model's call within the step. Calls dsgap cannot take (a
-mask that is not all keys, causal, dropout, cross or grouped-query attention, another scale) run
-torch's own SDPA and are counted in stats()["fallback_calls"].
+permuted into dsgap's text-prefix order by a copy), on torch's current stream. The CFG branch
+(dsgap's pass: 0 conditional, 1 unconditional, as in the C engine; cfg_meta=shared gives branch 1
+branch 0's metadata): batched CFG (batch 2): the batch item, diffusers concatenating [uncond, cond]
+(item 1 is branch 0, attended first); a processor looping over the batch (Mochi): its call within
+the layer, the same way (the unconditional call comes first there: cfg_meta=shared then adopts the
+conditional branch's selections one step late); sequential CFG (batch 1): the model's call within the step, the first (diffusers' Wan,
+HunyuanVideo pipelines: the conditional) branch 0. A key-padding mask (padded text tokens, the
+same for every query and head) is taken: dsgap attends over the kept tokens (a copy), the padded
+queries get torch's attention over the kept keys. Calls dsgap cannot take (another mask, causal,
+dropout, cross or grouped-query attention, another scale) run torch's own SDPA and are counted in
+stats()["fallback_calls"].
 """
 import math
 
@@ -94,7 +100,7 @@ class attention:
     def stats(self):
         """libdsgap's counters (dsgap_stats: calls, sparse_calls, pairs, full_pairs, seconds, ...)
         and the SDPA calls that ran torch's own attention"""
-        s = self.ctx.stats() if self.ctx is not None else {}
+        s = self.ctx.stats() if self.ctx is not None else {name: 0 for name, _ in _abi._Stats._fields_}
         s["fallback_calls"] = self.fallback_calls
         return s
 
@@ -126,9 +132,8 @@ class attention:
         self.layer = None
 
     # --------------------------------------------------------------------------------------------
-    def _context(self, q, text):
-        H, D = q.shape[1], q.shape[3]
-        grid, device = self.cur["grid"], "gpu" if q.is_cuda else "cpu"
+    def _context(self, H, D, text, cuda):
+        grid, device = self.cur["grid"], "gpu" if cuda else "cpu"
         if self.ctx is None:
             self.ctx = _abi.Context(self.policy, self.density, self.schedule, self.nlayers, H, D, self.branches,
                                     grid, text, device)
@@ -138,14 +143,46 @@ class attention:
                                      f"tokens on {device}, but the context was made for {self.shape}")
         return self.ctx
 
+    def _key_padding(self, mask, B, S):
+        """per batch item, the kept key indices (None: all) of a key-padding mask (the same for every
+        query and head); None when the mask is something else"""
+        m = mask
+        while m.dim() < 4:
+            m = m.unsqueeze(0)
+        valid = m if m.dtype == _torch.bool else m > -1e4
+        if valid.shape[-1] != S or valid.shape[0] not in (1, B):
+            return None
+        keeps = []
+        for i in range(B):
+            vi = valid[i if valid.shape[0] > 1 else 0]
+            if not bool((vi == vi[:1, :1, :]).all()):
+                return None
+            row = vi[0, 0]
+            keeps.append(None if bool(row.all()) else row.nonzero().flatten())
+        return keeps
+
+    def _branch(self, i, B, call):
+        cur = self.cur
+        if B == cur["B"] and B == 2:
+            return self.branches - 1 - i if self.branches == 2 else i  # batched CFG [uncond, cond]: cond = 0
+        if B == 1 and cur["B"] == 2:
+            return self.branches - 1 - call if self.branches == 2 else call  # a processor looping over the batch
+        if B == 1:
+            return min(self.call_in_step, self.branches - 1)  # sequential CFG: the first call (cond) = 0
+        raise _abi.DsgapError(4, f"dsgap.torch.attention: batch {B} in the attention call ({cur['B']} in the "
+                                 f"model's input): dsgap keeps state for {self.branches} branches")
+
     def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
         il, cur = self.layer, self.cur
         q, k, v = query, key, value
         D = q.shape[-1] if q.dim() == 4 else 0
         ok = (il is not None and cur is not None and q.dim() == 4 and k.shape == q.shape and v.shape == q.shape
               and not is_causal and not dropout_p and not kw.get("enable_gqa")
-              and (scale is None or abs(scale * math.sqrt(D) - 1) < 1e-6) and q.dtype in _DTYPES
-              and (attn_mask is None or bool((attn_mask if attn_mask.dtype == _torch.bool else attn_mask > -1e4).all())))
+              and (scale is None or abs(scale * math.sqrt(D) - 1) < 1e-6) and q.dtype in _DTYPES)
+        keeps = None
+        if ok and attn_mask is not None:
+            keeps = self._key_padding(attn_mask, q.shape[0], q.shape[2])
+            ok = keeps is not None
         if not ok:
             if il is not None:
                 self.fallback_calls += 1
@@ -155,31 +192,42 @@ class attention:
         il["calls"] += 1
         B, H, S, D = q.shape
         video = cur["video"]
-        text = S - video
-        if text < 0 or (il["order"] == "video" and text):
-            raise _abi.DsgapError(4, f"dsgap.torch.attention: layer {il['lid']}: {S} tokens in the attention call, "
-                                     f"{video} in the video grid {cur['grid']} (order {il['order']!r})")
-        perm = None
-        if il["order"] == "video,text" and text:   # dsgap's order is text first
-            perm = _torch.cat([_torch.arange(video, S), _torch.arange(0, video)]).to(q.device)
-            q, k, v = q.index_select(2, perm), k.index_select(2, perm), v.index_select(2, perm)
         if q.is_cuda and q.dtype == _torch.float32:   # the GPU takes bf16 and fp16
             q, k, v = q.to(_torch.bfloat16), k.to(_torch.bfloat16), v.to(_torch.bfloat16)
-        ctx = self._context(q, text)
         out = _torch.empty_like(q)
         stream = _torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else None
-        for i in range(B):
-            if B == cur["B"] and B == 2:
-                branch = i                                 # batched CFG: [uncond, cond]
-            elif B == 1 and cur["B"] > 1:
-                branch = min(call, self.branches - 1)      # a processor looping over the batch
-            elif B == 1:
-                branch = min(self.call_in_step, self.branches - 1)  # sequential CFG
-            else:
-                raise _abi.DsgapError(4, f"dsgap.torch.attention: batch {B} in the attention call ({cur['B']} in the "
-                                         f"model's input): dsgap keeps state for {self.branches} branches")
-            ctx.attend(self.step, il["lid"], branch, _view(q[i]), _view(k[i]), _view(v[i]), _view(out[i]),
-                       _DTYPES[q.dtype], S, stream)
-        if perm is not None:
-            out = out.index_select(2, _torch.argsort(perm))
+        # branch 0 first: cfg_meta=shared gives branch 1 the selections branch 0 makes at an anchor
+        for branch, i in sorted((self._branch(i, B, call), i) for i in range(B)):
+            qi, ki, vi, oi = q[i], k[i], v[i], out[i]   # (heads, tokens, head_dim)
+            keep = keeps[i] if keeps else None
+            if keep is not None:   # padded text tokens: dsgap attends over the others
+                qi, ki, vi = qi.index_select(1, keep), ki.index_select(1, keep), vi.index_select(1, keep)
+            n = qi.shape[1]
+            text = n - video
+            if text < 0 or (il["order"] == "video" and text):
+                raise _abi.DsgapError(4, f"dsgap.torch.attention: layer {il['lid']}: {n} tokens in the attention "
+                                         f"call, {video} in the video grid {cur['grid']} (order {il['order']!r})")
+            perm = None
+            if il["order"] == "video,text" and text:   # dsgap's order is text first
+                perm = _torch.cat([_torch.arange(video, n), _torch.arange(0, video)]).to(q.device)
+                qi, ki, vi = qi.index_select(1, perm), ki.index_select(1, perm), vi.index_select(1, perm)
+            if keep is not None or perm is not None:
+                oi = _torch.empty_like(qi)
+            ctx = self._context(H, D, text, q.is_cuda)
+            ctx.attend(self.step, il["lid"], branch, _view(qi), _view(ki), _view(vi), _view(oi), _DTYPES[q.dtype], n,
+                       stream)
+            if perm is not None:
+                oi = oi.index_select(1, _torch.argsort(perm))
+            if keep is not None:
+                full = out[i]
+                full.index_copy_(1, keep, oi)
+                drop = _torch.ones(S, dtype=_torch.bool, device=q.device)
+                drop[keep] = False
+                drop = drop.nonzero().flatten()   # padded queries: torch's attention over the kept keys
+                valid = ~_torch.ones(S, dtype=_torch.bool, device=q.device)
+                valid[keep] = True
+                full.index_copy_(1, drop, self.orig_sdpa(q[i:i + 1].index_select(2, drop), k[i:i + 1], v[i:i + 1],
+                                                         attn_mask=valid[None, None, None, :])[0])
+            elif perm is not None:
+                out[i].copy_(oi)
         return out.to(query.dtype)

@@ -1,0 +1,186 @@
+"""test_torch.py: dsgap.torch.attention (libdsgap through ctypes) inside tiny random-initialised
+diffusers models on the CPU backend.
+
+  python test_torch.py            (DSGAP_LIB: libdsgap.so, set by tests/python.cmake)
+
+  1. every family of test_families.py (Wan2.1, Wan2.2, HunyuanVideo with padded text, CogVideoX,
+     Mochi, LTX-Video, FLUX), fp32, a 3-step loop: policy "dense" through libdsgap equals torch's own
+     attention, and "mc-sparse" at density 1 equals it too (max rel < 1e-5 on every step's output);
+     every attention call went to libdsgap (no fallback), the sparse path ran (sparse_calls > 0);
+  2. Wan2.1 and FLUX at 512 video tokens: mc-sparse at density 0.25 differs from dense, stays finite,
+     computes fewer pairs (effective density < 1);
+  3. Wan2.1 in bf16: "dense" through libdsgap equals torch's bf16 SDPA within bf16 tolerance;
+  4. CFG: with the batch [uncond, cond] (diffusers' order) every (step, layer, branch) is attended once
+     per call and branch 0 is the conditional item; mc-sparse/cfg_meta=shared (the unconditional
+     branch takes the conditional one's selections) batched equals the same policy run sequentially
+     (cond call, then uncond); the batch in the other order (a wrong branch) does not;
+  5. errors: an unsupported model, a shape other than the context's.
+"""
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
+import dsgap.torch as dt  # noqa: E402
+from dsgap import torch_abi  # noqa: E402
+from pyhelp import Checker, randomize  # noqa: E402
+from test_families import models  # noqa: E402
+
+torch.set_grad_enabled(False)
+ck = Checker("torch")
+TS = (900.0, 600.0, 300.0)
+
+
+def rel(a, b):
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
+
+
+def loop(m, kw):
+    """three model calls at decreasing timesteps, each output kept (the model's input fixed)"""
+    return [m(**kw(t))[0] for t in TS]
+
+
+def families():
+    for fam in ("wan", "wan22", "hunyuanvideo", "cogvideox", "mochi", "ltx", "flux"):
+        t0 = time.time()
+        m, kw, grid, text = models(fam)
+        randomize(m)
+        m.eval()
+        ref = loop(m, kw)
+        for pol in ("dense", "mc-sparse"):
+            with dt.attention(m, policy=pol, density=1.0) as a:
+                out = loop(m, kw)
+                s = a.stats()
+            e = max(rel(o, r) for o, r in zip(out, ref))
+            sparse_ok = s["sparse_calls"] > 0 if pol != "dense" else s["sparse_calls"] == 0
+            ck.check(f"{fam}: {pol} at density 1 through libdsgap = torch's attention (fp32, 3 steps)",
+                     e < 1e-5 and s["calls"] > 0 and s["fallback_calls"] == 0 and sparse_ok,
+                     f"max rel {e:.1e}, units {s['calls']}, sparse {s['sparse_calls']}, fallback {s['fallback_calls']}")
+        print(f"   {fam}: {time.time() - t0:.1f} s")
+
+
+def wan(layers=3, latent=(2, 32, 32), dtype=torch.float32):
+    import diffusers as D
+    torch.manual_seed(0)
+    m = D.WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16, in_channels=4,
+                                out_channels=4, text_dim=24, freq_dim=16, ffn_dim=32, num_layers=layers)
+    randomize(m)
+    return m.eval().to(dtype), torch.randn(1, 4, *latent).to(dtype)
+
+
+def sparse():
+    m, x = wan()
+    txt = torch.randn(1, 5, 24)
+    kw = lambda t: dict(hidden_states=x, timestep=torch.tensor([t]), encoder_hidden_states=txt)  # noqa: E731
+    flux = models("flux")[0]
+    randomize(flux)
+    h, w = 16, 32
+    ids = torch.zeros(h, w, 3)
+    ids[..., 1], ids[..., 2] = torch.arange(h)[:, None], torch.arange(w)[None, :]
+    fx, ftxt, pooled = torch.randn(1, h * w, 8), torch.randn(1, 6, 24), torch.randn(1, 8)
+    fkw = lambda t: dict(hidden_states=fx, encoder_hidden_states=ftxt, pooled_projections=pooled,  # noqa: E731
+                         timestep=torch.full((1,), t / 1000), img_ids=ids.reshape(-1, 3), txt_ids=torch.zeros(6, 3))
+    for name, model, k in (("wan", m, kw), ("flux", flux.eval(), fkw)):
+        ref = loop(model, k)
+        with dt.attention(model, policy="mc-sparse", density=0.25) as a:
+            out = loop(model, k)
+            s = a.stats()
+        e0, e = rel(out[0], ref[0]), max(rel(o, r) for o, r in zip(out[1:], ref[1:]))
+        dens = s["pairs"] / s["full_pairs"]
+        ck.check(f"{name}, 512 video tokens: mc-sparse at 0.25: the anchor step is dense, later steps differ, finite, "
+                 f"fewer pairs", e0 < 1e-5 and e > 1e-4 and all(bool(torch.isfinite(o).all()) for o in out)
+                 and dens < 0.9 and s["fallback_calls"] == 0, f"step 0 {e0:.1e}, later max rel {e:.2e}, density {dens:.3f}")
+
+
+def bf16():
+    m, x = wan(layers=2, latent=(2, 16, 16), dtype=torch.bfloat16)
+    txt = torch.randn(1, 5, 24).to(torch.bfloat16)
+    kw = lambda t: dict(hidden_states=x, timestep=torch.tensor([t]), encoder_hidden_states=txt)  # noqa: E731
+    ref = loop(m, kw)
+    with dt.attention(m, policy="dense") as a:
+        out = loop(m, kw)
+        s = a.stats()
+    e = max(rel(o, r) for o, r in zip(out, ref))
+    ck.check("wan in bf16: dense through libdsgap = torch's bf16 attention within bf16 tolerance",
+             e < 3e-2 and s["calls"] > 0 and s["fallback_calls"] == 0 and out[0].dtype == torch.bfloat16, f"max rel {e:.1e}")
+
+
+def cfg():
+    m, x = wan()
+    cond, unc = torch.randn(1, 5, 24), torch.randn(1, 5, 24)
+    pol = "mc-sparse/cfg_meta=shared"
+
+    def batched(first, second, record=None):
+        with dt.attention(m, policy=pol, density=0.25) as a:
+            outs = []
+            for t in TS:
+                o = m(hidden_states=torch.cat([x, x]), timestep=torch.tensor([t, t]),
+                      encoder_hidden_states=torch.cat([first, second]))[0]
+                if record is not None and not record:   # spy on the calls libdsgap gets
+                    attend = a.ctx.attend
+                    a.ctx.attend = lambda step, layer, branch, *r: (record.append((step, layer, branch)),
+                                                                    attend(step, layer, branch, *r))
+                outs.append(o)
+        return outs
+
+    calls = []
+    bat = batched(unc, cond, calls)
+    with dt.attention(m, policy=pol, density=0.25):
+        seq = []
+        for t in TS:
+            c = m(hidden_states=x, timestep=torch.tensor([t]), encoder_hidden_states=cond)[0]
+            u = m(hidden_states=x, timestep=torch.tensor([t]), encoder_hidden_states=unc)[0]
+            seq.append(torch.cat([u, c]))
+    want = [(s, l, b) for s in (1, 2) for l in range(3) for b in (0, 1)]  # item 1 (cond): branch 0, first
+    ck.check("batched CFG: each (step, layer, branch) once per call, item 1 (cond) is branch 0, attended first", calls == want,
+             f"{calls[:6]}")
+    eb = max(rel(b, s) for b, s in zip(bat[1:], seq[1:]))
+    ck.check("batched [uncond, cond] = sequential (cond, uncond) under mc-sparse/cfg_meta=shared at 0.25", eb < 1e-4,
+             f"max rel {eb:.1e}")
+    swapped = batched(cond, unc)
+    es = max(rel(b.flip(0), s) for b, s in zip(swapped[1:], seq[1:]))
+    ck.check("negative control: the batch in the other order (branches swapped) differs", es > 1e-5, f"max rel {es:.1e}")
+
+
+def errors():
+    try:
+        dt.attention(torch.nn.Linear(2, 2))
+        ck.check("an unsupported model is refused", False)
+    except torch_abi.DsgapError as e:
+        ck.check("an unsupported model is refused, naming the supported ones", "WanTransformer3DModel" in str(e), str(e))
+    m, x = wan(layers=1, latent=(1, 4, 4))
+    txt = torch.randn(1, 5, 24)
+    try:
+        with dt.attention(m, policy="mc-sparse"):
+            m(hidden_states=x, timestep=torch.tensor([9.0]), encoder_hidden_states=txt)
+            m(hidden_states=torch.randn(1, 4, 2, 4, 4), timestep=torch.tensor([8.0]), encoder_hidden_states=txt)
+        ck.check("another shape within one context is refused", False)
+    except torch_abi.DsgapError as e:
+        ck.check("another shape within one context is refused", "context was made for" in str(e), str(e))
+    try:
+        with dt.attention(m, policy="no-such-policy"):
+            m(hidden_states=x, timestep=torch.tensor([9.0]), encoder_hidden_states=txt)
+        ck.check("a bad policy spec is libdsgap's error", False)
+    except torch_abi.DsgapError as e:
+        ck.check("a bad policy spec is libdsgap's error", e.code == 2, str(e))
+    ck.check("the SDPA wrapper is removed after an error",
+             torch.nn.functional.scaled_dot_product_attention.__module__.startswith("torch"))
+
+
+def main():
+    print("libdsgap", torch_abi.version(), "at", torch_abi.library_path())
+    for part in (families, sparse, bf16, cfg, errors):
+        t0 = time.time()
+        part()
+        print(f"   {part.__name__}: {time.time() - t0:.1f} s")
+    return ck.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

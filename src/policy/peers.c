@@ -6,6 +6,7 @@
 #include "policy/peers.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,60 @@ void dg_select_parts(const float *scores, int ngroups, const dg_groups *parts, i
 		sel->off[g + 1] = at;
 	}
 	free(it), free(in), free(take);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* budget=matched: the peer's own knob calibrated so that its computed density is the run's rho     */
+
+/* computed (query, key) pairs of a selection over the groups g, over n^2 */
+static double sel_density(const dg_groups *g, const dg_selection *sel, int n)
+{
+	double pairs = 0;
+	for (int r = 0; r < g->ngroups; r++)
+		pairs += (double)(g->off[r + 1] - g->off[r]) * (double)(sel->off[r + 1] - sel->off[r]);
+	return pairs / ((double)n * n);
+}
+
+/*
+ * The selection over key parts: dg_select_parts, or with budget=matched on a top-p peer the top-p
+ * mass P bisected (DG_PEER_MATCH_STEPS halvings of [2^-30, 1]; the computed density is
+ * nondecreasing in P) to the selection whose density is closest to b->rho (ties: the lower P).
+ */
+static void peer_select(const float *scores, int ngroups, const dg_groups *g, const dg_groups *parts,
+			int n, const dg_policy *p, const dg_budget *b, int min_parts, dg_selection *sel)
+{
+	if (!p->matched || b->budget != DG_BUDGET_TOPP) {
+		dg_select_parts(scores, ngroups, parts, n, b, min_parts, sel);
+		return;
+	}
+	dg_budget t = *b;
+	dg_selection lo_s, hi_s, mid_s;
+	double lo = ldexp(1.0, -30), hi = 1;
+	t.topp = hi;
+	dg_select_parts(scores, ngroups, parts, n, &t, min_parts, &hi_s);
+	double dhi = sel_density(g, &hi_s, n);
+	if (dhi <= b->rho) { /* the densest the knob gives */
+		*sel = hi_s;
+		return;
+	}
+	t.topp = lo;
+	dg_select_parts(scores, ngroups, parts, n, &t, min_parts, &lo_s);
+	double dlo = sel_density(g, &lo_s, n);
+	for (int it = 0; it < DG_PEER_MATCH_STEPS && dlo < b->rho; it++) {
+		t.topp = 0.5 * (lo + hi);
+		dg_select_parts(scores, ngroups, parts, n, &t, min_parts, &mid_s);
+		double dm = sel_density(g, &mid_s, n);
+		if (dm >= b->rho) {
+			dg_selection_free(&hi_s);
+			hi_s = mid_s, hi = t.topp, dhi = dm;
+		} else {
+			dg_selection_free(&lo_s);
+			lo_s = mid_s, lo = t.topp, dlo = dm;
+		}
+	}
+	bool take_lo = dlo >= b->rho || b->rho - dlo <= dhi - b->rho;
+	*sel = take_lo ? lo_s : hi_s;
+	dg_selection_free(take_lo ? &hi_s : &lo_s);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -249,7 +304,7 @@ static void svg2(const float *q, const float *k, int n, int d, const dg_policy *
 			s[(size_t)r * P + c] += logf((float)(kp.off[c + 1] - kp.off[c]));
 		softmax(s + (size_t)r * P, P);
 	}
-	dg_select_parts(s, G, &kp, n, b, (int)ceil(p->minkc * kc - 1e-9), sel);
+	peer_select(s, G, g, &kp, n, p, b, (int)ceil(p->minkc * kc - 1e-9), sel);
 	dg_groups_free(&kp);
 	free(ql), free(kl), free(qkeep), free(kkeep), free(cq), free(ck), free(s);
 }
@@ -327,28 +382,131 @@ static void radial_mask(int F, int video, double decay, unsigned char *mask)
 	free(local);
 }
 
+/* Radial's computed density from its block mask (G, G) of the video tokens: text rows and columns
+ * dense */
+static double radial_density(const unsigned char *mask, int G, int video, int text)
+{
+	double n = (double)video + text, pairs = text * n + (double)video * text;
+	for (int R = 0; R < G; R++)
+		for (int C = 0; C < G; C++)
+			if (mask[(size_t)R * G + C])
+				pairs += (double)(R * KB + KB < video ? KB : video - R * KB) *
+					 (C * KB + KB < video ? KB : video - C * KB);
+	return pairs / (n * n);
+}
+
+/*
+ * Radial with budget=matched: the decay in [2^-10, 2^10] whose mask's density is closest to rho
+ * (ties: the lower decay), bisected on log2(decay) (the mask widens with the decay). The mask
+ * depends on the shape alone, so the decay is calibrated once per (frames, video, text, rho) in a
+ * process-wide table (the same answer on every unit and backend).
+ */
+static double radial_matched(int F, int video, int text, double rho)
+{
+	enum { SLOTS = 64 };
+	static struct memo { int F, video, text; double rho, decay; } memo[SLOTS];
+	static int nmemo;
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < nmemo; i++)
+		if (memo[i].F == F && memo[i].video == video && memo[i].text == text && memo[i].rho == rho) {
+			double dec = memo[i].decay;
+			pthread_mutex_unlock(&lock);
+			return dec;
+		}
+	int G = (video + KB - 1) / KB;
+	unsigned char *mask = dg_malloc((size_t)G * G);
+	double lo = -10, hi = 10, dlo, dhi;
+	radial_mask(F, video, exp2(lo), mask);
+	dlo = radial_density(mask, G, video, text);
+	radial_mask(F, video, exp2(hi), mask);
+	dhi = radial_density(mask, G, video, text);
+	if (dlo >= rho) {
+		hi = lo, dhi = dlo;
+	} else if (dhi > rho) {
+		for (int it = 0; it < DG_PEER_MATCH_STEPS; it++) {
+			double mid = 0.5 * (lo + hi);
+			radial_mask(F, video, exp2(mid), mask);
+			double dm = radial_density(mask, G, video, text);
+			if (dm >= rho)
+				hi = mid, dhi = dm;
+			else
+				lo = mid, dlo = dm;
+		}
+	}
+	double dec = exp2(dlo < rho && rho - dlo <= dhi - rho ? lo : hi);
+	free(mask);
+	if (nmemo < SLOTS)
+		memo[nmemo++] = (struct memo){ F, video, text, rho, dec };
+	pthread_mutex_unlock(&lock);
+	return dec;
+}
+
 /* Sliding tile attention (§2.7): tiles of 6x8x8, each query tile attends the tiles of a window of
  * w tiles per axis, its centre clamped inside the tile grid */
-static int sta(int n, const int grid[3], int text, int w, dg_groups *g, dg_selection *sel)
+static const int sta_tile[3] = { 6, 8, 8 };
+
+/* the token range [lo, hi) per axis of the window of w[a] tiles on axis a of video tile t
+ * (row-major in the tile grid nt) */
+static void sta_window(int t, const int nt[3], const int w[3], int lo[3], int hi[3])
 {
-	static const int tile[3] = { 6, 8, 8 };
+	int pos[3] = { t / (nt[1] * nt[2]), t / nt[2] % nt[1], t % nt[2] };
+	for (int a = 0; a < 3; a++) {
+		int h = w[a] / 2, c = pos[a] < h ? h : pos[a] > nt[a] - 1 - h ? nt[a] - 1 - h : pos[a];
+		lo[a] = (c - h) * sta_tile[a];
+		hi[a] = (c - h + w[a]) * sta_tile[a];
+	}
+}
+
+/* STA's computed density with a window of w tiles: text rows dense, each video tile's queries
+ * against the text and its window's tokens (g: the tiles of sta()) */
+static double sta_density(int n, const int grid[3], int text, const int nt[3], const int w[3],
+			  const dg_groups *g)
+{
+	int ntext = (text + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE, lo[3], hi[3];
+	double pairs = (double)text * n;
+	for (int r = ntext; r < g->ngroups; r++) {
+		sta_window(r - ntext, nt, w, lo, hi);
+		double keys = 1;
+		for (int a = 0; a < 3; a++) {
+			int l = lo[a] > 0 ? lo[a] : 0, h = hi[a] < grid[a] ? hi[a] : grid[a];
+			keys *= h > l ? h - l : 0;
+		}
+		pairs += (double)(g->off[r + 1] - g->off[r]) * (text + keys);
+	}
+	return pairs / ((double)n * n);
+}
+
+static int sta(int n, const int grid[3], int text, int win, double rho, bool matched, dg_groups *g,
+	       dg_selection *sel)
+{
+	const int *tile = sta_tile;
 	if (dg_groups_tiles(g, n, grid, text, tile))
 		return -1;
 	int nt[3], ntext = (text + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
 	for (int a = 0; a < 3; a++)
 		nt[a] = (grid[a] + tile[a] - 1) / tile[a];
+	int w[3] = { win, win, win };
+	if (matched) { /* the per-axis windows (1 .. tiles on the axis) whose density is closest to rho;
+			* ties: the first in (T, H, W) lexicographic order */
+		double best = INFINITY;
+		int c[3];
+		for (c[0] = 1; c[0] <= nt[0]; c[0]++)
+			for (c[1] = 1; c[1] <= nt[1]; c[1]++)
+				for (c[2] = 1; c[2] <= nt[2]; c[2]++) {
+					double e = fabs(sta_density(n, grid, text, nt, c, g) - rho);
+					if (e < best)
+						best = e, memcpy(w, c, sizeof w);
+				}
+	}
 	sel->ngroups = g->ngroups;
 	sel->off = dg_malloc((size_t)(g->ngroups + 1) * sizeof(int64_t));
 	sel->idx = dg_malloc((size_t)g->ngroups * n * sizeof(int));
 	unsigned char *in = dg_malloc((size_t)n);
 	sel->off[0] = 0;
 	for (int r = 0; r < g->ngroups; r++) {
-		int t = r - ntext, pos[3] = { t / (nt[1] * nt[2]), t / nt[2] % nt[1], t % nt[2] }, lo[3], hi[3];
-		for (int a = 0; a < 3; a++) {
-			int c = pos[a] < w / 2 ? w / 2 : pos[a] > nt[a] - 1 - w / 2 ? nt[a] - 1 - w / 2 : pos[a];
-			lo[a] = (c - w / 2) * tile[a];
-			hi[a] = (c - w / 2 + w) * tile[a];
-		}
+		int lo[3], hi[3];
+		sta_window(r - ntext, nt, w, lo, hi);
 		memset(in, r < ntext, (size_t)n);
 		memset(in, 1, (size_t)text);
 		for (int f = lo[0] > 0 ? lo[0] : 0; f < hi[0] && f < grid[0]; f++)
@@ -363,6 +521,33 @@ static int sta(int n, const int grid[3], int text, int w, dg_groups *g, dg_selec
 	}
 	free(in);
 	return 0;
+}
+
+/* DiTFastAttn's computed density with half-width w: text rows and columns dense, each video query
+ * the video keys within w */
+static double window_density(int n, int text, int w)
+{
+	double pairs = (double)text * n + (double)(n - text) * text;
+	for (int i = text; i < n; i++)
+		pairs += (i + w < n - 1 ? i + w : n - 1) - (i - w > text ? i - w : text) + 1;
+	return pairs / ((double)n * n);
+}
+
+/* the half-width in 0 .. n whose density is closest to rho (ties: the narrower; the density is
+ * nondecreasing in w: bisection for the narrowest w reaching rho, then it or w - 1) */
+static int window_matched(int n, int text, double rho)
+{
+	int lo = 0, hi = n;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (window_density(n, text, mid) >= rho)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	if (lo > 0 && rho - window_density(n, text, lo - 1) <= window_density(n, text, lo) - rho)
+		lo--;
+	return lo;
 }
 
 /* DiTFastAttn's window (§2.9): query i attends keys |i - j| <= w, text rows and columns dense */
@@ -391,9 +576,9 @@ int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_poli
 {
 	memset(g, 0, sizeof *g);
 	if (p->mask == DG_MASK_STA)
-		return sta(n, grid, text, p->window, g, sel);
+		return sta(n, grid, text, p->window, b->rho, p->matched, g, sel);
 	if (p->mask == DG_MASK_WINDOW) {
-		window(n, text, p->window, g, sel);
+		window(n, text, p->matched ? window_matched(n, text, b->rho) : p->window, g, sel);
 		return 0;
 	}
 	if (p->mask == DG_MASK_RADIAL) {
@@ -403,7 +588,7 @@ int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_poli
 					grid[0], grid[1], grid[2], text, n);
 		int G = (video + KB - 1) / KB;
 		unsigned char *mask = dg_malloc((size_t)G * G);
-		radial_mask(F, video, p->decay, mask);
+		radial_mask(F, video, p->matched ? radial_matched(F, video, text, b->rho) : p->decay, mask);
 		int one[3] = { 1, 1, video }; /* raster 128-query blocks of the video after the text */
 		int tile[3] = { 1, 1, KB };
 		int rc = dg_groups_tiles(g, n, one, text, tile);
@@ -435,7 +620,7 @@ int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_poli
 			    kbar, d, 0.0f, s, P);
 		free(qbar), free(kbar);
 	}
-	dg_select_parts(s, G, &kp, n, b, 0, sel);
+	peer_select(s, G, g, &kp, n, p, b, 0, sel);
 	dg_groups_free(&kp);
 	free(s);
 	return 0;

@@ -53,6 +53,22 @@
  *                      v_j^T, denominator += w_c |c|. The paper's per-block expansion; its Triton
  *                      code uses one mean weight and H summed over all blocks, a cruder form.
  *                      Density counts the exact pairs; the approximation costs n * blocks * d^2.
+ *
+ * budget=matched (docs/spec.md §3.6): each peer's own knob is set per unit so that its computed
+ * density (pairs / n^2, from its own metadata: no dense pass) is the run's rho, as close as the knob
+ * allows; deterministic, and the same on both backends (both call dg_peer_metadata).
+ *   svg2, spargeattn, xattention: the top-p mass P, bisected (DG_PEER_MATCH_STEPS halvings of
+ *                      [2^-30, 1]; density nondecreasing in P); the closest of the two brackets.
+ *                      Floors the knob cannot go below: svg2's ceil(minkc * kc) clusters,
+ *                      spargeattn's always-kept blocks of low self-similarity (theta).
+ *   radial             the decay, bisected on log2(decay) in [-10, 10]; the mask depends on the
+ *                      shape only, so once per (frames, tokens, text, rho) per process. Floor: the
+ *                      dense frame diagonal, the half band of neighbouring frames and the frame-0 sink.
+ *   sta                the window in tiles per axis, 1 .. the longest tile axis: the closest.
+ *   ditfastattn        the half-width in tokens, 0 .. n (bisection on the exact count).
+ *   chipmunk, pisa     top-k methods: rho is their knob (budget=topk).
+ * A density the knob cannot bring within DG_PEER_MATCH_TOL of rho is not reached: the closest is
+ * run and replay reports it (a warning, run.json's unreached_densities).
  */
 #ifndef DG_PEERS_H
 #define DG_PEERS_H
@@ -60,6 +76,9 @@
 #include "policy/groups.h"
 #include "policy/policy.h"
 #include "policy/select.h"
+
+#define DG_PEER_MATCH_STEPS 30  /* bisection halvings of budget=matched */
+#define DG_PEER_MATCH_TOL 0.02   /* |computed density - rho| a matched peer must reach */
 
 typedef struct dg_peer_state dg_peer_state; /* carried from step to step (svg2's centroids) */
 

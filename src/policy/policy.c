@@ -53,7 +53,7 @@ static int bad_switch(const char *spec, const char *sw)
 {
 	return dg_error("policy '%s': bad switch '%s' (keys: group=raster|tile3d|pca|query|kmeans|voxel "
 			"kv=token|block score=exact|pooled|antidiag|sparge|centroid "
-			"mask=none|radial|sta|window approx=none|pisa budget=topk|topp:P sinks=A-B "
+			"mask=none|radial|sta|window approx=none|pisa budget=topk|topp:P|matched sinks=A-B "
 			"residual=none|cached refresh=anchor|step theta= minkc= decay= stride= qc= kc= "
 			"window= block= residual_dtype=fp32|bf16|fp8 keys=list|bitmap cfg_meta=own|shared)",
 			spec, sw);
@@ -119,8 +119,11 @@ static int set_switch(dg_policy *p, const char *spec, char *sw)
 		bad = set_param(val, 1, 1 << 16, NULL, &p->block);
 	else if (!strcmp(key, "budget")) {
 		char *end;
+		p->matched = false;
 		if (!strcmp(val, "topk"))
 			p->budget = DG_BUDGET_TOPK;
+		else if (!strcmp(val, "matched"))
+			p->matched = true; /* the preset's own budget, its knob calibrated (peers.h) */
 		else if (!strncmp(val, "topp:", 5)) {
 			p->budget = DG_BUDGET_TOPP;
 			p->topp = strtod(val + 5, &end);
@@ -179,6 +182,14 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 	for (int i = 1; i < n; i++)
 		if (set_switch(p, spec, items[i]))
 			return -1;
+	if (p->matched) {
+		if (pr->family != DG_FAMILY_PEER)
+			return dg_error("policy '%s': budget=matched calibrates a peer's own knob to the "
+					"density: it needs a peer preset (%s)", spec, "svg2 spargeattn "
+					"xattention radial sta ditfastattn chipmunk pisa");
+		p->budget = pr->budget;
+		p->topp = pr->topp;
+	}
 	if (p->group == DG_GROUP_QUERY && (p->refresh == DG_REFRESH_ANCHOR || p->score != DG_SCORE_EXACT))
 		return dg_error("policy '%s': group=query is the per-query oracle: it needs score=exact "
 				"and refresh=step", spec);

@@ -7,13 +7,15 @@
  *   custom/group=pca/kv=token/score=exact/residual=cached/refresh=anchor/sinks=0-256
  * keys: group=raster|tile3d|pca|query|kmeans|voxel  kv=token|block
  *       score=exact|pooled|antidiag|sparge|centroid  mask=none|radial|sta|window
- *       approx=none|pisa  budget=topk|topp:P  sinks=A-B  residual=none|cached  refresh=anchor|step
+ *       approx=none|pisa  budget=topk|topp:P|matched  sinks=A-B  residual=none|cached  refresh=anchor|step
  *       peer parameters (peers.h): theta= stride= qc= kc= minkc= decay= window= block=
  *       cache storage (cache_store.h, issue 21): residual_dtype=fp32|bf16|fp8 (needs
  *       residual=cached)  keys=list|bitmap (needs kv=token)  cfg_meta=own|shared (the closed loop's
  *       unconditional CFG pass takes the conditional pass's groups and key lists; needs
  *       refresh=anchor; one stream in the replay: no effect there)
  * With budget=topk the density comes from --density; topp ignores it (one run per density still).
+ * budget=matched (peer presets only): the peer's own knob (top-p, decay, window) is calibrated per
+ * unit so that its computed density is --density's (peers.h); top-k peers (chipmunk, pisa) run topk.
  *
  * The peers of docs/spec.md §3 are presets over these switches (peers.h says what each one computes,
  * its published defaults and its deviations): svg2 (group=kmeans, score=centroid, topp:0.9),
@@ -64,6 +66,7 @@ typedef struct {
 	dg_score_kind score;
 	dg_budget_kind budget;
 	double topp;                   /* budget=topp: mass to reach */
+	bool matched;                  /* budget=matched: a peer's knob calibrated to rho (peers.h) */
 	int sink_lo, sink_hi;          /* keys [sink_lo, sink_hi) always kept; empty when equal */
 	dg_residual_kind residual;
 	dg_refresh_kind refresh;

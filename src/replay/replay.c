@@ -12,6 +12,7 @@
 #include "replay/replay.h"
 
 #include <errno.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 
 #include "backend/backend.h"
 #include "backend/policy_run.h"
+#include "policy/peers.h"
 #include "replay/replay_check.h"
 #include "trace/trace.h"
 #include "util/files.h"
@@ -33,6 +35,8 @@
 typedef struct {
 	dg_policy_run run;
 	double attn_s; /* output seconds (sparse attention, or the dense pass), summed (run.json) */
+	double dens_sum; /* computed densities of its sparse units (not dense outputs), summed */
+	long dens_n, dens_far; /* those units; of them outside rho +- DG_PEER_MATCH_TOL */
 } instance;
 
 typedef struct {
@@ -47,6 +51,7 @@ typedef struct {
 	FILE *csv;
 	double dense_s;
 	cJSON *excluded; /* units whose dense output is zero: relative metrics undefined, no rows */
+	cJSON *unreached; /* budget=matched runs whose mean computed density misses rho (peers.h) */
 } replay_ctx;
 
 static void emit(replay_ctx *c, const instance *in, int s, int l, int h, const dg_policy_out *r,
@@ -148,10 +153,39 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 		in->attn_s += seconds;
 		if (!undefined)
 			emit(c, in, s, l, h, &r, &m, seconds);
+		if (!undefined && !r.dense) {
+			double dens = (double)r.pairs / ((double)c->n * c->n);
+			in->dens_sum += dens;
+			in->dens_n++;
+			in->dens_far += fabs(dens - in->run.budget.rho) > DG_PEER_MATCH_TOL;
+		}
 	}
 	/* the stream's first failed write set errno; later calls may have changed it */
 	return ferror(c->csv) ? dg_error("cannot write %s/metrics.csv: %s", c->o->out_dir,
 					 strerror(errno ? errno : EIO)) : 0;
+}
+
+/* The budget=matched runs whose mean computed density over their sparse units is more than
+ * DG_PEER_MATCH_TOL from rho: the peer's knob cannot reach it (peers.h). One warning line each, and
+ * an entry of c->unreached (run.json's unreached_densities). */
+static void report_unreached(replay_ctx *c)
+{
+	for (int i = 0; i < c->ninst; i++) {
+		const instance *in = &c->inst[i];
+		double rho = in->run.budget.rho, mean = in->dens_n ? in->dens_sum / in->dens_n : NAN;
+		if (!in->run.p->matched || !in->dens_n || fabs(mean - rho) <= DG_PEER_MATCH_TOL)
+			continue;
+		dg_warn("policy %s cannot reach density %g: its knob gives %.4f at the closest (mean over "
+			"%ld sparse units; %ld of them outside %g +- %g)", in->run.p->name, rho, mean,
+			in->dens_n, in->dens_far, rho, DG_PEER_MATCH_TOL);
+		cJSON *u = cJSON_CreateObject();
+		cJSON_AddStringToObject(u, "policy", in->run.p->name);
+		cJSON_AddNumberToObject(u, "density", rho);
+		cJSON_AddNumberToObject(u, "computed", mean);
+		cJSON_AddNumberToObject(u, "units", (double)in->dens_n);
+		cJSON_AddNumberToObject(u, "units_outside", (double)in->dens_far);
+		cJSON_AddItemToArray(c->unreached, u);
+	}
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -199,6 +233,11 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 	cJSON_AddItemToObject(tr, "layer_index", int_array(t->meta.layer_index, t->meta.layers));
 	cJSON_AddItemToObject(tr, "head_index", int_array(t->meta.head_index, t->meta.heads));
 	cJSON_AddItemToObject(root, "excluded_units", cJSON_Duplicate(c->excluded, 1));
+	bool matched = false;
+	for (int i = 0; i < o->npolicies; i++)
+		matched |= o->policies[i].matched;
+	if (matched) /* budget=matched runs: the densities their knob cannot reach */
+		cJSON_AddItemToObject(root, "unreached_densities", cJSON_Duplicate(c->unreached, 1));
 	cJSON_AddItemToObject(root, "densities", cJSON_CreateDoubleArray(o->densities, o->ndensities));
 	cJSON *sc = cJSON_AddObjectToObject(root, "schedule");
 	cJSON_AddNumberToObject(sc, "warmup", o->schedule.warmup);
@@ -217,6 +256,8 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 			cJSON_AddStringToObject(j, "kv", dg_kv_name(p->kv));
 			cJSON_AddStringToObject(j, "score", dg_score_name(p->score));
 			cJSON_AddStringToObject(j, "budget", dg_budget_name(p->budget));
+			if (p->matched)
+				cJSON_AddBoolToObject(j, "matched", 1);
 			if (p->budget == DG_BUDGET_TOPP)
 				cJSON_AddNumberToObject(j, "topp", p->topp);
 			if (p->sink_hi > p->sink_lo) {
@@ -315,7 +356,7 @@ int dg_replay(const dg_replay_opts *opt)
 	fprintf(csv.f, "%s\n", DG_METRICS_HEADER);
 
 	replay_ctx c = { .t = &t, .o = &o, .n = t.meta.tokens, .d = t.meta.head_dim, .csv = csv.f,
-			 .excluded = cJSON_CreateArray() };
+			 .excluded = cJSON_CreateArray(), .unreached = cJSON_CreateArray() };
 	size_t nd = (size_t)c.n * c.d;
 	c.be = o.device && !strcmp(o.device, "gpu") ? dg_backend_gpu(c.n, c.d) : dg_backend_cpu(c.n, c.d);
 	for (int p = 0; c.be && p < o.npolicies; p++)
@@ -371,6 +412,7 @@ int dg_replay(const dg_replay_opts *opt)
 			fputc('\n', stderr);
 		dg_out_abort(&csv);
 	} else {
+		report_unreached(&c);
 		char *json = run_json(&c, dg_now() - start, date);
 		/* metrics.csv and run.json are published together or not at all */
 		if (dg_out_finish(&csv, &pub) == 0 && dg_out_open(&js, json_path) == 0) {
@@ -390,6 +432,7 @@ int dg_replay(const dg_replay_opts *opt)
 	free(c.inst);
 	free(c.runs);
 	cJSON_Delete(c.excluded);
+	cJSON_Delete(c.unreached);
 	c.be->destroy(c.be);
 out_paths:
 	dg_dir_unlock(&lock);

@@ -11,6 +11,7 @@
 
 #include "analysis/bootstrap.h"
 #include "analysis/shapley.h"
+#include "policy/peers.h"
 #include "util/util.h"
 
 /* ladder rungs, in the order the statistic receives their means */
@@ -193,6 +194,15 @@ static const dg_preset *peer_method(const char *name)
 	return p && p->family == DG_FAMILY_PEER ? p : NULL;
 }
 
+/* Whether a spec's budget is budget=matched (its last budget= switch). */
+static bool spec_matched(const char *spec)
+{
+	const char *b = NULL;
+	for (const char *s = strstr(spec, "/budget="); s; s = strstr(s + 1, "/budget="))
+		b = s + 8;
+	return b && !strncmp(b, "matched", 7) && (b[7] == '/' || !b[7]);
+}
+
 /* The samples' clusters pooled: global cluster i = off[s] + a cluster of sample s. */
 typedef struct {
 	const dg_results *r;
@@ -330,6 +340,8 @@ static void build_peers(const pool *P, dg_table *t, int d, double *sum, double *
 		}
 		if (best.policy < 0)
 			continue;
+		best.unreached = spec_matched(r0->policy[best.policy]) &&
+				 fabs(best.density_eff - P->rho[d]) > DG_PEER_MATCH_TOL;
 		pooled_sums(P, r0->policy[best.policy], d, sum, count);
 		pooled_sums(P, ref, d, sum + nc, count + nc);
 		int nm, ng = members(P, count, DG_ANY, member, &nm, group, gsample);
@@ -593,6 +605,12 @@ static void write_csv(FILE *f, const dg_results *r, const dg_table *t)
 			snprintf(pos, sizeof pos, "%d", w->n_pos);
 		fprintf(f, "%.10g,all,peer:density(%s),%.10g,nan,nan,%.0f,%d,%d,%.6g,\n", rho, spec,
 			w->density_eff, w->n_units, w->n_clusters, w->n_samples, w->density_eff);
+		if (w->unreached) { /* cannot reach rho: no E at another density */
+			fprintf(f, "%.10g,all,peer:unreached(%s),%.10g,nan,nan,%.0f,%d,%d,%.6g,\n", rho,
+				spec, w->density_eff, w->n_units, w->n_clusters, w->n_samples,
+				w->density_eff);
+			continue;
+		}
 		fprintf(f, "%.10g,all,peer:E(%s),%.10g,%.10g,%.10g,%.0f,%d,%d,%.6g,\n", rho, spec,
 			w->est[0], w->lo[0], w->hi[0], w->n_units, w->n_clusters, w->n_samples,
 			w->density_eff);
@@ -992,7 +1010,7 @@ static void md_peers(FILE *f, const dg_results *r, const dg_table *t, int d)
 	const char *ref = dg_table_reference(t->kind);
 	const bool multi = t->n_samples > 1;
 	bool any = false;
-	int nfar = 0;
+	int nfar = 0, nun = 0;
 	for (int i = 0; i < t->n_peers; i++) {
 		const dg_peer_row *w = &t->peer[i];
 		if (w->density != d)
@@ -1007,6 +1025,13 @@ static void md_peers(FILE *f, const dg_results *r, const dg_table *t, int d)
 				r->density[d], ref, multi ? " (two levels: samples, clusters)" : "", ref,
 				multi ? " Δ > 0 in |" : "", multi ? "--:|" : "");
 		any = true;
+		if (w->unreached) {
+			nun++;
+			fprintf(f, "| %s | `%s` | %.0f | %d | cannot reach ρ ‡ | — | — | — | — |%s\n",
+				w->method->method, r->policy[w->policy], w->n_units, w->n_clusters,
+				multi ? " — |" : "");
+			continue;
+		}
 		bool far = fabs(w->density_eff - r->density[d]) > 0.2 * r->density[d];
 		nfar += far;
 		fprintf(f, "| %s | `%s` | %.0f | %d | %s%s | %s | %s | %s | %s |", w->method->method,
@@ -1020,6 +1045,15 @@ static void md_peers(FILE *f, const dg_results *r, const dg_table *t, int d)
 	if (nfar)
 		fprintf(f, "\n† more than 20%% away from the target: no configuration of the method in "
 			   "this experiment comes closer.\n");
+	if (nun) {
+		fprintf(f, "\n‡ `budget=matched`: the method's own knob cannot bring its computed density "
+			   "within %g of %g on this trace (closest:", DG_PEER_MATCH_TOL, r->density[d]);
+		for (int i = 0, k = 0; i < t->n_peers; i++)
+			if (t->peer[i].density == d && t->peer[i].unreached)
+				fprintf(f, "%s `%s` %.3f", k++ ? ";" : "", r->policy[t->peer[i].policy],
+					t->peer[i].density_eff);
+		fprintf(f, "); no E is given at another density.\n");
+	}
 	if (any)
 		fputc('\n', f);
 }
@@ -1221,6 +1255,12 @@ static void tex_peers(FILE *f, const dg_results *r, const dg_table *t, const dg_
 		tex_puts(f, p->method->method);
 		fputs(" & \\texttt{", f);
 		tex_puts(f, r->policy[p->policy]);
+		if (p->unreached) {
+			fprintf(f, "} & %.0f & %d & \\multicolumn{%d}{l}{cannot reach $\\rho$ "
+				   "(closest %.3f)} \\\\\n", p->n_units, p->n_clusters, multi ? 4 : 3,
+				p->density_eff);
+			continue;
+		}
 		fprintf(f, "} & %.0f & %d & $%s$ & ", p->n_units, p->n_clusters,
 			num(a, p->density_eff));
 		tex_num(f, p->est[0], p->lo[0], p->hi[0], true);

@@ -18,7 +18,9 @@
  *   density_target is closest to the target (ties: the first listed), so a sweep of a fixed-mask
  *   peer's parameter in the experiment is matched by picking; its E and E minus the reference
  *   (E(est-block) for the ladder, E(mc-sparse) for the ablation), paired bootstrap over all
- *   clusters.
+ *   clusters. A budget=matched configuration whose mean effective density is more than
+ *   DG_PEER_MATCH_TOL from the target is "cannot reach rho": no E (csv: "peer:unreached(SPEC)",
+ *   its computed density, in place of the E rows).
  *
  * Rows: for each density with the needed policies, one row for all layers, then one per layer.
  * Every row resamples its own (layer, head) clusters: all layers' clusters for the "all" row,
@@ -96,6 +98,8 @@ typedef struct {
 	int n_clusters;
 	double est[2], lo[2], hi[2]; /* E(peer), E(peer) - E(reference) */
 	int n_samples, n_pos, n_fin; /* samples; of them with E(peer) - E(reference) > 0, finite */
+	bool unreached; /* a budget=matched configuration more than DG_PEER_MATCH_TOL from the target:
+			 * the method cannot reach it (peers.h); the tables say so instead of E */
 } dg_peer_row;
 
 typedef struct {

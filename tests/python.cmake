@@ -33,3 +33,7 @@ dg_pytest(python_controls COMMAND ${DG_PY}/test_controls.py ${CMAKE_CURRENT_BINA
 # issue 22: dsgap.torch.attention through libdsgap (ctypes) in every family: dense and mc-sparse at
 # density 1 = torch's attention, mc-sparse at 0.25 sparse, bf16, the CFG branches, errors
 dg_pytest(python_torch COMMAND ${DG_PY}/test_torch.py)
+# issue 20: Wan2.1 across engines: dsgap.capture on diffusers' WanTransformer3DModel = dsgap capture
+# (the C engine) on the same weights, noise and text, both key layouts (the wan_models fixture)
+dg_pytest(python_engines COMMAND ${DG_PY}/test_engines.py ${CMAKE_CURRENT_BINARY_DIR}/wan_models
+          ${CMAKE_CURRENT_BINARY_DIR}/py_engines FIXTURES wan_models)

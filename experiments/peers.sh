@@ -22,9 +22,11 @@ Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 he
 head_dim=64 seed=1\`: 2560 tokens; local, frame, sink and diffuse heads), not a model capture.
 Policies: \`dense\`, \`baseline\`, \`mc-sparse\` and the eight peers (src/peers.h) at their published
 defaults (svg2, spargeattn, xattention, radial, sta, ditfastattn run at their own density, whatever
---density says; chipmunk and pisa are top-k methods and follow it), plus the matched-density variants
-\`xattention/budget=topk\`, \`spargeattn/theta=-0.1/budget=topk\` (SpargeAttn's top-k recipe) and
-\`svg2/budget=topk\` (cluster top-k), at target densities 0.1, 0.15, 0.25; warm-up 2 steps (anchor at
+--density says; chipmunk and pisa are top-k methods and follow it), plus matched budgets
+(\`PEER/budget=matched\`, docs/spec.md §3.6: each peer's own knob calibrated per unit to the target;
+also \`spargeattn/theta=-0.1/budget=matched\` below SpargeAttn's self-similarity floor); a target a
+peer cannot reach within 0.02 is \"cannot reach ρ\" in the tables (and not plotted), see run.json's
+\`unreached_densities\`; at target densities 0.1, 0.15, 0.25; warm-up 2 steps (anchor at
 step 1 for the anchor-based policies: mc-sparse, baseline, ditfastattn, chipmunk).
 \`peers.md\`: effective density, E (mean rel_l2), cosine and retained mass per policy and target
 density, with 95% cluster-bootstrap intervals (\`peers.tex\` too; a method whose mask ignores the target is one row with its targets listed); \`figures/peers_error_vs_density.png\`: E against the effective density each method ran at. The

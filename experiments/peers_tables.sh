@@ -10,6 +10,8 @@
 #   DEST/figures/peers_error_vs_density.{dat,gp,png,pdf}: E against the effective density, error
 #     bars, the shared style (style.gp), labels as written (noenhanced), the legend below the
 #     data, and a symlog y axis (linear near 0, logarithmic above) so that E = 0 (dense) shows
+#   A budget=matched row whose effective density is more than 0.02 from a target it lists cannot
+#   reach it (docs/spec.md §3.6): "cannot reach ρ" instead of E in the tables, left out of the figure.
 # shellcheck shell=bash
 set -euo pipefail
 metrics=$1 dest=$2 warmup=${3:-2} title=${4:-synthetic trace}
@@ -65,7 +67,10 @@ END {
 }' "$metrics"
 mv "$dest/peers.csv.tmp" "$dest/peers.csv"
 csv=$dest/peers.csv
-fmt='function sig3(x,   e, d, a) { if (x != x || x == "nan") return "nan"; x += 0; if (x == 0) return "0"
+unreach='function unreached(p, t, d,   ts, i, n) { if (p !~ /budget=matched/) return 0
+  n = split(t, ts, ";"); for (i = 1; i <= n; i++) if (d - ts[i] > 0.02 || ts[i] - d > 0.02) return 1; return 0 }'
+fmt=$unreach'
+function sig3(x,   e, d, a) { if (x != x || x == "nan") return "nan"; x += 0; if (x == 0) return "0"
   a = x < 0 ? -x : x; e = int(log(a) / log(10)); if (10 ^ e > a) e--; d = 2 - e; if (d < 0) d = 0; if (d > 12) d = 12
   return sprintf("%." d "f", x) }'
 {
@@ -74,6 +79,7 @@ fmt='function sig3(x,   e, d, a) { if (x != x || x == "nan") return "nan"; x += 
   echo "| policy | target ρ | effective density | E (rel_l2) | 95% CI | cosine | retained mass | n | clusters |"
   echo "|:--|:--|--:|--:|:-:|--:|--:|--:|--:|"
   awk -F, "$fmt"'NR > 1 { t = $2; gsub(/;/, ", ", t)
+    if (unreached($1, $2, $3)) { printf "| `%s` | %s | %s | cannot reach ρ | — | — | — | %d | %d |\n", $1, t, sig3($3), $9, $10; next }
     printf "| `%s` | %s | %s | %s | [%s, %s] | %s | %s | %d | %d |\n", $1, t, sig3($3), sig3($4), sig3($5), sig3($6), sig3($7), sig3($8), $9, $10 }' "$csv"
 } > "$dest/peers.md"
 {
@@ -88,6 +94,7 @@ fmt='function sig3(x,   e, d, a) { if (x != x || x == "nan") return "nan"; x += 
   echo "Policy & Targets & Density & \$E\$ & 95\\% CI & Cosine & Mass & \$n\$ & \$c\$ \\\\"
   echo "\\midrule"
   awk -F, "$fmt"'NR > 1 { p = $1; gsub(/_/, "\\_", p); t = $2; gsub(/;/, ", ", t)
+    if (unreached($1, $2, $3)) { printf "\\texttt{%s} & %s & $%s$ & \\multicolumn{4}{l}{cannot reach $\\rho$} & %d & %d \\\\\n", p, t, sig3($3), $9, $10; next }
     printf "\\texttt{%s} & %s & $%s$ & $%s$ & $[%s, %s]$ & $%s$ & $%s$ & %d & %d \\\\\n", p, t, sig3($3), sig3($4), sig3($5), sig3($6), sig3($7), sig3($8), $9, $10 }' "$csv"
   echo "\\bottomrule"
   echo "\\end{tabular}"
@@ -96,13 +103,13 @@ fmt='function sig3(x,   e, d, a) { if (x != x || x == "nan") return "nan"; x += 
 
 # figure: one block per policy (in the csv's order), rows sorted by effective density
 fig=$dest/figures
-policies=$(awk -F, 'NR > 1 && !seen[$1]++ { print $1 }' "$csv")
+policies=$(awk -F, "$unreach"'NR > 1 && !unreached($1, $2, $3) && !seen[$1]++ { print $1 }' "$csv")
 {
   echo "# peers_error_vs_density.dat: from peers.csv; one block per policy"
   echo "# columns: density E lo hi"
   for p in $policies; do
     echo "# policy $p"
-    awk -F, -v p="$p" 'NR > 1 && $1 == p { print $3, $4, $5, $6 }' "$csv" | sort -g
+    awk -F, -v p="$p" "$unreach"'NR > 1 && $1 == p && !unreached($1, $2, $3) { print $3, $4, $5, $6 }' "$csv" | sort -g
     printf '\n\n'
   done
 } > "$fig/peers_error_vs_density.dat"

@@ -37,3 +37,7 @@ dg_pytest(python_torch COMMAND ${DG_PY}/test_torch.py)
 # (the C engine) on the same weights, noise and text, both key layouts (the wan_models fixture)
 dg_pytest(python_engines COMMAND ${DG_PY}/test_engines.py ${CMAKE_CURRENT_BINARY_DIR}/wan_models
           ${CMAKE_CURRENT_BINARY_DIR}/py_engines FIXTURES wan_models)
+# issue 22: python -m dsgap.generate, the closed loop through a diffusers pipeline: generate.csv/json in
+# dsgap generate's schema (checked against the C engine's own output), frames for dsgap sheet
+dg_pytest(python_generate COMMAND ${DG_PY}/test_generate.py ${CMAKE_CURRENT_BINARY_DIR}/wan_models
+          ${CMAKE_CURRENT_BINARY_DIR}/py_generate FIXTURES wan_models)

@@ -32,10 +32,10 @@ static void ints_str(char *buf, size_t size, const int *v, int n)
 		k += snprintf(buf + k, size - k, "%s%d", i ? ";" : "", v[i]);
 }
 
-static uint64_t fingerprint_open(const dg_experiment *e)
+/* what every run's cells run: the device, the policies and the densities */
+static uint64_t hash_cells(uint64_t h, const dg_experiment *e)
 {
-	char buf[4096];
-	uint64_t h = dg_exp_hash(1469598103934665603ull, "dsgap-experiment 1\ndevice ");
+	char buf[64];
 	h = dg_exp_hash(h, e->device);
 	h = dg_exp_hash(h, "\npolicies");
 	for (int i = 0; i < e->npolicies; i++)
@@ -45,6 +45,25 @@ static uint64_t fingerprint_open(const dg_experiment *e)
 		snprintf(buf, sizeof buf, " %.17g", e->densities[i]);
 		h = dg_exp_hash(h, buf);
 	}
+	return h;
+}
+
+/* a schedule's anchors and dense layers, after its warm-up */
+static uint64_t hash_schedule(uint64_t h, const dg_schedule *s)
+{
+	char buf[4096];
+	ints_str(buf, sizeof buf, s->anchors, s->nanchors);
+	h = dg_exp_hash(dg_exp_hash(h, buf), " ");
+	ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
+	h = dg_exp_hash(h, buf);
+	return h;
+}
+
+static uint64_t fingerprint_open(const dg_experiment *e)
+{
+	char buf[4096];
+	uint64_t h = dg_exp_hash(1469598103934665603ull, "dsgap-experiment 1\ndevice ");
+	h = hash_cells(h, e);
 	for (int r = 0; r < e->nruns; r++) {
 		const dg_exp_run *run = &e->runs[r];
 		const dg_exp_trace *t = &e->traces[run->trace];
@@ -58,10 +77,7 @@ static uint64_t fingerprint_open(const dg_experiment *e)
 			 t->dtype, t->meta.steps, t->meta.layers, t->meta.heads, t->meta.tokens, t->meta.head_dim,
 			 s->warmup, s->anchors_given);
 		h = dg_exp_hash(h, buf);
-		ints_str(buf, sizeof buf, s->anchors, s->nanchors);
-		h = dg_exp_hash(dg_exp_hash(h, buf), " ");
-		ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
-		h = dg_exp_hash(h, buf);
+		h = hash_schedule(h, s);
 	}
 	return h;
 }
@@ -102,15 +118,7 @@ static uint64_t fingerprint_closed(const dg_experiment *e)
 	char buf[4096];
 	const dg_exp_model *m = &e->model;
 	uint64_t h = dg_exp_hash(1469598103934665603ull, "dsgap-experiment closed 1\ndevice ");
-	h = dg_exp_hash(h, e->device);
-	h = dg_exp_hash(h, "\npolicies");
-	for (int i = 0; i < e->npolicies; i++)
-		h = dg_exp_hash(dg_exp_hash(h, " "), e->policies[i].name);
-	h = dg_exp_hash(h, "\ndensities");
-	for (int i = 0; i < e->ndensities; i++) {
-		snprintf(buf, sizeof buf, " %.17g", e->densities[i]);
-		h = dg_exp_hash(h, buf);
-	}
+	h = hash_cells(h, e);
 	snprintf(buf, sizeof buf, "\nmodel %s %s %lld negative %s latent %dx%dx%d steps %d shift %.17g "
 		 "guidance %.17g sampler %s\nseeds", m->label, base_name(m->path), m->size,
 		 m->negative ? base_name(m->negative) : "-", m->latent[0], m->latent[1], m->latent[2],
@@ -130,10 +138,7 @@ static uint64_t fingerprint_closed(const dg_experiment *e)
 		snprintf(buf, sizeof buf, "\nrun %s warmup=%d given=%d ", e->runs[r].name, s->warmup,
 			 s->anchors_given);
 		h = dg_exp_hash(h, buf);
-		ints_str(buf, sizeof buf, s->anchors, s->nanchors);
-		h = dg_exp_hash(dg_exp_hash(h, buf), " ");
-		ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
-		h = dg_exp_hash(h, buf);
+		h = hash_schedule(h, s);
 	}
 	return h;
 }

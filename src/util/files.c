@@ -439,12 +439,15 @@ int dg_mkdir_track(const char *path, dg_made_dirs *made)
 		char c = *s;
 		*s = 0;
 		if (mkdir(p, 0777) == 0) {
-			made->dirs = dg_realloc(made->dirs, (made->n + 1) * sizeof *made->dirs);
-			made->dirs[made->n++] = dg_strdup(p);
+			if (made) {
+				made->dirs = dg_realloc(made->dirs, (made->n + 1) * sizeof *made->dirs);
+				made->dirs[made->n++] = dg_strdup(p);
+			}
 		} else if (errno != EEXIST) {
 			int e = errno;
 			free(p);
-			dg_made_dirs_remove(made);
+			if (made)
+				dg_made_dirs_remove(made);
 			return dg_error("cannot create directory %s: %s", path, strerror(e));
 		}
 		*s = c;

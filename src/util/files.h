@@ -57,7 +57,7 @@ typedef struct {
 	char **dirs;
 	int n;
 } dg_made_dirs;
-int dg_mkdir_track(const char *path, dg_made_dirs *made);
+int dg_mkdir_track(const char *path, dg_made_dirs *made); /* made NULL: dg_mkdir_p */
 void dg_made_dirs_remove(dg_made_dirs *made);
 void dg_made_dirs_free(dg_made_dirs *made);
 

@@ -138,29 +138,7 @@ const char *dg_cpu_name(void)
 
 const char *dg_git_commit(void) { return DG_GIT_COMMIT; }
 
-int dg_mkdir_p(const char *path)
-{
-	char *p = dg_strdup(path);
-	for (char *s = p + 1; ; s++) {
-		if (*s != '/' && *s != 0)
-			continue;
-		char c = *s;
-		*s = 0;
-		if (mkdir(p, 0777) && errno != EEXIST) {
-			int e = errno;
-			free(p);
-			return dg_error("cannot create directory %s: %s", path, strerror(e));
-		}
-		*s = c;
-		if (!c)
-			break;
-	}
-	free(p);
-	struct stat st;
-	if (stat(path, &st) || !S_ISDIR(st.st_mode))
-		return dg_error("cannot create directory %s: not a directory", path);
-	return 0;
-}
+int dg_mkdir_p(const char *path) { return dg_mkdir_track(path, NULL); }
 
 char *dg_path_join(const char *dir, const char *name)
 {

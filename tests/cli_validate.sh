@@ -185,5 +185,18 @@ else
 	fail "bench CSV: $(tail -2 "$dir/b4.csv")"
 fi
 
+# --- repro 10: a closed-loop experiment with a bad model or prompt refused before anything is written -
+W=$DSGAP_SOURCE/tests/fixtures/wan
+printf 'not a safetensors file' > "$dir/junk.safetensors"
+closed_ini() { # MODEL PROMPT -> $dir/closed.ini
+	printf '[model]\npath = %s\nlatent = 4x8x8\nsteps = 2\n[prompts]\na = %s\n[policies]\nlist = dense,mc-sparse\n' "$1" "$2" > "$dir/closed.ini"
+}
+closed_ini "$W/wan_tiny.safetensors" "$dir/junk.safetensors"
+refused "closed loop: a prompt that is not text embeddings" "closed.ini:6: $dir/junk.safetensors: header length" \
+	"$dir/o_cl1" "$DSGAP" run "$dir/closed.ini" --out "$dir/o_cl1"
+closed_ini "$dir/junk.safetensors" "$W/text.safetensors"
+refused "closed loop: a model that would not load" "closed.ini:2: [model] $dir/junk.safetensors: header length" \
+	"$dir/o_cl2" "$DSGAP" run "$dir/closed.ini" --out "$dir/o_cl2"
+
 echo "cli_validate: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -27,6 +27,8 @@
 #include <ini.h>
 
 #include "dit/dit_sample.h"
+#include "dit/tensorfile.h"
+#include "dit/wan.h"
 #include "policy/presets.h"
 #include "util/util.h"
 
@@ -260,6 +262,22 @@ static int on_trace(parse_ctx *c, const char *name, const char *value)
 }
 
 /* FILE[:NAME] with FILE relative to the .ini's folder made absolute; FILE must exist */
+static int model_check_call(void *path) { return dg_wan_check(path); }
+
+typedef struct {
+	const char *spec, *what;
+} prompt_arg;
+
+static int prompt_call(void *arg)
+{
+	const prompt_arg *a = arg;
+	dg_tensor t;
+	if (dg_tensor_read(a->spec, a->what, &t))
+		return -1;
+	dg_tensor_free(&t);
+	return 0;
+}
+
 static int prompt_spec(parse_ctx *c, const char *what, const char *value, char **spec, long long *size)
 {
 	char *full = abs_path(c->e->dir, value), *colon = strrchr(full, ':');
@@ -275,6 +293,14 @@ static int prompt_spec(parse_ctx *c, const char *what, const char *value, char *
 		fail(c, c->line, "%s: cannot open %s: %s", what, full, strerror(errno));
 	}
 	if (!ok) {
+		free(full);
+		return 0;
+	}
+	/* read now, so that a file that is not text embeddings is refused before anything is written */
+	prompt_arg a = { full, what };
+	char msg[640];
+	if (captured(prompt_call, &a, msg, sizeof msg)) {
+		fail(c, c->line, "%s", msg);
 		free(full);
 		return 0;
 	}
@@ -629,6 +655,10 @@ static int finish_closed(parse_ctx *c)
 		return fail(c, m->line, "no prompts: add a [prompts] section with LABEL = FILE or FILE:NAME"), -1;
 	if (m->latent[0] < 1)
 		return fail(c, m->line, "[model] latent = FxHxW is required"), -1;
+	/* the checkpoint would load (headers and config; weights are read by each cell) */
+	char msg[640];
+	if (captured(model_check_call, (void *)m->path, msg, sizeof msg))
+		return fail(c, m->line, "[model] %s", msg), -1;
 	/* generate's defaults for what is not given */
 	if (!m->label)
 		m->label = dg_strdup("model");

@@ -516,13 +516,17 @@ int dg_wan_load(dg_wan_model **out, const char *path, const char *device)
 	return ops ? dg_wan_load_ops(out, path, ops) : -1;
 }
 
+int dg_wan_check(const char *path) { return dg_wan_load_ops(NULL, path, NULL); }
+
 int dg_wan_load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops)
 {
-	*out = NULL;
-	bool gpu = !strcmp(ops->name, "gpu");
+	if (out)
+		*out = NULL;
+	bool gpu = ops && !strcmp(ops->name, "gpu");
 	char *weights, *config;
 	if (resolve(path, &weights, &config)) {
-		ops->destroy(ops);
+		if (ops)
+			ops->destroy(ops);
 		return -1;
 	}
 	ckpt c = { .label = weights };
@@ -551,6 +555,10 @@ int dg_wan_load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops)
 			 dg_wan_head_dim(&m->cfg));
 		goto done;
 	}
+	if (!ops) { /* dg_wan_check: files, tensor names and shapes, config; no weights read */
+		rc = 1;
+		goto done;
+	}
 	m->ops = ops;
 	ops = NULL;
 	if (load_all(&c, m))
@@ -574,7 +582,7 @@ done:
 		if (ops)
 			ops->destroy(ops);
 		dg_wan_free(m);
-		return -1;
+		return rc > 0 ? 0 : -1;
 	}
 	*out = m;
 	return 0;

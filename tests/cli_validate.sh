@@ -198,5 +198,13 @@ closed_ini "$dir/junk.safetensors" "$W/text.safetensors"
 refused "closed loop: a model that would not load" "closed.ini:2: [model] $dir/junk.safetensors: header length" \
 	"$dir/o_cl2" "$DSGAP" run "$dir/closed.ini" --out "$dir/o_cl2"
 
+# --- repro 6: an empty list in an .ini is refused, not replaced by the defaults ------------------------
+printf '[traces]\nt = synth: grid=1x8x16 heads=1 layers=1 steps=2\n[policies]\nlist =\n' > "$dir/empty.ini"
+refused "an empty [policies] list" "empty.ini:4: [policies] list is empty" "$dir/o_e1" \
+	"$DSGAP" run "$dir/empty.ini" --out "$dir/o_e1"
+printf '[traces]\nt = synth: grid=1x8x16 heads=1 layers=1 steps=2\n[densities]\nlist =\n' > "$dir/empty.ini"
+refused "an empty [densities] list" "empty.ini:4: [densities] list is empty" "$dir/o_e2" \
+	"$DSGAP" run "$dir/empty.ini" --out "$dir/o_e2"
+
 echo "cli_validate: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -167,6 +167,7 @@ typedef struct {
 	int last_trace, last_sched; /* for continuations */
 	bool has_experiment_name;
 	unsigned model_seen;    /* [model] keys given (bit: index in on_model's list) */
+	int policies_line, densities_line; /* where a [policies] / [densities] list was given (0: not) */
 } parse_ctx;
 
 #define fail(c, ...) dg_exp_fail(&(c)->err, __VA_ARGS__)
@@ -497,6 +498,8 @@ static int on_schedule(parse_ctx *c, const char *name, const char *value)
 
 static int on_policies(parse_ctx *c, const char *value)
 {
+	if (!c->policies_line)
+		c->policies_line = c->line;
 	char **items = NULL;
 	int n = 0;
 	list_items(value, &items, &n);
@@ -516,6 +519,8 @@ static int on_policies(parse_ctx *c, const char *value)
 static int on_densities(parse_ctx *c, const char *value)
 {
 	dg_experiment *e = c->e;
+	if (!c->densities_line)
+		c->densities_line = c->line;
 	char **items = NULL;
 	int n = 0;
 	list_items(value, &items, &n);
@@ -700,6 +705,13 @@ static int finish(parse_ctx *c)
 	if (!e->closed && e->ntraces == 0)
 		return fail(c, -1, "no traces: add a [traces] section with LABEL = PATH or LABEL = synth: ... "
 			    "(or [model] and [prompts] for a closed-loop experiment)"), -1;
+	/* a list given empty is a mistake, not a request for the defaults */
+	if (c->policies_line && !c->policies)
+		return fail(c, c->policies_line, "[policies] list is empty (leave the section out for the "
+			    "defaults)"), -1;
+	if (c->densities_line && e->ndensities == 0)
+		return fail(c, c->densities_line, "[densities] list is empty (leave the section out for the "
+			    "default 0.15)"), -1;
 	if (!c->policies) /* replay's and generate's defaults */
 		c->policies = dg_strdup(e->closed ? "dense,mc-sparse" : "ladder,factorial");
 	e->policy_list = dg_strdup(c->policies);

@@ -47,7 +47,9 @@ struct dg_attn_params {
 	int ngroups;
 	const int64_t *soff;
 	const int32_t *sidx;
-	const float *residual, *lse_ref;
+	const void *residual;  /* stored as residual_dtype says (dsgap_kernels.h, DG_RES_*) */
+	int residual_dtype;    /* one per launch; the kernels take it as their RES template parameter */
+	const float *lse_ref;
 	float *mass;
 	int small_max;         /* groups of <= small_max queries are left to the small-group kernel */
 	int ntab;
@@ -71,8 +73,47 @@ DG_DEV const int32_t *head_sidx(const dg_attn_params &p, int h) { return p.ntab 
 template <int D> DG_DEV const float *head_residual(const dg_attn_params &p, int h)
 {
 	if (p.ntab)
-		return p.tab[h].residual;
-	return p.residual ? p.residual + (size_t)h * p.n * D : nullptr;
+		return static_cast<const float *>(p.tab[h].residual);
+	return p.residual ? static_cast<const float *>(p.residual) + (size_t)h * p.n * D : nullptr;
+}
+/* head h's stored residual of dtype RES (DG_RES_BF16 or DG_RES_FP8), as bytes */
+template <int D, int RES> DG_DEV const unsigned char *head_residual_q(const dg_attn_params &p, int h)
+{
+	if (p.ntab)
+		return static_cast<const unsigned char *>(p.tab[h].residual);
+	const size_t hb = RES == DG_RES_BF16 ? (size_t)p.n * D * 2 : (size_t)dg_res_fp8_scales(p.n, D) + (size_t)p.n * 4;
+	return p.residual ? static_cast<const unsigned char *>(p.residual) + (size_t)h * hb : nullptr;
+}
+/* e4m3 (E4M3FN) byte -> fp32, exactly dg_e4m3_to_f32 (0x7f/0xff NaN) */
+DG_DEV float dg_e4m3_value(unsigned b)
+{
+	const unsigned e = (b >> 3) & 15, m = b & 7;
+	float v;
+	if (e == 15 && m == 7)
+		v = __int_as_float(0x7fc00000);
+	else if (e == 0)
+		v = (float)m * 0x1p-9f;
+	else
+		v = __int_as_float((int)(((e + 120u) << 23) | (m << 20)));
+	return (b & 0x80) ? -v : v;
+}
+/* a stored residual's row `row`: its values at column col (RES: its dtype); the fp8 row scale
+ * comes from dg_res_row_scale */
+template <int D, int RES> DG_DEV float dg_res_row_scale(const dg_attn_params &p, const unsigned char *base, int row)
+{
+	if constexpr (RES == DG_RES_FP8)
+		return __ldg(reinterpret_cast<const float *>(base + dg_res_fp8_scales(p.n, D)) + row);
+	return 1.f;
+}
+template <int D, int RES> DG_DEV float2 dg_res_pair(const unsigned char *base, int row, int col, float scale)
+{
+	if constexpr (RES == DG_RES_BF16) {
+		const unsigned w = __ldg(reinterpret_cast<const unsigned *>(base) + ((size_t)row * D + col) / 2);
+		return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+	} else {
+		const unsigned short w = __ldg(reinterpret_cast<const unsigned short *>(base) + ((size_t)row * D + col) / 2);
+		return make_float2(dg_e4m3_value(w & 0xff) * scale, dg_e4m3_value(w >> 8) * scale);
+	}
 }
 /* where O's row `row` of head h starts */
 template <int D> DG_DEV size_t out_offset(const dg_attn_params &p, int h, int row)
@@ -431,7 +472,7 @@ DG_DEV float dg_mass(float l, float m, float lse_ref)
  * write O in fp32 or bf16 (sparse: at the original query index, + residual), and the LSE (dense)
  * or the retained mass (sparse).
  */
-template <int D, bool SPARSE>
+template <int D, bool SPARSE, int RES = DG_RES_F32>
 DG_DEV void write_rows(const dg_attn_params &p, const dg_item &it, int rbase, int g, int t4, const float (&o)[D / 2],
 		       float m0, float m1, float l0, float l1)
 {
@@ -446,9 +487,16 @@ DG_DEV void write_rows(const dg_attn_params &p, const dg_item &it, int rbase, in
 		const float inv = l > 0.f ? 1.f / l : 0.f;
 		const int row = SPARSE ? __ldg(head_perm(p, it.h) + it.qpos + r) : it.qpos + r;
 		const size_t ri = (size_t)it.h * p.n + row, oi = out_offset<D>(p, it.h, row);
-		const float *res = SPARSE ? head_residual<D>(p, it.h) : nullptr;
+		const float *res = SPARSE && RES == DG_RES_F32 ? head_residual<D>(p, it.h) : nullptr;
 		if (res)
 			res += (size_t)row * D;
+		const unsigned char *resq = nullptr; /* a stored residual of another dtype (RES) */
+		float rscale = 1.f;
+		if constexpr (SPARSE && RES != DG_RES_F32) {
+			resq = head_residual_q<D, RES>(p, it.h);
+			if (resq)
+				rscale = dg_res_row_scale<D, RES>(p, resq, row);
+		}
 #pragma unroll
 		for (int j = 0; j < D / 8; j++) {
 			const int col = 8 * j + 2 * t4;
@@ -457,6 +505,13 @@ DG_DEV void write_rows(const dg_attn_params &p, const dg_item &it, int rbase, in
 				const float2 rv = __ldg(reinterpret_cast<const float2 *>(res + col));
 				v.x += rv.x;
 				v.y += rv.y;
+			}
+			if constexpr (RES != DG_RES_F32) {
+				if (resq) {
+					const float2 rv = dg_res_pair<D, RES>(resq, row, col, rscale);
+					v.x += rv.x;
+					v.y += rv.y;
+				}
 			}
 			if (p.o_f32)
 				*reinterpret_cast<float2 *>(p.o_f32 + oi + col) = v;

@@ -70,7 +70,7 @@ DG_DEV void pv_gemm(float (&o)[D / 2], const uint32_t (&pr)[32], const uint32_t 
 	}
 }
 
-template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE>
+template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES = DG_RES_F32>
 __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_constant__ dg_attn_params p)
 {
 	/* FAST consumers have 200 registers: at d=128 they cannot hold S, O and both P halves at once
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 					mbar_arrive(EMPTYV(st));
 				kvit++;
 			}
-			write_rows<D, SPARSE>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1);
+			write_rows<D, SPARSE, RES>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1);
 		});
 	}
 #undef FULLK

@@ -84,13 +84,45 @@ int dg_sparse_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int h
 		  const int32_t *sidx, const float *residual, const float *lse_ref, float *o,
 		  float *mass, int precise, dg_stream stream);
 
-/* One head's groups, key lists and residual ((n, d) fp32, or NULL), where they live apart from the
- * other heads' (dg_sparse_fwd_heads). Device pointers; the layouts of dg_sparse_fwd for one head. */
+/*
+ * Stored residuals (src/policy/cache_store.h, the CPU twin and the specification): residual_dtype
+ *   DG_RES_F32   (n, d) fp32;
+ *   DG_RES_BF16  (n, d) bf16 words (round to nearest even, as dg_f32_to_bf16);
+ *   DG_RES_FP8   (n, d) e4m3 bytes, then at byte offset dg_res_fp8_scales(n, d) (n*d rounded up to a
+ *                multiple of 16) n fp32 row scales 2^e: value = e4m3(byte) * scale.
+ * A store of several heads: each head's store follows the last, dg_res_bytes(dtype, n, d) apart.
+ */
+#define DG_RES_F32 0
+#define DG_RES_BF16 1
+#define DG_RES_FP8 2
+#ifdef __CUDACC__
+#define DG_RES_HD __host__ __device__
+#else
+#define DG_RES_HD
+#endif
+static inline DG_RES_HD uint64_t dg_res_fp8_scales(int64_t n, int d) { return ((uint64_t)n * d + 15) / 16 * 16; }
+static inline DG_RES_HD uint64_t dg_res_bytes(int dtype, int64_t n, int d)
+{
+	return dtype == DG_RES_BF16 ? (uint64_t)n * d * 2
+	       : dtype == DG_RES_FP8 ? dg_res_fp8_scales(n, d) + (uint64_t)n * 4 : (uint64_t)n * d * 4;
+}
+
+/* dg_sparse_fwd with the residual stored as residual_dtype says (above; the epilogue reads it in that
+ * dtype and adds its fp32 value; DG_RES_F32 is dg_sparse_fwd itself). residual 8-byte aligned. */
+int dg_sparse_fwd_rq(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+		     const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
+		     const int32_t *sidx, const void *residual, int residual_dtype, const float *lse_ref,
+		     float *o, float *mass, int precise, dg_stream stream);
+
+/* One head's groups, key lists and residual ((n, d) stored as residual_dtype says, or NULL), where
+ * they live apart from the other heads' (dg_sparse_fwd_heads). Device pointers; the layouts of
+ * dg_sparse_fwd for one head. Every head with a residual in one launch has the same residual_dtype. */
 typedef struct {
 	const int32_t *perm, *goff;
 	const int64_t *soff;
 	const int32_t *sidx;
-	const float *residual;
+	const void *residual;
+	int residual_dtype; /* DG_RES_F32 (0), DG_RES_BF16, DG_RES_FP8 */
 } dg_sparse_head;
 #define DG_SPARSE_HEADS_MAX 48
 
@@ -170,6 +202,21 @@ int dg_metrics_device(const float *ref, const float *o, uint64_t count, const fl
  * out or r_new may be NULL. */
 int dg_residual_update(const float *o_ref, const float *o_sp, const float *r_old, float *out,
 		       float *r_new, uint64_t count, dg_stream stream);
+
+/* ---- cache storage (cache_store.cu), the twins of src/policy/cache_store.c, bit for bit ----
+ * dg_residual_encode_dev: r (n, d) fp32 -> store (dg_res_bytes(dtype, n, d), layout above): bf16
+ * round to nearest even; fp8 e4m3 of r * 2^-e with e per row as dg_fp8_row_exp, saturating to 448.
+ * dg_residual_decode_dev: the store back to r (n, d) fp32. d a multiple of 32, at most 1024. */
+int dg_residual_encode_dev(const float *r, int n, int d, int dtype, void *store, dg_stream stream);
+int dg_residual_decode_dev(const void *store, int n, int d, int dtype, float *r, dg_stream stream);
+/* Key bitmaps (keys=bitmap): bits (ngroups, (n+31)/32) uint32, bit j%32 of word j/32 = key j kept.
+ * dg_keys_to_bitmap sets them from the CSR lists (soff, sidx); dg_bitmap_to_keys writes sidx back
+ * from them at the offsets soff (which the bitmaps' popcounts must match), ascending per group (a
+ * prefix sum of popcounts per group). */
+int dg_keys_to_bitmap(const int64_t *soff, const int32_t *sidx, int ngroups, int n, uint32_t *bits,
+		      dg_stream stream);
+int dg_bitmap_to_keys(const uint32_t *bits, const int64_t *soff, int ngroups, int n, int32_t *sidx,
+		      dg_stream stream);
 
 /* ---- DiT engine ops (dit_ops.cu), the twins of src/dit/wan_ops_cpu.c (semantics in
  * src/dit/wan_ops.h):

@@ -17,7 +17,9 @@
  * splits it into bf16 hi + lo for two P.V products; the small-group kernel keeps P in fp32 in both
  * (CUDA-core fmaf), so it is already at the precise level. Row sums, LSE and retained mass: fp32 P.
  * At d=128 the precise mode runs without the overlap (registers: attn_sm90.cuh).
- * Launchers: dg_sparse_fwd, dg_sparse_fwd_heads (dsgap_kernels.h). Test: tests/gpu_kernels.cu.
+ * Stored residuals (issue 21): bf16 or fp8 e4m3 with row scales, read in their dtype by the epilogue
+ * (template parameter RES; the fp32 kernels are the RES = DG_RES_F32 instances, unchanged).
+ * Launchers: dg_sparse_fwd, dg_sparse_fwd_rq, dg_sparse_fwd_heads (dsgap_kernels.h). Test: tests/gpu_kernels.cu.
  * Bench: dsgap-bench-kernels (effective TFLOP/s on computed pairs, ratios to dense and cuDNN).
  * Earlier versions, their test and benchmark: dev/kernels/ (measured in dev/kernels/HISTORY.md).
  */
@@ -25,23 +27,39 @@
 #include "attn_sm90.cuh"
 #include "sparse_small.cuh"
 
-template <int D, bool PR> static int sparse_run(const dg_attn_params &p, cudaStream_t st)
+template <int D, bool PR, int RES> static int sparse_run(const dg_attn_params &p, cudaStream_t st)
 {
-	const int rc = dg_launch("sparse_fwd", dg_attn_sm90_kernel<D, 2, true, true, true, true, PR>,
+	const int rc = dg_launch("sparse_fwd", dg_attn_sm90_kernel<D, 2, true, true, true, true, PR, RES>,
 				 dg_sparse_persistent_grid(p), 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
 	if (rc)
 		return rc;
-	return dg_sparse_small_launch<D>(p, st);
+	return dg_sparse_small_launch<D, RES>(p, st);
 }
 
-/* p checked and filled (dg_sparse_params); d is 64 or 128 */
+template <int D, int RES> static int sparse_run_d(const dg_attn_params &p, int precise, cudaStream_t st)
+{
+	return precise ? sparse_run<D, true, RES>(p, st) : sparse_run<D, false, RES>(p, st);
+}
+
+template <int RES> static int sparse_run_res(const dg_attn_params &p, int d, int precise, cudaStream_t st)
+{
+	return d == 128 ? sparse_run_d<128, RES>(p, precise, st) : sparse_run_d<64, RES>(p, precise, st);
+}
+
+/* p checked and filled (dg_sparse_params); d is 64 or 128. A stored residual other than fp32
+ * (p.residual_dtype) takes the epilogue that reads its dtype; fp32 or none, the fp32 kernels. */
 static int sparse_launch(const dg_attn_params &p, int d, int precise, dg_stream stream)
 {
 	cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-	if (precise)
-		return d == 128 ? sparse_run<128, true>(p, st) : sparse_run<64, true>(p, st);
-	return d == 128 ? sparse_run<128, false>(p, st) : sparse_run<64, false>(p, st);
+	const bool any = p.residual || p.ntab; /* with tab: some head may have one */
+	if (any && p.residual_dtype == DG_RES_BF16)
+		return sparse_run_res<DG_RES_BF16>(p, d, precise, st);
+	if (any && p.residual_dtype == DG_RES_FP8)
+		return sparse_run_res<DG_RES_FP8>(p, d, precise, st);
+	return sparse_run_res<DG_RES_F32>(p, d, precise, st);
 }
+
+static bool res_dtype_ok(int t) { return t == DG_RES_F32 || t == DG_RES_BF16 || t == DG_RES_FP8; }
 
 extern "C" int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 				   const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
@@ -57,12 +75,20 @@ extern "C" int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const u
 		return -1;
 	}
 	dg_attn_params p = {};
+	int rdt = -1; /* the heads' residual dtype */
 	for (int h = 0; h < heads; h++) {
 		const dg_sparse_head &t = tab[h];
 		if (!t.perm || !t.goff || !t.soff || !t.sidx || ((uintptr_t)t.residual & 7)) {
 			fprintf(stderr, "sparse_fwd_heads: head %d: perm, goff, soff, sidx missing or residual misaligned\n", h);
 			return -1;
 		}
+		if (t.residual && (!res_dtype_ok(t.residual_dtype) || (rdt >= 0 && rdt != t.residual_dtype))) {
+			fprintf(stderr, "sparse_fwd_heads: head %d: residual dtype %d (0..2, the same for every head)\n", h,
+				t.residual_dtype);
+			return -1;
+		}
+		if (t.residual)
+			rdt = t.residual_dtype;
 		p.tab[h] = t;
 	}
 	p.ntab = heads;
@@ -70,6 +96,24 @@ extern "C" int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const u
 	p.ldo = ldo;
 	if (dg_sparse_params(p, q, k, v, heads, n, d, ngroups))
 		return -1;
+	p.residual_dtype = rdt < 0 ? DG_RES_F32 : rdt;
+	return sparse_launch(p, d, precise, stream);
+}
+
+extern "C" int dg_sparse_fwd_rq(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+				const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
+				const int32_t *sidx, const void *residual, int residual_dtype, const float *lse_ref,
+				float *o, float *mass, int precise, dg_stream stream)
+{
+	if (!res_dtype_ok(residual_dtype)) {
+		fprintf(stderr, "sparse_fwd: residual dtype %d (0..2)\n", residual_dtype);
+		return -1;
+	}
+	dg_attn_params p;
+	if (dg_sparse_fwd_params(p, q, k, v, heads, n, d, perm, goff, ngroups, soff, sidx, (const float *)residual,
+				 lse_ref, o, mass))
+		return -1;
+	p.residual_dtype = residual_dtype;
 	return sparse_launch(p, d, precise, stream);
 }
 
@@ -78,8 +122,6 @@ extern "C" int dg_sparse_fwd(const uint16_t *q, const uint16_t *k, const uint16_
 			     const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
 			     int precise, dg_stream stream)
 {
-	dg_attn_params p;
-	if (dg_sparse_fwd_params(p, q, k, v, heads, n, d, perm, goff, ngroups, soff, sidx, residual, lse_ref, o, mass))
-		return -1;
-	return sparse_launch(p, d, precise, stream);
+	return dg_sparse_fwd_rq(q, k, v, heads, n, d, perm, goff, ngroups, soff, sidx, residual, DG_RES_F32, lse_ref,
+				o, mass, precise, stream);
 }

@@ -16,7 +16,7 @@
 /* One warp per group of <= DG_SPARSE_SMALL_GROUP queries: lane j scores key j of each chunk of 32
  * (a 16-byte-vector read of its K row), warp-wide online softmax, then the warp reads each V row
  * once (coalesced, D/32 dims per lane) for all queries of the group. */
-template <int D>
+template <int D, int RES = DG_RES_F32>
 __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const __grid_constant__ dg_attn_params p)
 {
 	constexpr int MAXQ = DG_SPARSE_SMALL_GROUP, DPL = D / 32;
@@ -147,7 +147,10 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 		}
 		__syncwarp();
 	}
-	const float *hres = head_residual<D>(p, h);
+	const float *hres = RES == DG_RES_F32 ? head_residual<D>(p, h) : nullptr;
+	const unsigned char *hresq = nullptr; /* a stored residual of another dtype (RES) */
+	if constexpr (RES != DG_RES_F32)
+		hresq = head_residual_q<D, RES>(p, h);
 #pragma unroll
 	for (int qi = 0; qi < MAXQ; qi++) {
 		if (qi < qn) {
@@ -155,9 +158,25 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 			const size_t ri = (size_t)h * p.n + row, oi = out_offset<D>(p, h, row) + lane * DPL;
 			const float inv = l[qi] > 0.f ? 1.f / l[qi] : 0.f;
 			const float *res = hres ? hres + (size_t)row * D + lane * DPL : nullptr;
+			float rq[DPL];
+			if constexpr (RES != DG_RES_F32) {
+				const float sc = hresq ? dg_res_row_scale<D, RES>(p, hresq, row) : 0.f;
+#pragma unroll
+				for (int e = 0; e < DPL; e += 2) {
+					const float2 r2 = hresq ? dg_res_pair<D, RES>(hresq, row, lane * DPL + e, sc)
+								: make_float2(0.f, 0.f);
+					rq[e] = r2.x;
+					rq[e + 1] = r2.y;
+				}
+			}
 #pragma unroll
 			for (int e = 0; e < DPL; e++) {
-				const float v = o[qi][e] * inv + (res ? __ldg(res + e) : 0.f);
+				float rv;
+				if constexpr (RES != DG_RES_F32)
+					rv = rq[e];
+				else
+					rv = res ? __ldg(res + e) : 0.f;
+				const float v = o[qi][e] * inv + rv;
 				if (p.o_f32)
 					p.o_f32[oi + e] = v;
 				else
@@ -170,11 +189,11 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 }
 
 /* the small groups of p (the tensor-core kernel skips them), on st: 0, or -1 after one line */
-template <int D> static int dg_sparse_small_launch(const dg_attn_params &p, cudaStream_t st)
+template <int D, int RES = DG_RES_F32> static int dg_sparse_small_launch(const dg_attn_params &p, cudaStream_t st)
 {
 	const long long warps = (long long)p.ngroups * p.heads;
 	const dim3 sgrid((unsigned)((warps + SMALL_WARPS - 1) / SMALL_WARPS));
-	return dg_launch("sparse_fwd", dg_sparse_small_kernel<D>, sgrid, 32 * SMALL_WARPS, 0, p, st);
+	return dg_launch("sparse_fwd", dg_sparse_small_kernel<D, RES>, sgrid, 32 * SMALL_WARPS, 0, p, st);
 }
 
 #endif

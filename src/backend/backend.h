@@ -49,8 +49,9 @@ struct dg_backend {
 	 * scales); the constructors' default fp32. policy_run.c sets it from the policy before every
 	 * attend that makes one; a residual keeps its own storage, and reads decode it. */
 	dg_resdtype residual_dtype;
-	/* Whether the backend stores residuals other than fp32 and key bitmaps (the CPU does; the GPU
-	 * not yet: dg_policy_run_check refuses those policies on it). */
+	/* Whether the backend stores residuals other than fp32 and key bitmaps (both backends do: the
+	 * CPU in cache_store.c, the GPU in kernels/cache_store.cu, the same bytes; dg_policy_run_check
+	 * refuses those policies on a backend that does not). */
 	bool cache_storage;
 	/* Load the unit's Q, K, V (host, (n, d) each). */
 	void (*load)(dg_backend *, const float *q, const float *k, const float *v);
@@ -127,6 +128,11 @@ struct dg_backend {
 	 * the DiT op table's later work (on the GPU: its default stream waits for the copy); after
 	 * load_device_bf16, into its o16 instead. */
 	void (*output_device)(dg_backend *, bool dense, float *o);
+	/* Optional (tests/gpu_cache.c): the bytes of a stored residual (dg_residual_bytes of its
+	 * storage), copied to host (or NULL: only the size); a selection's lists on the host as attend
+	 * reads them (a bitmap decoded; free with dg_selection_free). */
+	size_t (*vec_bytes)(dg_backend *, const dg_bvec *, void *host);
+	void (*sel_lists)(dg_backend *, const dg_bsel *, dg_selection *out);
 	void (*groups_free)(dg_backend *, dg_bgroups *);
 	void (*scores_free)(dg_backend *, dg_bscores *);
 	void (*sel_free)(dg_backend *, dg_bsel *);

@@ -209,6 +209,28 @@ static void cpu_approx(dg_backend *be, const dg_bgroups *g, const dg_bsel *sel, 
 		dg_metrics_compute(c->o_ref, c->out, (size_t)be->n * be->d, c->mass, be->n, m);
 }
 
+static size_t cpu_vec_bytes(dg_backend *be, const dg_bvec *v, void *host)
+{
+	size_t bytes = dg_residual_bytes(v->t, be->n, be->d);
+	if (host)
+		memcpy(host, v->store, bytes);
+	return bytes;
+}
+
+static void cpu_sel_lists(dg_backend *be, const dg_bsel *sel, dg_selection *out)
+{
+	if (sel->bits) {
+		dg_bitmap_decode(sel->bits, sel->ngroups, sel->n, out);
+		return;
+	}
+	int64_t total = sel->s.off[sel->s.ngroups];
+	out->ngroups = sel->s.ngroups;
+	out->off = dg_malloc((size_t)(out->ngroups + 1) * sizeof *out->off);
+	memcpy(out->off, sel->s.off, (size_t)(out->ngroups + 1) * sizeof *out->off);
+	out->idx = dg_malloc((size_t)(total > 0 ? total : 1) * sizeof *out->idx);
+	memcpy(out->idx, sel->s.idx, (size_t)total * sizeof *out->idx);
+}
+
 static void cpu_output(dg_backend *be, bool dense, float *o)
 {
 	cpu *c = be->impl;
@@ -268,7 +290,8 @@ dg_backend *dg_backend_cpu(int n, int d)
 			    .dense = cpu_dense, .groups = cpu_groups, .exact = cpu_exact,
 			    .pooled = cpu_pooled, .to_blocks = cpu_to_blocks, .select = cpu_select, .compact = cpu_compact,
 			    .attend = cpu_attend, .peer = cpu_peer, .approx = cpu_approx,
-			    .output = cpu_output, .output_device = cpu_output, .groups_free = cpu_groups_free,
+			    .output = cpu_output, .output_device = cpu_output, .vec_bytes = cpu_vec_bytes,
+			    .sel_lists = cpu_sel_lists, .groups_free = cpu_groups_free,
 			    .scores_free = cpu_scores_free, .sel_free = cpu_sel_free,
 			    .vec_free = cpu_vec_free, .destroy = cpu_destroy };
 	be->cache_storage = true;

@@ -37,6 +37,7 @@ const char *dg_phase_name(dg_phase p)
 #include <string.h>
 
 #include "policy/attention.h"
+#include "policy/cache_store.h"
 #include "util/cuda_check.h"
 #include "dsgap_kernels.h"
 #include "policy/groups.h"
@@ -62,11 +63,14 @@ struct dg_bsel {
 	bool hoff_known; /* hoff filled (else read from off when first needed) */
 	int64_t *hoff;   /* host (ngroups+1) */
 	int64_t *off;    /* device (ngroups+1) */
-	int32_t *idx;    /* device */
+	int32_t *idx;    /* device; NULL once compact (keys=bitmap) */
+	uint32_t *bits;  /* keys=bitmap: device (ngroups, dg_bitmap_words(n)) after compact, else NULL */
+	int n;           /* keys the bitmaps cover */
 	long id;
 };
 struct dg_bvec {
-	float *x; /* device (n, d) */
+	void *x;         /* device: dg_res_bytes(t, n, d), stored as t says (cache_store.h) */
+	dg_resdtype t;
 };
 
 #define PHASE_MAX 64 /* event pairs recorded between two reads of the phase times */
@@ -86,9 +90,14 @@ typedef struct {
 		const uint16_t *q, *k, *v; /* the first head's; head i's are i (n, d) further */
 		uint16_t *o16;             /* the first head's; head i's columns are i d further */
 		int ldo;
+		dg_resdtype rdt;           /* the heads' residual storage */
 		dg_sparse_head tab[DG_SPARSE_HEADS_MAX];
 	} batch;
 	double *dmet;            /* device (6) */
+	float *res_old, *res_new; /* device (n, d) fp32, made when first needed: a stored residual other
+				   * than fp32 decoded, and a new one before its encoding */
+	int32_t *dec[DG_SPARSE_HEADS_MAX]; /* keys=bitmap: lists decoded for a launch (batch slot i: dec[i]) */
+	size_t dec_cap[DG_SPARSE_HEADS_MAX];
 	float *h_lse;            /* host copy, for the host twin of the per-query top-p */
 	cudaStream_t stream;
 	cudaEvent_t ev[2];
@@ -119,6 +128,7 @@ typedef struct {
 } gpu;
 
 static void flush(dg_backend *be);
+static const int64_t *sel_hoff(gpu *g, dg_bsel *s);
 
 /* device memory from the stream-ordered pool, in the order of stream st (dmalloc: the main
  * stream), freed in the order of the main stream */
@@ -228,6 +238,31 @@ static void flush(dg_backend *be)
 	g->batch.count = 0;
 }
 
+/* the DG_RES_* code of a storage (kernels/dsgap_kernels.h) */
+static int res_code(dg_resdtype t)
+{
+	return t == DG_RESDTYPE_BF16 ? DG_RES_BF16 : t == DG_RESDTYPE_FP8 ? DG_RES_FP8 : DG_RES_F32;
+}
+
+/* the key lists the sparse kernel reads: the selection's own, or (keys=bitmap) its bitmaps decoded into
+ * the scratch of launch slot `slot` (a batched launch's head; 0 otherwise), in stream order: the slot
+ * is reused only after the launch that read it (flush) */
+static const int32_t *sel_keys(dg_backend *be, const dg_bsel *csel, int slot)
+{
+	gpu *g = be->impl;
+	dg_bsel *sel = (dg_bsel *)csel;
+	if (!sel->bits)
+		return sel->idx;
+	size_t need = (size_t)sel_hoff(g, sel)[sel->ngroups] * 4;
+	if (g->dec_cap[slot] < need) {
+		dfree(g, g->dec[slot]);
+		g->dec[slot] = dmalloc(g, need);
+		g->dec_cap[slot] = need;
+	}
+	KERNEL_CHECK(dg_bitmap_to_keys(sel->bits, sel->off, sel->ngroups, sel->n, g->dec[slot], (dg_stream)g->stream));
+	return g->dec[slot];
+}
+
 /* the loaded unit's sparse attention with its cached residual into o16, joining the batch when it
  * is the next head of the batch's buffers */
 static void batch_add(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, const dg_bvec *residual)
@@ -237,15 +272,19 @@ static void batch_add(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, 
 	int c = g->batch.count;
 	bool next = c < DG_SPARSE_HEADS_MAX && g->batch.ngroups == bg->g.ngroups && g->batch.precise == be->precise &&
 		    g->batch.ldo == g->ldo && g->dq == g->batch.q + c * hs && g->dk == g->batch.k + c * hs &&
-		    g->dv == g->batch.v + c * hs && g->o16 == g->batch.o16 + (size_t)c * be->d;
+		    g->dv == g->batch.v + c * hs && g->o16 == g->batch.o16 + (size_t)c * be->d &&
+		    g->batch.rdt == residual->t;
 	if (c && !next)
 		flush(be);
 	if (!g->batch.count) {
 		g->batch.ngroups = bg->g.ngroups, g->batch.precise = be->precise;
 		g->batch.q = g->dq, g->batch.k = g->dk, g->batch.v = g->dv;
 		g->batch.o16 = g->o16, g->batch.ldo = g->ldo;
+		g->batch.rdt = residual->t;
 	}
-	g->batch.tab[g->batch.count++] = (dg_sparse_head){ bg->perm, bg->off, sel->off, sel->idx, residual->x };
+	const int32_t *keys = sel_keys(be, sel, g->batch.count);
+	g->batch.tab[g->batch.count++] = (dg_sparse_head){ bg->perm, bg->off, sel->off, keys, residual->x,
+							   res_code(residual->t) };
 	g->batched = g->unit;
 }
 
@@ -668,8 +707,9 @@ static double sparse_out(dg_backend *be, const dg_bgroups *bg, const dg_bsel *se
 		return g->kept.seconds;
 	if (timed)
 		timed_begin(g);
+	const int32_t *keys = sel_keys(be, sel, 0);
 	KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
-				   sel->off, sel->idx, NULL, g->lse, g->o_sp, g->mass, be->precise,
+				   sel->off, keys, NULL, g->lse, g->o_sp, g->mass, be->precise,
 				   (dg_stream)g->stream));
 	double s = timed ? timed_end(g) : 0;
 	g->kept.unit = g->unit, g->kept.groups = bg->id, g->kept.sel = sel->id;
@@ -683,9 +723,16 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 	gpu *g = be->impl;
 	dg_bsel *sel = (dg_bsel *)csel; /* its host offsets may be filled in */
 	size_t nd = (size_t)be->n * be->d;
+	if (new_residual && *new_residual && (*new_residual)->t != be->residual_dtype) {
+		flush(be); /* a batched launch may read it */
+		dfree(g, (*new_residual)->x);
+		free(*new_residual);
+		*new_residual = NULL;
+	}
 	if (new_residual && !*new_residual) {
 		*new_residual = dg_malloc(sizeof(dg_bvec));
-		(*new_residual)->x = dmalloc(g, nd * 4);
+		(*new_residual)->t = be->residual_dtype;
+		(*new_residual)->x = dmalloc(g, dg_res_bytes(res_code(be->residual_dtype), be->n, be->d));
 	}
 	double s = 0;
 	bool fused = residual && !new_residual && !seconds && !m;
@@ -696,18 +743,41 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 		 * sparse calls): no O_sparse pass through memory, so none is kept for this unit */
 		flush(be);
 		phase_begin(g);
-		KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
-					   sel->off, sel->idx, residual->x, g->lse, g->out, g->mass, be->precise,
-					   (dg_stream)g->stream));
+		const int32_t *keys = sel_keys(be, sel, 0);
+		KERNEL_CHECK(dg_sparse_fwd_rq(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
+					      sel->off, keys, residual->x, res_code(residual->t), g->lse, g->out, g->mass,
+					      be->precise, (dg_stream)g->stream));
 		g->kept.unit = -1;
 		phase_end(g, DG_PHASE_ATTEND);
 	} else {
 		flush(be);
 		phase_begin(g);
 		s = sparse_out(be, bg, sel, seconds != NULL);
-		/* out = O_sparse + old residual; the new residual needs O_sparse alone */
-		KERNEL_CHECK(dg_residual_update(g->o_ref, g->o_sp, residual ? residual->x : NULL, g->out,
-						new_residual ? (*new_residual)->x : NULL, nd, (dg_stream)g->stream));
+		/* out = O_sparse + old residual; the new residual needs O_sparse alone. Stored other than in
+		 * fp32 (cache_store.h): the old one decoded first, the new one made in fp32, then encoded */
+		const float *r_old = NULL;
+		float *r_new = NULL;
+		if (residual && residual->t == DG_RESDTYPE_FP32) {
+			r_old = residual->x;
+		} else if (residual) {
+			if (!g->res_old)
+				g->res_old = dmalloc(g, nd * 4);
+			KERNEL_CHECK(dg_residual_decode_dev(residual->x, be->n, be->d, res_code(residual->t), g->res_old,
+							    (dg_stream)g->stream));
+			r_old = g->res_old;
+		}
+		dg_bvec *rn = new_residual ? *new_residual : NULL;
+		if (rn && rn->t == DG_RESDTYPE_FP32) {
+			r_new = rn->x;
+		} else if (rn) {
+			if (!g->res_new)
+				g->res_new = dmalloc(g, nd * 4);
+			r_new = g->res_new;
+		}
+		KERNEL_CHECK(dg_residual_update(g->o_ref, g->o_sp, r_old, g->out, r_new, nd, (dg_stream)g->stream));
+		if (rn && rn->t != DG_RESDTYPE_FP32)
+			KERNEL_CHECK(dg_residual_encode_dev(g->res_new, be->n, be->d, res_code(rn->t), rn->x,
+							    (dg_stream)g->stream));
 		if (m)
 			out_metrics(be, m);
 		phase_end(g, DG_PHASE_ATTEND);
@@ -753,7 +823,7 @@ static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel,
 	dg_selection hs = { sel->ngroups, (int64_t *)hoff, dg_malloc((size_t)hoff[sel->ngroups] * 4) };
 	CUDA_CHECK(cudaMemcpyAsync(out, g->out, nd * 4, cudaMemcpyDeviceToHost, g->stream));
 	CUDA_CHECK(cudaMemcpyAsync(mass, g->mass, (size_t)be->n * 4, cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(hs.idx, sel->idx, (size_t)hoff[sel->ngroups] * 4,
+	CUDA_CHECK(cudaMemcpyAsync(hs.idx, sel_keys(be, sel, 0), (size_t)hoff[sel->ngroups] * 4,
 				   cudaMemcpyDeviceToHost, g->stream));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* and h_lse */
 	dg_pisa_combine(g->q, g->k, g->v, g->h_lse, be->n, be->d, block, &bg->g, &hs, out, mass, out);
@@ -762,6 +832,51 @@ static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel,
 		out_metrics(be, m);
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	free(out), free(mass), free(hs.idx);
+}
+
+/* keys=bitmap: the selection's lists become one bitmap per group (n bits), its offsets kept (device
+ * and host); attend decodes them back into a launch's scratch (sel_keys) */
+static void gpu_compact(dg_backend *be, dg_bsel *sel)
+{
+	gpu *g = be->impl;
+	if (sel->bits)
+		return;
+	flush(be); /* a batched launch may read idx */
+	sel_hoff(g, sel); /* the decode's scratch sizes */
+	sel->n = be->n;
+	sel->bits = dmalloc(g, (size_t)sel->ngroups * dg_bitmap_words(be->n) * 4);
+	KERNEL_CHECK(dg_keys_to_bitmap(sel->off, sel->idx, sel->ngroups, be->n, sel->bits, (dg_stream)g->stream));
+	dfree(g, sel->idx);
+	sel->idx = NULL;
+}
+
+/* the bytes of a stored residual (dg_residual_bytes) onto the host */
+static size_t gpu_vec_bytes(dg_backend *be, const dg_bvec *v, void *host)
+{
+	gpu *g = be->impl;
+	flush(be);
+	size_t bytes = dg_res_bytes(res_code(v->t), be->n, be->d);
+	if (host) {
+		CUDA_CHECK(cudaMemcpyAsync(host, v->x, bytes, cudaMemcpyDeviceToHost, g->stream));
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	}
+	return bytes;
+}
+
+/* a selection's lists on the host, as the kernel reads them (a bitmap decoded on the device) */
+static void gpu_sel_lists(dg_backend *be, const dg_bsel *csel, dg_selection *out)
+{
+	gpu *g = be->impl;
+	flush(be);
+	dg_bsel *sel = (dg_bsel *)csel;
+	const int64_t *hoff = sel_hoff(g, sel);
+	out->ngroups = sel->ngroups;
+	out->off = dg_malloc((size_t)(sel->ngroups + 1) * sizeof *out->off);
+	memcpy(out->off, hoff, (size_t)(sel->ngroups + 1) * sizeof *out->off);
+	out->idx = dg_malloc((size_t)(hoff[sel->ngroups] > 0 ? hoff[sel->ngroups] : 1) * 4);
+	CUDA_CHECK(cudaMemcpyAsync(out->idx, sel_keys(be, sel, 0), (size_t)hoff[sel->ngroups] * 4,
+				   cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 }
 
 static void gpu_output(dg_backend *be, bool dense, float *o)
@@ -810,6 +925,7 @@ static void gpu_sel_free(dg_backend *be, dg_bsel *s)
 	free(s->hoff);
 	dfree(be->impl, s->off);
 	dfree(be->impl, s->idx);
+	dfree(be->impl, s->bits);
 	free(s);
 }
 
@@ -835,7 +951,9 @@ static void gpu_destroy(dg_backend *be)
 	if (g->ahead.hq)
 		CUDA_CHECK(cudaFreeHost(g->ahead.hq));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
-	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->bq, g->bk, g->bv };
+	for (int i = 0; i < DG_SPARSE_HEADS_MAX; i++)
+		dfree(g, g->dec[i]);
+	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->bq, g->bk, g->bv, g->res_old, g->res_new };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		dfree(g, dev[i]);
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
@@ -904,12 +1022,13 @@ dg_backend *dg_backend_gpu(int n, int d)
 			    .prefetch_groups = gpu_prefetch_groups, .dense = gpu_dense, .groups = gpu_groups,
 			    .exact = gpu_exact,
 			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,
-			    .attend = gpu_attend, .peer = gpu_peer, .approx = gpu_approx,
-			    .phases = gpu_phases, .output = gpu_output, .output_device = gpu_output_device, .groups_free = gpu_groups_free,
+			    .attend = gpu_attend, .compact = gpu_compact, .peer = gpu_peer, .approx = gpu_approx,
+			    .vec_bytes = gpu_vec_bytes, .sel_lists = gpu_sel_lists, .phases = gpu_phases, .output = gpu_output, .output_device = gpu_output_device, .groups_free = gpu_groups_free,
 			    .scores_free = gpu_scores_free, .sel_free = gpu_sel_free,
 			    .vec_free = gpu_vec_free, .destroy = gpu_destroy };
 	struct cudaDeviceProp prop;
 	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+	be->cache_storage = true; /* residual_dtype, keys=bitmap: kernels/cache_store.cu */
 	snprintf(be->device, sizeof be->device, "gpu: %.100s (sm_%d%d, %d SMs, %.0f GiB)", prop.name,
 		 prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
 	dg_attn_init_threads();

@@ -85,8 +85,13 @@ void dg_memplan_make(dg_memplan *m, const dg_wan_config *c, const int grid[3], c
 	m->keys = meta_units * m->keys_unit;
 	m->groups = meta_units * m->groups_unit;
 	m->caches = m->residual + m->keys + m->groups;
+	/* O, LSE, exact scores; keys=bitmap: a site's lists decoded (one slot per head, the GPU's batched
+	 * launch); a residual stored other than fp32: on the GPU its fp32 R before encoding (the same
+	 * bytes as the CPU's, backend_gpu.c and kernels/cache_store.cu) */
 	m->scratch = 3.0 * n * d * 4 + 2.0 * n * 4 + (double)m->ngroups * n * 4 +
-		     (p->keys == DG_KEYS_BITMAP ? (double)m->heads * m->ngroups * m->keys_per_group * 4 : 0);
+		     (p->keys == DG_KEYS_BITMAP ? (double)m->heads * m->ngroups * m->keys_per_group * 4 : 0) +
+		     (gpu && p->residual == DG_RESIDUAL_CACHED && p->residual_dtype != DG_RESDTYPE_FP32 ? (double)n * d * 4
+												     : 0);
 	if (offload) {
 		m->host_pinned = m->caches;
 		m->device_caches = m->cached_layers ? 2 * m->caches / m->cached_layers : 0;

@@ -53,6 +53,10 @@ struct dg_backend {
 	 * CPU in cache_store.c, the GPU in kernels/cache_store.cu, the same bytes; dg_policy_run_check
 	 * refuses those policies on a backend that does not). */
 	bool cache_storage;
+	/* Whether groups, select and exact follow the joint-attention rule (docs/spec.md §3.7) for a
+	 * text prefix: text queries dense, text keys in every list (the CPU does; the GPU's kernels not:
+	 * dg_policy_run_check refuses its non-peer policies on a trace with text). Peers always do. */
+	bool joint;
 	/* Load the unit's Q, K, V (host, (n, d) each). */
 	void (*load)(dg_backend *, const float *q, const float *k, const float *v);
 	/* Load the unit's Q, K, V from where the backend computes, fp32 (n, d) each (device memory on the

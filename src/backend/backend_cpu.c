@@ -33,6 +33,7 @@ typedef struct {
 	const float *q, *k, *v; /* the loaded unit (caller's buffers) */
 	float *o_ref, *lse, *o_sp, *out, *mass;
 	float *res; /* a stored residual decoded */
+	int text;   /* the loaded unit's text prefix (joint attention), from groups or peer */
 } cpu;
 
 /* the residual's values (fp32 storage: its own; else decoded into c->res) */
@@ -64,6 +65,7 @@ static double cpu_dense(dg_backend *be)
 static dg_bgroups *cpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
 {
 	cpu *c = be->impl;
+	c->text = text;
 	dg_bgroups *g = dg_malloc(sizeof *g);
 	if (dg_groups_build(&g->g, kind, c->q, be->n, be->d, grid, text)) {
 		free(g);
@@ -96,6 +98,7 @@ static void cpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 		dg_selection *sel = dg_malloc((size_t)nq * sizeof *sel);
 		dg_query_select_finish(qs, sel);
 		for (int b = 0; b < nq; b++) {
+			dg_joint_selection(NULL, &sel[b], n, c->text, 1); /* query r is group r */
 			qsel[b] = dg_calloc(1, sizeof(dg_bsel));
 			qsel[b]->s = sel[b];
 		}
@@ -122,8 +125,10 @@ static dg_bscores *cpu_to_blocks(dg_backend *be, const dg_bscores *t)
 
 static dg_bsel *cpu_select(dg_backend *be, const dg_bgroups *g, const dg_bscores *s, const dg_budget *b)
 {
+	cpu *c = be->impl;
 	dg_bsel *sel = dg_calloc(1, sizeof *sel);
 	dg_select_groups(&sel->s, s->s, g->g.ngroups, be->n, b);
+	dg_joint_selection(&g->g, &sel->s, be->n, c->text, 1);
 	return sel;
 }
 
@@ -136,6 +141,14 @@ static void cpu_compact(dg_backend *be, dg_bsel *sel)
 	dg_bitmap_encode(&sel->s, be->n, sel->bits);
 	dg_selection_free(&sel->s);
 	sel->s = (dg_selection){ 0 };
+}
+
+/* joint attention: the text queries' rows (every key in their lists, their pairs counted) are the
+ * dense pass's rows bit for bit, whatever the blocking of the sparse kernel */
+static void text_rows(dg_backend *be, float *o)
+{
+	cpu *c = be->impl;
+	memcpy(o, c->o_ref, (size_t)c->text * be->d * sizeof(float));
 }
 
 static int64_t cpu_attend(dg_backend *be, const dg_bgroups *g, const dg_bsel *sel,
@@ -153,11 +166,13 @@ static int64_t cpu_attend(dg_backend *be, const dg_bgroups *g, const dg_bsel *se
 		/* O_sparse first: the new residual needs it without the old residual */
 		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &lists, NULL, c->lse,
 				       c->o_sp, c->mass);
+		text_rows(be, c->o_sp);
 		for (size_t e = 0; e < nd; e++)
 			c->out[e] = c->o_sp[e] + (rx ? rx[e] : 0.0f);
 	} else {
 		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &lists, rx, c->lse, c->out,
 				       c->mass);
+		text_rows(be, c->out);
 	}
 	if (sel->bits)
 		dg_selection_free(&lists);
@@ -190,6 +205,7 @@ static int cpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, cons
 		    dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel)
 {
 	cpu *c = be->impl;
+	c->text = text;
 	dg_bgroups *g = dg_malloc(sizeof *g);
 	dg_bsel *s = dg_calloc(1, sizeof *s);
 	if (dg_peer_metadata(c->q, c->k, be->n, be->d, p, b, grid, text, state, &g->g, &s->s)) {
@@ -205,6 +221,7 @@ static void cpu_approx(dg_backend *be, const dg_bgroups *g, const dg_bsel *sel, 
 	cpu *c = be->impl;
 	dg_pisa_combine(c->q, c->k, c->v, c->lse, be->n, be->d, block, &g->g, &sel->s, c->out, c->mass,
 			c->out);
+	text_rows(be, c->out);
 	if (m)
 		dg_metrics_compute(c->o_ref, c->out, (size_t)be->n * be->d, c->mass, be->n, m);
 }
@@ -295,6 +312,7 @@ dg_backend *dg_backend_cpu(int n, int d)
 			    .scores_free = cpu_scores_free, .sel_free = cpu_sel_free,
 			    .vec_free = cpu_vec_free, .destroy = cpu_destroy };
 	be->cache_storage = true;
+	be->joint = true;
 	snprintf(be->device, sizeof be->device, "%s", dg_cpu_name());
 	dg_attn_init_threads();
 	return be;

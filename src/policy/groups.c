@@ -243,10 +243,45 @@ static void kmeans_cold(dg_groups *g, const float *q, int n, int d)
 	free(c), free(labels), free(keep);
 }
 
+/* joint attention (docs/spec.md §3.7): the text queries [0, text) in raster runs of 128, then
+ * kind's (pca or kmeans) grouping of the video queries [text, n) alone */
+static void joint_groups(dg_groups *g, dg_group_kind kind, const float *q, int n, int d, int text)
+{
+	dg_groups v;
+	const float *qv = q + (size_t)text * d;
+	if (kind == DG_GROUP_PCA)
+		pca(&v, qv, n - text, d);
+	else
+		kmeans_cold(&v, qv, n - text, d);
+	int ntext = (text + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
+	alloc_groups(g, n, ntext + v.ngroups);
+	for (int k = 0; k < ntext; k++)
+		g->off[k] = k * DG_GROUP_SIZE;
+	for (int i = 0; i < text; i++)
+		g->perm[i] = i;
+	for (int k = 0; k <= v.ngroups; k++)
+		g->off[ntext + k] = text + v.off[k];
+	for (int i = 0; i < n - text; i++)
+		g->perm[text + i] = text + v.perm[i];
+	dg_groups_free(&v);
+}
+
 int dg_groups_build(dg_groups *g, dg_group_kind kind, const float *q, int n, int d,
 		    const int grid[3], int text_tokens)
 {
 	memset(g, 0, sizeof *g);
+	if (text_tokens > 0 && kind != DG_GROUP_QUERY) {
+		if (text_tokens >= n)
+			return dg_error("grouping: %d text tokens leave no video query of %d", text_tokens, n);
+		if (kind == DG_GROUP_RASTER) { /* text runs, then runs of 128 of the video queries */
+			int line[3] = { 1, 1, n - text_tokens }, tile[3] = { 1, 1, DG_GROUP_SIZE };
+			return dg_groups_tiles(g, n, line, text_tokens, tile);
+		}
+		if (kind == DG_GROUP_PCA || kind == DG_GROUP_KMEANS) {
+			joint_groups(g, kind, q, n, d, text_tokens);
+			return 0;
+		}
+	}
 	switch (kind) {
 	case DG_GROUP_RASTER:
 		dg_groups_raster(g, n, DG_GROUP_SIZE);

@@ -30,8 +30,11 @@ typedef struct {
 	int *off;    /* (ngroups+1) group g holds positions off[g] .. off[g+1]-1 */
 } dg_groups;
 
-/* Build groups of kind for queries q (n, d). grid (frames, height, width) and text_tokens are
- * used by tile3d only (grid product + text_tokens must equal n). Returns 0 or -1 (reported). */
+/* Build groups of kind for queries q (n, d). grid (frames, height, width) is used by tile3d and
+ * voxel (grid product + text_tokens must equal n). Joint attention (text_tokens > 0, docs/spec.md
+ * §3.7): every kind but query puts the text queries [0, text_tokens) first, in raster runs of 128,
+ * and groups the video queries alone (raster runs, tiles, pca, kmeans over [text_tokens, n)); no
+ * group mixes text and video. Returns 0 or -1 (reported). */
 int dg_groups_build(dg_groups *g, dg_group_kind kind, const float *q, int n, int d,
 		    const int grid[3], int text_tokens);
 void dg_groups_free(dg_groups *g);

@@ -570,11 +570,10 @@ static void window(int n, int text, int w, dg_groups *g, dg_selection *sel)
 
 /* ---------------------------------------------------------------------------------------------- */
 
-int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_policy *p,
-		     const dg_budget *b, const int grid[3], int text, dg_peer_state **state,
-		     dg_groups *g, dg_selection *sel)
+static int peer_metadata(const float *q, const float *k, int n, int d, const dg_policy *p,
+			 const dg_budget *b, const int grid[3], int text, dg_peer_state **state,
+			 dg_groups *g, dg_selection *sel)
 {
-	memset(g, 0, sizeof *g);
 	if (p->mask == DG_MASK_STA)
 		return sta(n, grid, text, p->window, b->rho, p->matched, g, sel);
 	if (p->mask == DG_MASK_WINDOW) {
@@ -623,6 +622,20 @@ int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_poli
 	peer_select(s, G, g, &kp, n, p, b, 0, sel);
 	dg_groups_free(&kp);
 	free(s);
+	return 0;
+}
+
+int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_policy *p,
+		     const dg_budget *b, const int grid[3], int text, dg_peer_state **state,
+		     dg_groups *g, dg_selection *sel)
+{
+	memset(g, 0, sizeof *g);
+	if (peer_metadata(q, k, n, d, p, b, grid, text, state, g, sel))
+		return -1;
+	/* joint attention (docs/spec.md §3.7): text rows dense, text keys kept (the masks do so
+	 * already); a group of the peer's own that straddles text and video is split in two */
+	dg_joint_split(g, sel, text);
+	dg_joint_selection(g, sel, n, text, p->approx == DG_APPROX_PISA ? p->block : 1);
 	return 0;
 }
 

@@ -88,7 +88,10 @@ void dg_peer_state_free(dg_peer_state *s);
  * The metadata of a peer policy p (dg_policy_is_peer) on one unit: q, k (n, d), a token grid
  * (frames, height, width) after text text-prefix tokens, budget b (rho, topp, sinks). Writes the
  * query groups g and the key lists sel. *state: NULL at the first step, then the run's (freed
- * with dg_peer_state_free). Returns 0, or -1 after reporting (a grid that does not match n).
+ * with dg_peer_state_free). Joint attention (text > 0, docs/spec.md §3.7): text queries' lists
+ * are every key and every other list holds the text keys (dg_joint_split, dg_joint_selection; PISA:
+ * the text rounded up to whole blocks of its size). Returns 0, or -1 after reporting (a grid that
+ * does not match n).
  */
 int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_policy *p,
 		     const dg_budget *b, const int grid[3], int text, dg_peer_state **state,

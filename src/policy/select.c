@@ -5,6 +5,7 @@
 #include "policy/select.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -373,4 +374,92 @@ void dg_scores_to_blocks(const float *token_scores, int ngroups, int n, float *b
 				s += t[j];
 			block_scores[(size_t)grp * nb + blk] = s;
 		}
+}
+
+void dg_joint_selection(const dg_groups *g, dg_selection *sel, int n, int text, int align)
+{
+	if (text <= 0)
+		return;
+	int forced = align > 1 ? (int)(((int64_t)text + align - 1) / align * align) : text;
+	forced = forced < n ? forced : n;
+	int G = sel->ngroups;
+	int64_t *off = dg_malloc((size_t)(G + 1) * sizeof(int64_t)), cap = 0;
+	bool *is_text = dg_malloc((size_t)(G ? G : 1) * sizeof(bool));
+	for (int r = 0; r < G; r++) {
+		int first = g ? g->perm[g->off[r]] : r;
+		is_text[r] = first < text;
+		if (g)
+			for (int p = g->off[r]; p < g->off[r + 1]; p++)
+				DG_ASSERT((g->perm[p] < text) == is_text[r]); /* no mixed group */
+		int64_t cnt = sel->off[r + 1] - sel->off[r];
+		cap += is_text[r] ? n : cnt + forced;
+	}
+	int *idx = dg_malloc((size_t)(cap ? cap : 1) * sizeof(int));
+	off[0] = 0;
+	for (int r = 0; r < G; r++) {
+		int64_t at = off[r];
+		if (is_text[r]) {
+			for (int j = 0; j < n; j++)
+				idx[at++] = j;
+		} else { /* [0, forced) then the old list past it: ascending, no duplicates */
+			for (int j = 0; j < forced; j++)
+				idx[at++] = j;
+			for (int64_t t = sel->off[r]; t < sel->off[r + 1]; t++)
+				if (sel->idx[t] >= forced)
+					idx[at++] = sel->idx[t];
+		}
+		off[r + 1] = at;
+	}
+	free(sel->off), free(sel->idx), free(is_text);
+	sel->off = off;
+	sel->idx = idx;
+}
+
+void dg_joint_split(dg_groups *g, dg_selection *sel, int text)
+{
+	if (text <= 0)
+		return;
+	int G = g->ngroups, extra = 0;
+	for (int r = 0; r < G; r++) {
+		int nt = 0;
+		for (int p = g->off[r]; p < g->off[r + 1]; p++)
+			nt += g->perm[p] < text;
+		extra += nt > 0 && nt < g->off[r + 1] - g->off[r];
+	}
+	if (!extra)
+		return;
+	int *perm = dg_malloc((size_t)g->n * sizeof(int)), *goff = dg_malloc((size_t)(G + extra + 1) * sizeof(int));
+	int64_t *off = dg_malloc((size_t)(G + extra + 1) * sizeof(int64_t)), total = 0;
+	for (int r = 0; r < G; r++) {
+		int nt = 0;
+		for (int p = g->off[r]; p < g->off[r + 1]; p++)
+			nt += g->perm[p] < text;
+		total += (sel->off[r + 1] - sel->off[r]) * (nt > 0 && nt < g->off[r + 1] - g->off[r] ? 2 : 1);
+	}
+	int *idx = dg_malloc((size_t)(total ? total : 1) * sizeof(int));
+	int k = 0, pos = 0;
+	int64_t at = 0;
+	for (int r = 0; r < G; r++) {
+		int cnt[2] = { 0, 0 };
+		for (int p = g->off[r]; p < g->off[r + 1]; p++)
+			cnt[g->perm[p] >= text]++;
+		for (int side = 0; side < 2; side++) { /* text part, then video part */
+			if (!cnt[side])
+				continue;
+			goff[k] = pos;
+			off[k] = at;
+			for (int p = g->off[r]; p < g->off[r + 1]; p++)
+				if ((g->perm[p] >= text) == side)
+					perm[pos++] = g->perm[p];
+			for (int64_t t = sel->off[r]; t < sel->off[r + 1]; t++)
+				idx[at++] = sel->idx[t];
+			k++;
+		}
+	}
+	goff[k] = pos;
+	off[k] = at;
+	DG_ASSERT(k == G + extra && pos == g->n);
+	free(g->perm), free(g->off), free(sel->off), free(sel->idx);
+	g->perm = perm, g->off = goff, g->ngroups = k;
+	sel->off = off, sel->idx = idx, sel->ngroups = k;
 }

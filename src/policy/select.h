@@ -73,6 +73,19 @@ dg_query_select *dg_query_select_new(int n, const dg_budget *const *budgets, int
 void dg_query_select_row(void *qs, int query, const float *p);
 void dg_query_select_finish(dg_query_select *qs, dg_selection *sel);
 
+/*
+ * Joint attention (docs/spec.md §3.7): the first `text` of the n tokens are text. On a selection
+ * over groups g whose groups are all text queries or all video queries (g NULL: group r is query
+ * r, the oracle's): a text group's list becomes every key (its rows dense), a video group's gets
+ * the text keys [0, text) added (with align > 1: [0, text rounded up to a multiple of align), for
+ * block methods that must keep whole key blocks). No-op for text = 0.
+ */
+void dg_joint_selection(const dg_groups *g, dg_selection *sel, int n, int text, int align);
+/* Split every group of g that mixes text and video queries into its text part and its video part
+ * (in that order, each with the group's key list), so that dg_joint_selection applies; for
+ * groupings made over the whole sequence (the peers'). No-op for text = 0. */
+void dg_joint_split(dg_groups *g, dg_selection *sel, int text);
+
 /* Pooled scores: (ngroups, n) for kv=token or (ngroups, ceil(n/128)) for kv=block. */
 void dg_scores_pooled(const float *q, const float *k, int n, int d, const dg_groups *g,
 		      dg_kv_kind kv, float *scores);

@@ -360,7 +360,7 @@ int dg_replay(const dg_replay_opts *opt)
 	size_t nd = (size_t)c.n * c.d;
 	c.be = o.device && !strcmp(o.device, "gpu") ? dg_backend_gpu(c.n, c.d) : dg_backend_cpu(c.n, c.d);
 	for (int p = 0; c.be && p < o.npolicies; p++)
-		if (dg_policy_run_check(c.be, &o.policies[p])) {
+		if (dg_policy_run_check(c.be, &o.policies[p], t.meta.text_tokens)) {
 			c.be->destroy(c.be);
 			c.be = NULL;
 		}

@@ -49,10 +49,6 @@ struct dg_backend {
 	 * scales); the constructors' default fp32. policy_run.c sets it from the policy before every
 	 * attend that makes one; a residual keeps its own storage, and reads decode it. */
 	dg_resdtype residual_dtype;
-	/* Whether the backend stores residuals other than fp32 and key bitmaps (both backends do: the
-	 * CPU in cache_store.c, the GPU in kernels/cache_store.cu, the same bytes; dg_policy_run_check
-	 * refuses those policies on a backend that does not). */
-	bool cache_storage;
 	/* Whether groups, select and exact follow the joint-attention rule (docs/spec.md §3.7) for a
 	 * text prefix: text queries dense, text keys in every list (the CPU does; the GPU's kernels not:
 	 * dg_policy_run_check refuses its non-peer policies on a trace with text). Peers always do. */

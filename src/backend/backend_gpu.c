@@ -1028,7 +1028,6 @@ dg_backend *dg_backend_gpu(int n, int d)
 			    .vec_free = gpu_vec_free, .destroy = gpu_destroy };
 	struct cudaDeviceProp prop;
 	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-	be->cache_storage = true; /* residual_dtype, keys=bitmap: kernels/cache_store.cu */
 	snprintf(be->device, sizeof be->device, "gpu: %.100s (sm_%d%d, %d SMs, %.0f GiB)", prop.name,
 		 prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
 	dg_attn_init_threads();

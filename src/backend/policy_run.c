@@ -70,11 +70,7 @@ int dg_policy_run_check(const dg_backend *be, const dg_policy *p, int text_token
 		return dg_error("policy %s: joint attention (%d text tokens) is not built on the %s backend for "
 				"non-peer policies yet (its select kernels do not keep text rows dense and text "
 				"keys; docs/spec.md §3.7): run it with --device cpu", p->name, text_tokens, be->name);
-	if (be->cache_storage || p->dense || (p->residual_dtype == DG_RESDTYPE_FP32 && p->keys == DG_KEYS_LIST))
-		return 0;
-	return dg_error("policy %s: residual_dtype=%s, keys=%s are not built on the %s backend yet (issue 21: "
-			"the CPU runs them; the GPU's kernels wait for kernels/ to settle)", p->name,
-			dg_resdtype_name(p->residual_dtype), dg_keys_name(p->keys), be->name);
+	return 0;
 }
 
 void dg_policy_run_init(dg_policy_run *r, const dg_policy *p, double rho)

@@ -7,8 +7,8 @@
  *                             can have (refused, with the size, when it cannot fit; a rough time on
  *                             stderr when it is long), and the data of every unit: scores that fp32
  *                             cannot resolve (scale * max|q| * max|k| above DG_SCORE_LIMIT, e.g.
- *                             q = 3e38 or q, k x 1e18) and an all-zero V (the dense output is zero,
- *                             so every relative metric is undefined) are refused, naming the unit
+ *                             q = 3e38 or q, k x 1e18) are refused, naming the unit (a unit whose V
+ *                             is all zero is replayed and left out of metrics.csv: replay.c)
  *   dg_replay_check_schedule  a schedule against the trace's own steps and layers: a warm-up that
  *                             covers every step, anchors and dense layers that do not exist
  *                             (used by `dsgap replay`; a batch cell replays a one-layer view, whose

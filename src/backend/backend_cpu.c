@@ -34,6 +34,7 @@ typedef struct {
 	float *o_ref, *lse, *o_sp, *out, *mass;
 	float *res; /* a stored residual decoded */
 	int text;   /* the loaded unit's text prefix (joint attention), from groups or peer */
+	bool dense_current; /* o_ref and lse are the loaded unit's (its dense pass ran) */
 } cpu;
 
 /* the residual's values (fp32 storage: its own; else decoded into c->res) */
@@ -52,6 +53,7 @@ static void cpu_load(dg_backend *be, const float *q, const float *k, const float
 {
 	cpu *c = be->impl;
 	c->q = q, c->k = k, c->v = v;
+	c->dense_current = false;
 }
 
 static double cpu_dense(dg_backend *be)
@@ -59,6 +61,7 @@ static double cpu_dense(dg_backend *be)
 	cpu *c = be->impl;
 	double t0 = dg_now();
 	dg_attn_dense(c->q, c->k, c->v, be->n, be->n, be->d, c->o_ref, c->lse);
+	c->dense_current = true;
 	return dg_now() - t0;
 }
 
@@ -144,11 +147,17 @@ static void cpu_compact(dg_backend *be, dg_bsel *sel)
 }
 
 /* joint attention: the text queries' rows (every key in their lists, their pairs counted) are the
- * dense pass's rows bit for bit, whatever the blocking of the sparse kernel */
+ * dense pass's rows bit for bit, whatever the blocking of the sparse kernel; on a step without a
+ * dense pass (the closed loop's reuse steps) they are computed densely here (lse as scratch) */
 static void text_rows(dg_backend *be, float *o)
 {
 	cpu *c = be->impl;
-	memcpy(o, c->o_ref, (size_t)c->text * be->d * sizeof(float));
+	if (!c->text)
+		return;
+	if (c->dense_current)
+		memcpy(o, c->o_ref, (size_t)c->text * be->d * sizeof(float));
+	else
+		dg_attn_dense(c->q, c->k, c->v, c->text, be->n, be->d, o, c->lse);
 }
 
 static int64_t cpu_attend(dg_backend *be, const dg_bgroups *g, const dg_bsel *sel,

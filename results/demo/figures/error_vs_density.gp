@@ -1,6 +1,6 @@
 # error_vs_density.gp: mean rel_l2 against target density, per policy
-# made by dsgap plot (dsgap 0.1.0, commit 0476919003f4) from /tmp/demo-b
-# trace /tmp/demo-b/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /work/main/data/model/diffusion_pytorch_model.safetensors); metrics by commit 0476919003f4 on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T17:08:00Z
+# made by dsgap plot (dsgap 0.1.0, commit 665d3b46f987) from dsgap-demo
+# trace dsgap-demo/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /tmp/demo_clone/data/model/diffusion_pytorch_model.safetensors); metrics by commit 665d3b46f987 on cpu: AMD EPYC (2 threads), 2026-12-03T18:39:45Z
 # re-render inside this directory: gnuplot error_vs_density.gp   (writes error_vs_density.pdf and error_vs_density.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {
@@ -17,7 +17,7 @@ set xtics (0.1, 0.15, 0.25)
 set mxtics default
 set mytics default
 set offsets graph 0.06, graph 0.06, 0, 0
-set xlabel 'target density {/:Italic ρ}' offset 0,0.3
+set xlabel 'target density {/:Italic ρ} (computed: 0.125, 0.156, 0.25)' offset 0,0.3
 set ylabel 'relative L_2 error (mean)'
 set lmargin at screen 0.0882
 set rmargin at screen 0.4824

@@ -1,6 +1,6 @@
 # shapley.gp: Shapley shares of G, S, R per density with 95% intervals
-# made by dsgap plot (dsgap 0.1.0, commit 0476919003f4) from /tmp/demo-b
-# trace /tmp/demo-b/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /work/main/data/model/diffusion_pytorch_model.safetensors); metrics by commit 0476919003f4 on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T17:08:00Z
+# made by dsgap plot (dsgap 0.1.0, commit 665d3b46f987) from dsgap-demo
+# trace dsgap-demo/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /tmp/demo_clone/data/model/diffusion_pytorch_model.safetensors); metrics by commit 665d3b46f987 on cpu: AMD EPYC (2 threads), 2026-12-03T18:39:45Z
 # re-render inside this directory: gnuplot shapley.gp   (writes shapley.pdf and shapley.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {

@@ -248,6 +248,16 @@ static void made(plotter *pl, const char *name)
 	pl->made[pl->n_made++] = name;
 }
 
+/* the script's end: closed, checked, and the figure counted as made; 0 or -1 after one line */
+static int gp_done(plotter *pl, FILE *gp, const char *name)
+{
+	gp_end(gp);
+	if (finish(gp, name, "gp"))
+		return -1;
+	made(pl, name);
+	return 0;
+}
+
 /* ---- statistics ----------------------------------------------------------------------------- */
 
 static void identity(const double *E, double *q) { q[0] = E[0]; }
@@ -456,11 +466,7 @@ static int fig_error_vs_density(plotter *pl)
 		fprintf(gp, "\n");
 	}
 	fprintf(gp, "unset multiplot\n");
-	gp_end(gp);
-	if (finish(gp, name, "gp"))
-		return -1;
-	made(pl, name);
-	return 0;
+	return gp_done(pl, gp, name);
 }
 
 static bool have_units(const dg_results *r, const char *policy, int d)
@@ -783,11 +789,7 @@ static int fig_error_vs_staleness(plotter *pl)
 		gp_series(gp, pl, datf, i, &m[i], x, i == 0);
 	}
 	fprintf(gp, "\n");
-	gp_end(gp);
-	if (finish(gp, name, "gp"))
-		return -1;
-	made(pl, name);
-	return 0;
+	return gp_done(pl, gp, name);
 }
 
 static int fig_mass_distribution(plotter *pl)
@@ -897,11 +899,7 @@ static int fig_mass_distribution(plotter *pl)
 		fprintf(gp, "\n");
 	}
 	fprintf(gp, "unset multiplot\n");
-	gp_end(gp);
-	if (finish(gp, name, "gp"))
-		return -1;
-	made(pl, name);
-	return 0;
+	return gp_done(pl, gp, name);
 }
 
 /* ---- rendering and installing --------------------------------------------------------------- */

@@ -4,23 +4,19 @@
 # interactions, 95% cluster-bootstrap intervals, per layer), figures (ablation, shapley, error vs
 # steps since the anchor, error vs density, retained mass), the peer methods at matched density
 # beside the factorial (ablation.md), summary.{csv,md}, metrics.csv.
-# Synthetic trace and the bundled model (bundled/). About 3-4 minutes on 2 CPU cores. Extra arguments go to dsgap run.
+# Synthetic trace; the bundled model's ladder and factorial over its 24 samples are results/samples/
+# (experiments/samples.sh). About 3-4 minutes on 2 CPU cores. Extra arguments go to dsgap run.
 source "$(dirname "$0")/lib.sh"
 exp_init ablation "$@"
-exp_bundled_trace
 exp_run
 run=synthetic.w3
 exp_analyse $run
 exp_collect $run "$RESULTS"
-# the same on the bundled model's trace -> RESULTS/bundled/ (the standard tables and figures)
-exp_analyse bundled.w3
-exp_collect bundled.w3 "$RESULTS/bundled"
-exp_readme "# Experiment 2: MC-Sparse ablation with Shapley shares (synthetic trace; the bundled model in bundled/)
+exp_readme "# Experiment 2: MC-Sparse ablation with Shapley shares (synthetic trace; the bundled model: results/samples/)
 
-Second source: **the bundled model** (\`data/model\`, trained by the project), its own attention
-captured by \`exp_bundled_trace\` (experiments/lib.sh: class cockatoo, seed 1, 4096 tokens, layers
-0/3/7 x 2 heads, 10 UniPC steps, CFG 3; the demo's capture): the same policies and densities,
-tables and figures in \`bundled/\`.
+The bundled model: its ladder and factorial over 24 samples (12 classes x 2 seeds, two-level
+intervals, sign stability) are \`results/samples/\` (experiments/samples.sh), their one home; this
+folder's single-sample \`bundled/\` (class cockatoo, seed 1) is gone.
 
 Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 heads=4 layers=4 steps=10
 head_dim=64 seed=1\`: 2560 tokens; local, frame, sink and diffuse heads), not a model capture.

@@ -7,11 +7,10 @@
 # density, one line per policy), RUN/closed_loop.csv (every sample) and RUN/run.json, summary.*.
 # Needs the bundled model in data/model (a cell is one whole generate run: hours on 2 CPU cores,
 # minutes on a GPU with the engine's GPU path: --device gpu). Extra arguments go to dsgap run
-# (e.g. --workers 2, --gpus all, --device gpu). CLOSED_LOOP_INI=FILE runs another experiment file of
-# the same form (e.g. a smaller model or grid) into the same results folder.
+# (e.g. --workers 2, --gpus all, --device gpu). EXP_INI=FILE runs another experiment file of the
+# same form (e.g. a smaller model or grid; experiments/lib.sh).
 source "$(dirname "$0")/lib.sh"
 exp_init closed_loop "$@"
-INI=${CLOSED_LOOP_INI:-$INI}
 exp_run
 rm -rf "$RESULTS"/*/ "$RESULTS"/figures
 for d in "$WORK"/*/closed_loop.csv; do

@@ -4,18 +4,15 @@
 # layer, 95% cluster-bootstrap intervals), figures (error vs density; sources per layer at 0.15;
 # sources vs density, all layers and per layer; retained mass), the peer methods at matched
 # density beside the ladder (decomposition.md), summary.{csv,md}, metrics.csv.
-# Synthetic trace and the bundled model (bundled/). About 2-3 minutes on 2 CPU cores. Extra arguments go to dsgap run
+# Synthetic trace; the bundled model's ladder and factorial over its 24 samples are results/samples/
+# (experiments/samples.sh). About 2-3 minutes on 2 CPU cores. Extra arguments go to dsgap run
 # (e.g. --workers 2, or --gpus all with [device] device = gpu).
 source "$(dirname "$0")/lib.sh"
 exp_init ladder "$@"
-exp_bundled_trace
 exp_run
 run=synthetic.w2
 exp_analyse $run
 exp_collect $run "$RESULTS"
-# the same on the bundled model's trace -> RESULTS/bundled/ (the standard tables and figures)
-exp_analyse bundled.w2
-exp_collect bundled.w2 "$RESULTS/bundled"
 
 # sources vs density, stacked, one panel for all layers and one per layer
 fig=$RESULTS/figures
@@ -76,12 +73,11 @@ ymax=$(awk '!/^#/ && NF >= 7 { if ($7 > m) m = $7; if ($5 > m) m = $5 } END { pr
 } > "$fig/sources_vs_density.gp"
 exp_gnuplot "$fig" sources_vs_density.gp
 
-exp_readme "# Experiment 1: the oracle ladder vs density (synthetic trace; the bundled model in bundled/)
+exp_readme "# Experiment 1: the oracle ladder vs density (synthetic trace; the bundled model: results/samples/)
 
-Second source: **the bundled model** (\`data/model\`, trained by the project), its own attention
-captured by \`exp_bundled_trace\` (experiments/lib.sh: class cockatoo, seed 1, 4096 tokens, layers
-0/3/7 x 2 heads, 10 UniPC steps, CFG 3; the demo's capture): the same policies and densities,
-tables and figures in \`bundled/\`.
+The bundled model: its ladder and factorial over 24 samples (12 classes x 2 seeds, two-level
+intervals, sign stability) are \`results/samples/\` (experiments/samples.sh), their one home; this
+folder's single-sample \`bundled/\` (class cockatoo, seed 1) is gone.
 
 Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 heads=4 layers=3 steps=6
 head_dim=64 seed=1\`: 2560 tokens; local, frame, sink and diffuse heads), not a model capture.

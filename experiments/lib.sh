@@ -14,6 +14,7 @@
 #   exp_collect RUN DEST   copy the small outputs of WORK/RUN to DEST (metrics.csv only under 2 MB)
 #   exp_readme TEXT JSON   RESULTS/README.md: TEXT, then the command, run time, device (from the
 #                          run.json JSON), commit and the files; copies WORK/summary.{csv,md}
+# EXP_INI=FILE runs another experiment file of the same form (e.g. a tiny one: tests/exp_out.sh);
 # DSGAP_WORK=DIR moves the scratch folder; KEEP_WORK=0 removes it at the end; DSGAP_DEVICE=gpu
 # captures the bundled trace on the GPU.
 # shellcheck shell=bash
@@ -47,7 +48,7 @@ exp_init() {
       echo "$NAME.sh: --out $RESULTS is inside results/: only --update-results writes the committed results" >&2; exit 2 ;;
     esac
   fi
-  INI=$ROOT/experiments/$NAME.ini
+  INI=${EXP_INI:-$ROOT/experiments/$NAME.ini}
   T0=$(date +%s)
   mkdir -p "$RESULTS"
   RESULTS=$(cd "$RESULTS" && pwd)

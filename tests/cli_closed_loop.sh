@@ -21,8 +21,8 @@ check() { # check DESCRIPTION COMMAND...
   local d=$1; shift
   if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi
 }
-# every column but the measured times (closed_loop.csv: the last 3; summary.csv: the last 2)
-same_rows() { cmp -s <(cut -d, -f1-9 "$1") <(cut -d, -f1-9 "$2"); }
+# every column but the measured times (closed_loop.csv: 10-12; summary.csv: the last 2)
+same_rows() { cmp -s <(cut -d, -f1-9,13 "$1") <(cut -d, -f1-9,13 "$2"); }
 same_summary() { cmp -s <(cut -d, -f1-13 "$1") <(cut -d, -f1-13 "$2"); }
 
 # 384 tokens (4x8x12 after the 1x2x2 patch), 3 UniPC steps with CFG, 2 seeds of one prompt
@@ -43,11 +43,11 @@ check "--list writes nothing" [ ! -e "$tmp/full" ]
 check "run: exit 0" [ $? -eq 0 ] || cat "$tmp/full.err"
 csv=$tmp/full/$run/closed_loop.csv
 check "closed_loop.csv: header and 10 rows" [ "$(head -1 "$csv")" = \
-  "prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup" -a "$(wc -l < "$csv")" -eq 11 ]
-check "the reference rows: psnr inf, ssim 1, density 1, speedup 1" \
-  [ "$(awk -F, '$3 == "dense" && $6 == "inf" && $7 == 1 && $5 == 1 && $12 == 1' "$csv" | wc -l)" -eq 2 ]
-check "mc-sparse at density 1 reproduces the reference (psnr > 90), at 0.3 it does not" \
-  [ "$(awk -F, '$3 == "mc-sparse" && (($4 == 1 && $6 > 90) || ($4 == 0.3 && $6 < 90 && $5 < 0.9 && $7 < 1))' "$csv" | wc -l)" -eq 4 ]
+  "prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup,rel_l2" -a "$(wc -l < "$csv")" -eq 11 ]
+check "the reference rows: psnr inf, ssim 1, density 1, speedup 1, rel_l2 0" \
+  [ "$(awk -F, '$3 == "dense" && $6 == "inf" && $7 == 1 && $5 == 1 && $12 == 1 && $13 == 0' "$csv" | wc -l)" -eq 2 ]
+check "mc-sparse at density 1 reproduces the reference (psnr > 90, rel_l2 < 1e-4), at 0.3 it does not" \
+  [ "$(awk -F, '$3 == "mc-sparse" && (($4 == 1 && $6 > 90 && $13 < 1e-4) || ($4 == 0.3 && $6 < 90 && $5 < 0.9 && $7 < 1 && $13 > 1e-3))' "$csv" | wc -l)" -eq 4 ]
 check "summary.csv: one line per policy x density (+ header)" [ "$(wc -l < "$tmp/full/summary.csv")" -eq 6 ]
 check "summary.md and experiment.json written" [ -s "$tmp/full/summary.md" -a -s "$tmp/full/experiment.json" ]
 check "each cell holds latents.h5 and run.json" [ -s "$tmp/full/cells/$run/fix.s4.mc-sparse@0.3/latents.h5" \

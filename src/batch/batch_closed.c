@@ -57,7 +57,8 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 	int shape[4] = { di.model->cfg.out_dim, di.latent[0], di.latent[1], di.latent[2] };
 	float *lat = dg_malloc((size_t)shape[0] * shape[1] * shape[2] * shape[3] * sizeof(float));
 	dg_generate_stats st;
-	int rc = dg_generate_run(&so, di.grid, p, rho, &e->runs[c->run].resolved, !progress, lat, &st);
+	int rc = dg_generate_run(&so, di.grid, p, rho, &e->runs[c->run].resolved, e->cache_offload, !progress,
+				 lat, &st);
 	char dstr[32], seed[32];
 	snprintf(dstr, sizeof dstr, "%g", rho);
 	snprintf(seed, sizeof seed, "%lu", m->seeds[c->seed]);
@@ -261,6 +262,12 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		dg_fidelity_summary fs;
 		dg_fidelity_summarise(r->data, x->data, (int)x->shape[0], (int)x->shape[1], (int)x->shape[2],
 				      (int)x->shape[3], &fs);
+		double e2 = 0, r2 = 0; /* rel_l2 of the whole latents */
+		size_t numel = (size_t)x->shape[0] * x->shape[1] * x->shape[2] * x->shape[3];
+		for (size_t e = 0; e < numel; e++) {
+			double df = (double)x->data[e] - r->data[e];
+			e2 += df * df, r2 += (double)r->data[e] * r->data[e];
+		}
 		double t = jnum(cell.json, "transformer_s"), tref = jnum(ref.json, "transformer_s");
 		const char *dev = jstr(cell.json, "device"), *date = jstr(cell.json, "date");
 		mixed += strcmp(dev, jstr(ref.json, "device")) != 0;
@@ -274,9 +281,9 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		transformer_total += t;
 		double rho = jnum(ci, "density_target"), dens = jnum(cell.json, "density");
 		const char *pol = jstr(ci, "policy");
-		dg_sb_printf(&rows, "%s,%.0f,%s,%g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g\n", jstr(ci, "prompt"),
+		dg_sb_printf(&rows, "%s,%.0f,%s,%g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g,%.6g\n", jstr(ci, "prompt"),
 			     jnum(ci, "seed"), pol, rho, dens, fs.psnr, fs.ssim, fs.psnr_min, fs.ssim_min, t,
-			     jnum(cell.json, "total_s"), tref / t);
+			     jnum(cell.json, "total_s"), tref / t, r2 > 0 ? sqrt(e2 / r2) : (e2 > 0 ? INFINITY : 0));
 		int k = 0;
 		while (k < na && (strcmp(a[k].policy, pol) || a[k].rho != rho))
 			k++;

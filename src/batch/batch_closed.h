@@ -9,7 +9,8 @@
  * waits for another and shards, workers and resumes need nothing more than the open loop.
  *
  * Merged, per run (OUT/RUN/):
- *   closed_loop.csv  DG_CLOSED_HEADER, one row per cell in canonical order (time columns last)
+ *   closed_loop.csv  DG_CLOSED_HEADER, one row per cell in canonical order (the time columns, then
+ *                    rel_l2 = ||x - ref||_2 / ||ref||_2 over the whole final latents, 0 for the reference)
  *   run.json         the run's settings, the cells' devices, dates, summed times, inputs
  * and per run x policy x density a line of OUT/summary.csv (DG_CLOSED_SUMMARY_HEADER: means over
  * the samples; speedup = mean reference time / mean time) and of OUT/summary.md.
@@ -24,7 +25,7 @@
 #include "batch/experiment.h"
 
 #define DG_CLOSED_HEADER \
-	"prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup"
+	"prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup,rel_l2"
 #define DG_CLOSED_SUMMARY_HEADER \
 	"run,model,schedule,warmup,anchors,policy,density_target,samples,density,psnr,psnr_min,ssim," \
 	"ssim_min,transformer_s,speedup"

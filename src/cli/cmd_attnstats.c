@@ -237,6 +237,8 @@ static int write_outputs(const char *dir, source *src, int ns, double rho, const
 	free(path);
 	if (rc)
 		return -1;
+	/* one key, right of the second panel (outside the data); x ticks at the captured layers */
+	const dg_trace_meta *m0 = &src[0].meta;
 	fprintf(o.f, "# attnstats.gp: entropy and oracle mass per layer and head (gnuplot attnstats.gp)\n"
 		     "load 'style.gp'\n"
 		     "do for [fmt in \"pdf png\"] {\n"
@@ -245,15 +247,20 @@ static int write_outputs(const char *dir, source *src, int ns, double rho, const
 		     " linewidth 2 }\n"
 		     "set output 'attnstats.'.fmt\n"
 		     "set multiplot layout 1,2\n"
-		     "set xlabel 'layer'\nset key bottom left\n"
+		     "set xlabel 'layer (heads side by side)'\nset xrange [%g:%g]\nset xtics (",
+		m0->layer_index[0] - 0.5, m0->layer_index[m0->layers - 1] + 0.15 * (m0->heads - 1) + 0.5);
+	for (int l = 0; l < m0->layers; l++)
+		fprintf(o.f, "%s%d", l ? ", " : "", m0->layer_index[l]);
+	fprintf(o.f, ")\nunset key\nset title '(a) row entropy'\n"
 		     "set ylabel 'row entropy / ln N'\nset yrange [0:1.05]\n"
 		     "plot");
 	for (int i = 0; i < ns; i++) {
-		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1+0.15*$2):3 with points ls %d title ",
+		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1+0.15*$2):3 with points ls %d notitle",
 			i ? "," : "", i, i + 1);
-		gp_string(o.f, src[i].label);
 	}
-	fprintf(o.f, "\nset key center right\nset ylabel 'oracle mass at density %g'\nset yrange [0:1.05]\nplot", rho);
+	fprintf(o.f, "\nset key outside right center vertical noenhanced\n"
+		     "set title '(b) retained mass of the per-query oracle'\n"
+		     "set ylabel 'oracle mass at density %g'\nset yrange [0:1.05]\nplot", rho);
 	for (int i = 0; i < ns; i++) {
 		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1+0.15*$2):4 with points ls %d title ",
 			i ? "," : "", i, i + 1);

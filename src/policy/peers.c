@@ -29,6 +29,66 @@ void dg_peer_state_free(dg_peer_state *s)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
+/* the device-reproducible arithmetic of the scores (kernels/peer_scores.cu does the same operations
+ * in the same order, so that both backends' scores agree bit for bit)                              */
+
+/* exp(x) within 2 ulp from fp32 operations alone (the device's peer_expf): x = k ln2 + r, k =
+ * rint(x log2 e), r by a two-part ln2, a degree-6 Taylor polynomial in r by fmaf, scaled by 2^k;
+ * 0 below -87 (no subnormal results) */
+static float det_expf(float x)
+{
+	if (!(x >= -87.0f))
+		return 0.0f;
+	float kf = rintf(x * 1.44269504f);
+	float r = fmaf(-kf, 0.693145752f, x);
+	r = fmaf(-kf, 1.42860677e-06f, r);
+	float p = 1.38888889e-03f;
+	p = fmaf(p, r, 8.33333377e-03f);
+	p = fmaf(p, r, 4.16666679e-02f);
+	p = fmaf(p, r, 1.66666672e-01f);
+	p = fmaf(p, r, 0.5f);
+	p = fmaf(p, r, 1.0f);
+	p = fmaf(p, r, 1.0f);
+	return ldexpf(p, (int)kf);
+}
+
+/* S (M, N) = scale * A (M, K) . B (N, K)^T, each dot a chain of fmaf in k order from +0 */
+static void logits_seq(const float *A, int M, const float *B, int N, int K, float scale, float *S)
+{
+#pragma omp parallel for schedule(static)
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			float acc = 0.0f;
+			for (int c = 0; c < K; c++)
+				acc = fmaf(A[(size_t)i * K + c], B[(size_t)j * K + c], acc);
+			S[(size_t)i * N + j] = scale * acc;
+		}
+}
+
+/* softmax of a row in place over the finite entries (-INFINITY entries get 0), each exp(x - max)
+ * weighted by w (cols, or NULL), summed in double in 32 stripes (entry j into stripe j % 32, in
+ * order) that are then added in stripe order: the device's warp per row (lane = stripe) */
+static void softmax(float *x, int cols, const double *w)
+{
+	float mx = -INFINITY;
+	for (int j = 0; j < cols; j++)
+		mx = x[j] > mx ? x[j] : mx;
+	if (mx == -INFINITY) {
+		memset(x, 0, (size_t)cols * sizeof(float));
+		return;
+	}
+	double part[32] = { 0 }, sum = 0;
+	for (int j = 0; j < cols; j++) {
+		x[j] = det_expf(x[j] - mx);
+		part[j % 32] += w ? x[j] * w[j] : x[j];
+	}
+	for (int l = 0; l < 32; l++)
+		sum += part[l];
+	for (int j = 0; j < cols; j++)
+		x[j] = (float)((w ? x[j] * w[j] : x[j]) / sum);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
 /* selection over key parts                                                                        */
 
 typedef struct {
@@ -44,26 +104,21 @@ static int by_rank(const void *a, const void *b)
 	return (x->i > y->i) - (x->i < y->i);
 }
 
-void dg_select_parts(const float *scores, int ngroups, const dg_groups *parts, int n,
-		     const dg_budget *b, int min_parts, dg_selection *sel)
+/* the parts each group keeps, take (ngroups, P) 0/1, by dg_peer_take's rule at one budget */
+static void take_parts(const float *scores, int ngroups, int P, const int *psize, int n, const dg_budget *b,
+		       int min_parts, unsigned char *take)
 {
-	int P = parts->ngroups, K = dg_topk_count(b->rho, n);
-	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n;
-	sel->ngroups = ngroups;
-	sel->off = dg_malloc((size_t)(ngroups + 1) * sizeof(int64_t));
-	int64_t cap = (int64_t)ngroups * n;
-	sel->idx = dg_malloc((size_t)(cap ? cap : 1) * sizeof(int));
-	item *it = dg_malloc((size_t)P * sizeof *it);
-	unsigned char *in = dg_malloc((size_t)n), *take = dg_malloc((size_t)P);
-	sel->off[0] = 0;
+	int K = dg_topk_count(b->rho, n);
+	item *it = dg_malloc((size_t)(P ? P : 1) * sizeof *it);
 	for (int g = 0; g < ngroups; g++) {
 		const float *s = scores + (size_t)g * P;
+		unsigned char *t = take + (size_t)g * P;
 		int m = 0;
 		double total = 0;
-		memset(take, 0, (size_t)P);
+		memset(t, 0, (size_t)P);
 		for (int c = 0; c < P; c++) {
 			if (s[c] == INFINITY) {
-				take[c] = 1;
+				t[c] = 1;
 				continue;
 			}
 			it[m++] = (item){ s[c], c };
@@ -73,17 +128,92 @@ void dg_select_parts(const float *scores, int ngroups, const dg_groups *parts, i
 		int keep = 0;
 		if (b->budget == DG_BUDGET_TOPK) {
 			for (int held = 0; keep < m && held < K; keep++)
-				held += parts->off[it[keep].i + 1] - parts->off[it[keep].i];
+				held += psize[it[keep].i];
 		} else {
 			for (double cum = 0; keep < m && cum < b->topp * total; keep++)
 				cum += it[keep].s;
 		}
 		keep = keep > min_parts ? keep : min_parts < m ? min_parts : m;
-		for (int t = 0; t < keep; t++)
-			take[it[t].i] = 1;
+		for (int r = 0; r < keep; r++)
+			t[it[r].i] = 1;
+	}
+	free(it);
+}
+
+/* the computed density of take: each group's queries against its kept parts' keys and the sinks
+ * (psink: the sink keys inside each part, counted once) over n^2 */
+static double take_density(const unsigned char *take, int ngroups, const int *gsize, int P, const int *psize,
+			   const int *psink, int sinks, int n)
+{
+	double pairs = 0;
+	for (int g = 0; g < ngroups; g++) {
+		int64_t keys = sinks;
+		for (int c = 0; c < P; c++)
+			keys += take[(size_t)g * P + c] ? psize[c] - psink[c] : 0;
+		pairs += (double)gsize[g] * (double)keys;
+	}
+	return pairs / ((double)n * n);
+}
+
+/* the sinks [sink_lo, sink_hi) clipped to n: their count */
+static int sink_count(const dg_budget *b, int n)
+{
+	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n;
+	return hi > lo ? hi - lo : 0;
+}
+
+void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, const int *psize, const int *psink,
+		  int n, const dg_policy *p, const dg_budget *b, int min_parts, unsigned char *take)
+{
+	if (!p->matched || b->budget != DG_BUDGET_TOPP) {
+		take_parts(scores, ngroups, P, psize, n, b, min_parts, take);
+		return;
+	}
+	size_t sz = (size_t)ngroups * P;
+	int sinks = sink_count(b, n);
+	unsigned char *lo_t = dg_malloc(sz ? sz : 1), *hi_t = dg_malloc(sz ? sz : 1), *mid_t = dg_malloc(sz ? sz : 1);
+	dg_budget t = *b;
+	double lo = ldexp(1.0, -30), hi = 1, dlo = 0;
+	t.topp = hi;
+	take_parts(scores, ngroups, P, psize, n, &t, min_parts, hi_t);
+	double dhi = take_density(hi_t, ngroups, gsize, P, psize, psink, sinks, n);
+	bool take_lo = false;
+	if (dhi > b->rho) { /* else the densest the knob gives */
+		t.topp = lo;
+		take_parts(scores, ngroups, P, psize, n, &t, min_parts, lo_t);
+		dlo = take_density(lo_t, ngroups, gsize, P, psize, psink, sinks, n);
+		for (int it = 0; it < DG_PEER_MATCH_STEPS && dlo < b->rho; it++) {
+			t.topp = 0.5 * (lo + hi);
+			take_parts(scores, ngroups, P, psize, n, &t, min_parts, mid_t);
+			double dm = take_density(mid_t, ngroups, gsize, P, psize, psink, sinks, n);
+			unsigned char *x = mid_t;
+			if (dm >= b->rho)
+				mid_t = hi_t, hi_t = x, hi = t.topp, dhi = dm;
+			else
+				mid_t = lo_t, lo_t = x, lo = t.topp, dlo = dm;
+		}
+		take_lo = dlo >= b->rho || b->rho - dlo <= dhi - b->rho;
+	}
+	memcpy(take, take_lo ? lo_t : hi_t, sz);
+	free(lo_t), free(hi_t), free(mid_t);
+}
+
+/* key lists of the groups from take (ngroups, P) over the parts, plus the sinks; ascending */
+static void take_expand(const unsigned char *take, int ngroups, const dg_groups *parts, int n, const dg_budget *b,
+			dg_selection *sel)
+{
+	int P = parts->ngroups;
+	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n;
+	sel->ngroups = ngroups;
+	sel->off = dg_malloc((size_t)(ngroups + 1) * sizeof(int64_t));
+	int64_t cap = (int64_t)ngroups * n;
+	sel->idx = dg_malloc((size_t)(cap ? cap : 1) * sizeof(int));
+	unsigned char *in = dg_malloc((size_t)n);
+	sel->off[0] = 0;
+	for (int g = 0; g < ngroups; g++) {
 		memset(in, 0, (size_t)n);
 		for (int c = 0; c < P; c++)
-			for (int j = parts->off[c]; take[c] && j < parts->off[c + 1]; j++)
+			for (int j = parts->off[c]; take[(size_t)g * P + c] && j < parts->off[c + 1]; j++)
 				in[parts->perm[j]] = 1;
 		for (int j = lo; j < hi; j++)
 			in[j] = 1;
@@ -93,174 +223,209 @@ void dg_select_parts(const float *scores, int ngroups, const dg_groups *parts, i
 				sel->idx[at++] = j;
 		sel->off[g + 1] = at;
 	}
-	free(it), free(in), free(take);
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* budget=matched: the peer's own knob calibrated so that its computed density is the run's rho     */
-
-/* computed (query, key) pairs of a selection over the groups g, over n^2 */
-static double sel_density(const dg_groups *g, const dg_selection *sel, int n)
-{
-	double pairs = 0;
-	for (int r = 0; r < g->ngroups; r++)
-		pairs += (double)(g->off[r + 1] - g->off[r]) * (double)(sel->off[r + 1] - sel->off[r]);
-	return pairs / ((double)n * n);
+	free(in);
 }
 
 /*
- * The selection over key parts: dg_select_parts, or with budget=matched on a top-p peer the top-p
- * mass P bisected (DG_PEER_MATCH_STEPS halvings of [2^-30, 1]; the computed density is
- * nondecreasing in P) to the selection whose density is closest to b->rho (ties: the lower P).
+ * The selection over key parts of the groups g: dg_peer_take on the parts' sizes (and the sinks
+ * inside each), then expanded to key lists.
  */
-static void peer_select(const float *scores, int ngroups, const dg_groups *g, const dg_groups *parts,
-			int n, const dg_policy *p, const dg_budget *b, int min_parts, dg_selection *sel)
+static void peer_select(const float *scores, const dg_groups *g, const dg_groups *parts, int n, const dg_policy *p,
+			const dg_budget *b, int min_parts, dg_selection *sel)
 {
-	if (!p->matched || b->budget != DG_BUDGET_TOPP) {
-		dg_select_parts(scores, ngroups, parts, n, b, min_parts, sel);
-		return;
+	int G = g->ngroups, P = parts->ngroups;
+	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n;
+	int *gsize = dg_malloc((size_t)(G ? G : 1) * sizeof(int)), *psize = dg_malloc((size_t)(P ? P : 1) * sizeof(int));
+	int *psink = dg_calloc(P ? P : 1, sizeof(int));
+	for (int r = 0; r < G; r++)
+		gsize[r] = g->off[r + 1] - g->off[r];
+	for (int c = 0; c < P; c++) {
+		psize[c] = parts->off[c + 1] - parts->off[c];
+		for (int j = parts->off[c]; j < parts->off[c + 1]; j++)
+			psink[c] += parts->perm[j] >= lo && parts->perm[j] < hi;
 	}
-	dg_budget t = *b;
-	dg_selection lo_s, hi_s, mid_s;
-	double lo = ldexp(1.0, -30), hi = 1;
-	t.topp = hi;
-	dg_select_parts(scores, ngroups, parts, n, &t, min_parts, &hi_s);
-	double dhi = sel_density(g, &hi_s, n);
-	if (dhi <= b->rho) { /* the densest the knob gives */
-		*sel = hi_s;
-		return;
-	}
-	t.topp = lo;
-	dg_select_parts(scores, ngroups, parts, n, &t, min_parts, &lo_s);
-	double dlo = sel_density(g, &lo_s, n);
-	for (int it = 0; it < DG_PEER_MATCH_STEPS && dlo < b->rho; it++) {
-		t.topp = 0.5 * (lo + hi);
-		dg_select_parts(scores, ngroups, parts, n, &t, min_parts, &mid_s);
-		double dm = sel_density(g, &mid_s, n);
-		if (dm >= b->rho) {
-			dg_selection_free(&hi_s);
-			hi_s = mid_s, hi = t.topp, dhi = dm;
-		} else {
-			dg_selection_free(&lo_s);
-			lo_s = mid_s, lo = t.topp, dlo = dm;
-		}
-	}
-	bool take_lo = dlo >= b->rho || b->rho - dlo <= dhi - b->rho;
-	*sel = take_lo ? lo_s : hi_s;
-	dg_selection_free(take_lo ? &hi_s : &lo_s);
+	unsigned char *take = dg_malloc((size_t)G * P + 1);
+	dg_peer_take(scores, G, gsize, P, psize, psink, n, p, b, min_parts, take);
+	take_expand(take, G, parts, n, b, sel);
+	free(gsize), free(psize), free(psink), free(take);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
 /* pooled blocks                                                                                   */
 
-/* means of x (n, d) over the parts of g -> out (g->ngroups, d) */
-static void part_means(const float *x, int d, const dg_groups *g, float *out)
+/* means of x (n, d) minus sub (d, or NULL) over raster blocks of bs tokens -> out (ceil(n/bs), d):
+ * fp32 sums in token order, then divided by the count (the device's block_mean) */
+static void block_means(const float *x, int n, int d, int bs, const float *sub, float *out)
 {
-	memset(out, 0, (size_t)g->ngroups * d * sizeof(float));
-	for (int c = 0; c < g->ngroups; c++) {
-		float *o = out + (size_t)c * d;
-		for (int p = g->off[c]; p < g->off[c + 1]; p++)
-			for (int e = 0; e < d; e++)
-				o[e] += x[(size_t)g->perm[p] * d + e];
-		int cnt = g->off[c + 1] - g->off[c];
-		for (int e = 0; e < d && cnt; e++)
-			o[e] /= (float)cnt;
+	int nb = (n + bs - 1) / bs;
+	for (int c = 0; c < nb; c++) {
+		int a = c * bs, e = a + bs < n ? a + bs : n;
+		for (int t = 0; t < d; t++) {
+			float s = 0.0f;
+			for (int j = a; j < e; j++)
+				s += sub ? x[(size_t)j * d + t] - sub[t] : x[(size_t)j * d + t];
+			out[(size_t)c * d + t] = s / (float)(e - a);
+		}
 	}
 }
 
-/* mean pairwise cosine similarity of each part of g: |sum of unit vectors|^2 / size^2 */
-static void part_self_similarity(const float *x, int d, const dg_groups *g, float *sim)
+/* mean pairwise cosine similarity of each raster block of bs tokens of x - sub: |sum of unit
+ * vectors|^2 / size^2, in double (norms and sums in token and component order, as the device) */
+static void block_self_similarity(const float *x, int n, int d, int bs, const float *sub, float *sim)
 {
+	int nb = (n + bs - 1) / bs;
 	double *u = dg_malloc((size_t)d * sizeof(double));
-	for (int c = 0; c < g->ngroups; c++) {
+	float *xi = dg_malloc((size_t)d * sizeof(float));
+	for (int c = 0; c < nb; c++) {
+		int a = c * bs, e = a + bs < n ? a + bs : n;
 		memset(u, 0, (size_t)d * sizeof(double));
-		for (int p = g->off[c]; p < g->off[c + 1]; p++) {
-			const float *xi = x + (size_t)g->perm[p] * d;
+		for (int j = a; j < e; j++) {
 			double nrm = 0;
-			for (int e = 0; e < d; e++)
-				nrm += (double)xi[e] * xi[e];
+			for (int t = 0; t < d; t++) {
+				xi[t] = sub ? x[(size_t)j * d + t] - sub[t] : x[(size_t)j * d + t];
+				nrm += (double)xi[t] * xi[t];
+			}
 			nrm = nrm > 0 ? 1 / sqrt(nrm) : 0;
-			for (int e = 0; e < d; e++)
-				u[e] += xi[e] * nrm;
+			for (int t = 0; t < d; t++)
+				u[t] += xi[t] * nrm;
 		}
-		double sq = 0, cnt = g->off[c + 1] - g->off[c];
-		for (int e = 0; e < d; e++)
-			sq += u[e] * u[e];
+		double sq = 0, cnt = e - a;
+		for (int t = 0; t < d; t++)
+			sq += u[t] * u[t];
 		sim[c] = (float)(sq / (cnt * cnt));
 	}
-	free(u);
+	free(u), free(xi);
 }
 
-/* softmax of a row in place over the finite entries (-INFINITY entries get 0) */
-static void softmax(float *x, int cols)
+/* SpargeAttn stage 1 (§2.4): scores (G, G) of 128-query blocks against 128-key blocks */
+static void sparge_scores(const float *q, const float *k, int n, int d, double theta, float *scores)
 {
-	float mx = -INFINITY;
-	for (int j = 0; j < cols; j++)
-		mx = x[j] > mx ? x[j] : mx;
-	double sum = 0;
-	for (int j = 0; j < cols; j++)
-		sum += x[j] = mx == -INFINITY ? 0 : expf(x[j] - mx);
-	for (int j = 0; j < cols && sum > 0; j++)
-		x[j] = (float)(x[j] / sum);
-}
-
-/* SpargeAttn stage 1 (§2.4): scores (G, P) of 128-query blocks g against 128-key blocks kp */
-static void sparge_scores(const float *q, const float *k, int n, int d, double theta,
-			  const dg_groups *g, const dg_groups *kp, float *scores)
-{
-	int G = g->ngroups, P = kp->ngroups;
-	float *ks = dg_malloc((size_t)n * d * sizeof(float)), *mean = dg_calloc(d, sizeof(float));
-	for (int j = 0; j < n; j++) /* smooth_k */
-		for (int e = 0; e < d; e++)
-			mean[e] += k[(size_t)j * d + e] / (float)n;
-	for (int j = 0; j < n; j++)
-		for (int e = 0; e < d; e++)
-			ks[(size_t)j * d + e] = k[(size_t)j * d + e] - mean[e];
-	float *qbar = dg_malloc((size_t)G * d * sizeof(float)), *kbar = dg_malloc((size_t)P * d * sizeof(float));
-	float *qsim = dg_malloc((size_t)G * sizeof(float)), *ksim = dg_malloc((size_t)P * sizeof(float));
-	part_means(q, d, g, qbar);
-	part_means(ks, d, kp, kbar);
-	part_self_similarity(q, d, g, qsim);
-	part_self_similarity(ks, d, kp, ksim);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, P, d, 1.0f / sqrtf((float)d), qbar, d,
-		    kbar, d, 0.0f, scores, P);
+	int G = (n + KB - 1) / KB;
+	/* smooth_k: the mean key, the fp32 sum of the blocks' fp32 sums (token order) over n */
+	float *bsum = dg_malloc((size_t)G * d * sizeof(float)), *mean = dg_malloc((size_t)d * sizeof(float));
+	for (int c = 0; c < G; c++)
+		for (int t = 0; t < d; t++) {
+			float s = 0.0f;
+			for (int j = c * KB; j < n && j < (c + 1) * KB; j++)
+				s += k[(size_t)j * d + t];
+			bsum[(size_t)c * d + t] = s;
+		}
+	for (int t = 0; t < d; t++) {
+		float s = 0.0f;
+		for (int c = 0; c < G; c++)
+			s += bsum[(size_t)c * d + t];
+		mean[t] = s / (float)n;
+	}
+	float *qbar = dg_malloc((size_t)G * d * sizeof(float)), *kbar = dg_malloc((size_t)G * d * sizeof(float));
+	float *qsim = dg_malloc((size_t)G * sizeof(float)), *ksim = dg_malloc((size_t)G * sizeof(float));
+	block_means(q, n, d, KB, NULL, qbar);
+	block_means(k, n, d, KB, mean, kbar);
+	block_self_similarity(q, n, d, KB, NULL, qsim);
+	block_self_similarity(k, n, d, KB, mean, ksim);
+	logits_seq(qbar, G, kbar, G, d, 1.0f / sqrtf((float)d), scores);
 	for (int r = 0; r < G; r++) {
-		float *s = scores + (size_t)r * P;
-		for (int c = 0; c < P; c++)
+		float *s = scores + (size_t)r * G;
+		for (int c = 0; c < G; c++)
 			s[c] = ksim[c] < theta ? -INFINITY : s[c];
-		softmax(s, P);
-		for (int c = 0; c < P; c++) /* low self-similarity: always kept */
+		softmax(s, G, NULL);
+		for (int c = 0; c < G; c++) /* low self-similarity: always kept */
 			s[c] = qsim[r] < theta || ksim[c] < theta ? INFINITY : s[c];
 	}
-	free(ks), free(mean), free(qbar), free(kbar), free(qsim), free(ksim);
+	free(bsum), free(mean), free(qbar), free(kbar), free(qsim), free(ksim);
 }
 
-/* XAttention (§2.5): antidiagonal block scores (G, P) of 128-query blocks against 128-key blocks */
-static void antidiag_scores(const float *q, const float *k, int n, int d, int S, int G, int P,
-			    float *scores)
+/* XAttention (§2.5): antidiagonal block scores (G, G) of 128-query blocks against 128-key blocks:
+ * reduced row r's logits in fmaf order (t, component) with the zero padding computed as zeros,
+ * its softmax, then each block score the fp32 sum over its reduced rows, then columns, in order */
+static void antidiag_scores(const float *q, const float *k, int n, int d, int S, float *scores)
 {
-	int R = (n + S - 1) / S; /* reduced rows and columns, the last stride zero-padded */
-	/* qa (R, S*d): row r = q[rS+S-1], q[rS+S-2], ..., q[rS]; ka (R, S*d): k[rS], ..., k[rS+S-1] */
-	float *qa = dg_calloc((size_t)R * S * d, sizeof(float)), *ka = dg_calloc((size_t)R * S * d, sizeof(float));
-	for (int r = 0; r < R; r++)
-		for (int t = 0; t < S; t++) {
-			int iq = r * S + S - 1 - t, ik = r * S + t;
-			if (iq < n)
-				memcpy(qa + ((size_t)r * S + t) * d, q + (size_t)iq * d, d * sizeof(float));
-			if (ik < n)
-				memcpy(ka + ((size_t)r * S + t) * d, k + (size_t)ik * d, d * sizeof(float));
-		}
-	memset(scores, 0, (size_t)G * P * sizeof(float));
-	float *row = dg_malloc((size_t)R * sizeof(float));
-	for (int r = 0; r < R; r++) {
-		cblas_sgemv(CblasRowMajor, CblasNoTrans, R, S * d, 1.0f / (sqrtf((float)d) * S), ka, S * d,
-			    qa + (size_t)r * S * d, 1, 0.0f, row, 1);
-		softmax(row, R);
-		float *s = scores + (size_t)(r * S / KB) * P;
-		for (int c = 0; c < R; c++)
-			s[c * S / KB] += row[c];
+	int R = (n + S - 1) / S, G = (n + KB - 1) / KB; /* reduced rows and columns, the last stride zero-padded */
+	float scale = 1.0f / (sqrtf((float)d) * S);
+	memset(scores, 0, (size_t)G * G * sizeof(float));
+#pragma omp parallel
+	{
+		float *row = dg_malloc((size_t)R * sizeof(float));
+#pragma omp for schedule(dynamic)
+		for (int rb = 0; rb < G; rb++) /* a block row's reduced rows in order, on one thread */
+			for (int r = 0; r < R; r++) {
+				if (r * S / KB != rb)
+					continue;
+				for (int c = 0; c < R; c++) {
+					float acc = 0.0f;
+					for (int t = 0; t < S; t++) {
+						int iq = r * S + S - 1 - t, ik = c * S + t;
+						for (int e = 0; e < d; e++)
+							acc = fmaf(iq < n ? q[(size_t)iq * d + e] : 0.0f,
+								   ik < n ? k[(size_t)ik * d + e] : 0.0f, acc);
+					}
+					row[c] = scale * acc;
+				}
+				softmax(row, R, NULL);
+				float *s = scores + (size_t)rb * G;
+				for (int c = 0; c < R; c++)
+					s[c * S / KB] += row[c];
+			}
+		free(row);
 	}
-	free(qa), free(ka), free(row);
+}
+
+int dg_peer_block_size(const dg_policy *p)
+{
+	if (p->mask != DG_MASK_NONE || p->score == DG_SCORE_CENTROID)
+		return 0;
+	if (p->approx == DG_APPROX_PISA)
+		return p->block;
+	return p->score == DG_SCORE_SPARGE || p->score == DG_SCORE_ANTIDIAG ? KB : 0;
+}
+
+void dg_peer_block_scores(const float *q, const float *k, int n, int d, const dg_policy *p, float *scores)
+{
+	int bs = dg_peer_block_size(p), G = (n + bs - 1) / bs;
+	if (p->score == DG_SCORE_SPARGE) {
+		sparge_scores(q, k, n, d, p->theta, scores);
+	} else if (p->score == DG_SCORE_ANTIDIAG) {
+		antidiag_scores(q, k, n, d, p->stride, scores);
+	} else { /* pisa: s * qbar.kbar */
+		float *qbar = dg_malloc((size_t)G * d * sizeof(float)), *kbar = dg_malloc((size_t)G * d * sizeof(float));
+		block_means(q, n, d, bs, NULL, qbar);
+		block_means(k, n, d, bs, NULL, kbar);
+		logits_seq(qbar, G, kbar, G, d, 1.0f / sqrtf((float)d), scores);
+		free(qbar), free(kbar);
+	}
+}
+
+void dg_peer_block_take(const float *scores, int n, const dg_policy *p, const dg_budget *b, unsigned char *take)
+{
+	int bs = dg_peer_block_size(p), G = (n + bs - 1) / bs;
+	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n;
+	int *size = dg_malloc((size_t)G * sizeof(int)), *sink = dg_malloc((size_t)G * sizeof(int));
+	for (int c = 0; c < G; c++) { /* raster blocks: the same for queries and keys */
+		int a = c * bs, e = a + bs < n ? a + bs : n, l = a > lo ? a : lo, h = e < hi ? e : hi;
+		size[c] = e - a;
+		sink[c] = h > l ? h - l : 0;
+	}
+	dg_peer_take(scores, G, size, G, size, sink, n, p, b, 0, take);
+	free(size), free(sink);
+}
+
+int dg_peer_block_groups(int n, const dg_policy *p, int text, dg_groups *g, int **row)
+{
+	int bs = dg_peer_block_size(p), G = (n + bs - 1) / bs;
+	dg_groups_raster(g, n, bs);
+	dg_selection one = { G, dg_malloc((size_t)(G + 1) * sizeof(int64_t)), dg_malloc((size_t)G * sizeof(int)) };
+	for (int r = 0; r <= G; r++)
+		one.off[r] = r;
+	for (int r = 0; r < G; r++)
+		one.idx[r] = r; /* each group's list: its own score row */
+	dg_joint_split(g, &one, text);
+	*row = dg_malloc((size_t)g->ngroups * sizeof(int));
+	for (int r = 0; r < g->ngroups; r++)
+		(*row)[r] = g->perm[g->off[r]] < text ? -1 : one.idx[one.off[r]];
+	dg_selection_free(&one);
+	if (text <= 0)
+		return 0;
+	int64_t forced = p->approx == DG_APPROX_PISA ? ((int64_t)text + bs - 1) / bs * bs : text;
+	return forced < n ? (int)forced : n;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -297,14 +462,14 @@ static void svg2(const float *q, const float *k, int n, int d, const dg_policy *
 	for (int t = 0; t < P; t++)
 		memcpy(ck + (size_t)t * d, st->ck + (size_t)kkeep[t] * d, d * sizeof(float));
 	float *s = dg_malloc((size_t)G * P * sizeof(float));
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, P, d, 1.0f / sqrtf((float)d), cq, d, ck, d,
-		    0.0f, s, P);
-	for (int r = 0; r < G; r++) {
-		for (int c = 0; c < P; c++)
-			s[(size_t)r * P + c] += logf((float)(kp.off[c + 1] - kp.off[c]));
-		softmax(s + (size_t)r * P, P);
-	}
-	peer_select(s, G, g, &kp, n, p, b, (int)ceil(p->minkc * kc - 1e-9), sel);
+	double *size = dg_malloc((size_t)P * sizeof(double));
+	for (int c = 0; c < P; c++)
+		size[c] = kp.off[c + 1] - kp.off[c];
+	logits_seq(cq, G, ck, P, d, 1.0f / sqrtf((float)d), s);
+	for (int r = 0; r < G; r++)
+		softmax(s + (size_t)r * P, P, size);
+	free(size);
+	peer_select(s, g, &kp, n, p, b, (int)ceil(p->minkc * kc - 1e-9), sel);
 	dg_groups_free(&kp);
 	free(ql), free(kl), free(qkeep), free(kkeep), free(cq), free(ck), free(s);
 }
@@ -601,25 +766,13 @@ static int peer_metadata(const float *q, const float *k, int n, int d, const dg_
 		return 0;
 	}
 	/* block methods: query blocks (128, or pisa's) against key blocks of the same size */
-	int bs = p->approx == DG_APPROX_PISA ? p->block : KB;
+	int bs = dg_peer_block_size(p);
 	dg_groups kp;
 	dg_groups_raster(g, n, bs);
 	dg_groups_raster(&kp, n, bs);
-	int G = g->ngroups, P = kp.ngroups;
-	float *s = dg_malloc((size_t)G * P * sizeof(float));
-	if (p->score == DG_SCORE_SPARGE) {
-		sparge_scores(q, k, n, d, p->theta, g, &kp, s);
-	} else if (p->score == DG_SCORE_ANTIDIAG) {
-		antidiag_scores(q, k, n, d, p->stride, G, P, s);
-	} else { /* pisa: s * qbar.kbar */
-		float *qbar = dg_malloc((size_t)G * d * sizeof(float)), *kbar = dg_malloc((size_t)P * d * sizeof(float));
-		part_means(q, d, g, qbar);
-		part_means(k, d, &kp, kbar);
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, G, P, d, 1.0f / sqrtf((float)d), qbar, d,
-			    kbar, d, 0.0f, s, P);
-		free(qbar), free(kbar);
-	}
-	peer_select(s, G, g, &kp, n, p, b, 0, sel);
+	float *s = dg_malloc((size_t)g->ngroups * kp.ngroups * sizeof(float));
+	dg_peer_block_scores(q, k, n, d, p, s);
+	peer_select(s, g, &kp, n, p, b, 0, sel);
 	dg_groups_free(&kp);
 	free(s);
 	return 0;

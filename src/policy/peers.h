@@ -1,6 +1,9 @@
 /*
- * peers.h: the metadata of the peer sparse-attention methods of docs/spec.md §3 (the CPU twin; the GPU
- * backend runs it on the host too) and PISA's first-order output term. Each peer is a preset of
+ * peers.h: the metadata of the peer sparse-attention methods of docs/spec.md §3 and PISA's
+ * first-order output term: the CPU twin. On the GPU backend the block peers (spargeattn, xattention,
+ * pisa) score on the device, bit for bit these scores (dg_peer_block_*), and select blocks on the
+ * host from the G x G block scores; svg2's k-means, the static masks (radial, sta, ditfastattn: the
+ * shape alone) and PISA's first-order term still run here on the host for both backends. Each peer is a preset of
  * policy.h; what is replayed follows `reference/mcsparse-and-peers.md` §2 (cited per method).
  * Every peer reports its effective density like every other policy (computed pairs / n^2).
  *
@@ -56,7 +59,7 @@
  *
  * budget=matched (docs/spec.md §3.6): each peer's own knob is set per unit so that its computed
  * density (pairs / n^2, from its own metadata: no dense pass) is the run's rho, as close as the knob
- * allows; deterministic, and the same on both backends (both call dg_peer_metadata).
+ * allows; deterministic, and the same on both backends (both run dg_peer_take on the same scores).
  *   svg2, spargeattn, xattention: the top-p mass P, bisected (DG_PEER_MATCH_STEPS halvings of
  *                      [2^-30, 1]; density nondecreasing in P); the closest of the two brackets.
  *                      Floors the knob cannot go below: svg2's ceil(minkc * kc) clusters,
@@ -98,14 +101,41 @@ int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_poli
 		     dg_groups *g, dg_selection *sel);
 
 /*
- * Select whole key parts per group: scores (ngroups, parts->ngroups), parts a partition of the n
- * keys (parts->perm, parts->off). A score of +INFINITY is a forced keep (kept, not ranked, not in
- * the mass). topk: the best parts until they hold dg_topk_count(rho, n) keys; topp: the shortest
- * prefix whose mass before its last part is below p of the total. At least min_parts parts are
- * kept (svg2's minimum cluster ratio); sinks added. Key lists ascending; ties by lower index.
+ * The parts each group keeps, take (ngroups, P) 0/1, from scores (ngroups, P) of key parts with psize
+ * keys each, psink of them in the sinks, and query groups of gsize queries: a score of +INFINITY is
+ * a forced keep (kept, not ranked, not in the mass). topk: the best parts until they hold
+ * dg_topk_count(rho, n) keys; topp: the shortest prefix whose mass before its last part is below p
+ * of the total; ties by lower index. At least min_parts parts are kept (svg2's minimum cluster
+ * ratio). budget=matched on a top-p peer p: the top-p mass bisected (see above) on the computed
+ * density of the parts kept plus the sinks. Part-level work only (ngroups x P), the host half of
+ * every scored peer on both backends: a key list is the kept parts' keys plus the sinks, ascending.
  */
-void dg_select_parts(const float *scores, int ngroups, const dg_groups *parts, int n,
-		     const dg_budget *b, int min_parts, dg_selection *sel);
+void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, const int *psize, const int *psink,
+		  int n, const dg_policy *p, const dg_budget *b, int min_parts, unsigned char *take);
+
+/*
+ * The block peers (spargeattn, xattention, pisa): raster blocks of bs queries scored against raster
+ * blocks of bs keys, in two halves so that the GPU backend makes the scores on the device
+ * (kernels/peer_scores.cu, dg_peer_scores) and only the block-level selection on the host.
+ *   dg_peer_block_size     bs (128, pisa's block), or 0 for a peer that is not a block peer;
+ *   dg_peer_block_scores   the scores (G, G), G = ceil(n/bs), bit for bit the device's: fp32 block
+ *                          means (sums in token order, then / count), logits as fmaf chains in
+ *                          component order times the scale, self-similarities in double in token
+ *                          and component order, softmax with a polynomial exp (no libm) and its sum
+ *                          in double over 32 stripes (j % 32) added in stripe order;
+ *                          xattention's block sums over reduced rows then columns in order;
+ *   dg_peer_block_take     the kept blocks take (G, G) of the selection (dg_peer_take);
+ *   dg_peer_block_groups   the final query groups g (raster, split at the text; caller frees) with
+ *                          each group's score row in *row (malloc'd; -1: a text group, every key),
+ *                          and returns the keys [0, forced) every video group holds (joint: text or
+ *                          pisa's text rounded up to whole blocks; 0 without text). A video group's
+ *                          keys: [0, forced), the sinks and the keys of the blocks its row takes.
+ * dg_peer_metadata of a block peer is dg_peer_block_scores, dg_peer_block_take, and that expansion.
+ */
+int dg_peer_block_size(const dg_policy *p);
+void dg_peer_block_scores(const float *q, const float *k, int n, int d, const dg_policy *p, float *scores);
+void dg_peer_block_take(const float *scores, int n, const dg_policy *p, const dg_budget *b, unsigned char *take);
+int dg_peer_block_groups(int n, const dg_policy *p, int text, dg_groups *g, int **row);
 
 /*
  * PISA's output (see above): o_sp (n, d) the exact sparse output over sel and mass (n) its

@@ -7,9 +7,12 @@ forward pre-hook on the top-level module tracks the denoising step (a new step w
 changes) and the CFG branch; pre/post hooks on the family's attention modules say which layer an
 SDPA call belongs to (generic mode: the k-th SDPA call of a forward is layer k). A recorded call
 is reduced to the chosen batch item and heads, its padded text tokens dropped (key-padding masks),
-its tokens reordered to the trace's text-prefix order, rounded to bf16 on the device, copied to
-pinned host memory without blocking and handed to a background writer thread (a bounded queue:
-device and host memory stay bounded; the model blocks only when the writer falls behind).
+its tokens reordered to the trace's text-prefix order, rounded to bf16 on the device (a copy the
+queue owns) and handed to a background writer thread. The queue is bounded in bytes (max_queue_bytes;
+on a GPU by default min(8 GiB, a quarter of the free device memory), so device memory stays bounded
+and the model blocks only when the writer falls behind); the writer thread copies each unit to
+pinned host memory on its own CUDA stream and hands it to the trace writer, which deflates chunks on
+a thread pool while the model runs on.
 """
 import json
 import math
@@ -103,10 +106,12 @@ class capture:
     scheduler: to record /sigma from its sigmas (else sigma = timestep / 1000, flow matching);
     total_steps: the run's step count when steps is None, for the disk check up front.
     dtype: "bf16" (the C writer's type, default) or "float32" (exact; dsgap reads both).
+    max_queue_bytes: units waiting for the writer (device memory when the model runs on a GPU);
+    None: min(8 GiB, a quarter of the free device memory) on a GPU, 1 GiB on the CPU.
     """
 
     def __init__(self, module, path, steps=None, layers=None, heads=None, branch="cond", *, layout=None,
-                 grid=None, scheduler=None, total_steps=None, progress=True, max_queue_bytes=1 << 30,
+                 grid=None, scheduler=None, total_steps=None, progress=True, max_queue_bytes=None,
                  model=None, source="", config=None, threads=None, dtype="bf16"):
         if branch not in ("cond", "uncond") and not isinstance(branch, int):
             raise CaptureError(f"dsgap.capture: branch must be 'cond', 'uncond' or a batch index, not {branch!r}")
@@ -147,6 +152,7 @@ class capture:
         self.pending = 0
         self.cv = threading.Condition()
         self.q = queue.Queue()
+        self.copy_stream = None
         self.werr = None
         if self.family:
             mods = self.family.attention(self.module)
@@ -384,33 +390,55 @@ class capture:
         total = 3 * nsteps * nl * nh if nsteps else 0
         self.prog = _Progress(self.progress_on, total)
 
+    def _queue_limit(self, x):
+        if self.max_queue_bytes is None:
+            if x.is_cuda:
+                free, _ = torch.cuda.mem_get_info(x.device)
+                self.max_queue_bytes = min(8 << 30, free // 4)
+            else:
+                self.max_queue_bytes = 1 << 30
+        return self.max_queue_bytes
+
     def _enqueue(self, name, s, l, x):
+        """x: a tensor the queue owns (heads, tokens, head_dim); on a GPU, an event orders the writer's
+        copy after the kernels that made it"""
         n = x.numel() * x.element_size()
+        limit = self._queue_limit(x)
         with self.cv:
-            while self.pending and self.pending + n > self.max_queue_bytes and self.werr is None:
+            while self.pending and self.pending + n > limit and self.werr is None:
                 self.cv.wait(0.1)
             if self.werr is not None:
                 raise self.werr
             self.pending += n
+        ev = None
         if x.is_cuda:
-            host = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
-            host.copy_(x, non_blocking=True)
             ev = torch.cuda.Event()
             ev.record()
-        else:
-            host, ev = x, None
-        self.q.put((name, s, l, host, ev, n))
+        self.q.put((name, s, l, x, ev, n))
+
+    def _to_host(self, x, ev):
+        """the writer thread's copy of a queued unit to pinned host memory, on its own stream"""
+        if ev is None:
+            return x
+        if self.copy_stream is None:
+            self.copy_stream = torch.cuda.Stream(x.device)
+        host = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
+        with torch.cuda.stream(self.copy_stream):
+            self.copy_stream.wait_event(ev)
+            host.copy_(x, non_blocking=True)
+        self.copy_stream.synchronize()
+        return host
 
     def _write_loop(self):
         while True:
             item = self.q.get()
             if item is None:
                 return
-            name, s, l, host, ev, n = item
+            name, s, l, x, ev, n = item
             try:
                 if self.werr is None:
-                    if ev is not None:
-                        ev.synchronize()
+                    host = self._to_host(x, ev)
+                    del x
                     words = host.view(torch.int16).numpy().view(np.uint16) if host.dtype == torch.bfloat16 else host.numpy()
                     self.writer.put(name, s, l, words)
                     self.units_done += words.shape[0]

@@ -2,9 +2,12 @@
 writer (src/trace/trace.c): /q /k /v (steps, layers, heads, tokens, head_dim) in dsgap's bf16 HDF5
 type, one chunk per (step, layer, head) unit, shuffle + deflate 1, no fill; the index vectors and
 root attributes of the C writer. Units arrive as raw bf16 words (uint16); this module shuffles and
-deflates them on a thread pool (zlib releases the GIL) and writes the finished chunks directly,
-so the writer is not bound by one core.
+deflates them on a thread pool (zlib releases the GIL) and writes the finished chunks directly, in
+order, as they complete: put() returns once a unit's chunks are queued, with at most
+4 x threads chunks in flight (bounded memory), so the writer is bound by neither one core nor the
+caller.
 """
+import collections
 import json
 import os
 import zlib
@@ -94,7 +97,10 @@ class TraceWriter:
         self.written = set()
         self.bytes_in = 0
         self.bytes_out = 0
-        self.pool = ThreadPoolExecutor(max_workers=threads or min(16, os.cpu_count() or 1))
+        workers = threads or min(16, os.cpu_count() or 1)
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+        self.inflight = collections.deque()  # (which, s, l, h, future of the chunk's bytes, input bytes)
+        self.max_inflight = 4 * workers
         try:
             self.f = h5py.File(self.tmp, "w", libver="earliest")
             self.bf16 = bf16_type() if dtype == "bf16" else h5py.h5t.IEEE_F32LE.copy()
@@ -125,23 +131,35 @@ class TraceWriter:
             d.id.set_extent((self.steps, self.L, self.H, self.T, self.D))
 
     def put(self, which, s, l, words):
-        """Write heads (H, tokens, head_dim) at step position s, layer position l: uint16 bf16 words
-        (a float32 trace: float32 values)."""
+        """Queue heads (H, tokens, head_dim) at step position s, layer position l: uint16 bf16 words
+        (a float32 trace: float32 values). The chunks are made from words on the thread pool: the
+        caller leaves words unchanged until finish()."""
         words = np.asarray(words)
         if words.shape != (self.H, self.T, self.D) or words.dtype != self.dtype:
             raise TraceError(f"cannot write {self.path}: /{which} unit of shape {words.shape} {words.dtype}, "
                              f"expected ({self.H}, {self.T}, {self.D}) {np.dtype(self.dtype)}")
         self._grow(s)
-        futs = [self.pool.submit(_chunk, words[h]) for h in range(self.H)]
-        d = self.dset[which]
-        for h, fu in enumerate(futs):
+        for h in range(self.H):
+            self.inflight.append((which, s, l, h, self.pool.submit(_chunk, words[h]), words[h].nbytes))
+            self._drain(self.max_inflight)
+
+    def _drain(self, keep):
+        """write the finished chunks at the front of the queue, waiting while more than keep are queued"""
+        q = self.inflight
+        while q and (len(q) > keep or q[0][4].done()):
+            which, s, l, h, fu, nbytes = q.popleft()
             c = fu.result()
-            d.id.write_direct_chunk((s, l, h, 0, 0), c, 0)
+            self.dset[which].id.write_direct_chunk((s, l, h, 0, 0), c, 0)
             self.written.add((which, s, l, h))
-            self.bytes_in += words[h].nbytes
+            self.bytes_in += nbytes
             self.bytes_out += len(c)
 
     def finish(self, step_index, timestep, sigma):
+        try:
+            self._drain(0)
+        except BaseException:
+            self.abort()
+            raise
         n = self.steps
         if not (len(step_index) == len(timestep) == len(sigma) == n):
             self.abort()
@@ -182,6 +200,7 @@ class TraceWriter:
             pass
 
     def abort(self):
+        self.inflight.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
         try:
             self.f.close()

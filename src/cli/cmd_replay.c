@@ -33,6 +33,8 @@ static void usage(FILE *f)
 		"                   e.g. mc-sparse/budget=topp:0.9, custom/group=tile3d/kv=token/score=exact\n"
 		"                   (keys: group kv score budget sinks residual refresh mask approx and the\n"
 		"                   peers' theta minkc decay stride qc kc window block; docs/spec.md §3, peers.h)\n"
+		"                   and the cache storage: residual_dtype=fp32|bf16|fp8 keys=list|bitmap\n"
+		"                   cfg_meta=own|shared (e.g. mc-sparse/residual_dtype=bf16/keys=bitmap)\n"
 		"  --density LIST   top-k densities in (0,1] (default 0.15)\n"
 		"  --schedule S     warmup=W,anchors=a;b,dense_layers=l;m (trace step/layer indices;\n"
 		"                   default no warm-up, anchor at the last step before W)\n"

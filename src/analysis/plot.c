@@ -120,6 +120,23 @@ static void gp_density_title(FILE *f, const dg_results *r, int d)
 	fprintf(f, "'\n");
 }
 
+/* gnuplot x label text: "target density ρ", then, where a computed density differs from its
+ * target by more than 1% (issue 19: 0.1 -> 0.125 at 4096 tokens), " (computed: 0.125, 0.156, 0.25)" */
+static void gp_density_xlabel(FILE *f, const dg_results *r)
+{
+	char computed[256] = "";
+	bool differs = false;
+	for (int d = 0; d < r->n_densities; d++) {
+		double c = computed_density(r, d);
+		differs |= !isnan(c) && fabs(c - r->density[d]) > 0.01 * r->density[d];
+		if (strlen(computed) + 16 < sizeof computed)
+			snprintf(computed + strlen(computed), sizeof computed - strlen(computed), "%s%.3g",
+				 d ? ", " : "", c);
+	}
+	fprintf(f, "set xlabel 'target density {/:Italic ρ}%s%s%s'", differs ? " (computed: " : "",
+		differs ? computed : "", differs ? ")" : "");
+}
+
 /* A policy of a family with its line style (fixed per policy within a family). */
 typedef struct {
 	int policy, style;
@@ -431,25 +448,13 @@ static int fig_error_vs_density(plotter *pl)
 		rows = fmax(rows, key_rows(longest_name(r, fam[k], nfam[k]), nfam[k], pw));
 	const double bottom = AXIS_H + rows * KEY_ROW_H + 0.05, h = PANEL_H + rows * KEY_ROW_H;
 	gp_begin(gp, pl, name, "mean rel_l2 against target density, per policy", w, h);
-	/* where the computed density differs from the target by more than 1% (issue 19: 0.1 -> 0.125
-	 * at 4096 tokens), the x label lists the computed ones */
-	char computed[256] = "";
-	bool differs = false;
-	for (int d = 0; d < r->n_densities; d++) {
-		double c = computed_density(r, d);
-		differs |= !isnan(c) && fabs(c - r->density[d]) > 0.01 * r->density[d];
-		if (strlen(computed) + 16 < sizeof computed)
-			snprintf(computed + strlen(computed), sizeof computed - strlen(computed), "%s%.3g",
-				 d ? ", " : "", c);
-	}
 	fprintf(gp, "set multiplot\nset logscale xy\nset autoscale xfix\nset xtics (");
 	for (int d = 0; d < r->n_densities; d++)
 		fprintf(gp, "%s%g", d ? ", " : "", r->density[d]);
 	fprintf(gp, ")\nset mxtics default\nset mytics default\n"
-		    "set offsets graph 0.06, graph 0.06, 0, 0\n"
-		    "set xlabel 'target density {/:Italic ρ}%s%s%s' offset 0,0.3\n"
-		    "set ylabel 'relative L_2 error (mean)'\n", differs ? " (computed: " : "",
-		differs ? computed : "", differs ? ")" : "");
+		    "set offsets graph 0.06, graph 0.06, 0, 0\n");
+	gp_density_xlabel(gp, r);
+	fprintf(gp, " offset 0,0.3\nset ylabel 'relative L_2 error (mean)'\n");
 	for (int k = 0, panel = 0; k < FAM_COUNT; k++) {
 		if (!nfam[k])
 			continue;
@@ -678,10 +683,11 @@ static int fig_shapley(plotter *pl)
 		x++;
 	}
 	dg_table_free(&t);
-	fprintf(gp, ")\nset xrange [-0.6:%g]\nset boxwidth 0.24\n"
+	fprintf(gp, ")\n");
+	gp_density_xlabel(gp, r);
+	fprintf(gp, "\nset xrange [-0.6:%g]\nset boxwidth 0.24\n"
 		    "set style fill solid 0.85 noborder\nset grid noxtics\n"
 		    "set xzeroaxis lt -1 lw 0.5\nset yrange [*<0:0<*]\n"
-		    "set xlabel 'target density {/:Italic ρ}'\n"
 		    "set ylabel 'error reduction (rel. L_2)'\n"
 		    "set key outside top center horizontal maxrows 2 Left reverse samplen 1 "
 		    "font ',7'\n"

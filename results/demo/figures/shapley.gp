@@ -11,13 +11,13 @@ if (fmt eq "pdf") {
 }
 set output 'shapley.'.fmt
 set xtics ("0.1" 0, "0.15" 1, "0.25" 2)
+set xlabel 'target density {/:Italic ρ} (computed: 0.125, 0.156, 0.25)'
 set xrange [-0.6:2.6]
 set boxwidth 0.24
 set style fill solid 0.85 noborder
 set grid noxtics
 set xzeroaxis lt -1 lw 0.5
 set yrange [*<0:0<*]
-set xlabel 'target density {/:Italic ρ}'
 set ylabel 'error reduction (rel. L_2)'
 set key outside top center horizontal maxrows 2 Left reverse samplen 1 font ',7'
 f = 'shapley.dat'

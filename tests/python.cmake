@@ -33,6 +33,17 @@ dg_pytest(python_controls COMMAND ${DG_PY}/test_controls.py ${CMAKE_CURRENT_BINA
 # issue 22: dsgap.torch.attention through libdsgap (ctypes) in every family: dense and mc-sparse at
 # density 1 = torch's attention, mc-sparse at 0.25 sparse, bf16, the CFG branches, errors
 dg_pytest(python_torch COMMAND ${DG_PY}/test_torch.py)
+# the same with libdsgap_asan.so (tests/asan.cmake): every family's 3-step mc-sparse closed loop with
+# the C side under AddressSanitizer and UBSan; gcc's libasan preloaded into Python, its leak check
+# off (Python's and torch's own allocations outlive the process); a report fails the test
+if(TARGET dsgap_asan)
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so OUTPUT_VARIABLE DG_LIBASAN
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  dg_pytest(python_torch_asan COMMAND ${DG_PY}/test_torch.py)
+  set_property(TEST python_torch_asan APPEND PROPERTY ENVIRONMENT "DSGAP_LIB=$<TARGET_FILE:dsgap_asan>"
+    "LD_PRELOAD=${DG_LIBASAN}" "ASAN_OPTIONS=detect_leaks=0" "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
+    "OMP_NUM_THREADS=1")
+endif()
 # issue 20: Wan2.1 across engines: dsgap.capture on diffusers' WanTransformer3DModel = dsgap capture
 # (the C engine) on the same weights, noise and text, both key layouts (the wan_models fixture)
 dg_pytest(python_engines COMMAND ${DG_PY}/test_engines.py ${CMAKE_CURRENT_BINARY_DIR}/wan_models

@@ -6,7 +6,9 @@ diffusers models on the CPU backend.
   1. every family of test_families.py (Wan2.1, Wan2.2, HunyuanVideo with padded text, CogVideoX,
      Mochi, LTX-Video, FLUX), fp32, a 3-step loop: policy "dense" through libdsgap equals torch's own
      attention, and "mc-sparse" at density 1 equals it too (max rel < 1e-5 on every step's output);
-     every attention call went to libdsgap (no fallback), the sparse path ran (sparse_calls > 0);
+     every attention call went to libdsgap (no fallback), the sparse path ran (sparse_calls > 0); and
+     "mc-sparse" at density 0.25 over the same 3 steps stays finite (test python_torch_asan runs all
+     of this file with libdsgap_asan.so, the C side under AddressSanitizer and UBSan);
   2. Wan2.1 and FLUX at 512 video tokens: mc-sparse at density 0.25 differs from dense, stays finite,
      computes fewer pairs (effective density < 1);
   3. Wan2.1 in bf16: "dense" through libdsgap equals torch's bf16 SDPA within bf16 tolerance;
@@ -62,6 +64,13 @@ def families():
             ck.check(f"{fam}: {pol} at density 1 through libdsgap = torch's attention (fp32, 3 steps)",
                      e < 1e-5 and s["calls"] > 0 and s["fallback_calls"] == 0 and sparse_ok,
                      f"max rel {e:.1e}, units {s['calls']}, sparse {s['sparse_calls']}, fallback {s['fallback_calls']}")
+        with dt.attention(m, policy="mc-sparse", density=0.25) as a:
+            out = loop(m, kw)
+            s = a.stats()
+        ck.check(f"{fam}: mc-sparse at 0.25, 3 steps: finite, every call through libdsgap, sparse after the anchor",
+                 all(bool(torch.isfinite(o).all()) for o in out) and s["sparse_calls"] > 0 and s["fallback_calls"] == 0,
+                 f"units {s['calls']}, sparse {s['sparse_calls']}, fallback {s['fallback_calls']}, "
+                 f"density {s['pairs'] / s['full_pairs']:.3f}")
         print(f"   {fam}: {time.time() - t0:.1f} s")
 
 

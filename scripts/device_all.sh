@@ -27,7 +27,9 @@
 #   closed_loop                      experiment 4 on the bundled model (experiments/closed_loop.ini;
 #                                    fidelity; its times overlap the other checks)
 #   demo_gpu                         dsgap demo --device gpu on the bundled model
-#   experiments                      dsgap run --device gpu of experiments 1-3 (EXPERIMENTS: a subset)
+#   experiments                      each experiment's device path timed (scripts/time_experiments.sh:
+#                                    EXPERIMENTS a subset, default all; EXPERIMENT_CAP s each) ->
+#                                    experiments/times.md
 # Benchmarks (BENCHES, default "bench dit", empty for none), in this order:
 #   bench    dsgap bench --device gpu (replay backend: dense, anchor step, sparse passes, layer-step;
 #            BENCH_REPS 5, at most BENCH_CAP 150 s) -> bench.csv
@@ -151,18 +153,10 @@ sass() { # per kernel: HGMMA (wgmma), LDL/STL (local memory: spills) and SETMAXR
 			END { if (f) printf "%-70s HGMMA %4d  LDL/STL %3d  SETMAXREG %d\n", f, h, l, r }' || return 1
 	done
 }
-experiments() { # the bundled traces captured here on the GPU, then experiments 1-3, each timed
-	local t0=$SECONDS
-	# shellcheck disable=SC1091  # sourced from the repository root
-	(source experiments/lib.sh && exp_init ladder && DSGAP_DEVICE=gpu exp_bundled_trace &&
-		DSGAP_DEVICE=gpu exp_bundled_trace 14) || return 1
-	echo "experiments: bundled traces captured in $((SECONDS - t0)) s"
-	for x in ${EXPERIMENTS:-ladder ablation refresh}; do
-		t0=$SECONDS
-		"$DSGAP" run "experiments/$x.ini" --device gpu --out "/tmp/exp/$x" --quiet || return 1
-		echo "experiments: $x in $((SECONDS - t0)) s"
-		mkdir -p "$OUT/experiments/$x" && cp /tmp/exp/"$x"/summary.* /tmp/exp/"$x"/*/run.json "$OUT/experiments/$x/" 2>/dev/null
-	done
+experiments() { # each experiment's device path, timed: a table (scripts/time_experiments.sh)
+	# shellcheck disable=SC2086  # EXPERIMENTS: a list
+	bash scripts/time_experiments.sh --device gpu --cap "${EXPERIMENT_CAP:-540}" --scratch /tmp/exp \
+		--out "$OUT/experiments" ${EXPERIMENTS:-}
 }
 export -f sanitize sanitize_dit sanitize_kernels sanitize_meta sass experiments
 

@@ -14,14 +14,17 @@ run=synthetic.w2
 exp_analyse $run
 exp_collect $run "$RESULTS"
 
-# sources vs density, stacked, one panel for all layers and one per layer
+# sources vs density, diverging stacks (positive sources up from 0, negative ones down from 0), one
+# panel for all layers and one per layer
 fig=$RESULTS/figures
 awk -F, 'NR > 1 { key = $1 SUBSEP $2; v[key, $3] = $4; lo[key, $3] = $5; hi[key, $3] = $6
                   if (!(key in seen)) { seen[key] = 1; order[n++] = key } }
+  function bar(x) { if (x >= 0) { printf " %.6g %.6g", up, up + x; up += x } else { printf " %.6g %.6g", down + x, down; down += x } }
   END {
     print "# sources_vs_density.dat: sources of the dense-sparse gap vs target density (from decomposition.csv)"
-    print "# one block per panel (index 0: all layers, then each layer); E: E(est-block), lo hi: its 95% interval"
-    print "# columns: density lost grouping selection E lo hi"
+    print "# one block per panel (index 0: all layers, then each layer); each source a bar from .._lo to .._hi,"
+    print "# stacked up from 0 when positive and down from 0 when negative; E: E(est-block), lo hi: its 95% interval"
+    print "# columns: density lost_lo lost_hi grouping_lo grouping_hi selection_lo selection_hi E lo hi"
     nb = 0
     split("", panels)
     for (i = 0; i < n; i++) { split(order[i], k, SUBSEP); if (!(k[2] in pseen)) { pseen[k[2]] = 1; panels[nb++] = k[2] } }
@@ -31,15 +34,22 @@ awk -F, 'NR > 1 { key = $1 SUBSEP $2; v[key, $3] = $4; lo[key, $3] = $5; hi[key,
         split(order[i], k, SUBSEP)
         if (k[2] != panels[b]) continue
         key = order[i]
-        printf "%s %.6g %.6g %.6g %.6g %.6g %.6g\n", k[1], v[key, "lost"], v[key, "grouping"], v[key, "selection"],
-          v[key, "E(est-block)"], lo[key, "E(est-block)"], hi[key, "E(est-block)"]
+        up = down = 0
+        printf "%s", k[1]
+        bar(v[key, "lost"]); bar(v[key, "grouping"]); bar(v[key, "selection"])
+        printf " %.6g %.6g %.6g\n", v[key, "E(est-block)"], lo[key, "E(est-block)"], hi[key, "E(est-block)"]
       }
       printf "\n\n"
     }
   }' "$RESULTS/decomposition.csv" > "$fig/sources_vs_density.dat"
 layers=$(awk -F, 'NR > 1 && $2 != "all" { print $2 }' "$RESULTS/decomposition.csv" | sort -un | tr '\n' ' ')
 npanel=$(( $(echo $layers | wc -w) + 1 ))
-ymax=$(awk '!/^#/ && NF >= 7 { if ($7 > m) m = $7; if ($5 > m) m = $5 } END { printf "%.2f", m * 1.45 }' "$fig/sources_vs_density.dat")
+yrange=$(awk '!/^#/ && NF >= 10 { for (c = 2; c <= 10; c++) { if ($c > hi) hi = $c; if ($c < lo) lo = $c } }
+  END { printf "%.3g:%.3g", lo < 0 ? lo * 1.3 : 0, hi * 1.45 }' "$fig/sources_vs_density.dat")
+# the computed densities (est-block's) where they differ from the targets by more than 1%
+computed=$(awk -F, 'NR > 1 && $2 == "all" && $3 == "E(est-block)" { printf "%s%.3g", n++ ? ", " : "", $10
+  if ($10 - $1 > 0.01 * $1 || $1 - $10 > 0.01 * $1) d = 1 } END { if (!d) printf "\n-" }' "$RESULTS/decomposition.csv" | tail -1)
+[ "$computed" = - ] && computed="" || computed=" (computed: $computed)"
 {
   echo "# sources_vs_density.gp: the three sources of the gap vs target density (all layers, then per layer)"
   echo "# made by experiments/ladder.sh from decomposition.csv; synthetic trace"
@@ -48,11 +58,12 @@ ymax=$(awk '!/^#/ && NF >= 7 { if ($7 > m) m = $7; if ($5 > m) m = $5 } END { pr
   echo "do for [fmt in \"pdf png\"] {"
   echo "if (fmt eq \"pdf\") { set terminal pdfcairo size $((npanel * 2 + 1)).0in,2.6in font 'Liberation Sans,8' } else { set terminal pngcairo size $((npanel * 600 + 300)),780 font 'Liberation Sans,8' fontscale 3 linewidth 2 }"
   echo "set output 'sources_vs_density.'.fmt"
-  echo "set multiplot layout 1,$npanel title 'sources of the dense-sparse gap vs density (oracle ladder, synthetic trace)'"
+  echo "set multiplot layout 1,$npanel title 'sources of the dense-sparse gap vs density (oracle ladder, synthetic trace; negative sources below 0)'"
   echo "set style fill solid 0.85 noborder"
-  echo "set xlabel 'target density {/:Italic ρ}'"
+  echo "set xlabel 'target density {/:Italic ρ}$computed'"
   echo "set ylabel 'relative L_2 error (mean)'"
-  echo "set yrange [0:$ymax]"
+  echo "set yrange [$yrange]"
+  echo "set xzeroaxis lt -1 lw 0.5"
   echo "set xtics rotate by 0"
   echo "set key top right horizontal maxrows 2 samplen 1 font ',7'"
   i=0
@@ -61,10 +72,10 @@ ymax=$(awk '!/^#/ && NF >= 7 { if ($7 > m) m = $7; if ($5 > m) m = $5 } END { pr
     title="layer $p"; [ $p = all ] && title="all layers"
     echo "set title '$title'"
     echo "f = 'sources_vs_density.dat'"
-    echo "plot f index $i using 0:(\$2/2):(\$0-0.4):(\$0+0.4):(0):2:xtic(1) with boxxyerror ls 3 title 'lost contributions', \\"
-    echo "  f index $i using 0:2:(\$0-0.4):(\$0+0.4):2:(\$2+\$3) with boxxyerror ls 2 title 'grouping', \\"
-    echo "  f index $i using 0:2:(\$0-0.4):(\$0+0.4):(\$2+\$3):(\$2+\$3+\$4) with boxxyerror ls 1 title 'selection', \\"
-    echo "  f index $i using 0:6:(0):(\$7-\$6) with vectors heads size screen 0.006,90 lc rgb '#000000' lw 1 title '95% CI of E(est-block)'"
+    echo "plot f index $i using 0:((\$2+\$3)/2):(\$0-0.4):(\$0+0.4):2:3:xtic(1) with boxxyerror ls 3 title 'lost contributions', \\"
+    echo "  f index $i using 0:((\$4+\$5)/2):(\$0-0.4):(\$0+0.4):4:5 with boxxyerror ls 2 title 'grouping', \\"
+    echo "  f index $i using 0:((\$6+\$7)/2):(\$0-0.4):(\$0+0.4):6:7 with boxxyerror ls 1 title 'selection', \\"
+    echo "  f index $i using 0:9:(0):(\$10-\$9) with vectors heads size screen 0.006,90 lc rgb '#000000' lw 1 title '95% CI of E(est-block)'"
     i=$((i + 1))
   done
   echo "unset multiplot"
@@ -88,7 +99,7 @@ E(oracle), lost contributions = E(oracle), per density, for all layers and per l
 (layer, head)-cluster bootstrap intervals. Figures: \`figures/sources_vs_density.png\` (stacked
 sources vs density, all layers and per layer), \`error_vs_density\`, \`sources_per_layer-rho0.15\` (diverging stacks),
 \`mass_distribution-rho0.15\`.
-Peers (issue 7): each \`decomposition.md\` density section lists the peer methods (src/peers.h,
+Peers (issue 7): each \`decomposition.md\` density section lists the peer methods (src/policy/peers.h,
 labelled by their paper) at matched density beside the ladder: per method the configuration run whose
 effective density is closest to the target (top-k peers follow the density: \`xattention\`,
 \`spargeattn\` (theta=-0.1) and \`svg2\` with budget=topk, \`chipmunk\`, \`pisa\`; DiTFastAttn's window

@@ -35,7 +35,7 @@ anchors() {
     echo
     echo "| anchors | reuse interval | policy | units | E = mean rel_l2 | cosine |"
     echo "|--:|--:|:--|--:|--:|--:|"
-    awk '{ printf "| %d | %d | %s | %d | %.4g | %.4f |\n", $1, 12 / $1, $2, $3, $4, $5 }' "$WORK/anchors.txt"
+    awk '{ printf "| %d | %d | %s | %d | %.3g | %.3g |\n", $1, 12 / $1, $2, $3, $4, $5 }' "$WORK/anchors.txt"
   } > "$dest/anchors.md"
   {
     echo "% anchors.tex: error vs number of anchors ($label), made by experiments/refresh.sh"
@@ -43,7 +43,7 @@ anchors() {
     echo "\\toprule"
     echo "anchors & reuse interval & policy & \$E\$ (mean rel.\\ \$L_2\$) & cosine \\\\"
     echo "\\midrule"
-    awk '{ printf "%d & %d & \\texttt{%s} & %.4g & %.4f \\\\\n", $1, 12 / $1, $2, $4, $5 }' "$WORK/anchors.txt"
+    awk '{ printf "%d & %d & \\texttt{%s} & %.3g & %.3g \\\\\n", $1, 12 / $1, $2, $4, $5 }' "$WORK/anchors.txt"
     echo "\\bottomrule"
     echo "\\end{tabular}"
   } > "$dest/anchors.tex"
@@ -101,4 +101,8 @@ steps; four schedules with 1, 2, 3 and 6 evenly spaced anchors over the 12 reuse
 
 Second source: **the bundled model** (\`data/model\`), its own attention captured by
 \`exp_bundled_trace 14\` (experiments/lib.sh: class cockatoo, seed 1, 4096 tokens, layers 0/3/7 x 2
-heads, 14 UniPC steps, CFG 3): the same schedules, \`bundled.aN/\` and \`bundled/anchors.*\`." "$RESULTS/synthetic.a1/run.json"
+heads, 14 UniPC steps, CFG 3): the same schedules, \`bundled.aN/\` and \`bundled/anchors.*\`.
+**One sample**: the bundled model's refresh numbers are this one capture's (intervals over its
+(layer, head) clusters in the staleness figures; the anchors tables are plain means); how they vary
+over prompts and seeds is not measured here (the 24-sample set, results/samples/, has 10-step
+captures with one schedule)." "$RESULTS/synthetic.a1/run.json"

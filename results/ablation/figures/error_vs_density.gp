@@ -1,6 +1,6 @@
 # error_vs_density.gp: mean rel_l2 against target density, per policy
-# made by dsgap plot (dsgap 0.1.0, commit f8a53d540665+wip) from /work/main/build/experiments/ablation/synthetic.w3
-# trace synth: grid=5x16x32 heads=4 layers=4 steps=10 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit f8a53d540665+wip on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T17:42:35Z
+# made by dsgap plot (dsgap 0.1.0, commit a530be9d741a+wip) from /tmp/h19/work/ablation/synthetic.w3
+# trace synth: grid=5x16x32 heads=4 layers=4 steps=10 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 5b9c0841ebfd on cpu: AMD EPYC (2 threads), 2026-12-03T19:13:23Z
 # re-render inside this directory: gnuplot error_vs_density.gp   (writes error_vs_density.pdf and error_vs_density.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {

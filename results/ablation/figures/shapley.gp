@@ -1,6 +1,6 @@
 # shapley.gp: Shapley shares of G, S, R per density with 95% intervals
-# made by dsgap plot (dsgap 0.1.0, commit f8a53d540665+wip) from /work/main/build/experiments/ablation/synthetic.w3
-# trace synth: grid=5x16x32 heads=4 layers=4 steps=10 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit f8a53d540665+wip on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-02T17:42:35Z
+# made by dsgap plot (dsgap 0.1.0, commit a530be9d741a+wip) from /tmp/h19/work/ablation/synthetic.w3
+# trace synth: grid=5x16x32 heads=4 layers=4 steps=10 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 5b9c0841ebfd on cpu: AMD EPYC (2 threads), 2026-12-03T19:13:23Z
 # re-render inside this directory: gnuplot shapley.gp   (writes shapley.pdf and shapley.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {
@@ -11,13 +11,13 @@ if (fmt eq "pdf") {
 }
 set output 'shapley.'.fmt
 set xtics ("0.1" 0, "0.15" 1, "0.25" 2)
+set xlabel 'target density {/:Italic ρ}'
 set xrange [-0.6:2.6]
 set boxwidth 0.24
 set style fill solid 0.85 noborder
 set grid noxtics
 set xzeroaxis lt -1 lw 0.5
 set yrange [*<0:0<*]
-set xlabel 'target density {/:Italic ρ}'
 set ylabel 'error reduction (rel. L_2)'
 set key outside top center horizontal maxrows 2 Left reverse samplen 1 font ',7'
 f = 'shapley.dat'

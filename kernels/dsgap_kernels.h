@@ -139,7 +139,8 @@ int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v,
 			dg_stream stream);
 
 /* ---- metadata kernels (group_scores.cu, query_topk.cu, select_topk.cu, pca_group.cu,
- * pooled_scores.cu, metrics.cu): one head per call, q k (n, d) bf16, lse (n) fp32 natural log.
+ * pooled_scores.cu, peer_scores.cu, metrics.cu): one head per call, q k (n, d) bf16, lse (n) fp32
+ * natural log.
  * Selections rank by (score desc, index asc) exactly as src/policy/select.c; -0.0 ranks as +0.0.
  * Scratch comes from cudaMallocAsync on `stream` (the device's default pool) and is freed there. */
 
@@ -191,6 +192,26 @@ int dg_pca_groups(const uint16_t *q, int heads, int n, int d, int32_t *perm, int
  * (ngroups, ceil(n/128)), softmax over blocks of logit + log(block size)). */
 int dg_pooled_scores(const uint16_t *q, const uint16_t *k, int n, int d, const int32_t *perm,
 		     const int32_t *goff, int ngroups, int kv, float *scores, dg_stream stream);
+
+/* Block peers' scores (peer_scores.cu), bit for bit the CPU twin's (peers.c dg_peer_block_scores):
+ * scores (G, G), G = ceil(n/bs), of raster blocks of bs queries against raster blocks of bs keys:
+ *   DG_PEER_SPARGE    spargeattn (bs 128): softmax over key blocks of the mean-pooled logits, key
+ *                     blocks of self-similarity below theta -INF there, then +INF (always kept) where
+ *                     the query or key block's self-similarity is below theta;
+ *   DG_PEER_ANTIDIAG  xattention (bs 128): stride `stride`, the softmax of the antidiagonal reduced
+ *                     rows summed into blocks (scratch: ceil(n/stride)^2 fp32);
+ *   DG_PEER_POOLED    pisa (bs = its block, <= 128): scale * qbar . kbar, no softmax. */
+#define DG_PEER_SPARGE 0
+#define DG_PEER_ANTIDIAG 1
+#define DG_PEER_POOLED 2
+int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d, int kind, int bs, int stride,
+		   double theta, float *scores, dg_stream stream);
+/* A block peer's key lists as bitmaps (the keys=bitmap layout below): take (nblocks, nblocks) bytes,
+ * nblocks = ceil(n/bs), the key blocks each score row keeps; group g gets every key if row[g] < 0,
+ * else the keys below `forced`, the sinks [sink_lo, sink_hi) and the keys of the blocks that row
+ * row[g] keeps; bits (ngroups, (n+31)/32), soff (ngroups+1) int64 their counts' prefix sums. */
+int dg_peer_expand(const uint8_t *take, int nblocks, int bs, const int32_t *row, int ngroups, int n,
+		   int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff, dg_stream stream);
 
 /* Metrics (dg_metrics_compute) of o against ref (count fp32 values each) and the retained mass
  * (nq values, or NULL: mean = p5 = 1), accumulated in double. out: 6 device doubles in the order of

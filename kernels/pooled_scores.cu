@@ -4,13 +4,12 @@
  *   kv=token  softmax_j(scale * qbar_G . k_j)                                   (ngroups, n)
  *   kv=block  softmax_b(scale * qbar_G . kbar_b + log|b|)                       (ngroups, ceil(n/128))
  * qbar_G = mean of the group's queries and kbar_b = mean of block b's keys, summed in fp32 in the
- * CPU's order (so bit-identical); logits by an fp32 SIMT tile product (64 x 64 per CTA, 4 x 4 per
- * thread); the softmax per row takes the max, sums exp(x - max) in double and divides in double,
- * as the CPU does.
+ * CPU's order (so bit-identical); logits by the fp32 SIMT tile product of pooled_common.cuh; the
+ * softmax per row takes the max, sums exp(x - max) in double and divides in double, as the CPU does.
  * Build: part of dsgapkernels; test: tests/gpu_meta.c.
  */
 #include "dsgap_kernels.h"
-#include "meta_common.cuh"
+#include "pooled_common.cuh"
 
 namespace {
 
@@ -24,72 +23,6 @@ __global__ void group_mean(const uint16_t *q, const int32_t *perm, const int32_t
 	for (int p = a; p < b; p++)
 		s += bf2f(q[(size_t)perm[p] * D + c]);
 	qbar[(size_t)g * D + c] = s / (float)(b - a);
-}
-
-/* kbar (nb, D) and logw (nb) = logf(block size) */
-template <int D>
-__global__ void block_mean(const uint16_t *k, int n, float *kbar, float *logw)
-{
-	const int blk = blockIdx.x, c = threadIdx.x;
-	const int a = blk * 128, b = min(a + 128, n);
-	float s = 0.f;
-	for (int j = a; j < b; j++)
-		s += bf2f(k[(size_t)j * D + c]);
-	kbar[(size_t)blk * D + c] = s / (float)(b - a);
-	if (c == 0)
-		logw[blk] = logf((float)(b - a));
-}
-
-/* S (G, cols) = scale * A (G, D) . B (cols, D)^T (+ logw): B is bf16 keys (KBF16) or fp32 kbar */
-template <int D, bool KBF16>
-__global__ void __launch_bounds__(256) logits(const float *A, int G, const void *Bv, int cols, float scale,
-					      const float *logw, float *S)
-{
-	__shared__ float as[32][64 + 1], bs[32][64 + 1]; /* a D-slice of 32: [c][row] */
-	const int tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
-	const int g0 = blockIdx.y * 64, j0 = blockIdx.x * 64;
-	float acc[4][4];
-#pragma unroll
-	for (int i = 0; i < 4; i++)
-#pragma unroll
-		for (int j = 0; j < 4; j++)
-			acc[i][j] = 0.f;
-	for (int c0 = 0; c0 < D; c0 += 32) {
-		for (int e = tid; e < 64 * 32; e += 256) {
-			const int r = e / 32, c = e % 32;
-			const int g = g0 + r, j = j0 + r;
-			as[c][r] = g < G ? A[(size_t)g * D + c0 + c] : 0.f;
-			float bv = 0.f;
-			if (j < cols)
-				bv = KBF16 ? bf2f(((const uint16_t *)Bv)[(size_t)j * D + c0 + c])
-					   : ((const float *)Bv)[(size_t)j * D + c0 + c];
-			bs[c][r] = bv;
-		}
-		__syncthreads();
-#pragma unroll 8
-		for (int c = 0; c < 32; c++) {
-			float a[4], b[4];
-#pragma unroll
-			for (int i = 0; i < 4; i++) {
-				a[i] = as[c][ty + 16 * i];
-				b[i] = bs[c][tx + 16 * i];
-			}
-#pragma unroll
-			for (int i = 0; i < 4; i++)
-#pragma unroll
-				for (int j = 0; j < 4; j++)
-					acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-		}
-		__syncthreads();
-	}
-#pragma unroll
-	for (int i = 0; i < 4; i++)
-#pragma unroll
-		for (int j = 0; j < 4; j++) {
-			const int g = g0 + ty + 16 * i, jj = j0 + tx + 16 * j;
-			if (g < G && jj < cols)
-				S[(size_t)g * cols + jj] = __fadd_rn(__fmul_rn(scale, acc[i][j]), logw ? logw[jj] : 0.f);
-		}
 }
 
 #define SM_NT 512
@@ -142,12 +75,12 @@ int run(const uint16_t *q, const uint16_t *k, int n, const int32_t *perm, const 
 	DGM_CUDA(cudaMallocAsync((void **)&buf, a_q + (kv ? a_k + dgm_align((size_t)nb * 4) : 0), st));
 	float *qbar = buf, *kbar = (float *)((char *)buf + a_q), *logw = (float *)((char *)buf + a_q + a_k);
 	group_mean<D><<<G, D, 0, st>>>(q, perm, goff, qbar);
-	const dim3 grid((cols + 63) / 64, (G + 63) / 64);
+	const pooled::rows_f32<D> A = { qbar };
 	if (kv) {
-		block_mean<D><<<nb, D, 0, st>>>(k, n, kbar, logw);
-		logits<D, false><<<grid, 256, 0, st>>>(qbar, G, kbar, cols, scale, logw, scores);
+		pooled::block_mean<D><<<nb, D, 0, st>>>(k, n, 128, NULL, kbar, logw);
+		pooled::launch_logits(A, G, pooled::rows_f32<D>{ kbar }, cols, D, scale, logw, scores, st);
 	} else {
-		logits<D, true><<<grid, 256, 0, st>>>(qbar, G, k, cols, scale, NULL, scores);
+		pooled::launch_logits(A, G, pooled::rows_bf16<D>{ k }, cols, D, scale, NULL, scores, st);
 	}
 	softmax_rows<<<G, SM_NT, 0, st>>>(scores, cols);
 	DGM_LAUNCHED();

@@ -1,0 +1,305 @@
+/*
+ * peer_scores.cu: the block peers' scores and the expansion of their block selections (docs/spec.md
+ * §3, src/policy/peers.h), GPU twins of peers.c's dg_peer_block_scores and of its key lists, bit for
+ * bit: every value is made by the same fp32/fp64 operations in the same order as the CPU twin
+ * (explicitly rounded intrinsics, so that nothing is contracted or reassociated):
+ *   sparge    key mean = fp32 sum of the 128-key blocks' fp32 sums over n; block means of Q and of
+ *             K - mean (pooled_common.cuh block_mean); self-similarities in double (token norms
+ *             in component order, sums of unit vectors in token order, |u|^2 in component order);
+ *             logits (pooled_common.cuh); K blocks below theta -INF; softmax_det; low
+ *             self-similarity +INF;
+ *   antidiag  the reduced logits (R, R), R = ceil(n/S), of the antidiagonal gathers (queries of a
+ *             stride reversed, zero past n) as one fmaf chain over (t, component); softmax_det per
+ *             reduced row; each 128 x 128 block the fp32 sum over its reduced rows, then columns;
+ *   pooled    (pisa) block means of Q and K over bs, logits.
+ * softmax_det: a warp per row; the max; e = peer_expf(x - max) (peers.c det_expf, operation for
+ * operation); lane l sums e_j for j = l, l+32, .. in double, the 32 lane sums added in lane order;
+ * x = (float)(e / sum).
+ * Build: part of dsgapkernels; test: tests/gpu_meta.c (--peers), tests/gpu_replay.sh.
+ */
+#include "dsgap_kernels.h"
+#include "pooled_common.cuh"
+
+namespace {
+
+/* exp(x) as peers.c det_expf: 2^k p(r), x = k ln2 + r */
+DGM_DEV float peer_expf(float x)
+{
+	if (!(x >= -87.0f))
+		return 0.0f;
+	const float kf = rintf(__fmul_rn(x, 1.44269504f));
+	float r = __fmaf_rn(-kf, 0.693145752f, x);
+	r = __fmaf_rn(-kf, 1.42860677e-06f, r);
+	float p = 1.38888889e-03f;
+	p = __fmaf_rn(p, r, 8.33333377e-03f);
+	p = __fmaf_rn(p, r, 4.16666679e-02f);
+	p = __fmaf_rn(p, r, 1.66666672e-01f);
+	p = __fmaf_rn(p, r, 0.5f);
+	p = __fmaf_rn(p, r, 1.0f);
+	p = __fmaf_rn(p, r, 1.0f);
+	return ldexpf(p, (int)kf);
+}
+
+/* softmax of each of rows rows of S (rows, cols) in place, a warp per row (see the top) */
+__global__ void softmax_det(float *S, int rows, int cols)
+{
+	const int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+	if (row >= rows)
+		return;
+	float *x = S + (size_t)row * cols;
+	float mx = -INFINITY;
+	for (int j = lane; j < cols; j += 32)
+		mx = fmaxf(mx, x[j]);
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+	if (mx == -INFINITY) {
+		for (int j = lane; j < cols; j += 32)
+			x[j] = 0.f;
+		return;
+	}
+	double part = 0;
+	for (int j = lane; j < cols; j += 32) {
+		const float e = peer_expf(__fsub_rn(x[j], mx));
+		x[j] = e;
+		part = __dadd_rn(part, (double)e);
+	}
+	double sum = 0;
+	for (int l = 0; l < 32; l++)
+		sum = __dadd_rn(sum, __shfl_sync(0xffffffffu, part, l));
+	for (int j = lane; j < cols; j += 32)
+		x[j] = (float)__ddiv_rn((double)x[j], sum);
+}
+
+static void launch_softmax_det(float *S, int rows, int cols, cudaStream_t st)
+{
+	softmax_det<<<(int)(((size_t)rows * 32 + 255) / 256), 256, 0, st>>>(S, rows, cols);
+}
+
+/* ---- sparge ---- */
+
+/* bsum (nb, D): fp32 sums over raster blocks of 128 keys, in key order; grid nb, D threads */
+template <int D>
+__global__ void block_sums(const uint16_t *k, int n, float *bsum)
+{
+	const int blk = blockIdx.x, c = threadIdx.x, a = blk * 128, b = min(a + 128, n);
+	float s = 0.f;
+	for (int j = a; j < b; j++)
+		s = __fadd_rn(s, bf2f(k[(size_t)j * D + c]));
+	bsum[(size_t)blk * D + c] = s;
+}
+
+/* mean (D) = the block sums added in block order, over n; one CTA of D threads */
+template <int D>
+__global__ void key_mean(const float *bsum, int nb, int n, float *mean)
+{
+	const int c = threadIdx.x;
+	float s = 0.f;
+	for (int b = 0; b < nb; b++)
+		s = __fadd_rn(s, bsum[(size_t)b * D + c]);
+	mean[c] = __fdiv_rn(s, (float)n);
+}
+
+/* sim (nb): mean pairwise cosine similarity of each raster block of bs <= 128 rows of x - sub (sub (D)
+ * or NULL), in double: |sum_j x_j / |x_j||^2 / size^2; grid nb, D threads */
+template <int D>
+__global__ void self_sim(const uint16_t *x, int n, int bs, const float *sub, float *sim)
+{
+	__shared__ double nrm[128], u[D];
+	const int blk = blockIdx.x, c = threadIdx.x, a = blk * bs, b = min(a + bs, n);
+	for (int j = a + c; j < b; j += D) {
+		double s = 0;
+		for (int t = 0; t < D; t++) {
+			float v = bf2f(x[(size_t)j * D + t]);
+			v = sub ? __fsub_rn(v, sub[t]) : v;
+			s = __dadd_rn(s, __dmul_rn((double)v, (double)v));
+		}
+		nrm[j - a] = s > 0 ? __ddiv_rn(1.0, __dsqrt_rn(s)) : 0.0;
+	}
+	__syncthreads();
+	const float m = sub ? sub[c] : 0.f;
+	double acc = 0;
+	for (int j = a; j < b; j++) {
+		float v = bf2f(x[(size_t)j * D + c]);
+		v = sub ? __fsub_rn(v, m) : v;
+		acc = __dadd_rn(acc, __dmul_rn((double)v, nrm[j - a]));
+	}
+	u[c] = acc;
+	__syncthreads();
+	if (c == 0) {
+		double sq = 0;
+		for (int t = 0; t < D; t++)
+			sq = __dadd_rn(sq, __dmul_rn(u[t], u[t]));
+		const double cnt = b - a;
+		sim[blk] = (float)__ddiv_rn(sq, cnt * cnt);
+	}
+}
+
+/* S (G, G): force = 0: key blocks below theta to -INF; force = 1: rows or columns below theta to +INF */
+__global__ void sparge_mark(float *S, int G, const float *qsim, const float *ksim, double theta, int force)
+{
+	const int r = blockIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= G)
+		return;
+	float *s = S + (size_t)r * G + c;
+	if (!force && (double)ksim[c] < theta)
+		*s = -INFINITY;
+	if (force && ((double)qsim[r] < theta || (double)ksim[c] < theta))
+		*s = INFINITY;
+}
+
+/* ---- antidiag ---- */
+
+/* reduced row r of the queries: q[rS+S-1], .., q[rS] (zero past n); of the keys: k[rS], .., k[rS+S-1] */
+template <int D, bool REV>
+struct stride_rows {
+	const uint16_t *x;
+	int n, S;
+	__device__ float operator()(int r, int kk) const
+	{
+		const int t = kk / D, e = kk % D, i = REV ? r * S + S - 1 - t : r * S + t;
+		return i < n ? bf2f(x[(size_t)i * D + e]) : 0.f;
+	}
+};
+
+/* scores (G, G): block (rb, cb) = sum over the reduced rows r with rS/128 = rb, in order, of the
+ * reduced columns c with cS/128 = cb, in order, of L (R, R); grid (ceil(G/128), G), 128 threads */
+__global__ void antidiag_blocks(const float *L, int R, int S, int G, float *scores)
+{
+	const int rb = blockIdx.y, cb = blockIdx.x * blockDim.x + threadIdx.x;
+	if (cb >= G)
+		return;
+	const int r0 = (rb * 128 + S - 1) / S, r1 = min(R, ((rb + 1) * 128 + S - 1) / S);
+	const int c0 = (cb * 128 + S - 1) / S, c1 = min(R, ((cb + 1) * 128 + S - 1) / S);
+	float s = 0.f;
+	for (int r = r0; r < r1; r++)
+		for (int c = c0; c < c1; c++)
+			s = __fadd_rn(s, L[(size_t)r * R + c]);
+	scores[(size_t)rb * G + cb] = s;
+}
+
+template <int D>
+int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, double theta, float *scores,
+	cudaStream_t st)
+{
+	const int G = (n + bs - 1) / bs;
+	if (kind == DG_PEER_ANTIDIAG) {
+		const int R = (n + S - 1) / S;
+		float *L = NULL;
+		DGM_CUDA(cudaMallocAsync((void **)&L, (size_t)R * R * 4, st));
+		const float scale = 1.0f / (sqrtf((float)D) * S);
+		pooled::launch_logits(stride_rows<D, true>{ q, n, S }, R, stride_rows<D, false>{ k, n, S }, R, S * D, scale,
+				      NULL, L, st);
+		launch_softmax_det(L, R, R, st);
+		antidiag_blocks<<<dim3((G + 127) / 128, G), 128, 0, st>>>(L, R, S, G, scores);
+		DGM_LAUNCHED();
+		DGM_CUDA(cudaFreeAsync(L, st));
+		return 0;
+	}
+	const float scale = 1.0f / sqrtf((float)D);
+	float *buf = NULL;
+	const size_t a_m = dgm_align((size_t)G * D * 4), a_v = dgm_align((size_t)G * 4), a_d = dgm_align(D * 4);
+	DGM_CUDA(cudaMallocAsync((void **)&buf, 3 * a_m + 2 * a_v + a_d, st));
+	float *qbar = buf, *kbar = (float *)((char *)buf + a_m), *bsum = (float *)((char *)buf + 2 * a_m);
+	float *qsim = (float *)((char *)buf + 3 * a_m), *ksim = (float *)((char *)buf + 3 * a_m + a_v);
+	float *mean = (float *)((char *)buf + 3 * a_m + 2 * a_v);
+	const float *sub = NULL;
+	if (kind == DG_PEER_SPARGE) { /* smooth_k */
+		block_sums<D><<<G, D, 0, st>>>(k, n, bsum);
+		key_mean<D><<<1, D, 0, st>>>(bsum, G, n, mean);
+		sub = mean;
+	}
+	pooled::block_mean<D><<<G, D, 0, st>>>(q, n, bs, NULL, qbar, NULL);
+	pooled::block_mean<D><<<G, D, 0, st>>>(k, n, bs, sub, kbar, NULL);
+	pooled::launch_logits(pooled::rows_f32<D>{ qbar }, G, pooled::rows_f32<D>{ kbar }, G, D, scale, NULL, scores, st);
+	if (kind == DG_PEER_SPARGE) {
+		self_sim<D><<<G, D, 0, st>>>(q, n, bs, NULL, qsim);
+		self_sim<D><<<G, D, 0, st>>>(k, n, bs, sub, ksim);
+		const dim3 grid((G + 127) / 128, G);
+		sparge_mark<<<grid, 128, 0, st>>>(scores, G, qsim, ksim, theta, 0);
+		launch_softmax_det(scores, G, G, st);
+		sparge_mark<<<grid, 128, 0, st>>>(scores, G, qsim, ksim, theta, 1);
+	}
+	DGM_LAUNCHED();
+	DGM_CUDA(cudaFreeAsync(buf, st));
+	return 0;
+}
+
+/* ---- expansion ---- */
+
+/* bits (ngroups, W) of group g: every key where row[g] < 0, else the keys < forced, the sinks and the
+ * keys of the blocks take[row[g]] keeps; cnt[g] their number. Grid ngroups, 256 threads. */
+__global__ void expand_bits(const uint8_t *take, int nb, int bs, const int32_t *row, int n, int slo, int shi,
+			    int forced, uint32_t *bits, int64_t *cnt)
+{
+	__shared__ int wsum[8];
+	const int g = blockIdx.x, W = (n + 31) / 32, r = row[g];
+	int c = 0;
+	for (int w = threadIdx.x; w < W; w += 256) {
+		uint32_t word = 0;
+		for (int b = 0; b < 32; b++) {
+			const int j = w * 32 + b;
+			if (j >= n)
+				break;
+			const bool in = r < 0 || j < forced || (j >= slo && j < shi) || take[(size_t)r * nb + j / bs];
+			word |= (uint32_t)in << b;
+		}
+		bits[(size_t)g * W + w] = word;
+		c += __popc(word);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		c += __shfl_xor_sync(0xffffffffu, c, o);
+	if ((threadIdx.x & 31) == 0)
+		wsum[threadIdx.x >> 5] = c;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		int64_t t = 0;
+		for (int i = 0; i < 8; i++)
+			t += wsum[i];
+		cnt[g] = t;
+	}
+}
+
+/* soff (ngroups+1) = the prefix sums of cnt; one thread */
+__global__ void prefix_offsets(const int64_t *cnt, int ngroups, int64_t *soff)
+{
+	int64_t at = 0;
+	soff[0] = 0;
+	for (int g = 0; g < ngroups; g++)
+		soff[g + 1] = at += cnt[g];
+}
+
+} // namespace
+
+extern "C" int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d, int kind, int bs, int stride,
+			      double theta, float *scores, dg_stream stream)
+{
+	DGM_ARG(d == 64 || d == 128, "peer scores: head_dim %d (64 or 128 supported)", d);
+	DGM_ARG(kind == DG_PEER_SPARGE || kind == DG_PEER_ANTIDIAG || kind == DG_PEER_POOLED, "peer scores: kind %d",
+		kind);
+	DGM_ARG(n >= 1 && bs >= 1 && bs <= 128 && (kind == DG_PEER_POOLED || bs == 128),
+		"peer scores: n %d, block %d (1 .. 128; 128 for sparge and antidiag)", n, bs);
+	DGM_ARG(kind != DG_PEER_ANTIDIAG || (stride >= 1 && stride <= 128), "peer scores: stride %d (1 .. 128)", stride);
+	DGM_ARG(q && k && scores, "peer scores: NULL argument");
+	cudaStream_t st = (cudaStream_t)stream;
+	return d == 64 ? run<64>(q, k, n, kind, bs, stride, theta, scores, st)
+		       : run<128>(q, k, n, kind, bs, stride, theta, scores, st);
+}
+
+extern "C" int dg_peer_expand(const uint8_t *take, int nblocks, int bs, const int32_t *row, int ngroups, int n,
+			      int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff, dg_stream stream)
+{
+	DGM_ARG(n >= 1 && ngroups >= 1 && bs >= 1 && nblocks == (n + bs - 1) / bs,
+		"peer expand: n %d, %d groups, %d blocks of %d", n, ngroups, nblocks, bs);
+	DGM_ARG(take && row && bits && soff, "peer expand: NULL argument");
+	cudaStream_t st = (cudaStream_t)stream;
+	const int slo = max(0, min(sink_lo, n)), shi = max(0, min(sink_hi, n));
+	int64_t *cnt = NULL;
+	DGM_CUDA(cudaMallocAsync((void **)&cnt, (size_t)ngroups * 8, st));
+	expand_bits<<<ngroups, 256, 0, st>>>(take, nblocks, bs, row, n, slo, shi, forced, bits, cnt);
+	prefix_offsets<<<1, 1, 0, st>>>(cnt, ngroups, soff);
+	DGM_LAUNCHED();
+	DGM_CUDA(cudaFreeAsync(cnt, st));
+	return 0;
+}

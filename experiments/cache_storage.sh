@@ -8,14 +8,15 @@
 #   closed loop: the bundled model (data/model, latent 8x32x32 = 2048 tokens, 8 layers, 10 UniPC steps, CFG 3, warm-up
 #                2, rho 0.15): PSNR of the final latents against dense, and against mc-sparse with fp32
 #                storage (the issue's "within 0.5 dB" figure is the first one's change)
-#   DSGAP=build/dsgap experiments/cache_storage.sh [OUTDIR]   (default results/cache_storage; ~25 min on 2 busy cores)
-set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DSGAP=${DSGAP:-$ROOT/build/dsgap}
-OUT=${1:-$ROOT/results/cache_storage}
-W=${DSGAP_WORK:-$ROOT/build/experiments/cache_storage}
-mkdir -p "$OUT" "$W"
-T0=$(date -u +%FT%TZ)
+#   DSGAP=build/dsgap experiments/cache_storage.sh [--out DIR | --update-results]   (~25 min on 2 busy
+#   cores; --out defaults to a fresh build/results/cache_storage-DATE, --update-results writes
+#   results/cache_storage; runs in the scratch folder build/experiments/cache_storage: experiments/lib.sh)
+source "$(dirname "$0")/lib.sh"
+exp_init cache_storage "$@"
+[ ${#EXP_ARGS[@]} = 0 ] || { echo "cache_storage.sh: unknown argument ${EXP_ARGS[0]} (--out DIR | --update-results)" >&2; exit 2; }
+OUT=$RESULTS W=$WORK
+mkdir -p "$W"
+STARTED=$(date -u +%FT%TZ)
 POL=mc-sparse,mc-sparse/residual_dtype=bf16,mc-sparse/residual_dtype=fp8,mc-sparse/keys=bitmap
 if [ "${SUMMARY_ONLY:-0}" != 1 ]; then # SUMMARY_ONLY=1: the tables from the runs already in $W
 "$DSGAP" synth --out "$W/synth.h5" --grid 4x16x32 --heads 4 --head-dim 128 --layers 2 --steps 12 --seed 1
@@ -67,5 +68,5 @@ with open(os.path.join(out, "closed_loop.csv"), "w") as f:
         f.write("%s,%s,%.3f,%+.3f,%.2f,%.3g\n" % (r["policy"], r["density_target"], float(r["psnr"]),
                 float(r["psnr"]) - base, psnr(x, ref), rel))
 PY
-echo "started $T0, finished $(date -u +%FT%TZ), commit $(git -C "$ROOT" rev-parse --short HEAD), $("$DSGAP" info "$W/synth.h5" 2>/dev/null | head -1)" > "$OUT/run.txt"
+echo "started $STARTED, finished $(date -u +%FT%TZ), commit $(git -C "$ROOT" rev-parse --short HEAD), $("$DSGAP" info "$W/synth.h5" 2>/dev/null | head -1)" > "$OUT/run.txt"
 cat "$OUT/open_loop.csv" "$OUT/closed_loop.csv"

@@ -6,7 +6,8 @@
 # resume (finished cells skipped, a killed run's temporary folder removed, a removed cell redone,
 # the same rows); shards 0/2 + 1/2 merged and --workers 2 equal the unsharded run but for the
 # time columns; merge refuses an incomplete set; a changed experiment in the same folder is
-# refused; bad experiment files (one line naming FILE:LINE, nothing written).
+# refused; [device] cache_offload = true (--cache-offload: a no-op on the CPU) is the same
+# experiment (its fingerprint); bad experiment files (one line naming FILE:LINE, nothing written).
 # Run: ctest -R cli_closed_loop (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
 set -u
 : "${DSGAP:?set DSGAP to the dsgap binary}"
@@ -76,6 +77,10 @@ check "merge of 2 shards = the unsharded run (closed_loop.csv)" same_rows "$csv"
 check "merge of 2 shards = the unsharded run (summary.csv)" same_summary "$tmp/full/summary.csv" "$tmp/merged/summary.csv"
 "$DSGAP" run "$tmp/c.ini" --out "$tmp/w2" --workers 2 --quiet
 check "--workers 2 = one process" same_rows "$csv" "$tmp/w2/$run/closed_loop.csv"
+printf '[device]\ncache_offload = true\n' | cat "$tmp/c.ini" - > "$tmp/coff.ini"
+"$DSGAP" run "$tmp/coff.ini" --out "$tmp/full" 2> "$tmp/coff.err" > /dev/null
+check "[device] cache_offload = true: the same experiment (its cells already done)" \
+  grep -q "10 of 10 cells already done, 0 to run" "$tmp/coff.err"
 sed 's/^steps = 3/steps = 4/' "$tmp/c.ini" > "$tmp/c4.ini"
 "$DSGAP" run "$tmp/c4.ini" --out "$tmp/full" 2> "$tmp/fp.err" > /dev/null
 check "a changed experiment in the same folder is refused" grep -q "was made by another experiment" "$tmp/fp.err"
@@ -104,6 +109,11 @@ bad "unknown key" "$tmp/bad.ini:3: unknown key 'stpes' in [model]" "[model]\npat
 bad "bad seed" "$tmp/bad.ini:7: [model] seeds: '-1' is not a seed" "${M}seeds = -1\n${P}"
 bad "no prompts" "$tmp/bad.ini:2: no prompts" "${M}"
 bad "prompt file missing" "$tmp/bad.ini:9: prompt 'x': cannot open $tmp/none.safetensors" "${M}${P}x = none.safetensors:text\n"
+bad "cache_offload not a boolean" "$tmp/bad.ini:10: [device] cache_offload is true or false, not 'yes'" \
+  "${M}${P}[device]\ncache_offload = yes\n"
+bad "cache_offload in a replay experiment" \
+  "$tmp/bad.ini:4: [device] cache_offload is for a closed-loop experiment ([model] and [prompts])" \
+  "[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n[device]\ncache_offload = true\n"
 bad "anchor after the last step" "$tmp/bad.ini:10: schedule 'a': anchor step 5 is not a step of the 3" \
   "${M}${P}[schedules]\na = warmup=1,anchors=5\n"
 

@@ -108,6 +108,21 @@ EOF
 check "generate.csv: dense is the reference, density 1 reproduces it, density 0.3 is sparse ($(grep -o 'mc-sparse psnr.*' "$T/py3.out"))" \
   'grep -q PYOK "$T/py3.out"' || cat "$T/py3.out"
 
+# --cache-offload: on the CPU a no-op (its caches are host memory): the same latents, said in generate.json
+"$DSGAP" generate --model "$MODELS/orig_hd64" --text "$FIX/text.safetensors" --latent 4x16x24 --seed 3 \
+  --steps 3 --shift 3 --guidance 2 --policies dense,mc-sparse --density 0.3 --schedule warmup=1 \
+  --cache-offload --out "$T/genoff" 2>"$T/gofferr"
+$PY - "$T/gen" "$T/genoff" <<'EOF' > "$T/py5.out" 2>&1
+import json, sys, h5py, numpy as np
+for f in ("dense.h5", "mc-sparse@0.3.h5"):
+    a, b = (h5py.File(d + "/" + f, "r")["latents"][:] for d in sys.argv[1:3])
+    assert np.array_equal(a, b), f
+assert json.load(open(sys.argv[2] + "/generate.json"))["cache_offload"] is True
+print("PYOK")
+EOF
+check "generate --cache-offload on the CPU: the same latents; generate.json says so" 'grep -q PYOK "$T/py5.out"' || \
+  cat "$T/py5.out" "$T/gofferr"
+
 # --- bad input: one line, non-zero exit, no output ------------------------------------------------
 B=$MODELS/bad
 expect_fail() { # description, expected text, dsgap arguments...

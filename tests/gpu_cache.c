@@ -14,7 +14,10 @@
  *     GPU paths (with metrics: the residual decoded; without: the sparse kernel's epilogue reading
  *     the stored dtype); the stored residual's bytes equal dg_residual_encode of the GPU's own fp32
  *     residual (the same selection, bit-exact rounding) and have the CPU's size; keys=bitmap outputs
- *     and residuals bit-identical to keys=list's on the GPU.
+ *     and residuals bit-identical to keys=list's on the GPU; with --cache-offload's park/fetch
+ *     between units (fetched ahead, or on use) outputs and residuals bit-identical to the run without;
+ *   - the closed loop (dsgap generate's run, the bundled model at 4x32x32, CFG, 5 steps) with
+ *     --cache-offload: final latents bit-identical to the run without, the traffic counted.
  * Exits 77 (skipped) without a CUDA device.
  */
 #include <math.h>
@@ -26,6 +29,7 @@
 
 #include "backend/backend.h"
 #include "backend/policy_run.h"
+#include "dit/generate.h"
 #include "dsgap_kernels.h"
 #include "policy/cache_store.h"
 #include "testhelp.h"
@@ -164,6 +168,19 @@ typedef struct {
 	float *res32;        /* fp32 storage: its values */
 } run_out;
 
+/* --cache-offload at the backend (park, fetch): 0 none; 1 parked after every unit and fetched ahead
+ * before the next; 2 parked after every unit, fetched when a primitive needs it (the residual's
+ * bytes read while parked too) */
+static int OFFLOAD;
+
+static void park(dg_backend *be, dg_policy_run *r, bool up)
+{
+	dg_bvec *vec;
+	dg_bsel *sel;
+	dg_policy_run_caches(r, &vec, &sel);
+	(up ? be->fetch : be->park)(be, 1, &vec, &sel);
+}
+
 /* policy spec on be over the three units: anchor at step 0, reuse at 1 and 2 */
 static void run(dg_backend *be, const char *spec, float *const *q, float *const *k, float *const *v, bool metrics,
 		run_out *ro)
@@ -178,12 +195,16 @@ static void run(dg_backend *be, const char *spec, float *const *q, float *const 
 	dg_policy_run_init(&r, &p, 0.15);
 	for (int s = 0; s < 3; s++) {
 		dg_policy_run_plan(&r, &sc, s, 1);
+		if (OFFLOAD == 1)
+			park(be, &r, true);
 		be->load(be, q[s], k[s], v[s]);
 		be->dense(be);
 		CHECKF(dg_policy_run_metadata(be, &rp, 1, GRID, 0) == 0, "%s: metadata at step %d", spec, s);
 		ro->out[s] = malloc(nd * 4);
 		dg_metrics m;
 		dg_policy_run_apply(be, &r, s, metrics ? &m : NULL, ro->out[s], false);
+		if (OFFLOAD)
+			park(be, &r, false);
 		if (s == 0 && r.residual) {
 			ro->res_bytes = be->vec_bytes(be, r.residual, NULL);
 			ro->res = malloc(ro->res_bytes);
@@ -277,6 +298,19 @@ static void test_runs(int n, int d, int grid0, int grid1, int grid2)
 			run(cpu, spec, q, k, v, true, &c);
 			run(gpu, spec, q, k, v, true, &gm);  /* attend with metrics: the residual decoded */
 			run(gpu, spec, q, k, v, false, &gf); /* without: the kernel's epilogue reads the stored dtype */
+			for (OFFLOAD = 1; OFFLOAD <= 2; OFFLOAD++) { /* parked in host memory between units */
+				run_out om, of;
+				run(gpu, spec, q, k, v, true, &om);
+				run(gpu, spec, q, k, v, false, &of);
+				bool same = om.res_bytes == gm.res_bytes && !memcmp(om.res, gm.res, gm.res_bytes) &&
+					    of.res_bytes == gf.res_bytes && !memcmp(of.res, gf.res, gf.res_bytes);
+				for (int s = 0; s < 3; s++)
+					same &= !memcmp(om.out[s], gm.out[s], nd * 4) && !memcmp(of.out[s], gf.out[s], nd * 4);
+				CHECKF(same, "n=%d %s: parked in host memory (%s): outputs and residual bit-identical", n, spec,
+				       OFFLOAD == 1 ? "fetched ahead" : "fetched on use");
+				run_free(&om), run_free(&of);
+			}
+			OFFLOAD = 0;
 			double worst = 0, worst_f = 0;
 			for (int s = 0; s < 3; s++) {
 				double e = rel_l2(gm.out[s], c.out[s], nd), f = rel_l2(gf.out[s], c.out[s], nd);
@@ -312,9 +346,65 @@ static void test_runs(int n, int d, int grid0, int grid1, int grid2)
 			run_free(&c), run_free(&gm), run_free(&gf);
 		}
 	run_free(&ref32);
+	dg_offload_stats os;
+	gpu->offload_stats(gpu, &os);
+	CHECKF(os.up_bytes > 0 && os.down_bytes > 0 && os.copy_s > 0 && os.wait_s >= 0,
+	       "n=%d: offload traffic counted (%.1f MB up, %.1f MB written back, copy %.2f ms, waits %.2f ms)", n,
+	       os.up_bytes / 1e6, os.down_bytes / 1e6, os.copy_s * 1e3, os.wait_s * 1e3);
 	gpu->destroy(gpu), cpu->destroy(cpu);
 	for (int s = 0; s < 3; s++)
 		free(q[s]), free(k[s]), free(v[s]);
+}
+
+/* ---- the closed loop with --cache-offload ------------------------------------------------------ */
+
+/* dsgap generate's run (generate.h) on the bundled model (data/model: 8 blocks of 2 heads of 128),
+ * CFG, warm-up 2, layer 0 dense: the final latents with the caches parked in host memory between
+ * sites (each layer's fetched while the one before runs) are those of the run without */
+static void test_generate(void)
+{
+	const char *src = getenv("DSGAP_SOURCE");
+	char model[2048], text[2200], neg[2200];
+	snprintf(model, sizeof model, "%s/data/model", src && *src ? src : ".");
+	snprintf(text, sizeof text, "%s/conds.safetensors:cockatoo", model);
+	snprintf(neg, sizeof neg, "%s/conds.safetensors:null", model);
+	dg_dit_input_opts io = { .model = model, .text = text, .negative = neg, .device = "gpu", .guidance = 5,
+				 .latent = { 4, 32, 32 } };
+	dg_dit_inputs di;
+	if (dg_dit_inputs_load(&io, &di)) {
+		CHECK("the bundled model loads on the GPU", false);
+		return;
+	}
+	dg_dit_sample_opts so = { .model = di.model, .noise = di.noise, .steps = 5, .shift = 5, .guidance = 5,
+				  .sampler = DG_SAMPLER_UNIPC, .cond = di.cond, .uncond = di.uncond };
+	memcpy(so.latent, di.latent, sizeof so.latent);
+	size_t nl = (size_t)di.model->cfg.out_dim * di.latent[0] * di.latent[1] * di.latent[2];
+	dg_schedule sc;
+	dg_schedule_parse("warmup=2,dense_layers=0", &sc);
+	static const char *const specs[] = { "mc-sparse", "mc-sparse/keys=bitmap/residual_dtype=bf16",
+					     "mc-sparse/keys=bitmap/residual_dtype=bf16/cfg_meta=shared",
+					     "mc-sparse/residual_dtype=fp8" };
+	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+		dg_policy p;
+		dg_policy_parse(specs[i], &p);
+		float *x[3];
+		dg_generate_stats st[3];
+		bool ok = true;
+		for (int r = 0; r < 3; r++) { /* without, with, without again (the engine's own repeatability) */
+			x[r] = malloc(nl * 4);
+			ok &= dg_generate_run(&so, di.grid, &p, 0.3, &sc, r == 1, true, x[r], &st[r]) == 0;
+		}
+		const dg_offload_stats *o = &st[1].as.offload;
+		bool same = ok && !memcmp(x[0], x[1], nl * 4), repeat = ok && !memcmp(x[0], x[2], nl * 4);
+		CHECKF(same, "generate %s: --cache-offload's final latents bit-identical to the run without (the run "
+		       "without repeats itself: %s)", specs[i], repeat ? "yes" : "NO");
+		CHECKF(o->up_bytes > 0 && o->down_bytes > 0 && st[0].as.offload.up_bytes == 0,
+		       "generate %s: %.1f MB fetched, %.1f MB written back, copy %.1f ms, exposed wait %.1f ms, pinning %.1f ms",
+		       specs[i], o->up_bytes / 1e6, o->down_bytes / 1e6, o->copy_s * 1e3, o->wait_s * 1e3, o->pin_s * 1e3);
+		for (int r = 0; r < 3; r++)
+			free(x[r]);
+	}
+	dg_dit_inputs_free(&di);
 }
 
 int main(void)
@@ -326,5 +416,6 @@ int main(void)
 	test_codecs();
 	test_runs(1000, 64, 1, 25, 40);
 	test_runs(2100, 128, 3, 20, 35);
+	test_generate();
 	return test_report();
 }

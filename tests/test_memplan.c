@@ -4,7 +4,9 @@
  *   1.3B (30 layers x 12 heads): ~28 GB fp32 residuals, ~19 GB int32 key lists at rho 0.15;
  *   14B (dim 5120, 40 layers x 40 heads): 124 GB residuals, 86 GB key lists at 0.15 (143 GB at 0.25),
  *   28.6 GB bf16 weights, 17.9 GB of bitmaps;
- * and the 14B run is refused on a 139 GiB device with switches that make it fit.
+ * and the 14B run is refused on a 139 GiB device with switches that make it fit; with --cache-offload
+ * the residuals and lists move to pinned host memory (two layers' on the device, the groupings
+ * stay), which the host must hold, and the CPU's plan ignores it.
  */
 #include <string.h>
 
@@ -38,7 +40,7 @@ int main(void)
 	CHECKF(near(m.keys / 1e9, 86, 0.5), "14B 720p: int32 key lists 86 GB at 0.15 (%.2f)", m.keys / 1e9);
 	CHECKF(near(m.weights / 1e9, 28.6, 0.1), "14B: bf16 weights 28.6 GB (%.2f)", m.weights / 1e9);
 	double limit = 139 * 1073741824.0;
-	CHECK("14B 720p fp32/int32 refused on 139 GiB", dg_memplan_check(&m, &c14, grid, NULL, limit) != 0);
+	CHECK("14B 720p fp32/int32 refused on 139 GiB", dg_memplan_check(&m, &c14, grid, NULL, limit, 0) != 0);
 	dg_memplan_make(&m, &c14, grid, &p, 0.25, NULL, 2, true, false);
 	CHECKF(near(m.keys / 1e9, 143, 0.5), "14B 720p: int32 key lists 143 GB at 0.25 (%.2f)", m.keys / 1e9);
 
@@ -49,7 +51,7 @@ int main(void)
 	CHECKF(near(m.residual / 1e9, 62, 0.5), "14B 720p: bf16 residuals 62 GB (%.2f)", m.residual / 1e9);
 	CHECKF(m.total <= 135 * 1073741824.0, "14B 720p bf16 + bitmap: %.1f GiB <= 135 GiB (the issue's target)",
 	       m.total / 1073741824.0);
-	CHECK("14B 720p bf16 + bitmap fits 139 GiB", dg_memplan_check(&m, &c14, grid, NULL, limit) == 0);
+	CHECK("14B 720p bf16 + bitmap fits 139 GiB", dg_memplan_check(&m, &c14, grid, NULL, limit, 0) == 0);
 	dg_policy_parse("mc-sparse/keys=bitmap/residual_dtype=bf16/cfg_meta=shared", &p);
 	dg_memplan_make(&m, &c14, grid, &p, 0.15, NULL, 2, true, false);
 	CHECKF(near(m.keys / 1e9, 17.9 / 2, 0.1), "cfg_meta=shared halves the lists (%.2f GB)", m.keys / 1e9);
@@ -62,8 +64,22 @@ int main(void)
 	dg_policy_parse("mc-sparse", &p);
 	dg_memplan_make(&m, &c14, grid, &p, 0.15, &s, 2, true, true);
 	dg_memplan_print(&m, stdout);
-	CHECKF(m.cached_layers == 39 && near(m.device_caches, 2 * m.caches / 39, 1), "offload: 39 cached layers, two "
-	       "on the device");
+	CHECKF(m.cached_layers == 39 && near(m.host_pinned, m.residual + m.keys, 1) &&
+	       near(m.device_caches, m.groups + 2 * m.host_pinned / 39, 1) && near(m.copy_per_step, m.host_pinned, 1),
+	       "offload: 39 cached layers; residuals and lists pinned, two layers' and the groupings on the device");
+	CHECKF(m.total < 60e9, "offload: fp32/int32 at 14B 720p on the device %.1f GB", m.total / 1e9);
+	CHECK("offload: fits 139 GiB when the host holds its caches",
+	      dg_memplan_check(&m, &c14, grid, &s, limit, 256 * 1073741824.0) == 0);
+	CHECK("offload: refused when the host cannot hold them (128 GiB)",
+	      dg_memplan_check(&m, &c14, grid, &s, limit, 128 * 1073741824.0) != 0);
+	dg_policy_parse("mc-sparse/keys=bitmap/residual_dtype=bf16", &p);
+	dg_memplan_make(&m, &c14, grid, &p, 0.15, &s, 2, true, true);
+	CHECKF(near(m.host_pinned / 1e9, 76.7, 1.5), "offload, bf16 + bitmap: %.1f GB pinned", m.host_pinned / 1e9);
+	CHECK("offload, bf16 + bitmap: fits a 128 GiB host", dg_memplan_check(&m, &c14, grid, &s, limit,
+										    128 * 1073741824.0) == 0);
+	dg_memplan_make(&m, &c14, grid, &p, 0.15, &s, 2, false, true);
+	CHECK("offload on the CPU: a no-op (its caches are host memory)", !m.offload && m.host_pinned == 0 &&
+	      m.device_caches == m.caches);
 	dg_policy_parse("dense", &p);
 	dg_memplan_make(&m, &c14, grid, &p, 1, NULL, 2, true, false);
 	CHECK("dense: no caches", m.caches == 0 && m.total < 60e9);

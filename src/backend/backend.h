@@ -35,6 +35,14 @@ typedef enum {
 } dg_phase;
 const char *dg_phase_name(dg_phase p);
 
+/* --cache-offload's traffic (backend.offload_stats) */
+typedef struct {
+	double up_bytes, down_bytes; /* host to device (fetch), device to host (park's write-backs) */
+	double copy_s;               /* the copy stream's busy time (device events) */
+	double wait_s;               /* the compute stream's waits for a fetch (device events) */
+	double pin_s;                /* host time allocating pinned memory */
+} dg_offload_stats;
+
 struct dg_backend {
 	const char *name;  /* "cpu" or "gpu" */
 	char device[192];  /* what it runs on, for run.json */
@@ -128,6 +136,23 @@ struct dg_backend {
 	 * the DiT op table's later work (on the GPU: its default stream waits for the copy); after
 	 * load_device_bf16, into its o16 instead. */
 	void (*output_device)(dg_backend *, bool dense, float *o);
+	/*
+	 * Optional (NULL: the caches stay where the backend computes; the CPU's are host memory
+	 * already). --cache-offload (docs/spec.md §3.1): residuals and key lists kept in pinned host
+	 * memory between their uses. NULL entries of vecs/sels (count each) are skipped.
+	 *   park   each handle whose device copy changed since it was last parked (made by attend or
+	 *          compact) is written back to host memory on a copy stream, after the work enqueued
+	 *          so far; every device copy is released once that is done. No host wait.
+	 *   fetch  each parked handle's device copy comes back on the copy stream; the primitives that
+	 *          read it (attend) make the compute stream wait for that copy (an event, no host wait).
+	 * A parked handle that a primitive needs is fetched then (exposed). Outputs are bit-identical.
+	 */
+	void (*park)(dg_backend *, int count, dg_bvec *const *vecs, dg_bsel *const *sels);
+	void (*fetch)(dg_backend *, int count, dg_bvec *const *vecs, dg_bsel *const *sels);
+	/* Optional, with park: the offload's totals since the backend was made (waits for the copies
+	 * so far): bytes to and from the host, copy-stream seconds, and the seconds the compute stream
+	 * spent waiting for a copy (what the overlap did not hide), pinning (host allocation) seconds. */
+	void (*offload_stats)(dg_backend *, dg_offload_stats *st);
 	/* Optional (tests/gpu_cache.c): the bytes of a stored residual (dg_residual_bytes of its
 	 * storage), copied to host (or NULL: only the size); a selection's lists on the host as attend
 	 * reads them (a bitmap decoded; free with dg_selection_free). */

@@ -47,6 +47,15 @@ const char *dg_phase_name(dg_phase p)
  * computed pairs), selections their host offsets once known; everything the kernels read is on the
  * device. ids (unique per backend) key the kept sparse output.
  */
+/* --cache-offload (park, fetch): where a cached handle's bytes are */
+typedef struct {
+	void *host;   /* pinned copy (cudaHostAlloc), or NULL: never parked */
+	size_t bytes; /* of host */
+	bool dirty;   /* the device copy changed after host was written */
+	bool parked;  /* no device copy: host is the one */
+	long seq;     /* the fetch batch that brings the device copy (backend's off.seq numbering) */
+} parking;
+
 struct dg_bgroups {
 	dg_groups g;         /* host: perm and off (perm only where built on the host) */
 	int32_t *perm, *off; /* device */
@@ -65,13 +74,19 @@ struct dg_bsel {
 	int64_t *off;    /* device (ngroups+1) */
 	int32_t *idx;    /* device; NULL once compact (keys=bitmap) */
 	uint32_t *bits;  /* keys=bitmap: device (ngroups, dg_bitmap_words(n)) after compact, else NULL */
+	bool compact;    /* bits is the storage (idx and bits are both NULL while parked) */
 	int n;           /* keys the bitmaps cover */
 	long id;
+	parking pk;      /* of idx or bits */
 };
 struct dg_bvec {
-	void *x;         /* device: dg_res_bytes(t, n, d), stored as t says (cache_store.h) */
+	void *x;         /* device: dg_res_bytes(t, n, d), stored as t says (cache_store.h); NULL parked */
 	dg_resdtype t;
+	parking pk;
 };
+
+#define OFF_RING 8    /* fetch batches whose events are kept (a later one implies an earlier) */
+#define OFF_PAIRS 256 /* timed event pairs between two reads of the offload's times */
 
 #define PHASE_MAX 64 /* event pairs recorded between two reads of the phase times */
 
@@ -125,10 +140,26 @@ typedef struct {
 	cudaEvent_t pev[2 * PHASE_MAX];
 	dg_phase pph[PHASE_MAX];
 	double pacc[DG_PHASE_COUNT];
+	struct {                 /* --cache-offload (park, fetch), set up by the first call */
+		bool on;
+		cudaStream_t copy;
+		cudaEvent_t main;            /* the compute stream's work so far (park's write-backs wait) */
+		cudaEvent_t batch[OFF_RING]; /* fetch batch seq done: batch[seq % OFF_RING] */
+		long seq, waited;            /* the last fetch batch; the last one the compute stream waited for */
+		int np;                      /* timed pairs pending: copy-stream busy or compute-stream wait */
+		cudaEvent_t pev[2 * OFF_PAIRS];
+		bool pwait[OFF_PAIRS];
+		dg_offload_stats st;
+	} off;
 } gpu;
 
 static void flush(dg_backend *be);
 static const int64_t *sel_hoff(gpu *g, dg_bsel *s);
+static void vec_resident(dg_backend *be, dg_bvec *v);
+static void sel_resident(dg_backend *be, dg_bsel *s);
+static void settle(gpu *g, parking *pk);
+static void unpin(gpu *g, parking *pk);
+static void gpu_vec_free(dg_backend *be, dg_bvec *v);
 
 /* device memory from the stream-ordered pool, in the order of stream st (dmalloc: the main
  * stream), freed in the order of the main stream */
@@ -251,6 +282,7 @@ static const int32_t *sel_keys(dg_backend *be, const dg_bsel *csel, int slot)
 {
 	gpu *g = be->impl;
 	dg_bsel *sel = (dg_bsel *)csel;
+	sel_resident(be, sel);
 	if (!sel->bits)
 		return sel->idx;
 	size_t need = (size_t)sel_hoff(g, sel)[sel->ngroups] * 4;
@@ -723,17 +755,24 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 	gpu *g = be->impl;
 	dg_bsel *sel = (dg_bsel *)csel; /* its host offsets may be filled in */
 	size_t nd = (size_t)be->n * be->d;
+	if (residual)
+		vec_resident(be, (dg_bvec *)residual);
 	if (new_residual && *new_residual && (*new_residual)->t != be->residual_dtype) {
-		flush(be); /* a batched launch may read it */
-		dfree(g, (*new_residual)->x);
-		free(*new_residual);
+		gpu_vec_free(be, *new_residual);
 		*new_residual = NULL;
 	}
 	if (new_residual && !*new_residual) {
-		*new_residual = dg_malloc(sizeof(dg_bvec));
+		*new_residual = dg_calloc(1, sizeof(dg_bvec));
 		(*new_residual)->t = be->residual_dtype;
 		(*new_residual)->x = dmalloc(g, dg_res_bytes(res_code(be->residual_dtype), be->n, be->d));
+	} else if (new_residual && (*new_residual)->pk.parked) { /* overwritten whole: no fetch */
+		(*new_residual)->x = dmalloc(g, dg_res_bytes(res_code(be->residual_dtype), be->n, be->d));
+		(*new_residual)->pk.parked = false;
+	} else if (new_residual) {
+		settle(g, &(*new_residual)->pk);
 	}
+	if (new_residual)
+		(*new_residual)->pk.dirty = true;
 	double s = 0;
 	bool fused = residual && !new_residual && !seconds && !m;
 	if (fused && g->o16) {
@@ -891,7 +930,10 @@ static void gpu_compact(dg_backend *be, dg_bsel *sel)
 	if (sel->bits)
 		return;
 	flush(be); /* a batched launch may read idx */
+	sel_resident(be, sel);
+	unpin(g, &sel->pk); /* its bytes change */
 	sel_hoff(g, sel); /* the decode's scratch sizes */
+	sel->compact = true;
 	sel->n = be->n;
 	sel->bits = dmalloc(g, (size_t)sel->ngroups * dg_bitmap_words(be->n) * 4);
 	KERNEL_CHECK(dg_keys_to_bitmap(sel->off, sel->idx, sel->ngroups, be->n, sel->bits, (dg_stream)g->stream));
@@ -905,6 +947,7 @@ static size_t gpu_vec_bytes(dg_backend *be, const dg_bvec *v, void *host)
 	gpu *g = be->impl;
 	flush(be);
 	size_t bytes = dg_res_bytes(res_code(v->t), be->n, be->d);
+	vec_resident(be, (dg_bvec *)v);
 	if (host) {
 		CUDA_CHECK(cudaMemcpyAsync(host, v->x, bytes, cudaMemcpyDeviceToHost, g->stream));
 		CUDA_CHECK(cudaStreamSynchronize(g->stream));
@@ -955,6 +998,190 @@ static void gpu_output_device(dg_backend *be, bool dense, float *o)
 	CUDA_CHECK(cudaStreamWaitEvent(0, g->ev_out, 0));
 }
 
+/* --- --cache-offload (park, fetch) ----------------------------------------------------------- */
+
+static void off_init(gpu *g)
+{
+	if (g->off.on)
+		return;
+	g->off.on = true;
+	CUDA_CHECK(cudaStreamCreateWithFlags(&g->off.copy, cudaStreamNonBlocking));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->off.main, cudaEventDisableTiming));
+	for (int i = 0; i < OFF_RING; i++)
+		CUDA_CHECK(cudaEventCreateWithFlags(&g->off.batch[i], cudaEventDisableTiming));
+	for (int i = 0; i < 2 * OFF_PAIRS; i++)
+		CUDA_CHECK(cudaEventCreate(&g->off.pev[i]));
+}
+
+/* the timed pairs so far into the totals (waits for them) */
+static void off_collect(gpu *g)
+{
+	for (int i = 0; i < g->off.np; i++) {
+		float ms;
+		CUDA_CHECK(cudaEventSynchronize(g->off.pev[2 * i + 1]));
+		CUDA_CHECK(cudaEventElapsedTime(&ms, g->off.pev[2 * i], g->off.pev[2 * i + 1]));
+		*(g->off.pwait[i] ? &g->off.st.wait_s : &g->off.st.copy_s) += ms / 1e3;
+	}
+	g->off.np = 0;
+}
+
+/* an event pair around work on st: the copy stream's busy time, or (wait) a compute-stream wait */
+static void pair_begin(gpu *g, cudaStream_t st)
+{
+	if (g->off.np == OFF_PAIRS)
+		off_collect(g);
+	CUDA_CHECK(cudaEventRecord(g->off.pev[2 * g->off.np], st));
+}
+
+static void pair_end(gpu *g, cudaStream_t st, bool wait)
+{
+	CUDA_CHECK(cudaEventRecord(g->off.pev[2 * g->off.np + 1], st));
+	g->off.pwait[g->off.np++] = wait;
+}
+
+/* the compute stream waits for the fetch that brings pk's device copy, if it has not yet */
+static void settle(gpu *g, parking *pk)
+{
+	if (pk->seq <= g->off.waited)
+		return;
+	pair_begin(g, g->stream);
+	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->off.batch[pk->seq % OFF_RING], 0));
+	pair_end(g, g->stream, true);
+	g->off.waited = pk->seq;
+}
+
+/* the pinned copy goes (the copy stream may be writing it) */
+static void unpin(gpu *g, parking *pk)
+{
+	if (!pk->host)
+		return;
+	CUDA_CHECK(cudaStreamSynchronize(g->off.copy));
+	CUDA_CHECK(cudaFreeHost(pk->host));
+	pk->host = NULL;
+	pk->bytes = 0;
+}
+
+static size_t sel_bytes(gpu *g, dg_bsel *s)
+{
+	return s->compact ? (size_t)s->ngroups * dg_bitmap_words(s->n) * 4 : (size_t)sel_hoff(g, s)[s->ngroups] * 4;
+}
+
+static void **sel_dev(dg_bsel *s) { return s->compact ? (void **)&s->bits : (void **)&s->idx; }
+
+/* a parked handle's bytes onto the device on the copy stream, as part of fetch batch off.seq + 1 */
+static void fetch_one(gpu *g, parking *pk, void **dev, bool *any)
+{
+	if (!pk->parked)
+		return;
+	if (!*any)
+		pair_begin(g, g->off.copy);
+	*any = true;
+	*dev = dmalloc_on(g->off.copy, pk->bytes);
+	CUDA_CHECK(cudaMemcpyAsync(*dev, pk->host, pk->bytes, cudaMemcpyHostToDevice, g->off.copy));
+	pk->parked = false;
+	pk->seq = g->off.seq + 1;
+	g->off.st.up_bytes += (double)pk->bytes;
+}
+
+static void fetch_end(gpu *g, bool any)
+{
+	if (!any)
+		return;
+	g->off.seq++;
+	CUDA_CHECK(cudaEventRecord(g->off.batch[g->off.seq % OFF_RING], g->off.copy));
+	pair_end(g, g->off.copy, false);
+}
+
+static void gpu_fetch(dg_backend *be, int count, dg_bvec *const *vecs, dg_bsel *const *sels)
+{
+	gpu *g = be->impl;
+	off_init(g);
+	bool any = false;
+	for (int i = 0; i < count; i++) {
+		if (vecs && vecs[i])
+			fetch_one(g, &vecs[i]->pk, &vecs[i]->x, &any);
+		if (sels && sels[i])
+			fetch_one(g, &sels[i]->pk, sel_dev(sels[i]), &any);
+	}
+	fetch_end(g, any);
+}
+
+/* usable on the compute stream: fetched now if parked (exposed), and waited for */
+static void vec_resident(dg_backend *be, dg_bvec *v)
+{
+	gpu *g = be->impl;
+	bool any = false;
+	fetch_one(g, &v->pk, &v->x, &any);
+	fetch_end(g, any);
+	settle(g, &v->pk);
+}
+
+static void sel_resident(dg_backend *be, dg_bsel *s)
+{
+	gpu *g = be->impl;
+	bool any = false;
+	fetch_one(g, &s->pk, sel_dev(s), &any);
+	fetch_end(g, any);
+	settle(g, &s->pk);
+}
+
+/* written back (if changed or never parked) and released, in the copy stream's order after the
+ * compute stream's work so far */
+static void park_one(gpu *g, parking *pk, void **dev, size_t bytes, bool *any)
+{
+	if (pk->parked || !*dev)
+		return;
+	if (!*any) {
+		CUDA_CHECK(cudaEventRecord(g->off.main, g->stream));
+		CUDA_CHECK(cudaStreamWaitEvent(g->off.copy, g->off.main, 0));
+		pair_begin(g, g->off.copy);
+	}
+	*any = true;
+	if (pk->host && pk->bytes != bytes)
+		unpin(g, pk);
+	if (!pk->host) {
+		double t0 = dg_now();
+		CUDA_CHECK(cudaHostAlloc(&pk->host, bytes ? bytes : 16, cudaHostAllocDefault));
+		g->off.st.pin_s += dg_now() - t0;
+		pk->bytes = bytes;
+		pk->dirty = true;
+	}
+	if (pk->dirty) {
+		CUDA_CHECK(cudaMemcpyAsync(pk->host, *dev, bytes, cudaMemcpyDeviceToHost, g->off.copy));
+		g->off.st.down_bytes += (double)bytes;
+	}
+	CUDA_CHECK(cudaFreeAsync(*dev, g->off.copy));
+	*dev = NULL;
+	pk->dirty = false;
+	pk->parked = true;
+}
+
+static void gpu_park(dg_backend *be, int count, dg_bvec *const *vecs, dg_bsel *const *sels)
+{
+	gpu *g = be->impl;
+	off_init(g);
+	flush(be); /* a batched launch reads them */
+	bool any = false;
+	for (int i = 0; i < count; i++) {
+		dg_bvec *v = vecs ? vecs[i] : NULL;
+		dg_bsel *s = sels ? sels[i] : NULL;
+		if (v)
+			park_one(g, &v->pk, &v->x, dg_res_bytes(res_code(v->t), be->n, be->d), &any);
+		if (s && *sel_dev(s))
+			park_one(g, &s->pk, sel_dev(s), sel_bytes(g, s), &any);
+	}
+	if (any)
+		pair_end(g, g->off.copy, false);
+}
+
+static void gpu_offload_stats(dg_backend *be, dg_offload_stats *st)
+{
+	gpu *g = be->impl;
+	if (g->off.on)
+		off_collect(g);
+	*st = g->off.st;
+}
+
 static void gpu_scores_free(dg_backend *be, dg_bscores *s)
 {
 	if (!s)
@@ -971,6 +1198,8 @@ static void gpu_sel_free(dg_backend *be, dg_bsel *s)
 	if (!s)
 		return;
 	flush(be);
+	settle(be->impl, &s->pk);
+	unpin(be->impl, &s->pk);
 	free(s->hoff);
 	dfree(be->impl, s->off);
 	dfree(be->impl, s->idx);
@@ -983,6 +1212,8 @@ static void gpu_vec_free(dg_backend *be, dg_bvec *v)
 	if (!v)
 		return;
 	flush(be);
+	settle(be->impl, &v->pk);
+	unpin(be->impl, &v->pk);
 	dfree(be->impl, v->x);
 	free(v);
 }
@@ -1013,6 +1244,16 @@ static void gpu_destroy(dg_backend *be)
 	CUDA_CHECK(cudaEventDestroy(g->ev_ahead));
 	for (int i = 0; g->profiling && i < 2 * PHASE_MAX; i++)
 		CUDA_CHECK(cudaEventDestroy(g->pev[i]));
+	if (g->off.on) {
+		off_collect(g);
+		CUDA_CHECK(cudaStreamSynchronize(g->off.copy));
+		CUDA_CHECK(cudaEventDestroy(g->off.main));
+		for (int i = 0; i < OFF_RING; i++)
+			CUDA_CHECK(cudaEventDestroy(g->off.batch[i]));
+		for (int i = 0; i < 2 * OFF_PAIRS; i++)
+			CUDA_CHECK(cudaEventDestroy(g->off.pev[i]));
+		CUDA_CHECK(cudaStreamDestroy(g->off.copy));
+	}
 	CUDA_CHECK(cudaStreamDestroy(g->side));
 	CUDA_CHECK(cudaStreamDestroy(g->stream));
 	CUDA_CHECK(cudaFreeHost(g->hq));
@@ -1072,6 +1313,7 @@ dg_backend *dg_backend_gpu(int n, int d)
 			    .exact = gpu_exact,
 			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,
 			    .attend = gpu_attend, .compact = gpu_compact, .peer = gpu_peer, .approx = gpu_approx,
+			    .park = gpu_park, .fetch = gpu_fetch, .offload_stats = gpu_offload_stats,
 			    .vec_bytes = gpu_vec_bytes, .sel_lists = gpu_sel_lists, .phases = gpu_phases, .output = gpu_output, .output_device = gpu_output_device, .groups_free = gpu_groups_free,
 			    .scores_free = gpu_scores_free, .sel_free = gpu_sel_free,
 			    .vec_free = gpu_vec_free, .destroy = gpu_destroy };

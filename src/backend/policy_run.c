@@ -293,6 +293,12 @@ bool dg_policy_run_adopt(dg_policy_run *r, const dg_policy_run *src, int step)
 	return true;
 }
 
+void dg_policy_run_caches(const dg_policy_run *r, dg_bvec **residual, dg_bsel **sel)
+{
+	*residual = r->residual;
+	*sel = r->meta ? r->meta->sel : NULL;
+}
+
 void dg_policy_run_clear(dg_backend *be, dg_policy_run *r)
 {
 	meta_unref(be, r->meta);

@@ -90,6 +90,9 @@ dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg
  * same layer and head; src applied first), shared by reference; its residual stays its own (made by
  * apply from r's unit with that selection). Returns whether it did (false: r makes its own). */
 bool dg_policy_run_adopt(dg_policy_run *r, const dg_policy_run *src, int step);
+/* The run's cached handles (--cache-offload moves them, backend.park/fetch): its residual and the
+ * key lists of its metadata (either NULL if none). */
+void dg_policy_run_caches(const dg_policy_run *r, dg_bvec **residual, dg_bsel **sel);
 /* Drop the run's metadata and residual (the end of its stream). */
 void dg_policy_run_clear(dg_backend *be, dg_policy_run *r);
 

@@ -605,8 +605,17 @@ static int handler(void *user, const char *section, const char *name, const char
 			rc = fail(c, c->line, "unknown key '%s' in [experiment] (name, description)", name);
 		}
 	} else if (!strcmp(section, "device")) {
-		if (strcmp(name, "device"))
-			rc = fail(c, c->line, "unknown key '%s' in [device] (device)", name);
+		if (!strcmp(name, "cache_offload")) {
+			if (e->cache_offload_line)
+				rc = fail(c, c->line, "[device] cache_offload is given twice");
+			else if (strcmp(val, "true") && strcmp(val, "false"))
+				rc = fail(c, c->line, "[device] cache_offload is true or false, not '%s'", val);
+			else {
+				e->cache_offload = !strcmp(val, "true");
+				e->cache_offload_line = c->line;
+			}
+		} else if (strcmp(name, "device"))
+			rc = fail(c, c->line, "unknown key '%s' in [device] (device, cache_offload)", name);
 		else if (strcmp(val, "cpu") && strcmp(val, "gpu"))
 			rc = fail(c, c->line, "unknown device '%s' (cpu or gpu)", val);
 		else if (e->device_line)
@@ -702,6 +711,9 @@ static int finish(parse_ctx *c)
 	if (e->closed && e->ntraces)
 		return fail(c, e->traces[0].line, "[traces] with [model] or [prompts]: an experiment is open loop "
 			    "(traces) or closed loop (a model and prompts), not both"), -1;
+	if (!e->closed && e->cache_offload_line)
+		return fail(c, e->cache_offload_line, "[device] cache_offload is for a closed-loop experiment "
+			    "([model] and [prompts]): the replay does not offload"), -1;
 	if (!e->closed && e->ntraces == 0)
 		return fail(c, -1, "no traces: add a [traces] section with LABEL = PATH or LABEL = synth: ... "
 			    "(or [model] and [prompts] for a closed-loop experiment)"), -1;

@@ -11,6 +11,8 @@
  *   [schedules]    LABEL = warmup=3,anchors=2;6  (dsgap replay --schedule; none: one schedule
  *                                                 "default" with no warm-up)
  *   [device]       device = cpu | gpu
+ *                  cache_offload = true | false  (closed loop: dsgap generate --cache-offload;
+ *                                                 outputs unchanged, so not in the fingerprint)
  *   [output]       dir = PATH                    (default of --out; default dsgap-runs/NAME)
  *                  traces = PATH                 (where synth: traces are written; default OUT/traces)
  *
@@ -131,6 +133,8 @@ typedef struct {
 	double *densities;
 	int ndensities;
 	char *device;        /* "cpu" or "gpu" */
+	bool cache_offload;  /* [device] cache_offload: the closed-loop cells keep caches in host memory */
+	int cache_offload_line;
 	char *out_dir;       /* [output] dir, absolute, or NULL */
 	char *trace_dir;     /* [output] traces, absolute, or NULL */
 	int device_line;

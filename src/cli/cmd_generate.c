@@ -45,6 +45,9 @@ static void usage(FILE *f)
 		"                     default no warm-up, anchor at step W-1, else 0)\n"
 		DG_DIT_USAGE_SAMPLING
 		DG_DIT_USAGE_DEVICE
+		"  --cache-offload    keep the policy's residuals and key lists in pinned host memory, each\n"
+		"                     layer's fetched on a copy stream while the layer before runs (GPU;\n"
+		"                     the CPU's are host memory already); outputs unchanged\n"
 		"  --quiet            no progress lines (nor the memory plan)\n"
 		"  --plan-only        print the memory plan of every run and exit (loads no weights; --model\n"
 		"                     DIR with config.json, or --arch; needs --latent; --text, --out optional)\n"
@@ -88,22 +91,22 @@ typedef struct {
 	double dens[MAX_DENSITIES];
 	int nd;
 	dg_schedule sched;
-	bool plan_only;
+	bool plan_only, offload;
 	const char *arch, *plan_device;
 } generate_args;
 
 /* The options into a (and the output folder made): -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, generate_args *a)
 {
-	enum { O_POL = DG_DIT_O_END, O_DENS, O_SCHED, O_PLAN, O_ARCH, O_PDEV };
+	enum { O_POL = DG_DIT_O_END, O_DENS, O_SCHED, O_PLAN, O_ARCH, O_PDEV, O_OFFLOAD };
 	static const struct option opts[] = {
 		DG_DIT_OPTIONS,
 		{ "policies", required_argument, 0, O_POL }, { "density", required_argument, 0, O_DENS },
 		{ "schedule", required_argument, 0, O_SCHED }, { "plan-only", no_argument, 0, O_PLAN },
 		{ "arch", required_argument, 0, O_ARCH }, { "plan-device", required_argument, 0, O_PDEV },
-		{ 0, 0, 0, 0 },
+		{ "cache-offload", no_argument, 0, O_OFFLOAD }, { 0, 0, 0, 0 },
 	};
-	a->plan_only = false;
+	a->plan_only = a->offload = false;
 	a->arch = NULL;
 	a->plan_device = "gpu";
 	dg_dit_cli_init(&a->cli);
@@ -119,6 +122,7 @@ static int parse_args(int argc, char **argv, generate_args *a)
 		case O_PLAN: a->plan_only = true; break;
 		case O_ARCH: a->arch = optarg; break;
 		case O_PDEV: a->plan_device = optarg; break;
+		case O_OFFLOAD: a->offload = true; break;
 		case 'h': usage(stdout); return 0;
 		default: bad = dg_dit_cli_option(&a->cli, "generate", c, argv); break;
 		}
@@ -176,7 +180,7 @@ static int plan_only(const generate_args *a)
 	int grid[3] = { lat[0] / cf.patch[0], lat[1] / cf.patch[1], lat[2] / cf.patch[2] };
 	bool gpu = !strcmp(a->plan_device, "gpu");
 	const char *lim = getenv("DSGAP_MEM_LIMIT_GIB");
-	double limit = lim && *lim ? atof(lim) * 1073741824.0 : gpu ? dg_memplan_device_bytes() : 0;
+	double limit = dg_memplan_limit(gpu);
 	int fits = 0;
 	for (int pi = 0; pi <= a->np; pi++) {
 		const dg_policy *p = &a->pol[pi];
@@ -185,9 +189,9 @@ static int plan_only(const generate_args *a)
 		for (int k = 0; k < (p->dense ? 1 : a->nd); k++) {
 			dg_memplan m;
 			dg_memplan_make(&m, &cf, grid, p, p->dense ? 1 : a->dens[k], &a->sched,
-					a->cli.so.guidance != 1 ? 2 : 1, gpu, false);
+					a->cli.so.guidance != 1 ? 2 : 1, gpu, a->offload);
 			dg_memplan_print(&m, stdout);
-			fits |= dg_memplan_check(&m, &cf, grid, &a->sched, limit);
+			fits |= dg_memplan_check(&m, &cf, grid, &a->sched, limit, dg_memplan_host_limit());
 		}
 	}
 	if (limit > 0)
@@ -213,7 +217,8 @@ static int run_all(generate_args *a, const dg_dit_inputs *di, float *ref, float 
 			run_result *r = &res[*nres];
 			r->p = p;
 			r->rho = rho;
-			if (dg_generate_run(so, di->grid, p, rho, &a->sched, a->cli.quiet, pi == 0 ? ref : lat, &r->st))
+			if (dg_generate_run(so, di->grid, p, rho, &a->sched, a->offload, a->cli.quiet, pi == 0 ? ref : lat,
+					    &r->st))
 				return -1;
 			const float *xr = pi == 0 ? ref : lat;
 			dg_fidelity_summarise(ref, xr, C, F, H, W, &r->fs);
@@ -274,6 +279,7 @@ static cJSON *settings_json(const generate_args *a, const dg_dit_inputs *di)
 	cJSON_AddItemToObject(j, "latent", cJSON_CreateIntArray(di->latent, 3));
 	cJSON_AddItemToObject(j, "grid", cJSON_CreateIntArray(di->grid, 3));
 	dg_dit_cli_json(&a->cli, j);
+	cJSON_AddBoolToObject(j, "cache_offload", a->offload);
 	cJSON *sj = cJSON_AddObjectToObject(j, "schedule");
 	cJSON_AddNumberToObject(sj, "warmup", sched->warmup);
 	if (sched->anchors_given)
@@ -310,6 +316,13 @@ static cJSON *run_json(const run_result *res)
 	cJSON_AddNumberToObject(r, "residual_s", os[DG_WAN_OPK_RESIDUAL]);
 	cJSON_AddNumberToObject(r, "convert_s", os[DG_WAN_OPK_CONVERT]);
 	cJSON_AddNumberToObject(r, "units", (double)res->st.as.calls);
+	/* --cache-offload: the copies (zeros without, and on the CPU) */
+	const dg_offload_stats *off = &res->st.as.offload;
+	cJSON_AddNumberToObject(r, "offload_up_bytes", off->up_bytes);
+	cJSON_AddNumberToObject(r, "offload_down_bytes", off->down_bytes);
+	cJSON_AddNumberToObject(r, "offload_copy_s", off->copy_s);
+	cJSON_AddNumberToObject(r, "offload_wait_s", off->wait_s);
+	cJSON_AddNumberToObject(r, "offload_pin_s", off->pin_s);
 	return r;
 }
 

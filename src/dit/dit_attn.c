@@ -13,6 +13,7 @@
 #include "dit/dit_attn.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,8 @@ struct dg_dit_attn {
 	dg_policy_run *runs; /* (passes, layers, heads) */
 	dg_attn_capture_fn capture;
 	void *capture_user;
+	bool offload, offload_log; /* dg_dit_attn_opts */
+	dg_offload_stats off_step; /* the offload's totals at the end of the last step */
 	dg_dit_attn_stats stats;
 };
 
@@ -115,6 +118,12 @@ void dg_dit_attn_set_capture(dg_dit_attn *a, dg_attn_capture_fn fn, void *user)
 	a->capture_user = user;
 }
 
+void dg_dit_attn_set_offload(dg_dit_attn *a, bool offload, bool log)
+{
+	a->offload = a->be && a->be->park && offload;
+	a->offload_log = a->offload && log;
+}
+
 void dg_dit_attn_free(dg_dit_attn *a)
 {
 	if (!a)
@@ -136,6 +145,32 @@ void dg_dit_attn_get_stats(const dg_dit_attn *a, dg_dit_attn_stats *s) { *s = a-
 bool dg_dit_attn_passes_agree(const dg_dit_attn *a, int layer)
 {
 	return !a || (!a->capture && (!a->be || dg_schedule_dense_layer(&a->sched, layer)));
+}
+
+/* --cache-offload: the caches of site (pass, layer)'s runs fetched (or parked) */
+static void site_move(dg_dit_attn *a, int pass, int layer, bool park)
+{
+	int H = a->heads;
+	dg_policy_run *runs = a->runs + ((size_t)pass * a->layers + layer) * H;
+	dg_bvec **vecs = dg_malloc((size_t)H * sizeof *vecs);
+	dg_bsel **sels = dg_malloc((size_t)H * sizeof *sels);
+	for (int h = 0; h < H; h++)
+		dg_policy_run_caches(&runs[h], &vecs[h], &sels[h]);
+	(park ? a->be->park : a->be->fetch)(a->be, H, vecs, sels);
+	free(vecs), free(sels);
+}
+
+/* the end of a step's last site: the offload's traffic of the step */
+static void offload_step(dg_dit_attn *a, int step)
+{
+	dg_offload_stats t, *o = &a->off_step;
+	a->be->offload_stats(a->be, &t);
+	if (a->offload_log)
+		fprintf(stderr, "cache offload, step %d: %.2f GB up, %.2f GB written back, copy %.3f s, exposed wait "
+			"%.3f s, pinning %.2f s\n", step, (t.up_bytes - o->up_bytes) / 1e9, (t.down_bytes - o->down_bytes) / 1e9,
+			t.copy_s - o->copy_s, t.wait_s - o->wait_s, t.pin_s - o->pin_s);
+	*o = t;
+	a->stats.offload = t;
 }
 
 /* q, k, v (heads, n, d) of the table's device buffers into the host copies */
@@ -168,6 +203,12 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 		if (src)
 			dg_policy_run_adopt(&runs[h], &src[h], s->step);
 		policy |= !runs[h].dense_out || runs[h].make_meta || runs[h].fresh;
+	}
+	if (a->offload) { /* this site's caches (fetched at the last site), and the next site's ahead */
+		int nl = s->layer + 1 < a->layers ? s->layer + 1 : 0;
+		int np = nl ? s->pass : (s->pass + 1) % a->passes;
+		site_move(a, s->pass, s->layer, false);
+		site_move(a, np, nl, false);
 	}
 	bool host_copy = !a->host && (a->capture || (policy && a->host_unit));
 	if (host_copy)
@@ -246,6 +287,11 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 		a->be->phases(a->be, ph);
 		a->stats.meta_seconds += ph[DG_PHASE_GROUPS] + ph[DG_PHASE_SCORES] + ph[DG_PHASE_SELECT];
 		a->stats.attend_seconds += ph[DG_PHASE_ATTEND];
+	}
+	if (a->offload) {
+		site_move(a, s->pass, s->layer, true);
+		if (s->pass == a->passes - 1 && s->layer == a->layers - 1)
+			offload_step(a, s->step);
 	}
 	ops->sync(ops);
 	a->stats.seconds += dg_now() - t0;

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "policy/policy.h"
 #include "dit/wan_ops.h"
 
@@ -57,6 +58,12 @@ dg_dit_attn *dg_dit_attn_new_opts(dg_wan_ops *ops, const dg_policy *policy, doub
 				  const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
 				  int passes, const dg_dit_attn_opts *opts);
 void dg_dit_attn_set_capture(dg_dit_attn *a, dg_attn_capture_fn fn, void *user);
+/* --cache-offload (before the first call): the caches (residuals, key lists) live in pinned host
+ * memory; a site's are fetched onto the device while the site before it runs, on a copy stream,
+ * and parked again (written back where an anchor changed them) after it (backend.h park/fetch;
+ * nothing on a backend without them, the CPU, whose caches are host memory already). log: one
+ * line a step on stderr, the copies and the exposed wait. */
+void dg_dit_attn_set_offload(dg_dit_attn *a, bool offload, bool log);
 /* out (n, heads*d), the heads merged, in an operand buffer of the op table (alloc_operand) =
  * attention of q, k, v (heads, n, d) at site under the policy. 0 or -1. */
 int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *site, const float *q, const float *k,
@@ -76,6 +83,7 @@ typedef struct {
 	double policy_seconds;  /* of which the calls that ran the policy (anchors and sparse calls) */
 	double meta_seconds;    /* of which groups, scores, selections (device time where measured) */
 	double attend_seconds;  /* and the sparse attention with its residual (device time where measured) */
+	dg_offload_stats offload; /* --cache-offload's copies (zeros without) */
 } dg_dit_attn_stats;
 void dg_dit_attn_get_stats(const dg_dit_attn *a, dg_dit_attn_stats *s);
 void dg_dit_attn_free(dg_dit_attn *a);

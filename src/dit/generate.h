@@ -13,7 +13,7 @@
 #include "policy/policy.h"
 
 typedef struct {
-	dg_dit_attn_stats as;   /* attention: units, computed pairs, time */
+	dg_dit_attn_stats as;   /* attention: units, computed pairs, time; the offload's copies */
 	dg_dit_sample_stats ss; /* transformer and total time */
 	double density;         /* computed (query, key) pairs / N^2 over every self-attention call */
 } dg_generate_stats;
@@ -21,13 +21,14 @@ typedef struct {
 /*
  * Sample so (model, latent, noise, prompt contexts, steps, ...; so->attn and so->label are set
  * here) under policy p at top-k density rho with the schedule; grid: the token grid (dg_wan_grid).
- * out (out_dim, F, H, W) receives the final latents. quiet: no progress line (and no memory plan).
+ * offload: --cache-offload (dit_attn.h; a no-op on the CPU). out (out_dim, F, H, W) receives the
+ * final latents. quiet: no progress line (nor memory plan, nor the offload's lines).
  * First the memory plan (memplan.h), printed to stderr: a run that does not fit the device (its total
- * memory; or DSGAP_MEM_LIMIT_GIB, on any device) is refused with the switches that would fit.
- * 0 or -1 (reported).
+ * memory; or DSGAP_MEM_LIMIT_GIB, on any device), or whose offloaded caches do not fit the host
+ * (dg_memplan_host_limit), is refused with the switches that would fit. 0 or -1 (reported).
  */
 int dg_generate_run(dg_dit_sample_opts *so, const int grid[3], const dg_policy *p, double rho,
-		    const dg_schedule *sched, bool quiet, float *out, dg_generate_stats *st);
+		    const dg_schedule *sched, bool offload, bool quiet, float *out, dg_generate_stats *st);
 
 /* Fidelity of x against ref, both (C, F, H, W), per frame (fidelity.h), summarised over frames. */
 typedef struct {

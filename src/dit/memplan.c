@@ -3,6 +3,7 @@
  */
 #include "dit/memplan.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "policy/cache_store.h"
@@ -53,7 +54,8 @@ void dg_memplan_make(dg_memplan *m, const dg_wan_config *c, const int grid[3], c
 	memset(m, 0, sizeof *m);
 	int n = grid[0] * grid[1] * grid[2], d = c->dim / c->num_heads;
 	m->n = n, m->d = d, m->heads = c->num_heads, m->layers = c->num_layers, m->passes = passes;
-	m->gpu = gpu, m->offload = offload, m->rho = rho;
+	m->gpu = gpu, m->rho = rho;
+	m->offload = offload && gpu; /* the CPU's caches are host memory already */
 	m->policy = *p;
 	dg_memplan_params(c, gpu, &m->weights);
 	int text = c->text_len > 0 ? c->text_len : 512;
@@ -92,10 +94,10 @@ void dg_memplan_make(dg_memplan *m, const dg_wan_config *c, const int grid[3], c
 		     (p->keys == DG_KEYS_BITMAP ? (double)m->heads * m->ngroups * m->keys_per_group * 4 : 0) +
 		     (gpu && p->residual == DG_RESIDUAL_CACHED && p->residual_dtype != DG_RESDTYPE_FP32 ? (double)n * d * 4
 												     : 0);
-	if (offload) {
-		m->host_pinned = m->caches;
-		m->device_caches = m->cached_layers ? 2 * m->caches / m->cached_layers : 0;
-		m->copy_per_step = m->caches; /* each layer's caches up once a step */
+	if (m->offload) {
+		m->host_pinned = m->residual + m->keys;
+		m->device_caches = m->groups + (m->cached_layers ? 2 * m->host_pinned / m->cached_layers : 0);
+		m->copy_per_step = m->host_pinned; /* each layer's caches up once a step */
 	} else {
 		m->device_caches = m->caches;
 	}
@@ -137,15 +139,19 @@ void dg_memplan_print(const dg_memplan *m, FILE *f)
 			p->cfg_meta == DG_CFG_META_SHARED ? "shared by the CFG passes" : "permutation + offsets");
 		if (m->offload)
 			fprintf(f, "  %-34s %10.2f  pinned host %.2f GB; %.2f GB up a step (%.2f s at 50 GB/s)\n",
-				"caches on the device (2 layers)", m->device_caches / GB, m->host_pinned / GB,
+				"offload: caches on the device", m->device_caches / GB, m->host_pinned / GB,
 				m->copy_per_step / GB, m->copy_per_step / 50e9);
 	}
 	fprintf(f, "  %-34s %10.2f  (%.2f GiB)\n", "total on the device", m->total / GB, m->total / 1073741824.0);
 }
 
 int dg_memplan_check(const dg_memplan *m, const dg_wan_config *c, const int grid[3], const dg_schedule *s,
-		     double limit)
+		     double limit, double host_limit)
 {
+	if (m->offload && host_limit > 0 && m->host_pinned > host_limit)
+		return dg_error("memory plan: %s at rho %g with --cache-offload needs %.1f GB of pinned host memory, "
+				"and the host has %.1f GB available", m->policy.name, m->rho, m->host_pinned / GB,
+				host_limit / GB);
 	if (!(limit > 0) || m->total <= limit)
 		return 0;
 	/* the switches in order of what they cost in fidelity: none (bitmap), then the residual's
@@ -158,7 +164,7 @@ int dg_memplan_check(const dg_memplan *m, const dg_wan_config *c, const int grid
 	const char *fits = NULL;
 	dg_memplan t;
 	for (int i = 0; !p.dense && i <= 5 && !fits; i++) {
-		bool offload = i == 5;
+		bool offload = m->offload || i == 5;
 		if (i < 4) {
 			bool applies = i == 0 ? p.kv == DG_KV_TOKEN && !dg_policy_is_peer(&p) && p.group != DG_GROUP_QUERY &&
 						  p.keys != DG_KEYS_BITMAP
@@ -177,8 +183,7 @@ int dg_memplan_check(const dg_memplan *m, const dg_wan_config *c, const int grid
 		snprintf(p.name, sizeof p.name, "%.*s", (int)sizeof p.name - 1, spec);
 		dg_memplan_make(&t, c, grid, &p, m->rho, s, m->passes, m->gpu, offload);
 		if (t.total <= limit) {
-			snprintf(found, sizeof found, "%s%s", spec, offload ? " with --cache-offload (designed, not "
-					 "built yet)" : "");
+			snprintf(found, sizeof found, "%s%s", spec, offload ? " with --cache-offload" : "");
 			fits = found;
 		}
 	}
@@ -190,6 +195,28 @@ int dg_memplan_check(const dg_memplan *m, const dg_wan_config *c, const int grid
 			"and no storage switch makes it fit (weights and activations alone: %.1f GB)",
 			m->policy.name, m->rho, m->total / GB, m->total / 1073741824.0, limit / 1073741824.0,
 			(m->weights + m->activations + m->context) / GB);
+}
+
+double dg_memplan_limit(bool gpu)
+{
+	const char *lim = getenv("DSGAP_MEM_LIMIT_GIB");
+	return lim && *lim ? atof(lim) * 1073741824.0 : gpu ? dg_memplan_device_bytes() : 0;
+}
+
+double dg_memplan_host_limit(void)
+{
+	const char *lim = getenv("DSGAP_HOST_LIMIT_GIB");
+	if (lim && *lim)
+		return atof(lim) * 1073741824.0;
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	double kb = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
 }
 
 double dg_memplan_device_bytes(void)

@@ -31,6 +31,7 @@ static const struct {
 	{ "generate", dg_cmd_generate, "closed loop: dense and policies from the same noise; fidelity, speedup" },
 	{ "attnstats", dg_cmd_attnstats, "is attention learned? row entropy and per-query oracle mass per layer, head" },
 	{ "sheet", dg_cmd_sheet, "contact sheet (PNG, PDF) of generated pixel-space clips, a row per run" },
+	{ "compare", dg_cmd_compare, "every method's closed-loop fidelity against its speedup: tables, Pareto figure" },
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# cli_comparison.sh: experiments/comparison.sh end to end on the CPU with a tiny configuration: the
+# random-weight Wan model of tests/wan_ref.py derive (2 layers, 2 heads of 64), 384 tokens, 3 UniPC
+# steps (warm-up 1), 2 seeds for fidelity and one larger grid for speed; dense, mc-sparse, est-block
+# and two peers at matched budgets (sta's tiles and spargeattn's self-similarity floor cannot reach
+# 0.3 on this grid). Checks comparison.{csv,md,tex}: one row per method x density, the intervals
+# around the means, the density past the warm-up derived from closed_loop.csv, the speedups taken from
+# the speed run, "cannot reach ρ" and run.json's unreached_densities exactly for the peers off target,
+# the Pareto figure's data (unreached peers and dense left out, the frontier non-dominated); and bad
+# input to dsgap compare (one line, nothing written).
+# Run: ctest -R cli_comparison (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
+set -u
+: "${DSGAP:?set DSGAP to the dsgap binary}"
+: "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
+MODELS=${WAN_MODELS:-$PWD/wan_models}
+FIX=$DSGAP_SOURCE/tests/fixtures/wan
+[ -d "$MODELS/orig_hd64" ] || { echo "no test models in $MODELS (run: ctest -R wan_models)"; exit 1; }
+tmp=$(mktemp -d /tmp/dsgap-comparison-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+check() { # check DESCRIPTION COMMAND...
+  local d=$1; shift
+  if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi
+}
+all() { local c; for c in "$@"; do eval "$c" || return 1; done; } # every shell condition holds
+ini() { # NAME LATENT SEEDS
+  printf '[experiment]\nname = %s\n[model]\npath = %s/orig_hd64\nlabel = tiny\nlatent = %s\nsteps = 3\nshift = 3\nguidance = 2\nseeds = %s\n[prompts]\nfix = %s/text.safetensors\n[policies]\nlist = dense, mc-sparse, est-block, sta/budget=matched, spargeattn/budget=matched\n[densities]\nlist = 0.3\n[schedules]\nw1 = warmup=1\n[device]\ndevice = cpu\n' \
+    "$1" "$MODELS" "$2" "$3" "$FIX"
+}
+ini cmp_fid 4x16x24 "3, 4" > "$tmp/fid.ini"
+ini cmp_speed 4x16x32 3 > "$tmp/speed.ini"
+out=$tmp/res
+DSGAP_WORK=$tmp/work COMPARISON_INI=$tmp/fid.ini COMPARISON_SPEED_INI=$tmp/speed.ini \
+  bash "$DSGAP_SOURCE/experiments/comparison.sh" --out "$out" --quiet > "$tmp/log" 2>&1
+check "comparison.sh: exit 0" [ $? -eq 0 ] || cat "$tmp/log"
+csv=$out/comparison.csv fcl=$out/fidelity/tiny.w1/closed_loop.csv scl=$out/speed/tiny.w1/closed_loop.csv
+check "the tables, run.json, README, the per-sample runs" [ -s "$csv" -a -s "$out/comparison.md" -a -s "$out/comparison.tex" \
+  -a -s "$out/run.json" -a -s "$out/README.md" -a -s "$fcl" -a -s "$scl" ]
+check "comparison.csv: header and one row per method x density" [ "$(head -1 "$csv" | cut -d, -f1-8)" = \
+  "policy,source,density_target,samples,density,sparse_density,reached,psnr" -a "$(wc -l < "$csv")" -eq 6 ]
+check "every row over the 2 samples" [ "$(awk -F, 'NR > 1 && $4 == 2' "$csv" | wc -l)" -eq 5 ]
+# the density past the warm-up: (mean density - 1/3) / (2/3), from the per-sample rows
+check "sparse_density = (density - W/S) / (1 - W/S) from closed_loop.csv" [ "$(awk -F, 'NR == FNR { if (FNR > 1) { s[$3] += $5; n[$3]++ }; next }
+  FNR > 1 { d = (s[$1] / n[$1] - 1 / 3) / (2 / 3); if (d - $6 > 1e-4 || $6 - d > 1e-4) bad++ } END { print bad + 0 }' "$fcl" "$csv")" -eq 0 ]
+check "mc-sparse: PSNR mean inside its interval, rel_l2 > 0, SSIM < 1" \
+  [ "$(awk -F, '$1 == "mc-sparse" && $9 <= $8 && $8 <= $10 && $14 > 0 && $11 < 1 && $15 <= $14 && $14 <= $16' "$csv" | wc -l)" -eq 1 ]
+check "the PSNR mean is the samples' mean" [ "$(awk -F, 'NR == FNR { if ($3 == "mc-sparse") { s += $6; n++ }; next }
+  $1 == "mc-sparse" { d = s / n - $8; print (d < 1e-3 && d > -1e-3) }' "$fcl" "$csv")" = 1 ]
+check "speedups are the speed run's (dense time / the method's)" [ "$(awk -F, 'NR == FNR { if (FNR > 1) t[$3] = $10; next }
+  FNR > 1 { d = t["dense"] / t[$1] - $17; if (d > 1e-3 * $17 || -d > 1e-3 * $17) bad++ } END { print bad + 0 }' "$scl" "$csv")" -eq 0 ]
+check "the peers off target: reached 0 exactly where |sparse_density - 0.3| > 0.02" \
+  [ "$(awk -F, 'NR > 1 { peer = $1 ~ /^(sta|spargeattn)/; off = ($6 - 0.3 > 0.02 || 0.3 - $6 > 0.02); if ($7 != !(peer && off)) bad++ } END { print bad + 0 }' "$csv")" -eq 0 ]
+nun=$(awk -F, 'NR > 1 && $7 == 0' "$csv" | wc -l)
+check "at least one peer cannot reach 0.3 on this grid (spargeattn's floor)" [ "$nun" -ge 1 ]
+check "run.json lists the unreached densities, comparison.md says 'cannot reach ρ' for each" \
+  [ "$(grep -c '"density_target":' "$out/run.json")" -eq "$nun" -a "$(grep -c 'cannot reach ρ |' "$out/comparison.md")" -eq "$nun" ]
+tex_ok() { [ "$(grep -c '^\\texttt{' "$out/comparison.tex")" -eq 5 ] && grep -q toprule "$out/comparison.tex"; }
+check "comparison.tex: booktabs table, one line per method x density" tex_ok
+dat=$out/figures/pareto.dat
+check "pareto.dat: one block per plotted method (dense and unreached peers left out)" \
+  all '[ "$(grep -c "^# method" "$dat")" -eq $((5 - 1 - nun)) ]' '! grep -q "^# method \(dense\|spargeattn\)" "$dat"'
+# the frontier: no plotted point is both faster and better than a frontier point
+check "the frontier's points are not dominated" [ "$(awk '/^# method/ { m = 1 } /^# frontier/ { m = 0; f = 1; next }
+  /^[0-9]/ { if (m) { x[++n] = $1; y[n] = $2 } else if (f) { fx[++k] = $1; fy[k] = $2 } }
+  END { for (i = 1; i <= k; i++) for (j = 1; j <= n; j++) if (x[j] >= fx[i] && y[j] >= fy[i] && (x[j] > fx[i] || y[j] > fy[i])) bad++; print (k > 0) * 1 + bad * 10 }' "$dat")" -eq 1 ]
+if command -v gnuplot > /dev/null; then
+  check "figures/pareto.png and .pdf rendered" [ -s "$out/figures/pareto.png" -a -s "$out/figures/pareto.pdf" ]
+fi
+
+# --- bad input: one line, nothing written -------------------------------------------------------------
+mkdir -p "$tmp/old"
+cp "${fcl%/*}/run.json" "$tmp/old/"
+cut -d, -f1-12 "$fcl" > "$tmp/old/closed_loop.csv" # a closed_loop.csv from before rel_l2
+"$DSGAP" compare "$tmp/old" --out "$tmp/bad1" 2> "$tmp/bad1.err"
+rc=$?
+check "compare: a closed_loop.csv without rel_l2 is refused in one line, nothing written" \
+  all '[ $rc -eq 1 -a "$(wc -l < "$tmp/bad1.err")" -eq 1 -a ! -e "$tmp/bad1" ]' 'grep -q "no column rel_l2" "$tmp/bad1.err"'
+"$DSGAP" compare "$tmp/nothing" --out "$tmp/bad2" 2> "$tmp/bad2.err"
+rc=$?
+check "compare: a missing run folder is refused, nothing written" all '[ $rc -eq 1 -a ! -e "$tmp/bad2" ]' 'grep -q "cannot read" "$tmp/bad2.err"'
+"$DSGAP" compare "${fcl%/*}" --speed "${scl%/*}" --out "$tmp/bad3" --tol 2 2> "$tmp/bad3.err"
+check "compare: a bad --tol is a usage error" [ $? -eq 2 -a ! -e "$tmp/bad3" ]
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

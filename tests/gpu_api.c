@@ -7,7 +7,8 @@
  * steps and layers. The GPU computes on bf16 Q/K/V with P rounded to bf16 (the closed loop's fast
  * mode), the CPU in fp32: per call, rel_l2(GPU, CPU) <= 2e-2 (bf16 attention is ~4e-3; a selection
  * that differs at a near tie moves a few keys), every output element finite and the positions
- * between them untouched. Also fp32 refused on the GPU, and 20 contexts made and freed.
+ * between them untouched. Also fp32 refused on the GPU, and 100 contexts of several kinds made,
+ * used and freed with the device memory in use back where it was (contexts()).
  * Exits 77 (skipped) without a device.
  *   build/tests/gpu_api      (on the GPU machine: scripts/device_all.sh, step gpu_api)
  */
@@ -180,6 +181,68 @@ static void run_case(const char *spec, const char *sched, double rho, const int 
 	dsgap_context_destroy(cpu);
 }
 
+/* the device's memory in use: cudaMalloc'd (the driver's count) and, of the stream-ordered pool
+ * (which keeps what is freed), what is held now */
+static void device_used(size_t *driver, uint64_t *pool)
+{
+	size_t free_b, total;
+	CU(cudaDeviceSynchronize());
+	CU(cudaMemGetInfo(&free_b, &total));
+	*driver = total - free_b;
+	cudaMemPool_t mp;
+	CU(cudaDeviceGetDefaultMemPool(&mp, 0));
+	CU(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemCurrent, pool));
+}
+
+/* 100 contexts of several kinds, each made, attended (2 steps x 2 layers x 2 branches) and destroyed,
+ * after one round of every kind (kernels loaded, the pool grown): the device memory in use comes
+ * back to where it was (the driver's count within 2 MiB, its page; the pool's exactly). A leaked
+ * context would hold at least its operand buffers, 4 x 2 heads x 1024 tokens x 128 x 4 B = 4 MiB. */
+static void contexts(const int grid[3])
+{
+	static const struct { const char *spec, *sched; } kinds[] = {
+		{ "dense", "" }, { "oracle-tile", "warmup=1" }, { "mc-sparse", "warmup=1" },
+		{ "mc-sparse/cfg_meta=shared", "warmup=1" }, { "mc-sparse/budget=topp:0.9", "warmup=1" },
+		{ "svg2", "warmup=1" }, { "pisa", "warmup=1" },
+	};
+	const int nk = sizeof kinds / sizeof *kinds, n = grid[0] * grid[1] * grid[2];
+	double rho = 0.2;
+	tens t[4];
+	for (int i = 0; i < 4; i++) {
+		tens_new(&t[i], i, n);
+		tens_fill(&t[i], DSGAP_BF16, 0, 0, 0, i);
+		CU(cudaMemcpy(t[i].dev, t[i].host, t[i].len * 2, cudaMemcpyHostToDevice));
+	}
+	size_t drv0 = 0, drv1;
+	uint64_t pool0 = 0, pool1;
+	int ok = 0;
+	for (int i = -nk; i < 100; i++) {
+		if (i == 0)
+			device_used(&drv0, &pool0);
+		int kind = (i + nk) % nk;
+		dsgap_config c = { DSGAP_ABI_VERSION, kinds[kind].spec, &rho, 1, kinds[kind].sched, L, H, D, B,
+				   grid[0], grid[1], grid[2], 0, "gpu" };
+		dsgap_context *ctx;
+		if (dsgap_context_create(&c, &ctx))
+			continue;
+		int fails = 0;
+		for (int s = 0; s < 2; s++)
+			for (int l = 0; l < L; l++)
+				for (int b = 0; b < B; b++)
+					fails += dsgap_attend(ctx, s, l, b, &t[0].td, &t[1].td, &t[2].td, &t[3].td,
+							      DSGAP_BF16, n, NULL) != 0;
+		dsgap_context_destroy(ctx);
+		ok += i >= 0 && !fails;
+	}
+	device_used(&drv1, &pool1);
+	CHECKF(ok == 100 && drv1 <= drv0 + (2u << 20) && pool1 == pool0,
+	       "100 gpu contexts of %d kinds made, attended and destroyed (%d ok): device memory in use %.1f -> "
+	       "%.1f MiB, the pool's %.1f -> %.1f MiB", nk, ok, drv0 / 1048576.0, drv1 / 1048576.0,
+	       pool0 / 1048576.0, pool1 / 1048576.0);
+	for (int i = 0; i < 4; i++)
+		tens_free(&t[i]);
+}
+
 int main(void)
 {
 	if (!dg_backend_gpu_available()) {
@@ -208,7 +271,6 @@ int main(void)
 	double rho = 0.2;
 	dsgap_config c = { DSGAP_ABI_VERSION, "mc-sparse", &rho, 1, "", L, H, D, B, 1, 8, 16, 0, "gpu" };
 	dsgap_context *ctx;
-	int ok = 0;
 	if (!dsgap_context_create(&c, &ctx)) {
 		tens x;
 		tens_new(&x, 0, 128);
@@ -217,11 +279,6 @@ int main(void)
 		tens_free(&x);
 		dsgap_context_destroy(ctx);
 	}
-	for (int i = 0; i < 20; i++)
-		if (!dsgap_context_create(&c, &ctx)) {
-			ok++;
-			dsgap_context_destroy(ctx);
-		}
-	CHECKF(ok == 20, "20 gpu contexts made and freed (%d)", ok);
+	contexts(grid);
 	return test_report();
 }

@@ -61,7 +61,7 @@ cells=$WORK/cells/$(ls "$WORK/cells" | head -1)
 sheet=()
 for p in $(ls "$cells" | sed -n 's/\.s1\.dense$//p'); do
   for pol in dense mc-sparse@0.15 svg2_budget=topk@0.15; do
-    lab="$p ${pol%%[@_]*}"; [ "$pol" = dense ] || lab="$lab ρ ${pol##*@}" # no '=' in a label
+    lab="$p seed 1: ${pol%%[@_]*}"; [ "$pol" = dense ] || lab="$lab ρ ${pol##*@}" # no '=' in a label
     [ -f "$cells/$p.s1.$pol/latents.h5" ] && sheet+=("$lab=$cells/$p.s1.$pol/latents.h5")
   done
 done

@@ -1,10 +1,11 @@
 /*
  * wan_ops_checked.c: a CPU stand-in for a device backend of the Wan forward (wan_ops.h), for tests:
  * it behaves as a device_weights backend (the loader hands it every weight and frees the host
- * copies) and checks, before each op, that every tensor argument lies inside a buffer made by its
- * alloc (or, for weights, inside its own copy) with room for the op's extent; anything else (a host
- * pointer that a GPU kernel would fault on) stops the program with the op and argument named; so does
- * an operand buffer (alloc_operand: bf16 only on a device) passed where an op reads or writes fp32.
+ * copies; BF16 weights as stored, prepare_bf16, as to the GPU) and checks, before each op, that
+ * every tensor argument lies inside a buffer made by its alloc (or, for weights, inside its own
+ * copy) with room for the op's extent; anything else (a host pointer that a GPU kernel would fault
+ * on) stops the program with the op and argument named; so does an operand buffer (alloc_operand:
+ * bf16 only on a device) passed where an op reads or writes fp32.
  * The arithmetic is the CPU table's (wan_ops_cpu.c), so its outputs equal the CPU's bit for bit.
  *   dg_wan_load_ops(&m, path, dg_wan_ops_checked())   (tests/test_wan.c, which also checks that it stops)
  */
@@ -133,6 +134,21 @@ static void ck_prepare(dg_wan_ops *o, dg_wan_linear *l)
 	w->w = copy_tracked(o, l->w, (size_t)l->out * l->in);
 	w->b = l->b ? copy_tracked(o, l->b, (size_t)l->out) : NULL;
 	l->dev = w;
+}
+
+/* the loader's bf16 path (prepare_bf16, the GPU's): the stored words, little-endian and maybe
+ * unaligned, widened exactly */
+static void ck_prepare_bf16(dg_wan_ops *o, dg_wan_linear *l, const void *w16)
+{
+	size_t nw = (size_t)l->out * l->in;
+	const unsigned char *p = w16;
+	float *f = dg_malloc(nw * sizeof(float));
+	for (size_t i = 0; i < nw; i++)
+		f[i] = dg_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+	l->w = f;
+	ck_prepare(o, l);
+	free(f);
+	l->w = NULL;
 }
 
 static void ck_unprepare(dg_wan_ops *o, dg_wan_linear *l)
@@ -276,7 +292,8 @@ dg_wan_ops *dg_wan_ops_checked(void)
 		.name = "cpu-checked", .device_weights = true, .impl = c, .alloc = ck_alloc,
 		.alloc_operand = ck_alloc_operand, .release = ck_release, .host_alloc = ck_host_alloc,
 		.host_free = ck_host_free, .upload = ck_upload, .copy = ck_copy,
-		.download = ck_download, .sync = ck_sync, .prepare = ck_prepare, .unprepare = ck_unprepare,
+		.download = ck_download, .sync = ck_sync, .prepare = ck_prepare, .prepare_bf16 = ck_prepare_bf16,
+		.unprepare = ck_unprepare,
 		.linear = ck_linear, .linear_add = ck_linear_add, .ffn = ck_ffn,
 		.layernorm = ck_layernorm, .add_layernorm = ck_add_layernorm, .to_heads = ck_to_heads,
 		.from_heads = ck_from_heads, .gelu_tanh = ck_gelu_tanh, .add_gated = ck_add_gated,

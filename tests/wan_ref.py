@@ -516,8 +516,8 @@ def derive(d, out):
         if cfg is not None:
             write_json(os.path.join(p, "config.json"), cfg)
         if shards:
-            k = (len(tensors) + 1) // 2
-            parts = [tensors[:k], tensors[k:]]
+            k = (len(tensors) + shards - 1) // shards
+            parts = [tensors[i:i + k] for i in range(0, len(tensors), k)]
             wm = {}
             for j, part in enumerate(parts):
                 sn = "diffusion_pytorch_model-%05d-of-%05d.safetensors" % (j + 1, len(parts))
@@ -537,6 +537,7 @@ def derive(d, out):
     model("diff_hd64", diffusers_config(2), diff("F32"), shards=2)
     model("orig_hd128", original_config(1), orig("F16", "model.diffusion_model."), fname="wan.safetensors")
     model("diff_hd128", diffusers_config(1), diff("BF16"))
+    model("shard6_hd64", diffusers_config(2), diff("BF16"), shards=6)  # as Wan-AI ships 14B: 6 shards + index
     model("infer_hd128", None, orig("F32"))  # no config.json: num_heads = dim / 128
     model("badcfg", dict(diffusers_config(1), qk_norm="rms_norm"), diff("BF16"))  # per-head qk norm
     # several prompts in one file (FILE:NAME)
@@ -566,6 +567,8 @@ def derive(d, out):
     a[3, 5] = np.nan
     nan[names.index("blocks.1.cross_attn.k.weight")] = ("blocks.1.cross_attn.k.weight", "F32", a)
     w("nan", nan)
+    nan[names.index("blocks.1.cross_attn.k.weight")] = ("blocks.1.cross_attn.k.weight", "BF16", a)
+    w("nan_bf16", nan)  # read as stored by a table with prepare_bf16
     # header-level damage on a small valid file
     small = [("a", "F32", np.arange(6.0).reshape(2, 3)), ("b", "BF16", np.ones(4))]
     w("ok_small", small)

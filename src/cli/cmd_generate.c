@@ -272,6 +272,10 @@ static cJSON *settings_json(const generate_args *a, const dg_dit_inputs *di)
 	cJSON_AddStringToObject(j, "device", m->ops->device);
 	cJSON_AddStringToObject(j, "model", m->name);
 	cJSON_AddStringToObject(j, "weights", m->weights_path);
+	cJSON_AddNumberToObject(j, "weight_files", m->files);
+	cJSON_AddNumberToObject(j, "load_s", m->load_s);
+	cJSON_AddNumberToObject(j, "load_bytes", m->load_bytes);
+	cJSON_AddNumberToObject(j, "bf16_direct", m->bf16_direct);
 	char *mc = dg_wan_config_json(&m->cfg);
 	cJSON *mj = cJSON_Parse(mc);
 	free(mc);
@@ -360,6 +364,11 @@ int dg_cmd_generate(int argc, char **argv)
 	if (dg_dit_inputs_load(&a.cli.in, &di))
 		return 1;
 	dg_dit_sample_opts *so = &a.cli.so;
+	const dg_wan_model *wm = di.model;
+	if (!a.cli.quiet)
+		fprintf(stderr, "generate: loaded %s from %d file%s: %.2f GB in %.1f s (%.2f GB/s), %d linears uploaded "
+			"as stored (bf16)\n", wm->name, wm->files, wm->files > 1 ? "s" : "", wm->load_bytes / 1e9, wm->load_s,
+			wm->load_s > 0 ? wm->load_bytes / 1e9 / wm->load_s : 0, wm->bf16_direct);
 	so->model = di.model;
 	memcpy(so->latent, di.latent, sizeof so->latent);
 	so->noise = di.noise;

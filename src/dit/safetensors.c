@@ -635,6 +635,22 @@ int dg_st_read_f32(const dg_safetensors *st, const dg_st_tensor *t, float *out)
 	return 0;
 }
 
+int dg_st_bf16_view(const dg_safetensors *st, const dg_st_tensor *t, const void **data)
+{
+	if (t->dtype != DG_ST_BF16)
+		return 1;
+	const unsigned char *p = st->files[t->file].map + t->offset;
+	int64_t n = dg_st_numel(t);
+	for (int64_t i = 0; i < n; i++)
+		if ((p[2 * i + 1] & 0x7f) == 0x7f && (p[2 * i] & 0x80)) { /* exponent all ones: Inf or NaN */
+			char namebuf[128];
+			return dg_error("%s: tensor '%s' holds a non-finite value (element %lld)",
+					dg_st_file_of(st, t), NAME(t->name), (long long)i);
+		}
+	*data = p;
+	return 0;
+}
+
 void dg_st_read_bf16(const dg_safetensors *st, const dg_st_tensor *t, uint16_t *out)
 {
 	const unsigned char *p = st->files[t->file].map + t->offset;

@@ -87,6 +87,10 @@ const char *dg_st_shape_str(const int64_t *shape, int ndim, char *buf, size_t si
  */
 int dg_st_read_f32(const dg_safetensors *st, const dg_st_tensor *t, float *out);
 void dg_st_read_bf16(const dg_safetensors *st, const dg_st_tensor *t, uint16_t *out);
+/* A BF16 tensor's own bytes, without a conversion: *data = its numel little-endian bf16 words in the
+ * mapped file (not necessarily 2-byte aligned), after the check of dg_st_read_f32 (every value
+ * finite, else the same error). Returns 0, -1 after that error, or 1 (no view: not BF16). */
+int dg_st_bf16_view(const dg_safetensors *st, const dg_st_tensor *t, const void **data);
 
 /* IEEE half (binary16) -> float, exact (subnormals, Inf, NaN included). */
 float dg_f16_to_f32(uint16_t h);

@@ -89,6 +89,10 @@ typedef struct {
 	char *config_path;  /* config.json used, or NULL (inferred from shapes) */
 	char *name;         /* short description, e.g. "wan2.1 dim 1536 x 30 layers" */
 	long long params;
+	int files;          /* safetensors files read (the shards of an index) */
+	double load_s;      /* seconds dg_wan_load took (files, conversion, upload) */
+	double load_bytes;  /* checkpoint bytes read */
+	int bf16_direct;    /* linears whose bf16 weights went to the backend as stored (prepare_bf16) */
 	dg_wan_linear patch;        /* (dim, in_dim*pt*ph*pw): the Conv3d as a GEMM, input (c, kt, kh, kw) */
 	dg_wan_linear text1, text2; /* text_dim -> dim, GELU(tanh), dim -> dim */
 	dg_wan_linear time1, time2; /* freq_dim -> dim, SiLU, dim -> dim */

@@ -4,7 +4,11 @@
  * infer the config from shapes (then config.json on top), check every tensor's presence and shape,
  * and convert to fp32. The linears that the forward runs through the op table get the backend's
  * copy (ops->prepare) as soon as they are read; where that copy is complete (the GPU's bf16 on
- * the device) the host fp32 copy is freed at once, so host memory holds one such tensor at a time. Name map (reference §1.3), original <- diffusers:
+ * the device) the host fp32 copy is freed at once, so host memory holds one such tensor at a time;
+ * a BF16 weight goes to a table with prepare_bf16 as the file stores it (the GPU: half the bytes up,
+ * no fp32 copy anywhere). A sharded checkpoint is read through its index (safetensors.h). The time
+ * and bytes of the load are kept in the model (load_s, load_bytes). Name map (reference §1.3),
+ * original <- diffusers:
  *
  *   patch_embedding.*                  patch_embedding.*
  *   text_embedding.{0,2}.*             condition_embedder.text_embedder.linear_{1,2}.*
@@ -159,6 +163,8 @@ typedef struct {
 	int n;
 	dg_wan_layout layout;
 	const char *label;
+	double bytes;    /* read so far */
+	int bf16_direct; /* linears uploaded as stored */
 } ckpt;
 
 static int by_named(const void *a, const void *b)
@@ -310,23 +316,35 @@ static int infer(ckpt *c, dg_wan_config *cfg)
 /* ---------------------------------------------------------------------------------------------- */
 /* loading                                                                                         */
 
-static int take(ckpt *c, const char *orig, float **dst, int ndim, const int64_t *shape)
+/* the checked tensor of original name orig with this shape (marked used), or NULL after one line */
+static const dg_st_tensor *take_tensor(ckpt *c, const char *orig, int ndim, const int64_t *shape)
 {
 	char name[320], got[160], want[160];
 	to_layout(c->layout, orig, name, sizeof name);
 	named *n = lookup(c, name);
-	if (!n)
-		return dg_error("%s: missing tensor '%s' (%s layout)", c->label, name,
-				dg_wan_layout_name(c->layout));
+	if (!n) {
+		dg_error("%s: missing tensor '%s' (%s layout)", c->label, name, dg_wan_layout_name(c->layout));
+		return NULL;
+	}
 	const dg_st_tensor *t = n->t;
 	bool ok = t->ndim == ndim;
 	for (int i = 0; ok && i < ndim; i++)
 		ok = t->shape[i] == shape[i];
-	if (!ok)
-		return dg_error("%s: tensor '%s' has shape %s, expected %s", dg_st_file_of(&c->st, t), t->name,
-				dg_st_shape_str(t->shape, t->ndim, got, sizeof got),
-				dg_st_shape_str(shape, ndim, want, sizeof want));
+	if (!ok) {
+		dg_error("%s: tensor '%s' has shape %s, expected %s", dg_st_file_of(&c->st, t), t->name,
+			 dg_st_shape_str(t->shape, t->ndim, got, sizeof got), dg_st_shape_str(shape, ndim, want, sizeof want));
+		return NULL;
+	}
 	n->used = true;
+	c->bytes += (double)t->nbytes;
+	return t;
+}
+
+static int take(ckpt *c, const char *orig, float **dst, int ndim, const int64_t *shape)
+{
+	const dg_st_tensor *t = take_tensor(c, orig, ndim, shape);
+	if (!t)
+		return -1;
 	int64_t numel = dg_st_numel(t);
 	*dst = dg_malloc((size_t)(numel ? numel : 1) * sizeof(float));
 	return dg_st_read_f32(&c->st, t, *dst);
@@ -364,16 +382,31 @@ static void vecs_to_backend(dg_wan_ops *ops, dg_wan_block *k, int n)
 	}
 }
 
+/* a linear's weight and bias; a BF16 weight goes to a backend with prepare_bf16 as stored (no fp32
+ * copy on the host) */
 static int take_linear(ckpt *c, const char *base, dg_wan_linear *l, int out, int in, bool bias, dg_wan_ops *ops)
 {
 	char name[300];
 	l->out = out;
 	l->in = in;
-	snprintf(name, sizeof name, "%s.weight", base);
-	if (take(c, name, &l->w, 2, (int64_t[]){ out, in }))
-		return -1;
 	snprintf(name, sizeof name, "%s.bias", base);
 	if (bias && take1(c, name, &l->b, out))
+		return -1;
+	snprintf(name, sizeof name, "%s.weight", base);
+	if (ops && ops->prepare_bf16 && !l->fp32) {
+		const dg_st_tensor *t = take_tensor(c, name, 2, (int64_t[]){ out, in });
+		const void *w16;
+		int v = t ? dg_st_bf16_view(&c->st, t, &w16) : -1;
+		if (v < 0)
+			return -1;
+		if (v == 0) {
+			ops->prepare_bf16(ops, l, w16);
+			c->bf16_direct++;
+			return 0;
+		}
+		c->bytes -= (double)t->nbytes; /* read again by take */
+	}
+	if (take(c, name, &l->w, 2, (int64_t[]){ out, in }))
 		return -1;
 	to_backend(ops, l);
 	return 0;
@@ -529,6 +562,7 @@ int dg_wan_load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops)
 			ops->destroy(ops);
 		return -1;
 	}
+	double t0 = dg_now();
 	ckpt c = { .label = weights };
 	dg_wan_model *m = dg_calloc(1, sizeof *m);
 	m->weights_path = weights;
@@ -574,6 +608,11 @@ int dg_wan_load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops)
 	snprintf(nm, sizeof nm, "wan2.1-t2v dim %d, %d layers, %d heads of %d (%s layout)", g->dim,
 		 g->num_layers, g->num_heads, dg_wan_head_dim(g), dg_wan_layout_name(m->layout));
 	m->name = dg_strdup(nm);
+	m->files = c.st.nfiles;
+	m->load_bytes = c.bytes;
+	m->bf16_direct = c.bf16_direct;
+	m->ops->sync(m->ops); /* the uploads' conversions are done */
+	m->load_s = dg_now() - t0;
 	rc = 0;
 done:
 	free(c.names);

@@ -72,6 +72,11 @@ struct dg_wan_ops {
 	void (*sync)(dg_wan_ops *);
 	/* make the backend's copy of a weight (e.g. bf16 on the device); no-op on the CPU */
 	void (*prepare)(dg_wan_ops *, dg_wan_linear *l);
+	/* Optional (device_weights tables; NULL: prepare from the fp32 l->w). prepare from the weight's
+	 * bf16 words w16 ((out, in) row-major, little-endian, maybe unaligned: a checkpoint's own bytes),
+	 * l->w unused (NULL), l->b fp32 as for prepare; not for l->fp32. The copy equals prepare's of
+	 * the same values converted to fp32 (bf16 -> fp32 -> bf16 is exact). */
+	void (*prepare_bf16)(dg_wan_ops *, dg_wan_linear *l, const void *w16);
 	void (*unprepare)(dg_wan_ops *, dg_wan_linear *l);
 	/* y (m, l->out) = x (m, l->in) W^T + b */
 	void (*linear)(dg_wan_ops *, const dg_wan_linear *l, const float *x, int m, float *y);

@@ -320,6 +320,18 @@ static void gpu_sync(dg_wan_ops *o)
 /* ---------------------------------------------------------------------------------------------- */
 /* weights and linears                                                                             */
 
+/* the bias of l (fp32 and bf16) into d, and d into l */
+static void prepare_bias(dg_wan_linear *l, lin_dev *d)
+{
+	if (l->b) {
+		d->b = dmalloc((size_t)l->out * sizeof(float));
+		d->b16 = dmalloc((size_t)l->out * 2);
+		CUDA_CHECK(cudaMemcpy(d->b, l->b, (size_t)l->out * sizeof(float), cudaMemcpyHostToDevice));
+		KERNEL_CHECK(dg_to_bf16(d->b, d->b16, (size_t)l->out, 0));
+	}
+	l->dev = d;
+}
+
 static void gpu_prepare(dg_wan_ops *o, dg_wan_linear *l)
 {
 	size_t nw = (size_t)l->out * l->in;
@@ -333,13 +345,18 @@ static void gpu_prepare(dg_wan_ops *o, dg_wan_linear *l)
 		KERNEL_CHECK(dg_to_bf16(tmp, d->w, nw, 0));
 		CUDA_CHECK(cudaFree(tmp)); /* synchronous: the conversion is done */
 	}
-	if (l->b) {
-		d->b = dmalloc((size_t)l->out * sizeof(float));
-		d->b16 = dmalloc((size_t)l->out * 2);
-		CUDA_CHECK(cudaMemcpy(d->b, l->b, (size_t)l->out * sizeof(float), cudaMemcpyHostToDevice));
-		KERNEL_CHECK(dg_to_bf16(d->b, d->b16, (size_t)l->out, 0));
-	}
-	l->dev = d;
+	prepare_bias(l, d);
+}
+
+/* the checkpoint's bf16 words straight onto the device: half the bytes, no fp32 anywhere */
+static void gpu_prepare_bf16(dg_wan_ops *o, dg_wan_linear *l, const void *w16)
+{
+	DG_ASSERT(!l->fp32);
+	size_t nw = (size_t)l->out * l->in;
+	lin_dev *d = dg_calloc(1, sizeof *d);
+	d->w = dmalloc(nw * 2);
+	CUDA_CHECK(cudaMemcpy(d->w, w16, nw * 2, cudaMemcpyHostToDevice));
+	prepare_bias(l, d);
 }
 
 static void gpu_unprepare(dg_wan_ops *o, dg_wan_linear *l)
@@ -617,6 +634,7 @@ dg_wan_ops *dg_wan_ops_gpu(void)
 	o->bf16 = gpu_bf16;
 	o->sync = gpu_sync;
 	o->prepare = gpu_prepare;
+	o->prepare_bf16 = gpu_prepare_bf16;
 	o->unprepare = gpu_unprepare;
 	o->linear = gpu_linear;
 	o->linear_add = gpu_linear_add;

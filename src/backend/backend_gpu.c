@@ -86,7 +86,7 @@ struct dg_bvec {
 };
 
 #define OFF_RING 8    /* fetch batches whose events are kept (a later one implies an earlier) */
-#define OFF_PAIRS 256 /* timed event pairs between two reads of the offload's times */
+#define OFF_PAIRS 1024 /* timed event pairs between two reads of the offload's times (~3 a site) */
 
 #define PHASE_MAX 64 /* event pairs recorded between two reads of the phase times */
 

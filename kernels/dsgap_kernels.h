@@ -200,7 +200,7 @@ int dg_pooled_scores(const uint16_t *q, const uint16_t *k, int n, int d, const i
  *                     the query or key block's self-similarity is below theta;
  *   DG_PEER_ANTIDIAG  xattention (bs 128): stride `stride`, the softmax of the antidiagonal reduced
  *                     rows summed into blocks (scratch: ceil(n/stride)^2 fp32);
- *   DG_PEER_POOLED    pisa (bs = its block, <= 128): scale * qbar . kbar, no softmax. */
+ *   DG_PEER_POOLED    pisa (bs = its block): scale * qbar . kbar, no softmax. */
 #define DG_PEER_SPARGE 0
 #define DG_PEER_ANTIDIAG 1
 #define DG_PEER_POOLED 2

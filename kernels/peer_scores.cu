@@ -11,7 +11,7 @@
  *   antidiag  the reduced logits (R, R), R = ceil(n/S), of the antidiagonal gathers (queries of a
  *             stride reversed, zero past n) as one fmaf chain over (t, component); softmax_det per
  *             reduced row; each 128 x 128 block the fp32 sum over its reduced rows, then columns;
- *   pooled    (pisa) block means of Q and K over bs, logits.
+ *   pooled    (pisa) block means of Q and K over bs (any size), logits.
  * softmax_det: a warp per row; the max; e = peer_expf(x - max) (peers.c det_expf, operation for
  * operation); lane l sums e_j for j = l, l+32, .. in double, the 32 lane sums added in lane order;
  * x = (float)(e / sum).
@@ -278,8 +278,8 @@ extern "C" int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d
 	DGM_ARG(d == 64 || d == 128, "peer scores: head_dim %d (64 or 128 supported)", d);
 	DGM_ARG(kind == DG_PEER_SPARGE || kind == DG_PEER_ANTIDIAG || kind == DG_PEER_POOLED, "peer scores: kind %d",
 		kind);
-	DGM_ARG(n >= 1 && bs >= 1 && bs <= 128 && (kind == DG_PEER_POOLED || bs == 128),
-		"peer scores: n %d, block %d (1 .. 128; 128 for sparge and antidiag)", n, bs);
+	DGM_ARG(n >= 1 && bs >= 1 && (kind == DG_PEER_POOLED || bs == 128),
+		"peer scores: n %d, block %d (128 for sparge and antidiag)", n, bs);
 	DGM_ARG(kind != DG_PEER_ANTIDIAG || (stride >= 1 && stride <= 128), "peer scores: stride %d (1 .. 128)", stride);
 	DGM_ARG(q && k && scores, "peer scores: NULL argument");
 	cudaStream_t st = (cudaStream_t)stream;

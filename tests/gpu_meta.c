@@ -15,16 +15,23 @@
  *     run on the GPU's own probabilities (dg_query_probs), and near-identical to the CPU's;
  *   - PCA: identical perm on well-separated (lattice) queries; on random queries a small fraction of
  *     queries in another leaf and the inertia within 1%;
- *   - metrics: within count 2^-52 relative (double sums in another order), p5 exact.
+ *   - metrics: within count 2^-52 relative (double sums in another order), p5 exact;
+ *   - block peers (peer_scores.cu; spargeattn, xattention, pisa at two settings each): the G x G block
+ *     scores bit for bit peers.c's dg_peer_block_scores, and, from them, the host's block take and
+ *     the device's expansion (the GPU backend's gpu_peer_blocks) give groups and key lists identical
+ *     to the CPU's dg_peer_metadata: budgets topp, topk, matched, sinks, text prefixes 77 and 300
+ *     (n <= 4100; at 32760 the scores only).
  * Inputs are fresh random bf16 values every run (the seed is printed; --seed S repeats one), N not a
  * multiple of 128, d = 64 and 128, outputs poisoned (NaN / -1) before every run.
- *   gpu_meta [--quick | --tiny | --bench | --pca V H] [--seed S]
+ *   gpu_meta [--quick | --tiny | --bench | --peers | --pca V H] [--seed S]
  *   --pca V H: two calls of PCA grouping version V (0: the promoted one; the numbered versions of
  *   dev/kernels in gpu_meta_dev) on H heads of 32760 random queries (d = 128)
  *   and nothing else, for a per-kernel profile (ncu) of one batched grouping
  *     (none)   n = 1000, 4100 (d = 64, 128) and 32760 (d = 128)
  *     --quick  n = 1000 and 4100 only;  --tiny  n = 1000 only (for compute-sanitizer)
- *     --bench  only time every kernel at n = 32760, d = 128 (events, 3 warm-ups, median of 15)
+ *     --bench  only time every kernel at n = 32760, d = 128 (events, 3 warm-ups, median of 15), and
+ *              each block peer's metadata call next to its sparse attention and the dense pass
+ *     --peers  only the block peers' checks (n = 1000 d = 64, 128; 4100; 32760 scores only)
  * Exits 77 (skipped) when there is no CUDA device.
  */
 #include "dsgap_kernels.h"
@@ -62,6 +69,7 @@ static const char *dg_pca_groups_name(int version) { return version ? NULL : "pr
 #include "policy/attention.h"
 #include "policy/groups.h"
 #include "policy/metrics.h"
+#include "policy/peers.h"
 #include "policy/select.h"
 #include "util/util.h"
 
@@ -726,6 +734,145 @@ static void check_metrics(int n, int d)
 }
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Block peers (peer_scores.cu)                                                                      */
+
+static int peer_kind(const dg_policy *p)
+{
+	return p->score == DG_SCORE_SPARGE ? DG_PEER_SPARGE : p->score == DG_SCORE_ANTIDIAG ? DG_PEER_ANTIDIAG
+											     : DG_PEER_POOLED;
+}
+
+static dg_policy peer_policy(const char *spec)
+{
+	dg_policy p;
+	DG_ASSERT(dg_policy_parse(spec, &p) == 0 && dg_peer_block_size(&p) > 0);
+	return p;
+}
+
+/* the device's block scores of peer p into host hs (G, G) */
+static int gpu_peer_scores(const problem *P, const dg_policy *p, float *hs)
+{
+	const int bs = dg_peer_block_size(p), G = (P->n + bs - 1) / bs;
+	float *ds = dmalloc((size_t)G * G * 4);
+	int rc = dg_peer_scores(P->dq, P->dk, P->n, P->d, peer_kind(p), bs, p->stride, p->theta, ds, stream);
+	download(hs, ds, (size_t)G * G * 4);
+	cudaFree(ds);
+	return rc;
+}
+
+/* the GPU backend's half after the scores (backend_gpu.c gpu_peer_blocks): the host's block take
+ * from the device's scores hs, then the device's expansion, read back as groups g and lists sel */
+static int gpu_peer_lists(const problem *P, const dg_policy *p, const dg_budget *b, int text, const float *hs,
+			  dg_groups *g, dg_selection *sel)
+{
+	const int n = P->n, bs = dg_peer_block_size(p), G = (n + bs - 1) / bs, W = (n + 31) / 32;
+	unsigned char *take = dg_malloc((size_t)G * G);
+	int *row;
+	dg_peer_block_take(hs, n, p, b, take);
+	const int forced = dg_peer_block_groups(n, p, text, g, &row), ng = g->ngroups;
+	uint8_t *dtake = dupload(take, (size_t)G * G);
+	int32_t *drow = dupload(row, (size_t)ng * 4);
+	uint32_t *dbits = dmalloc((size_t)ng * W * 4), *bits = dg_malloc((size_t)ng * W * 4);
+	int64_t *dsoff = dmalloc((size_t)(ng + 1) * 8);
+	int rc = dg_peer_expand(dtake, G, bs, drow, ng, n, b->sink_lo, b->sink_hi, forced, dbits, dsoff, stream);
+	sel->ngroups = ng;
+	sel->off = dg_malloc((size_t)(ng + 1) * 8);
+	download(sel->off, dsoff, (size_t)(ng + 1) * 8);
+	download(bits, dbits, (size_t)ng * W * 4);
+	sel->idx = dg_malloc((size_t)(sel->off[ng] > 0 ? sel->off[ng] : 1) * 4);
+	for (int r = 0; r < ng && rc == 0; r++) { /* decoded ascending; the counts must match the offsets */
+		int64_t at = sel->off[r];
+		for (int j = 0; j < n && at <= sel->off[r + 1]; j++)
+			if (bits[(size_t)r * W + j / 32] >> (j % 32) & 1) {
+				if (at < sel->off[r + 1])
+					sel->idx[at] = j;
+				at++;
+			}
+		rc = at == sel->off[r + 1] ? 0 : -1;
+	}
+	free(take), free(row), free(bits);
+	cudaFree(dtake), cudaFree(drow), cudaFree(dbits), cudaFree(dsoff);
+	return rc;
+}
+
+/* scores bit for bit (==, NaN-free) the CPU twin's; returns the differing count, max |diff| in *err */
+static long peer_score_diff(const float *a, const float *b, size_t cnt, double *err)
+{
+	long bad = 0;
+	*err = 0;
+	for (size_t e = 0; e < cnt; e++)
+		if (!(a[e] == b[e]) || signbit(a[e]) != signbit(b[e])) {
+			bad++;
+			*err = fmax(*err, isinf(a[e]) || isinf(b[e]) ? INFINITY : fabs((double)a[e] - b[e]));
+		}
+	return bad;
+}
+
+/* every block peer's scores, and (full: the CPU's whole dg_peer_metadata, else only the scores) its
+ * groups and lists under each budget, with and without a text prefix, against the CPU twin */
+static void check_peers(const problem *P, bool full)
+{
+	const int n = P->n, d = P->d;
+	static const char *const specs[] = { "spargeattn", "spargeattn/theta=0.02", "xattention", "xattention/stride=16",
+					     "pisa", "pisa/block=128" };
+	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+		if (!full && !strcmp(specs[i], "xattention/stride=16"))
+			continue;
+		const dg_policy p = peer_policy(specs[i]);
+		const int bs = dg_peer_block_size(&p), G = (n + bs - 1) / bs;
+		float *cs = dg_malloc((size_t)G * G * 4), *gs = dg_malloc((size_t)G * G * 4);
+		double t0 = dg_now();
+		dg_peer_block_scores(P->q, P->k, n, d, &p, cs);
+		double tc = dg_now() - t0;
+		int rc = gpu_peer_scores(P, &p, gs);
+		double err;
+		long bad = peer_score_diff(gs, cs, (size_t)G * G, &err), forced = 0;
+		for (size_t e = 0; e < (size_t)G * G; e++)
+			forced += isinf(cs[e]);
+		CHECKF(rc == 0 && bad == 0, "peer %s n=%d d=%d: %dx%d block scores bit for bit the CPU twin's (%ld differ, "
+		       "max %.3g; %ld infinite; cpu %.2f s)", specs[i], n, d, G, G, bad, err, forced, tc);
+		if (full) {
+			const struct {
+				const char *budget;
+				double rho;
+				int text, shi;
+			} cases[] = { { "", 0.15, 0, 0 }, { "/budget=topk", 0.15, 0, 0 }, { "/budget=topk", 0.05, 77, 64 },
+				      { "/budget=matched", 0.1, 0, 0 }, { "/budget=matched", 0.25, 300, 0 }, { "", 0.15, 77, 0 } };
+			for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+				char spec[128];
+				snprintf(spec, sizeof spec, "%s%s", specs[i], cases[c].budget);
+				dg_policy pc;
+				if (dg_policy_parse(spec, &pc))
+					continue; /* a top-k peer has no budget=matched of its own */
+				dg_budget b = { pc.kv, pc.budget, cases[c].rho, pc.topp, 0, cases[c].shi };
+				const int text = cases[c].text, grid[3] = { 1, 1, n - text };
+				dg_peer_state *st = NULL;
+				dg_groups cg, gg;
+				dg_selection csel, gsel;
+				DG_ASSERT(dg_peer_metadata(P->q, P->k, n, d, &pc, &b, grid, text, &st, &cg, &csel) == 0);
+				int rc2 = gpu_peer_lists(P, &pc, &b, text, gs, &gg, &gsel);
+				const int ng = cg.ngroups;
+				bool same_g = gg.ngroups == ng && !memcmp(gg.off, cg.off, (size_t)(ng + 1) * 4) &&
+					      !memcmp(gg.perm, cg.perm, (size_t)n * 4);
+				bool same_s = same_g && !memcmp(gsel.off, csel.off, (size_t)(ng + 1) * 8) &&
+					      !memcmp(gsel.idx, csel.idx, (size_t)csel.off[ng] * 4);
+				long long diff = 0;
+				for (int r = 0; same_g && r < ng; r++)
+					diff += sym_diff(csel.idx + csel.off[r], csel.off[r + 1] - csel.off[r],
+							 gsel.idx + gsel.off[r], gsel.off[r + 1] - gsel.off[r]);
+				CHECKF(rc2 == 0 && same_g && same_s, "peer %s rho %.2f text %d sinks 0-%d n=%d d=%d: groups%s and "
+				       "key lists identical to the CPU twin's (%lld keys, %lld differ)", spec, cases[c].rho,
+				       text, cases[c].shi, n, d, same_g ? "" : " DIFFER", (long long)csel.off[ng], diff);
+				dg_groups_free(&cg), dg_groups_free(&gg);
+				dg_selection_free(&csel), dg_selection_free(&gsel);
+				dg_peer_state_free(st);
+			}
+		}
+		free(cs), free(gs);
+	}
+}
+
+/* ------------------------------------------------------------------------------------------------ */
 
 static void run_config(int n, int d)
 {
@@ -876,6 +1023,9 @@ static void run_config(int n, int d)
 	/* 7. metrics */
 	check_metrics(n, d);
 
+	/* 8. block peers: at 32760 the scores alone (the CPU's antidiagonal pass is the long one) */
+	check_peers(&P, n <= 4100);
+
 	free(cpu_blocks), free(cpu_raster), free(cpu_pca);
 	free(cap.want), free(cap.slot), free(cap.probs), free(rows);
 	dg_groups_free(&raster), dg_groups_free(&pca), dg_groups_free(&rnd);
@@ -999,6 +1149,142 @@ static void pca_once(int version, int heads)
 	cudaFree(dq), cudaFree(perm), cudaFree(goff);
 }
 
+/* one GPU backend call of a block peer's metadata (gpu_peer_blocks: device scores, host take,
+ * device expansion) into device groups and bitmaps; wall seconds of the call, synchronised */
+typedef struct {
+	problem *P;
+	dg_policy p;
+	dg_budget b;
+	float *ds, *hs;
+	unsigned char *take;
+	uint8_t *dtake;
+	int32_t *drow, *perm, *goff;
+	uint32_t *bits;
+	int64_t *soff;
+	int ng;
+} peer_bench;
+
+static int b_peer_scores(void *c)
+{
+	peer_bench *x = c;
+	return dg_peer_scores(x->P->dq, x->P->dk, x->P->n, x->P->d, peer_kind(&x->p), dg_peer_block_size(&x->p),
+			      x->p.stride, x->p.theta, x->ds, stream);
+}
+
+static int b_peer_call(void *c)
+{
+	peer_bench *x = c;
+	const int n = x->P->n, bs = dg_peer_block_size(&x->p), G = (n + bs - 1) / bs;
+	int rc = b_peer_scores(x);
+	CUDA_CHECK(cudaMemcpyAsync(x->hs, x->ds, (size_t)G * G * 4, cudaMemcpyDeviceToHost, stream));
+	CUDA_CHECK(cudaStreamSynchronize(stream));
+	dg_peer_block_take(x->hs, n, &x->p, &x->b, x->take);
+	dg_groups g;
+	int *row, forced = dg_peer_block_groups(n, &x->p, 0, &g, &row);
+	x->ng = g.ngroups;
+	CUDA_CHECK(cudaMemcpyAsync(x->perm, g.perm, (size_t)n * 4, cudaMemcpyHostToDevice, stream));
+	CUDA_CHECK(cudaMemcpyAsync(x->goff, g.off, (size_t)(g.ngroups + 1) * 4, cudaMemcpyHostToDevice, stream));
+	CUDA_CHECK(cudaMemcpyAsync(x->dtake, x->take, (size_t)G * G, cudaMemcpyHostToDevice, stream));
+	CUDA_CHECK(cudaMemcpyAsync(x->drow, row, (size_t)g.ngroups * 4, cudaMemcpyHostToDevice, stream));
+	rc |= dg_peer_expand(x->dtake, G, bs, x->drow, g.ngroups, n, x->b.sink_lo, x->b.sink_hi, forced, x->bits,
+			     x->soff, stream);
+	CUDA_CHECK(cudaStreamSynchronize(stream));
+	dg_groups_free(&g);
+	free(row);
+	return rc;
+}
+
+typedef struct {
+	problem *P;
+	uint16_t *dv;
+	int32_t *perm, *goff, *sidx;
+	int64_t *soff;
+	int ng;
+	float *o;
+} sparse_bench;
+
+static int b_sparse(void *c)
+{
+	sparse_bench *x = c;
+	return dg_sparse_fwd(x->P->dq, x->P->dk, x->dv, 1, x->P->n, x->P->d, x->perm, x->goff, x->ng, x->soff, x->sidx,
+			     NULL, NULL, x->o, NULL, 0, stream);
+}
+
+static int b_dense(void *c)
+{
+	sparse_bench *x = c;
+	return dg_flash_fwd(x->P->dq, x->P->dk, x->dv, 1, x->P->n, x->P->d, x->o, NULL, NULL, 0, stream);
+}
+
+/* issue 23's table: each block peer's metadata per call at n = 32760 (one head; the backend makes a
+ * head per call, so 12 heads cost 12 calls) next to the sparse attention of its own selection and
+ * the dense pass (ours, fast P.V mode). The wall time of a call includes the G x G scores' copy to
+ * the host, the host's block take and the copies back (what the timed replay pays). */
+static void run_peer_bench(problem *P)
+{
+	const int n = P->n, d = P->d, W = (n + 31) / 32;
+	uint16_t *vb = dg_malloc((size_t)n * d * 2);
+	float *vf = dg_malloc((size_t)n * d * 4);
+	gen_rows(vf, vb, n, d, 0, 0, 0);
+	sparse_bench sb = { .P = P, .dv = dupload(vb, (size_t)n * d * 2) };
+	free(vb), free(vf);
+	sb.o = dmalloc((size_t)n * d * 4);
+	const float dense_ms = bench("dense flash_fwd (fast), 1 head", b_dense, &sb, 0, "");
+	static const char *const specs[] = { "spargeattn", "spargeattn/theta=0.02", "xattention", "pisa" };
+	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+		peer_bench x = { .P = P, .p = peer_policy(specs[i]) };
+		x.b = (dg_budget){ x.p.kv, x.p.budget, 0.15, x.p.topp, x.p.sink_lo, x.p.sink_hi };
+		const int bs = dg_peer_block_size(&x.p), G = (n + bs - 1) / bs, ngmax = G + 1;
+		x.ds = dmalloc((size_t)G * G * 4);
+		x.hs = dg_malloc((size_t)G * G * 4);
+		x.take = dg_malloc((size_t)G * G);
+		x.dtake = dmalloc((size_t)G * G);
+		x.drow = dmalloc((size_t)ngmax * 4);
+		x.perm = dmalloc((size_t)n * 4);
+		x.goff = dmalloc((size_t)(ngmax + 1) * 4);
+		x.bits = dmalloc((size_t)ngmax * W * 4);
+		x.soff = dmalloc((size_t)(ngmax + 1) * 8);
+		char name[96];
+		snprintf(name, sizeof name, "peer %s scores (device)", specs[i]);
+		const float s_ms = bench(name, b_peer_scores, &x, 0, "");
+		/* the whole call, wall clock: 3 warm-ups, median of 15 */
+		double t[15];
+		for (int r = 0; r < 18; r++) {
+			double t0 = dg_now();
+			b_peer_call(&x);
+			if (r >= 3)
+				t[r - 3] = (dg_now() - t0) * 1e3;
+		}
+		for (int a = 1; a < 15; a++) /* insertion sort */
+			for (int b = a; b > 0 && t[b] < t[b - 1]; b--) {
+				double y = t[b];
+				t[b] = t[b - 1], t[b - 1] = y;
+			}
+		int64_t *hoff = dg_malloc((size_t)(x.ng + 1) * 8);
+		download(hoff, x.soff, (size_t)(x.ng + 1) * 8);
+		sb.ng = x.ng, sb.perm = x.perm, sb.goff = x.goff, sb.soff = x.soff;
+		sb.sidx = dmalloc((size_t)(hoff[x.ng] > 0 ? hoff[x.ng] : 1) * 4);
+		CHECK("peer bench: bitmaps decoded", dg_bitmap_to_keys(x.bits, x.soff, x.ng, n, sb.sidx, stream) == 0);
+		dg_groups g;
+		int *row;
+		dg_peer_block_groups(n, &x.p, 0, &g, &row);
+		double pairs = 0;
+		for (int r = 0; r < g.ngroups; r++)
+			pairs += (double)(g.off[r + 1] - g.off[r]) * (double)(hoff[r + 1] - hoff[r]);
+		snprintf(name, sizeof name, "peer %s sparse attention (own selection)", specs[i]);
+		const float a_ms = bench(name, b_sparse, &sb, 0, "");
+		printf("bench peer %-39s metadata/call %8.3f ms (device scores %.3f), attention %.3f ms, density %.3f, "
+		       "dense %.3f ms; x12 heads: metadata %.2f ms, attention %.2f ms\n", specs[i], t[7], s_ms, a_ms,
+		       pairs / ((double)n * n), dense_ms, 12 * t[7], 12 * a_ms);
+		fflush(stdout);
+		dg_groups_free(&g);
+		free(row), free(hoff), free(x.hs), free(x.take);
+		cudaFree(sb.sidx), cudaFree(x.ds), cudaFree(x.dtake), cudaFree(x.drow), cudaFree(x.perm), cudaFree(x.goff);
+		cudaFree(x.bits), cudaFree(x.soff);
+	}
+	cudaFree(sb.dv), cudaFree(sb.o);
+}
+
 static void run_bench(void)
 {
 	const int n = 32760, d = 128;
@@ -1081,13 +1367,14 @@ static void run_bench(void)
 	x.mass = x.scores;
 	x.mout = dmalloc(6 * 8);
 	bench("metrics (n*d values + n mass)", b_metrics, &x, 0, "");
+	run_peer_bench(&P);
 	dg_groups_free(&raster);
 	problem_free(&P);
 }
 
 int main(int argc, char **argv)
 {
-	int quick = 0, tiny = 0, do_bench = 0, pca_v = -1, pca_h = 0;
+	int quick = 0, tiny = 0, do_bench = 0, peers_only = 0, pca_v = -1, pca_h = 0;
 	uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
@@ -1096,12 +1383,14 @@ int main(int argc, char **argv)
 			tiny = 1;
 		else if (!strcmp(argv[i], "--bench"))
 			do_bench = 1;
+		else if (!strcmp(argv[i], "--peers"))
+			peers_only = 1;
 		else if (!strcmp(argv[i], "--pca") && i + 2 < argc)
 			pca_v = atoi(argv[i + 1]), pca_h = atoi(argv[i + 2]), i += 2;
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			seed = strtoull(argv[++i], NULL, 0);
 		else {
-			fprintf(stderr, "usage: gpu_meta [--quick | --tiny | --bench | --pca V H] [--seed S]\n");
+			fprintf(stderr, "usage: gpu_meta [--quick | --tiny | --bench | --peers | --pca V H] [--seed S]\n");
 			return 2;
 		}
 	}
@@ -1118,7 +1407,16 @@ int main(int argc, char **argv)
 	uint64_t thr = UINT64_MAX;
 	CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
 
-	if (pca_v >= 0) {
+	if (peers_only) {
+		const int cfg[][3] = { { 1000, 64, 1 }, { 1000, 128, 1 }, { 4100, 128, 1 }, { 32760, 128, 0 } };
+		for (int i = 0; i < 4; i++) {
+			problem P;
+			printf("# peers n=%d d=%d\n", cfg[i][0], cfg[i][1]);
+			problem_make(&P, cfg[i][0], cfg[i][1]);
+			check_peers(&P, cfg[i][2]);
+			problem_free(&P);
+		}
+	} else if (pca_v >= 0) {
 		pca_once(pca_v, pca_h);
 	} else if (do_bench) {
 		run_bench();

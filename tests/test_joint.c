@@ -4,7 +4,8 @@
  * text queries' rows equal the dense output bit for bit, the computed pairs count the text keys of
  * every video row (text keys are made unattractive, so no ranking would keep them on its own), and
  * at rho = 1 a top-k policy gives the dense output. The groupings never mix text and video, the
- * peers' lists hold the text keys, and with T = 0 the joint rule changes nothing.
+ * peers' lists hold the text keys, and with T = 0 the joint rule changes nothing. The block peers'
+ * halves (the GPU backend's path) give dg_peer_metadata's groups and lists.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -110,6 +111,36 @@ static bool joint_lists(const dg_groups *g, const dg_selection *s, int n, int te
 	return true;
 }
 
+/* the block peers in the GPU backend's two halves (peers.h dg_peer_block_*: scores, block take, the
+ * final groups with their score rows) and the expansion rule kernels/peer_scores.cu dg_peer_expand
+ * follows, here on the host: the same groups and lists as dg_peer_metadata */
+static bool block_halves(const dg_policy *p, const dg_budget *b, const float *q, const float *k, int n, int text)
+{
+	int bs = dg_peer_block_size(p), G = (n + bs - 1) / bs, grid[3] = { 1, 1, n - text }, *row;
+	float *s = dg_malloc((size_t)G * G * sizeof(float));
+	unsigned char *take = dg_malloc((size_t)G * G);
+	dg_peer_block_scores(q, k, n, D, p, s);
+	dg_peer_block_take(s, n, p, b, take);
+	dg_groups g, cg;
+	dg_selection cs;
+	int forced = dg_peer_block_groups(n, p, text, &g, &row);
+	dg_peer_state *st = NULL;
+	DG_ASSERT(dg_peer_metadata(q, k, n, D, p, b, grid, text, &st, &cg, &cs) == 0);
+	bool ok = g.ngroups == cg.ngroups && !memcmp(g.off, cg.off, (g.ngroups + 1) * sizeof(int)) &&
+		  !memcmp(g.perm, cg.perm, n * sizeof(int));
+	for (int r = 0; ok && r < g.ngroups; r++) {
+		int64_t at = cs.off[r];
+		for (int j = 0; j < n && ok; j++)
+			if (row[r] < 0 || j < forced || (j >= b->sink_lo && j < b->sink_hi) ||
+			    take[(size_t)row[r] * G + j / bs])
+				ok = at < cs.off[r + 1] && cs.idx[at++] == j;
+		ok = ok && at == cs.off[r + 1];
+	}
+	dg_groups_free(&g), dg_groups_free(&cg), dg_selection_free(&cs), dg_peer_state_free(st);
+	free(s), free(take), free(row);
+	return ok;
+}
+
 int main(void)
 {
 	int grid[3] = { 2, 8, 16 };
@@ -146,6 +177,20 @@ int main(void)
 		       "%.60s: text groups list every key, video groups the text keys", pol[i].name);
 		dg_groups_free(&g), dg_selection_free(&s), dg_peer_state_free(st);
 	}
+	/* the block peers' halves (the GPU backend's path) against dg_peer_metadata */
+	static const char *const halves[] = { "spargeattn", "spargeattn/theta=0.05/budget=matched", "xattention",
+					      "xattention/budget=topk", "xattention/budget=matched", "pisa",
+					      "pisa/block=128" };
+	for (int t = 0; t < 3; t++)
+		for (size_t i = 0; i < sizeof halves / sizeof *halves; i++) {
+			dg_policy p;
+			DG_ASSERT(dg_policy_parse(halves[i], &p) == 0 && dg_peer_block_size(&p) > 0);
+			int tx = t == 0 ? 0 : t == 1 ? 7 : text, m = tx ? n : 256;
+			dg_budget b = { p.kv, p.budget, 0.2, p.topp, 0, t == 2 ? 40 : 0 };
+			CHECKF(block_halves(&p, &b, t ? q : q + (size_t)text * D, t ? k : k + (size_t)text * D, m, tx),
+			       "%s, text %d: dg_peer_block_* and the expansion rule give dg_peer_metadata's groups and lists",
+			       halves[i], tx);
+		}
 	/* T = 0: the joint rule is the identity (the same lists, not even reallocated) */
 	dg_groups g;
 	DG_ASSERT(dg_groups_build(&g, DG_GROUP_PCA, q, n, D, grid, 0) == 0);

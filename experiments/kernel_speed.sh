@@ -10,7 +10,24 @@
 # BENCH_CSV=FILE, or --measure to run `dsgap bench --device gpu` first on a GPU machine).
 # Only tables and figures are made here (seconds, any machine); the timings are the CSVs'.
 #   experiments/kernel_speed.sh [--measure]
+# Speed against sequence length (issue 23): experiments/kernel_speed.sh --length CALLS.csv CUDNN.csv
+# [--out DIR | --update-results]: the CSVs of scripts/device_all.sh's step `length` (dsgap callspeed and
+# scripts/gpu_bench_torch.py --sweep, 1k..128k tokens, 12/24/40 heads) -> crossover.{csv,md,tex},
+# length.csv, figures/speed_vs_length-PATH-PV.* (experiments/kernel_speed_length.sh), the two CSVs kept
+# as callspeed.csv and cudnn_length.csv.
 source "$(dirname "$0")/lib.sh"
+if [ "${1:-}" = --length ]; then
+  [ $# -ge 3 ] || { echo "kernel_speed.sh: --length CALLS.csv CUDNN.csv [--out DIR | --update-results]" >&2; exit 2; }
+  calls=$(realpath "$2") cudnn=$(realpath "$3")
+  shift 3
+  exp_init kernel_speed "$@"
+  bash "$ROOT/experiments/kernel_speed_length.sh" "$calls" "$cudnn" "$RESULTS"
+  [ "$calls" -ef "$RESULTS/callspeed.csv" ] || cp "$calls" "$RESULTS/callspeed.csv"
+  [ "$cudnn" -ef "$RESULTS/cudnn_length.csv" ] || cp "$cudnn" "$RESULTS/cudnn_length.csv"
+  printf '\nRegenerate: `experiments/kernel_speed.sh --length callspeed.csv cudnn_length.csv --update-results` (seconds, any machine); the timings: `STEPS=length scripts/device_all.sh` on the H200 (`dsgap callspeed`, `scripts/gpu_bench_torch.py --sweep`). Made %s.\n' \
+    "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$RESULTS/crossover.md"
+  exit 0
+fi
 exp_init kernel_speed
 N=${TOKENS:-32760}
 kcsv=${KERNELS_CSV:-$(ls "$ROOT"/results/bench/kernels-*.csv 2>/dev/null | sort | tail -1)}
@@ -24,7 +41,7 @@ if [ "${1:-}" = --measure ]; then
 fi
 fig=$RESULTS/figures
 mkdir -p "$fig"
-rm -f "$fig"/*
+rm -f "$fig"/speed_vs_density.*
 cp "$kcsv" "$RESULTS/kernels.csv"
 [ -n "$bcsv" ] && [ -s "$bcsv" ] && cp "$bcsv" "$RESULTS/bench.csv"
 val() { awk -F, -v n="$1" '$1 == n { v = $2 } END { print (v == "" ? "nan" : v) }' "$kcsv"; }

@@ -8,8 +8,13 @@ at densities 0.05..0.5. bf16, (1, heads, n, d), non-causal; warm-up, CUDA events
 Prints and appends CSV lines name,value,unit,device,date,commit. With --ours FILE (the CSV written by
 dsgap-bench-kernels in the same device call) it also writes the side-by-side ratios:
 dense_over_cudnn, sparse_over_cudnn@rho, sparse_over_flex@rho, sparse_block_over_cudnn@0.15.
+With --sweep NS (a comma list of token counts) it measures only cuDNN SDPA dense at every n of NS and
+every head count of --sweep-heads (default 12,24,40) and appends rows n,heads,d,cudnn_ms,reps,device,date,
+commit to --csv (a header first when the file is new): the dense reference of `dsgap callspeed`
+(experiments/kernel_speed.sh --length); reps fall to a third above 65536 tokens, half above 16384.
 Run with the GPU machine's python3 (PyTorch with CUDA):
   python3 scripts/gpu_bench_torch.py [--n 32760] [--heads 12] [--d 128] [--reps 20] [--ours F] [--csv F]
+  python3 scripts/gpu_bench_torch.py --sweep 1024,2048,...,131072 [--sweep-heads 12,24,40] --csv F
 """
 import argparse
 import datetime
@@ -31,6 +36,8 @@ def main():
     ap.add_argument("--ours", default=None, help="CSV from dsgap-bench-kernels (same run)")
     ap.add_argument("--csv", default=None, help="append CSV lines here")
     ap.add_argument("--densities", default="0.05,0.1,0.15,0.2,0.3,0.5")
+    ap.add_argument("--sweep", default=None, help="token counts: cuDNN dense only, tidy rows")
+    ap.add_argument("--sweep-heads", default="12,24,40")
     a = ap.parse_args()
 
     dev = torch.cuda.get_device_name(0)
@@ -59,6 +66,9 @@ def main():
             e1.synchronize()
             ts.append(e0.elapsed_time(e1))
         return statistics.median(ts)
+
+    if a.sweep:
+        return sweep(a, dev, date, commit, bench)
 
     n, h, d = a.n, a.heads, a.d
     print(f"# gpu_bench_torch: {dev}, torch {torch.__version__}, n={n} heads={h} d={d} reps={a.reps}", flush=True)
@@ -134,6 +144,30 @@ def main():
             emit("sparse_query_over_cudnn@0.15", tc / ours["sparse_query_ms@0.15"], "x")
     if out:
         out.close()
+
+
+def sweep(a, dev, date, commit, bench):
+    """cuDNN SDPA dense at every n x heads: rows n,heads,d,cudnn_ms,reps,device,date,commit"""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    new = not a.csv or not os.path.exists(a.csv) or os.path.getsize(a.csv) == 0
+    out = open(a.csv, "a") if a.csv else sys.stdout
+    if new:
+        out.write("n,heads,d,cudnn_ms,reps,device,date,commit\n")
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for h in [int(x) for x in a.sweep_heads.split(",")]:
+        for n in [int(x) for x in a.sweep.split(",")]:
+            q, k, v = (torch.randn(1, h, n, a.d, device="cuda", generator=g).to(torch.bfloat16) for _ in range(3))
+            reps = max(2, a.reps // 3 if n > 65536 else a.reps // 2 if n > 16384 else a.reps)
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                t = bench(lambda: F.scaled_dot_product_attention(q, k, v), reps)
+            out.write(f"{n},{h},{a.d},{t:.6g},{reps},{dev},{date},{commit}\n")
+            out.flush()
+            print(f"cudnn n={n} heads={h}: {t:.4g} ms", flush=True)
+            del q, k, v
+    if a.csv:
+        out.close()
+    return 0
 
 
 if __name__ == "__main__":

@@ -20,5 +20,6 @@ int dg_cmd_generate(int argc, char **argv);  /* cmd_generate.c */
 int dg_cmd_attnstats(int argc, char **argv); /* cmd_attnstats.c */
 int dg_cmd_sheet(int argc, char **argv);     /* cmd_sheet.c */
 int dg_cmd_compare(int argc, char **argv);   /* cmd_compare.c */
+int dg_cmd_callspeed(int argc, char **argv); /* cmd_callspeed.c */
 
 #endif

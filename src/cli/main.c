@@ -32,6 +32,7 @@ static const struct {
 	{ "attnstats", dg_cmd_attnstats, "is attention learned? row entropy and per-query oracle mass per layer, head" },
 	{ "sheet", dg_cmd_sheet, "contact sheet (PNG, PDF) of generated pixel-space clips, a row per run" },
 	{ "compare", dg_cmd_compare, "every method's closed-loop fidelity against its speedup: tables, Pareto figure" },
+	{ "callspeed", dg_cmd_callspeed, "one attention call per policy against sequence length, metadata amortised" },
 };
 
 static void usage(FILE *f)

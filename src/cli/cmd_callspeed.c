@@ -1,0 +1,445 @@
+/*
+ * cmd_callspeed.c: `dsgap callspeed`: the time of one attention call (all heads of a site) under each
+ * policy against sequence length (issue 23 item 3), its metadata amortised over its refresh schedule:
+ *
+ *   dsgap callspeed [--device gpu|cpu] [--grids LIST] [--heads LIST] [--head-dim D] [--policies LIST]
+ *                   [--density LIST] [--path dit|backend|both] [--every K] [--reps R]
+ *                   [--max-call S] [--budget S] --csv FILE
+ *
+ * Paths:
+ *   dit      the DiT engine's self-attention entry point (dit_attn.h), exactly as the closed loop calls
+ *            it: Q/K/V (heads, n, d) in the op table's bf16 operand buffers, a site's heads together
+ *            (one sparse launch for all heads on the GPU), the P.V mode the engine runs (fast: P in
+ *            bf16). Dense = the op table's attention (our flash kernel, all heads).
+ *   backend  the replay's path (backend.h + policy_run.h), one head at a time from host Q/K/V, in both
+ *            P.V modes (dg_backend.precise off = fast, on = precise: P as bf16 hi + lo); times are the
+ *            backend's own (device events on the GPU): dense = be->dense, sparse = the attend's, metadata
+ *            = dg_policy_run's meta_s, summed over heads.
+ * Schedule: warm-up 1 (step 0 = the anchor of refresh=anchor policies: dense + metadata + the sparse
+ * pass for the residual; refresh=step policies make metadata at every step), then --reps timed calls
+ * (steps 1..R; median). refresh=anchor: amortised = call + anchor / K, anchor = what the anchor step
+ * costs beyond a dense call (dit) or its metadata (backend), K = --every (default 40: 50 steps, warm-up
+ * 10, one anchor, as scripts/gpu_dit.sh's Wan2.1 runs); refresh=step: amortised = call (metadata
+ * inside), refresh_every 1. A warm-up instance (anchor + one call) runs untimed first.
+ * Inputs: random Q/K/V with row scales in [0.5, 2) (a hash generator: fast at 128k tokens x 40 heads;
+ * flat attention rows, so data-dependent selections run at their budgets, not at a model's
+ * sparsity). --max-call S: a policy whose call took more than S seconds (default 5) is not run at
+ * larger grids of the same head count; --budget S: no configuration starts after S seconds (0: none).
+ * Rows (CSV, appended as they are measured, so that a run cut short keeps them):
+ *   path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,
+ *   amortised_ms,reps,device,date,commit
+ * policy "dense" rows: call_ms = dense_ms. density: computed pairs / n^2 of the timed calls.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "backend/backend.h"
+#include "backend/policy_run.h"
+#include "cli/commands.h"
+#include "dit/dit_attn.h"
+#include "dit/wan_ops.h"
+#include "policy/presets.h"
+#include "util/csv.h"
+#include "util/util.h"
+
+#define MAXL 64
+#define HEADER "path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms," \
+	       "amortised_ms,reps,device,date,commit"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: dsgap callspeed [--device gpu|cpu] [--grids LIST] [--heads LIST] [--head-dim D]\n"
+		   "                       [--policies LIST] [--density LIST] [--path dit|backend|both]\n"
+		   "                       [--every K] [--reps R] [--max-call S] [--budget S] --csv FILE\n\n"
+		   "One attention call (all heads) per policy against the token grid, beside dense, with the\n"
+		   "metadata amortised over its refresh schedule (refresh=anchor: one anchor per K calls, --every,\n"
+		   "default 40; refresh=step: every call). Paths: dit (the DiT entry point, fast P.V; default),\n"
+		   "backend (the replay's backend per head, fast and precise P.V), both. Defaults: gpu, grids\n"
+		   "4x16x16,8x16x16,16x16x16,8x32x32,16x32x32,21x30x52,16x64x64,32x64x64 (1k..128k tokens),\n"
+		   "heads 12,24,40, d 128, policies mc-sparse,est-block and the 8 peers at matched budgets,\n"
+		   "density 0.15, reps 5, max-call 5 s. Rows are appended to FILE (header when new).\n");
+}
+
+typedef struct {
+	const char *device, *csv, *path;
+	int grids[MAXL][3], ngrids, heads[MAXL], nheads, d, reps, every;
+	double dens[MAXL], max_call, budget;
+	int ndens;
+	dg_policy pol[64];
+	int npol;
+} cs_opts;
+
+typedef struct {
+	double dense, call, anchor, density; /* seconds; density of the timed calls */
+} cs_times;
+
+static double median(double *x, int n)
+{
+	gsl_sort(x, 1, n);
+	return gsl_stats_median_from_sorted_data(x, 1, n);
+}
+
+/* row scales in [0.5, 2), values a sum of 4 uniforms (roughly Gaussian): x (count) */
+static void fill_random(float *x, size_t rows, int width, uint64_t seed)
+{
+	for (size_t r = 0; r < rows; r++) {
+		uint64_t s = seed ^ (r * 0x9E3779B97F4A7C15ull);
+		s ^= s >> 31, s *= 0xBF58476D1CE4E5B9ull, s ^= s >> 29;
+		float scale = 0.5f + 1.5f * (float)(s >> 40) / (float)(1 << 24);
+		for (int c = 0; c < width; c++) {
+			float v = -2.0f;
+			for (int k = 0; k < 4; k++) {
+				s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+				v += (float)(s >> 40) / (float)(1 << 24);
+			}
+			x[r * width + c] = scale * v * 1.7f;
+		}
+	}
+}
+
+/* --- path dit: the DiT entry point ------------------------------------------------------------------ */
+
+typedef struct {
+	dg_wan_ops *ops;
+	float *q, *k, *v, *out; /* (heads, n, d) operand buffers; out (n, heads*d) */
+} dit_bufs;
+
+/* One instance of the entry point for p (NULL: dense) run for 1 + reps steps: t->call the median of
+ * steps 1..reps, t->anchor step 0's wall seconds, t->density that of steps 1..reps. 0 or -1. */
+static int dit_steps(dit_bufs *b, const dg_policy *p, double rho, const int grid[3], int heads, int d,
+		     int reps, cs_times *t)
+{
+	dg_schedule sc;
+	dg_schedule_parse("warmup=1", &sc);
+	dg_dit_attn *a = dg_dit_attn_new(b->ops, p, rho, &sc, grid, 1, heads, d, 1);
+	if (!a)
+		return -1;
+	double *w = dg_malloc((size_t)(reps + 1) * sizeof *w);
+	dg_dit_attn_stats s0 = { 0 }, s1;
+	int rc = 0;
+	for (int step = 0; step <= reps && !rc; step++) {
+		if (step == 1)
+			dg_dit_attn_get_stats(a, &s0);
+		dg_attn_site site = { step, 0, 0, 1.0 - (double)step / (reps + 1) };
+		b->ops->sync(b->ops);
+		double t0 = dg_now();
+		rc = dg_dit_attention(a, &site, b->q, b->k, b->v, b->out);
+		b->ops->sync(b->ops);
+		w[step] = dg_now() - t0;
+	}
+	dg_dit_attn_get_stats(a, &s1);
+	if (!rc) {
+		t->anchor = w[0];
+		t->call = median(w + 1, reps);
+		double full = s1.full_pairs - s0.full_pairs;
+		t->density = full > 0 ? (s1.pairs - s0.pairs) / full : 1;
+	}
+	free(w);
+	dg_dit_attn_free(a);
+	return rc;
+}
+
+/* --- path backend: the replay's backend, one head at a time ------------------------------------------ */
+
+/* Policy p (NULL: dense) on every head of q, k, v (heads, n, d) host for 1 + reps steps on be:
+ * t->dense the median dense seconds of a call (summed over heads), t->call the median sparse seconds
+ * of steps 1..reps (with their metadata for refresh=step), t->anchor step 0's metadata seconds. */
+static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const int grid[3], int heads,
+			 const float *q, const float *k, const float *v, int reps, cs_times *t)
+{
+	size_t nd = (size_t)be->n * be->d;
+	dg_policy_run *runs = dg_calloc((size_t)heads, sizeof *runs);
+	dg_schedule sc;
+	dg_schedule_parse("warmup=1", &sc);
+	dg_schedule_resolve_anchors(&sc, NULL, INT_MAX);
+	double *dense = dg_calloc((size_t)reps + 1, sizeof *dense), *call = dg_calloc((size_t)reps + 1, sizeof *call);
+	double meta0 = 0, pairs = 0, full = 0;
+	int rc = 0;
+	for (int h = 0; p && h < heads; h++)
+		dg_policy_run_init(&runs[h], p, rho);
+	for (int step = 0; step <= reps && !rc; step++) {
+		for (int h = 0; h < heads && !rc; h++) {
+			be->load(be, q + h * nd, k + h * nd, v + h * nd);
+			dense[step] += be->dense(be);
+			if (!p)
+				continue;
+			dg_policy_run *r = &runs[h];
+			dg_policy_run_plan(r, &sc, step, 0);
+			double m = r->meta_s;
+			if ((rc = dg_policy_run_metadata(be, &r, 1, grid, 0)))
+				break;
+			dg_policy_out o = dg_policy_run_apply(be, r, step, NULL, NULL, true);
+			if (step == 0)
+				meta0 += r->meta_s - m;
+			else {
+				call[step] += o.seconds + (r->p->refresh == DG_REFRESH_STEP ? r->meta_s - m : 0);
+				pairs += (double)o.pairs, full += (double)be->n * be->n;
+			}
+		}
+	}
+	if (!rc) {
+		t->dense = median(dense + 1, reps);
+		t->call = p ? median(call + 1, reps) : t->dense;
+		t->anchor = meta0;
+		t->density = full > 0 ? pairs / full : 1;
+	}
+	for (int h = 0; p && h < heads; h++)
+		dg_policy_run_clear(be, &runs[h]);
+	free(runs), free(dense), free(call);
+	return rc;
+}
+
+/* --- the sweep ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+	FILE *f;
+	char device[192], date[32];
+	const char *commit;
+} cs_sink;
+
+static void put_row(cs_sink *s, const char *path, const char *pv, const char *policy, double rho, const int g[3],
+		    int heads, int d, int every, const cs_times *t, int reps)
+{
+	int n = g[0] * g[1] * g[2];
+	double amort = t->call + (every > 1 ? t->anchor / every : 0);
+	fprintf(s->f, "%s,%s,%s,%g,%d,%dx%dx%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%d,", path, pv, policy, rho, n, g[0],
+		g[1], g[2], heads, d, every, t->density, 1e3 * t->dense, 1e3 * t->call, 1e3 * t->anchor, 1e3 * amort,
+		reps);
+	dg_csv_field(s->f, s->device);
+	fprintf(s->f, ",%s,%s\n", s->date, s->commit);
+	fflush(s->f);
+	printf("%-7s %-7s %-32s rho %-5g n %7d heads %2d: dense %9.3f ms  call %9.3f ms  anchor %9.3f ms  "
+	       "amortised %9.3f ms (every %d)  density %.3f\n", path, pv, policy, rho, n, heads, 1e3 * t->dense,
+	       1e3 * t->call, 1e3 * t->anchor, 1e3 * amort, every, t->density);
+	fflush(stdout);
+}
+
+/* reps at n tokens: fewer at large n (at least 2) */
+static int reps_at(int reps, int n)
+{
+	int r = n > 65536 ? reps / 3 : n > 16384 ? reps / 2 : reps;
+	return r < 2 ? 2 : r;
+}
+
+static int sweep(const cs_opts *o, cs_sink *s, bool gpu)
+{
+	bool do_dit = strcmp(o->path, "backend"), do_be = strcmp(o->path, "dit");
+	double t0 = dg_now();
+	/* slow[path_mode][heads][policy]: the policy stopped for larger grids (its call exceeded max_call) */
+	static bool slow[3][MAXL][64];
+	memset(slow, 0, sizeof slow);
+	dg_wan_ops *ops = do_dit ? (gpu ? dg_wan_ops_gpu() : dg_wan_ops_cpu()) : NULL;
+	if (do_dit && !ops)
+		return -1;
+	int rc = 0;
+	for (int hi = 0; hi < o->nheads && !rc; hi++) {
+		for (int gi = 0; gi < o->ngrids && !rc; gi++) {
+			if (o->budget > 0 && dg_now() - t0 > o->budget) {
+				printf("callspeed: --budget %.0f s spent: heads %d from grid %dx%dx%d on not measured\n",
+				       o->budget, o->heads[hi], o->grids[gi][0], o->grids[gi][1], o->grids[gi][2]);
+				goto out;
+			}
+			const int *g = o->grids[gi];
+			int H = o->heads[hi], d = o->d, n = g[0] * g[1] * g[2], reps = reps_at(o->reps, n);
+			size_t total = (size_t)H * n * d;
+			float *host = dg_malloc(total * sizeof *host);
+			if (do_dit) {
+				dit_bufs b = { ops, ops->alloc_operand(ops, total), ops->alloc_operand(ops, total),
+					       ops->alloc_operand(ops, total), ops->alloc_operand(ops, total) };
+				float *x = ops->alloc(ops, total);
+				float *dst[3] = { b.q, b.k, b.v };
+				for (int i = 0; i < 3; i++) { /* token-major random, into the heads */
+					fill_random(host, (size_t)n * H, d, 1000u * (unsigned)gi + 10u * (unsigned)hi + (unsigned)i);
+					ops->upload(ops, x, host, total);
+					ops->to_heads(ops, x, n, H, d, NULL, 0, NULL, NULL, dst[i]);
+				}
+				ops->release(ops, x);
+				cs_times dn = { 0 }, warm;
+				if (!(rc = dit_steps(&b, NULL, 1, g, H, d, 1, &warm)) &&
+				    !(rc = dit_steps(&b, NULL, 1, g, H, d, reps, &dn))) {
+					dn.dense = dn.call, dn.anchor = 0;
+					put_row(s, "dit", "fast", "dense", 1, g, H, d, 1, &dn, reps);
+				}
+				for (int p = 0; p < o->npol && !rc; p++)
+					for (int r = 0; r < o->ndens && !rc; r++) {
+						if (slow[0][hi][p])
+							continue;
+						cs_times t;
+						if ((rc = dit_steps(&b, &o->pol[p], o->dens[r], g, H, d, 1, &warm)) ||
+						    (rc = dit_steps(&b, &o->pol[p], o->dens[r], g, H, d, reps, &t)))
+							break;
+						bool step = o->pol[p].refresh == DG_REFRESH_STEP;
+						t.dense = dn.dense;
+						t.anchor = step ? 0 : fmax(0, t.anchor - dn.dense);
+						put_row(s, "dit", "fast", o->pol[p].name, o->dens[r], g, H, d, step ? 1 : o->every,
+							&t, reps);
+						slow[0][hi][p] |= t.call > o->max_call;
+					}
+				ops->release(ops, b.q), ops->release(ops, b.k), ops->release(ops, b.v);
+				ops->release(ops, b.out);
+			}
+			if (do_be && !rc) {
+				dg_backend *be = gpu ? dg_backend_gpu(n, d) : dg_backend_cpu(n, d);
+				float *k = dg_malloc(total * sizeof *k), *v = dg_malloc(total * sizeof *v);
+				fill_random(host, (size_t)H * n, d, 7u + (unsigned)gi);
+				fill_random(k, (size_t)H * n, d, 8u + (unsigned)gi);
+				fill_random(v, (size_t)H * n, d, 9u + (unsigned)gi);
+				for (int m = 0; be && m < 2 && !rc; m++) {
+					const char *pv = m ? "precise" : "fast";
+					be->precise = m;
+					cs_times dn, warm;
+					if ((rc = backend_steps(be, NULL, 1, g, H, host, k, v, 1, &warm)) ||
+					    (rc = backend_steps(be, NULL, 1, g, H, host, k, v, reps, &dn)))
+						break;
+					dn.anchor = 0;
+					put_row(s, "backend", pv, "dense", 1, g, H, d, 1, &dn, reps);
+					for (int p = 0; p < o->npol && !rc; p++)
+						for (int r = 0; r < o->ndens && !rc; r++) {
+							if (slow[1 + m][hi][p])
+								continue;
+							cs_times t;
+							if ((rc = backend_steps(be, &o->pol[p], o->dens[r], g, H, host, k, v, 1, &warm)) ||
+							    (rc = backend_steps(be, &o->pol[p], o->dens[r], g, H, host, k, v, reps, &t)))
+								break;
+							bool step = o->pol[p].refresh == DG_REFRESH_STEP;
+							t.dense = dn.dense;
+							put_row(s, "backend", pv, o->pol[p].name, o->dens[r], g, H, d,
+								step ? 1 : o->every, &t, reps);
+							slow[1 + m][hi][p] |= t.call > o->max_call;
+						}
+				}
+				if (!be)
+					rc = -1;
+				else
+					be->destroy(be);
+				free(k), free(v);
+			}
+			free(host);
+		}
+	}
+out:
+	if (ops)
+		ops->destroy(ops);
+	return rc;
+}
+
+static int parse(int argc, char **argv, cs_opts *o)
+{
+	static const struct option opts[] = {
+		{ "device", required_argument, 0, 'D' }, { "grids", required_argument, 0, 'g' },
+		{ "heads", required_argument, 0, 'H' },  { "head-dim", required_argument, 0, 'd' },
+		{ "policies", required_argument, 0, 'p' }, { "density", required_argument, 0, 'r' },
+		{ "path", required_argument, 0, 'P' },   { "every", required_argument, 0, 'e' },
+		{ "reps", required_argument, 0, 'R' },   { "max-call", required_argument, 0, 'm' },
+		{ "budget", required_argument, 0, 'b' }, { "csv", required_argument, 0, 'c' },
+		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
+	};
+	const char *grids = "4x16x16,8x16x16,16x16x16,8x32x32,16x32x32,21x30x52,16x64x64,32x64x64",
+		   *heads = "12,24,40", *dens = "0.15",
+		   *pols = "mc-sparse,est-block,svg2/budget=matched,spargeattn/budget=matched,xattention/budget=matched,"
+			   "radial/budget=matched,sta/budget=matched,ditfastattn/budget=matched,chipmunk,pisa";
+	*o = (cs_opts){ .device = "gpu", .path = "dit", .d = 128, .reps = 5, .every = 40, .max_call = 5 };
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "D:g:H:d:p:r:P:e:R:m:b:c:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'D': o->device = optarg; break;
+		case 'g': grids = optarg; break;
+		case 'H': heads = optarg; break;
+		case 'd': if (dg_opt_int("callspeed", "head-dim", optarg, 32, 256, &o->d)) return 2; break;
+		case 'p': pols = optarg; break;
+		case 'r': dens = optarg; break;
+		case 'P': o->path = optarg; break;
+		case 'e': if (dg_opt_int("callspeed", "every", optarg, 1, 10000, &o->every)) return 2; break;
+		case 'R': if (dg_opt_int("callspeed", "reps", optarg, 1, 1000, &o->reps)) return 2; break;
+		case 'm':
+		case 'b': {
+			char *e;
+			double x = strtod(optarg, &e);
+			if (e == optarg || *e || !(x >= 0))
+				return dg_error("callspeed: bad --%s '%s' (seconds)", c == 'm' ? "max-call" : "budget",
+						optarg), 2;
+			*(c == 'm' ? &o->max_call : &o->budget) = x;
+			break;
+		}
+		case 'c': o->csv = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc || !o->csv) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
+		return dg_error("callspeed: bad --device '%s' (cpu or gpu)", o->device), 2;
+	if (strcmp(o->path, "dit") && strcmp(o->path, "backend") && strcmp(o->path, "both"))
+		return dg_error("callspeed: bad --path '%s' (dit, backend or both)", o->path), 2;
+	char *buf = dg_strdup(grids), *item[MAXL];
+	o->ngrids = dg_split(buf, ',', item, MAXL);
+	for (int i = 0; i < o->ngrids; i++)
+		if (dg_opt_grid("callspeed", "grids", item[i], o->grids[i])) {
+			free(buf);
+			return 2;
+		}
+	free(buf);
+	if (o->ngrids < 1)
+		return dg_error("callspeed: bad --grids '%s' (FxHxW,...)", grids), 2;
+	if ((o->nheads = dg_parse_ints(heads, o->heads, MAXL)) < 1)
+		return dg_error("callspeed: bad --heads '%s' (a list of head counts)", heads), 2;
+	for (int i = 0; i < o->nheads; i++)
+		if (o->heads[i] < 1 || o->heads[i] > 256)
+			return dg_error("callspeed: bad --heads '%s' (1..256 each)", heads), 2;
+	if ((o->ndens = dg_parse_doubles(dens, o->dens, MAXL)) < 1)
+		return dg_error("callspeed: bad --density '%s'", dens), 2;
+	for (int i = 0; i < o->ndens; i++)
+		if (!(o->dens[i] > 0 && o->dens[i] <= 1))
+			return dg_error("callspeed: bad --density '%s' (each in (0, 1])", dens), 2;
+	if ((o->npol = dg_policies_expand(pols, o->pol, 64)) < 0)
+		return 2;
+	int np = 0; /* dense is the reference row of every grid */
+	for (int i = 0; i < o->npol; i++)
+		if (!o->pol[i].dense)
+			o->pol[np++] = o->pol[i];
+	o->npol = np;
+	return -1;
+}
+
+int dg_cmd_callspeed(int argc, char **argv)
+{
+	cs_opts o;
+	int rc = parse(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	bool gpu = !strcmp(o.device, "gpu");
+	if (gpu && !dg_backend_gpu_available())
+		return dg_error("callspeed: no GPU (this build has no CUDA, or no device answers)"), 1;
+	FILE *f = fopen(o.csv, "a+");
+	if (!f)
+		return dg_error("callspeed: cannot open %s: %s", o.csv, strerror(errno)), 1;
+	fseek(f, 0, SEEK_END);
+	if (ftell(f) == 0)
+		fprintf(f, "%s\n", HEADER);
+	cs_sink s = { .f = f, .commit = dg_git_commit() };
+	dg_utc_now(s.date, sizeof s.date);
+	snprintf(s.device, sizeof s.device, "%s", gpu ? "gpu" : dg_cpu_name());
+	if (gpu) { /* the device's name, from a backend */
+		dg_backend *be = dg_backend_gpu(128, o.d);
+		if (be) {
+			snprintf(s.device, sizeof s.device, "%s", be->device);
+			be->destroy(be);
+		}
+	}
+	rc = sweep(&o, &s, gpu);
+	if (fclose(f))
+		return dg_error("callspeed: cannot write %s", o.csv), 1;
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# kernel_speed_length.sh: speed against sequence length (issue 23 item 3) without a GPU.
+#  1. experiments/kernel_speed_length.sh on synthetic CSVs in the formats of dsgap callspeed and
+#     scripts/gpu_bench_torch.py --sweep, with known crossovers: cuDNN dense c N^2 H; policy "slow@0.15"
+#     0.15 c N^2 H + 5 H ms (faster than dense above N* = sqrt(5 / (0.85 c)), about 9700 tokens), "fast"
+#     always faster, "never" always half as fast; checks the joined speedups, the crossovers (the
+#     interpolated N between the measured N around N*, "below 1024", "never"), the tables and figures,
+#     and bad input (a missing cuDNN row: one line, nothing written).
+#  2. dsgap callspeed --device cpu (the CPU twin of the GPU sweep) on a tiny grid, both paths: its rows,
+#     the amortisation (refresh=anchor: call + anchor / K; refresh=step: call), densities near the target,
+#     and the analysis end to end on its CSV with a synthetic cuDNN CSV.
+# Run: ctest -R kernel_speed_length (needs $DSGAP, $DSGAP_SOURCE).
+set -u
+: "${DSGAP:?set DSGAP to the dsgap binary}"
+: "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
+S=$DSGAP_SOURCE/experiments/kernel_speed_length.sh
+tmp=$(mktemp -d /tmp/dsgap-kslen-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+check() { # check DESCRIPTION COMMAND...
+  local d=$1; shift
+  if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi
+}
+ns="1024 2048 4096 8192 16384 32760 65536 131072"
+c=6.3e-8 # ms per N^2 per head
+{
+  echo "n,heads,d,cudnn_ms,reps,device,date,commit"
+  for h in 12 40; do for n in $ns; do awk -v n=$n -v h=$h -v c=$c 'BEGIN { printf "%d,%d,128,%.6g,5,test,2026,x\n", n, h, c * n * n * h }'; done; done
+} > "$tmp/cudnn.csv"
+{
+  echo "path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,amortised_ms,reps,device,date,commit"
+  for v in fast precise; do for h in 12 40; do for n in $ns; do
+    awk -v n=$n -v h=$h -v c=$c -v v=$v 'BEGIN { d = c * n * n * h * 1.1
+      printf "backend,%s,dense,1,%d,1x1x%d,%d,128,1,1,%.6g,%.6g,0,%.6g,5,test,2026,x\n", v, n, n, h, d, d, d
+      s = 0.15 * c * n * n * h; a = 5 * h * 40 # anchor spread over 40 calls: 5 h ms a call
+      printf "backend,%s,slow,0.15,%d,1x1x%d,%d,128,40,0.15,%.6g,%.6g,%.6g,%.6g,5,test,2026,x\n", v, n, n, h, d, s, a, s + a / 40
+      printf "backend,%s,fast,0.15,%d,1x1x%d,%d,128,1,0.15,%.6g,%.6g,0,%.6g,5,test,2026,x\n", v, n, n, h, d, 0.5 * c * n * n * h, 0.5 * c * n * n * h
+      printf "backend,%s,never,0.15,%d,1x1x%d,%d,128,1,0.15,%.6g,%.6g,0,%.6g,5,test,2026,x\n", v, n, n, h, d, 2 * c * n * n * h, 2 * c * n * n * h }'
+  done; done; done
+} > "$tmp/calls.csv"
+bash "$S" "$tmp/calls.csv" "$tmp/cudnn.csv" "$tmp/out" 2> "$tmp/err"
+check "analysis: exit 0" [ $? -eq 0 ] || cat "$tmp/err"
+x=$tmp/out/crossover.csv
+check "length.csv: every row joined (2 modes x 2 heads x 8 N x 4 policies)" [ "$(($(wc -l < "$tmp/out/length.csv") - 1))" -eq 128 ]
+check "speedup = cudnn_ms / amortised_ms (slow at 32760, 12 heads)" [ "$(awk -F, '$3 == "slow" && $5 == 12 && $6 == 32760 && $2 == "fast" {
+  e = 6.3e-8 * 32760 * 32760 * 12 / (0.15 * 6.3e-8 * 32760 * 32760 * 12 + 60); d = $14 - e; print (d < 1e-3 * e && -d < 1e-3 * e) }' "$tmp/out/length.csv")" = 1 ]
+rows_ok() { [ "$(($(wc -l < "$x") - 1))" -eq 12 ] && ! grep -q ',dense,' "$x"; }
+check "crossover.csv: one row per mode x policy x heads, dense left out" rows_ok
+nstar=$(awk 'BEGIN { printf "%.0f", sqrt(5 / (0.85 * 6.3e-8)) }')
+check "slow: the crossover between 8192 and 16384, within 15% of N* = $nstar (log-log interpolation)" [ "$(awk -F, -v s=$nstar '$3 == "slow" {
+  ok += ($6 > 8192 && $6 < 16384 && $6 > 0.85 * s && $6 < 1.15 * s && $7 == 16384); n++ } END { print ok "/" n }' "$x")" = 4/4 ]
+check "fast: below 1024 (wins at every N); never: never" [ "$(awk -F, '($3 == "fast" && $6 == "below 1024") || ($3 == "never" && $6 == "never")' "$x" | wc -l)" -eq 8 ]
+check "speedup at 32760 beside each crossover" [ "$(awk -F, '$3 == "fast" && $8 - 2 < 1e-3 && 2 - $8 < 1e-3' "$x" | wc -l)" -eq 4 ]
+md_ok() { [ "$(grep -c '^## path' "$tmp/out/crossover.md")" -eq 2 ] && grep -q 'crossover N (40 heads)' "$tmp/out/crossover.md"; }
+check "crossover.md: a table per mode, a column pair per head count" md_ok
+check "crossover.tex: a line per crossover" [ "$(grep -c '\\texttt' "$tmp/out/crossover.tex")" -eq 12 ]
+check "figure data: a block per heads x policy (dense too) per mode" [ "$(grep -c '^# heads' "$tmp/out/figures/speed_vs_length-backend-fast.dat")" -eq 8 ]
+if command -v gnuplot > /dev/null; then
+  check "figures rendered (png, pdf) for both modes" [ -s "$tmp/out/figures/speed_vs_length-backend-fast.png" -a -s "$tmp/out/figures/speed_vs_length-backend-precise.pdf" ]
+fi
+grep -v '^131072,40,' "$tmp/cudnn.csv" > "$tmp/cudnn-short.csv"
+bash "$S" "$tmp/calls.csv" "$tmp/cudnn-short.csv" "$tmp/bad" 2> "$tmp/bad.err"
+rc=$?
+check "a call without its cuDNN time: exit 1, one line, nothing written" [ $rc -eq 1 -a "$(wc -l < "$tmp/bad.err")" -eq 1 -a ! -e "$tmp/bad" ]
+
+# --- 2. dsgap callspeed on the CPU ------------------------------------------------------------------
+cs=$tmp/cs.csv
+"$DSGAP" callspeed --device cpu --grids 2x8x16,4x8x16 --heads 2 --head-dim 64 --policies mc-sparse,sta/budget=matched \
+  --density 0.25 --path both --reps 2 --every 10 --csv "$cs" > "$tmp/cs.log" 2>&1
+check "callspeed --device cpu: exit 0" [ $? -eq 0 ] || cat "$tmp/cs.log"
+check "callspeed: a row per path x mode x grid x (dense + 2 policies)" [ "$(($(wc -l < "$cs") - 1))" -eq $((3 * 2 * 3)) ]
+check "callspeed: refresh=anchor amortised = call + anchor / 10 (every 10), refresh=step = call (every 1)" \
+  [ "$(awk -F, 'NR > 1 && $3 != "dense" { e = $12 + ($9 > 1 ? $13 / $9 : 0); d = $14 - e; if (d > 1e-3 * e + 1e-6 || -d > 1e-3 * e + 1e-6) bad++
+    if (($3 == "mc-sparse" && $9 != 10) || ($3 == "sta/budget=matched" && $9 != 1)) bad++ } END { print bad + 0 }' "$cs")" -eq 0 ]
+check "callspeed: densities of the sparse calls below 1 at 512 tokens, dense rows 1" \
+  [ "$(awk -F, 'NR > 1 && (($3 == "dense" && $10 != 1) || ($3 != "dense" && $5 == 512 && !($10 > 0 && $10 < 0.8)))' "$cs" | wc -l)" -eq 0 ]
+check "callspeed: every time positive" [ "$(awk -F, 'NR > 1 && !($11 > 0 && $12 > 0 && $14 > 0)' "$cs" | wc -l)" -eq 0 ]
+{ echo "n,heads,d,cudnn_ms,reps,device,date,commit"; echo "256,2,64,1,2,test,2026,x"; echo "512,2,64,4,2,test,2026,x"; } > "$tmp/cs-cudnn.csv"
+bash "$S" "$cs" "$tmp/cs-cudnn.csv" "$tmp/csout" 2> "$tmp/csout.err"
+check "the analysis of callspeed's own CSV: 3 modes, 2 crossovers each" [ $? -eq 0 -a "$(($(wc -l < "$tmp/csout/crossover.csv") - 1))" -eq 6 ] || cat "$tmp/csout.err"
+"$DSGAP" callspeed --device cpu --path sideways --csv "$tmp/x.csv" 2> /dev/null
+check "callspeed: a bad --path is a usage error, nothing written" [ $? -eq 2 -a ! -e "$tmp/x.csv" ]
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

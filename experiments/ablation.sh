@@ -15,8 +15,8 @@ exp_collect $run "$RESULTS"
 exp_readme "# Experiment 2: MC-Sparse ablation with Shapley shares (synthetic trace; the bundled model: results/samples/)
 
 The bundled model: its ladder and factorial over 24 samples (12 classes x 2 seeds, two-level
-intervals, sign stability) are \`results/samples/\` (experiments/samples.sh), their one home; this
-folder's single-sample \`bundled/\` (class cockatoo, seed 1) is gone.
+intervals, sign stability) are \`results/samples/\` (experiments/samples.sh), their one home, not
+repeated here for a single capture.
 
 Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 heads=4 layers=4 steps=10
 head_dim=64 seed=1\`: 2560 tokens; local, frame, sink and diffuse heads), not a model capture.
@@ -28,7 +28,7 @@ E(baseline) − E(mc-sparse) (they sum to it exactly), interactions, 95% (layer,
 bootstrap intervals, per layer. Figures (NAME-rhoX: at density X): \`figures/ablation-rho0.15.png\`, \`shapley.png\`,
 \`error_vs_staleness-rho0.15.png\` (error vs steps since the anchor), \`error_vs_density.png\`,
 \`mass_distribution-rho0.15.png\`.
-Peers (issue 7): each \`ablation.md\` density section lists the peer methods (src/peers.h, labelled by
+Peers (issue 7): each \`ablation.md\` density section lists the peer methods (src/policy/peers.h, labelled by
 their paper) at matched density beside the factorial: per method the configuration run whose effective
 density is closest to the target (top-k peers follow the density: \`xattention\`, \`spargeattn\`
 (theta=-0.1) and \`svg2\` with budget=topk, \`chipmunk\`, \`pisa\`; DiTFastAttn's window tuned per

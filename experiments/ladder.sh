@@ -87,8 +87,8 @@ exp_gnuplot "$fig" sources_vs_density.gp
 exp_readme "# Experiment 1: the oracle ladder vs density (synthetic trace; the bundled model: results/samples/)
 
 The bundled model: its ladder and factorial over 24 samples (12 classes x 2 seeds, two-level
-intervals, sign stability) are \`results/samples/\` (experiments/samples.sh), their one home; this
-folder's single-sample \`bundled/\` (class cockatoo, seed 1) is gone.
+intervals, sign stability) are \`results/samples/\` (experiments/samples.sh), their one home, not
+repeated here for a single capture.
 
 Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 heads=4 layers=3 steps=6
 head_dim=64 seed=1\`: 2560 tokens; local, frame, sink and diffuse heads), not a model capture.

@@ -2,10 +2,11 @@
 # device_pack.sh: prepare .carry/ (ignored by git) for a run on the GPU machine, which has the CUDA
 # driver and toolkit but not GSL, OpenBLAS, cJSON, inih, HDF5 or gnuplot: the dsgap binary and the
 # GPU test binaries built here (CUDA runtime linked statically: gpu_kernels, gpu_meta, gpu_dit,
-# wan_dump), the kernel benchmark dsgap-bench-kernels (build/, build/kernels/ or, with
-# -DDSGAP_DEV_KERNELS=ON, build/dev/kernels/, whose other programs come along too), plus the shared
-# libraries they need that the GPU machine lacks. Then: device run with carry [".carry"] and
-# `OUT=dir bash scripts/device_all.sh` (its header lists the steps).
+# wan_dump), libdsgap.so (the Python package's: scripts/device_python.sh), the kernel benchmark
+# dsgap-bench-kernels (build/, build/kernels/ or, with -DDSGAP_DEV_KERNELS=ON, build/dev/kernels/,
+# whose other programs come along too), plus the shared libraries they need that the GPU machine
+# lacks. Then: device run with carry [".carry"] and `OUT=dir bash scripts/device_all.sh` (its header
+# lists the steps).
 #   Usage: scripts/device_pack.sh   (after cmake --build --preset default, a CUDA build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,7 @@ rm -rf .carry && mkdir -p .carry/bin .carry/lib
 git rev-parse --short=12 HEAD > .carry/COMMIT
 git diff --quiet HEAD || sed -i "s/$/+wip/" .carry/COMMIT
 cp build/dsgap .carry/bin/
+cp -L build/libdsgap.so .carry/bin/ # libdsgap for dsgap.torch (scripts/device_python.sh: DSGAP_LIB)
 for t in build/tests/gpu_* build/tests/wan_dump; do [ -x "$t" ] && [ -f "$t" ] && cp "$t" .carry/bin/; done
 for d in build build/kernels build/dev/kernels; do
   [ -x "$d/dsgap-bench-kernels" ] && cp "$d/dsgap-bench-kernels" .carry/bin/

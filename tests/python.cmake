@@ -44,6 +44,10 @@ if(TARGET dsgap_asan)
     "LD_PRELOAD=${DG_LIBASAN}" "ASAN_OPTIONS=detect_leaks=0" "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
     "OMP_NUM_THREADS=1")
 endif()
+# issue 22: python/bench/bench_processor.py (the H200 benchmark: scripts/device_python.sh) run through
+# at tiny configurations on the CPU backend (--tiny): every part, finite, no fallback, sparse calls made
+dg_pytest(python_bench_processor COMMAND ${CMAKE_SOURCE_DIR}/python/bench/bench_processor.py --tiny
+          --out ${CMAKE_CURRENT_BINARY_DIR}/py_bench_processor)
 # issue 20: Wan2.1 across engines: dsgap.capture on diffusers' WanTransformer3DModel = dsgap capture
 # (the C engine) on the same weights, noise and text, both key layouts (the wan_models fixture)
 dg_pytest(python_engines COMMAND ${DG_PY}/test_engines.py ${CMAKE_CURRENT_BINARY_DIR}/wan_models

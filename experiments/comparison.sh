@@ -23,7 +23,8 @@
 #                  the scratch folder and goes on when called again on the same warm machine); the
 #                  finished runs' small outputs packed into --pack FILE (default DIR/comparison.tar.gz)
 #   analyse        here: unpack --from FILE (the gpu stage's pack) and make the tables and figure
-# Scratch: build/experiments/comparison/{fidelity,speed} (DSGAP_WORK moves it).
+# Scratch: build/experiments/comparison/{fidelity,speed} (DSGAP_WORK moves it; analyse unpacks into
+# .../unpacked). COMPARISON_DEVICE=cpu runs the gpu stage's steps on the CPU (its test).
 source "$(dirname "$0")/lib.sh"
 stage=all from="" pack="" budget=540
 args=()
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 case $stage in all|gpu|analyse) ;; *) echo "comparison.sh: --stage all|gpu|analyse, not '$stage'" >&2; exit 2 ;; esac
-[ $stage != analyse ] || [ -n "$from" ] || { echo "comparison.sh: --stage analyse needs --from FILE (the gpu stage's pack)" >&2; exit 2; }
+[ "$stage" != analyse ] || [ -n "$from" ] || { echo "comparison.sh: --stage analyse needs --from FILE (the gpu stage's pack)" >&2; exit 2; }
 [ -z "$from" ] || [ -s "$from" ] || { echo "comparison.sh: --from $from: no such file" >&2; exit 2; }
 [ -z "$from" ] || from=$(realpath "$from")
 exp_init comparison ${args[@]+"${args[@]}"}
@@ -65,27 +66,29 @@ gpu)
   t0=$(date +%s)
   left() { echo $(( budget - ($(date +%s) - t0) )); }
   ok=1
-  run_exp fidelity "$fid_ini" "$(left)" --device gpu || ok=0
+  dev=${COMPARISON_DEVICE:-gpu} # cpu: the stage's own test (tests/cli_comparison.sh)
+  run_exp fidelity "$fid_ini" "$(left)" --device "$dev" || ok=0
   if [ "$speed_ini" != none ] && [ "$(left)" -gt 60 ]; then
-    if [ ! -s "$ROOT/build/w13b/model/config.json" ]; then
+    if [ "$speed_ini" = "$ROOT/experiments/comparison_speed.ini" ] && [ ! -s "$ROOT/build/w13b/model/config.json" ]; then
       exp_say "speed: the Wan2.1-1.3B random-weight model (scripts/gpu_dit.py make 1.3b build/w13b)"
       timeout 200 python3 "$ROOT/scripts/gpu_dit.py" make 1.3b "$ROOT/build/w13b" --seed 2 >&2 || ok=0
     fi
-    run_exp speed "$speed_ini" "$(left)" --device gpu || ok=0
+    run_exp speed "$speed_ini" "$(left)" --device "$dev" || ok=0
   else
     [ "$speed_ini" = none ] || { exp_say "speed: not started, $(left) s left of --budget $budget"; ok=0; }
   fi
   pack=${pack:-$RESULTS/comparison.tar.gz}
-  files=$(cd "$WORK" && ls -d {fidelity,speed}/{summary.csv,summary.md,experiment.json,*/closed_loop.csv,*/run.json} 2>/dev/null || true)
+  files=$(cd "$WORK" && { ls -d {fidelity,speed}/{summary.csv,summary.md,experiment.json,*/closed_loop.csv,*/run.json} 2>/dev/null || true; })
   [ -n "$files" ] || { exp_say "nothing finished to pack"; exit 1; }
   # shellcheck disable=SC2086  # the list splits on blanks
   (cd "$WORK" && tar czf "$pack.tmp" $files) && mv "$pack.tmp" "$pack"
-  exp_say "packed into $pack: $(echo $files | wc -w) files$([ $ok = 1 ] || echo '; a run is unfinished: call again')"
+  exp_say "packed into $pack: $(echo "$files" | wc -w) files$([ $ok = 1 ] || echo '; a run is unfinished: call again')"
   [ $ok = 1 ]
   exit
   ;;
 analyse)
-  rm -rf "$WORK/fidelity" "$WORK/speed"
+  WORK=$WORK/unpacked # the pack's runs, beside (not over) this machine's own cells
+  rm -rf "$WORK"
   mkdir -p "$WORK"
   tar xzf "$from" -C "$WORK"
   exp_say "unpacked $from into $WORK"

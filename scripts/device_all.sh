@@ -39,6 +39,14 @@
 #            FlexAttention block-sparse, and after `kernels` the side-by-side ratios -> kernels.csv
 #   meta     gpu_meta --bench: every version of every metadata kernel at n = 32760, d = 128
 #   dit      scripts/gpu_dit.sh bench: Wan2.1-1.3B forward vs PyTorch, 50-step mc-sparse speedup
+#   length   speed against sequence length (issue 23): cuDNN dense per N x heads (gpu_bench_torch.py
+#            --sweep -> cudnn_length.csv), then dsgap callspeed, every policy's call with its metadata
+#            amortised: the DiT entry point at LENGTH_HEADS (default 12,24,40; at most LENGTH_DIT_CAP 120 s),
+#            the per-head backend in both P.V modes at 12 heads (LENGTH_BACKEND_CAP 90 s) -> callspeed.csv;
+#            N = 1k..128k (LENGTH_GRIDS); here: experiments/kernel_speed.sh --length
+#   comparison  experiments/comparison.sh --stage gpu (the main comparison: fidelity over the bundled
+#            model's samples, speed at the Wan2.1-1.3B architecture; resumable on a warm machine;
+#            COMPARISON_ARGS e.g. "--gpus all") -> comparison/comparison.tar.gz
 # STEPS: one list of checks and benchmarks in place of CHECKS and BENCHES; either may also name the
 # groups checks and benches (the defaults), kernel_suite (gpu_kernels kernels_memcheck
 # kernels_racecheck kernels_synccheck sass kernels torch: the kernels against cuDNN and
@@ -56,7 +64,7 @@ DEFAULT_CHECKS="gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache memche
 DEFAULT_BENCHES="bench dit"
 ALL_CHECKS="gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache memcheck racecheck memcheck_dit kernels_memcheck \
 kernels_racecheck kernels_synccheck meta_memcheck sass closed_loop demo_gpu experiments"
-ALL_BENCHES="bench kernels torch meta dit"
+ALL_BENCHES="bench kernels torch meta dit length comparison"
 expand() { # step and group names -> step names
 	local s
 	for s in "$@"; do
@@ -224,5 +232,26 @@ fi
 if can dit 90; then
 	DIT_GEN_TIMEOUT=${DIT_GEN_TIMEOUT:-$(($(left) - 75))} run dit_bench "$(left)" bash scripts/gpu_dit.sh bench
 	grep -E "^[a-z_0-9.]+,[-0-9.e+naif]+," "$OUT/gpu_dit.csv" | tee -a "$S"
+fi
+if can length 60; then
+	rm -f "$OUT/cudnn_length.csv" "$OUT/callspeed.csv"
+	LENGTH_GRIDS=${LENGTH_GRIDS:-4x16x16,8x16x16,16x16x16,8x32x32,16x32x32,21x30x52,16x64x64,32x64x64}
+	LENGTH_HEADS=${LENGTH_HEADS:-12,24,40}
+	ns=$(echo "$LENGTH_GRIDS" | tr ',' '\n' | awk -Fx '{ printf "%s%d", NR > 1 ? "," : "", $1 * $2 * $3 }')
+	PYTHONUNBUFFERED=1 run length_cudnn "$(upto 90)" python3 scripts/gpu_bench_torch.py --sweep "$ns" \
+		--sweep-heads "$LENGTH_HEADS" --reps 10 --csv "$OUT/cudnn_length.csv"
+	cap=$(upto "${LENGTH_DIT_CAP:-120}")
+	run length_dit "$cap" "$DSGAP" callspeed --device gpu --path dit --grids "$LENGTH_GRIDS" --heads "$LENGTH_HEADS" \
+		--max-call 2 --budget $((cap - 15)) --csv "$OUT/callspeed.csv"
+	cap=$(upto "${LENGTH_BACKEND_CAP:-90}")
+	run length_backend "$cap" "$DSGAP" callspeed --device gpu --path backend --grids "$LENGTH_GRIDS" --heads 12 \
+		--max-call 2 --budget $((cap - 15)) --csv "$OUT/callspeed.csv"
+	echo "length: $(($(wc -l < "$OUT/callspeed.csv") - 1)) callspeed rows, $(($(wc -l < "$OUT/cudnn_length.csv") - 1)) cuDNN rows" | tee -a "$S"
+fi
+if can comparison 120; then
+	# shellcheck disable=SC2086  # COMPARISON_ARGS splits on blanks
+	run comparison "$(left)" bash experiments/comparison.sh --stage gpu --budget $(($(left) - 20)) \
+		--out "$OUT/comparison" ${COMPARISON_ARGS:-}
+	tail -3 "$OUT/comparison.log" | tee -a "$S"
 fi
 echo "device_all.sh done at $((SECONDS - T0)) s" | tee -a "$S"

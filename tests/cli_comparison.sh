@@ -67,6 +67,15 @@ if command -v gnuplot > /dev/null; then
   check "figures/pareto.png and .pdf rendered" [ -s "$out/figures/pareto.png" -a -s "$out/figures/pareto.pdf" ]
 fi
 
+# --- the device stages: gpu (here on the CPU: its cells are done already) packs, analyse unpacks -----
+DSGAP_WORK=$tmp/work COMPARISON_INI=$tmp/fid.ini COMPARISON_SPEED_INI=$tmp/speed.ini COMPARISON_DEVICE=cpu \
+  bash "$DSGAP_SOURCE/experiments/comparison.sh" --stage gpu --pack "$tmp/pack.tgz" --out "$tmp/gpu" --quiet > "$tmp/gpu.log" 2>&1
+check "--stage gpu: exit 0, both runs packed" all '[ -s "$tmp/pack.tgz" ]' \
+  '[ "$(tar tzf "$tmp/pack.tgz" | grep -c closed_loop.csv)" -eq 2 ]' || cat "$tmp/gpu.log"
+DSGAP_WORK=$tmp/work bash "$DSGAP_SOURCE/experiments/comparison.sh" --stage analyse --from "$tmp/pack.tgz" --out "$tmp/an" > "$tmp/an.log" 2>&1
+check "--stage analyse --from the pack: the same comparison.csv, the cells left alone" \
+  all 'cmp -s "$csv" "$tmp/an/comparison.csv"' '[ -d "$tmp/work/comparison/fidelity/cells" ]' || cat "$tmp/an.log"
+
 # --- bad input: one line, nothing written -------------------------------------------------------------
 mkdir -p "$tmp/old"
 cp "${fcl%/*}/run.json" "$tmp/old/"

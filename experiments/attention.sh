@@ -17,8 +17,6 @@ mkdir -p "$W"
 for m in learned:data/model random:$W/random; do
   label=${m%%:*} dir=${m#*:}
   exp_say "capturing $label (4096 tokens, 10 steps; about 1-2 min on 2 CPU cores)"
-  "$DSGAP" capture --model "$dir" --text "$dir/conds.safetensors:cockatoo" \
-    --negative "$dir/conds.safetensors:null" --latent 16x32x32 --seed 1 --steps 10 --shift 3 \
-    --guidance 3 --layers 0,3,7 --out "$W/$label.h5" --quiet
+  exp_capture "$W/$label.h5" "$dir" 10
 done
 "$DSGAP" attnstats --density 0.15 --out "$RESULTS" --quiet learned="$W/learned.h5" random="$W/random.h5"

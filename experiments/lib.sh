@@ -6,9 +6,11 @@
 #   Every script takes  --out DIR  (default: a fresh folder ROOT/build/results/NAME-DATE, never the
 #   checkout's results/) and  --update-results  (write the committed results/NAME/ instead); the
 #   other arguments go to dsgap run (e.g. --workers 2, --gpus all). Progress goes to stderr.
-#   exp_bundled_trace [S]  capture the bundled model's trace that experiments list as
-#                          `bundled = ../build/experiments/bundled.h5` (once; the demo's capture;
-#                          S steps other than 10: bundled-sS.h5)
+#   exp_capture OUT.h5 MODEL STEPS   a capture as the experiments make it (class cockatoo, seed 1,
+#                          latent 16x32x32 = 4096 tokens, layers 0/3/7, shift 3, CFG 3 with the null
+#                          class; the demo's) on DSGAP_DEVICE (default cpu)
+#   exp_bundled_trace S    the bundled model's S-step capture that experiments list as
+#                          `bundled = ../build/experiments/bundled-sS.h5` (once)
 #   exp_run [ARGS...]      dsgap run experiments/NAME.ini --out WORK ARGS (e.g. --workers 2, --gpus all)
 #   exp_analyse RUN        dsgap decompose and dsgap plot on WORK/RUN
 #   exp_collect RUN DEST   copy the small outputs of WORK/RUN to DEST (metrics.csv only under 2 MB)
@@ -57,15 +59,18 @@ exp_init() {
 
 exp_say() { echo "$NAME: [$(( $(date +%s) - T0 ))s] $*" >&2; }
 
-exp_bundled_trace() { # [STEPS]: 10 -> build/experiments/bundled.h5, else bundled-sSTEPS.h5
-  local steps=${1:-10} t=$ROOT/build/experiments/bundled.h5 m=$ROOT/data/model
-  [ "$steps" = 10 ] || t=$ROOT/build/experiments/bundled-s$steps.h5
+exp_capture() { # OUT.h5 MODEL STEPS
+  "$DSGAP" capture --model "$2" --text "$2/conds.safetensors:cockatoo" --negative "$2/conds.safetensors:null" \
+    --latent 16x32x32 --seed 1 --steps "$3" --shift 3 --guidance 3 --layers 0,3,7 --device "${DSGAP_DEVICE:-cpu}" \
+    --out "$1" --quiet
+}
+
+exp_bundled_trace() { # STEPS -> build/experiments/bundled-sSTEPS.h5
+  local t=$ROOT/build/experiments/bundled-s$1.h5
   mkdir -p "$(dirname "$t")"
   [ -f "$t" ] && return 0
-  exp_say "capturing the bundled model's trace ($t: class cockatoo, seed 1, 4096 tokens, $steps steps, ${DSGAP_DEVICE:-cpu}); about 1-2 min on 2 CPU cores, seconds on an H200"
-  "$DSGAP" capture --model "$m" --text "$m/conds.safetensors:cockatoo" \
-    --negative "$m/conds.safetensors:null" --latent 16x32x32 --seed 1 --steps "$steps" --shift 3 \
-    --guidance 3 --layers 0,3,7 --device "${DSGAP_DEVICE:-cpu}" --out "$t" --quiet
+  exp_say "capturing the bundled model's trace ($t: class cockatoo, seed 1, 4096 tokens, $1 steps, ${DSGAP_DEVICE:-cpu}); about 1-2 min on 2 idle CPU cores, seconds on an H200"
+  exp_capture "$t" "$ROOT/data/model" "$1"
 }
 
 exp_run() {

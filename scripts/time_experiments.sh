@@ -55,11 +55,6 @@ if [ "$device" = gpu ]; then
 else
   machine="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
 fi
-capture() { # capture OUT.h5 MODEL STEPS: the bundled model's capture as experiments/lib.sh makes it
-  "$DSGAP" capture --model "$2" --text "$2/conds.safetensors:cockatoo" --negative "$2/conds.safetensors:null" \
-    --latent 16x32x32 --seed 1 --steps "$3" --shift 3 --guidance 3 --layers 0,3,7 --device "$device" \
-    --out "$1" --quiet
-}
 path() { # what experiment $1's device path runs
   case $1 in
     ladder|ablation|peers) echo "dsgap run experiments/$1.ini (synthetic trace)" ;;
@@ -79,21 +74,23 @@ steps() { # the device path of experiment $1
       "$DSGAP" run "experiments/$1.ini" --device "$device" $workers --out "$w" --quiet ;;
     refresh)
       mkdir -p build/experiments && rm -f build/experiments/bundled-s14.h5 &&
-        capture build/experiments/bundled-s14.h5 "$m" 14 &&
+        exp_capture build/experiments/bundled-s14.h5 "$m" 14 &&
         "$DSGAP" run experiments/refresh.ini --device "$device" $workers --out "$w" --quiet ;;
     samples)
       bash experiments/samples.sh --stage replay --device "$device" --classes "$classes" --seeds "$seeds" \
         --out "$w" ;;
     attention) # the random-weight model is made by PyTorch (data/random_model.py) first, not timed
       { [ -f "$scratch/random/config.json" ] || python3 data/random_model.py --out "$scratch/random" >/dev/null; } &&
-        local t=$SECONDS && capture "$w/learned.h5" "$m" 10 && capture "$w/random.h5" "$scratch/random" 10 &&
+        local t=$SECONDS && exp_capture "$w/learned.h5" "$m" 10 && exp_capture "$w/random.h5" "$scratch/random" 10 &&
         echo "attention: captures $((SECONDS - t)) s" ;;
     demo)
       "$DSGAP" demo --device "$device" --model "$m" --out "$w" --quiet && rm -f "$w/trace.h5" ;;
   esac
 }
-export -f steps capture
-export DSGAP device scratch m classes seeds workers
+source experiments/lib.sh # exp_capture
+set +e                     # an experiment that fails is a row of the table
+export -f steps exp_capture
+export DSGAP DSGAP_DEVICE=$device scratch m classes seeds workers
 rows=()
 echo "time_experiments.sh: ${list[*]} on $machine, device $device, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for x in "${list[@]}"; do

@@ -92,6 +92,16 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 		cJSON_AddNumberToObject(j, "forwards", st.ss.forwards);
 		cJSON_AddNumberToObject(j, "attention_s", st.as.seconds);
 		cJSON_AddNumberToObject(j, "metadata_s", st.as.meta_seconds);
+		cJSON_AddNumberToObject(j, "attend_s", st.as.attend_seconds);
+		cJSON_AddItemToObject(j, "step_s", cJSON_CreateDoubleArray(st.ss.step_s, m->steps < DG_DIT_STEP_TIMES ? m->steps
+													       : DG_DIT_STEP_TIMES));
+		cJSON_AddBoolToObject(j, "cache_offload", e->cache_offload);
+		const dg_offload_stats *os = &st.as.offload;
+		cJSON_AddNumberToObject(j, "offload_up_bytes", os->up_bytes);
+		cJSON_AddNumberToObject(j, "offload_down_bytes", os->down_bytes);
+		cJSON_AddNumberToObject(j, "offload_copy_s", os->copy_s);
+		cJSON_AddNumberToObject(j, "offload_wait_s", os->wait_s);
+		cJSON_AddNumberToObject(j, "offload_pin_s", os->pin_s);
 		cJSON_AddNumberToObject(j, "units", (double)st.as.calls);
 		cJSON_AddNumberToObject(j, "sparse_units", (double)st.as.sparse_calls);
 		char *text = cJSON_Print(j);

@@ -295,7 +295,7 @@ static cJSON *settings_json(const generate_args *a, const dg_dit_inputs *di)
 }
 
 /* one run of generate.json: its policy, density and where the time went */
-static cJSON *run_json(const run_result *res)
+static cJSON *run_json(const run_result *res, int steps)
 {
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "policy", res->p->name);
@@ -308,6 +308,9 @@ static cJSON *run_json(const run_result *res)
 	/* device time of the op table (GPU): GEMMs, attention through the table, the elementwise
 	 * ops in all and by kind */
 	cJSON_AddNumberToObject(r, "transformer_s", res->st.ss.transformer_s);
+	/* each step's transformer seconds (the dense, anchor and reuse steps' costs) */
+	cJSON_AddItemToObject(r, "step_s", cJSON_CreateDoubleArray(res->st.ss.step_s,
+								    steps < DG_DIT_STEP_TIMES ? steps : DG_DIT_STEP_TIMES));
 	cJSON_AddNumberToObject(r, "forwards", res->st.ss.forwards);
 	cJSON_AddNumberToObject(r, "shared_forwards", res->st.ss.shared_forwards);
 	cJSON_AddNumberToObject(r, "gemm_s", res->st.ss.op_seconds[DG_WAN_OPK_LINEAR]);
@@ -336,7 +339,7 @@ static int write_json(const generate_args *a, const dg_dit_inputs *di, const run
 	cJSON *j = settings_json(a, di);
 	cJSON *runs = cJSON_AddArrayToObject(j, "runs");
 	for (int i = 0; i < nres; i++)
-		cJSON_AddItemToArray(runs, run_json(&res[i]));
+		cJSON_AddItemToArray(runs, run_json(&res[i], a->cli.so.steps));
 	char *js = cJSON_Print(j);
 	cJSON_Delete(j);
 	char *jp = dg_path_join(a->cli.out, "generate.json");

@@ -85,6 +85,8 @@ int dg_dit_sample(const dg_dit_sample_opts *o, float *out, dg_dit_sample_stats *
 			double f0 = dg_now();
 			rc = dg_wan_forward(m, x, o->latent, t, pass ? o->uncond : o->cond, &call, pass ? vu : v);
 			st->transformer_s += dg_now() - f0;
+			if (i < DG_DIT_STEP_TIMES)
+				st->step_s[i] += dg_now() - f0;
 			st->forwards++;
 		}
 		if (rc)

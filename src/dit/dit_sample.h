@@ -27,8 +27,11 @@ typedef struct {
 	const char *label;            /* progress line prefix; NULL: quiet */
 } dg_dit_sample_opts;
 
+#define DG_DIT_STEP_TIMES 1000 /* steps whose own times are kept (dg_dit_sample_stats.step_s) */
+
 typedef struct {
 	double transformer_s; /* time inside the transformer forwards (all passes) */
+	double step_s[DG_DIT_STEP_TIMES]; /* of which each step's (its passes), the first steps' */
 	double total_s;
 	int forwards;
 	int shared_forwards;  /* forwards that took the first block's self-attention half from the

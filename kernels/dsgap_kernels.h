@@ -212,6 +212,11 @@ int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d, int kind,
  * row[g] keeps; bits (ngroups, (n+31)/32), soff (ngroups+1) int64 their counts' prefix sums. */
 int dg_peer_expand(const uint8_t *take, int nblocks, int bs, const int32_t *row, int ngroups, int n,
 		   int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff, dg_stream stream);
+/* DiTFastAttn's window (peers.h dg_peer_window_width): n groups of one query; query i's keys every key
+ * for i < text, else [0, text) and the keys j >= text with |i - j| <= w, ascending: soff (n+1) int64
+ * and sidx (soff[n] entries, the caller's count of them: text n + sum over video rows of text + the
+ * window's keys). */
+int dg_peer_window(int n, int text, int w, int64_t *soff, int32_t *sidx, dg_stream stream);
 
 /* Metrics (dg_metrics_compute) of o against ref (count fp32 values each) and the retained mass
  * (nq values, or NULL: mean = p5 = 1), accumulated in double. out: 6 device doubles in the order of

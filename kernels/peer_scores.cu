@@ -15,6 +15,7 @@
  * softmax_det: a warp per row; the max; e = peer_expf(x - max) (peers.c det_expf, operation for
  * operation); lane l sums e_j for j = l, l+32, .. in double, the 32 lane sums added in lane order;
  * x = (float)(e / sum).
+ * dg_peer_window: DiTFastAttn's window lists, made on the device from (n, text, w) alone.
  * Build: part of dsgapkernels; test: tests/gpu_meta.c (--peers), tests/gpu_replay.sh.
  */
 #include "dsgap_kernels.h"
@@ -270,7 +271,42 @@ __global__ void prefix_offsets(const int64_t *cnt, int ngroups, int64_t *soff)
 		soff[g + 1] = at += cnt[g];
 }
 
+/* DiTFastAttn's window lists: row i's keys (every key for i < text, else [0, text) and the keys
+ * j >= text with |i - j| <= w); count (cnt set) or write at soff[i] (sidx set) */
+__global__ void window_rows(int n, int text, int w, int64_t *cnt, const int64_t *soff, int32_t *sidx)
+{
+	const int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	const int lo = i < text ? n : max(text, i - w), hi = i < text ? n - 1 : min(n - 1, i + w);
+	if (cnt) {
+		cnt[i] = (i < text ? n : text) + (int64_t)max(0, hi - lo + 1);
+		return;
+	}
+	int32_t *o = sidx + soff[i];
+	const int head = i < text ? n : text;
+	for (int j = 0; j < head; j++)
+		*o++ = j;
+	for (int j = lo; j <= hi; j++)
+		*o++ = j;
+}
+
 } // namespace
+
+extern "C" int dg_peer_window(int n, int text, int w, int64_t *soff, int32_t *sidx, dg_stream stream)
+{
+	DGM_ARG(n >= 1 && text >= 0 && text <= n && w >= 0, "peer window: n %d, text %d, half-width %d", n, text, w);
+	DGM_ARG(soff && sidx, "peer window: NULL argument");
+	cudaStream_t st = (cudaStream_t)stream;
+	int64_t *cnt = NULL;
+	DGM_CUDA(cudaMallocAsync((void **)&cnt, (size_t)n * 8, st));
+	window_rows<<<(n + 255) / 256, 256, 0, st>>>(n, text, w, cnt, NULL, NULL);
+	prefix_offsets<<<1, 1, 0, st>>>(cnt, n, soff);
+	window_rows<<<(n + 255) / 256, 256, 0, st>>>(n, text, w, NULL, soff, sidx);
+	DGM_LAUNCHED();
+	DGM_CUDA(cudaFreeAsync(cnt, st));
+	return 0;
+}
 
 extern "C" int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d, int kind, int bs, int stride,
 			      double theta, float *scores, dg_stream stream)

@@ -16,11 +16,11 @@
  *   - PCA: identical perm on well-separated (lattice) queries; on random queries a small fraction of
  *     queries in another leaf and the inertia within 1%;
  *   - metrics: within count 2^-52 relative (double sums in another order), p5 exact;
- *   - block peers (peer_scores.cu; spargeattn, xattention, pisa at two settings each): the G x G block
+ *   - block peers (peer_scores.cu; spargeattn, xattention, pisa at several settings): the G x G block
  *     scores bit for bit peers.c's dg_peer_block_scores, and, from them, the host's block take and
  *     the device's expansion (the GPU backend's gpu_peer_blocks) give groups and key lists identical
  *     to the CPU's dg_peer_metadata: budgets topp, topk, matched, sinks, text prefixes 77 and 300
- *     (n <= 4100; at 32760 the scores only).
+ *     (n <= 4100; at 32760 the scores only); DiTFastAttn's window lists (dg_peer_window) identical.
  * Inputs are fresh random bf16 values every run (the seed is printed; --seed S repeats one), N not a
  * multiple of 128, d = 64 and 128, outputs poisoned (NaN / -1) before every run.
  *   gpu_meta [--quick | --tiny | --bench | --peers | --pca V H] [--seed S]
@@ -742,10 +742,17 @@ static int peer_kind(const dg_policy *p)
 											     : DG_PEER_POOLED;
 }
 
-static dg_policy peer_policy(const char *spec)
+static dg_policy peer_policy_any(const char *spec)
 {
 	dg_policy p;
-	DG_ASSERT(dg_policy_parse(spec, &p) == 0 && dg_peer_block_size(&p) > 0);
+	DG_ASSERT(dg_policy_parse(spec, &p) == 0);
+	return p;
+}
+
+static dg_policy peer_policy(const char *spec)
+{
+	dg_policy p = peer_policy_any(spec);
+	DG_ASSERT(dg_peer_block_size(&p) > 0);
 	return p;
 }
 
@@ -813,8 +820,9 @@ static long peer_score_diff(const float *a, const float *b, size_t cnt, double *
 static void check_peers(const problem *P, bool full)
 {
 	const int n = P->n, d = P->d;
-	static const char *const specs[] = { "spargeattn", "spargeattn/theta=0.02", "xattention", "xattention/stride=16",
-					     "pisa", "pisa/block=128" };
+	/* sparge: theta 0.6 forces every block of these random rows (self-similarity ~ 1/d), -0.1 none, 0.012 some */
+	static const char *const specs[] = { "spargeattn", "spargeattn/theta=-0.1", "spargeattn/theta=0.012", "xattention",
+					     "xattention/stride=16", "pisa", "pisa/block=128" };
 	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
 		if (!full && !strcmp(specs[i], "xattention/stride=16"))
 			continue;
@@ -869,6 +877,28 @@ static void check_peers(const problem *P, bool full)
 			}
 		}
 		free(cs), free(gs);
+	}
+	/* DiTFastAttn's window lists (dg_peer_window) */
+	for (int c = 0; full && c < 4; c++) {
+		const dg_policy p = peer_policy_any(c % 2 ? "ditfastattn/budget=matched" : "ditfastattn");
+		const int text = c < 2 ? 0 : 77, grid[3] = { 1, 1, n - text };
+		dg_budget b = { p.kv, p.budget, 0.1, p.topp, 0, 0 };
+		dg_peer_state *st = NULL;
+		dg_groups cg;
+		dg_selection cs;
+		DG_ASSERT(dg_peer_metadata(P->q, P->k, n, d, &p, &b, grid, text, &st, &cg, &cs) == 0);
+		const int64_t total = cs.off[cg.ngroups];
+		int64_t *dsoff = dmalloc((size_t)(n + 1) * 8), *soff = dg_malloc((size_t)(n + 1) * 8);
+		int32_t *dsidx = dmalloc((size_t)total * 4), *sidx = dg_malloc((size_t)total * 4);
+		int rc = dg_peer_window(n, text, dg_peer_window_width(&p, &b, n, text), dsoff, dsidx, stream);
+		download(soff, dsoff, (size_t)(n + 1) * 8);
+		download(sidx, dsidx, (size_t)total * 4);
+		CHECKF(rc == 0 && cg.ngroups == n && !memcmp(soff, cs.off, (size_t)(n + 1) * 8) &&
+		       !memcmp(sidx, cs.idx, (size_t)total * 4), "peer %s text %d n=%d: window lists identical to the "
+		       "CPU twin's (%lld keys)", p.name, text, n, (long long)total);
+		dg_groups_free(&cg), dg_selection_free(&cs), dg_peer_state_free(st);
+		free(soff), free(sidx);
+		cudaFree(dsoff), cudaFree(dsidx);
 	}
 }
 
@@ -1230,7 +1260,7 @@ static void run_peer_bench(problem *P)
 	free(vb), free(vf);
 	sb.o = dmalloc((size_t)n * d * 4);
 	const float dense_ms = bench("dense flash_fwd (fast), 1 head", b_dense, &sb, 0, "");
-	static const char *const specs[] = { "spargeattn", "spargeattn/theta=0.02", "xattention", "pisa" };
+	static const char *const specs[] = { "spargeattn", "spargeattn/theta=-0.1", "xattention", "pisa" };
 	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
 		peer_bench x = { .P = P, .p = peer_policy(specs[i]) };
 		x.b = (dg_budget){ x.p.kv, x.p.budget, 0.15, x.p.topp, x.p.sink_lo, x.p.sink_hi };

@@ -16,14 +16,17 @@ if ! "$DSGAP" replay "$tmp/probe.h5" --device gpu --policies dense --out "$tmp/p
   cat "$tmp/err"; exit 1
 fi
 fail=0
-# 1000 tokens (not a multiple of 128) at d=64 and 4100 tokens at d=128; every policy (the peers
-# too: their metadata is the host twin on both devices), two densities
+# 1000 tokens (not a multiple of 128) at d=64 and 4100 tokens at d=128; every policy and peer, two
+# densities: spargeattn, xattention and pisa score on the device (kernels/peer_scores.cu, bit for
+# bit the CPU twin's), so identical densities are their device selections equal to the CPU's; the
+# matched peers too (budget=matched bisects on the device's block scores)
 for shape in "2x20x25 64 3" "4x25x41 128 2"; do
   set -- $shape
   grid=$1 d=$2 heads=$3
   "$DSGAP" synth --out "$tmp/t.h5" --grid "$grid" --heads "$heads" --layers 1 --steps 4 --head-dim "$d" --seed $RANDOM >/dev/null
   for dev in cpu gpu; do
-    "$DSGAP" replay "$tmp/t.h5" --device $dev --precise on --policies all,peers --density 0.1,0.25 \
+    "$DSGAP" replay "$tmp/t.h5" --device $dev --precise on \
+      --policies all,peers,spargeattn/theta=-0.1/budget=matched,xattention/budget=matched,spargeattn/theta=-0.1 --density 0.1,0.25 \
       --schedule warmup=1 --out "$tmp/$dev" --quiet || { echo "FAIL replay --device $dev"; fail=1; }
   done
   # join rows by (policy, density_target, step, layer, head); compare

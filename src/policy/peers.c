@@ -715,6 +715,11 @@ static int window_matched(int n, int text, double rho)
 	return lo;
 }
 
+int dg_peer_window_width(const dg_policy *p, const dg_budget *b, int n, int text)
+{
+	return p->matched ? window_matched(n, text, b->rho) : p->window;
+}
+
 /* DiTFastAttn's window (§2.9): query i attends keys |i - j| <= w, text rows and columns dense */
 static void window(int n, int text, int w, dg_groups *g, dg_selection *sel)
 {
@@ -742,7 +747,7 @@ static int peer_metadata(const float *q, const float *k, int n, int d, const dg_
 	if (p->mask == DG_MASK_STA)
 		return sta(n, grid, text, p->window, b->rho, p->matched, g, sel);
 	if (p->mask == DG_MASK_WINDOW) {
-		window(n, text, p->matched ? window_matched(n, text, b->rho) : p->window, g, sel);
+		window(n, text, dg_peer_window_width(p, b, n, text), g, sel);
 		return 0;
 	}
 	if (p->mask == DG_MASK_RADIAL) {

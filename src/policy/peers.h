@@ -137,6 +137,12 @@ void dg_peer_block_scores(const float *q, const float *k, int n, int d, const dg
 void dg_peer_block_take(const float *scores, int n, const dg_policy *p, const dg_budget *b, unsigned char *take);
 int dg_peer_block_groups(int n, const dg_policy *p, int text, dg_groups *g, int **row);
 
+/* DiTFastAttn (mask=window): its half-width w on n tokens after text text tokens (budget=matched:
+ * the calibrated one). Its groups are single queries (raster 1); query i's keys: every key for a
+ * text query, else [0, text) and the keys j >= text with |i - j| <= w (the GPU backend makes these
+ * lists on the device, dg_peer_window). */
+int dg_peer_window_width(const dg_policy *p, const dg_budget *b, int n, int text);
+
 /*
  * PISA's output (see above): o_sp (n, d) the exact sparse output over sel and mass (n) its
  * retained mass against lse (n), the dense LSE (any per-query scale works: it cancels); block the

@@ -877,8 +877,33 @@ static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *
 	return 0;
 }
 
-/* the peers' metadata: the block peers' on the device (gpu_peer_blocks); svg2's k-means and the static
- * masks (the shape alone) by the host twin (peers.c), then onto the device */
+/* DiTFastAttn's window (peers.h dg_peer_window_width): groups of one query, the lists made on the
+ * device from (n, text, w) alone (dg_peer_window; their total counted here, O(n)) */
+static int gpu_peer_window(dg_backend *be, const dg_policy *p, const dg_budget *b, int text, dg_bgroups **groups,
+			   dg_bsel **sel)
+{
+	gpu *g = be->impl;
+	int n = be->n, w = dg_peer_window_width(p, b, n, text);
+	int64_t total = (int64_t)text * n;
+	for (int i = text; i < n; i++)
+		total += text + (i + w < n - 1 ? i + w : n - 1) - (i - w > text ? i - w : text) + 1;
+	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
+	dg_groups_raster(&bg->g, n, 1);
+	bg->id = g->next_id++;
+	groups_upload(g, bg);
+	dg_bsel *s = sel_new(g, n);
+	s->idx = dmalloc(g, (size_t)total * 4);
+	phase_begin(g);
+	KERNEL_CHECK(dg_peer_window(n, text, w, s->off, s->idx, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SELECT);
+	*groups = bg;
+	*sel = s;
+	return 0;
+}
+
+/* the peers' metadata: the block peers' and DiTFastAttn's window on the device (gpu_peer_blocks,
+ * gpu_peer_window); svg2's k-means and the radial and sta masks (the shape alone) by the host twin
+ * (peers.c), then onto the device */
 static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, const int grid[3], int text,
 		    dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel)
 {
@@ -886,6 +911,8 @@ static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, cons
 	flush(be);
 	if (dg_peer_block_size(p))
 		return gpu_peer_blocks(be, p, b, text, groups, sel);
+	if (p->mask == DG_MASK_WINDOW)
+		return gpu_peer_window(be, p, b, text, groups, sel);
 	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
 	dg_selection h;
 	if (dg_peer_metadata(g->q, g->k, be->n, be->d, p, b, grid, text, state, &bg->g, &h)) {

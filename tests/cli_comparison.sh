@@ -76,6 +76,15 @@ DSGAP_WORK=$tmp/work bash "$DSGAP_SOURCE/experiments/comparison.sh" --stage anal
 check "--stage analyse --from the pack: the same comparison.csv, the cells left alone" \
   all 'cmp -s "$csv" "$tmp/an/comparison.csv"' '[ -d "$tmp/work/comparison/fidelity/cells" ]' || cat "$tmp/an.log"
 
+# --- README's "Who wins where" lines from these results (experiments/who_wins.sh) -------------------------
+printf '# r\nbefore\n<!-- who-wins:begin -->\nold\n<!-- who-wins:end -->\nafter\n' > "$tmp/README.md"
+bash "$DSGAP_SOURCE/experiments/who_wins.sh" --comparison "$out" --length "$tmp/none" --readme "$tmp/README.md" 2> "$tmp/ww.err"
+mcp=$(awk -F, '$1 == "mc-sparse" { printf "%.1f", $8 }' "$csv")
+check "who_wins.sh: the section replaced (lines around kept), mc-sparse's PSNR at 0.3, the peers that cannot reach it, the length part pending" \
+  all 'grep -qx before "$tmp/README.md"' 'grep -qx after "$tmp/README.md"' '! grep -qx old "$tmp/README.md"' \
+  'grep -q "^- \*\*ρ 0.3\*\*: best PSNR" "$tmp/README.md"' 'grep -q "mc-sparse: $mcp dB" "$tmp/README.md"' \
+  'grep -q "Cannot reach ρ 0.3: .*spargeattn" "$tmp/README.md"' 'grep -q "Where sparse stops paying: \*pending\*" "$tmp/README.md"'
+
 # --- bad input: one line, nothing written -------------------------------------------------------------
 mkdir -p "$tmp/old"
 cp "${fcl%/*}/run.json" "$tmp/old/"

@@ -63,6 +63,11 @@ bash "$S" "$tmp/calls.csv" "$tmp/cudnn-short.csv" "$tmp/bad" 2> "$tmp/bad.err"
 rc=$?
 check "a call without its cuDNN time: exit 1, one line, nothing written" [ $rc -eq 1 -a "$(wc -l < "$tmp/bad.err")" -eq 1 -a ! -e "$tmp/bad" ]
 
+printf '<!-- who-wins:begin -->\n<!-- who-wins:end -->\n' > "$tmp/README.md"
+bash "$DSGAP_SOURCE/experiments/who_wins.sh" --comparison "$tmp/none" --length "$tmp/out" --readme "$tmp/README.md" 2> /dev/null
+check "who_wins.sh: a line per mode, the policies that always and never beat dense" \
+  [ "$(grep -c '^- path `backend`, P·V .*Faster than dense at every N: `fast`\. Never faster: `never`\.' "$tmp/README.md")" -eq 2 ]
+
 # --- 2. dsgap callspeed on the CPU ------------------------------------------------------------------
 cs=$tmp/cs.csv
 "$DSGAP" callspeed --device cpu --grids 2x8x16,4x8x16 --heads 2 --head-dim 64 --policies mc-sparse,sta/budget=matched \

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# who_wins.sh: README's "Who wins where" section, its numbers filled from the committed results (issue
+# 23): the text between the lines <!-- who-wins:begin --> and <!-- who-wins:end --> of the README is
+# replaced; every other line is kept.
+#   experiments/who_wins.sh [--comparison DIR] [--length DIR] [--readme FILE]
+#   --comparison DIR  experiments/comparison.sh's output (default results/comparison): comparison.csv,
+#                     run.json. Per target density: the method with the best PSNR, the fastest, the
+#                     Pareto frontier (speedup against PSNR), where mc-sparse loses (a method at the same
+#                     density with a higher PSNR whose interval lies above mc-sparse's, or one both at
+#                     least as fast and at least as good), and the peers that cannot reach it
+#   --length DIR      experiments/kernel_speed.sh --length's output (default results/kernel_speed):
+#                     crossover.csv: per head count, mc-sparse's crossover N against cuDNN dense (the
+#                     DiT entry point, fast P.V; the per-head backend in both modes), the policies that
+#                     beat dense at every N, those that never do, the speedup at 32760 tokens
+#   --readme FILE     default README.md
+# An input that is not there yet leaves a "pending" line naming the command that makes it.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cmp=$ROOT/results/comparison len=$ROOT/results/kernel_speed readme=$ROOT/README.md
+while [ $# -gt 0 ]; do
+  case $1 in
+    --comparison) cmp=${2:?}; shift ;;
+    --length) len=${2:?}; shift ;;
+    --readme) readme=${2:?}; shift ;;
+    *) echo "who_wins.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+grep -qx '<!-- who-wins:begin -->' "$readme" && grep -qx '<!-- who-wins:end -->' "$readme" ||
+  { echo "who_wins.sh: $readme: no <!-- who-wins:begin --> ... <!-- who-wins:end --> lines" >&2; exit 1; }
+sec=$(mktemp)
+new=$readme.tmp.$$
+trap 'rm -f "$sec" "$new"' EXIT
+{
+  echo "<!-- who-wins:begin -->"
+  echo "<!-- made by experiments/who_wins.sh from $(realpath --relative-to="$ROOT" "$cmp")/comparison.csv and $(realpath --relative-to="$ROOT" "$len")/crossover.csv; edit the script, not these lines -->"
+  echo
+  c=$cmp/comparison.csv
+  if [ -s "$c" ]; then
+    title=$(sed -n 's/^[[:space:]]*"title":[[:space:]]*"\(.*\)",*$/\1/p' "$cmp/run.json" | head -1)
+    sdev=$(sed -n 's/^[[:space:]]*"speed_device":[[:space:]]*"\(.*\)",*$/\1/p' "$cmp/run.json" | head -1)
+    echo "**Fidelity against speed** (\`results/comparison/\`: closed loop over the $title, PSNR of the final"
+    echo "latents against dense with 95% intervals over the samples; speedup of the denoising loop on $sdev):"
+    echo
+    awk -F, 'function f2(x) { return sprintf("%.1f", x) }
+      NR > 1 && $1 != "dense" { r = $3; if (!(r in seen)) { seen[r] = 1; rho[++nr] = r }
+        n[r]++; k = r SUBSEP n[r]; pol[k] = $1; ok[k] = $7; ps[k] = $8; lo[k] = $9; hi[k] = $10; sp[k] = $17; den[k] = $6 }
+      END {
+        for (i = 1; i <= nr; i++) {
+          r = rho[i]; best = fast = ""; bp = -1e9; bs = -1; mc = ""; un = ""
+          for (j = 1; j <= n[r]; j++) { k = r SUBSEP j
+            if (!ok[k]) { un = un (un == "" ? "" : ", ") "`" pol[k] "` (computed " sprintf("%.2f", den[k]) ")"; continue }
+            if (ps[k] > bp) { bp = ps[k]; best = k }
+            if (sp[k] != "nan" && sp[k] > bs) { bs = sp[k]; fast = k }
+            if (pol[k] == "mc-sparse") mc = k }
+          front = ""
+          for (j = 1; j <= n[r]; j++) { k = r SUBSEP j; if (!ok[k] || sp[k] == "nan") continue; dom = 0
+            for (m = 1; m <= n[r]; m++) { q = r SUBSEP m; if (m == j || !ok[q] || sp[q] == "nan") continue
+              if (sp[q] >= sp[k] && ps[q] >= ps[k] && (sp[q] > sp[k] || ps[q] > ps[k])) dom = 1 }
+            if (!dom) front = front (front == "" ? "" : ", ") "`" pol[k] "` " sprintf("%.2f", sp[k]) "× / " f2(ps[k]) " dB" }
+          printf "- **ρ %s**: best PSNR `%s` %s dB [%s, %s] (%.2f×); fastest `%s` %.2f× (%s dB). Frontier: %s.\n",
+            r, pol[best], f2(ps[best]), f2(lo[best]), f2(hi[best]), sp[best], pol[fast], sp[fast], f2(ps[fast]), front
+          if (mc != "") { loses = ""
+            for (j = 1; j <= n[r]; j++) { k = r SUBSEP j; if (k == mc || !ok[k]) continue
+              if (lo[k] > hi[mc]) loses = loses (loses == "" ? "" : "; ") "`" pol[k] "` has a higher PSNR (" f2(ps[k]) " dB, interval above)"
+              else if (sp[k] != "nan" && sp[k] >= sp[mc] && ps[k] >= ps[mc]) loses = loses (loses == "" ? "" : "; ") "`" pol[k] "` is as fast and as good (" sprintf("%.2f", sp[k]) "×, " f2(ps[k]) " dB)" }
+            printf "  mc-sparse: %s dB [%s, %s], %.2f×; %s.\n", f2(ps[mc]), f2(lo[mc]), f2(hi[mc]), sp[mc], (loses == "" ? "no method beats it here" : "it loses where " loses) }
+          if (un != "") printf "  Cannot reach ρ %s: %s.\n", r, un
+        } }' "$c"
+  else
+    echo "- Fidelity against speed: *pending*: \`STEPS=comparison scripts/device_all.sh\` on the H200, then"
+    echo "  \`experiments/comparison.sh --stage analyse --from comparison.tar.gz --update-results\` and this script."
+  fi
+  echo
+  x=$len/crossover.csv
+  if [ -s "$x" ]; then
+    echo "**Where sparse stops paying** (\`results/kernel_speed/crossover.md\`: one attention call, d 128, metadata"
+    echo "amortised over its refresh schedule, against cuDNN dense; crossover N = below it the policy is slower):"
+    echo
+    awk -F, 'NR > 1 { k = $1 " " $2; if (!(k in seen)) { seen[k] = 1; mode[++nm] = k }
+        if ($3 == "mc-sparse") mc[k] = mc[k] (mc[k] == "" ? "" : ", ") $5 " heads: " $6 " (" ($8 == "nan" ? "—" : sprintf("%.2f×", $8)) " at 32760)"
+        if ($6 ~ /^below/ && !(k SUBSEP $3 in aw)) { aw[k SUBSEP $3] = 1; always[k] = always[k] (always[k] == "" ? "" : ", ") "`" $3 "`" }
+        if ($6 == "never" && !(k SUBSEP $3 in nv)) { nv[k SUBSEP $3] = 1; never[k] = never[k] (never[k] == "" ? "" : ", ") "`" $3 "`" } }
+      END { for (i = 1; i <= nm; i++) { k = mode[i]; split(k, pv, " ")
+        printf "- path `%s`, P·V %s: mc-sparse crossover N %s. Faster than dense at every N: %s. Never faster: %s.\n", pv[1], pv[2],
+          (mc[k] == "" ? "not measured" : mc[k]), (always[k] == "" ? "none" : always[k]), (never[k] == "" ? "none" : never[k]) } }' "$x"
+  else
+    echo "- Where sparse stops paying: *pending*: \`STEPS=length scripts/device_all.sh\` on the H200, then"
+    echo "  \`experiments/kernel_speed.sh --length callspeed.csv cudnn_length.csv --update-results\` and this script."
+  fi
+  echo
+  echo "<!-- who-wins:end -->"
+} > "$sec"
+awk -v f="$sec" '$0 == "<!-- who-wins:begin -->" { while ((getline l < f) > 0) print l; skip = 1; next }
+  $0 == "<!-- who-wins:end -->" { skip = 0; next } !skip' "$readme" > "$new"
+mv "$new" "$readme"
+echo "who_wins.sh: $readme's section filled" >&2

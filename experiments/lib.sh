@@ -4,7 +4,9 @@
 #                          RESULTS (the output folder, see below), T0 (start time), EXP_ARGS (the
 #                          script's other arguments, for dsgap run)
 #   Every script takes  --out DIR  (default: a fresh folder ROOT/build/results/NAME-DATE, never the
-#   checkout's results/) and  --update-results  (write the committed results/NAME/ instead); the
+#   checkout's results/) and  --update-results  (write the committed results/NAME/ instead), and
+#   --cells DIR: the dsgap run folder of this experiment made elsewhere (e.g. on the GPU machine:
+#   scripts/device_all.sh's closed_loop step) as WORK, neither run nor captured again here; the
 #   other arguments go to dsgap run (e.g. --workers 2, --gpus all). Progress goes to stderr.
 #   exp_capture OUT.h5 MODEL STEPS   a capture as the experiments make it (class cockatoo, seed 1,
 #                          latent 16x32x32 = 4096 tokens, layers 0/3/7, shift 3, CFG 3 with the null
@@ -28,19 +30,21 @@ exp_init() {
   ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   DSGAP=${DSGAP:-$ROOT/build/dsgap}
   local out="" update=0
-  EXP_ARGS=()
+  EXP_ARGS=() EXP_CELLS=
   while [ $# -gt 0 ]; do
     case $1 in
       --out) [ $# -ge 2 ] || { echo "$NAME.sh: --out needs a folder" >&2; exit 2; }; out=$2; shift ;;
       --out=*) out=${1#--out=} ;;
       --update-results) update=1 ;;
-      -h|--help) echo "usage: experiments/$NAME.sh [--out DIR | --update-results] [dsgap run options]" >&2; exit 0 ;;
+      --cells) [ $# -ge 2 ] && [ -f "$2/experiment.json" ] || { echo "$NAME.sh: --cells needs a dsgap run folder (with experiment.json)" >&2; exit 2; }
+        EXP_CELLS=$(cd "$2" && pwd); shift ;;
+      -h|--help) echo "usage: experiments/$NAME.sh [--out DIR | --update-results] [--cells DIR] [dsgap run options]" >&2; exit 0 ;;
       *) EXP_ARGS+=("$1") ;;
     esac
     shift
   done
   [ -x "$DSGAP" ] || { echo "$DSGAP not found: build first (cmake --preset default && cmake --build --preset default) or set DSGAP" >&2; exit 1; }
-  WORK=${DSGAP_WORK:-$ROOT/build/experiments}/$NAME
+  WORK=${EXP_CELLS:-${DSGAP_WORK:-$ROOT/build/experiments}/$NAME}
   if [ $update = 1 ]; then
     [ -z "$out" ] || { echo "$NAME.sh: --out and --update-results exclude each other" >&2; exit 2; }
     RESULTS=$ROOT/results/$NAME
@@ -67,6 +71,7 @@ exp_capture() { # OUT.h5 MODEL STEPS
 
 exp_bundled_trace() { # STEPS -> build/experiments/bundled-sSTEPS.h5
   local t=$ROOT/build/experiments/bundled-s$1.h5
+  [ -z "$EXP_CELLS" ] || return 0 # the cells were made elsewhere
   mkdir -p "$(dirname "$t")"
   [ -f "$t" ] && return 0
   exp_say "capturing the bundled model's trace ($t: class cockatoo, seed 1, 4096 tokens, $1 steps, ${DSGAP_DEVICE:-cpu}); about 1-2 min on 2 idle CPU cores, seconds on an H200"
@@ -74,6 +79,7 @@ exp_bundled_trace() { # STEPS -> build/experiments/bundled-sSTEPS.h5
 }
 
 exp_run() {
+  [ -z "$EXP_CELLS" ] || { exp_say "the cells of $WORK (made elsewhere; not run here)"; return 0; }
   exp_say "dsgap run $INI ($("$DSGAP" run "$INI" --out "$WORK" --list 2>/dev/null | wc -l) cells listed; finished cells are kept in $WORK and not rerun)"
   "$DSGAP" run "$INI" --out "$WORK" ${EXP_ARGS[@]+"${EXP_ARGS[@]}"} "$@"
 }

@@ -3,7 +3,8 @@
 # in the checkout (issue 19): `git status` (tracked and untracked files, and ignored files under
 # results/) is the same before and after experiments/ladder.sh and experiments/ablation.sh, each run
 # on a tiny experiment file of its form (EXP_INI: a 256-token synthetic trace); their tables,
-# figures and README land in DIR; --out inside results/ is refused before anything is written.
+# figures and README land in DIR; --cells DIR (the cells made elsewhere) gives the same tables without
+# running them; --out inside results/ is refused before anything is written.
 # Exit 77 (skipped) outside a git checkout or without gnuplot.
 set -uo pipefail
 DSGAP=${DSGAP:?DSGAP: the dsgap binary}
@@ -31,6 +32,9 @@ for x in ladder:decomposition ablation:ablation; do
     -s '$tmp/out-$name/$table.tex' -a -s '$tmp/out-$name/$table.csv' -a -s '$tmp/out-$name/README.md' &&
     ls '$tmp/out-$name'/figures/*.png >/dev/null"
 done
+DSGAP=$DSGAP bash "$SRC/experiments/ladder.sh" --out "$tmp/out-cells" --cells "$tmp/work/ladder" >"$tmp/cells.log" 2>&1
+check "ladder.sh --cells DIR: the same table, no cell run" bash -c "cmp -s '$tmp/out-ladder/decomposition.csv' \
+  '$tmp/out-cells/decomposition.csv' && grep -q 'not run here' '$tmp/cells.log' && ! grep -q 'dsgap run' '$tmp/cells.log'"
 state > "$tmp/after"
 check "git status unchanged by the runs" cmp -s "$tmp/before" "$tmp/after" || diff "$tmp/before" "$tmp/after" | head -10
 EXP_INI=$tmp/ladder.ini DSGAP=$DSGAP DSGAP_WORK=$tmp/work bash "$SRC/experiments/ladder.sh" \

@@ -8,7 +8,9 @@
 #   --device     where the cells run (default cpu; on the GPU machine: gpu)
 #   --cap S      stop an experiment after S seconds: its row says "> S" (default 500)
 #   --scratch    traces and cells (default /tmp/dsgap-times); --out DIR: times.md and each
-#                experiment's summary.* and run.json there
+#                experiment's summary.* and run.json there, and closed_loop.tgz (the closed loop's
+#                run folder: tar xzf it, then experiments/closed_loop.sh --update-results --cells
+#                closed_loop)
 #   DSGAP        the dsgap binary (default build/dsgap; scripts/device_all.sh sets it to .carry/bin/dsgap)
 #   SAMPLE_CLASSES, SAMPLE_SEEDS: the samples timed (default all 12 classes x 1,2: 24); the row gives
 #                the time per sample and the 24-sample total it implies
@@ -110,6 +112,9 @@ for x in "${list[@]}"; do
   echo "time_experiments.sh: $x: $t s" >&2
   if [ -n "$out" ] && [ -d "$scratch/$x" ]; then
     mkdir -p "$out/$x" && cp "$scratch/$x"/summary.* "$scratch/$x"/*/run.json "$out/$x/" 2>/dev/null
+    # the closed loop's whole run folder (its cells' latents make the contact sheet), for
+    # experiments/closed_loop.sh --cells DIR on a machine with gnuplot
+    [ "$x" != closed_loop ] || [ $rc != 0 ] || tar czf "$out/closed_loop.tgz" -C "$scratch" closed_loop
   fi
 done
 {

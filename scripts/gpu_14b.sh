@@ -1,98 +1,206 @@
 #!/usr/bin/env bash
-# gpu_14b.sh: issue 21 on the H200 in one call (< 9 minutes), from the binaries of scripts/device_pack.sh
-# (builds nothing). $OUT/gpu_14b.log, $OUT/gpu_14b.csv, $OUT/plan-14b.txt, $OUT/{14b,13b}/generate.{csv,json}.
-#   0. the memory plans of the full Wan2.1-14B at 720p x 81 (fp32/int32, bf16 + bitmap), no weights
-#   1. the Wan2.1-14B architecture (dim 5120, 40 heads of 128, random weights) at 720p x 81 frames
-#      (latent 21x90x160, 75600 tokens) with L14 blocks (default 16: the caches of all 40 blocks in
-#      fp32/int32 do not fit one H200, 259 GB, and bf16/bitmap storage is not on the GPU yet), CFG 5:
-#      STEPS14 (4) steps dense, then mc-sparse at rho 0.15 (warm-up 2, anchor 1, layer 0 dense):
-#      peak memory (nvidia-smi), seconds per step, and the 40-block 50-step projection (9 dense +
-#      1 anchor + 40 reuse steps, each step's time x 40 / L14)
-#   2. the storage switches' fidelity at Wan2.1-1.3B 720p x 81: 10 steps (warm-up 2), dense and
-#      $STORE13 (default: those the GPU runs today) at rho 0.15: PSNR against dense and against mc-sparse
-#   (device) OUT=dir bash scripts/gpu_14b.sh      DSGAP=.carry/bin/dsgap PY=python3
+# gpu_14b.sh: issue 21's runs of the Wan2.1-14B architecture at 720p x 81 on one H200, in device calls
+# of < 9 minutes, from the binaries of scripts/device_pack.sh (builds nothing). The work is the cells of
+# one closed-loop experiment (dsgap run; each cell its own process and model load):
+#   cell 0  dense, STEPS (10) UniPC steps, CFG 5, shift 5, seed 0                          ~ 300 s
+#   cell 1  mc-sparse/keys=bitmap/residual_dtype=bf16 at rho 0.15, warm-up 2 (anchor at step 1),
+#           layer 0 dense                                                                  ~ 210 s
+#   cell 2  the same at rho 0.25                                                           ~ 230 s
+#   offload cell 1 again with [device] cache_offload = true (--cache-offload): its latents must be
+#           cell 1's bit for bit; copy time and exposed wait                               ~ 260 s
+# The model: random weights (scripts/gpu_dit.py make 14b --shards 6), all 40 blocks, in the layout
+# Wan-AI ships (diffusers names, 6 shards + diffusion_pytorch_model.safetensors.index.json).
+# Each call runs the cells still missing, in that order, as long as DEADLINE (530 s) allows one to
+# finish, and says what is left: call again until it prints "gpu_14b: all done". State lives in $W on
+# the device (kept while the machine stays warm between calls); a fresh machine restores the cells
+# that earlier calls sent back (PREV: a folder holding their cells-*.tgz.part* files, carried in the
+# working tree) and remakes the model (the same seed, the same weights). Each call also writes:
+#   $OUT/gpu_14b.log   every command's output: memory plans, load time, per-step offload lines
+#   $OUT/plan-14b.txt  the memory plans (fp32/int32, bf16 + bitmap, with and without --cache-offload)
+#   $OUT/gpu_14b.csv   name,value,unit: per cell its peak GPU memory (nvidia-smi), transformer time and
+#                      per-step costs (dense step, anchor step, mean reuse step; measured, step_s), the
+#                      50-step projection (paper's 20% warm-up: 9 dense + anchor + 40 reuse against 50
+#                      dense), PSNR/SSIM against dense (once cells 0-2 are in one place), offload figures
+#   $OUT/cells-NAME.tgz.partNN  the cells this call made (latents + run.json; 15 MB pieces)
+#   (device) OUT=dir [PREV=dir] [DEADLINE=530] [OFFLOAD=1] bash scripts/gpu_14b.sh   (carry .carry)
+#   (a CPU trial of the flow) CONFIG=small LATENT=3x16x24 DEVICE=cpu DSGAP=build/dsgap ... bash scripts/gpu_14b.sh
 set -u
 cd "$(dirname "$0")/.."
+T0=$SECONDS
 OUT=${OUT:-$PWD/device-out}
-DSGAP=${DSGAP:-$PWD/.carry/bin/dsgap}
-PY=${PY:-python3}
+DEADLINE=${DEADLINE:-530}
 W=${GPU14_WORK:-/tmp/gpu_14b}
-L14=${L14:-16}
-STEPS14=${STEPS14:-4}
-STORE13=${STORE13:-mc-sparse,mc-sparse/cfg_meta=shared}
+CONFIG=${CONFIG:-14b}
+LATENT=${LATENT:-21x90x160}
+STEPS=${STEPS:-10}
+DEVICE=${DEVICE:-gpu}
+OFFLOAD=${OFFLOAD:-1}
+PY=${PY:-python3}
+POL=mc-sparse/keys=bitmap/residual_dtype=bf16
+if [ -z "${DSGAP:-}" ]; then # the carried binaries (scripts/device_pack.sh), unpacked once
+	mkdir -p /tmp/dglib
+	[ -d /tmp/dglib/lib ] || tar -C /tmp/dglib -xJf .carry/lib.tar.xz
+	[ -d .carry/bin ] || tar -C .carry -xJf .carry/bin.tar.xz
+	export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+	DSGAP=$PWD/.carry/bin/dsgap
+fi
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 mkdir -p "$OUT" "$W"
 L=$OUT/gpu_14b.log
-CSV=$OUT/gpu_14b.csv
 log() { echo "$*" | tee -a "$L"; }
+left() { echo $((DEADLINE - (SECONDS - T0))); }
+log "gpu_14b.sh $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(cat .carry/COMMIT 2>/dev/null || git rev-parse --short=12 HEAD 2>/dev/null)"
 fail=0
-step() { # name timeout command...
-  local name=$1 to=$2; shift 2
-  local t0=$SECONDS
-  timeout "$to" "$@" >> "$L" 2>&1
-  local rc=$?
-  log "gpu_14b $name: rc=$rc ($((SECONDS - t0)) s)"
-  [ $rc = 0 ] || fail=1
-  return $rc
+mem_poll() { while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; sleep 0.5; done > "$1" 2>/dev/null; }
+step() { # name timeout command...: output to the log, a line with its status and seconds
+	local name=$1 to=$2; shift 2
+	local t0=$SECONDS
+	timeout "$to" "$@" >> "$L" 2>&1
+	local rc=$?
+	log "gpu_14b $name: rc=$rc ($((SECONDS - t0)) s)"
+	[ $rc = 0 ] || fail=1
+	return $rc
 }
-mem_poll() { while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; sleep 0.2; done > "$1" 2>/dev/null; }
 
-# --- 0. plans ---------------------------------------------------------------------------------
-"$DSGAP" generate --plan-only --arch wan2.1-14b --latent 21x90x160 --density 0.15,0.25 \
-  --policies mc-sparse,mc-sparse/keys=bitmap/residual_dtype=bf16,mc-sparse/keys=bitmap/residual_dtype=fp8 \
-  --schedule warmup=10,dense_layers=0 > "$OUT/plan-14b.txt" 2>&1
-log "plan: $(grep -c 'memory plan' "$OUT/plan-14b.txt") plans in plan-14b.txt; $(grep 'would fit' "$OUT/plan-14b.txt" | head -1)"
+# --- memory plans (no weights) ------------------------------------------------------------------------
+if [ "$CONFIG" = 14b ]; then
+	for off in "" --cache-offload; do
+		"$DSGAP" generate --plan-only --arch wan2.1-14b --latent "$LATENT" --density 0.15,0.25 \
+			--policies "mc-sparse,$POL" --schedule warmup=2,dense_layers=0 $off
+	done > "$OUT/plan-14b.txt" 2>&1
+	log "plans: $(grep -c '^memory plan' "$OUT/plan-14b.txt") in plan-14b.txt"
+fi
 
-# --- 1. 14B architecture, L14 blocks --------------------------------------------------------------
-B=$W/w14b
-step make_14b 200 $PY scripts/gpu_dit.py make 14b "$B" --seed 3 --layers "$L14"
-base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
-mem_poll "$W/mem14.txt" &
-POLL=$!
-step generate_14b 330 "$DSGAP" generate --model "$B/model" --text "$B/text.safetensors" --noise "$B/noise.safetensors" \
-  --steps "$STEPS14" --guidance 5 --shift 5 --device gpu --policies dense,mc-sparse --density 0.15 \
-  --schedule warmup=2,anchors=1,dense_layers=0 --out "$W/g14"
-kill "$POLL" 2>/dev/null; wait "$POLL" 2>/dev/null
-mkdir -p "$OUT/14b" && cp "$W/g14/generate.csv" "$W/g14/generate.json" "$OUT/14b/" 2>/dev/null
-peak=$(sort -n "$W/mem14.txt" | tail -1)
-rm -rf "$B"
+# --- the model: 40 blocks, random weights, 6 shards + index ------------------------------------------
+M=$W/m
+if [ ! -f "$M/model/diffusion_pytorch_model.safetensors.index.json" ]; then
+	rm -rf "$M"
+	step make_$CONFIG 240 $PY scripts/gpu_dit.py make "$CONFIG" "$M" --seed 3 --shards 6 --latent "$LATENT" ||
+		{ log "gpu_14b: no model"; exit 1; }
+fi
+du -sh "$M/model" | tee -a "$L"
 
-# --- 2. 1.3B 720p: the storage switches -----------------------------------------------------------
-C=$W/w13b
-step make_13b 120 $PY scripts/gpu_dit.py make 1.3b "$C" --seed 2 --latent 21x90x160
-step generate_13b 240 "$DSGAP" generate --model "$C/model" --text "$C/text.safetensors" --noise "$C/noise.safetensors" \
-  --steps 10 --guidance 5 --shift 5 --device gpu --policies "dense,$STORE13" --density 0.15 \
-  --schedule warmup=2,dense_layers=0 --out "$W/g13" --quiet
-mkdir -p "$OUT/13b" && cp "$W/g13/generate.csv" "$W/g13/generate.json" "$OUT/13b/" 2>/dev/null
+# --- the experiment ------------------------------------------------------------------------------------
+printf '%s\n' "[experiment]" "name = wan14b" "[model]" "path = $M/model" "latent = $LATENT" "steps = $STEPS" \
+	"shift = 5" "guidance = 5" "sampler = unipc" "seeds = 0" "[prompts]" "p = $M/text.safetensors" \
+	"[policies]" "list = dense, $POL" "[densities]" "list = 0.15, 0.25" "[schedules]" "w2 = warmup=2,dense_layers=0" \
+	"[device]" "device = $DEVICE" > "$W/e.ini"
+sed 's/^device = .*/&\ncache_offload = true/' "$W/e.ini" > "$W/e_off.ini"
+if [ -n "${PREV:-}" ] && ls "$PREV"/cells-*.tgz.part* > /dev/null 2>&1; then # cells of earlier calls
+	for t in $(ls "$PREV"/cells-*.tgz.part* | sed 's/\.part[a-z]*$//' | sort -u); do
+		cat "$t".part* | tar -xz -C "$W" --skip-old-files && log "restored $(basename "$t") from PREV"
+	done
+fi
+mapfile -t CELLS < <("$DSGAP" run "$W/e.ini" --out "$W/exp" --list 2>/dev/null | awk '{print $2}')
+[ ${#CELLS[@]} = 3 ] || { log "gpu_14b: expected 3 cells, got: ${CELLS[*]}"; exit 1; }
+NEED=(300 210 230 260) # seconds: cells 0-2, the offloaded cell 1
+[ "$CONFIG" = 14b ] || NEED=(5 5 5 5)
+done_cell() { [ -s "$1/cells/$2/run.json" ]; }
+new=()
+for i in 0 1 2; do
+	c=${CELLS[$i]}
+	done_cell "$W/exp" "$c" && continue
+	if [ "$(left)" -lt "${NEED[$i]}" ]; then
+		log "cell $i ($c): not started, $(left) s left (needs ~${NEED[$i]} s): call again"
+		break
+	fi
+	mem_poll "$W/mem$i.txt" &
+	POLL=$!
+	step cell$i "$(left)" "$DSGAP" run "$W/e.ini" --out "$W/exp" --shard "$i/3"
+	kill "$POLL" 2>/dev/null; wait "$POLL" 2>/dev/null
+	sort -n "$W/mem$i.txt" 2>/dev/null | tail -1 > "$W/peak$i.txt"
+	done_cell "$W/exp" "$c" && new+=("exp/cells/$c" "peak$i.txt" exp/experiment.json)
+done
+c1=${CELLS[1]}
+if [ "$OFFLOAD" = 1 ] && done_cell "$W/exp" "$c1" && ! done_cell "$W/exp_off" "$c1"; then
+	if [ "$(left)" -lt "${NEED[3]}" ]; then
+		log "offload cell ($c1): not started, $(left) s left: call again"
+	else
+		mem_poll "$W/mem_off.txt" &
+		POLL=$!
+		step cell1_offload "$(left)" "$DSGAP" run "$W/e_off.ini" --out "$W/exp_off" --shard 1/3
+		kill "$POLL" 2>/dev/null; wait "$POLL" 2>/dev/null
+		sort -n "$W/mem_off.txt" 2>/dev/null | tail -1 > "$W/peak_off.txt"
+		done_cell "$W/exp_off" "$c1" && new+=("exp_off/cells/$c1/run.json" "peak_off.txt")
+	fi
+fi
+if [ ${#new[@]} -gt 0 ]; then # what this call made, back in 15 MB pieces (the device returns 16 MiB files)
+	name=$(date -u +%H%M%S)
+	tar -C "$W" -cz "${new[@]}" | split -b 15M - "$OUT/cells-$name.tgz.part"
+fi
 
-$PY - "$W" "$L14" "$STEPS14" "${peak:-0}" "${base:-0}" > "$CSV" 2>> "$L" <<'PY'
-import glob, json, os, sys
-w, L, S, peak, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+# --- the figures ---------------------------------------------------------------------------------------
+$PY - "$W" "${CELLS[@]}" > "$OUT/gpu_14b.csv" 2>> "$L" <<'PY'
+import csv, glob, json, os, sys
+w, cells = sys.argv[1], sys.argv[2:]
 print("name,value,unit")
-g = json.load(open(os.path.join(w, "g14", "generate.json")))
-runs = {r["policy"]: r for r in g["runs"]}
-d, s = runs["dense"], runs.get("mc-sparse")
-dense_step = d["transformer_s"] / S
-print("14b_blocks,%d,blocks (of 40)" % L)
-print("14b_peak_mem_gib,%.2f,GiB (nvidia-smi, dense + mc-sparse run)" % ((peak - base) / 1024))
-print("14b_dense_step_s,%.3f,s (measured; %d blocks)" % (dense_step, L))
-if s:
-    # mc-sparse: steps 0 (dense), 1 (anchor: dense + metadata + residuals), 2.. (reuse)
-    anchor = dense_step + s["metadata_s"]
-    reuse = (s["transformer_s"] - dense_step - anchor) / (S - 2)
-    print("14b_anchor_step_s,%.3f,s (estimate: a dense step + metadata)" % anchor)
-    print("14b_reuse_step_s,%.3f,s (measured: the rest over %d steps)" % (reuse, S - 2))
-    k = 40.0 / L
-    dense50, sparse50 = 50 * dense_step * k, (9 * dense_step + anchor + 40 * reuse) * k
-    print("14b_dense_50_projected_s,%.1f,s (projection: 40 blocks)" % dense50)
-    print("14b_mc_sparse_50_projected_s,%.1f,s (projection: 9 dense + anchor + 40 reuse)" % sparse50)
-    print("14b_speedup_projected,%.3f,ratio" % (dense50 / sparse50))
-for r in json.load(open(os.path.join(w, "g13", "generate.json")))["runs"]:
-    print("13b720_%s_transformer_s,%.2f,s (10 steps)" % (r["policy"].replace("/", "_"), r["transformer_s"]))
-import csv
-ref = None
-for r in csv.DictReader(open(os.path.join(w, "g13", "generate.csv"))):
-    if r["policy"] != "dense":
-        print("13b720_%s_psnr,%s,dB vs dense" % (r["policy"].replace("/", "_"), r["psnr"]))
+def rj(d, c):
+    p = os.path.join(w, d, "cells", c, "run.json")
+    return json.load(open(p)) if os.path.exists(p) else None
+def peak(tag):
+    try:
+        return float(open(os.path.join(w, "peak%s.txt" % tag)).read().split()[0]) / 1024
+    except (OSError, IndexError, ValueError):
+        return None
+names = ["dense", "mc_sparse_0.15", "mc_sparse_0.25"]
+runs = [rj("exp", c) for c in cells]
+dense = runs[0]
+dstep = sum(dense["step_s"]) / len(dense["step_s"]) if dense else None
+for i, (n, r) in enumerate(zip(names, runs)):
+    if not r:
+        print("%s_missing,1,cell not run yet" % n)
+        continue
+    if peak(i) is not None:
+        print("%s_peak_gib,%.2f,GiB (nvidia-smi: the cell's process)" % (n, peak(i)))
+    print("%s_transformer_s,%.2f,s (%d steps)" % (n, r["transformer_s"], len(r["step_s"])))
+    if i == 0:
+        print("dense_step_s,%.3f,s (measured: mean of %d steps)" % (dstep, len(r["step_s"])))
+        continue
+    s = r["step_s"]
+    anchor, reuse = s[1], sum(s[2:]) / len(s[2:])
+    print("%s_step0_s,%.3f,s (measured: a dense step)" % (n, s[0]))
+    print("%s_anchor_step_s,%.3f,s (measured: step 1, dense + metadata + residuals)" % (n, anchor))
+    print("%s_reuse_step_s,%.3f,s (measured: mean of steps 2..%d)" % (n, reuse, len(s) - 1))
+    print("%s_metadata_s,%.2f,s (device time of groups/scores/select, the anchor's)" % (n, r["metadata_s"]))
+    print("%s_density,%.4f,computed pairs / N^2 over the run" % (n, r["density"]))
+    if dstep:
+        print("%s_speedup_10,%.3f,ratio (measured: the 10-step runs' transformer time)" % (n, dense["transformer_s"] / r["transformer_s"]))
+        d50, s50 = 50 * dstep, 9 * dstep + anchor + 40 * reuse
+        print("%s_dense_50_s,%.1f,s (projection: 50 dense steps)" % (n, d50))
+        print("%s_sparse_50_s,%.1f,s (projection: 9 dense + anchor + 40 reuse)" % (n, s50))
+        print("%s_speedup_50,%.3f,ratio (projection)" % (n, d50 / s50))
+for f in glob.glob(os.path.join(w, "exp", "*", "closed_loop.csv")):
+    for row in csv.DictReader(open(f)):
+        if row["policy"] != "dense":
+            t = "mc_sparse_%s" % row["density_target"]
+            print("%s_psnr,%s,dB vs dense (final latents, mean over frames)" % (t, row["psnr"]))
+            print("%s_ssim,%s,vs dense" % (t, row["ssim"]))
+off = rj("exp_off", cells[1])
+if off:
+    base = runs[1]
+    import h5py, numpy as np
+    a = os.path.join(w, "exp", "cells", cells[1], "latents.h5")
+    b = os.path.join(w, "exp_off", "cells", cells[1], "latents.h5")
+    same = os.path.exists(a) and np.array_equal(h5py.File(a, "r")["latents"][:], h5py.File(b, "r")["latents"][:])
+    print("offload_bit_identical,%d,1 = the offloaded cell's latents equal cell 1's" % same)
+    if peak("_off") is not None:
+        print("offload_peak_gib,%.2f,GiB (nvidia-smi)" % peak("_off"))
+    print("offload_transformer_s,%.2f,s (cell 1 without: %.2f)" % (off["transformer_s"], base["transformer_s"]))
+    s = off["step_s"]
+    print("offload_anchor_step_s,%.3f,s (measured; includes pinning host memory)" % s[1])
+    print("offload_reuse_step_s,%.3f,s (measured: mean of steps 2..)" % (sum(s[2:]) / len(s[2:])))
+    print("offload_up_gb,%.2f,GB host to device over the run" % (off["offload_up_bytes"] / 1e9))
+    print("offload_down_gb,%.2f,GB written back (anchor)" % (off["offload_down_bytes"] / 1e9))
+    print("offload_copy_s,%.2f,s copy-stream busy" % off["offload_copy_s"])
+    print("offload_wait_s,%.3f,s the compute stream waited (exposed)" % off["offload_wait_s"])
+    print("offload_hidden_pct,%.1f,%% of the copy time hidden" % (100 * (1 - off["offload_wait_s"] / off["offload_copy_s"]) if off["offload_copy_s"] > 0 else 100))
+    print("offload_pin_s,%.2f,s pinning host memory (once)" % off["offload_pin_s"])
 PY
-log "--- $CSV"; cat "$CSV" | tee -a "$L"
+log "--- $OUT/gpu_14b.csv"; tee -a "$L" < "$OUT/gpu_14b.csv"
+missing=$(grep -c "_missing," "$OUT/gpu_14b.csv")
+if [ "$missing" = 0 ] && { [ "$OFFLOAD" != 1 ] || grep -q "^offload_bit_identical" "$OUT/gpu_14b.csv"; }; then
+	log "gpu_14b: all done ($((SECONDS - T0)) s)"
+else
+	log "gpu_14b: not finished ($missing cells missing): call again with PREV = this call's OUT"
+fi
 exit $fail

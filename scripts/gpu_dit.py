@@ -4,8 +4,12 @@ against dsgap's GPU and CPU paths, and PyTorch's time for the same forward. Runs
 machine's python3 (torch, safetensors, h5py, numpy); `make` and `compare` also run on a CPU
 (the small config).
 
-  python3 gpu_dit.py make CONFIG DIR [--seed S] [--latent FxHxW] [--layers L]   CONFIG: small | 1.3b | 14b
+  python3 gpu_dit.py make CONFIG DIR [--seed S] [--latent FxHxW] [--layers L] [--shards N]
+      CONFIG: small | 1.3b | 14b
       DIR/model/{config.json,model.safetensors} (bf16, original key names; dsgap's --model DIR/model),
+      or with --shards N the layout Wan-AI ships its 14B in (diffusers): DIR/model/config.json
+      (WanTransformer3DModel), diffusion_pytorch_model-0000i-of-0000N.safetensors (bf16, diffusers
+      names, whole tensors in order, about equal shards) and diffusion_pytorch_model.safetensors.index.json,
       DIR/text.safetensors ([tokens, text_dim]), DIR/neg.safetensors (one zero token: dsgap's default
       negative prompt), DIR/noise.safetensors ([16, F, H, W]).
   python3 gpu_dit.py compare DIR DUMP_GPU DUMP_CPU LAT_GPU LAT_CPU --steps S --guidance G --shift X
@@ -97,6 +101,40 @@ def random_weights(c, gen, dev):
     return {k: v.to(torch.bfloat16).contiguous() for k, v in W.items()}
 
 
+def diffusers_config(c):
+    return {"_class_name": "WanTransformer3DModel", "_diffusers_version": "0.33.0", "added_kv_proj_dim": None,
+            "attention_head_dim": c["dim"] // c["num_heads"], "cross_attn_norm": True, "eps": c["eps"],
+            "ffn_dim": c["ffn_dim"], "freq_dim": c["freq_dim"], "image_dim": None, "in_channels": c["in_dim"],
+            "num_attention_heads": c["num_heads"], "num_layers": c["num_layers"], "out_channels": c["out_dim"],
+            "patch_size": c["patch_size"], "qk_norm": "rms_norm_across_heads", "rope_max_seq_len": 1024,
+            "text_dim": c["text_dim"]}
+
+
+def save_sharded(W, d, shards):
+    """W (original names) as diffusers shards + index, each tensor whole, shards of about equal bytes"""
+    from safetensors.torch import save_file
+    sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+    from wan_ref import diffusers_name
+    names = list(W)
+    total = sum(W[n].numel() * W[n].element_size() for n in names)
+    parts, cur, size = [], [], 0
+    for n in names:
+        cur.append(n)
+        size += W[n].numel() * W[n].element_size()
+        if size >= total * (len(parts) + 1) / shards and len(parts) < shards - 1:
+            parts.append(cur)
+            cur = []
+    parts.append(cur)
+    wm = {}
+    for i, part in enumerate(parts):
+        f = "diffusion_pytorch_model-%05d-of-%05d.safetensors" % (i + 1, len(parts))
+        save_file({diffusers_name(n): W[n].cpu() for n in part}, os.path.join(d, f))
+        wm.update({diffusers_name(n): f for n in part})
+    with open(os.path.join(d, "diffusion_pytorch_model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": wm}, f, indent=1)
+    return len(parts)
+
+
 def cmd_make(a):
     from safetensors.torch import save_file
     c = dict(CONFIGS[a.config])
@@ -108,8 +146,12 @@ def cmd_make(a):
     gen = torch.Generator(device=dev).manual_seed(a.seed)
     os.makedirs(os.path.join(a.dir, "model"), exist_ok=True)
     W = random_weights(c, gen, dev)
-    save_file({k: v.cpu() for k, v in W.items()}, os.path.join(a.dir, "model", "model.safetensors"))
-    cfg = dict(wan_cfg(c), model_type="t2v", qk_norm=True, cross_attn_norm=True)
+    if a.shards:
+        files = save_sharded(W, os.path.join(a.dir, "model"), a.shards)
+        cfg = diffusers_config(c)
+    else:
+        save_file({k: v.cpu() for k, v in W.items()}, os.path.join(a.dir, "model", "model.safetensors"))
+        files, cfg = 1, dict(wan_cfg(c), model_type="t2v", qk_norm=True, cross_attn_norm=True)
     with open(os.path.join(a.dir, "model", "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
     g2 = torch.Generator().manual_seed(a.seed + 1)
@@ -119,7 +161,9 @@ def cmd_make(a):
     save_file({"text": torch.zeros(1, c["text_dim"])}, os.path.join(a.dir, "neg.safetensors"))  # dsgap's default
     save_file({"noise": noise}, os.path.join(a.dir, "noise.safetensors"))
     n = sum(v.numel() for v in W.values())
-    print("made %s: %s config, %.3g parameters (bf16), latent %s" % (a.dir, a.config, n, "x".join(map(str, c["latent"]))))
+    print("made %s: %s config, %.3g parameters (bf16), latent %s, %d weight file%s%s" % (
+        a.dir, a.config, n, "x".join(map(str, c["latent"])), files, "s" if files > 1 else "",
+        " + index (diffusers names)" if a.shards else ""))
 
 
 def load_dir(d, dev):
@@ -267,6 +311,7 @@ def main():
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--latent")
     m.add_argument("--layers", type=int, help="blocks (default: the config's)")
+    m.add_argument("--shards", type=int, help="diffusers layout in N shards + index (as Wan-AI ships 14B: 6)")
     c = sub.add_parser("compare")
     for k in ("dir", "dump_gpu", "dump_cpu", "lat_gpu", "lat_cpu"):
         c.add_argument(k)

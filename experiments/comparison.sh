@@ -46,14 +46,17 @@ exp_init comparison ${args[@]+"${args[@]}"}
 fid_ini=${COMPARISON_INI:-$INI}
 speed_ini=${COMPARISON_SPEED_INI:-$ROOT/experiments/comparison_speed.ini}
 
-# one experiment into WORK/KIND, at most S seconds when S > 0 (a run cut short keeps its cells)
+# one experiment into WORK/KIND, at most S seconds when S > 0 (a run cut short keeps its cells); the
+# script's dsgap run options (e.g. --gpus all) go to the fidelity run only: the speed run's cells run
+# one at a time, alone on the machine
 run_exp() { # KIND INI S [dsgap run options]
-  local kind=$1 ini=$2 secs=$3
+  local kind=$1 ini=$2 secs=$3 extra=()
   shift 3
+  [ "$kind" = fidelity ] && extra=(${EXP_ARGS[@]+"${EXP_ARGS[@]}"})
   exp_say "$kind: dsgap run $ini ($("$DSGAP" run "$ini" --out "$WORK/$kind" --list 2>/dev/null | wc -l) cells; finished cells are kept in $WORK/$kind)"
   local t=()
   [ "$secs" -gt 0 ] && t=(timeout "$secs")
-  ${t[@]+"${t[@]}"} "$DSGAP" run "$ini" --out "$WORK/$kind" ${EXP_ARGS[@]+"${EXP_ARGS[@]}"} "$@" ||
+  ${t[@]+"${t[@]}"} "$DSGAP" run "$ini" --out "$WORK/$kind" ${extra[@]+"${extra[@]}"} "$@" ||
     { exp_say "$kind: dsgap run stopped (status $?): run again to go on"; return 1; }
 }
 

@@ -83,6 +83,10 @@ check "callspeed: every time positive" [ "$(awk -F, 'NR > 1 && !($11 > 0 && $12 
 { echo "n,heads,d,cudnn_ms,reps,device,date,commit"; echo "256,2,64,1,2,test,2026,x"; echo "512,2,64,4,2,test,2026,x"; } > "$tmp/cs-cudnn.csv"
 bash "$S" "$cs" "$tmp/cs-cudnn.csv" "$tmp/csout" 2> "$tmp/csout.err"
 check "the analysis of callspeed's own CSV: 3 modes, 2 crossovers each" [ $? -eq 0 -a "$(($(wc -l < "$tmp/csout/crossover.csv") - 1))" -eq 6 ] || cat "$tmp/csout.err"
+"$DSGAP" callspeed --device cpu --grids 2x8x16,4x8x16 --heads 2 --head-dim 64 --policies mc-sparse --density 0.25 \
+  --path both --reps 3 --max-call 0 --csv "$tmp/mc0.csv" > /dev/null 2>&1
+check "callspeed --max-call 0: the warm-up's call is the row (reps 1), the policy not run at the larger grid" \
+  [ "$(awk -F, 'NR > 1 && $3 == "mc-sparse" { n++; if ($15 != 1 || $5 != 256) bad++ } END { print n "/" bad + 0 }' "$tmp/mc0.csv")" = 3/0 ]
 "$DSGAP" callspeed --device cpu --path sideways --csv "$tmp/x.csv" 2> /dev/null
 check "callspeed: a bad --path is a usage error, nothing written" [ $? -eq 2 -a ! -e "$tmp/x.csv" ]
 

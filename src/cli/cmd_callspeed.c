@@ -24,7 +24,8 @@
  * Inputs: random Q/K/V with row scales in [0.5, 2) (a hash generator: fast at 128k tokens x 40 heads;
  * flat attention rows, so data-dependent selections run at their budgets, not at a model's
  * sparsity). --max-call S: a policy whose call took more than S seconds (default 5) is not run at
- * larger grids of the same head count; --budget S: no configuration starts after S seconds (0: none).
+ * larger grids of the same head count (one over it in the warm-up instance: that instance's one call is
+ * its row, reps 1); --budget S: no configuration starts after S seconds (0: none).
  * Rows (CSV, appended as they are measured, so that a run cut short keeps them):
  *   path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,
  *   amortised_ms,reps,device,date,commit
@@ -273,14 +274,19 @@ static int sweep(const cs_opts *o, cs_sink *s, bool gpu)
 						if (slow[0][hi][p])
 							continue;
 						cs_times t;
-						if ((rc = dit_steps(&b, &o->pol[p], o->dens[r], g, H, d, 1, &warm)) ||
-						    (rc = dit_steps(&b, &o->pol[p], o->dens[r], g, H, d, reps, &t)))
+						if ((rc = dit_steps(&b, &o->pol[p], o->dens[r], g, H, d, 1, &warm)))
+							break;
+						/* a call over --max-call in the warm-up: its one call is the row */
+						bool once = warm.call > o->max_call;
+						if (once)
+							t = warm;
+						else if ((rc = dit_steps(&b, &o->pol[p], o->dens[r], g, H, d, reps, &t)))
 							break;
 						bool step = o->pol[p].refresh == DG_REFRESH_STEP;
 						t.dense = dn.dense;
 						t.anchor = step ? 0 : fmax(0, t.anchor - dn.dense);
 						put_row(s, "dit", "fast", o->pol[p].name, o->dens[r], g, H, d, step ? 1 : o->every,
-							&t, reps);
+							&t, once ? 1 : reps);
 						slow[0][hi][p] |= t.call > o->max_call;
 					}
 				ops->release(ops, b.q), ops->release(ops, b.k), ops->release(ops, b.v);
@@ -306,13 +312,17 @@ static int sweep(const cs_opts *o, cs_sink *s, bool gpu)
 							if (slow[1 + m][hi][p])
 								continue;
 							cs_times t;
-							if ((rc = backend_steps(be, &o->pol[p], o->dens[r], g, H, host, k, v, 1, &warm)) ||
-							    (rc = backend_steps(be, &o->pol[p], o->dens[r], g, H, host, k, v, reps, &t)))
+							if ((rc = backend_steps(be, &o->pol[p], o->dens[r], g, H, host, k, v, 1, &warm)))
+								break;
+							bool once = warm.call > o->max_call;
+							if (once)
+								t = warm;
+							else if ((rc = backend_steps(be, &o->pol[p], o->dens[r], g, H, host, k, v, reps, &t)))
 								break;
 							bool step = o->pol[p].refresh == DG_REFRESH_STEP;
 							t.dense = dn.dense;
 							put_row(s, "backend", pv, o->pol[p].name, o->dens[r], g, H, d,
-								step ? 1 : o->every, &t, reps);
+								step ? 1 : o->every, &t, once ? 1 : reps);
 							slow[1 + m][hi][p] |= t.call > o->max_call;
 						}
 				}

@@ -740,30 +740,93 @@ static void window(int n, int text, int w, dg_groups *g, dg_selection *sel)
 
 /* ---------------------------------------------------------------------------------------------- */
 
+/* Radial's metadata: the block mask of the video tokens, raster 128-query blocks after the text */
+static int radial(int n, const int grid[3], int text, const dg_policy *p, const dg_budget *b, dg_groups *g,
+		  dg_selection *sel)
+{
+	int F = grid[0], video = n - text;
+	if ((long)grid[0] * grid[1] * grid[2] != video || F < 1)
+		return dg_error("radial mask: grid %dx%dx%d + %d text tokens does not match %d tokens", grid[0],
+				grid[1], grid[2], text, n);
+	int G = (video + KB - 1) / KB;
+	unsigned char *mask = dg_malloc((size_t)G * G);
+	radial_mask(F, video, p->matched ? radial_matched(F, video, text, b->rho) : p->decay, mask);
+	int one[3] = { 1, 1, video }; /* raster 128-query blocks of the video after the text */
+	int tile[3] = { 1, 1, KB };
+	int rc = dg_groups_tiles(g, n, one, text, tile);
+	DG_ASSERT(rc == 0 && g->ngroups == (text + KB - 1) / KB + G);
+	sel_from_block_mask(mask, G, G, n, text, g, sel);
+	free(mask);
+	return 0;
+}
+
+/* a deep copy of groups and lists */
+static void meta_copy(const dg_groups *g, const dg_selection *s, dg_groups *go, dg_selection *so)
+{
+	int64_t keys = s->off[s->ngroups];
+	*go = (dg_groups){ g->n, g->ngroups, dg_malloc((size_t)(g->n ? g->n : 1) * sizeof(int)),
+			   dg_malloc((size_t)(g->ngroups + 1) * sizeof(int)) };
+	memcpy(go->perm, g->perm, (size_t)g->n * sizeof(int));
+	memcpy(go->off, g->off, (size_t)(g->ngroups + 1) * sizeof(int));
+	*so = (dg_selection){ s->ngroups, dg_malloc((size_t)(s->ngroups + 1) * sizeof(int64_t)),
+			      dg_malloc((size_t)(keys ? keys : 1) * sizeof(int)) };
+	memcpy(so->off, s->off, (size_t)(s->ngroups + 1) * sizeof(int64_t));
+	memcpy(so->idx, s->idx, (size_t)keys * sizeof(int));
+}
+
+/*
+ * The static masks (radial, sta: the shape alone) once per (mask, knob, n, grid, text, rho) per
+ * process: the last MASK_SLOTS made are kept (process-wide, first in first out), a unit gets a copy.
+ */
+static int static_mask(int n, const int grid[3], int text, const dg_policy *p, const dg_budget *b, dg_groups *g,
+		       dg_selection *sel)
+{
+	enum { MASK_SLOTS = 8 };
+	static struct mask_memo {
+		int mask, n, text, grid[3], window;
+		bool matched;
+		double decay, rho;
+		dg_groups g;
+		dg_selection s;
+	} memo[MASK_SLOTS];
+	static int used, next;
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct mask_memo key = { .mask = p->mask, .n = n, .text = text, .grid = { grid[0], grid[1], grid[2] },
+				 .window = p->window, .matched = p->matched, .decay = p->decay,
+				 .rho = p->matched ? b->rho : 0 };
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < used; i++) {
+		struct mask_memo *m = &memo[i];
+		if (m->mask == key.mask && m->n == n && m->text == text && !memcmp(m->grid, key.grid, sizeof key.grid) &&
+		    m->window == key.window && m->matched == key.matched && m->decay == key.decay && m->rho == key.rho) {
+			meta_copy(&m->g, &m->s, g, sel);
+			pthread_mutex_unlock(&lock);
+			return 0;
+		}
+	}
+	int rc = p->mask == DG_MASK_STA ? sta(n, grid, text, p->window, b->rho, p->matched, g, sel)
+					: radial(n, grid, text, p, b, g, sel);
+	if (rc == 0) {
+		struct mask_memo *m = &memo[next];
+		if (used == MASK_SLOTS)
+			dg_groups_free(&m->g), dg_selection_free(&m->s);
+		*m = key;
+		meta_copy(g, sel, &m->g, &m->s);
+		used += used < MASK_SLOTS;
+		next = (next + 1) % MASK_SLOTS;
+	}
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
 static int peer_metadata(const float *q, const float *k, int n, int d, const dg_policy *p,
 			 const dg_budget *b, const int grid[3], int text, dg_peer_state **state,
 			 dg_groups *g, dg_selection *sel)
 {
-	if (p->mask == DG_MASK_STA)
-		return sta(n, grid, text, p->window, b->rho, p->matched, g, sel);
+	if (p->mask == DG_MASK_STA || p->mask == DG_MASK_RADIAL)
+		return static_mask(n, grid, text, p, b, g, sel);
 	if (p->mask == DG_MASK_WINDOW) {
 		window(n, text, dg_peer_window_width(p, b, n, text), g, sel);
-		return 0;
-	}
-	if (p->mask == DG_MASK_RADIAL) {
-		int F = grid[0], video = n - text;
-		if ((long)grid[0] * grid[1] * grid[2] != video || F < 1)
-			return dg_error("radial mask: grid %dx%dx%d + %d text tokens does not match %d tokens",
-					grid[0], grid[1], grid[2], text, n);
-		int G = (video + KB - 1) / KB;
-		unsigned char *mask = dg_malloc((size_t)G * G);
-		radial_mask(F, video, p->matched ? radial_matched(F, video, text, b->rho) : p->decay, mask);
-		int one[3] = { 1, 1, video }; /* raster 128-query blocks of the video after the text */
-		int tile[3] = { 1, 1, KB };
-		int rc = dg_groups_tiles(g, n, one, text, tile);
-		DG_ASSERT(rc == 0 && g->ngroups == (text + KB - 1) / KB + G);
-		sel_from_block_mask(mask, G, G, n, text, g, sel);
-		free(mask);
 		return 0;
 	}
 	if (p->score == DG_SCORE_CENTROID) {

@@ -11,7 +11,8 @@
 # DEST/crossover.{csv,md,tex} (per path, P.V mode, policy, density and heads: the crossover N below
 # which the policy stops beating cuDNN dense: the smallest measured N from which it is faster at every
 # larger N, interpolated log-log against the largest N below it where it is slower; "below N_min" when
-# it wins at every N, "never" when it loses at the largest N; the speedup at 32760 tokens beside it),
+# it wins at every N, "never" when it loses at the largest N; the speedup at 32760 tokens beside it;
+# crossover.md also: each policy's metadata beside its attention at the N nearest 32760, fewest heads),
 # DEST/figures/speed_vs_length-PATH-PV.{dat,gp,png,pdf} (speedup over cuDNN dense against N, log-log,
 # one panel per head count, one line per policy, dense at 1). Bad input: one line, exit 1, nothing
 # written.
@@ -20,7 +21,7 @@ set -euo pipefail
 calls=${1:?usage: kernel_speed_length.sh CALLS.csv CUDNN.csv DEST} cudnn=${2:?CUDNN.csv} dest=${3:?DEST}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 for f in "$calls" "$cudnn"; do [ -s "$f" ] || { echo "kernel_speed_length.sh: $f: no such file or empty" >&2; exit 1; }; done
-[ "$(head -1 "$calls" | cut -d, -f1-14)" = "path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,amortised_ms" ] ||
+[ "$(head -1 "$calls" | cut -d, -f1-15)" = "path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,amortised_ms,meta_ms" ] ||
   { echo "kernel_speed_length.sh: $calls: not a dsgap callspeed CSV (header)" >&2; exit 1; }
 [ "$(head -1 "$cudnn" | cut -d, -f1-4)" = "n,heads,d,cudnn_ms" ] ||
   { echo "kernel_speed_length.sh: $cudnn: not a gpu_bench_torch.py --sweep CSV (header)" >&2; exit 1; }
@@ -28,12 +29,12 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/kslen-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # the join (the last measurement of a key wins: a rerun appends)
 awk -F, 'NR == FNR { if (FNR > 1) c[$1 "," $2] = $4; next }
-  FNR == 1 { print "path,pv,policy,density_target,heads,n,refresh_every,density,call_ms,anchor_ms,amortised_ms,dense_ms,cudnn_ms,speedup,speedup_ours_dense"; next }
+  FNR == 1 { print "path,pv,policy,density_target,heads,n,refresh_every,density,call_ms,anchor_ms,amortised_ms,dense_ms,cudnn_ms,speedup,speedup_ours_dense,meta_ms"; next }
   { k = $5 "," $7; if (!(k in c)) { printf "kernel_speed_length.sh: %s:%d: no cuDNN time for n %s, heads %s\n", FILENAME, FNR, $5, $7 > "/dev/stderr"; bad = 1; exit 1 }
     if ($14 + 0 <= 0) { printf "kernel_speed_length.sh: %s:%d: amortised_ms %s is not positive\n", FILENAME, FNR, $14 > "/dev/stderr"; bad = 1; exit 1 }
     key = $1 "," $2 "," $3 "," $4 "," $7 "," $5
     if (!(key in row)) order[++n] = key
-    row[key] = sprintf("%s,%s,%s,%s,%s,%s,%.6g,%.6g,%.6g", $9, $10, $12, $13, $14, $11, c[k], c[k] / $14, $11 / $14) }
+    row[key] = sprintf("%s,%s,%s,%s,%s,%s,%.6g,%.6g,%.6g,%s", $9, $10, $12, $13, $14, $11, c[k], c[k] / $14, $11 / $14, $15) }
   END { if (bad) exit 1; for (i = 1; i <= n; i++) print order[i] "," row[order[i]] }' "$cudnn" "$calls" > "$tmp/length.csv"
 sort -t, -k1,1 -k2,2 -k5,5n -k3,3 -k4,4g -k6,6n -s <(tail -n +2 "$tmp/length.csv") > "$tmp/sorted"
 # crossovers, per (path, pv, policy, rho, heads); rows of one key by n ascending
@@ -54,7 +55,7 @@ awk -F, 'function flush(   i, j, lo, x) {
 {
   echo "# Speed against sequence length: where each policy stops beating cuDNN dense"
   echo
-  echo "Per attention call (all heads of a site), d = $(awk -F, 'NR == 2 { print $8 }' "$calls"), bf16, random Q/K/V; each policy's metadata amortised over its refresh schedule (refresh=anchor: the anchor's cost beyond a dense call spread over $(awk -F, 'NR > 1 && $9 > 1 { print $9; exit }' "$calls") calls, a 50-step run with warm-up 10 and one anchor; refresh=step: metadata in every call). cuDNN: PyTorch SDPA's cuDNN backend, all heads in one call. Crossover N: below it the policy is slower than cuDNN dense (log-log interpolation between the measured N); \"below N\" = faster at every measured N, \"never\" = slower at the largest. Device: $(awk -F, 'NR == 2 { print $16 }' "$calls"); $(awk -F, 'NR == 2 { print $17 ", commit " $18 }' "$calls")."
+  echo "Per attention call (all heads of a site), d = $(awk -F, 'NR == 2 { print $8 }' "$calls"), bf16, random Q/K/V; each policy's metadata amortised over its refresh schedule (refresh=anchor: the anchor's cost beyond a dense call spread over $(awk -F, 'NR > 1 && $9 > 1 { print $9; exit }' "$calls") calls, a 50-step run with warm-up 10 and one anchor; refresh=step: metadata in every call). cuDNN: PyTorch SDPA's cuDNN backend, all heads in one call. Crossover N: below it the policy is slower than cuDNN dense (log-log interpolation between the measured N); \"below N\" = faster at every measured N, \"never\" = slower at the largest. Device: $(awk -F, 'NR == 2 { print $17 }' "$calls"); $(awk -F, 'NR == 2 { print $18 ", commit " $19 }' "$calls")."
   for mode in $(cut -d, -f1,2 "$tmp/crossover.csv" | tail -n +2 | sort -u); do
     p=${mode%,*} v=${mode#*,}
     heads=$(awk -F, -v p="$p" -v v="$v" 'NR > 1 && $1 == p && $2 == v { print $5 }' "$tmp/crossover.csv" | sort -n -u | tr '\n' ' ')
@@ -69,6 +70,17 @@ awk -F, 'function flush(   i, j, lo, x) {
         for (j = 1; j <= nh; j++) { c = x[o[i], H[j]]; printf " %s | %s |", (c == "" ? "—" : c), (s[o[i], H[j]] == "" || s[o[i], H[j]] == "nan" ? "—" : sprintf("%.2f×", s[o[i], H[j]])) }
         print "" } }' "$tmp/crossover.csv"
   done
+  # the metadata beside the attention at the N nearest 32760 and the fewest heads (issue 23's table)
+  read -r mn mh < <(awk -F, '{ d = $6 - 32760; d = d < 0 ? -d : d; if (!n || d < bd || (d == bd && $5 < h)) { bd = d; n = $6; h = $5 } } END { print n, h }' "$tmp/sorted")
+  echo
+  echo "## Metadata beside attention at $mn tokens, $mh heads"
+  echo
+  echo "Per call; metadata of one refresh (the anchor's for refresh=anchor policies, a call's for refresh=step), spread over its calls; attention = the call without its metadata. A ratio above 1: the policy's metadata costs more than its own attention."
+  echo
+  echo "| path | P·V | policy | ρ | attention ms | metadata ms a refresh | refresh every | metadata ms a call | metadata / attention |"
+  echo "|:--|:--|:--|--:|--:|--:|--:|--:|--:|"
+  awk -F, -v n="$mn" -v h="$mh" '$6 == n && $5 == h && $3 != "dense" { att = $9 - ($7 == 1 ? $16 : 0); pc = $16 / $7
+    printf "| %s | %s | `%s` | %s | %.3f | %.3f | %s | %.3f | %s |\n", $1, $2, $3, $4, att, $16, $7, pc, (att > 0 ? sprintf("%.2f", pc / att) : "—") }' "$tmp/sorted"
 } > "$tmp/crossover.md"
 {
   echo "% crossover.tex: made by experiments/kernel_speed_length.sh from $(basename "$calls") and $(basename "$cudnn"). Needs \\usepackage{booktabs}."

@@ -28,14 +28,14 @@ c=6.3e-8 # ms per N^2 per head
   for h in 12 40; do for n in $ns; do awk -v n=$n -v h=$h -v c=$c 'BEGIN { printf "%d,%d,128,%.6g,5,test,2026,x\n", n, h, c * n * n * h }'; done; done
 } > "$tmp/cudnn.csv"
 {
-  echo "path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,amortised_ms,reps,device,date,commit"
+  echo "path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,amortised_ms,meta_ms,reps,device,date,commit"
   for v in fast precise; do for h in 12 40; do for n in $ns; do
     awk -v n=$n -v h=$h -v c=$c -v v=$v 'BEGIN { d = c * n * n * h * 1.1
-      printf "backend,%s,dense,1,%d,1x1x%d,%d,128,1,1,%.6g,%.6g,0,%.6g,5,test,2026,x\n", v, n, n, h, d, d, d
+      printf "backend,%s,dense,1,%d,1x1x%d,%d,128,1,1,%.6g,%.6g,0,%.6g,0,5,test,2026,x\n", v, n, n, h, d, d, d
       s = 0.15 * c * n * n * h; a = 5 * h * 40 # anchor spread over 40 calls: 5 h ms a call
-      printf "backend,%s,slow,0.15,%d,1x1x%d,%d,128,40,0.15,%.6g,%.6g,%.6g,%.6g,5,test,2026,x\n", v, n, n, h, d, s, a, s + a / 40
-      printf "backend,%s,fast,0.15,%d,1x1x%d,%d,128,1,0.15,%.6g,%.6g,0,%.6g,5,test,2026,x\n", v, n, n, h, d, 0.5 * c * n * n * h, 0.5 * c * n * n * h
-      printf "backend,%s,never,0.15,%d,1x1x%d,%d,128,1,0.15,%.6g,%.6g,0,%.6g,5,test,2026,x\n", v, n, n, h, d, 2 * c * n * n * h, 2 * c * n * n * h }'
+      printf "backend,%s,slow,0.15,%d,1x1x%d,%d,128,40,0.15,%.6g,%.6g,%.6g,%.6g,%.6g,5,test,2026,x\n", v, n, n, h, d, s, a, s + a / 40, a
+      printf "backend,%s,fast,0.15,%d,1x1x%d,%d,128,1,0.15,%.6g,%.6g,0,%.6g,%.6g,5,test,2026,x\n", v, n, n, h, d, 0.5 * c * n * n * h, 0.5 * c * n * n * h, 0.1 * c * n * n * h
+      printf "backend,%s,never,0.15,%d,1x1x%d,%d,128,1,0.15,%.6g,%.6g,0,%.6g,0,5,test,2026,x\n", v, n, n, h, d, 2 * c * n * n * h, 2 * c * n * n * h }'
   done; done; done
 } > "$tmp/calls.csv"
 bash "$S" "$tmp/calls.csv" "$tmp/cudnn.csv" "$tmp/out" 2> "$tmp/err"
@@ -53,6 +53,10 @@ check "fast: below 1024 (wins at every N); never: never" [ "$(awk -F, '($3 == "f
 check "speedup at 32760 beside each crossover" [ "$(awk -F, '$3 == "fast" && $8 - 2 < 1e-3 && 2 - $8 < 1e-3' "$x" | wc -l)" -eq 4 ]
 md_ok() { [ "$(grep -c '^## path' "$tmp/out/crossover.md")" -eq 2 ] && grep -q 'crossover N (40 heads)' "$tmp/out/crossover.md"; }
 check "crossover.md: a table per mode, a column pair per head count" md_ok
+# metadata table at 32760, 12 heads: slow 60 ms a call over 40 calls -> 2400 a refresh; fast: 0.1 of 0.5 inside the call
+meta_ok() { awk -F'|' '$4 ~ /`slow`/ { s = ($7 + 0 == 2400 && $8 + 0 == 40 && $9 + 0 == 60) } $4 ~ /`fast`/ { f = ($10 + 0 == 0.25) }
+  END { exit !(s && f) }' "$tmp/out/crossover.md" && grep -q "^## Metadata beside attention at 32760 tokens, 12 heads" "$tmp/out/crossover.md"; }
+check "crossover.md: metadata beside attention at 32760 tokens, 12 heads (per refresh, per call, over attention)" meta_ok
 check "crossover.tex: a line per crossover" [ "$(grep -c '\\texttt' "$tmp/out/crossover.tex")" -eq 12 ]
 check "figure data: a block per heads x policy (dense too) per mode" [ "$(grep -c '^# heads' "$tmp/out/figures/speed_vs_length-backend-fast.dat")" -eq 8 ]
 if command -v gnuplot > /dev/null; then
@@ -79,6 +83,8 @@ check "callspeed: refresh=anchor amortised = call + anchor / 10 (every 10), refr
     if (($3 == "mc-sparse" && $9 != 10) || ($3 == "sta/budget=matched" && $9 != 1)) bad++ } END { print bad + 0 }' "$cs")" -eq 0 ]
 check "callspeed: densities of the sparse calls below 1 at 512 tokens, dense rows 1" \
   [ "$(awk -F, 'NR > 1 && (($3 == "dense" && $10 != 1) || ($3 != "dense" && $5 == 512 && !($10 > 0 && $10 < 0.8)))' "$cs" | wc -l)" -eq 0 ]
+check "callspeed: metadata of a refresh: mc-sparse's anchor > 0, none for dense" \
+  [ "$(awk -F, 'NR > 1 && (($3 == "mc-sparse" && !($15 > 0)) || ($3 == "dense" && $15 != 0))' "$cs" | wc -l)" -eq 0 ]
 check "callspeed: every time positive" [ "$(awk -F, 'NR > 1 && !($11 > 0 && $12 > 0 && $14 > 0)' "$cs" | wc -l)" -eq 0 ]
 { echo "n,heads,d,cudnn_ms,reps,device,date,commit"; echo "256,2,64,1,2,test,2026,x"; echo "512,2,64,4,2,test,2026,x"; } > "$tmp/cs-cudnn.csv"
 bash "$S" "$cs" "$tmp/cs-cudnn.csv" "$tmp/csout" 2> "$tmp/csout.err"
@@ -86,7 +92,7 @@ check "the analysis of callspeed's own CSV: 3 modes, 2 crossovers each" [ $? -eq
 "$DSGAP" callspeed --device cpu --grids 2x8x16,4x8x16 --heads 2 --head-dim 64 --policies mc-sparse --density 0.25 \
   --path both --reps 3 --max-call 0 --csv "$tmp/mc0.csv" > /dev/null 2>&1
 check "callspeed --max-call 0: the warm-up's call is the row (reps 1), the policy not run at the larger grid" \
-  [ "$(awk -F, 'NR > 1 && $3 == "mc-sparse" { n++; if ($15 != 1 || $5 != 256) bad++ } END { print n "/" bad + 0 }' "$tmp/mc0.csv")" = 3/0 ]
+  [ "$(awk -F, 'NR > 1 && $3 == "mc-sparse" { n++; if ($16 != 1 || $5 != 256) bad++ } END { print n "/" bad + 0 }' "$tmp/mc0.csv")" = 3/0 ]
 "$DSGAP" callspeed --device cpu --path sideways --csv "$tmp/x.csv" 2> /dev/null
 check "callspeed: a bad --path is a usage error, nothing written" [ $? -eq 2 -a ! -e "$tmp/x.csv" ]
 

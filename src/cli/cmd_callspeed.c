@@ -28,8 +28,10 @@
  * its row, reps 1); --budget S: no configuration starts after S seconds (0: none).
  * Rows (CSV, appended as they are measured, so that a run cut short keeps them):
  *   path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,
- *   amortised_ms,reps,device,date,commit
- * policy "dense" rows: call_ms = dense_ms. density: computed pairs / n^2 of the timed calls.
+ *   amortised_ms,meta_ms,reps,device,date,commit
+ * policy "dense" rows: call_ms = dense_ms. density: computed pairs / n^2 of the timed calls. meta_ms:
+ * the metadata (groups, scores, selections; device time where measured) of one refresh: the anchor's
+ * for refresh=anchor, a call's for refresh=step (inside call_ms there).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -53,7 +55,7 @@
 
 #define MAXL 64
 #define HEADER "path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms," \
-	       "amortised_ms,reps,device,date,commit"
+	       "amortised_ms,meta_ms,reps,device,date,commit"
 
 static void usage(FILE *f)
 {
@@ -80,6 +82,7 @@ typedef struct {
 
 typedef struct {
 	double dense, call, anchor, density; /* seconds; density of the timed calls */
+	double meta; /* metadata seconds of one refresh: the anchor's (refresh=anchor), a call's (refresh=step) */
 } cs_times;
 
 static double median(double *x, int n)
@@ -114,7 +117,8 @@ typedef struct {
 } dit_bufs;
 
 /* One instance of the entry point for p (NULL: dense) run for 1 + reps steps: t->call the median of
- * steps 1..reps, t->anchor step 0's wall seconds, t->density that of steps 1..reps. 0 or -1. */
+ * steps 1..reps, t->anchor step 0's wall seconds, t->density that of steps 1..reps, t->meta the
+ * metadata seconds of step 0 (refresh=anchor) or a timed step's mean (refresh=step). 0 or -1. */
 static int dit_steps(dit_bufs *b, const dg_policy *p, double rho, const int grid[3], int heads, int d,
 		     int reps, cs_times *t)
 {
@@ -140,6 +144,7 @@ static int dit_steps(dit_bufs *b, const dg_policy *p, double rho, const int grid
 	if (!rc) {
 		t->anchor = w[0];
 		t->call = median(w + 1, reps);
+		t->meta = p && p->refresh == DG_REFRESH_STEP ? (s1.meta_seconds - s0.meta_seconds) / reps : s0.meta_seconds;
 		double full = s1.full_pairs - s0.full_pairs;
 		t->density = full > 0 ? (s1.pairs - s0.pairs) / full : 1;
 	}
@@ -152,7 +157,8 @@ static int dit_steps(dit_bufs *b, const dg_policy *p, double rho, const int grid
 
 /* Policy p (NULL: dense) on every head of q, k, v (heads, n, d) host for 1 + reps steps on be:
  * t->dense the median dense seconds of a call (summed over heads), t->call the median sparse seconds
- * of steps 1..reps (with their metadata for refresh=step), t->anchor step 0's metadata seconds. */
+ * of steps 1..reps (with their metadata for refresh=step), t->anchor step 0's metadata seconds, t->meta
+ * that (refresh=anchor) or a timed step's mean metadata seconds (refresh=step). */
 static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const int grid[3], int heads,
 			 const float *q, const float *k, const float *v, int reps, cs_times *t)
 {
@@ -162,7 +168,7 @@ static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const i
 	dg_schedule_parse("warmup=1", &sc);
 	dg_schedule_resolve_anchors(&sc, NULL, INT_MAX);
 	double *dense = dg_calloc((size_t)reps + 1, sizeof *dense), *call = dg_calloc((size_t)reps + 1, sizeof *call);
-	double meta0 = 0, pairs = 0, full = 0;
+	double meta0 = 0, meta = 0, pairs = 0, full = 0;
 	int rc = 0;
 	for (int h = 0; p && h < heads; h++)
 		dg_policy_run_init(&runs[h], p, rho);
@@ -182,6 +188,7 @@ static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const i
 				meta0 += r->meta_s - m;
 			else {
 				call[step] += o.seconds + (r->p->refresh == DG_REFRESH_STEP ? r->meta_s - m : 0);
+				meta += r->meta_s - m;
 				pairs += (double)o.pairs, full += (double)be->n * be->n;
 			}
 		}
@@ -190,6 +197,7 @@ static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const i
 		t->dense = median(dense + 1, reps);
 		t->call = p ? median(call + 1, reps) : t->dense;
 		t->anchor = meta0;
+		t->meta = p && p->refresh == DG_REFRESH_STEP ? meta / reps : meta0;
 		t->density = full > 0 ? pairs / full : 1;
 	}
 	for (int h = 0; p && h < heads; h++)
@@ -211,9 +219,9 @@ static void put_row(cs_sink *s, const char *path, const char *pv, const char *po
 {
 	int n = g[0] * g[1] * g[2];
 	double amort = t->call + (every > 1 ? t->anchor / every : 0);
-	fprintf(s->f, "%s,%s,%s,%g,%d,%dx%dx%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%d,", path, pv, policy, rho, n, g[0],
-		g[1], g[2], heads, d, every, t->density, 1e3 * t->dense, 1e3 * t->call, 1e3 * t->anchor, 1e3 * amort,
-		reps);
+	fprintf(s->f, "%s,%s,%s,%g,%d,%dx%dx%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,", path, pv, policy, rho, n,
+		g[0], g[1], g[2], heads, d, every, t->density, 1e3 * t->dense, 1e3 * t->call, 1e3 * t->anchor,
+		1e3 * amort, 1e3 * t->meta, reps);
 	dg_csv_field(s->f, s->device);
 	fprintf(s->f, ",%s,%s\n", s->date, s->commit);
 	fflush(s->f);
@@ -263,7 +271,7 @@ static int sweep(const cs_opts *o, cs_sink *s, bool gpu)
 					ops->to_heads(ops, x, n, H, d, NULL, 0, NULL, NULL, dst[i]);
 				}
 				ops->release(ops, x);
-				cs_times dn = { 0 }, warm;
+				cs_times dn = { 0 }, warm = { 0 };
 				if (!(rc = dit_steps(&b, NULL, 1, g, H, d, 1, &warm)) &&
 				    !(rc = dit_steps(&b, NULL, 1, g, H, d, reps, &dn))) {
 					dn.dense = dn.call, dn.anchor = 0;

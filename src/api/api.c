@@ -395,11 +395,12 @@ int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsga
 			if (e)
 				return fail(ctx, DSGAP_E_DEVICE, "converting %s on the device: CUDA error %d", names[i], e);
 		}
-		/* the op table works on the default stream, and the entry point may copy Q/K/V to the host
-		 * (peers' host twins) before it waits for the device: order it after the conversions */
-		if ((!ctx->converted && cudaEventCreateWithFlags(&ctx->converted, cudaEventDisableTiming)) ||
-		    cudaEventRecord(ctx->converted, (cudaStream_t)stream) ||
-		    cudaStreamWaitEvent(0, ctx->converted, 0))
+		/* the op table works on the legacy default stream, and the entry point may copy Q/K/V to the
+		 * host (peers' host twins) before it waits for the device: order it after the conversions
+		 * (nothing to do when they are on that stream already: torch's default stream) */
+		if (stream && ((!ctx->converted && cudaEventCreateWithFlags(&ctx->converted, cudaEventDisableTiming)) ||
+			       cudaEventRecord(ctx->converted, (cudaStream_t)stream) ||
+			       cudaStreamWaitEvent(0, ctx->converted, 0)))
 			return fail(ctx, DSGAP_E_DEVICE, "ordering the op table after the caller's stream: %s",
 				    cudaGetErrorString(cudaGetLastError()));
 #endif

@@ -5,7 +5,7 @@
 # steps since the anchor, error vs density, retained mass), the peer methods at matched density
 # beside the factorial (ablation.md), summary.{csv,md}, metrics.csv.
 # Synthetic trace; the bundled model's ladder and factorial over its 24 samples are results/samples/
-# (experiments/samples.sh). About 3-4 minutes on 2 CPU cores. Extra arguments go to dsgap run.
+# (experiments/samples.sh). 541 s on 2 shared CPU cores (README: times). Extra arguments go to dsgap run.
 source "$(dirname "$0")/lib.sh"
 exp_init ablation "$@"
 exp_run

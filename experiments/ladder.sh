@@ -5,7 +5,7 @@
 # sources vs density, all layers and per layer; retained mass), the peer methods at matched
 # density beside the ladder (decomposition.md), summary.{csv,md}, metrics.csv.
 # Synthetic trace; the bundled model's ladder and factorial over its 24 samples are results/samples/
-# (experiments/samples.sh). About 2-3 minutes on 2 CPU cores. Extra arguments go to dsgap run
+# (experiments/samples.sh). 238 s on 2 shared CPU cores (README: times). Extra arguments go to dsgap run
 # (e.g. --workers 2, or --gpus all with [device] device = gpu).
 source "$(dirname "$0")/lib.sh"
 exp_init ladder "$@"

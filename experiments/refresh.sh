@@ -4,7 +4,7 @@
 # policy), and per schedule RUN/ (figures/error_vs_staleness: error vs steps since the anchor,
 # with 95% cluster-bootstrap intervals; metrics.csv; run.json); summary.{csv,md}.
 # A synthetic trace and the bundled model's capture (14 steps; bundled.* runs and RESULTS/bundled/).
-# About 4 minutes on 2 CPU cores. Extra arguments go to dsgap run.
+# 464 s on 2 shared CPU cores with the capture (README: times). Extra arguments go to dsgap run.
 source "$(dirname "$0")/lib.sh"
 exp_init refresh "$@"
 exp_bundled_trace 14

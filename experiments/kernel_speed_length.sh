@@ -65,7 +65,7 @@ awk -F, 'function flush(   i, j, lo, x) {
     printf '| policy | ρ |'; for h in $heads; do printf ' crossover N (%s heads) | speedup at 32760 (%s heads) |' "$h" "$h"; done; echo
     printf '|:--|--:|'; for h in $heads; do printf -- '--:|--:|'; done; echo
     awk -F, -v p="$p" -v v="$v" -v hl="$heads" 'BEGIN { nh = split(hl, H, " ") }
-      NR > 1 && $1 == p && $2 == v { k = $3 "," $4; if (!(k in seen)) { seen[k] = 1; o[++n] = k }; x[k, $5] = $6; s[k, $5] = $8 }
+      NR > 1 && $1 == p && $2 == v { k = $3 "," $4; if (!(k in seen)) { seen[k] = 1; o[++n] = k }; x[k, $5] = ($6 == "never" ? "never (to " $10 ")" : $6); s[k, $5] = $8 }
       END { for (i = 1; i <= n; i++) { split(o[i], kk, ","); printf "| `%s` | %s |", kk[1], kk[2]
         for (j = 1; j <= nh; j++) { c = x[o[i], H[j]]; printf " %s | %s |", (c == "" ? "—" : c), (s[o[i], H[j]] == "" || s[o[i], H[j]] == "nan" ? "—" : sprintf("%.2f×", s[o[i], H[j]])) }
         print "" } }' "$tmp/crossover.csv"

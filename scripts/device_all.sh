@@ -41,8 +41,8 @@
 #   dit      scripts/gpu_dit.sh bench: Wan2.1-1.3B forward vs PyTorch, 50-step mc-sparse speedup
 #   length   speed against sequence length (issue 23): cuDNN dense per N x heads (gpu_bench_torch.py
 #            --sweep -> cudnn_length.csv), then dsgap callspeed, every policy's call with its metadata
-#            amortised: the DiT entry point at LENGTH_HEADS (default 12,24,40; at most LENGTH_DIT_CAP 120 s),
-#            the per-head backend in both P.V modes at 12 heads (LENGTH_BACKEND_CAP 90 s) -> callspeed.csv;
+#            amortised: the DiT entry point at LENGTH_HEADS (default 12,24,40; at most LENGTH_DIT_CAP 130 s),
+#            the per-head backend in both P.V modes at 12 heads (LENGTH_BACKEND_CAP 80 s) -> callspeed.csv;
 #            N = 1k..128k (LENGTH_GRIDS); here: experiments/kernel_speed.sh --length
 #   comparison  experiments/comparison.sh --stage gpu (the main comparison: fidelity over the bundled
 #            model's samples, speed at the Wan2.1-1.3B architecture; resumable on a warm machine;
@@ -240,10 +240,10 @@ if can length 60; then
 	ns=$(echo "$LENGTH_GRIDS" | tr ',' '\n' | awk -Fx '{ printf "%s%d", NR > 1 ? "," : "", $1 * $2 * $3 }')
 	PYTHONUNBUFFERED=1 run length_cudnn "$(upto 90)" python3 scripts/gpu_bench_torch.py --sweep "$ns" \
 		--sweep-heads "$LENGTH_HEADS" --reps 10 --csv "$OUT/cudnn_length.csv"
-	cap=$(upto "${LENGTH_DIT_CAP:-120}")
+	cap=$(upto "${LENGTH_DIT_CAP:-130}")
 	run length_dit "$cap" "$DSGAP" callspeed --device gpu --path dit --grids "$LENGTH_GRIDS" --heads "$LENGTH_HEADS" \
 		--max-call 2 --budget $((cap - 15)) --csv "$OUT/callspeed.csv"
-	cap=$(upto "${LENGTH_BACKEND_CAP:-90}")
+	cap=$(upto "${LENGTH_BACKEND_CAP:-80}")
 	run length_backend "$cap" "$DSGAP" callspeed --device gpu --path backend --grids "$LENGTH_GRIDS" --heads 12 \
 		--max-call 2 --budget $((cap - 15)) --csv "$OUT/callspeed.csv"
 	echo "length: $(($(wc -l < "$OUT/callspeed.csv") - 1)) callspeed rows, $(($(wc -l < "$OUT/cudnn_length.csv") - 1)) cuDNN rows" | tee -a "$S"

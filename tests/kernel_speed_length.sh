@@ -51,7 +51,8 @@ check "slow: the crossover between 8192 and 16384, within 15% of N* = $nstar (lo
   ok += ($6 > 8192 && $6 < 16384 && $6 > 0.85 * s && $6 < 1.15 * s && $7 == 16384); n++ } END { print ok "/" n }' "$x")" = 4/4 ]
 check "fast: below 1024 (wins at every N); never: never" [ "$(awk -F, '($3 == "fast" && $6 == "below 1024") || ($3 == "never" && $6 == "never")' "$x" | wc -l)" -eq 8 ]
 check "speedup at 32760 beside each crossover" [ "$(awk -F, '$3 == "fast" && $8 - 2 < 1e-3 && 2 - $8 < 1e-3' "$x" | wc -l)" -eq 4 ]
-md_ok() { [ "$(grep -c '^## path' "$tmp/out/crossover.md")" -eq 2 ] && grep -q 'crossover N (40 heads)' "$tmp/out/crossover.md"; }
+md_ok() { [ "$(grep -c '^## path' "$tmp/out/crossover.md")" -eq 2 ] && grep -q 'crossover N (40 heads)' "$tmp/out/crossover.md" &&
+  grep -q '^| `never` | 0.15 | never (to 131072) | 0.50× |' "$tmp/out/crossover.md"; }
 check "crossover.md: a table per mode, a column pair per head count" md_ok
 # metadata table at 32760, 12 heads: slow 60 ms a call over 40 calls -> 2400 a refresh; fast: 0.1 of 0.5 inside the call
 meta_ok() { awk -F'|' '$4 ~ /`slow`/ { s = ($7 + 0 == 2400 && $8 + 0 == 40 && $9 + 0 == 60) } $4 ~ /`fast`/ { f = ($10 + 0 == 0.25) }

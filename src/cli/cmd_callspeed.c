@@ -23,9 +23,9 @@
  * inside), refresh_every 1. A warm-up instance (anchor + one call) runs untimed first.
  * Inputs: random Q/K/V with row scales in [0.5, 2) (a hash generator: fast at 128k tokens x 40 heads;
  * flat attention rows, so data-dependent selections run at their budgets, not at a model's
- * sparsity). --max-call S: a policy whose call took more than S seconds (default 5) is not run at
- * larger grids of the same head count (one over it in the warm-up instance: that instance's one call is
- * its row, reps 1); --budget S: no configuration starts after S seconds (0: none).
+ * sparsity). --max-call S: a policy whose call took more than S seconds (default 5) at n tokens is not
+ * run at n tokens or more from then on, at this or a later head count (one over it in the warm-up
+ * instance: that instance's one call is its row, reps 1); --budget S: no configuration starts after S seconds (0: none).
  * Rows (CSV, appended as they are measured, so that a run cut short keeps them):
  *   path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,
  *   amortised_ms,meta_ms,reps,device,date,commit
@@ -241,9 +241,9 @@ static int sweep(const cs_opts *o, cs_sink *s, bool gpu)
 {
 	bool do_dit = strcmp(o->path, "backend"), do_be = strcmp(o->path, "dit");
 	double t0 = dg_now();
-	/* slow[path_mode][heads][policy]: the policy stopped for larger grids (its call exceeded max_call) */
-	static bool slow[3][MAXL][64];
-	memset(slow, 0, sizeof slow);
+	/* slow[path_mode][policy]: the fewest tokens at which the policy's call exceeded max_call (0: none);
+	 * it is not run at that many tokens or more from then on (at any later, larger head count too) */
+	int slow[3][64] = { { 0 } };
 	dg_wan_ops *ops = do_dit ? (gpu ? dg_wan_ops_gpu() : dg_wan_ops_cpu()) : NULL;
 	if (do_dit && !ops)
 		return -1;
@@ -278,7 +278,7 @@ static int sweep(const cs_opts *o, cs_sink *s, bool gpu)
 				}
 				for (int p = 0; p < o->npol && !rc; p++)
 					for (int r = 0; r < o->ndens && !rc; r++) {
-						if (slow[0][hi][p])
+						if (slow[0][p] && n >= slow[0][p])
 							continue;
 						cs_times t;
 						if ((rc = dit_steps(&b, &o->pol[p], o->dens[r], g, H, d, 1, &warm)))
@@ -294,7 +294,8 @@ static int sweep(const cs_opts *o, cs_sink *s, bool gpu)
 						t.anchor = step ? 0 : fmax(0, t.anchor - dn.dense);
 						put_row(s, "dit", "fast", o->pol[p].name, o->dens[r], g, H, d, step ? 1 : o->every,
 							&t, once ? 1 : reps);
-						slow[0][hi][p] |= t.call > o->max_call;
+						if (t.call > o->max_call && (!slow[0][p] || n < slow[0][p]))
+							slow[0][p] = n;
 					}
 				ops->release(ops, b.q), ops->release(ops, b.k), ops->release(ops, b.v);
 				ops->release(ops, b.out);
@@ -316,7 +317,7 @@ static int sweep(const cs_opts *o, cs_sink *s, bool gpu)
 					put_row(s, "backend", pv, "dense", 1, g, H, d, 1, &dn, reps);
 					for (int p = 0; p < o->npol && !rc; p++)
 						for (int r = 0; r < o->ndens && !rc; r++) {
-							if (slow[1 + m][hi][p])
+							if (slow[1 + m][p] && n >= slow[1 + m][p])
 								continue;
 							cs_times t;
 							if ((rc = backend_steps(be, &o->pol[p], o->dens[r], g, H, host, k, v, 1, &warm)))
@@ -330,7 +331,8 @@ static int sweep(const cs_opts *o, cs_sink *s, bool gpu)
 							t.dense = dn.dense;
 							put_row(s, "backend", pv, o->pol[p].name, o->dens[r], g, H, d,
 								step ? 1 : o->every, &t, once ? 1 : reps);
-							slow[1 + m][hi][p] |= t.call > o->max_call;
+							if (t.call > o->max_call && (!slow[1 + m][p] || n < slow[1 + m][p]))
+								slow[1 + m][p] = n;
 						}
 				}
 				if (!be)

@@ -204,12 +204,6 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 			dg_policy_run_adopt(&runs[h], &src[h], s->step);
 		policy |= !runs[h].dense_out || runs[h].make_meta || runs[h].fresh;
 	}
-	if (a->offload) { /* this site's caches (fetched at the last site), and the next site's ahead */
-		int nl = s->layer + 1 < a->layers ? s->layer + 1 : 0;
-		int np = nl ? s->pass : (s->pass + 1) % a->passes;
-		site_move(a, s->pass, s->layer, false);
-		site_move(a, np, nl, false);
-	}
 	bool host_copy = !a->host && (a->capture || (policy && a->host_unit));
 	if (host_copy)
 		to_host(a, q, k, v);
@@ -217,6 +211,13 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 				     host_copy ? a->hv : v))
 		return -1;
 	ops->sync(ops); /* the work queued before is not the attention's */
+	if (a->offload) { /* this site's caches (fetched at the last site), and the next site's ahead: after
+			   * the sync, which waits for every stream, so that their copies overlap this site */
+		int nl = s->layer + 1 < a->layers ? s->layer + 1 : 0;
+		int np = nl ? s->pass : (s->pass + 1) % a->passes;
+		site_move(a, s->pass, s->layer, false);
+		site_move(a, np, nl, false);
+	}
 	double t0 = dg_now();
 	double full = (double)n * n;
 	a->stats.calls += H;
@@ -242,7 +243,9 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 	uint16_t *out16 = in_place ? ops->bf16(ops, out, (size_t)H * hs) : NULL;
 	if (policy && !out16 && !a->oh)
 		a->oh = ops->alloc(ops, (size_t)H * hs);
-	if (policy && a->be->prefetch_groups) { /* the heads' PCA groupings ahead, all in one go */
+	/* the heads' PCA groupings ahead, all in one go (of the whole sequence: joint attention groups
+	 * the video queries alone, so not with a text prefix) */
+	if (policy && a->be->prefetch_groups && !a->text) {
 		const float **qh = dg_malloc((size_t)H * sizeof *qh);
 		const uint16_t **qh16 = dg_malloc((size_t)H * sizeof *qh16);
 		int nq = 0;
@@ -288,14 +291,14 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 		a->stats.meta_seconds += ph[DG_PHASE_GROUPS] + ph[DG_PHASE_SCORES] + ph[DG_PHASE_SELECT];
 		a->stats.attend_seconds += ph[DG_PHASE_ATTEND];
 	}
-	if (a->offload) {
-		site_move(a, s->pass, s->layer, true);
-		if (s->pass == a->passes - 1 && s->layer == a->layers - 1)
-			offload_step(a, s->step);
-	}
 	ops->sync(ops);
 	a->stats.seconds += dg_now() - t0;
 	if (policy)
 		a->stats.policy_seconds += dg_now() - t0;
+	if (a->offload) { /* written back while the rest of the layer runs (the next sync waits for it) */
+		site_move(a, s->pass, s->layer, true);
+		if (s->pass == a->passes - 1 && s->layer == a->layers - 1)
+			offload_step(a, s->step);
+	}
 	return 0;
 }

@@ -61,8 +61,11 @@ void dg_dit_attn_set_capture(dg_dit_attn *a, dg_attn_capture_fn fn, void *user);
 /* --cache-offload (before the first call): the caches (residuals, key lists) live in pinned host
  * memory; a site's are fetched onto the device while the site before it runs, on a copy stream,
  * and parked again (written back where an anchor changed them) after it (backend.h park/fetch;
- * nothing on a backend without them, the CPU, whose caches are host memory already). log: one
- * line a step on stderr, the copies and the exposed wait. */
+ * nothing on a backend without them, the CPU, whose caches are host memory already). The op
+ * table's syncs wait for every stream, so the fetches are issued right after a site's opening sync
+ * (they overlap its attention) and the parking right after its closing one (the rest of its layer);
+ * copies those do not hide lengthen the step, beyond the compute stream's own waits that the
+ * backend counts. log: one line a step on stderr, the copies and the compute stream's waits. */
 void dg_dit_attn_set_offload(dg_dit_attn *a, bool offload, bool log);
 /* out (n, heads*d), the heads merged, in an operand buffer of the op table (alloc_operand) =
  * attention of q, k, v (heads, n, d) at site under the policy. 0 or -1. */

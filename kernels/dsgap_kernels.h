@@ -62,6 +62,12 @@ int dg_flash_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int he
  * (heads, nq) or NULL; otherwise as dg_flash_fwd, always the fast mode (precise = 0). */
 int dg_flash_fwd_kv(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int nq, int nk, int d,
 		    float *o_f32, uint16_t *o_bf16, float *lse, dg_stream stream);
+/* The first nq query rows of dg_flash_fwd's dense attention of one head (q, k, v (n, d) bf16, nq <=
+ * n): o (nq, d) fp32, lse (nq) or NULL, equal to those rows of dg_flash_fwd bit for bit (a row's
+ * result does not depend on the others); precise as above. Joint attention's text rows on a unit
+ * without its dense pass (backend_gpu.c). */
+int dg_flash_fwd_rows(const uint16_t *q, const uint16_t *k, const uint16_t *v, int nq, int n, int d, float *o_f32,
+		      float *lse, int precise, dg_stream stream);
 
 /*
  * Gather-KV sparse attention: for each group g, the queries perm[goff[g]..] attend only to keys
@@ -139,7 +145,7 @@ int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v,
 			dg_stream stream);
 
 /* ---- metadata kernels (group_scores.cu, query_topk.cu, select_topk.cu, pca_group.cu,
- * pooled_scores.cu, peer_scores.cu, metrics.cu): one head per call, q k (n, d) bf16, lse (n) fp32
+ * pooled_scores.cu, peer_scores.cu, peer_kmeans.cu, metrics.cu): one head per call, q k (n, d) bf16, lse (n) fp32
  * natural log.
  * Selections rank by (score desc, index asc) exactly as src/policy/select.c; -0.0 ranks as +0.0.
  * Scratch comes from cudaMallocAsync on `stream` (the device's default pool) and is freed there. */
@@ -206,12 +212,25 @@ int dg_pooled_scores(const uint16_t *q, const uint16_t *k, int n, int d, const i
 #define DG_PEER_POOLED 2
 int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d, int kind, int bs, int stride,
 		   double theta, float *scores, dg_stream stream);
-/* A block peer's key lists as bitmaps (the keys=bitmap layout below): take (nblocks, nblocks) bytes,
- * nblocks = ceil(n/bs), the key blocks each score row keeps; group g gets every key if row[g] < 0,
- * else the keys below `forced`, the sinks [sink_lo, sink_hi) and the keys of the blocks that row
- * row[g] keeps; bits (ngroups, (n+31)/32), soff (ngroups+1) int64 their counts' prefix sums. */
-int dg_peer_expand(const uint8_t *take, int nblocks, int bs, const int32_t *row, int ngroups, int n,
-		   int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff, dg_stream stream);
+/* A peer's key lists as bitmaps (the keys=bitmap layout below) from the key parts each score row keeps,
+ * take (rows, nparts) bytes: key j's part is part[j] (n, svg2's key clusters) or, part NULL, its
+ * block j / bs (nparts = ceil(n/bs)); group g gets every key if row[g] < 0, else the keys below
+ * `forced`, the sinks [sink_lo, sink_hi) and the keys of the parts that row row[g] keeps; bits
+ * (ngroups, (n+31)/32), soff (ngroups+1) int64 their counts' prefix sums. */
+int dg_peer_expand(const uint8_t *take, int nparts, int bs, const int32_t *part, const int32_t *row, int ngroups,
+		   int n, int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff, dg_stream stream);
+/* svg2's cluster scores (peers.c svg2, bit for bit): scores (G, P) = the softmax over key clusters,
+ * weighted by psize (P, the clusters' sizes), of scale * cq[qkeep[r]] . ck[kkeep[c]] (centroids
+ * (.., d) fp32, qkeep (G), kkeep (P) the kept (non-empty) clusters). */
+int dg_peer_svg2_scores(const float *cq, const int32_t *qkeep, int G, const float *ck, const int32_t *kkeep,
+			int P, const double *psize, int d, float *scores, dg_stream stream);
+/* svg2's k-means of x (n, d) bf16 into c (kc, d) fp32 (in and out; init: first set to the evenly
+ * spaced rows a n / kc), `iters` Lloyd iterations as peers.c svg2_kmeans (assignments by fp64 dots,
+ * ties to the lower cluster; centroids fp64 sums in token order, an empty one kept); out: labels (n)
+ * the last assignment, perm (n) the tokens ordered by (cluster, j >= text, j) and cnt (2 kc) int32
+ * the size of each (cluster, side) run of it (text = 0: every token on side 1). iters >= 1. */
+int dg_peer_kmeans(const uint16_t *x, int n, int d, float *c, int kc, int iters, int init, int text,
+		   int32_t *labels, int32_t *perm, int32_t *cnt, dg_stream stream);
 /* DiTFastAttn's window (peers.h dg_peer_window_width): n groups of one query; query i's keys every key
  * for i < text, else [0, text) and the keys j >= text with |i - j| <= w, ascending: soff (n+1) int64
  * and sidx (soff[n] entries, the caller's count of them: text n + sum over video rows of text + the
@@ -228,6 +247,18 @@ int dg_metrics_device(const float *ref, const float *o, uint64_t count, const fl
  * out or r_new may be NULL. */
 int dg_residual_update(const float *o_ref, const float *o_sp, const float *r_old, float *out,
 		       float *r_new, uint64_t count, dg_stream stream);
+
+/* ---- joint attention (joint.cu), the twins of dg_joint_selection (src/policy/select.c) and the
+ * joint groupings (src/policy/groups.c), docs/spec.md §3.7 ----
+ * dg_joint_keys: a selection (soff, sidx) of ngroups groups whose first text_groups groups hold text
+ * queries, the rest video queries -> soff_out (ngroups+1) int64, sidx_out: a text group's list is
+ * every key [0, n), a video group's the keys [0, forced) then its own keys >= forced (ascending, no
+ * duplicates); sidx_out has room for text_groups * n + (ngroups - text_groups) * forced +
+ * soff[ngroups] entries (unchecked). dg_joint_perm: perm (n) = the text queries [0, text) in order,
+ * then text + vperm[i] for a grouping vperm (n - text) of the video queries alone. */
+int dg_joint_keys(const int64_t *soff, const int32_t *sidx, int ngroups, int n, int text_groups, int forced,
+		  int64_t *soff_out, int32_t *sidx_out, dg_stream stream);
+int dg_joint_perm(const int32_t *vperm, int n, int text, int32_t *perm, dg_stream stream);
 
 /* ---- cache storage (cache_store.cu), the twins of src/policy/cache_store.c, bit for bit ----
  * dg_residual_encode_dev: r (n, d) fp32 -> store (dg_res_bytes(dtype, n, d), layout above): bf16

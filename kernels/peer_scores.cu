@@ -15,7 +15,8 @@
  * softmax_det: a warp per row; the max; e = peer_expf(x - max) (peers.c det_expf, operation for
  * operation); lane l sums e_j for j = l, l+32, .. in double, the 32 lane sums added in lane order;
  * x = (float)(e / sum).
- * dg_peer_window: DiTFastAttn's window lists, made on the device from (n, text, w) alone.
+ * svg2: the logits of the kept query and key centroids, the softmax weighted by the key clusters'
+ * sizes (peers.c svg2). dg_peer_window: DiTFastAttn's window lists, from (n, text, w) alone.
  * Build: part of dsgapkernels; test: tests/gpu_meta.c (--peers), tests/gpu_replay.sh.
  */
 #include "dsgap_kernels.h"
@@ -41,8 +42,9 @@ DGM_DEV float peer_expf(float x)
 	return ldexpf(p, (int)kf);
 }
 
-/* softmax of each of rows rows of S (rows, cols) in place, a warp per row (see the top) */
-__global__ void softmax_det(float *S, int rows, int cols)
+/* softmax of each of rows rows of S (rows, cols) in place, a warp per row (see the top); each e_j
+ * weighted by w[j] (cols) where w is given (svg2's cluster sizes) */
+__global__ void softmax_det(float *S, int rows, int cols, const double *w)
 {
 	const int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
 	if (row >= rows)
@@ -63,18 +65,18 @@ __global__ void softmax_det(float *S, int rows, int cols)
 	for (int j = lane; j < cols; j += 32) {
 		const float e = peer_expf(__fsub_rn(x[j], mx));
 		x[j] = e;
-		part = __dadd_rn(part, (double)e);
+		part = __dadd_rn(part, w ? __dmul_rn((double)e, w[j]) : (double)e);
 	}
 	double sum = 0;
 	for (int l = 0; l < 32; l++)
 		sum = __dadd_rn(sum, __shfl_sync(0xffffffffu, part, l));
 	for (int j = lane; j < cols; j += 32)
-		x[j] = (float)__ddiv_rn((double)x[j], sum);
+		x[j] = (float)__ddiv_rn(w ? __dmul_rn((double)x[j], w[j]) : (double)x[j], sum);
 }
 
-static void launch_softmax_det(float *S, int rows, int cols, cudaStream_t st)
+static void launch_softmax_det(float *S, int rows, int cols, const double *w, cudaStream_t st)
 {
-	softmax_det<<<(int)(((size_t)rows * 32 + 255) / 256), 256, 0, st>>>(S, rows, cols);
+	softmax_det<<<(int)(((size_t)rows * 32 + 255) / 256), 256, 0, st>>>(S, rows, cols, w);
 }
 
 /* ---- sparge ---- */
@@ -149,6 +151,16 @@ __global__ void sparge_mark(float *S, int G, const float *qsim, const float *ksi
 		*s = INFINITY;
 }
 
+/* ---- svg2 ---- */
+
+/* row r of centroids c (.., D) is centroid keep[r] */
+template <int D>
+struct kept_rows {
+	const float *c;
+	const int32_t *keep;
+	__device__ float operator()(int r, int e) const { return c[(size_t)keep[r] * D + e]; }
+};
+
 /* ---- antidiag ---- */
 
 /* reduced row r of the queries: q[rS+S-1], .., q[rS] (zero past n); of the keys: k[rS], .., k[rS+S-1] */
@@ -191,7 +203,7 @@ int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, do
 		const float scale = 1.0f / (sqrtf((float)D) * S);
 		pooled::launch_logits(stride_rows<D, true>{ q, n, S }, R, stride_rows<D, false>{ k, n, S }, R, S * D, scale,
 				      NULL, L, st);
-		launch_softmax_det(L, R, R, st);
+		launch_softmax_det(L, R, R, NULL, st);
 		antidiag_blocks<<<dim3((G + 127) / 128, G), 128, 0, st>>>(L, R, S, G, scores);
 		DGM_LAUNCHED();
 		DGM_CUDA(cudaFreeAsync(L, st));
@@ -218,7 +230,7 @@ int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, do
 		self_sim<D><<<G, D, 0, st>>>(k, n, bs, sub, ksim);
 		const dim3 grid((G + 127) / 128, G);
 		sparge_mark<<<grid, 128, 0, st>>>(scores, G, qsim, ksim, theta, 0);
-		launch_softmax_det(scores, G, G, st);
+		launch_softmax_det(scores, G, G, NULL, st);
 		sparge_mark<<<grid, 128, 0, st>>>(scores, G, qsim, ksim, theta, 1);
 	}
 	DGM_LAUNCHED();
@@ -229,9 +241,10 @@ int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, do
 /* ---- expansion ---- */
 
 /* bits (ngroups, W) of group g: every key where row[g] < 0, else the keys < forced, the sinks and the
- * keys of the blocks take[row[g]] keeps; cnt[g] their number. Grid ngroups, 256 threads. */
-__global__ void expand_bits(const uint8_t *take, int nb, int bs, const int32_t *row, int n, int slo, int shi,
-			    int forced, uint32_t *bits, int64_t *cnt)
+ * keys of the parts take[row[g]] keeps (key j's part: part[j], or j / bs); cnt[g] their number.
+ * Grid ngroups, 256 threads. */
+__global__ void expand_bits(const uint8_t *take, int nb, int bs, const int32_t *part, const int32_t *row, int n,
+			    int slo, int shi, int forced, uint32_t *bits, int64_t *cnt)
 {
 	__shared__ int wsum[8];
 	const int g = blockIdx.x, W = (n + 31) / 32, r = row[g];
@@ -242,7 +255,8 @@ __global__ void expand_bits(const uint8_t *take, int nb, int bs, const int32_t *
 			const int j = w * 32 + b;
 			if (j >= n)
 				break;
-			const bool in = r < 0 || j < forced || (j >= slo && j < shi) || take[(size_t)r * nb + j / bs];
+			const bool in = r < 0 || j < forced || (j >= slo && j < shi) ||
+					take[(size_t)r * nb + (part ? part[j] : j / bs)];
 			word |= (uint32_t)in << b;
 		}
 		bits[(size_t)g * W + w] = word;
@@ -323,17 +337,36 @@ extern "C" int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d
 		       : run<128>(q, k, n, kind, bs, stride, theta, scores, st);
 }
 
-extern "C" int dg_peer_expand(const uint8_t *take, int nblocks, int bs, const int32_t *row, int ngroups, int n,
-			      int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff, dg_stream stream)
+extern "C" int dg_peer_svg2_scores(const float *cq, const int32_t *qkeep, int G, const float *ck,
+				   const int32_t *kkeep, int P, const double *psize, int d, float *scores, dg_stream stream)
 {
-	DGM_ARG(n >= 1 && ngroups >= 1 && bs >= 1 && nblocks == (n + bs - 1) / bs,
-		"peer expand: n %d, %d groups, %d blocks of %d", n, ngroups, nblocks, bs);
+	DGM_ARG(d == 64 || d == 128, "svg2 scores: head_dim %d (64 or 128 supported)", d);
+	DGM_ARG(G >= 1 && P >= 1, "svg2 scores: %d query clusters, %d key clusters", G, P);
+	DGM_ARG(cq && qkeep && ck && kkeep && psize && scores, "svg2 scores: NULL argument");
+	cudaStream_t st = (cudaStream_t)stream;
+	const float scale = 1.0f / sqrtf((float)d);
+	if (d == 64)
+		pooled::launch_logits(kept_rows<64>{ cq, qkeep }, G, kept_rows<64>{ ck, kkeep }, P, 64, scale, NULL, scores, st);
+	else
+		pooled::launch_logits(kept_rows<128>{ cq, qkeep }, G, kept_rows<128>{ ck, kkeep }, P, 128, scale, NULL, scores,
+				      st);
+	launch_softmax_det(scores, G, P, psize, st);
+	DGM_LAUNCHED();
+	return 0;
+}
+
+extern "C" int dg_peer_expand(const uint8_t *take, int nparts, int bs, const int32_t *part, const int32_t *row,
+			      int ngroups, int n, int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff,
+			      dg_stream stream)
+{
+	DGM_ARG(n >= 1 && ngroups >= 1 && nparts >= 1 && (part || (bs >= 1 && nparts == (n + bs - 1) / bs)),
+		"peer expand: n %d, %d groups, %d parts (blocks of %d)", n, ngroups, nparts, bs);
 	DGM_ARG(take && row && bits && soff, "peer expand: NULL argument");
 	cudaStream_t st = (cudaStream_t)stream;
 	const int slo = max(0, min(sink_lo, n)), shi = max(0, min(sink_hi, n));
 	int64_t *cnt = NULL;
 	DGM_CUDA(cudaMallocAsync((void **)&cnt, (size_t)ngroups * 8, st));
-	expand_bits<<<ngroups, 256, 0, st>>>(take, nblocks, bs, row, n, slo, shi, forced, bits, cnt);
+	expand_bits<<<ngroups, 256, 0, st>>>(take, nparts, bs, part, row, n, slo, shi, forced, bits, cnt);
 	prefix_offsets<<<1, 1, 0, st>>>(cnt, ngroups, soff);
 	DGM_LAUNCHED();
 	DGM_CUDA(cudaFreeAsync(cnt, st));

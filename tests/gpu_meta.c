@@ -20,7 +20,10 @@
  *     scores bit for bit peers.c's dg_peer_block_scores, and, from them, the host's block take and
  *     the device's expansion (the GPU backend's gpu_peer_blocks) give groups and key lists identical
  *     to the CPU's dg_peer_metadata: budgets topp, topk, matched, sinks, text prefixes 77 and 300
- *     (n <= 4100; at 32760 the scores only); DiTFastAttn's window lists (dg_peer_window) identical.
+ *     (n <= 4100; at 32760 the scores only); DiTFastAttn's window lists (dg_peer_window) identical;
+ *     and through the GPU backend's peer primitive (svg2's device k-means over a cold and a warm step,
+ *     the block peers, the window) the key lists identical to dg_peer_metadata's (n <= 4100). svg2's
+ *     guarantee: identical unless two clusters' k-means scores tie within fp64 rounding of the dots.
  * Inputs are fresh random bf16 values every run (the seed is printed; --seed S repeats one), N not a
  * multiple of 128, d = 64 and 128, outputs poisoned (NaN / -1) before every run.
  *   gpu_meta [--quick | --tiny | --bench | --peers | --pca V H] [--seed S]
@@ -66,6 +69,7 @@ static int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int
 static const char *dg_pca_groups_name(int version) { return version ? NULL : "promoted"; }
 #endif
 
+#include "backend/backend.h"
 #include "policy/attention.h"
 #include "policy/groups.h"
 #include "policy/metrics.h"
@@ -781,7 +785,7 @@ static int gpu_peer_lists(const problem *P, const dg_policy *p, const dg_budget 
 	int32_t *drow = dupload(row, (size_t)ng * 4);
 	uint32_t *dbits = dmalloc((size_t)ng * W * 4), *bits = dg_malloc((size_t)ng * W * 4);
 	int64_t *dsoff = dmalloc((size_t)(ng + 1) * 8);
-	int rc = dg_peer_expand(dtake, G, bs, drow, ng, n, b->sink_lo, b->sink_hi, forced, dbits, dsoff, stream);
+	int rc = dg_peer_expand(dtake, G, bs, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, dbits, dsoff, stream);
 	sel->ngroups = ng;
 	sel->off = dg_malloc((size_t)(ng + 1) * 8);
 	download(sel->off, dsoff, (size_t)(ng + 1) * 8);
@@ -900,6 +904,53 @@ static void check_peers(const problem *P, bool full)
 		free(soff), free(sidx);
 		cudaFree(dsoff), cudaFree(dsidx);
 	}
+}
+
+/* the device peers through the GPU backend's peer primitive (backend_gpu.c gpu_peer: svg2's k-means
+ * kept on the device from step to step, the block peers, DiTFastAttn's window) against the CPU's
+ * dg_peer_metadata over two steps of one unit: identical key lists (be->sel_lists) */
+static void check_peer_backend(const problem *P)
+{
+	const int n = P->n, d = P->d;
+	static const char *const specs[] = { "svg2", "svg2/budget=topk", "svg2/budget=matched", "svg2/qc=7/kc=300",
+					     "spargeattn/theta=-0.1/budget=matched", "xattention", "pisa",
+					     "ditfastattn/budget=matched" };
+	dg_backend *be = dg_backend_gpu(n, d);
+	DG_ASSERT(be);
+	be->load(be, P->q, P->k, P->v);
+	for (int t = 0; t < 2; t++)
+		for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+			const dg_policy p = peer_policy_any(specs[i]);
+			const int text = t ? 77 : 0, grid[3] = { 1, 1, n - text };
+			dg_budget b = { p.kv, p.budget, 0.15, p.topp, 0, t ? 40 : 0 };
+			dg_peer_state *cst = NULL, *gst = NULL;
+			for (int step = 0; step < 2; step++) {
+				dg_groups cg;
+				dg_selection cs, gs;
+				dg_bgroups *bg = NULL;
+				dg_bsel *bsel = NULL;
+				DG_ASSERT(dg_peer_metadata(P->q, P->k, n, d, &p, &b, grid, text, &cst, &cg, &cs) == 0);
+				int rc = be->peer(be, &p, &b, grid, text, &gst, &bg, &bsel);
+				long bad = -1;
+				if (rc == 0) {
+					be->sel_lists(be, bsel, &gs);
+					bad = gs.ngroups == cs.ngroups ? 0 : cs.ngroups + 1;
+					for (int r = 0; !bad && r < cs.ngroups; r++)
+						bad += gs.off[r + 1] - gs.off[r] != cs.off[r + 1] - cs.off[r] ||
+						       memcmp(gs.idx + gs.off[r], cs.idx + cs.off[r],
+							      (size_t)(cs.off[r + 1] - cs.off[r]) * 4);
+					dg_selection_free(&gs);
+				}
+				CHECKF(rc == 0 && bad == 0, "backend peer %s text %d sinks 0-%d step %d n=%d d=%d: key lists "
+				       "identical to dg_peer_metadata's (%d groups, %lld keys; %ld lists differ)", specs[i],
+				       text, b.sink_hi, step, n, d, cs.ngroups, (long long)cs.off[cs.ngroups], bad);
+				be->groups_free(be, bg);
+				be->sel_free(be, bsel);
+				dg_groups_free(&cg), dg_selection_free(&cs);
+			}
+			dg_peer_state_free(cst), dg_peer_state_free(gst);
+		}
+	be->destroy(be);
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -1055,6 +1106,8 @@ static void run_config(int n, int d)
 
 	/* 8. block peers: at 32760 the scores alone (the CPU's antidiagonal pass is the long one) */
 	check_peers(&P, n <= 4100);
+	if (n <= 4100)
+		check_peer_backend(&P);
 
 	free(cpu_blocks), free(cpu_raster), free(cpu_pca);
 	free(cap.want), free(cap.slot), free(cap.probs), free(rows);
@@ -1216,7 +1269,7 @@ static int b_peer_call(void *c)
 	CUDA_CHECK(cudaMemcpyAsync(x->goff, g.off, (size_t)(g.ngroups + 1) * 4, cudaMemcpyHostToDevice, stream));
 	CUDA_CHECK(cudaMemcpyAsync(x->dtake, x->take, (size_t)G * G, cudaMemcpyHostToDevice, stream));
 	CUDA_CHECK(cudaMemcpyAsync(x->drow, row, (size_t)g.ngroups * 4, cudaMemcpyHostToDevice, stream));
-	rc |= dg_peer_expand(x->dtake, G, bs, x->drow, g.ngroups, n, x->b.sink_lo, x->b.sink_hi, forced, x->bits,
+	rc |= dg_peer_expand(x->dtake, G, bs, NULL, x->drow, g.ngroups, n, x->b.sink_lo, x->b.sink_hi, forced, x->bits,
 			     x->soff, stream);
 	CUDA_CHECK(cudaStreamSynchronize(stream));
 	dg_groups_free(&g);
@@ -1444,6 +1497,8 @@ int main(int argc, char **argv)
 			printf("# peers n=%d d=%d\n", cfg[i][0], cfg[i][1]);
 			problem_make(&P, cfg[i][0], cfg[i][1]);
 			check_peers(&P, cfg[i][2]);
+			if (cfg[i][2])
+				check_peer_backend(&P);
 			problem_free(&P);
 		}
 	} else if (pca_v >= 0) {

@@ -18,14 +18,85 @@
 
 struct dg_peer_state {
 	int qc, kc, d;
-	float *cq, *ck; /* (qc, d), (kc, d) svg2 centroids */
+	float *cq, *ck;            /* (qc, d), (kc, d) svg2 centroids (the CPU's) */
+	void *dev;                 /* a backend's own centroids (dg_peer_state_slot), freed by dev_free */
+	void (*dev_free)(void *);
 };
 
 void dg_peer_state_free(dg_peer_state *s)
 {
-	if (s)
+	if (s) {
 		free(s->cq), free(s->ck);
+		if (s->dev && s->dev_free)
+			s->dev_free(s->dev);
+	}
 	free(s);
+}
+
+void dg_peer_svg2_clusters(const dg_policy *p, int n, int *qc, int *kc, int *min_parts)
+{
+	*qc = p->qc < n ? p->qc : n;
+	*kc = p->kc < n ? p->kc : n;
+	*min_parts = (int)ceil(p->minkc * *kc - 1e-9);
+}
+
+void **dg_peer_state_slot(dg_peer_state **state, int qc, int kc, int d, void (*dev_free)(void *), bool *cold)
+{
+	dg_peer_state *st = *state;
+	*cold = !st || st->qc != qc || st->kc != kc || st->d != d || !st->dev_free;
+	if (*cold) {
+		dg_peer_state_free(st);
+		st = *state = dg_calloc(1, sizeof *st);
+		st->qc = qc, st->kc = kc, st->d = d, st->dev_free = dev_free;
+	}
+	return &st->dev;
+}
+
+/* svg2's Lloyd iterations (the device's, kernels/peer_kmeans.cu): x (n, d) against c (kc, d), labels
+ * (n) the last assignment: argmax_a 2 x.c_a - |c_a|^2 with the dots and norms in double (exact
+ * products; the norms summed in component order), ties to the lower cluster; then each centroid the
+ * double sum of its members in token order over their count, rounded to fp32 (an empty one stays).
+ * The device sums the dots in another order: its labels are the same unless two clusters' scores
+ * are within the fp64 rounding of the dots (a near-tie of ~d 2^-53 relative); its centroids then
+ * are the same bit for bit. */
+static void svg2_kmeans(const float *x, int n, int d, float *c, int kc, int iters, int *labels)
+{
+	double *xd = dg_malloc((size_t)n * d * sizeof(double)), *cd = dg_malloc((size_t)kc * d * sizeof(double));
+	double *dots = dg_malloc((size_t)n * kc * sizeof(double)), *cn = dg_malloc((size_t)kc * sizeof(double));
+	double *sum = dg_malloc((size_t)kc * d * sizeof(double));
+	int *cnt = dg_malloc((size_t)kc * sizeof(int));
+	for (size_t e = 0; e < (size_t)n * d; e++)
+		xd[e] = x[e];
+	for (int it = 0; it < iters; it++) {
+		for (int a = 0; a < kc; a++) {
+			cn[a] = 0;
+			for (int e = 0; e < d; e++) {
+				cd[(size_t)a * d + e] = c[(size_t)a * d + e];
+				cn[a] += (double)c[(size_t)a * d + e] * c[(size_t)a * d + e];
+			}
+		}
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, kc, d, 1.0, xd, d, cd, d, 0.0, dots, kc);
+		for (int i = 0; i < n; i++) {
+			const double *r = dots + (size_t)i * kc;
+			int best = 0;
+			double bs = 2 * r[0] - cn[0];
+			for (int a = 1; a < kc; a++)
+				if (2 * r[a] - cn[a] > bs)
+					best = a, bs = 2 * r[a] - cn[a];
+			labels[i] = best;
+		}
+		memset(sum, 0, (size_t)kc * d * sizeof(double));
+		memset(cnt, 0, (size_t)kc * sizeof(int));
+		for (int i = 0; i < n; i++) {
+			cnt[labels[i]]++;
+			for (int e = 0; e < d; e++)
+				sum[(size_t)labels[i] * d + e] += x[(size_t)i * d + e];
+		}
+		for (int a = 0; a < kc; a++)
+			for (int e = 0; e < d && cnt[a]; e++)
+				c[(size_t)a * d + e] = (float)(sum[(size_t)a * d + e] / cnt[a]);
+	}
+	free(xd), free(cd), free(dots), free(cn), free(sum), free(cnt);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -434,13 +505,14 @@ int dg_peer_block_groups(int n, const dg_policy *p, int text, dg_groups *g, int 
 static void svg2(const float *q, const float *k, int n, int d, const dg_policy *p, const dg_budget *b,
 		 dg_peer_state **state, dg_groups *g, dg_selection *sel)
 {
-	int qc = p->qc < n ? p->qc : n, kc = p->kc < n ? p->kc : n, iters = 2;
+	int qc, kc, min_parts, iters = 2;
+	dg_peer_svg2_clusters(p, n, &qc, &kc, &min_parts);
 	dg_peer_state *st = *state;
-	if (!st || st->qc != qc || st->kc != kc || st->d != d) {
+	if (!st || st->qc != qc || st->kc != kc || st->d != d || !st->cq) {
 		dg_peer_state_free(st);
 		st = *state = dg_malloc(sizeof *st);
 		*st = (dg_peer_state){ qc, kc, d, dg_malloc((size_t)qc * d * sizeof(float)),
-				       dg_malloc((size_t)kc * d * sizeof(float)) };
+				       dg_malloc((size_t)kc * d * sizeof(float)), NULL, NULL };
 		for (int a = 0; a < qc; a++) /* evenly spaced tokens */
 			memcpy(st->cq + (size_t)a * d, q + (size_t)((int64_t)a * n / qc) * d, d * sizeof(float));
 		for (int a = 0; a < kc; a++)
@@ -449,8 +521,8 @@ static void svg2(const float *q, const float *k, int n, int d, const dg_policy *
 	}
 	int *ql = dg_malloc((size_t)n * sizeof(int)), *kl = dg_malloc((size_t)n * sizeof(int));
 	int *qkeep = dg_malloc((size_t)qc * sizeof(int)), *kkeep = dg_malloc((size_t)kc * sizeof(int));
-	dg_kmeans(q, n, d, st->cq, qc, iters, ql);
-	dg_kmeans(k, n, d, st->ck, kc, iters, kl);
+	svg2_kmeans(q, n, d, st->cq, qc, iters, ql);
+	svg2_kmeans(k, n, d, st->ck, kc, iters, kl);
 	dg_groups kp;
 	dg_groups_from_labels(ql, n, qc, g, qkeep);
 	dg_groups_from_labels(kl, n, kc, &kp, kkeep);
@@ -469,7 +541,7 @@ static void svg2(const float *q, const float *k, int n, int d, const dg_policy *
 	for (int r = 0; r < G; r++)
 		softmax(s + (size_t)r * P, P, size);
 	free(size);
-	peer_select(s, g, &kp, n, p, b, (int)ceil(p->minkc * kc - 1e-9), sel);
+	peer_select(s, g, &kp, n, p, b, min_parts, sel);
 	dg_groups_free(&kp);
 	free(ql), free(kl), free(qkeep), free(kkeep), free(cq), free(ck), free(s);
 }

@@ -140,6 +140,18 @@ void dg_peer_block_scores(const float *q, const float *k, int n, int d, const dg
 void dg_peer_block_take(const float *scores, int n, const dg_policy *p, const dg_budget *b, unsigned char *take);
 int dg_peer_block_groups(int n, const dg_policy *p, int text, dg_groups *g, int **row);
 
+/*
+ * svg2 on a backend of its own (the GPU's, kernels/peer_kmeans.cu): its clusters qc, kc on n tokens
+ * and the minimum of key clusters kept; and its run state's slot for the backend's centroids: made
+ * (*cold: start from evenly spaced tokens, 50 iterations) where the state is absent or was made for
+ * other (qc, kc, d) or by the CPU twin; dev_free frees the slot's content with the state. The twin's
+ * arithmetic: k-means assignments by fp64 dots (the device's equal but at fp64 near-ties),
+ * centroids fp64 sums in token order; centroid logits and the size-weighted softmax as the block
+ * peers' (fmaf chains, polynomial exp, striped sum).
+ */
+void dg_peer_svg2_clusters(const dg_policy *p, int n, int *qc, int *kc, int *min_parts);
+void **dg_peer_state_slot(dg_peer_state **state, int qc, int kc, int d, void (*dev_free)(void *), bool *cold);
+
 /* DiTFastAttn (mask=window): its half-width w on n tokens after text text tokens (budget=matched:
  * the calibrated one). Its groups are single queries (raster 1); query i's keys: every key for a
  * text query, else [0, text) and the keys j >= text with |i - j| <= w (the GPU backend makes these

@@ -866,7 +866,7 @@ static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *
 	s->n = n;
 	s->bits = dmalloc(g, (size_t)ng * dg_bitmap_words(n) * 4);
 	phase_begin(g);
-	KERNEL_CHECK(dg_peer_expand(dtake, G, bs, drow, ng, n, b->sink_lo, b->sink_hi, forced, s->bits, s->off,
+	KERNEL_CHECK(dg_peer_expand(dtake, G, bs, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, s->bits, s->off,
 				    (dg_stream)g->stream));
 	phase_end(g, DG_PHASE_SELECT);
 	dfree(g, dtake);
@@ -901,9 +901,115 @@ static int gpu_peer_window(dg_backend *be, const dg_policy *p, const dg_budget *
 	return 0;
 }
 
-/* the peers' metadata: the block peers' and DiTFastAttn's window on the device (gpu_peer_blocks,
- * gpu_peer_window); svg2's k-means and the radial and sta masks (the shape alone) by the host twin
- * (peers.c), then onto the device */
+/* svg2's device centroids, freed with the run's state */
+static void centroids_free(void *c)
+{
+	CUDA_CHECK(cudaFree(c));
+}
+
+/* svg2 on the device (peers.h dg_peer_svg2_clusters, dg_peer_state_slot): the k-means of Q and K
+ * (dg_peer_kmeans, the centroids kept in the run's state on the device), the run counts and the
+ * sinks' key labels to the host (clusters and sinks only), the kept clusters' scores
+ * (dg_peer_svg2_scores) to the host for the cluster selection (dg_peer_take: per query cluster,
+ * matched included), then the key lists made on the device by the key labels (dg_peer_expand). The
+ * groups are the query clusters, split at the text (runs by (cluster, side): perm stays on the
+ * device). */
+static int gpu_peer_svg2(dg_backend *be, const dg_policy *p, const dg_budget *b, int text, dg_peer_state **state,
+			 dg_bgroups **groups, dg_bsel **sel)
+{
+	gpu *g = be->impl;
+	int n = be->n, d = be->d, qc, kc, min_parts;
+	dg_peer_svg2_clusters(p, n, &qc, &kc, &min_parts);
+	bool cold;
+	void **slot = dg_peer_state_slot(state, qc, kc, d, centroids_free, &cold);
+	if (cold)
+		CUDA_CHECK(cudaMalloc(slot, (size_t)(qc + kc) * d * 4));
+	float *cq = *slot, *ck = cq + (size_t)qc * d;
+	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n, nsink = hi > lo ? hi - lo : 0;
+	int32_t *qperm = dmalloc(g, (size_t)n * 4), *scratch = dmalloc(g, ((size_t)3 * n + 2 * qc + 2 * kc) * 4);
+	int32_t *ql = scratch, *kl = ql + n, *kperm = kl + n, *cnt = kperm + n;
+	phase_begin(g);
+	KERNEL_CHECK(dg_peer_kmeans(g->dq, n, d, cq, qc, cold ? 50 : 2, cold, text, ql, qperm, cnt, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_peer_kmeans(g->dk, n, d, ck, kc, cold ? 50 : 2, cold, 0, kl, kperm, cnt + 2 * qc,
+				    (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_GROUPS);
+	int *hc = dg_malloc(((size_t)2 * qc + 2 * kc + nsink + 1) * sizeof(int)), *hsl = hc + 2 * qc + 2 * kc;
+	CUDA_CHECK(cudaMemcpyAsync(hc, cnt, ((size_t)2 * qc + 2 * kc) * 4, cudaMemcpyDeviceToHost, g->stream));
+	if (nsink)
+		CUDA_CHECK(cudaMemcpyAsync(hsl, kl + lo, (size_t)nsink * 4, cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	/* the kept (non-empty) clusters, their sizes and sinks */
+	int G = 0, P = 0, *qkeep = dg_malloc((size_t)qc * sizeof(int)), *gsize = dg_malloc((size_t)qc * sizeof(int));
+	int *kkeep = dg_malloc((size_t)kc * sizeof(int)), *kidx = dg_malloc((size_t)kc * sizeof(int));
+	int *psize = dg_malloc((size_t)kc * sizeof(int)), *psink = dg_calloc(kc, sizeof(int));
+	double *wsize = dg_malloc((size_t)kc * sizeof(double));
+	for (int a = 0; a < qc; a++)
+		if (hc[2 * a] + hc[2 * a + 1])
+			qkeep[G] = a, gsize[G++] = hc[2 * a] + hc[2 * a + 1];
+	for (int a = 0; a < kc; a++) {
+		const int *kcnt = hc + 2 * qc;
+		kidx[a] = kcnt[2 * a + 1] ? P : -1;
+		if (kcnt[2 * a + 1])
+			kkeep[P] = a, psize[P] = kcnt[2 * a + 1], wsize[P++] = kcnt[2 * a + 1];
+	}
+	for (int j = 0; j < nsink; j++)
+		psink[kidx[hsl[j]]]++;
+	int32_t *dkeep = dmalloc(g, (size_t)(G + P) * 4);
+	double *dw = dmalloc(g, (size_t)P * 8);
+	float *ds = dmalloc(g, (size_t)G * P * 4), *hs = dg_malloc((size_t)G * P * 4);
+	CUDA_CHECK(cudaMemcpyAsync(dkeep, qkeep, (size_t)G * 4, cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(dkeep + G, kkeep, (size_t)P * 4, cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(dw, wsize, (size_t)P * 8, cudaMemcpyHostToDevice, g->stream));
+	phase_begin(g);
+	KERNEL_CHECK(dg_peer_svg2_scores(cq, dkeep, G, ck, dkeep + G, P, dw, d, ds, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SCORES);
+	CUDA_CHECK(cudaMemcpyAsync(hs, ds, (size_t)G * P * 4, cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	unsigned char *take = dg_malloc((size_t)G * P + 1), *raw = dg_calloc((size_t)G * kc, 1);
+	dg_peer_take(hs, G, gsize, P, psize, psink, n, p, b, min_parts, take);
+	for (int t = 0; t < G; t++) /* over the raw key labels */
+		for (int a = 0; a < kc; a++)
+			raw[(size_t)t * kc + a] = kidx[a] >= 0 && take[(size_t)t * P + kidx[a]];
+	/* groups: each kept query cluster's text run, then its video run (the non-empty ones); a text
+	 * run's list is every key (row -1) */
+	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
+	int ng = 0, *row = dg_malloc((size_t)2 * G * sizeof(int));
+	bg->g.n = n;
+	bg->g.off = dg_malloc(((size_t)2 * G + 1) * sizeof(int));
+	bg->g.off[0] = 0;
+	for (int t = 0; t < G; t++)
+		for (int side = 0; side < 2; side++)
+			if (hc[2 * qkeep[t] + side]) {
+				row[ng] = side ? t : -1;
+				bg->g.off[ng + 1] = bg->g.off[ng] + hc[2 * qkeep[t] + side];
+				ng++;
+			}
+	bg->g.ngroups = ng;
+	bg->id = g->next_id++;
+	bg->perm = qperm;
+	bg->off = dmalloc(g, (size_t)(ng + 1) * 4);
+	uint8_t *draw = dmalloc(g, (size_t)G * kc);
+	int32_t *drow = dmalloc(g, (size_t)ng * 4);
+	CUDA_CHECK(cudaMemcpyAsync(bg->off, bg->g.off, (size_t)(ng + 1) * 4, cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(draw, raw, (size_t)G * kc, cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(drow, row, (size_t)ng * 4, cudaMemcpyHostToDevice, g->stream));
+	dg_bsel *s = sel_new(g, ng);
+	s->n = n;
+	s->bits = dmalloc(g, (size_t)ng * dg_bitmap_words(n) * 4);
+	phase_begin(g);
+	KERNEL_CHECK(dg_peer_expand(draw, kc, 1, kl, drow, ng, n, lo, hi, text, s->bits, s->off, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SELECT);
+	dfree(g, scratch), dfree(g, dkeep), dfree(g, dw), dfree(g, ds), dfree(g, draw), dfree(g, drow);
+	free(hc), free(qkeep), free(gsize), free(kkeep), free(kidx), free(psize), free(psink), free(wsize), free(hs);
+	free(take), free(raw), free(row);
+	*groups = bg;
+	*sel = s;
+	return 0;
+}
+
+/* the peers' metadata: the block peers', svg2's and DiTFastAttn's window on the device
+ * (gpu_peer_blocks, gpu_peer_svg2, gpu_peer_window); the radial and sta masks (the shape alone,
+ * cached per shape in peers.c) by the host twin, then onto the device */
 static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, const int grid[3], int text,
 		    dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel)
 {
@@ -913,6 +1019,8 @@ static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, cons
 		return gpu_peer_blocks(be, p, b, text, groups, sel);
 	if (p->mask == DG_MASK_WINDOW)
 		return gpu_peer_window(be, p, b, text, groups, sel);
+	if (p->score == DG_SCORE_CENTROID)
+		return gpu_peer_svg2(be, p, b, text, state, groups, sel);
 	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
 	dg_selection h;
 	if (dg_peer_metadata(g->q, g->k, be->n, be->d, p, b, grid, text, state, &bg->g, &h)) {

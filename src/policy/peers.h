@@ -2,11 +2,12 @@
  * peers.h: the metadata of the peer sparse-attention methods of docs/spec.md §3 and PISA's
  * first-order output term: the CPU twin. On the GPU backend the block peers (spargeattn, xattention,
  * pisa) score on the device, bit for bit these scores (dg_peer_block_*), and select blocks on the
- * host from the G x G block scores; ditfastattn's window lists are made on the device
- * (dg_peer_window_width). Radial's and STA's masks depend on the shape alone: computed here on the
- * host once per (mask, knob, n, grid, text, rho) per process (the last 8 kept; later units get a
- * copy) on both backends. svg2's k-means and PISA's first-order term still run here on the host,
- * reading the unit's Q/K/V there. Each peer is a preset of
+ * host from the G x G block scores; svg2's k-means and cluster scores run on the device
+ * (dg_peer_svg2_clusters, dg_peer_state_slot), its clusters selected on the host from the G x P
+ * scores; ditfastattn's window lists are made on the device (dg_peer_window_width). Radial's and
+ * STA's masks depend on the shape alone: computed here on the host once per (mask, knob, n, grid,
+ * text, rho) per process (the last 8 kept; later units get a copy) on both backends. PISA's
+ * first-order term still runs here on the host, reading the unit's Q/K/V there. Each peer is a preset of
  * policy.h; what is replayed follows `reference/mcsparse-and-peers.md` §2 (cited per method).
  * Every peer reports its effective density like every other policy (computed pairs / n^2).
  *

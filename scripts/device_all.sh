@@ -11,6 +11,7 @@
 #            with carry [".carry"]; --help prints this header, --list the steps a call would run.
 # Checks (CHECKS, default "gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache memcheck closed_loop demo_gpu sass"):
 #   gpu_kernels gpu_meta gpu_replay  the kernel and metadata tests, GPU replay against CPU replay
+#   gpu_meta_peers                   gpu_meta --peers: the peers' device metadata alone (in gpu_meta too)
 #   gpu_api                          libdsgap's C ABI on the GPU against its CPU ABI (tests/gpu_api.c)
 #   gpu_cache                        the GPU's cache storage (residual_dtype, keys=bitmap) against the
 #                                    CPU twin, bit for bit (tests/gpu_cache.c)
@@ -37,7 +38,8 @@
 #            (KERNELS_QUICK non-empty: --quick, smaller shapes)
 #   torch    scripts/gpu_bench_torch.py (python3 with PyTorch): cuDNN SDPA, FlashAttention-2 and
 #            FlexAttention block-sparse, and after `kernels` the side-by-side ratios -> kernels.csv
-#   meta     gpu_meta --bench: every version of every metadata kernel at n = 32760, d = 128
+#   meta     gpu_meta --bench: every version of every metadata kernel at n = 32760, d = 128, and each
+#            block peer's metadata call beside its sparse attention and the dense pass ("bench peer")
 #   dit      scripts/gpu_dit.sh bench: Wan2.1-1.3B forward vs PyTorch, 50-step mc-sparse speedup
 #   length   speed against sequence length (issue 23): cuDNN dense per N x heads (gpu_bench_torch.py
 #            --sweep -> cudnn_length.csv), then dsgap callspeed, every policy's call with its metadata
@@ -62,7 +64,7 @@ cd "$(dirname "$0")/.." || exit 2
 
 DEFAULT_CHECKS="gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache memcheck closed_loop demo_gpu sass"
 DEFAULT_BENCHES="bench dit"
-ALL_CHECKS="gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache memcheck racecheck memcheck_dit kernels_memcheck \
+ALL_CHECKS="gpu_kernels gpu_meta gpu_meta_peers gpu_replay gpu_dit gpu_api gpu_cache memcheck racecheck memcheck_dit kernels_memcheck \
 kernels_racecheck kernels_synccheck meta_memcheck sass closed_loop demo_gpu experiments"
 ALL_BENCHES="bench kernels torch meta dit length comparison"
 expand() { # step and group names -> step names
@@ -172,6 +174,7 @@ export -f sanitize sanitize_dit sanitize_kernels sanitize_meta sass experiments
 CAP=${CHECK_CAP:-$(($(left) / 2))} # each check stops there
 has "$SEL" gpu_kernels && run gpu_kernels "$CAP" "$BIN/gpu_kernels" &
 has "$SEL" gpu_meta && run gpu_meta "$CAP" "$BIN/gpu_meta" &
+has "$SEL" gpu_meta_peers && run gpu_meta_peers "$CAP" "$BIN/gpu_meta" --peers &
 has "$SEL" gpu_replay && run gpu_replay "$CAP" bash tests/gpu_replay.sh &
 has "$SEL" gpu_api && run gpu_api "$CAP" "$BIN/gpu_api" &
 has "$SEL" gpu_cache && run gpu_cache "$CAP" "$BIN/gpu_cache" &

@@ -4,14 +4,14 @@ load 'style.gp'
 do for [fmt in "pdf png"] {
 if (fmt eq "pdf") { set terminal pdfcairo size 7in,5.95in font 'Liberation Sans,8' } else { set terminal pngcairo size 2100,1785 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
 set output 'samples-rho0.15.'.fmt
-set multiplot title "per sample at target density {/:Italic ρ} = 0.15: each sample alone; top row: all samples pooled with the two-level 95% interval"
+set multiplot title "per sample at target density {/:Italic ρ} = 0.15 (computed 0.156): each sample alone; top row: all samples pooled with the two-level 95% interval"
 set tmargin at screen 0.908; set bmargin at screen 0.126
 set yrange [25 - 0.5:-0.5]
 set grid xtics noytics
 set arrow from 0, graph 0 to 0, graph 1 nohead lc rgb '#000000' lw 1
 f = 'samples-rho0.15.dat'
-set ytics () font ',7' noenhanced
-set xtics autofreq
+set ytics nomirror font ',7' noenhanced ()
+set xtics nomirror 0.05
 set lmargin at screen 0.16; set rmargin at screen 0.55
 set title '(a) sources of the gap (oracle ladder)'
 set key at screen 0.355, screen 0.01 center bottom horizontal noenhanced font ',7' samplen 1
@@ -19,7 +19,8 @@ set xlabel 'relative L_2 error'
 plot f using 3:($1-0.2):9:10:ytic(stringcolumn(2)) with xerrorbars ls 1 pt 7 ps 0.7 title 'selection', \
   f using 4:1:11:12 with xerrorbars ls 2 pt 5 ps 0.7 title 'grouping', \
   f using 5:($1+0.2):13:14 with xerrorbars ls 3 pt 9 ps 0.7 title 'lost contributions'
-set ytics format ''
+unset ytics
+set xtics nomirror 0.05
 set lmargin at screen 0.60; set rmargin at screen 0.98
 set title '(b) Shapley shares (factorial; positive = error reduced)'
 set key at screen 0.79, screen 0.01 center bottom horizontal noenhanced font ',7' samplen 1

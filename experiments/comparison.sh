@@ -14,8 +14,8 @@
 #                  COMPARISON_SPEED_INI=none, speed (experiments/comparison_speed.ini) with dsgap run
 #                  here, then the tables. COMPARISON_SPEED_INI=none: the fidelity run's own times are the
 #                  speed (say so in the figure). The CPU path: COMPARISON_INI=a small experiment of the
-#                  same form (tests/cli_comparison.sh runs one end to end); the full sample set is 744
-#                  cells, about a minute each on 2 CPU cores: a GPU job.
+#                  same form (tests/cli_comparison.sh runs one end to end); the full experiment is 372
+#                  cells of several minutes each on 2 CPU cores (one measured: 444 s): a GPU job.
 #   gpu            on the GPU machine (scripts/device_all.sh's `comparison` step, which sets DSGAP and
 #                  the libraries): the fidelity run (--device gpu), the Wan2.1-1.3B random-weight model
 #                  (scripts/gpu_dit.py make 1.3b build/w13b, once), the speed run, each under what is
@@ -53,10 +53,15 @@ run_exp() { # KIND INI S [dsgap run options]
   local kind=$1 ini=$2 secs=$3 extra=()
   shift 3
   [ "$kind" = fidelity ] && extra=(${EXP_ARGS[@]+"${EXP_ARGS[@]}"})
+  local omp=${OMP_NUM_THREADS:-}
+  case " ${extra[*]-} " in *" --gpus "*) # the host's cores shared among the workers, one per GPU
+    local ngpu
+    ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    omp=$(( $(nproc) / (ngpu > 0 ? ngpu : 1) )) ;; esac
   exp_say "$kind: dsgap run $ini ($("$DSGAP" run "$ini" --out "$WORK/$kind" --list 2>/dev/null | wc -l) cells; finished cells are kept in $WORK/$kind)"
   local t=()
   [ "$secs" -gt 0 ] && t=(timeout "$secs")
-  ${t[@]+"${t[@]}"} "$DSGAP" run "$ini" --out "$WORK/$kind" ${extra[@]+"${extra[@]}"} "$@" ||
+  OMP_NUM_THREADS=${omp:-$(nproc)} ${t[@]+"${t[@]}"} "$DSGAP" run "$ini" --out "$WORK/$kind" ${extra[@]+"${extra[@]}"} "$@" ||
     { exp_say "$kind: dsgap run stopped (status $?): run again to go on"; return 1; }
 }
 

@@ -292,7 +292,7 @@ static void write_md(FILE *f, const entry *e, int ne, const dg_compare_opts *o, 
 	else
 		fprintf(f, "Speedup: the fidelity runs' own transformer times (dense / method). ");
 	fprintf(f, "A peer whose sparse density is more than %.2g from the target cannot reach it: no fidelity "
-		   "is given for it.\n\n", tol);
+		   "is given for it. Speedup — : no speed run at that density.\n\n", tol);
 	fprintf(f, "| method | source | target ρ | samples | density | sparse density | PSNR | 95%% CI | SSIM | "
 		   "95%% CI | rel-L2 | 95%% CI | speedup |\n");
 	fprintf(f, "|:--|:--|--:|--:|--:|--:|--:|:-:|--:|:-:|--:|:-:|--:|\n");
@@ -309,7 +309,10 @@ static void write_md(FILE *f, const entry *e, int ne, const dg_compare_opts *o, 
 			fprintf(f, "%s | [%s, %s] | %s | [%s, %s] | %s | [%s, %s] | ", num(c, x->est[0], 2),
 				num(d, x->lo[0], 2), num(g, x->hi[0], 2), num(h, x->est[1], 3), num(k, x->lo[1], 3),
 				num(l, x->hi[1], 3), num(m, x->est[2], 3), num(s, x->lo[2], 3), num(t, x->hi[2], 3));
-		fprintf(f, "%s%s |\n", num(a, x->speedup, 2), isnan(x->speedup) ? "" : "×");
+		if (isnan(x->speedup))
+			fputs("— |\n", f);
+		else
+			fprintf(f, "%s× |\n", num(a, x->speedup, 2));
 	}
 }
 

@@ -9,7 +9,8 @@
  * mbarrier, 2 K/V stages) and 2 consumer warpgroups (wgmma 128x128 tiles, P from registers, setmaxnreg
  * 40/232), the softmax of tile t+1 under the P.V wgmma of tile t (intra-warpgroup overlap) and the two
  * consumer warpgroups issuing their GEMMs in turns (ping-pong, named barriers).
- * Launchers: dg_flash_fwd and dg_flash_fwd_kv (its own key count, for cross-attention; heads merged),
+ * Launchers: dg_flash_fwd, dg_flash_fwd_kv (its own key count, for cross-attention; heads merged) and
+ * dg_flash_fwd_rows (the first rows of dg_flash_fwd's, for joint attention's text rows),
  * declared in dsgap_kernels.h. Check: tests/gpu_kernels.cu (fp64 reference, FA3 tolerance rule). Time:
  * dsgap-bench-kernels (kernels/bench_attn.cu) and scripts/gpu_run.sh on the H200; results/bench/BENCH.md.
  * Earlier versions, their test and benchmark: dev/kernels/ (measured in dev/kernels/HISTORY.md).
@@ -41,6 +42,16 @@ extern "C" int dg_flash_fwd_kv(const uint16_t *q, const uint16_t *k, const uint1
 			       int d, float *o_f32, uint16_t *o_bf16, float *lse, dg_stream stream)
 {
 	return flash_fwd(q, k, v, heads, nq, nk, d, o_f32, o_bf16, lse, 0, true, stream); /* fast mode (closed loop) */
+}
+
+extern "C" int dg_flash_fwd_rows(const uint16_t *q, const uint16_t *k, const uint16_t *v, int nq, int n, int d,
+				 float *o_f32, float *lse, int precise, dg_stream stream)
+{
+	if (nq < 1 || nq > n) {
+		fprintf(stderr, "dsgap: error: flash rows: %d query rows of %d\n", nq, n);
+		return -1;
+	}
+	return flash_fwd(q, k, v, 1, nq, n, d, o_f32, NULL, lse, precise, false, stream);
 }
 
 extern "C" int dg_flash_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,

@@ -57,10 +57,6 @@ struct dg_backend {
 	 * scales); the constructors' default fp32. policy_run.c sets it from the policy before every
 	 * attend that makes one; a residual keeps its own storage, and reads decode it. */
 	dg_resdtype residual_dtype;
-	/* Whether groups, select and exact follow the joint-attention rule (docs/spec.md §3.7) for a
-	 * text prefix: text queries dense, text keys in every list (the CPU does; the GPU's kernels not:
-	 * dg_policy_run_check refuses its non-peer policies on a trace with text). Peers always do. */
-	bool joint;
 	/* Load the unit's Q, K, V (host, (n, d) each). */
 	void (*load)(dg_backend *, const float *q, const float *k, const float *v);
 	/* Load the unit's Q, K, V from where the backend computes, fp32 (n, d) each (device memory on the
@@ -90,7 +86,11 @@ struct dg_backend {
 				const uint16_t *const *q16, bool device);
 	/* Dense attention of the loaded unit: the reference O and its LSE. Returns seconds. */
 	double (*dense)(dg_backend *);
-	/* Group the loaded unit's queries (groups.h). NULL after reporting on failure. */
+	/* Group the loaded unit's queries (groups.h). NULL after reporting on failure. With a text
+	 * prefix (docs/spec.md §3.7, both backends, every policy): the text queries come first, never
+	 * mixed with video ones; select and exact then give text groups every key and add the text keys
+	 * to every other list (dg_joint_selection), and attend and approx write the text queries' rows
+	 * as the dense pass's (on a unit without one, as dense attention of those rows). */
 	dg_bgroups *(*groups)(dg_backend *, dg_group_kind, const int grid[3], int text_tokens);
 	/* Exact scores (select.h) of nacc groupings in one pass over the probabilities, into
 	 * scores[a]; and per-query selections (the oracle) for the nq budgets into qsel[b]. */

@@ -320,7 +320,6 @@ dg_backend *dg_backend_cpu(int n, int d)
 			    .sel_lists = cpu_sel_lists, .groups_free = cpu_groups_free,
 			    .scores_free = cpu_scores_free, .sel_free = cpu_sel_free,
 			    .vec_free = cpu_vec_free, .destroy = cpu_destroy };
-	be->joint = true;
 	snprintf(be->device, sizeof be->device, "%s", dg_cpu_name());
 	dg_attn_init_threads();
 	return be;

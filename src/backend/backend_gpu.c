@@ -59,6 +59,7 @@ typedef struct {
 struct dg_bgroups {
 	dg_groups g;         /* host: perm and off (perm only where built on the host) */
 	int32_t *perm, *off; /* device */
+	int text_groups;     /* joint attention: its first groups are the text queries' (text_groups_of) */
 	long id;
 };
 struct dg_bscores {
@@ -114,6 +115,8 @@ typedef struct {
 	int32_t *dec[DG_SPARSE_HEADS_MAX]; /* keys=bitmap: lists decoded for a launch (batch slot i: dec[i]) */
 	size_t dec_cap[DG_SPARSE_HEADS_MAX];
 	float *h_lse;            /* host copy, for the host twin of the per-query top-p */
+	int text;                /* the loaded unit's text prefix (joint attention), from groups or peer */
+	bool dense_current;      /* o_ref and lse are the loaded unit's (its dense pass ran) */
 	cudaStream_t stream;
 	cudaEvent_t ev[2];
 	cudaStream_t side;       /* high priority: the PCA groupings ahead */
@@ -160,6 +163,7 @@ static void sel_resident(dg_backend *be, dg_bsel *s);
 static void settle(gpu *g, parking *pk);
 static void unpin(gpu *g, parking *pk);
 static void gpu_vec_free(dg_backend *be, dg_bvec *v);
+static void gpu_sel_free(dg_backend *be, dg_bsel *s);
 
 /* device memory from the stream-ordered pool, in the order of stream st (dmalloc: the main
  * stream), freed in the order of the main stream */
@@ -340,6 +344,7 @@ static void unit_begin(dg_backend *be, const float *q)
 	g->ahead.cur = NULL;
 	g->unit++; /* a kept sparse output belongs to the previous unit */
 	g->o16 = NULL;
+	g->dense_current = false;
 	for (int i = 0; i < g->ahead.count; i++)
 		if (g->ahead.q[i] == q) {
 			g->ahead.cur = g->ahead.bg[i];
@@ -423,6 +428,7 @@ static double gpu_dense(dg_backend *be)
 	KERNEL_CHECK(dg_flash_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, g->o_ref, NULL, g->lse, be->precise,
 				  (dg_stream)g->stream));
 	double s = timed_end(g);
+	g->dense_current = true;
 	if (g->profiling)
 		g->pacc[DG_PHASE_DENSE] += s;
 	CUDA_CHECK(cudaMemcpyAsync(g->h_lse, g->lse, (size_t)be->n * 4, cudaMemcpyDeviceToHost, g->stream));
@@ -526,10 +532,58 @@ static void gpu_prefetch_groups(dg_backend *be, dg_group_kind kind, int count, c
 	CUDA_CHECK(cudaEventRecord(g->ev_ahead, g->side));
 }
 
+/* joint attention's groups (docs/spec.md §3.7): how many of a grouping's first groups hold the text
+ * queries (they come first, positions [0, text) in order, never mixed with video queries) */
+static int text_groups_of(const dg_groups *g, int text)
+{
+	int k = 0;
+	while (k < g->ngroups && g->off[k] < text)
+		k++;
+	return k;
+}
+
+/* joint attention's PCA grouping (groups.c joint_groups): the text queries in runs of 128, then the
+ * PCA leaves of the video queries alone (dg_pca_groups on rows [text, n), put behind the text) */
+static dg_bgroups *pca_joint(dg_backend *be, int text)
+{
+	gpu *g = be->impl;
+	int n = be->n, nv = n - text;
+	if (nv < 1) {
+		dg_error("grouping: %d text tokens leave no video query of %d", text, n);
+		return NULL;
+	}
+	int ntext = (text + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE, nvg = (nv + DG_GROUP_SIZE - 1) / DG_GROUP_SIZE;
+	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
+	bg->id = g->next_id++;
+	bg->g.n = n;
+	bg->g.ngroups = ntext + nvg;
+	bg->g.off = dg_malloc((size_t)(ntext + nvg + 1) * sizeof(int));
+	for (int k = 0; k < ntext; k++)
+		bg->g.off[k] = k * DG_GROUP_SIZE;
+	for (int k = 0; k <= nvg; k++)
+		bg->g.off[ntext + k] = text + (k * DG_GROUP_SIZE < nv ? k * DG_GROUP_SIZE : nv);
+	bg->text_groups = ntext;
+	bg->perm = dmalloc(g, (size_t)n * 4);
+	bg->off = dmalloc(g, (size_t)(bg->g.ngroups + 1) * 4);
+	int32_t *vperm = dmalloc(g, (size_t)nv * 4), *voff = dmalloc(g, (size_t)(nvg + 1) * 4);
+	phase_begin(g);
+	KERNEL_CHECK(dg_pca_groups(g->dq + (size_t)text * be->d, 1, nv, be->d, vperm, voff, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_joint_perm(vperm, n, text, bg->perm, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_GROUPS);
+	CUDA_CHECK(cudaMemcpyAsync(bg->off, bg->g.off, (size_t)(bg->g.ngroups + 1) * 4, cudaMemcpyHostToDevice,
+				   g->stream));
+	dfree(g, vperm);
+	dfree(g, voff);
+	return bg;
+}
+
 static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid[3], int text)
 {
 	gpu *g = be->impl;
 	flush(be);
+	g->text = text;
+	if (kind == DG_GROUP_PCA && text > 0) /* a grouping made ahead is of the whole sequence: unused */
+		return pca_joint(be, text);
 	if (kind == DG_GROUP_PCA && g->ahead.cur) { /* made ahead: the main stream waits for it */
 		dg_bgroups *bg = g->ahead.cur;
 		CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_ahead, 0));
@@ -550,6 +604,7 @@ static dg_bgroups *gpu_groups(dg_backend *be, dg_group_kind kind, const int grid
 		free(bg);
 		return NULL;
 	}
+	bg->text_groups = text_groups_of(&bg->g, text);
 	groups_upload(g, bg);
 	return bg;
 }
@@ -611,6 +666,23 @@ static dg_bsel *sel_from_host(gpu *g, const dg_selection *h)
 	return s;
 }
 
+/* joint attention (docs/spec.md §3.7, dg_joint_selection): selection s, of a grouping whose first
+ * text_groups groups are the text queries and with room for cap keys, replaced by its joint lists:
+ * every key for the text groups, the text keys [0, text) added to the video groups' (dg_joint_keys).
+ * No-op without text. */
+static dg_bsel *joint_keys(dg_backend *be, dg_bsel *s, int text_groups, int64_t cap)
+{
+	gpu *g = be->impl;
+	if (g->text <= 0)
+		return s;
+	int n = be->n, ng = s->ngroups, forced = g->text < n ? g->text : n;
+	dg_bsel *j = sel_new(g, ng);
+	j->idx = dmalloc(g, (size_t)((int64_t)text_groups * n + (int64_t)(ng - text_groups) * forced + cap) * 4);
+	KERNEL_CHECK(dg_joint_keys(s->off, s->idx, ng, n, text_groups, forced, j->off, j->idx, (dg_stream)g->stream));
+	gpu_sel_free(be, s);
+	return j;
+}
+
 /* per-query selections by the host twin, from the exact probability rows (top-p, kv=block,
  * mixed sinks) */
 static void query_select_host(dg_backend *be, const dg_budget *const *qb, dg_bsel **qsel, int nq)
@@ -622,6 +694,7 @@ static void query_select_host(dg_backend *be, const dg_budget *const *qb, dg_bse
 	dg_selection *h = dg_malloc((size_t)nq * sizeof *h);
 	dg_query_select_finish(qs, h);
 	for (int b = 0; b < nq; b++) {
+		dg_joint_selection(NULL, &h[b], be->n, g->text, 1); /* query r is group r */
 		qsel[b] = sel_from_host(g, &h[b]);
 		dg_selection_free(&h[b]);
 	}
@@ -658,13 +731,17 @@ static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 	}
 	int K[8];
 	int32_t *rows[8];
+	int64_t row[8];
 	for (int b = 0; b < nq; b++) {
 		K[b] = dg_topk_count(qb[b]->rho, n);
-		qsel[b] = sel_fixed(g, n, dg_query_topk_row(n, K[b], qb[b]->sink_lo, qb[b]->sink_hi), true);
+		row[b] = dg_query_topk_row(n, K[b], qb[b]->sink_lo, qb[b]->sink_hi);
+		qsel[b] = sel_fixed(g, n, row[b], true);
 		rows[b] = qsel[b]->idx;
 	}
 	KERNEL_CHECK(dg_query_topk(g->dq, g->dk, g->lse, n, be->d, nq, K, qb[0]->sink_lo, qb[0]->sink_hi,
 				   rows, (dg_stream)g->stream));
+	for (int b = 0; b < nq; b++) /* query r is group r: the first text groups are the text queries */
+		qsel[b] = joint_keys(be, qsel[b], g->text, (int64_t)n * row[b]);
 	phase_end(g, DG_PHASE_SCORES);
 }
 
@@ -709,6 +786,7 @@ static dg_bsel *gpu_select(dg_backend *be, const dg_bgroups *bg, const dg_bscore
 	phase_begin(g);
 	KERNEL_CHECK(dg_select_keys(sc->s, ng, be->n, kv, budget, b->rho, b->topp, b->sink_lo, b->sink_hi,
 				    s->off, s->idx, cap, (dg_stream)g->stream));
+	s = joint_keys(be, s, bg->text_groups, cap);
 	phase_end(g, DG_PHASE_SELECT);
 	return s;
 }
@@ -723,6 +801,22 @@ static void out_metrics(dg_backend *be, dg_metrics *m)
 	CUDA_CHECK(cudaMemcpyAsync(h, g->dmet, sizeof h, cudaMemcpyDeviceToHost, g->stream));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	*m = (dg_metrics){ h[0], h[1], h[2], h[3], h[4], h[5] };
+}
+
+/* joint attention (backend_cpu.c text_rows): the text queries' rows of o (n, d) (every key in their
+ * lists, their pairs counted) become the dense pass's rows bit for bit, whatever the blocking of the
+ * sparse kernel; on a unit without a dense pass (the closed loop's reuse steps) those rows of it are
+ * computed here (dg_flash_fwd_rows) */
+static void text_rows(dg_backend *be, float *o)
+{
+	gpu *g = be->impl;
+	if (g->text <= 0)
+		return;
+	if (g->dense_current)
+		CUDA_CHECK(cudaMemcpyAsync(o, g->o_ref, (size_t)g->text * be->d * 4, cudaMemcpyDeviceToDevice, g->stream));
+	else
+		KERNEL_CHECK(dg_flash_fwd_rows(g->dq, g->dk, g->dv, g->text, be->n, be->d, o, NULL, be->precise,
+					       (dg_stream)g->stream));
 }
 
 /*
@@ -743,6 +837,7 @@ static double sparse_out(dg_backend *be, const dg_bgroups *bg, const dg_bsel *se
 	KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
 				   sel->off, keys, NULL, g->lse, g->o_sp, g->mass, be->precise,
 				   (dg_stream)g->stream));
+	text_rows(be, g->o_sp);
 	double s = timed ? timed_end(g) : 0;
 	g->kept.unit = g->unit, g->kept.groups = bg->id, g->kept.sel = sel->id;
 	g->kept.timed = timed, g->kept.seconds = s;
@@ -775,7 +870,7 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 		(*new_residual)->pk.dirty = true;
 	double s = 0;
 	bool fused = residual && !new_residual && !seconds && !m;
-	if (fused && g->o16) {
+	if (fused && g->o16 && !g->text) { /* text rows: written after the launch, so not batched */
 		batch_add(be, bg, sel, residual);
 	} else if (fused) {
 		/* out = O_sparse + R from the kernel's epilogue (a reuse step of a cached residual: the DiT's
@@ -786,6 +881,7 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 		KERNEL_CHECK(dg_sparse_fwd_rq(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
 					      sel->off, keys, residual->x, res_code(residual->t), g->lse, g->out, g->mass,
 					      be->precise, (dg_stream)g->stream));
+		text_rows(be, g->out);
 		g->kept.unit = -1;
 		phase_end(g, DG_PHASE_ATTEND);
 	} else {
@@ -1015,6 +1111,7 @@ static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, cons
 {
 	gpu *g = be->impl;
 	flush(be);
+	g->text = text;
 	if (dg_peer_block_size(p))
 		return gpu_peer_blocks(be, p, b, text, groups, sel);
 	if (p->mask == DG_MASK_WINDOW)
@@ -1051,6 +1148,7 @@ static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel,
 	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* and h_lse */
 	dg_pisa_combine(g->q, g->k, g->v, g->h_lse, be->n, be->d, block, &bg->g, &hs, out, mass, out);
 	CUDA_CHECK(cudaMemcpyAsync(g->out, out, nd * 4, cudaMemcpyHostToDevice, g->stream));
+	text_rows(be, g->out);
 	if (m)
 		out_metrics(be, m);
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));

@@ -64,15 +64,6 @@ static bool same_key(const dg_policy_run *a, const dg_policy_run *b)
 	       a->budget.topp == b->budget.topp && p->sink_lo == q->sink_lo && p->sink_hi == q->sink_hi;
 }
 
-int dg_policy_run_check(const dg_backend *be, const dg_policy *p, int text_tokens)
-{
-	if (text_tokens > 0 && !be->joint && !p->dense && !dg_policy_is_peer(p))
-		return dg_error("policy %s: joint attention (%d text tokens) is not built on the %s backend for "
-				"non-peer policies yet (its select kernels do not keep text rows dense and text "
-				"keys; docs/spec.md §3.7): run it with --device cpu", p->name, text_tokens, be->name);
-	return 0;
-}
-
 void dg_policy_run_init(dg_policy_run *r, const dg_policy *p, double rho)
 {
 	*r = (dg_policy_run){ .p = p,

@@ -53,9 +53,6 @@ typedef struct {
 	dg_policy_meta *fresh; /* metadata made at this unit */
 } dg_policy_run;
 
-/* Whether backend be runs policy p on units with a text prefix of text_tokens: the joint-attention
- * rule (be->joint, or a peer); -1 after one line if not. */
-int dg_policy_run_check(const dg_backend *be, const dg_policy *p, int text_tokens);
 /* A run of policy p (kept by pointer) at top-k density rho, with no state yet. */
 void dg_policy_run_init(dg_policy_run *r, const dg_policy *p, double rho);
 /* What the run does at the unit of (step, layer) under schedule sc: sets dense_out, make_meta. */

@@ -359,11 +359,6 @@ int dg_replay(const dg_replay_opts *opt)
 			 .excluded = cJSON_CreateArray(), .unreached = cJSON_CreateArray() };
 	size_t nd = (size_t)c.n * c.d;
 	c.be = o.device && !strcmp(o.device, "gpu") ? dg_backend_gpu(c.n, c.d) : dg_backend_cpu(c.n, c.d);
-	for (int p = 0; c.be && p < o.npolicies; p++)
-		if (dg_policy_run_check(c.be, &o.policies[p], t.meta.text_tokens)) {
-			c.be->destroy(c.be);
-			c.be = NULL;
-		}
 	if (!c.be) {
 		dg_out_abort(&csv);
 		goto out_paths;

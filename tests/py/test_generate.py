@@ -94,8 +94,16 @@ def kind(v):
     return "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else type(v).__name__
 
 
+# keys of the C engine's own machinery, which a diffusers pipeline does not have (issue 21: the
+# checkpoint loader's figures, --cache-offload's copies, each step's transformer seconds)
+C_ONLY = {"weight_files", "load_s", "load_bytes", "bf16_direct", "cache_offload", "step_s", "offload_up_bytes",
+          "offload_down_bytes", "offload_copy_s", "offload_wait_s", "offload_pin_s"}
+
+
 def schema(cj, pj, where, bad):
     for k, v in cj.items():
+        if k in C_ONLY:
+            continue
         if k not in pj:
             bad.append(f"{where}{k} missing")
         elif pj[k] is not None and kind(pj[k]) != kind(v):

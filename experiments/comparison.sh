@@ -10,10 +10,10 @@
 #   experiments/comparison.sh [--out DIR | --update-results] [--stage all|gpu|analyse] [--from FILE]
 #                             [--pack FILE] [--budget S] [dsgap run options, e.g. --gpus all]
 #
-#   all (default)  fidelity (experiments/comparison.ini, or COMPARISON_INI=FILE) and, unless
+#   all (default)  fidelity (experiments/comparison.ini, or EXP_INI=FILE) and, unless
 #                  COMPARISON_SPEED_INI=none, speed (experiments/comparison_speed.ini) with dsgap run
 #                  here, then the tables. COMPARISON_SPEED_INI=none: the fidelity run's own times are the
-#                  speed (say so in the figure). The CPU path: COMPARISON_INI=a small experiment of the
+#                  speed (say so in the figure). The CPU path: EXP_INI=a small experiment of the
 #                  same form (tests/cli_comparison.sh runs one end to end); the full experiment is 372
 #                  cells of several minutes each on 2 CPU cores (one measured: 444 s): a GPU job.
 #   gpu            on the GPU machine (scripts/device_all.sh's `comparison` step, which sets DSGAP and
@@ -34,6 +34,7 @@ while [ $# -gt 0 ]; do
     --from) from=${2:?--from needs a file}; shift ;;
     --pack) pack=${2:?--pack needs a file}; shift ;;
     --budget) budget=${2:?--budget needs seconds}; shift ;;
+    --cells|--cells=*) echo "comparison.sh: two runs (fidelity, speed): bring the GPU's with --stage analyse --from FILE, not --cells" >&2; exit 2 ;;
     *) args+=("$1") ;;
   esac
   shift
@@ -43,7 +44,7 @@ case $stage in all|gpu|analyse) ;; *) echo "comparison.sh: --stage all|gpu|analy
 [ -z "$from" ] || [ -s "$from" ] || { echo "comparison.sh: --from $from: no such file" >&2; exit 2; }
 [ -z "$from" ] || from=$(realpath "$from")
 exp_init comparison ${args[@]+"${args[@]}"}
-fid_ini=${COMPARISON_INI:-$INI}
+fid_ini=$INI # EXP_INI=FILE (lib.sh) for another fidelity experiment
 speed_ini=${COMPARISON_SPEED_INI:-$ROOT/experiments/comparison_speed.ini}
 
 # one experiment into WORK/KIND, at most S seconds when S > 0 (a run cut short keeps its cells); the

@@ -30,7 +30,7 @@ ini() { # NAME LATENT SEEDS
 ini cmp_fid 4x16x24 "3, 4" > "$tmp/fid.ini"
 ini cmp_speed 4x16x32 3 > "$tmp/speed.ini"
 out=$tmp/res
-DSGAP_WORK=$tmp/work COMPARISON_INI=$tmp/fid.ini COMPARISON_SPEED_INI=$tmp/speed.ini \
+DSGAP_WORK=$tmp/work EXP_INI=$tmp/fid.ini COMPARISON_SPEED_INI=$tmp/speed.ini \
   bash "$DSGAP_SOURCE/experiments/comparison.sh" --out "$out" --quiet > "$tmp/log" 2>&1
 check "comparison.sh: exit 0" [ $? -eq 0 ] || cat "$tmp/log"
 csv=$out/comparison.csv fcl=$out/fidelity/tiny.w1/closed_loop.csv scl=$out/speed/tiny.w1/closed_loop.csv
@@ -68,7 +68,7 @@ if command -v gnuplot > /dev/null; then
 fi
 
 # --- the device stages: gpu (here on the CPU: its cells are done already) packs, analyse unpacks -----
-DSGAP_WORK=$tmp/work COMPARISON_INI=$tmp/fid.ini COMPARISON_SPEED_INI=$tmp/speed.ini COMPARISON_DEVICE=cpu \
+DSGAP_WORK=$tmp/work EXP_INI=$tmp/fid.ini COMPARISON_SPEED_INI=$tmp/speed.ini COMPARISON_DEVICE=cpu \
   bash "$DSGAP_SOURCE/experiments/comparison.sh" --stage gpu --pack "$tmp/pack.tgz" --out "$tmp/gpu" --quiet > "$tmp/gpu.log" 2>&1
 check "--stage gpu: exit 0, both runs packed" all '[ -s "$tmp/pack.tgz" ]' \
   '[ "$(tar tzf "$tmp/pack.tgz" | grep -c closed_loop.csv)" -eq 2 ]' || cat "$tmp/gpu.log"

@@ -680,6 +680,71 @@ static void test_synth(void)
 	}
 }
 
+/* --text T: the text prefix first, then the grid's tokens as without it (bit for bit); the prefix the same
+ * at every step and unlike every video token's; the spec round-trips the key; out-of-range counts refused */
+static void test_synth_text(void)
+{
+	dg_synth_opts o;
+	dg_synth_defaults(&o);
+	o.grid[0] = 2, o.grid[1] = 4, o.grid[2] = 6, o.heads = 2, o.layers = 1, o.steps = 3;
+	const char *plain = tpath("synth_plain.h5"), *joint = tpath("synth_text.h5");
+	int rc = dg_synth(&o, plain);
+	o.text = 37;
+	rc = rc || dg_synth(&o, joint);
+	dg_trace a, b;
+	if (rc || dg_trace_open(&a, plain)) {
+		CHECK("synth --text: writes", 0);
+		return;
+	}
+	if (dg_trace_open(&b, joint)) {
+		dg_trace_close(&a);
+		CHECK("synth --text: opens", 0);
+		return;
+	}
+	int nv = a.meta.tokens, d = a.meta.head_dim, T = o.text;
+	CHECK("synth --text: text_tokens 37, tokens = 37 + grid product, the grid kept",
+	      b.meta.text_tokens == T && b.meta.tokens == T + nv && a.meta.text_tokens == 0 &&
+	      !memcmp(a.meta.grid, b.meta.grid, sizeof a.meta.grid));
+	size_t uv = (size_t)nv * d, ut = (size_t)T * d;
+	float *x = dg_malloc(uv * sizeof(float)), *y = dg_malloc((ut + uv) * sizeof(float));
+	float *y0 = dg_malloc((ut + uv) * sizeof(float));
+	int video_same = 1, text_fixed = 1, text_apart = 1;
+	for (int q = 0; q < DG_QKV_COUNT; q++)
+		for (int s = 0; s < o.steps; s++)
+			for (int h = 0; h < o.heads; h++) {
+				if (dg_trace_read(&a, q, s, 0, h, x) || dg_trace_read(&b, q, s, 0, h, y) ||
+				    dg_trace_read(&b, q, 0, 0, h, y0)) {
+					video_same = 0;
+					continue;
+				}
+				video_same &= !memcmp(x, y + ut, uv * sizeof(float));
+				text_fixed &= !memcmp(y, y0, ut * sizeof(float));
+				text_apart &= rel_diff(y, y + ut, ut < uv ? ut : uv) > 0.5;
+			}
+	CHECK("synth --text: the video tokens equal the trace without text, bit for bit", video_same);
+	CHECK("synth --text: the text prefix is the same at every step", text_fixed);
+	CHECK("synth --text: the text prefix differs from the video tokens", text_apart);
+	free(x), free(y), free(y0);
+	dg_trace_close(&a);
+	dg_trace_close(&b);
+
+	char *spec = dg_synth_spec(&o), err[256];
+	dg_synth_opts back;
+	CHECK("synth --text: the spec writes text=37 and parses back",
+	      strstr(spec, " text=37") && !dg_synth_spec_parse(spec, &back, err, sizeof err) && back.text == 37);
+	free(spec);
+	o.text = 0;
+	spec = dg_synth_spec(&o);
+	CHECK("synth: no text key without text (the specs of earlier experiments unchanged)", !strstr(spec, "text"));
+	free(spec);
+	o.text = 4097;
+	capture_begin();
+	rc = dg_synth(&o, tpath("bad_text.h5"));
+	const char *e = capture_end();
+	CHECK("synth rejects 4097 text tokens", rc == -1 && one_line_with(e, "4097 text tokens out of range 0..4096") &&
+	      !exists(tpath("bad_text.h5")));
+}
+
 /* ---- interop fixture ---------------------------------------------------------------------------- */
 
 static int write_fixture(const char *h5, const char *raw)
@@ -739,6 +804,7 @@ int main(int argc, char **argv)
 	test_writer_errors(r);
 	test_bad_input(r);
 	test_synth();
+	test_synth_text();
 	gsl_rng_free(r);
 	remove_dir();
 	return test_report();

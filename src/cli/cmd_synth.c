@@ -1,6 +1,7 @@
 /*
  * cmd_synth.c: dsgap synth, write a structured synthetic trace (synth.h says what is in it).
  *   dsgap synth --out T.h5 [--grid FxHxW] [--heads H] [--head-dim D] [--layers L] [--steps S] [--seed X]
+ *                          [--text T]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -28,13 +29,14 @@ static void usage(FILE *f)
 		"      --layers L       (default %d)\n"
 		"      --steps S        1..50 (default %d)\n"
 		"      --seed X         (default %lu)\n"
+		"      --text T         text tokens before the grid's, joint attention (default %d)\n"
 		"  -h, --help           this help\n",
-		d.grid[0], d.grid[1], d.grid[2], d.heads, d.head_dim, d.layers, d.steps, d.seed);
+		d.grid[0], d.grid[1], d.grid[2], d.heads, d.head_dim, d.layers, d.steps, d.seed, d.text);
 }
 
 int dg_cmd_synth(int argc, char **argv)
 {
-	enum { OPT_GRID = 256, OPT_HEADS, OPT_HEAD_DIM, OPT_LAYERS, OPT_STEPS, OPT_SEED };
+	enum { OPT_GRID = 256, OPT_HEADS, OPT_HEAD_DIM, OPT_LAYERS, OPT_STEPS, OPT_SEED, OPT_TEXT };
 	static const struct option longopts[] = {
 		{ "out", required_argument, NULL, 'o' },
 		{ "grid", required_argument, NULL, OPT_GRID },
@@ -43,6 +45,7 @@ int dg_cmd_synth(int argc, char **argv)
 		{ "layers", required_argument, NULL, OPT_LAYERS },
 		{ "steps", required_argument, NULL, OPT_STEPS },
 		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "text", required_argument, NULL, OPT_TEXT },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -61,6 +64,7 @@ int dg_cmd_synth(int argc, char **argv)
 		case OPT_LAYERS: bad = dg_opt_int("synth", "layers", optarg, INT_MIN, INT_MAX, &o.layers); break;
 		case OPT_STEPS: bad = dg_opt_int("synth", "steps", optarg, INT_MIN, INT_MAX, &o.steps); break;
 		case OPT_SEED: bad = dg_opt_seed("synth", "seed", optarg, &o.seed); break;
+		case OPT_TEXT: bad = dg_opt_int("synth", "text", optarg, INT_MIN, INT_MAX, &o.text); break;
 		case 'h': usage(stdout); return 0;
 		case ':': bad = dg_error("synth: option '%s' needs a value", argv[optind - 1]); break;
 		default: bad = dg_error("synth: unknown option '%s' (dsgap synth --help)", argv[optind - 1]); break;
@@ -79,9 +83,9 @@ int dg_cmd_synth(int argc, char **argv)
 		return 1;
 	struct stat st;
 	double mib = stat(out, &st) ? 0 : st.st_size / 1048576.0;
-	printf("wrote %s: %d steps x %d layers x %d heads x %d tokens (%dx%dx%d) x %d dims, bf16, "
+	printf("wrote %s: %d steps x %d layers x %d heads x %d tokens (%d text + %dx%dx%d) x %d dims, bf16, "
 	       "%.1f MiB, seed %lu, %.1f s\n", out, o.steps, o.layers, o.heads,
-	       o.grid[0] * o.grid[1] * o.grid[2], o.grid[0], o.grid[1], o.grid[2], o.head_dim, mib, o.seed,
-	       dg_now() - t0);
+	       o.text + o.grid[0] * o.grid[1] * o.grid[2], o.text, o.grid[0], o.grid[1], o.grid[2], o.head_dim, mib,
+	       o.seed, dg_now() - t0);
 	return 0;
 }

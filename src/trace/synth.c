@@ -40,6 +40,8 @@
 #define V_FREQS 32        /* frequencies of v's positional field */
 #define V_SCALE 3.0       /* lengthscale of v's positional field, tokens */
 #define MAX_TOKENS 131072
+#define MAX_TEXT 4096
+#define TEXT_SALT 0x7465787474657874ull /* the text tokens' streams, apart from the heads' */
 
 /* beta: peak positional logit; lt, ls: temporal and spatial lengthscales (tokens); gamma: std of the
  * content logit; sink: sink logit above ln(tokens) (so the sink mass does not shrink as N grows) */
@@ -85,6 +87,9 @@ int dg_synth_check(const dg_synth_opts *o)
 		return dg_error("synth: head_dim %d out of range 32..256", o->head_dim);
 	if (o->layers < 1 || o->layers > 128)
 		return dg_error("synth: layers %d out of range 1..128", o->layers);
+	if (o->text < 0 || o->text > MAX_TEXT || n + o->text > MAX_TOKENS)
+		return dg_error("synth: %d text tokens out of range 0..%d (at most %d tokens with the grid's)",
+				o->text, MAX_TEXT, MAX_TOKENS);
 	if (o->steps < 1 || o->steps > DG_SYNTH_SCHEDULE_STEPS)
 		return dg_error("synth: steps %d out of range 1..%d (the first steps of a %d-step schedule)",
 				o->steps, DG_SYNTH_SCHEDULE_STEPS, DG_SYNTH_SCHEDULE_STEPS);
@@ -346,6 +351,8 @@ static char *config_json(const dg_synth_opts *o, int tokens)
 	cJSON_AddNumberToObject(c, "schedule_steps", DG_SYNTH_SCHEDULE_STEPS);
 	cJSON_AddNumberToObject(c, "shift", DG_SYNTH_SHIFT);
 	cJSON_AddNumberToObject(c, "drift", DRIFT);
+	if (o->text > 0)
+		cJSON_AddNumberToObject(c, "text_tokens", o->text);
 	cJSON *kl = cJSON_AddArrayToObject(c, "head_kinds"), *sl = cJSON_AddArrayToObject(c, "sink_tokens");
 	for (int l = 0; l < o->layers; l++) {
 		cJSON *k = cJSON_CreateArray(), *s = cJSON_CreateArray();
@@ -353,6 +360,8 @@ static char *config_json(const dg_synth_opts *o, int tokens)
 			head hd;
 			gsl_rng_free(head_stream(&hd, o, l, h, tokens));
 			cJSON_AddItemToArray(k, cJSON_CreateString(kinds[hd.kind].name));
+			for (int i = 0; i < hd.nsinks; i++) /* token indices: after the text */
+				hd.sinks[i] += o->text;
 			cJSON_AddItemToArray(s, cJSON_CreateIntArray(hd.sinks, hd.nsinks));
 		}
 		cJSON_AddItemToArray(kl, k);
@@ -371,33 +380,53 @@ static double schedule_sigma(int i)
 	return DG_SYNTH_SHIFT * t / (1 + (DG_SYNTH_SHIFT - 1) * t);
 }
 
+/* the text prefix of one (layer, head): q, k, v (text, D) each, unit Gaussians of its own stream */
+static void make_text(const dg_synth_opts *o, int layer, int h, float *const qkv[3])
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	gsl_rng_set(r, stream_seed(o->seed ^ TEXT_SALT, layer, h));
+	for (int t = 0; t < 3; t++)
+		for (size_t e = 0; e < (size_t)o->text * o->head_dim; e++)
+			qkv[t][e] = (float)gsl_ran_gaussian(r, 1);
+	gsl_rng_free(r);
+}
+
+/* every unit: (text + tokens, D) rows, the text prefix first (b.f points past it) */
 static int write_units(dg_trace_writer *w, const dg_synth_opts *o, int tokens)
 {
 	int d = o->head_dim, rc = 0;
+	size_t td = (size_t)o->text * d;
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
 	gsl_rng_set(r, o->seed);
 	latents lt;
 	latents_init(&lt, r, o->grid, tokens);
-	unit_buf b = { gsl_matrix_alloc(tokens, d), gsl_matrix_alloc(tokens, d),
-		       dg_malloc((size_t)tokens * d * sizeof(float)) };
+	float *unit = dg_malloc((td + (size_t)tokens * d) * sizeof(float));
+	float *text[3] = { dg_malloc((td ? td : 1) * sizeof(float)), dg_malloc((td ? td : 1) * sizeof(float)),
+			   dg_malloc((td ? td : 1) * sizeof(float)) };
+	unit_buf b = { gsl_matrix_alloc(tokens, d), gsl_matrix_alloc(tokens, d), unit + td };
 	for (int s = 0; s < o->steps && !rc; s++) {
 		latents_step(&lt, r, s);
 		for (int l = 0; l < o->layers && !rc; l++)
 			for (int h = 0; h < o->heads && !rc; h++) {
 				head hd;
 				head_init(&hd, o, l, h, tokens);
+				make_text(o, l, h, text);
 				make_qk(&hd, lt.z, 1, &b);
-				rc = dg_trace_writer_put(w, DG_QKV_Q, s, l, h, b.f);
+				memcpy(unit, text[0], td * sizeof(float));
+				rc = dg_trace_writer_put(w, DG_QKV_Q, s, l, h, unit);
 				make_qk(&hd, lt.z, 0, &b);
-				rc = rc ? rc : dg_trace_writer_put(w, DG_QKV_K, s, l, h, b.f);
+				memcpy(unit, text[1], td * sizeof(float));
+				rc = rc ? rc : dg_trace_writer_put(w, DG_QKV_K, s, l, h, unit);
 				make_v(&hd, lt.z, &b);
-				rc = rc ? rc : dg_trace_writer_put(w, DG_QKV_V, s, l, h, b.f);
+				memcpy(unit, text[2], td * sizeof(float));
+				rc = rc ? rc : dg_trace_writer_put(w, DG_QKV_V, s, l, h, unit);
 				head_free(&hd);
 			}
 	}
 	gsl_matrix_free(b.pre);
 	gsl_matrix_free(b.out);
-	free(b.f);
+	free(unit);
+	free(text[0]), free(text[1]), free(text[2]);
 	latents_free(&lt);
 	gsl_rng_free(r);
 	return rc;
@@ -409,8 +438,8 @@ int dg_synth(const dg_synth_opts *o, const char *out_path)
 		return -1;
 	int tokens = o->grid[0] * o->grid[1] * o->grid[2];
 	dg_trace_meta m = {
-		.steps = o->steps, .layers = o->layers, .heads = o->heads, .tokens = tokens,
-		.head_dim = o->head_dim, .grid = { o->grid[0], o->grid[1], o->grid[2] }, .text_tokens = 0,
+		.steps = o->steps, .layers = o->layers, .heads = o->heads, .tokens = o->text + tokens,
+		.head_dim = o->head_dim, .grid = { o->grid[0], o->grid[1], o->grid[2] }, .text_tokens = o->text,
 		.model = "synthetic", .source = "synthetic", .created_by = "dsgap " DG_VERSION " synth",
 	};
 	m.step_index = dg_malloc(o->steps * sizeof(int));
@@ -464,7 +493,7 @@ int dg_synth_spec_parse(const char *spec, dg_synth_opts *o, char *err, size_t si
 		char *eq = strchr(tok, '=');
 		if (!eq) {
 			snprintf(err, size, "synth: expected key=value, got '%s' (keys: grid heads layers steps "
-				 "head_dim seed)", tok);
+				 "head_dim seed text)", tok);
 			rc = -1;
 			break;
 		}
@@ -496,9 +525,10 @@ int dg_synth_spec_parse(const char *spec, dg_synth_opts *o, char *err, size_t si
 			int *dst = !strcmp(key, "heads") ? &o->heads
 				 : !strcmp(key, "layers") ? &o->layers
 				 : !strcmp(key, "steps") ? &o->steps
+				 : !strcmp(key, "text") ? &o->text
 				 : !strcmp(key, "head_dim") || !strcmp(key, "head-dim") ? &o->head_dim : NULL;
 			if (!dst) {
-				snprintf(err, size, "synth: unknown key '%s' (grid heads layers steps head_dim seed)", key);
+				snprintf(err, size, "synth: unknown key '%s' (grid heads layers steps head_dim seed text)", key);
 				rc = -1;
 				break;
 			}
@@ -510,7 +540,7 @@ int dg_synth_spec_parse(const char *spec, dg_synth_opts *o, char *err, size_t si
 				break;
 			}
 			*dst = (int)v;
-			bit = dst == &o->heads ? 4 : dst == &o->layers ? 8 : dst == &o->steps ? 16 : 32;
+			bit = dst == &o->heads ? 4 : dst == &o->layers ? 8 : dst == &o->steps ? 16 : dst == &o->text ? 64 : 32;
 		}
 		if (seen & bit) {
 			snprintf(err, size, "synth: %s given twice", key);
@@ -526,8 +556,10 @@ int dg_synth_spec_parse(const char *spec, dg_synth_opts *o, char *err, size_t si
 char *dg_synth_spec(const dg_synth_opts *o)
 {
 	char buf[256];
-	snprintf(buf, sizeof buf, "synth: grid=%dx%dx%d heads=%d layers=%d steps=%d head_dim=%d seed=%lu",
-		 o->grid[0], o->grid[1], o->grid[2], o->heads, o->layers, o->steps, o->head_dim, o->seed);
+	int at = snprintf(buf, sizeof buf, "synth: grid=%dx%dx%d heads=%d layers=%d steps=%d head_dim=%d seed=%lu",
+			  o->grid[0], o->grid[1], o->grid[2], o->heads, o->layers, o->steps, o->head_dim, o->seed);
+	if (o->text > 0)
+		snprintf(buf + at, sizeof buf - at, " text=%d", o->text);
 	return dg_strdup(buf);
 }
 
@@ -536,7 +568,8 @@ void dg_synth_meta(const dg_synth_opts *o, dg_trace_meta *m)
 	memset(m, 0, sizeof *m);
 	m->steps = o->steps, m->layers = o->layers, m->heads = o->heads, m->head_dim = o->head_dim;
 	memcpy(m->grid, o->grid, sizeof m->grid);
-	m->tokens = o->grid[0] * o->grid[1] * o->grid[2];
+	m->tokens = o->text + o->grid[0] * o->grid[1] * o->grid[2];
+	m->text_tokens = o->text;
 	m->step_index = dg_malloc(o->steps * sizeof(int));
 	m->layer_index = dg_malloc(o->layers * sizeof(int));
 	m->head_index = dg_malloc(o->heads * sizeof(int));

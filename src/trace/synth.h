@@ -1,8 +1,11 @@
 /*
  * synth.h: structured synthetic traces, for tests and for the demo when no captured trace is at hand.
  *   dsgap synth --out T.h5 [--grid FxHxW] [--heads H] [--head-dim D] [--layers L] [--steps S] [--seed X]
+ *                          [--text T]
  *
- * Tokens are a latent grid of frames x height x width (no text tokens). Each (layer, head) is one of
+ * Tokens are a latent grid of frames x height x width, after a text prefix of T tokens (--text, default
+ * 0; joint attention, docs/spec.md §3.7): each text token's q, k and v are unit Gaussians of its own
+ * (layer, head) stream, the same at every step, unrelated to the grid. Each (layer, head) is one of
  * four kinds, cycling with head + layer, so every layer holds every kind when heads >= 4.
  * Measured on the defaults (1024 tokens; tests/test_trace.c checks the bounds in brackets):
  *   local    attention decays with the 3D distance of token positions (random Fourier features of
@@ -44,6 +47,7 @@ typedef struct {
 	int layers;  /* default 2, 1..128 */
 	int steps;   /* default 8, 1..50 */
 	unsigned long seed; /* default 1 */
+	int text;    /* text tokens before the grid's: default 0, 0..4096 */
 } dg_synth_opts;
 
 void dg_synth_defaults(dg_synth_opts *o);
@@ -52,11 +56,11 @@ int dg_synth_check(const dg_synth_opts *o);
 /* Write the trace to out_path (atomically: a temporary name renamed at the end). */
 int dg_synth(const dg_synth_opts *o, const char *out_path);
 
-/* "synth: grid=4x16x16 heads=4 layers=2 steps=8 head_dim=64 seed=1" (any subset of the keys, the
- * rest default; "synth:" optional) -> o. The syntax only (dg_synth_check the ranges): -1 with the
+/* "synth: grid=4x16x16 heads=4 layers=2 steps=8 head_dim=64 seed=1 text=0" (any subset of the keys,
+ * the rest default; "synth:" optional) -> o. The syntax only (dg_synth_check the ranges): -1 with the
  * problem in err (no report, so that a caller can name FILE:LINE). */
 int dg_synth_spec_parse(const char *spec, dg_synth_opts *o, char *err, size_t size);
-/* The canonical spec of o, every key written (malloc'd). */
+/* The canonical spec of o, every key written (text only when > 0) (malloc'd). */
 char *dg_synth_spec(const dg_synth_opts *o);
 /* The metadata dg_synth writes for o (steps of the 50-step schedule, indices 0..n-1), without
  * reading a file. */

@@ -7,7 +7,9 @@
  * steps and layers. The GPU computes on bf16 Q/K/V with P rounded to bf16 (the closed loop's fast
  * mode), the CPU in fp32: per call, rel_l2(GPU, CPU) <= 2e-2 (bf16 attention is ~4e-3; a selection
  * that differs at a near tie moves a few keys), every output element finite and the positions
- * between them untouched. Also fp32 refused on the GPU, and 100 contexts of several kinds made,
+ * between them untouched; the same with a text prefix (joint attention, docs/spec.md §3.7: mc-sparse,
+ * a ladder rung and pisa, the text rows dense on reuse steps without a dense pass too). Also fp32
+ * refused on the GPU, and 100 contexts of several kinds made,
  * used and freed with the device memory in use back where it was (contexts()).
  * Exits 77 (skipped) without a device.
  *   build/tests/gpu_api      (on the GPU machine: scripts/device_all.sh, step gpu_api)
@@ -36,6 +38,7 @@
 	printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 static int D = 128;
+static int T = 0; /* text tokens before the grid's */
 
 typedef struct {
 	uint16_t *host; /* the whole buffer, elements and gaps */
@@ -113,8 +116,8 @@ typedef struct {
 
 static void run_case(const char *spec, const char *sched, double rho, const int grid[3], dsgap_dtype dt)
 {
-	int n = grid[0] * grid[1] * grid[2];
-	dsgap_config c = { DSGAP_ABI_VERSION, spec, &rho, 1, sched, L, H, D, B, grid[0], grid[1], grid[2], 0, "cpu" };
+	int n = T + grid[0] * grid[1] * grid[2];
+	dsgap_config c = { DSGAP_ABI_VERSION, spec, &rho, 1, sched, L, H, D, B, grid[0], grid[1], grid[2], T, "cpu" };
 	dsgap_context *cpu, *gpu;
 	if (dsgap_context_create(&c, &cpu)) {
 		CHECKF(0, "%s: cpu context (%s)", spec, dsgap_last_error(NULL));
@@ -169,9 +172,9 @@ static void run_case(const char *spec, const char *sched, double rho, const int 
 	dsgap_stats sg, sc;
 	dsgap_context_stats(gpu, &sg), dsgap_context_stats(cpu, &sc);
 	CHECKF(out.fails == 0 && out.nonfinite == 0 && out.gaps == 0 && out.worst <= TOL,
-	       "%s [%s] %s d=%d n=%d: GPU ABI = CPU ABI, worst rel_l2 %.2e (<= %.0e), %ld non-finite, %ld gaps "
+	       "%s [%s] %s d=%d n=%d text=%d: GPU ABI = CPU ABI, worst rel_l2 %.2e (<= %.0e), %ld non-finite, %ld gaps "
 	       "written, %d failed calls; density gpu %.3f cpu %.3f; %.1f ms a call on the gpu",
-	       spec, sched, dt == DSGAP_BF16 ? "bf16" : "fp16", D, n, out.worst, TOL, out.nonfinite, out.gaps,
+	       spec, sched, dt == DSGAP_BF16 ? "bf16" : "fp16", D, n, T, out.worst, TOL, out.nonfinite, out.gaps,
 	       out.fails, sg.pairs / sg.full_pairs, sc.pairs / sc.full_pairs, 1e3 * sg.seconds / (STEPS * L * B));
 	for (int i = 0; i < 4; i++)
 		tens_free(&t[i]);
@@ -181,16 +184,17 @@ static void run_case(const char *spec, const char *sched, double rho, const int 
 	dsgap_context_destroy(cpu);
 }
 
-/* the device's memory in use: cudaMalloc'd (the driver's count) and, of the stream-ordered pool
- * (which keeps what is freed), what is held now */
+/* the device's memory in use: the driver's count, after the stream-ordered pool gave back what it
+ * keeps unused, and of the pool what is allocated from it now */
 static void device_used(size_t *driver, uint64_t *pool)
 {
 	size_t free_b, total;
+	cudaMemPool_t mp;
 	CU(cudaDeviceSynchronize());
+	CU(cudaDeviceGetDefaultMemPool(&mp, 0));
+	CU(cudaMemPoolTrimTo(mp, 0));
 	CU(cudaMemGetInfo(&free_b, &total));
 	*driver = total - free_b;
-	cudaMemPool_t mp;
-	CU(cudaDeviceGetDefaultMemPool(&mp, 0));
 	CU(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemCurrent, pool));
 }
 
@@ -266,6 +270,11 @@ int main(void)
 	D = 64;
 	run_case("mc-sparse", "warmup=2", 0.2, grid, DSGAP_BF16);
 	D = 128;
+	T = 77; /* joint attention: one short text group */
+	run_case("mc-sparse", "warmup=2", 0.2, grid, DSGAP_BF16);
+	run_case("oracle-tile", "warmup=1", 0.2, grid, DSGAP_BF16);
+	run_case("pisa", "warmup=1", 0.2, grid, DSGAP_BF16);
+	T = 0;
 
 	/* fp32 is the CPU's only */
 	double rho = 0.2;

@@ -2,7 +2,9 @@
 # gpu_replay.sh: the GPU replay's metrics.csv against the CPU replay's on the same traces: the same
 # rows, the same selections (identical effective density) and every metric within 1e-3 relative
 # (docs/spec.md §9; issue 3), the GPU in its precise P.V mode (P as bf16 hi + lo, the replay's default:
-# fp32-level outputs, as the CPU twin's). Skips (77) without a CUDA build or device.
+# fp32-level outputs, as the CPU twin's); on traces with and without a text prefix (joint attention,
+# docs/spec.md §3.7: text rows dense, text keys in every list, for every policy on both devices).
+# Skips (77) without a CUDA build or device.
 # Run: ctest -R gpu_replay (needs $DSGAP).
 set -u
 : "${DSGAP:?set DSGAP to the dsgap binary}"
@@ -19,18 +21,21 @@ fail=0
 # 1000 tokens (not a multiple of 128) at d=64 and 4100 tokens at d=128; every policy and peer, two
 # densities: spargeattn, xattention and pisa score on the device (kernels/peer_scores.cu, bit for
 # bit the CPU twin's), so identical densities are their device selections equal to the CPU's; the
-# matched peers too (budget=matched bisects on the device's block scores)
-for shape in "2x20x25 64 3" "4x25x41 128 2"; do
+# matched peers too (budget=matched bisects on the device's block scores). Then joint attention: 77 text
+# tokens (one short text group) before 1000 video tokens at d=64, 200 (two text groups) before 1280 at
+# d=128 (synth --text)
+for shape in "2x20x25 64 3 0" "4x25x41 128 2 0" "2x20x25 64 3 77" "2x16x40 128 2 200"; do
   set -- $shape
-  grid=$1 d=$2 heads=$3
-  "$DSGAP" synth --out "$tmp/t.h5" --grid "$grid" --heads "$heads" --layers 1 --steps 4 --head-dim "$d" --seed $RANDOM >/dev/null
+  grid=$1 d=$2 heads=$3 text=$4
+  "$DSGAP" synth --out "$tmp/t.h5" --grid "$grid" --heads "$heads" --layers 1 --steps 4 --head-dim "$d" --text "$text" \
+    --seed $RANDOM >/dev/null
   for dev in cpu gpu; do
     "$DSGAP" replay "$tmp/t.h5" --device $dev --precise on \
       --policies all,peers,spargeattn/theta=-0.1/budget=matched,xattention/budget=matched,spargeattn/theta=-0.1 --density 0.1,0.25 \
       --schedule warmup=1 --out "$tmp/$dev" --quiet || { echo "FAIL replay --device $dev"; fail=1; }
   done
   # join rows by (policy, density_target, step, layer, head); compare
-  if ! awk -F, -v shape="$grid d=$d" '
+  if ! awk -F, -v shape="$grid d=$d text=$text" '
     FNR == 1 { next }
     NR == FNR { key = $1 FS $2 FS $4 FS $5 FS $6; for (i = 3; i <= 13; i++) cpu[key, i] = $i; n++; next }
     {

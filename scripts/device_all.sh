@@ -14,7 +14,8 @@
 #   gpu_meta_peers                   gpu_meta --peers: the peers' device metadata alone (in gpu_meta too)
 #   gpu_api                          libdsgap's C ABI on the GPU against its CPU ABI (tests/gpu_api.c)
 #   gpu_cache                        the GPU's cache storage (residual_dtype, keys=bitmap) against the
-#                                    CPU twin, bit for bit (tests/gpu_cache.c)
+#                                    CPU twin, bit for bit, and --cache-offload bit-identical to the
+#                                    run without (backend and closed loop; tests/gpu_cache.c)
 #   gpu_dit                          scripts/gpu_dit.sh check: op table test, PyTorch comparison
 #   memcheck racecheck               compute-sanitizer on a GPU replay of every policy
 #   memcheck_dit                     compute-sanitizer memcheck on a GPU closed loop (dsgap generate,

@@ -260,6 +260,64 @@ static void conversions(void)
 	free(b.p);
 }
 
+/* dg_st_bf16_view: a BF16 tensor's own bytes (at an odd offset too), after the finiteness check of
+ * dg_st_read_f32, whose element index it reports, for an Inf or NaN in every lane of its four-word
+ * steps and in the tail; not for other dtypes */
+static void bf16_views(void)
+{
+	enum { N = 37 };
+	char hdr[160]; /* an odd length, unpadded: the data start at an odd offset */
+	snprintf(hdr, sizeof hdr, "{\"b\":{\"dtype\":\"BF16\",\"shape\":[37],\"data_offsets\":[0,74]},"
+		 "\"f\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[74,78]}}");
+	if (strlen(hdr) % 2 == 0)
+		strcat(hdr, " ");
+	int pos[] = { -1, 0, 1, 2, 3, 4, 7, 17, 35, 36 };
+	int ok_clean = 0, ok_bad = 0, tried = 0;
+	for (size_t c = 0; c < sizeof pos / sizeof *pos; c++)
+		for (int inf = 0; inf < 2; inf++) {
+			buf b = make(hdr, 78, 0);
+			size_t base = b.n - 78; /* odd: the words are not 2-byte aligned */
+			for (int i = 0; i < N; i++) { /* finite values with every other exponent */
+				uint16_t w = (uint16_t)((i * 2654435761u >> 7) & 0xffff);
+				if ((w & 0x7f80) == 0x7f80)
+					w ^= 0x0100;
+				if (i == pos[c])
+					w = inf ? 0xff80 : 0x7fc1;
+				b.p[base + 2 * i] = (unsigned char)w, b.p[base + 2 * i + 1] = (unsigned char)(w >> 8);
+			}
+			char path[] = "/tmp/dsgap_stv_XXXXXX";
+			int fd = mkstemp(path);
+			bool wr = fd >= 0 && write(fd, b.p, b.n) == (ssize_t)b.n;
+			close(fd);
+			dg_safetensors st;
+			if (wr && !dg_st_open(&st, path)) {
+				const dg_st_tensor *t = dg_st_find(&st, "b");
+				const void *data = NULL;
+				float o[N];
+				int lines, lines_f;
+				capture_begin();
+				int rc = dg_st_bf16_view(&st, t, &data);
+				char msg[256];
+				snprintf(msg, sizeof msg, "%.200s", capture_end(&lines));
+				capture_begin();
+				int rf = dg_st_read_f32(&st, t, o);
+				const char *msg_f = capture_end(&lines_f);
+				tried++;
+				if (pos[c] < 0)
+					ok_clean += rc == 0 && rf == 0 && data == st.files[0].map + t->offset &&
+						    dg_st_bf16_view(&st, dg_st_find(&st, "f"), &data) == 1;
+				else
+					ok_bad += rc == -1 && rf == -1 && lines == 1 && !strcmp(msg, msg_f);
+				dg_st_close(&st);
+			}
+			unlink(path);
+			free(b.p);
+		}
+	CHECKF(tried == 20 && ok_clean == 2 && ok_bad == 18, "bf16 view: the mapped bytes of a finite tensor (unaligned), "
+	       "not of F32; Inf/NaN in any lane or the tail refused as read_f32 does, the same element (%d + %d of %d)",
+	       ok_clean, ok_bad, tried);
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* files and indexes                                                                               */
 
@@ -487,6 +545,7 @@ int main(int argc, char **argv)
 	capture_init();
 	header_rules();
 	conversions();
+	bf16_views();
 	files();
 	fuzz(iterations);
 	capture_done();

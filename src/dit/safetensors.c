@@ -635,18 +635,37 @@ int dg_st_read_f32(const dg_safetensors *st, const dg_st_tensor *t, float *out)
 	return 0;
 }
 
+/* the first of n little-endian bf16 words at p that is Inf or NaN (exponent bits all ones), or -1;
+ * four words at a time (a 16-bit lane of (v & E) ^ E is zero where they are), a 14B checkpoint's
+ * 28.6 GB at memory speed */
+static int64_t bf16_first_nonfinite(const unsigned char *p, int64_t n)
+{
+	const uint64_t E = 0x7f807f807f807f80ull, ONE = 0x0001000100010001ull, HI = 0x8000800080008000ull;
+	int64_t i = 0;
+	for (; i + 4 <= n; i += 4) {
+		uint64_t v;
+		memcpy(&v, p + 2 * i, 8);
+		uint64_t z = (v & E) ^ E;
+		if ((z - ONE) & ~z & HI)
+			break;
+	}
+	for (; i < n; i++)
+		if ((p[2 * i + 1] & 0x7f) == 0x7f && (p[2 * i] & 0x80))
+			return i;
+	return -1;
+}
+
 int dg_st_bf16_view(const dg_safetensors *st, const dg_st_tensor *t, const void **data)
 {
 	if (t->dtype != DG_ST_BF16)
 		return 1;
 	const unsigned char *p = st->files[t->file].map + t->offset;
-	int64_t n = dg_st_numel(t);
-	for (int64_t i = 0; i < n; i++)
-		if ((p[2 * i + 1] & 0x7f) == 0x7f && (p[2 * i] & 0x80)) { /* exponent all ones: Inf or NaN */
-			char namebuf[128];
-			return dg_error("%s: tensor '%s' holds a non-finite value (element %lld)",
-					dg_st_file_of(st, t), NAME(t->name), (long long)i);
-		}
+	int64_t bad = bf16_first_nonfinite(p, dg_st_numel(t));
+	if (bad >= 0) {
+		char namebuf[128];
+		return dg_error("%s: tensor '%s' holds a non-finite value (element %lld)", dg_st_file_of(st, t),
+				NAME(t->name), (long long)bad);
+	}
 	*data = p;
 	return 0;
 }

@@ -12,16 +12,20 @@
 # Wan-AI ships (diffusers names, 6 shards + diffusion_pytorch_model.safetensors.index.json).
 # Each call runs the cells still missing, in that order, as long as DEADLINE (530 s) allows one to
 # finish, and says what is left: call again until it prints "gpu_14b: all done". State lives in $W on
-# the device (kept while the machine stays warm between calls); a fresh machine restores the cells
-# that earlier calls sent back (PREV: a folder holding their cells-*.tgz.part* files, carried in the
-# working tree) and remakes the model (the same seed, the same weights). Each call also writes:
+# the device (kept while the machine stays warm between calls); a fresh machine restores what earlier
+# calls sent back (PREV: a folder in the working tree holding those files: every cell*-meta.tgz, and
+# cell0-latents.tgz.part* until the sparse cells are done) and remakes the model (same seed, same
+# weights). After each cell its final latents' sha256 and, against cell 0's, PSNR/SSIM (per frame,
+# python/dsgap/generate.py's numpy copy of src/dit/fidelity.c) are kept, so no other latents need
+# to travel. Each call writes:
 #   $OUT/gpu_14b.log   every command's output: memory plans, load time, per-step offload lines
 #   $OUT/plan-14b.txt  the memory plans (fp32/int32, bf16 + bitmap, with and without --cache-offload)
 #   $OUT/gpu_14b.csv   name,value,unit: per cell its peak GPU memory (nvidia-smi), transformer time and
 #                      per-step costs (dense step, anchor step, mean reuse step; measured, step_s), the
 #                      50-step projection (paper's 20% warm-up: 9 dense + anchor + 40 reuse against 50
-#                      dense), PSNR/SSIM against dense (once cells 0-2 are in one place), offload figures
-#   $OUT/cells-NAME.tgz.partNN  the cells this call made (latents + run.json; 15 MB pieces)
+#                      dense), PSNR/SSIM against dense, offload figures and bit-identity
+#   $OUT/cellN-meta.tgz  each cell this call made: run.json, peak memory, sha256 and fidelity (small)
+#   $OUT/cell0-latents.tgz.partNN  cell 0's final latents in 15 MB pieces (the device returns 16 MiB files)
 #   (device) OUT=dir [PREV=dir] [DEADLINE=530] [OFFLOAD=1] bash scripts/gpu_14b.sh   (carry .carry)
 #   (a CPU trial of the flow) CONFIG=small LATENT=3x16x24 DEVICE=cpu DSGAP=build/dsgap ... bash scripts/gpu_14b.sh
 set -u
@@ -86,56 +90,82 @@ printf '%s\n' "[experiment]" "name = wan14b" "[model]" "path = $M/model" "latent
 	"[policies]" "list = dense, $POL" "[densities]" "list = 0.15, 0.25" "[schedules]" "w2 = warmup=2,dense_layers=0" \
 	"[device]" "device = $DEVICE" > "$W/e.ini"
 sed 's/^device = .*/&\ncache_offload = true/' "$W/e.ini" > "$W/e_off.ini"
-if [ -n "${PREV:-}" ] && ls "$PREV"/cells-*.tgz.part* > /dev/null 2>&1; then # cells of earlier calls
-	for t in $(ls "$PREV"/cells-*.tgz.part* | sed 's/\.part[a-z]*$//' | sort -u); do
-		cat "$t".part* | tar -xz -C "$W" --skip-old-files && log "restored $(basename "$t") from PREV"
+if [ -n "${PREV:-}" ]; then # what earlier calls sent back: *.tgz, and *.tgz.partNN pieces
+	for t in $(ls "$PREV"/*.tgz "$PREV"/*.tgz.part* 2>/dev/null | sed 's/\.part[a-z]*$//' | sort -u); do
+		cat "$t"* | tar -xz -C "$W" --skip-old-files && log "restored $(basename "$t") from PREV"
 	done
 fi
 mapfile -t CELLS < <("$DSGAP" run "$W/e.ini" --out "$W/exp" --list 2>/dev/null | awk '{print $2}')
 [ ${#CELLS[@]} = 3 ] || { log "gpu_14b: expected 3 cells, got: ${CELLS[*]}"; exit 1; }
 NEED=(300 210 230 300) # seconds: cells 0-2, the offloaded cell 1 (pinning 78 GB, unpinning at its end)
 [ "$CONFIG" = 14b ] || NEED=(5 5 5 5)
-done_cell() { [ -s "$1/cells/$2/run.json" ]; }
-new=()
+# a cell is done when keep$tag.json (its run.json) is here: outside the experiment's folder, which
+# dsgap run clears of cells without latents; cell 0's latents are kept as ref.h5
+done_cell() { [ -s "$W/keep$1.json" ]; }
+# after a cell: meta$tag.json (the sha256 of its final latents; against ref.h5, PSNR/SSIM by
+# python/dsgap/generate.py's summarise, src/dit/fidelity.c in numpy: test python_generate), so that
+# later calls need no latents but cell 0's
+post_cell() { # tag latents reference-or-empty
+	$PY - "$2" "$3" "$W/meta$1.json" <<'PY' >> "$L" 2>&1
+import hashlib, importlib.util, json, os, sys
+import h5py, numpy as np
+x = h5py.File(sys.argv[1], "r")["latents"][:]
+m = {"sha256": hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()}
+if sys.argv[2]:
+    spec = importlib.util.spec_from_file_location("dsgen", os.path.join("python", "dsgap", "generate.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    m.update(gen.summarise(h5py.File(sys.argv[2], "r")["latents"][:], x))
+json.dump(m, open(sys.argv[3], "w"))
+print("meta", sys.argv[3], m)
+PY
+}
+packs=()
+run_cell() { # tag ini folder shard cell: run one cell with the GPU's memory polled
+	local tag=$1 ini=$2 dir=$3 shard=$4 c=$5
+	mem_poll "$W/mem$tag.txt" &
+	local poll=$!
+	step cell$tag "$(left)" "$DSGAP" run "$ini" --out "$W/$dir" --shard "$shard"
+	kill "$poll" 2>/dev/null; wait "$poll" 2>/dev/null
+	sort -n "$W/mem$tag.txt" 2>/dev/null | tail -1 > "$W/peak$tag.txt"
+	local cd=$W/$dir/cells/$c
+	[ -s "$cd/run.json" ] && [ -s "$cd/latents.h5" ] || return 1
+	if [ "$tag" = 0 ]; then
+		cp "$cd/latents.h5" "$W/ref.h5" && post_cell "$tag" "$cd/latents.h5" ""
+	else
+		post_cell "$tag" "$cd/latents.h5" "$W/ref.h5"
+	fi || return 1
+	cp "$cd/run.json" "$W/keep$tag.json"
+	tar -C "$W" -czf "$OUT/cell$tag-meta.tgz" "keep$tag.json" "peak$tag.txt" "meta$tag.json"
+}
 for i in 0 1 2; do
 	c=${CELLS[$i]}
-	done_cell "$W/exp" "$c" && continue
+	done_cell "$i" && continue
 	if [ "$(left)" -lt "${NEED[$i]}" ]; then
 		log "cell $i ($c): not started, $(left) s left (needs ~${NEED[$i]} s): call again"
 		break
 	fi
-	mem_poll "$W/mem$i.txt" &
-	POLL=$!
-	step cell$i "$(left)" "$DSGAP" run "$W/e.ini" --out "$W/exp" --shard "$i/3"
-	kill "$POLL" 2>/dev/null; wait "$POLL" 2>/dev/null
-	sort -n "$W/mem$i.txt" 2>/dev/null | tail -1 > "$W/peak$i.txt"
-	done_cell "$W/exp" "$c" && new+=("exp/cells/$c" "peak$i.txt" exp/experiment.json)
+	run_cell "$i" "$W/e.ini" exp "$i/3" "$c" || break
+	if [ "$i" = 0 ]; then # cell 0's latents: the reference of the others, in 15 MB pieces (16 MiB a file back)
+		tar -C "$W" -cz ref.h5 | split -b 15M - "$OUT/cell0-latents.tgz.part"
+	fi
 done
 c1=${CELLS[1]}
-if [ "$OFFLOAD" = 1 ] && done_cell "$W/exp" "$c1" && ! done_cell "$W/exp_off" "$c1"; then
+if [ "$OFFLOAD" = 1 ] && done_cell 1 && ! done_cell _off; then
 	if [ "$(left)" -lt "${NEED[3]}" ]; then
 		log "offload cell ($c1): not started, $(left) s left: call again"
 	else
-		mem_poll "$W/mem_off.txt" &
-		POLL=$!
-		step cell1_offload "$(left)" "$DSGAP" run "$W/e_off.ini" --out "$W/exp_off" --shard 1/3
-		kill "$POLL" 2>/dev/null; wait "$POLL" 2>/dev/null
-		sort -n "$W/mem_off.txt" 2>/dev/null | tail -1 > "$W/peak_off.txt"
-		done_cell "$W/exp_off" "$c1" && new+=("exp_off/cells/$c1/run.json" "peak_off.txt")
+		run_cell _off "$W/e_off.ini" exp_off 1/3 "$c1"
 	fi
-fi
-if [ ${#new[@]} -gt 0 ]; then # what this call made, back in 15 MB pieces (the device returns 16 MiB files)
-	name=$(date -u +%H%M%S)
-	tar -C "$W" -cz "${new[@]}" | split -b 15M - "$OUT/cells-$name.tgz.part"
 fi
 
 # --- the figures ---------------------------------------------------------------------------------------
-$PY - "$W" "${CELLS[@]}" > "$OUT/gpu_14b.csv" 2>> "$L" <<'PY'
-import csv, glob, json, os, sys
-w, cells = sys.argv[1], sys.argv[2:]
+$PY - "$W" > "$OUT/gpu_14b.csv" 2>> "$L" <<'PY'
+import json, os, sys
+w = sys.argv[1]
 print("name,value,unit")
-def rj(d, c):
-    p = os.path.join(w, d, "cells", c, "run.json")
+def rj(tag):
+    p = os.path.join(w, "keep%s.json" % tag)
     return json.load(open(p)) if os.path.exists(p) else None
 def peak(tag):
     try:
@@ -143,7 +173,7 @@ def peak(tag):
     except (OSError, IndexError, ValueError):
         return None
 names = ["dense", "mc_sparse_0.15", "mc_sparse_0.25"]
-runs = [rj("exp", c) for c in cells]
+runs = [rj(i) for i in range(3)]
 dense = runs[0]
 dstep = sum(dense["step_s"]) / len(dense["step_s"]) if dense else None
 for i, (n, r) in enumerate(zip(names, runs)):
@@ -169,20 +199,20 @@ for i, (n, r) in enumerate(zip(names, runs)):
         print("%s_dense_50_s,%.1f,s (projection: 50 dense steps)" % (n, d50))
         print("%s_sparse_50_s,%.1f,s (projection: 9 dense + anchor + 40 reuse)" % (n, s50))
         print("%s_speedup_50,%.3f,ratio (projection)" % (n, d50 / s50))
-for f in glob.glob(os.path.join(w, "exp", "*", "closed_loop.csv")):
-    for row in csv.DictReader(open(f)):
-        if row["policy"] != "dense":
-            t = "mc_sparse_%s" % row["density_target"]
-            print("%s_psnr,%s,dB vs dense (final latents, mean over frames)" % (t, row["psnr"]))
-            print("%s_ssim,%s,vs dense" % (t, row["ssim"]))
-off = rj("exp_off", cells[1])
+def meta(tag):
+    p = os.path.join(w, "meta%s.json" % tag)
+    return json.load(open(p)) if os.path.exists(p) else None
+for i in (1, 2):
+    m = meta(i)
+    if m and "psnr" in m:
+        print("%s_psnr,%.4f,dB vs dense (final latents, per frame, mean; worst frame %.4f)" % (names[i], m["psnr"], m["psnr_min"]))
+        print("%s_ssim,%.6f,vs dense (per frame, mean; worst frame %.6f)" % (names[i], m["ssim"], m["ssim_min"]))
+off = rj("_off")
 if off:
     base = runs[1]
-    import h5py, numpy as np
-    a = os.path.join(w, "exp", "cells", cells[1], "latents.h5")
-    b = os.path.join(w, "exp_off", "cells", cells[1], "latents.h5")
-    same = os.path.exists(a) and np.array_equal(h5py.File(a, "r")["latents"][:], h5py.File(b, "r")["latents"][:])
-    print("offload_bit_identical,%d,1 = the offloaded cell's latents equal cell 1's" % same)
+    m1, mo = meta(1), meta("_off")
+    same = bool(m1 and mo and m1["sha256"] == mo["sha256"])
+    print("offload_bit_identical,%d,1 = the offloaded cell's final latents equal cell 1's (sha256 of the array)" % same)
     if peak("_off") is not None:
         print("offload_peak_gib,%.2f,GiB (nvidia-smi)" % peak("_off"))
     print("offload_transformer_s,%.2f,s (cell 1 without: %.2f)" % (off["transformer_s"], base["transformer_s"]))
@@ -201,6 +231,6 @@ missing=$(grep -c "_missing," "$OUT/gpu_14b.csv")
 if [ "$missing" = 0 ] && { [ "$OFFLOAD" != 1 ] || grep -q "^offload_bit_identical" "$OUT/gpu_14b.csv"; }; then
 	log "gpu_14b: all done ($((SECONDS - T0)) s)"
 else
-	log "gpu_14b: not finished ($missing cells missing): call again with PREV = this call's OUT"
+	log "gpu_14b: not finished ($missing of cells 0-2 missing, and the offloaded cell unless OFFLOAD=0): call again, with PREV holding what the calls so far sent back"
 fi
 exit $fail

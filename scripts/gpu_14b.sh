@@ -29,7 +29,7 @@
 #   (device) OUT=dir [PREV=dir] [DEADLINE=530] [OFFLOAD=1] bash scripts/gpu_14b.sh   (carry .carry)
 #   (a CPU trial of the flow) CONFIG=small LATENT=3x16x24 DEVICE=cpu DSGAP=build/dsgap ... bash scripts/gpu_14b.sh
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 T0=$SECONDS
 OUT=${OUT:-$PWD/device-out}
 DEADLINE=${DEADLINE:-530}
@@ -120,7 +120,6 @@ json.dump(m, open(sys.argv[3], "w"))
 print("meta", sys.argv[3], m)
 PY
 }
-packs=()
 run_cell() { # tag ini folder shard cell: run one cell with the GPU's memory polled
 	local tag=$1 ini=$2 dir=$3 shard=$4 c=$5
 	mem_poll "$W/mem$tag.txt" &

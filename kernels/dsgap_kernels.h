@@ -145,8 +145,8 @@ int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v,
 			dg_stream stream);
 
 /* ---- metadata kernels (group_scores.cu, query_topk.cu, select_topk.cu, pca_group.cu,
- * pooled_scores.cu, peer_scores.cu, peer_kmeans.cu, metrics.cu): one head per call, q k (n, d) bf16, lse (n) fp32
- * natural log.
+ * pooled_scores.cu, peer_scores.cu, peer_kmeans.cu, pisa_first_order.cu, metrics.cu): one head per
+ * call, q k (n, d) bf16, lse (n) fp32 natural log.
  * Selections rank by (score desc, index asc) exactly as src/policy/select.c; -0.0 ranks as +0.0.
  * Scratch comes from cudaMallocAsync on `stream` (the device's default pool) and is freed there. */
 
@@ -231,6 +231,16 @@ int dg_peer_svg2_scores(const float *cq, const int32_t *qkeep, int G, const floa
  * the size of each (cluster, side) run of it (text = 0: every token on side 1). iters >= 1. */
 int dg_peer_kmeans(const uint16_t *x, int n, int d, float *c, int kc, int iters, int init, int text,
 		   int32_t *labels, int32_t *perm, int32_t *cnt, dg_stream stream);
+/* PISA's first-order term (peers.c dg_pisa_combine, to fp32 accumulation level, not bit for bit):
+ * out (n, d) fp32 = (mass o_sp + sum over the key blocks of bs keys the query's group did not select
+ * of w (vsum_c + s H_c^T q)) / (mass + sum of w |c|), w = exp(s q.kbar_c - lse); groups perm/goff of at
+ * most bs queries each (the raster blocks, split at the text), ngroups <= 65535; selection soff/sidx
+ * (a block is selected when any of its keys is); lse (n) the dense LSE; o_sp (n, d) and mass (n)
+ * the sparse output and its mass; out may alias o_sp. Scratch: P (2 + d) d fp32 + ngroups P bytes,
+ * P = ceil(n/bs). */
+int dg_pisa_first_order(const uint16_t *q, const uint16_t *k, const uint16_t *v, int n, int d, int bs,
+			const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff, const int32_t *sidx,
+			const float *lse, const float *o_sp, const float *mass, float *out, dg_stream stream);
 /* DiTFastAttn's window (peers.h dg_peer_window_width): n groups of one query; query i's keys every key
  * for i < text, else [0, text) and the keys j >= text with |i - j| <= w, ascending: soff (n+1) int64
  * and sidx (soff[n] entries, the caller's count of them: text n + sum over video rows of text + the

@@ -23,7 +23,8 @@
  *     (n <= 4100; at 32760 the scores only); DiTFastAttn's window lists (dg_peer_window) identical;
  *     and through the GPU backend's peer primitive (svg2's device k-means over a cold and a warm step,
  *     the block peers, the window) the key lists identical to dg_peer_metadata's (n <= 4100). svg2's
- *     guarantee: identical unless two clusters' k-means scores tie within fp64 rounding of the dots.
+ *     guarantee: identical unless two clusters' k-means scores tie within fp64 rounding of the dots;
+ *     PISA's first-order term (dg_pisa_first_order) within 1e-4 of dg_pisa_combine's output scale.
  * Inputs are fresh random bf16 values every run (the seed is printed; --seed S repeats one), N not a
  * multiple of 128, d = 64 and 128, outputs poisoned (NaN / -1) before every run.
  *   gpu_meta [--quick | --tiny | --bench | --peers | --pca V H] [--seed S]
@@ -906,6 +907,56 @@ static void check_peers(const problem *P, bool full)
 	}
 }
 
+/* PISA's first-order term (dg_pisa_first_order) against dg_pisa_combine on PISA's own groups and lists
+ * (block 64 and 128, text 0 and 77), a random sparse output and mass: within 1e-4 of the output's
+ * scale (fp32 sums in other orders) */
+static void check_pisa_first_order(const problem *P)
+{
+	const int n = P->n, d = P->d;
+	const size_t nd = (size_t)n * d;
+	uint16_t *vb = dg_malloc(nd * 2);
+	float *osp = dg_malloc(nd * 4), *mass = dg_malloc((size_t)n * 4), *cpu = dg_malloc(nd * 4), *gpu = dg_malloc(nd * 4);
+	for (size_t e = 0; e < nd; e++) {
+		vb[e] = dg_f32_to_bf16(P->v[e]);
+		osp[e] = (float)(0.3 * rng_normal());
+	}
+	for (int i = 0; i < n; i++)
+		mass[i] = (float)(0.05 + 0.9 * rng_uniform());
+	uint16_t *dv = dupload(vb, nd * 2);
+	float *dosp = dupload(osp, nd * 4), *dmass = dupload(mass, (size_t)n * 4);
+	for (int c = 0; c < 4; c++) {
+		const dg_policy p = peer_policy(c % 2 ? "pisa/block=128" : "pisa");
+		const int text = c < 2 ? 0 : 77, grid[3] = { 1, 1, n - text };
+		dg_budget b = { p.kv, p.budget, 0.15, p.topp, 0, 0 };
+		dg_peer_state *st = NULL;
+		dg_groups g;
+		dg_selection sel;
+		DG_ASSERT(dg_peer_metadata(P->q, P->k, n, d, &p, &b, grid, text, &st, &g, &sel) == 0);
+		dg_pisa_combine(P->q, P->k, P->v, P->lse, n, d, p.block, &g, &sel, osp, mass, cpu);
+		int32_t *dperm, *dgoff;
+		groups_upload(&g, &dperm, &dgoff);
+		int64_t *dsoff = dupload(sel.off, (size_t)(g.ngroups + 1) * 8);
+		int32_t *dsidx = dupload(sel.idx, (size_t)(sel.off[g.ngroups] > 0 ? sel.off[g.ngroups] : 1) * 4);
+		float *dout = dmalloc(nd * 4);
+		int rc = dg_pisa_first_order(P->dq, P->dk, dv, n, d, p.block, dperm, dgoff, g.ngroups, dsoff, dsidx, P->dlse,
+					     dosp, dmass, dout, stream);
+		download(gpu, dout, nd * 4);
+		double scale = 0, err = 0;
+		for (size_t e = 0; e < nd; e++)
+			scale = fmax(scale, fabs(cpu[e]));
+		for (size_t e = 0; e < nd; e++)
+			err = fmax(err, fabs((double)gpu[e] - cpu[e]));
+		if (count_nan(gpu, nd))
+			err = NAN;
+		CHECKF(rc == 0 && err <= 1e-4 * scale, "pisa first order block %d text %d n=%d d=%d: max |gpu - cpu| %.3g "
+		       "(output scale %.3g)", p.block, text, n, d, err, scale);
+		dg_groups_free(&g), dg_selection_free(&sel), dg_peer_state_free(st);
+		cudaFree(dperm), cudaFree(dgoff), cudaFree(dsoff), cudaFree(dsidx), cudaFree(dout);
+	}
+	free(vb), free(osp), free(mass), free(cpu), free(gpu);
+	cudaFree(dv), cudaFree(dosp), cudaFree(dmass);
+}
+
 /* the device peers through the GPU backend's peer primitive (backend_gpu.c gpu_peer: svg2's k-means
  * kept on the device from step to step, the block peers, DiTFastAttn's window) against the CPU's
  * dg_peer_metadata over two steps of one unit: identical key lists (be->sel_lists) */
@@ -1106,8 +1157,10 @@ static void run_config(int n, int d)
 
 	/* 8. block peers: at 32760 the scores alone (the CPU's antidiagonal pass is the long one) */
 	check_peers(&P, n <= 4100);
-	if (n <= 4100)
+	if (n <= 4100) {
 		check_peer_backend(&P);
+		check_pisa_first_order(&P);
+	}
 
 	free(cpu_blocks), free(cpu_raster), free(cpu_pca);
 	free(cap.want), free(cap.slot), free(cap.probs), free(rows);
@@ -1418,8 +1471,10 @@ int main(int argc, char **argv)
 			printf("# peers n=%d d=%d\n", cfg[i][0], cfg[i][1]);
 			problem_make(&P, cfg[i][0], cfg[i][1]);
 			check_peers(&P, cfg[i][2]);
-			if (cfg[i][2])
+			if (cfg[i][2]) {
 				check_peer_backend(&P);
+				check_pisa_first_order(&P);
+			}
 			problem_free(&P);
 		}
 	} else if (pca_v >= 0) {

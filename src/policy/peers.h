@@ -7,7 +7,7 @@
  * scores; ditfastattn's window lists are made on the device (dg_peer_window_width). Radial's and
  * STA's masks depend on the shape alone: computed here on the host once per (mask, knob, n, grid,
  * text, rho) per process (the last 8 kept; later units get a copy) on both backends. PISA's
- * first-order term still runs here on the host, reading the unit's Q/K/V there. Each peer is a preset of
+ * first-order term runs on the device too (kernels/pisa_first_order.cu, to fp32 accumulation level). Each peer is a preset of
  * policy.h; what is replayed follows `reference/mcsparse-and-peers.md` §2 (cited per method).
  * Every peer reports its effective density like every other policy (computed pairs / n^2).
  *

@@ -1132,27 +1132,19 @@ static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, cons
 	return 0;
 }
 
-/* PISA's first-order term: the host twin on the sparse output and mass brought back */
+/* PISA's first-order term on the device (dg_pisa_first_order) over the output and mass of the last
+ * attend, in place */
 static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, int block, dg_metrics *m)
 {
 	gpu *g = be->impl;
 	flush(be);
-	size_t nd = (size_t)be->n * be->d;
-	float *out = dg_malloc(nd * 4), *mass = dg_malloc((size_t)be->n * 4);
-	const int64_t *hoff = sel_hoff(g, (dg_bsel *)sel);
-	dg_selection hs = { sel->ngroups, (int64_t *)hoff, dg_malloc((size_t)hoff[sel->ngroups] * 4) };
-	CUDA_CHECK(cudaMemcpyAsync(out, g->out, nd * 4, cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(mass, g->mass, (size_t)be->n * 4, cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(hs.idx, sel_keys(be, sel, 0), (size_t)hoff[sel->ngroups] * 4,
-				   cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* and h_lse */
-	dg_pisa_combine(g->q, g->k, g->v, g->h_lse, be->n, be->d, block, &bg->g, &hs, out, mass, out);
-	CUDA_CHECK(cudaMemcpyAsync(g->out, out, nd * 4, cudaMemcpyHostToDevice, g->stream));
-	text_rows(be, g->out);
+	phase_begin(g);
+	KERNEL_CHECK(dg_pisa_first_order(g->dq, g->dk, g->dv, be->n, be->d, block, bg->perm, bg->off, bg->g.ngroups,
+					 sel->off, sel_keys(be, sel, 0), g->lse, g->out, g->mass, g->out,
+					 (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_ATTEND);
 	if (m)
 		out_metrics(be, m);
-	CUDA_CHECK(cudaStreamSynchronize(g->stream));
-	free(out), free(mass), free(hs.idx);
 }
 
 /* keys=bitmap: the selection's lists become one bitmap per group (n bits), its offsets kept (device

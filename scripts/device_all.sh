@@ -17,7 +17,8 @@
 #                                    CPU twin, bit for bit, and --cache-offload bit-identical to the
 #                                    run without (backend and closed loop; tests/gpu_cache.c)
 #   gpu_dit                          scripts/gpu_dit.sh check: op table test, PyTorch comparison
-#   memcheck racecheck               compute-sanitizer on a GPU replay of every policy
+#   memcheck racecheck               compute-sanitizer on a GPU replay of every policy (with and
+#                                    without a text prefix)
 #   memcheck_dit                     compute-sanitizer memcheck on a GPU closed loop (dsgap generate,
 #                                    dense and mc-sparse, CFG) of the bundled model: the DiT op table
 #   kernels_memcheck kernels_racecheck kernels_synccheck
@@ -133,11 +134,15 @@ run() { # name timeout command...: one step, its output in $OUT/name.log, a line
 }
 left() { echo $((DEADLINE - (SECONDS - T0))); }
 upto() { local l; l=$(left); echo $((l < $1 ? l : $1)); } # the time left, at most $1
-sanitize() { # tool: compute-sanitizer on a GPU replay of every policy (precise and fast attention)
-	"$DSGAP" synth --out "/tmp/san-$1.h5" --grid 2x10x25 --heads 2 --layers 1 --steps 3 --head-dim 128 \
-		--seed 5 >/dev/null && compute-sanitizer --tool "$1" --error-exitcode 9 "$DSGAP" replay \
-		"/tmp/san-$1.h5" --device gpu --policies all --density 0.2 --schedule warmup=1 \
-		--out "/tmp/san-$1" --quiet
+sanitize() { # tool: compute-sanitizer on a GPU replay of every policy (precise and fast attention),
+	# without and with a text prefix (joint attention)
+	local text
+	for text in 0 40; do
+		"$DSGAP" synth --out "/tmp/san-$1.h5" --grid 2x10x25 --heads 2 --layers 1 --steps 3 --head-dim 128 \
+			--text $text --seed 5 >/dev/null && compute-sanitizer --tool "$1" --error-exitcode 9 "$DSGAP" replay \
+			"/tmp/san-$1.h5" --device gpu --policies all --density 0.2 --schedule warmup=1 \
+			--out "/tmp/san-$1-$text" --quiet || return
+	done
 }
 sanitize_dit() { # compute-sanitizer memcheck on dsgap generate --device gpu with the bundled model
 	compute-sanitizer --tool memcheck --error-exitcode 9 "$DSGAP" generate --model data/model \

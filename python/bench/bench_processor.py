@@ -40,6 +40,7 @@ import io
 import os
 import sys
 import time
+import traceback
 
 import numpy as np
 import torch
@@ -408,6 +409,9 @@ def main(argv=None):
     a.steps = a.steps or (3 if a.tiny else 50)
     a.hy_layers = a.hy_layers or ("1,1" if a.tiny else "2,2")
     a.hy_steps = a.hy_steps or (3 if a.tiny else 4)
+    hy = a.hy_layers.split(",")
+    if len(hy) != 2 or not all(v.isdigit() for v in hy) or hy == ["0", "0"]:
+        sys.exit(f"bench_processor: --hy-layers {a.hy_layers!r}: give DOUBLE,SINGLE block counts, e.g. 2,2")
     parts = [p for p in a.parts.split(",") if p]
     bad = [p for p in parts if p not in ("wan", "hunyuan", "overhead")]
     if bad:
@@ -425,25 +429,35 @@ def main(argv=None):
           f"{dev}, torch {torch.__version__}, diffusers {diffusers.__version__}, libdsgap "
           f"{torch_abi.version()} ({torch_abi.library_path()}).\n"]
     ok = True
-    for p in parts:
+    for p in parts:   # the files are rewritten after every part: a run stopped later keeps them
         t0 = time.time()
-        ok &= {"wan": part_wan, "hunyuan": part_hunyuan, "overhead": part_overhead}[p](S, a, rows, md)
-        print(f"bench_processor: {p}: {time.time() - t0:.1f} s", file=sys.stderr)
+        try:
+            good = {"wan": part_wan, "hunyuan": part_hunyuan, "overhead": part_overhead}[p](S, a, rows, md)
+        except Exception as e:  # one part failing (e.g. out of memory) leaves the others' results
+            traceback.print_exc()
+            good = False
+            rows.append((p, "error", f"{type(e).__name__}: {e}".splitlines()[0]))
+            md.append(f"## {p}: failed\n\n{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}\n")
+        ok &= good
+        print(f"bench_processor: {p}: {time.time() - t0:.1f} s{'' if good else ' (failed)'}", file=sys.stderr)
         if S.device == "cuda":
             torch.cuda.empty_cache()
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows([("part", "metric", "value")] + rows)
-    csv_text = buf.getvalue()
-    for name, text in (("bench_processor.csv", csv_text), ("bench_processor.md", "\n".join(md))):
-        tmp = os.path.join(a.out, name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, os.path.join(a.out, name))
+        write(a.out, rows, md)
     print("\n".join(md))
     if not ok:
-        print("bench_processor: a run was not finite, fell back to torch or made no sparse call", file=sys.stderr)
+        print("bench_processor: a part failed, was not finite, fell back to torch or made no sparse call",
+              file=sys.stderr)
     return 0 if ok else 1
 
+
+def write(out, rows, md):
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([("part", "metric", "value")] + rows)
+    for name, text in (("bench_processor.csv", buf.getvalue()), ("bench_processor.md", "\n".join(md))):
+        tmp = os.path.join(out, name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, os.path.join(out, name))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,7 +7,7 @@
 # into lib.tar.xz); diffusers and importlib_metadata from the wheels in .whl/ (carried, installed
 # with --no-index --no-deps into /tmp/site).
 #   (here)   cmake --build --preset default && scripts/device_pack.sh; .whl/ holds the wheels
-#   (device) OUT=dir [BENCHES="capture processor"] [PARTS=wan,hunyuan,overhead] bash scripts/device_python.sh
+#   (device) OUT=dir [BENCHES="processor capture"] [PARTS=overhead,hunyuan,wan] bash scripts/device_python.sh
 #            with carry [".carry", ".whl"]
 # $OUT: bench_capture.{md,csv}, bench_processor.{md,csv}, capture.log, processor.log, summary.txt.
 # Each benchmark's limit: CAPTURE_CAP (default 210 s), PROCESSOR_CAP (default 330 s).
@@ -37,11 +37,11 @@ run() { # name limit command...: output in $OUT/name.log, a line in the summary
 	timeout "$to" "$@" >"$OUT/$name.log" 2>&1
 	echo "$name: rc=$? ($((SECONDS - t0)) s)" | tee -a "$S"
 }
-for b in ${BENCHES:-capture processor}; do
+for b in ${BENCHES:-processor capture}; do
 	case $b in
 	capture) run capture "${CAPTURE_CAP:-210}" python3 python/bench/bench_capture.py --out "$OUT" ;;
 	processor) run processor "${PROCESSOR_CAP:-330}" python3 python/bench/bench_processor.py --out "$OUT" \
-		--parts "${PARTS:-wan,hunyuan,overhead}" ;;
+		--parts "${PARTS:-overhead,hunyuan,wan}" ;;
 	*) echo "device_python.sh: unknown benchmark '$b' (capture, processor)" | tee -a "$S" ;;
 	esac
 done

@@ -2,7 +2,7 @@
 diffusers: dsgap.torch.attention (libdsgap in every self-/joint-attention call) against diffusers'
 own attention (torch SDPA), random weights, bf16.
 
-  python python/bench/bench_processor.py [--out DIR] [--parts wan,hunyuan,overhead] [--steps 50]
+  python python/bench/bench_processor.py [--out DIR] [--parts overhead,hunyuan,wan] [--steps 50]
                                          [--hy-layers 2,2] [--hy-steps 4] [--tiny]
 
   wan       Wan2.1-1.3B architecture (WanTransformer3DModel), 480p x 81 (latent 16 x 21 x 60 x 104,
@@ -399,7 +399,7 @@ def kernel_seconds(fn):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--parts", default="wan,hunyuan,overhead")
+    ap.add_argument("--parts", default="overhead,hunyuan,wan", help="in this order (the quick ones first)")
     ap.add_argument("--steps", type=int, default=None, help="Wan's steps (50; --tiny 3)")
     ap.add_argument("--density", type=float, default=0.15)
     ap.add_argument("--hy-layers", default=None, help="HunyuanVideo's double,single blocks (2,2; --tiny 1,1)")

@@ -24,7 +24,8 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || 
 CUBLAS_PY=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${CUBLAS_PY:+$CUBLAS_PY:}${LD_LIBRARY_PATH:-}
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} DSGAP_LIB=$PWD/.carry/bin/libdsgap.so
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$(nproc) PYTHONUNBUFFERED=1 OUT
+OMP_NUM_THREADS=$(nproc)
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS PYTHONUNBUFFERED=1 OUT
 S=$OUT/summary.txt
 {
 	echo "device_python.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(cat .carry/COMMIT 2>/dev/null || echo unknown)"

@@ -208,9 +208,14 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 		return -1;
 	ops->sync(ops); /* the work queued before is not the attention's */
 	if (a->offload) { /* this site's caches (fetched at the last site), and the next site's ahead: after
-			   * the sync, which waits for every stream, so that their copies overlap this site */
-		int nl = s->layer + 1 < a->layers ? s->layer + 1 : 0;
-		int np = nl ? s->pass : (s->pass + 1) % a->passes;
+			   * the sync, which waits for every stream, so that their copies overlap this site. The
+			   * next site with caches: dense layers have none (and CFG's second pass may skip
+			   * layer 0's site, dg_wan_call.reuse_first) */
+		int np = s->pass, nl = s->layer;
+		do {
+			if (++nl == a->layers)
+				nl = 0, np = (np + 1) % a->passes;
+		} while (dg_schedule_dense_layer(&a->sched, nl) && (np != s->pass || nl != s->layer));
 		site_move(a, s->pass, s->layer, false);
 		site_move(a, np, nl, false);
 	}

@@ -15,6 +15,8 @@
  *     run on the GPU's own probabilities (dg_query_probs), and near-identical to the CPU's;
  *   - PCA: identical perm on well-separated (lattice) queries; on random queries a small fraction of
  *     queries in another leaf and the inertia within 1%;
+ *   - joint attention (joint.cu): dg_joint_keys identical to dg_joint_selection on the same lists
+ *     (text prefixes 77, 200, 300; joint raster and per-query groups), dg_joint_perm exact (n <= 4100);
  *   - metrics: within count 2^-52 relative (double sums in another order), p5 exact;
  *   - block peers (peer_scores.cu; spargeattn, xattention, pisa at several settings): the G x G block
  *     scores bit for bit peers.c's dg_peer_block_scores, and, from them, the host's block take and
@@ -385,6 +387,75 @@ static long long sym_diff(const int *a, long long na, const int *b, long long nb
 			j++, d++;
 	}
 	return d + (na - i) + (nb - j);
+}
+
+/* joint attention (kernels/joint.cu): dg_joint_keys on a CPU selection gives dg_joint_selection's
+ * lists bit for bit, for joint raster groupings and per-query groups (text prefixes of 77, 200, 300
+ * tokens; token top-k, top-p with sinks, block top-k on random scores); dg_joint_perm puts a
+ * permutation of the video queries behind the text */
+static void check_joint(int n)
+{
+	const int texts[3] = { 77, 200, 300 };
+	const budget_case cases[] = {
+		{ "token topk 0.15", 0, 0, 0.15, 0, 0, 0 },
+		{ "token topp 0.9 sinks 100-228", 0, 1, 0, 0.9, 100, 228 },
+		{ "block topk 0.1", 1, 0, 0.1, 0, 0, 0 },
+	};
+	for (int t = 0; t < 3; t++) {
+		const int T = texts[t];
+		dg_groups g;
+		dg_groups_build(&g, DG_GROUP_RASTER, NULL, n, 64, NULL, T);
+		for (int per_query = 0; per_query < 2; per_query++)
+			for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
+				const int G = per_query ? n : g.ngroups, tg = per_query ? T : (T + 127) / 128;
+				const int cols = cases[c].kv ? (n + 127) / 128 : n;
+				float *sc = dg_malloc((size_t)G * cols * 4);
+				for (size_t e = 0; e < (size_t)G * cols; e++)
+					sc[e] = (float)rng_uniform();
+				dg_budget b = to_budget(&cases[c]);
+				dg_selection sel;
+				dg_select_groups(&sel, sc, G, n, &b);
+				const int64_t old = sel.off[G], cap = (int64_t)tg * n + (int64_t)(G - tg) * T + old;
+				int64_t *doff = dupload(sel.off, (size_t)(G + 1) * 8), *dout_off = dmalloc((size_t)(G + 1) * 8);
+				int32_t *didx = dupload(sel.idx, (size_t)(old > 0 ? old : 1) * 4), *dout = dmalloc((size_t)cap * 4);
+				dg_joint_selection(per_query ? NULL : &g, &sel, n, T, 1);
+				const int64_t total = sel.off[G];
+				int rc = dg_joint_keys(doff, didx, G, n, tg, T, dout_off, dout, stream);
+				int64_t *hoff = dg_malloc((size_t)(G + 1) * 8);
+				int32_t *hidx = dg_malloc((size_t)(total > 0 ? total : 1) * 4);
+				download(hoff, dout_off, (size_t)(G + 1) * 8);
+				int same = rc == 0 && !memcmp(hoff, sel.off, (size_t)(G + 1) * 8) && total <= cap;
+				if (same) {
+					download(hidx, dout, (size_t)total * 4);
+					same = !memcmp(hidx, sel.idx, (size_t)total * 4);
+				}
+				CHECKF(same, "joint keys n=%d text=%d %s %s: dg_joint_keys = dg_joint_selection (%lld keys, %lld "
+				       "before)", n, T, per_query ? "per-query groups" : "joint raster groups", cases[c].name,
+				       (long long)total, (long long)old);
+				dg_selection_free(&sel);
+				free(sc), free(hoff), free(hidx);
+				cudaFree(doff), cudaFree(dout_off), cudaFree(didx), cudaFree(dout);
+			}
+		dg_groups_free(&g);
+		/* a random permutation of the video queries behind the text */
+		const int nv = n - T;
+		int32_t *vperm = dg_malloc((size_t)nv * 4), *perm = dg_malloc((size_t)n * 4);
+		for (int i = 0; i < nv; i++)
+			vperm[i] = i;
+		for (int i = nv - 1; i > 0; i--) {
+			int j = rng_int(i + 1), x = vperm[i];
+			vperm[i] = vperm[j], vperm[j] = x;
+		}
+		int32_t *dv = dupload(vperm, (size_t)nv * 4), *dp = dmalloc((size_t)n * 4);
+		int rc = dg_joint_perm(dv, n, T, dp, stream);
+		download(perm, dp, (size_t)n * 4);
+		int ok = rc == 0;
+		for (int i = 0; i < n && ok; i++)
+			ok = perm[i] == (i < T ? i : T + vperm[i - T]);
+		CHECKF(ok, "joint perm n=%d text=%d: the text in order, then text + the video permutation", n, T);
+		free(vperm), free(perm);
+		cudaFree(dv), cudaFree(dp);
+	}
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -1141,6 +1212,10 @@ static void run_config(int n, int d)
 		const double r1[1] = { 0.15 };
 		check_oracle(&P, &cap, r1, 1, 0, 200);
 	}
+
+	/* 4b. joint attention's lists and groupings */
+	if (n <= 4100)
+		check_joint(n);
 
 	/* 5. PCA */
 	for (int v = 0; dg_pca_groups_name(v); v++) {

@@ -137,8 +137,9 @@ static int replay_unit(replay_ctx *c, int s, int l, int h)
 		exclude(c, s, l, h, "V is all zero, so the dense output is zero and relative metrics are undefined");
 	for (int i = 0; i < c->ninst; i++)
 		dg_policy_run_plan(c->runs[i], &c->o->schedule, step, tm->layer_index[l]);
-	/* the PCA grouping the metadata will take, computed alongside where it can be */
-	if (be->prefetch_groups && dg_policy_run_groups_with(c->runs, c->ninst, DG_GROUP_PCA))
+	/* the PCA grouping the metadata will take, computed alongside where it can be (of the whole
+	 * sequence: not with a text prefix, whose joint grouping is of the video queries alone) */
+	if (be->prefetch_groups && !tm->text_tokens && dg_policy_run_groups_with(c->runs, c->ninst, DG_GROUP_PCA))
 		be->prefetch_groups(be, DG_GROUP_PCA, 1, (const float *const *)&c->q, NULL, false);
 	be->load(be, c->q, c->k, c->v);
 	double dense_s = be->dense(be);

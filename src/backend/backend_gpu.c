@@ -19,6 +19,10 @@
  * A sparse output is kept with the ids of its grouping and selection, so that policies sharing a
  * selection on one unit (oracle and oracle+res, a factorial cell with and without the residual)
  * run the sparse kernel once.
+ * Joint attention (a text prefix, docs/spec.md §3.7) as the CPU backend: the text queries grouped
+ * first (PCA of the video rows alone, pca_joint), every selection made joint on the device
+ * (joint_keys), the text rows of every output the dense pass's (text_rows); such units' sparse
+ * calls are not batched (their text rows are written after the launch).
  */
 #include "backend/backend.h"
 

@@ -1156,7 +1156,7 @@ static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel,
 static void gpu_compact(dg_backend *be, dg_bsel *sel)
 {
 	gpu *g = be->impl;
-	if (sel->bits)
+	if (sel->compact) /* its bitmap may be parked in host memory (--cache-offload) */
 		return;
 	flush(be); /* a batched launch may read idx */
 	sel_resident(be, sel);

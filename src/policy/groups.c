@@ -175,6 +175,23 @@ static void pca(dg_groups *g, const float *q, int n, int d)
 	free(items);
 }
 
+/* Lloyd's update: each centroid c (kc, d) the double sum of its members' rows of x (n, d) in token
+ * order over their count, rounded to fp32; an empty cluster's centroid stays. sum (kc, d) and cnt
+ * (kc) are the caller's scratch. */
+void dg_kmeans_centroids(const float *x, int n, int d, const int *labels, int kc, double *sum, int *cnt, float *c)
+{
+	memset(sum, 0, (size_t)kc * d * sizeof(double));
+	memset(cnt, 0, (size_t)kc * sizeof(int));
+	for (int i = 0; i < n; i++) {
+		cnt[labels[i]]++;
+		for (int e = 0; e < d; e++)
+			sum[(size_t)labels[i] * d + e] += x[(size_t)i * d + e];
+	}
+	for (int a = 0; a < kc; a++)
+		for (int e = 0; e < d && cnt[a]; e++)
+			c[(size_t)a * d + e] = (float)(sum[(size_t)a * d + e] / cnt[a]);
+}
+
 void dg_kmeans(const float *x, int n, int d, float *c, int kc, int iters, int *labels)
 {
 	float *dots = dg_malloc((size_t)n * kc * sizeof(float)), *cn = dg_malloc((size_t)kc * sizeof(float));
@@ -191,16 +208,7 @@ void dg_kmeans(const float *x, int n, int d, float *c, int kc, int iters, int *l
 				best = r[a] - cn[a] > r[best] - cn[best] ? a : best;
 			labels[i] = best;
 		}
-		memset(sum, 0, (size_t)kc * d * sizeof(double));
-		memset(cnt, 0, (size_t)kc * sizeof(int));
-		for (int i = 0; i < n; i++) {
-			cnt[labels[i]]++;
-			for (int e = 0; e < d; e++)
-				sum[(size_t)labels[i] * d + e] += x[(size_t)i * d + e];
-		}
-		for (int a = 0; a < kc; a++)
-			for (int e = 0; e < d && cnt[a]; e++)
-				c[(size_t)a * d + e] = (float)(sum[(size_t)a * d + e] / cnt[a]);
+		dg_kmeans_centroids(x, n, d, labels, kc, sum, cnt, c);
 	}
 	free(dots), free(cn), free(sum), free(cnt);
 }

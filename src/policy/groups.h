@@ -42,6 +42,8 @@ void dg_groups_free(dg_groups *g);
 /* Lloyd iterations of k-means of x (n, d) from centroids c (kc, d), updated in place; labels (n)
  * of the last assignment (ties to the lower cluster); an empty cluster keeps its centroid. */
 void dg_kmeans(const float *x, int n, int d, float *c, int kc, int iters, int *labels);
+/* Lloyd's centroid update of dg_kmeans and svg2 (peers.c): c (kc, d) from x (n, d) and labels (n) */
+void dg_kmeans_centroids(const float *x, int n, int d, const int *labels, int kc, double *sum, int *cnt, float *c);
 /* The non-empty clusters of labels (n, in [0, kc)) as a grouping (clusters in index order, members
  * ascending); keep (kc) receives each group's cluster index. */
 void dg_groups_from_labels(const int *labels, int n, int kc, dg_groups *g, int *keep);

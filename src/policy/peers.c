@@ -85,16 +85,7 @@ static void svg2_kmeans(const float *x, int n, int d, float *c, int kc, int iter
 					best = a, bs = 2 * r[a] - cn[a];
 			labels[i] = best;
 		}
-		memset(sum, 0, (size_t)kc * d * sizeof(double));
-		memset(cnt, 0, (size_t)kc * sizeof(int));
-		for (int i = 0; i < n; i++) {
-			cnt[labels[i]]++;
-			for (int e = 0; e < d; e++)
-				sum[(size_t)labels[i] * d + e] += x[(size_t)i * d + e];
-		}
-		for (int a = 0; a < kc; a++)
-			for (int e = 0; e < d && cnt[a]; e++)
-				c[(size_t)a * d + e] = (float)(sum[(size_t)a * d + e] / cnt[a]);
+		dg_kmeans_centroids(x, n, d, labels, kc, sum, cnt, c);
 	}
 	free(xd), free(cd), free(dots), free(cn), free(sum), free(cnt);
 }

@@ -404,8 +404,9 @@ int dg_results_args_parse(dg_results_args *a, const char *cmd, bool with_density
 	};
 	*a = (dg_results_args){ .density = NAN, .boot = 1000, .seed = 1 };
 	int c;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts + !with_density, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", opts + !with_density, NULL)) != -1) {
 		char *end;
 		errno = 0;
 		switch (c) {
@@ -427,14 +428,13 @@ int dg_results_args_parse(dg_results_args *a, const char *cmd, bool with_density
 			usage(stdout);
 			return 1;
 		default:
-			usage(stderr);
+			dg_opt_bad(cmd, c, argv, opts + !with_density);
 			return -1;
 		}
 	}
-	if (optind != argc - 1) {
-		usage(stderr);
-		return -1;
-	}
+	if (optind != argc - 1)
+		return dg_error("%s: %s (dsgap %s --help)", cmd, optind == argc ? "no results directory given"
+			: "one results directory, not several", cmd);
 	a->dir = argv[optind];
 	return 0;
 }

@@ -77,8 +77,9 @@ void dg_results_free(dg_results *r);
 /*
  * The command line of the commands that read a results directory (decompose, plot):
  * CMD DIR [--density X] [--boot N] [--seed X], --density only where with_density. Defaults:
- * density NaN (not given), boot 1000, seed 1. Prints usage(stdout) on --help and usage(stderr)
- * on a bad command line. Returns 0 (go on), 1 (--help: exit 0) or -1 (bad: exit 2).
+ * density NaN (not given), boot 1000, seed 1. Prints usage(stdout) on --help and one line on a
+ * bad command line (dg_opt_bad, a bad value, no DIR or several). Returns 0 (go on), 1 (--help:
+ * exit 0) or -1 (bad: exit 2).
  */
 typedef struct {
 	const char *dir;

@@ -151,8 +151,9 @@ int dg_decompose_samples(int argc, char **argv)
 	long boot = 1000;
 	unsigned long seed = 1;
 	int c;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'l': listing = optarg; break;
@@ -165,7 +166,7 @@ int dg_decompose_samples(int argc, char **argv)
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return dg_opt_bad("decompose", c, argv, opts);
 		}
 	}
 	if (!out || (optind == argc && !listing)) {

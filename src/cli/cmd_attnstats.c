@@ -292,8 +292,9 @@ int dg_cmd_attnstats(int argc, char **argv)
 	const char *out = NULL;
 	bool quiet = false;
 	int c;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "d:o:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":d:o:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			if (dg_parse_doubles(optarg, &rho, 1) != 1 || !(rho > 0 && rho <= 1))
@@ -302,7 +303,7 @@ int dg_cmd_attnstats(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'q': quiet = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return dg_opt_bad("attnstats", c, argv, opts);
 		}
 	}
 	int ns = argc - optind;

@@ -204,8 +204,9 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 	*o = (bench_opts){ .device = "gpu", .csv = DEFAULT_CSV, .grid = "21x30x52",
 			   .n = 32760, .heads = 12, .d = 128, .reps = 5, .precise = false };
 	int c;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "D:n:H:d:r:c:L:P:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":D:n:H:d:r:c:L:P:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'D': o->device = optarg; break;
 		case 'n': if (dg_opt_int("bench", "tokens", optarg, 128, 1 << 20, &o->n)) return 2; break;
@@ -216,7 +217,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 		case 'L': o->grid = optarg; break;
 		case 'P': if (dg_opt_onoff("bench", "precise", optarg, &o->precise)) return 2; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return dg_opt_bad("bench", c, argv, opts);
 		}
 	}
 	if (optind != argc) {

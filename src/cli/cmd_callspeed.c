@@ -367,8 +367,9 @@ static int parse(int argc, char **argv, cs_opts *o)
 			   "radial/budget=matched,sta/budget=matched,ditfastattn/budget=matched,chipmunk,pisa";
 	*o = (cs_opts){ .device = "gpu", .path = "dit", .d = 128, .reps = 5, .every = 40, .max_call = 5 };
 	int c;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "D:g:H:d:p:r:P:e:R:m:b:c:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":D:g:H:d:p:r:P:e:R:m:b:c:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'D': o->device = optarg; break;
 		case 'g': grids = optarg; break;
@@ -391,7 +392,7 @@ static int parse(int argc, char **argv, cs_opts *o)
 		}
 		case 'c': o->csv = optarg; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return dg_opt_bad("callspeed", c, argv, opts);
 		}
 	}
 	if (optind != argc || !o->csv) {

@@ -215,7 +215,8 @@ int dg_cmd_capture(int argc, char **argv)
 		case O_HEADS: heads = optarg; break;
 		case O_SAMPLE: sample = optarg; break;
 		case 'h': usage(stdout); return 0;
-		default: bad = dg_dit_cli_option(&cli, "capture", c, argv); break;
+		case '?': case ':': return dg_opt_bad("capture", c, argv, opts);
+		default: bad = dg_dit_cli_option(&cli, "capture", c); break;
 		}
 	}
 	if (bad || dg_dit_cli_finish(&cli, "capture", argc, argv))

@@ -35,8 +35,9 @@ int dg_cmd_compare(int argc, char **argv)
 	dg_compare_opts o = { .title = "closed loop", .boot = 1000, .seed = 1, .tol = 0.02 };
 	char **speed = dg_calloc((size_t)argc, sizeof *speed);
 	int c, rc = 2;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:o:b:S:t:T:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":s:o:b:S:t:T:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': speed[o.nspeed++] = optarg; break;
 		case 'o': o.out = optarg; break;
@@ -53,7 +54,7 @@ int dg_cmd_compare(int argc, char **argv)
 		}
 		case 'T': o.title = optarg; break;
 		case 'h': usage(stdout); rc = 0; goto done;
-		default: usage(stderr); goto done;
+		default: rc = dg_opt_bad("compare", c, argv, opts); goto done;
 		}
 	}
 	if (!o.out || optind >= argc) {

@@ -59,8 +59,9 @@ int dg_cmd_demo(int argc, char **argv)
 	};
 	const char *out = "dsgap-demo", *device = "cpu", *model = getenv("DSGAP_MODEL");
 	int c, quiet = 0, synthetic = 0;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'd': device = optarg; break;
@@ -68,7 +69,7 @@ int dg_cmd_demo(int argc, char **argv)
 		case 's': synthetic = 1; break;
 		case 'q': quiet = 1; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return dg_opt_bad("demo", c, argv, opts);
 		}
 	}
 	if (optind != argc) {

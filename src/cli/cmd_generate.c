@@ -124,7 +124,8 @@ static int parse_args(int argc, char **argv, generate_args *a)
 		case O_PDEV: a->plan_device = optarg; break;
 		case O_OFFLOAD: a->offload = true; break;
 		case 'h': usage(stdout); return 0;
-		default: bad = dg_dit_cli_option(&a->cli, "generate", c, argv); break;
+		case '?': case ':': return dg_opt_bad("generate", c, argv, opts);
+		default: bad = dg_dit_cli_option(&a->cli, "generate", c); break;
 		}
 	}
 	if (bad)

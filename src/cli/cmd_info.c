@@ -203,12 +203,12 @@ int dg_cmd_info(int argc, char **argv)
 	int c, json = 0, check = 0;
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j': json = 1; break;
 		case 'c': check = 1; break;
 		case 'h': usage(stdout); return 0;
-		default: return dg_error("info: unknown option '%s' (dsgap info --help)", argv[optind - 1]), 2;
+		default: return dg_opt_bad("info", c, argv, longopts);
 		}
 	}
 	if (optind != argc - 1)

@@ -39,8 +39,7 @@ int dg_cmd_merge(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'q': quiet = true; break;
 		case 'h': usage(stdout); return 0;
-		case ':': return dg_error("merge: option '%s' needs a value", argv[optind - 1]), 2;
-		default: return dg_error("merge: unknown option '%s' (dsgap merge --help)", argv[optind - 1]), 2;
+		default: return dg_opt_bad("merge", c, argv, opts);
 		}
 	}
 	if (optind >= argc || !out) {

@@ -95,8 +95,9 @@ int dg_cmd_replay(int argc, char **argv)
 	const char *device = "cpu";
 	bool quiet = false, precise = true;
 	int c;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:p:d:s:D:P:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:p:d:s:D:P:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'p': policies = optarg; break;
@@ -106,7 +107,7 @@ int dg_cmd_replay(int argc, char **argv)
 		case 'q': quiet = true; break;
 		case 'P': if (dg_opt_onoff("replay", "precise", optarg, &precise)) return 2; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return dg_opt_bad("replay", c, argv, opts);
 		}
 	}
 	if (optind != argc - 1 || !out) {

@@ -116,8 +116,7 @@ static int parse_args(int argc, char **argv, run_args *a)
 		case 'l': a->list = true; break;
 		case 'q': a->quiet = true; break;
 		case 'h': usage(stdout); return 0;
-		case ':': return dg_error("run: option '%s' needs a value", argv[optind - 1]), 2;
-		default: return dg_error("run: unknown option '%s' (dsgap run --help)", argv[optind - 1]), 2;
+		default: return dg_opt_bad("run", c, argv, opts);
 		}
 	}
 	if (optind != argc - 1) {

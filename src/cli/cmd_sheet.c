@@ -68,8 +68,9 @@ int dg_cmd_sheet(int argc, char **argv)
 	};
 	const char *out = NULL, *frames_arg = NULL;
 	int scale = 4, c;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:f:s:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:f:s:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'f': frames_arg = optarg; break;
@@ -78,7 +79,7 @@ int dg_cmd_sheet(int argc, char **argv)
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return dg_opt_bad("sheet", c, argv, opts);
 		}
 	}
 	int rows = argc - optind;

@@ -66,8 +66,7 @@ int dg_cmd_synth(int argc, char **argv)
 		case OPT_SEED: bad = dg_opt_seed("synth", "seed", optarg, &o.seed); break;
 		case OPT_TEXT: bad = dg_opt_int("synth", "text", optarg, INT_MIN, INT_MAX, &o.text); break;
 		case 'h': usage(stdout); return 0;
-		case ':': bad = dg_error("synth: option '%s' needs a value", argv[optind - 1]); break;
-		default: bad = dg_error("synth: unknown option '%s' (dsgap synth --help)", argv[optind - 1]); break;
+		default: return dg_opt_bad("synth", c, argv, longopts);
 		}
 	}
 	if (bad)

@@ -29,7 +29,7 @@ void dg_dit_cli_init(dg_dit_cli *c)
 	};
 }
 
-int dg_dit_cli_option(dg_dit_cli *c, const char *cmd, int opt, char **argv)
+int dg_dit_cli_option(dg_dit_cli *c, const char *cmd, int opt)
 {
 	double x = 0;
 	switch (opt) {
@@ -57,8 +57,7 @@ int dg_dit_cli_option(dg_dit_cli *c, const char *cmd, int opt, char **argv)
 		return 0;
 	case DG_DIT_O_DEVICE: c->in.device = optarg; return 0;
 	case DG_DIT_O_QUIET: c->quiet = true; return 0;
-	case ':': return dg_error("%s: option '%s' needs a value", cmd, argv[optind - 1]);
-	default: return dg_error("%s: unknown option '%s' (dsgap %s --help)", cmd, argv[optind - 1], cmd);
+	default: DG_BUG("%s: getopt_long value %d is no shared option", cmd, opt);
 	}
 }
 

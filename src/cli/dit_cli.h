@@ -57,10 +57,10 @@ typedef struct {
 
 /* The defaults: cpu, 50 unipc steps, shift 5, guidance 5, seed 0. */
 void dg_dit_cli_init(dg_dit_cli *c);
-/* Take getopt_long's result opt (with optarg, optind as it left them) when it is a shared option;
- * a missing value (':') and an unknown option are reported here too. 0 or -1 (reported, with
- * "CMD: " where the message names the command). */
-int dg_dit_cli_option(dg_dit_cli *c, const char *cmd, int opt, char **argv);
+/* Take getopt_long's result opt (with optarg as it left it), one of the shared options (the
+ * command answers '?' and ':' with dg_opt_bad). 0 or -1 (a bad value, reported, with "CMD: " where
+ * the message names the command). */
+int dg_dit_cli_option(dg_dit_cli *c, const char *cmd, int opt);
 /* After the getopt_long loop: no operands, --model, --text and --out given, a known --device;
  * copies the guidance into the input options. 0 or -1 (reported). */
 int dg_dit_cli_finish(dg_dit_cli *c, const char *cmd, int argc, char **argv);

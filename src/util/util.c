@@ -6,6 +6,7 @@
 #include "util/files.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -381,6 +382,29 @@ int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3])
 		p = end + 1;
 	}
 	return 0;
+}
+
+int dg_opt_bad(const char *cmd, int c, char **argv, const struct option *longopts)
+{
+	/* getopt_long has moved past the option's token, but for a short option's letter that is not
+	 * the last of its group; its optopt is 0 for an unknown or ambiguous long option, the
+	 * option's value for a long option's missing or unwanted value, the letter for a short one */
+	const char *tok = argv[optind - 1];
+	int len = (int)strcspn(tok, "="), prefixes = 0;
+	bool is_long = !strncmp(tok, "--", 2) && len > 2, named = optopt == 0;
+	for (const struct option *o = longopts; is_long && o->name; o++)
+		if (!strncmp(o->name, tok + 2, (size_t)len - 2)) {
+			prefixes++;
+			named |= o->val == optopt;
+		}
+	if (!is_long || !named) /* a short option ("--x" before it is another option's token) */
+		return dg_error(c == ':' ? "%s: option '-%c' needs a value (dsgap %s --help)"
+					 : "%s: unknown option '-%c' (dsgap %s --help)", cmd, optopt, cmd), 2;
+	const char *what = c == ':' ? "needs a value" : optopt ? "takes no value" : prefixes ? "is ambiguous"
+									     : NULL;
+	if (!what)
+		return dg_error("%s: unknown option '%.*s' (dsgap %s --help)", cmd, len, tok, cmd), 2;
+	return dg_error("%s: option '%.*s' %s (dsgap %s --help)", cmd, len, tok, what, cmd), 2;
 }
 
 char *dg_join_args(int argc, char **argv)

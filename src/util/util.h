@@ -110,6 +110,16 @@ int dg_opt_int(const char *cmd, const char *opt, const char *s, int lo, int hi, 
 int dg_opt_seed(const char *cmd, const char *opt, const char *s, unsigned long *out);
 int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3]);
 int dg_opt_onoff(const char *cmd, const char *opt, const char *s, bool *out);
+/*
+ * What getopt_long rejected, in one line, for every command's option loop: with opterr = 0 and
+ * an optstring that starts with ':', getopt_long prints nothing and returns '?' (an unknown or
+ * ambiguous option, or a value given to a long option that takes none) or ':' (a value missing).
+ * Pass that C, the argv and the long options it parsed (optind and optopt as it left them).
+ * Reports "CMD: unknown option '--x' (dsgap CMD --help)" or the like, naming the option as
+ * given, and returns 2: the exit status of a usage error in every command.
+ */
+struct option;
+int dg_opt_bad(const char *cmd, int c, char **argv, const struct option *longopts);
 
 /* A growing string: dg_sbuf b = { 0 }; dg_sb_printf(&b, ...); then b.buf (NULL while nothing was
  * added), free(b.buf). */

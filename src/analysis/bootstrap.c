@@ -86,6 +86,44 @@ void dg_boot_groups(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, doubl
 	free(E);
 }
 
+int dg_boot_members(const int *off, int n, const unsigned char *keep, int *member, int *n_member,
+		    int *group, int *gsample)
+{
+	int ng = 0, nm = 0;
+	for (int s = 0; s < n; s++) {
+		int start = nm;
+		for (int c = off[s]; c < off[s + 1]; c++)
+			if (keep[c])
+				member[nm++] = c;
+		if (nm > start) {
+			gsample[ng] = s;
+			group[ng++] = start;
+		}
+	}
+	group[ng] = nm;
+	*n_member = nm;
+	return ng;
+}
+
+void dg_boot_signs(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, const int *gsample,
+		   int stride, double *est, int *n_pos, int *n_fin)
+{
+	for (int j = 0; j < n_q; j++)
+		n_pos[j] = n_fin[j] = 0;
+	if (!data->n_groups || !data->group)
+		return;
+	double *g = dg_malloc((size_t)data->n_groups * n_q * sizeof *g);
+	dg_boot_groups(data, fn, n_q, g);
+	for (int k = 0; k < data->n_groups; k++)
+		for (int j = 0; j < n_q; j++) {
+			double x = g[(size_t)k * n_q + j];
+			est[(size_t)gsample[k] * stride + j] = x;
+			n_fin[j] += isfinite(x);
+			n_pos[j] += isfinite(x) && x > 0;
+		}
+	free(g);
+}
+
 void dg_boot_stat(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, int boot,
 		  unsigned long seed, double *est, double *lo, double *hi)
 {

@@ -45,6 +45,20 @@ void dg_boot_stat(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, int boo
  * group, all members, when group is NULL). */
 void dg_boot_groups(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, double *est);
 
+/*
+ * The two-level members of pooled clusters: sample s owns clusters off[s] .. off[s + 1] (off: n + 1);
+ * the clusters with keep[c] become members (member: off[n]), grouped by sample, a sample without
+ * any left out; group (n + 1) as in dg_boot_data, gsample (n) the sample of each group. Returns the
+ * number of groups; *n_member the members.
+ */
+int dg_boot_members(const int *off, int n, const unsigned char *keep, int *member, int *n_member,
+		    int *group, int *gsample);
+
+/* Each group's own statistic (dg_boot_groups) into est[gsample[g] * stride + j] (other rows are
+ * left as they are), and per quantity j how many groups have it finite (n_fin) and > 0 (n_pos). */
+void dg_boot_signs(const dg_boot_data *data, dg_boot_stat_fn fn, int n_q, const int *gsample,
+		   int stride, double *est, int *n_pos, int *n_fin);
+
 /* Percentile interval of the finite values of rep (n): sorts rep in place. */
 void dg_boot_percentile(double *rep, int n, double level, double *lo, double *hi);
 

@@ -267,19 +267,11 @@ static double pooled_density(const pool *P, const char *name, int d, double *n_u
 static int members(const pool *P, const double *count, int layer, int *member, int *nm,
 		   int *group, int *gsample)
 {
-	int ng = 0;
-	*nm = 0;
-	for (int s = 0; s < P->n; s++) {
-		int start = *nm;
-		for (int c = P->off[s]; c < P->off[s + 1]; c++)
-			if (count[c] > 0 && (layer == DG_ANY || P->layer[c] == layer))
-				member[(*nm)++] = c;
-		if (*nm > start) {
-			gsample[ng] = s;
-			group[ng++] = start;
-		}
-	}
-	group[ng] = *nm;
+	unsigned char *keep = dg_malloc(P->nc + 1);
+	for (int c = 0; c < P->nc; c++)
+		keep[c] = count[c] > 0 && (layer == DG_ANY || P->layer[c] == layer);
+	int ng = dg_boot_members(P->off, P->n, keep, member, nm, group, gsample);
+	free(keep);
 	return ng;
 }
 
@@ -292,20 +284,10 @@ static void per_sample(const pool *P, const dg_boot_data *data, dg_boot_stat_fn 
 	*sample_est = NULL;
 	if (P->n < 2)
 		return;
-	double *g = dg_malloc((size_t)(data->n_groups ? data->n_groups : 1) * nq * sizeof *g);
 	double *e = dg_malloc((size_t)P->n * DG_Q_MAX * sizeof *e);
 	for (size_t i = 0; i < (size_t)P->n * DG_Q_MAX; i++)
 		e[i] = NAN;
-	if (data->n_groups)
-		dg_boot_groups(data, fn, nq, g);
-	for (int k = 0; k < data->n_groups; k++)
-		for (int q = 0; q < nq; q++) {
-			double x = g[(size_t)k * nq + q];
-			e[(size_t)gsample[k] * DG_Q_MAX + q] = x;
-			n_fin[q] += isfinite(x);
-			n_pos[q] += isfinite(x) && x > 0;
-		}
-	free(g);
+	dg_boot_signs(data, fn, nq, gsample, DG_Q_MAX, e, n_pos, n_fin);
 	*sample_est = e;
 }
 

@@ -1,14 +1,17 @@
 """bench_capture.py: the Python capture's performance targets (issue 20) on a GPU machine with
 torch and diffusers: Wan2.1-1.3B architecture, random weights, 480p x 81 frames (latent 21x60x104,
 32760 tokens), 50 steps through diffusers' WanTransformer3DModel with sequential CFG (two calls per
-step), once without capture and once capturing 2 steps x 30 layers x 12 heads (~1.8 GB of bf16),
-and the trace writer alone on synthetic units.
+step), once without capture and once capturing 2 steps x 30 layers x 12 heads (18.1 GB of bf16)
+with the default compression, and the trace writer alone on synthetic units in each compression
+("none", "deflate": python/dsgap/trace.py).
 
   python python/bench/bench_capture.py [--steps 50] [--out DIR]     (DIR default $OUT or .)
+  python python/bench/bench_capture.py --writer-only [--layers N]  (no GPU: the writer part alone)
 
 Writes DIR/bench_capture.csv and DIR/bench_capture.md: generation seconds without and with capture,
-the overhead (target <= 10%), the writer's GB/s (target >= 1 GB/s), the trace size. Not run in CI
-(no GPU there); run by hand on an H200.
+the overhead (target <= 10%), the writer's GB/s in each mode (target >= 1 GB/s for the default), the
+trace sizes, the cores and the load average. Not run in CI (no GPU there); run on an H200 by
+scripts/device_python.sh.
 """
 import argparse
 import os
@@ -61,33 +64,63 @@ def generate(m, steps, capture_path=None, capture_steps=(10, 30)):
     return time.time() - t0
 
 
-def writer_rate(path, units=360, tokens=32760, head_dim=128):
-    """the trace writer alone: units of bf16 words as the capture hands them; GB/s of input"""
+def writer_rate(path, compression, layers=10, tokens=32760, head_dim=128):
+    """the trace writer alone: layers x 12 heads of Q, K and V (3 x layers x 101 MB), the bf16 words
+    as the capture hands them; (GB/s of input, bytes in, bytes on disk)"""
     rng = np.random.default_rng(0)
     base = rng.standard_normal((12, tokens, head_dim)).astype(np.float32)
     words = dsgap.f32_to_bf16(base)
-    L = units // 12 // 3
+    L = layers
     meta = dict(layers=L, heads=12, tokens=tokens, head_dim=head_dim, grid=[21, 30, 52], text_tokens=0,
                 layer_index=list(range(L)), head_index=list(range(12)), model="bench", source="", config={})
-    w = dsgap.TraceWriter(path, meta, steps=1)
+    w = dsgap.TraceWriter(path, meta, steps=1, compression=compression)
     t0 = time.time()
     for name in ("q", "k", "v"):
         for l in range(L):
             w.put(name, 0, l, words)
     w.finish([0], [0.0], [0.0])
     dt = time.time() - t0
-    return w.bytes_in / dt / 1e9, w.bytes_in, os.path.getsize(path)
+    size = os.path.getsize(path)
+    os.remove(path)
+    return w.bytes_in / dt / 1e9, w.bytes_in, size
+
+
+def writer_rows(tmp, layers):
+    """the writer alone in each compression, the default first; the machine's cores and load"""
+    rows = [("writer_default", dsgap.trace.DEFAULT_COMPRESSION)]
+    modes = sorted(dsgap.trace.COMPRESSIONS, key=lambda c: c != dsgap.trace.DEFAULT_COMPRESSION)
+    for c in modes:
+        load = os.getloadavg()[0]
+        gbs, nbytes, size = writer_rate(os.path.join(tmp, f"writer_{c}.h5"), c, layers)
+        rows += [(f"writer_{c}_gb_per_s", f"{gbs:.3f}"), (f"writer_{c}_bytes", str(nbytes)),
+                 (f"writer_{c}_bytes_on_disk", str(size)), (f"writer_{c}_load_before", f"{load:.2f}")]
+        if c == dsgap.trace.DEFAULT_COMPRESSION:
+            rows += [("writer_target_gb_per_s", "1.0"), ("writer_ok", str(gbs >= 1.0))]
+    return rows + [("cpus", str(os.cpu_count())), ("load_after", f"{os.getloadavg()[0]:.2f}")]
+
+
+def report(out, title, rows):
+    with open(os.path.join(out, "bench_capture.csv"), "w") as f:
+        f.write("metric,value\n" + "".join(f"{k},{v}\n" for k, v in rows))
+    with open(os.path.join(out, "bench_capture.md"), "w") as f:
+        f.write(f"# {title}\n\n| metric | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows))
+    print(open(os.path.join(out, "bench_capture.md")).read())
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--writer-only", action="store_true", help="the writer part alone (no GPU needed)")
+    ap.add_argument("--layers", type=int, default=10, help="the writer part's layers (3 x layers x 101 MB)")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("bench_capture: needs a CUDA device")
     os.makedirs(a.out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="dsgap_bench_", dir=os.environ.get("TMPDIR", "/tmp"))
+    if a.writer_only:
+        report(a.out, "dsgap trace writer alone (bf16 units of 32760 tokens x 128)", writer_rows(tmp, a.layers))
+        return 0
+    if not torch.cuda.is_available():
+        sys.exit("bench_capture: needs a CUDA device (--writer-only does not)")
     m = wan13b()
     generate(m, 2)  # warm-up
     base = generate(m, a.steps)
@@ -95,23 +128,15 @@ def main():
     cap = generate(m, a.steps, path)
     size = os.path.getsize(path)
     os.remove(path)
-    gbs, nbytes, wsize = writer_rate(os.path.join(tmp, "writer.h5"))
-    os.remove(os.path.join(tmp, "writer.h5"))
     over = cap / base - 1
     rows = [("generation_s_no_capture", f"{base:.2f}"), ("generation_s_capture", f"{cap:.2f}"),
             ("capture_overhead", f"{over:.4f}"), ("capture_overhead_target", "0.10"),
-            ("capture_overhead_ok", str(over <= 0.10)), ("trace_bytes_on_disk", str(size)),
-            ("trace_bytes_bf16", str(3 * 2 * 30 * 12 * 32760 * 128 * 2)),
-            ("writer_gb_per_s", f"{gbs:.3f}"), ("writer_target_gb_per_s", "1.0"), ("writer_ok", str(gbs >= 1.0)),
-            ("writer_bytes", str(nbytes)), ("writer_bytes_on_disk", str(wsize)),
-            ("device", torch.cuda.get_device_name()), ("torch", torch.__version__), ("cpus", str(os.cpu_count())),
-            ("steps", str(a.steps))]
-    with open(os.path.join(a.out, "bench_capture.csv"), "w") as f:
-        f.write("metric,value\n" + "".join(f"{k},{v}\n" for k, v in rows))
-    with open(os.path.join(a.out, "bench_capture.md"), "w") as f:
-        f.write("# dsgap.capture benchmark (Wan2.1-1.3B architecture, random weights, 480p x 81, "
-                f"{a.steps} steps, CFG)\n\n| metric | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows))
-    print(open(os.path.join(a.out, "bench_capture.md")).read())
+            ("capture_overhead_ok", str(over <= 0.10)), ("capture_compression", dsgap.trace.DEFAULT_COMPRESSION),
+            ("trace_bytes_on_disk", str(size)), ("trace_bytes_bf16", str(3 * 2 * 30 * 12 * 32760 * 128 * 2))]
+    rows += writer_rows(tmp, a.layers)
+    rows += [("device", torch.cuda.get_device_name()), ("torch", torch.__version__), ("steps", str(a.steps))]
+    report(a.out, f"dsgap.capture benchmark (Wan2.1-1.3B architecture, random weights, 480p x 81, {a.steps} steps, CFG)",
+           rows)
     return 0
 
 

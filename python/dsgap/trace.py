@@ -1,11 +1,16 @@
-"""trace.py: the dsgap trace file (docs/spec.md §6) written from Python, byte-compatible with the C
-writer (src/trace/trace.c): /q /k /v (steps, layers, heads, tokens, head_dim) in dsgap's bf16 HDF5
-type, one chunk per (step, layer, head) unit, shuffle + deflate 1, no fill; the index vectors and
-root attributes of the C writer. Units arrive as raw bf16 words (uint16); this module shuffles and
-deflates them on a thread pool (zlib releases the GIL) and writes the finished chunks directly, in
-order, as they complete: put() returns once a unit's chunks are queued, with at most
-4 x threads chunks in flight (bounded memory), so the writer is bound by neither one core nor the
-caller.
+"""trace.py: the dsgap trace file (docs/spec.md §6) written from Python, readable by the C reader
+(src/trace/trace.c): /q /k /v (steps, layers, heads, tokens, head_dim) in dsgap's bf16 HDF5 type, one
+chunk per (step, layer, head) unit, no fill; the index vectors and root attributes of the C writer.
+Units arrive as raw bf16 words (uint16) and go to the file as finished chunks through HDF5's direct
+chunk write, in one of two layouts (compression=):
+  "none" (DEFAULT_COMPRESSION): no filters; each head's words are the chunk, written from the
+    caller's array without a copy; put() returns once they are written, so the writer is bound by
+    memory copies and the disk (h5py releases the GIL meanwhile).
+  "deflate": the C writer's layout, shuffle + deflate 1, byte-identical chunks; the chunks are made
+    on a thread pool (numpy's copy and zlib release the GIL) and written in order as they complete:
+    put() returns once a unit's chunks are queued, with at most 4 x threads chunks in flight (bounded
+    memory). Bound by deflate: about 27 MB/s a core.
+Readers decode both alike (h5py, dsgap); the two files hold the same values.
 """
 import collections
 import json
@@ -19,6 +24,8 @@ import numpy as np
 FORMAT = "dsgap-trace"
 VERSION = 1
 QKV = ("q", "k", "v")
+COMPRESSIONS = ("none", "deflate")
+DEFAULT_COMPRESSION = "none"
 
 
 class TraceError(RuntimeError):
@@ -46,10 +53,10 @@ def bf16_to_f32(w):
 
 
 def _chunk(words, level=1):
-    """HDF5 shuffle (by element size) then deflate: the bytes of one chunk as the filters make them."""
-    w = np.ascontiguousarray(words)
-    b = w.view(np.uint8).reshape(-1, w.dtype.itemsize)
-    return zlib.compress(np.ascontiguousarray(b.T).tobytes(), level)
+    """HDF5 shuffle (by element size) then deflate: the bytes of one chunk as the filters make them.
+    words: one head's (tokens, head_dim), C-contiguous; the shuffled copy goes to zlib as it is."""
+    b = words.view(np.uint8).reshape(-1, words.dtype.itemsize)
+    return zlib.compress(np.ascontiguousarray(b.T), level)
 
 
 def unit_bytes(tokens, head_dim):
@@ -73,9 +80,11 @@ class TraceWriter:
     meta: dict with layers, heads, tokens, head_dim, grid (3), text_tokens, layer_index, head_index,
     and model, source, created_by, config (dict or JSON string). step_index, timestep and sigma
     are given to finish(). The file is PATH.tmp.PID until finish() renames it.
+    compression: "none" (default) or "deflate" (the module's header); threads: deflate's pool
+    (default min(16, cores)).
     """
 
-    def __init__(self, path, meta, steps=None, threads=None, dtype="bf16"):
+    def __init__(self, path, meta, steps=None, threads=None, dtype="bf16", compression=DEFAULT_COMPRESSION):
         self.path = path
         self.tmp = f"{path}.tmp.{os.getpid()}"
         self.meta = dict(meta)
@@ -92,13 +101,16 @@ class TraceWriter:
         if dtype not in ("bf16", "float32"):
             raise TraceError(f"cannot write {path}: dtype {dtype!r}, expected 'bf16' or 'float32'")
         self.dtype = np.uint16 if dtype == "bf16" else np.float32
+        if compression not in COMPRESSIONS:
+            raise TraceError(f"cannot write {path}: compression {compression!r}, expected one of {COMPRESSIONS}")
+        self.deflate = compression == "deflate"
         self.fixed_steps = steps
         self.steps = steps or 0
         self.written = set()
         self.bytes_in = 0
         self.bytes_out = 0
         workers = threads or min(16, os.cpu_count() or 1)
-        self.pool = ThreadPoolExecutor(max_workers=workers)
+        self.pool = ThreadPoolExecutor(max_workers=workers) if self.deflate else None
         self.inflight = collections.deque()  # (which, s, l, h, future of the chunk's bytes, input bytes)
         self.max_inflight = 4 * workers
         try:
@@ -110,8 +122,9 @@ class TraceWriter:
             space = h5py.h5s.create_simple(dims, maxdims)
             dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
             dcpl.set_chunk((1, 1, 1, T, D))
-            dcpl.set_shuffle()
-            dcpl.set_deflate(1)
+            if self.deflate:
+                dcpl.set_shuffle()
+                dcpl.set_deflate(1)
             dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
             self.dset = {}
             for name in QKV:
@@ -131,28 +144,35 @@ class TraceWriter:
             d.id.set_extent((self.steps, self.L, self.H, self.T, self.D))
 
     def put(self, which, s, l, words):
-        """Queue heads (H, tokens, head_dim) at step position s, layer position l: uint16 bf16 words
-        (a float32 trace: float32 values). The chunks are made from words on the thread pool: the
-        caller leaves words unchanged until finish()."""
-        words = np.asarray(words)
+        """Write heads (H, tokens, head_dim) at step position s, layer position l: uint16 bf16 words
+        (a float32 trace: float32 values; a C-contiguous array is used as it is, no copy).
+        "none": written when put returns. "deflate": the chunks are made from words on the thread
+        pool; the caller leaves words unchanged until finish()."""
+        words = np.ascontiguousarray(words)
         if words.shape != (self.H, self.T, self.D) or words.dtype != self.dtype:
             raise TraceError(f"cannot write {self.path}: /{which} unit of shape {words.shape} {words.dtype}, "
                              f"expected ({self.H}, {self.T}, {self.D}) {np.dtype(self.dtype)}")
         self._grow(s)
         for h in range(self.H):
-            self.inflight.append((which, s, l, h, self.pool.submit(_chunk, words[h]), words[h].nbytes))
-            self._drain(self.max_inflight)
+            if self.deflate:
+                self.inflight.append((which, s, l, h, self.pool.submit(_chunk, words[h]), words[h].nbytes))
+                self._drain(self.max_inflight)
+            else:
+                self._write(which, s, l, h, words[h], words[h].nbytes)
+
+    def _write(self, which, s, l, h, chunk, nbytes):
+        """one finished chunk (bytes, or an array for "none") of nbytes of words into the file"""
+        self.dset[which].id.write_direct_chunk((s, l, h, 0, 0), chunk, 0)
+        self.written.add((which, s, l, h))
+        self.bytes_in += nbytes
+        self.bytes_out += len(chunk) if self.deflate else nbytes
 
     def _drain(self, keep):
         """write the finished chunks at the front of the queue, waiting while more than keep are queued"""
         q = self.inflight
         while q and (len(q) > keep or q[0][4].done()):
             which, s, l, h, fu, nbytes = q.popleft()
-            c = fu.result()
-            self.dset[which].id.write_direct_chunk((s, l, h, 0, 0), c, 0)
-            self.written.add((which, s, l, h))
-            self.bytes_in += nbytes
-            self.bytes_out += len(c)
+            self._write(which, s, l, h, fu.result(), nbytes)
 
     def finish(self, step_index, timestep, sigma):
         try:
@@ -189,7 +209,8 @@ class TraceWriter:
         f.attrs.create("version", np.int32(VERSION), dtype=i32)
         for k, v in attrs:
             f.attrs.create(k, v, dtype=str_t)
-        self.pool.shutdown()
+        if self.pool:
+            self.pool.shutdown()
         f.close()
         os.replace(self.tmp, self.path)
 
@@ -201,7 +222,8 @@ class TraceWriter:
 
     def abort(self):
         self.inflight.clear()
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.pool:
+            self.pool.shutdown(wait=False, cancel_futures=True)
         try:
             self.f.close()
         except Exception:
@@ -210,7 +232,7 @@ class TraceWriter:
 
 
 def write_trace(path, q, k, v, grid, text_tokens=0, step_index=None, timestep=None, sigma=None,
-                layer_index=None, head_index=None, model="", source="", config=None):
+                layer_index=None, head_index=None, model="", source="", config=None, compression=DEFAULT_COMPRESSION):
     """A whole trace from arrays (steps, layers, heads, tokens, head_dim) of float32 (or uint16 bf16 words)."""
     q, k, v = (np.asarray(x) for x in (q, k, v))
     S, L, H, T, D = q.shape
@@ -218,7 +240,7 @@ def write_trace(path, q, k, v, grid, text_tokens=0, step_index=None, timestep=No
                 layer_index=list(range(L)) if layer_index is None else list(layer_index),
                 head_index=list(range(H)) if head_index is None else list(head_index),
                 model=model, source=source, created_by="dsgap (python) write_trace", config=config or {})
-    w = TraceWriter(path, meta, steps=S)
+    w = TraceWriter(path, meta, steps=S, compression=compression)
     try:
         for name, x in zip(QKV, (q, k, v)):
             if x.dtype != np.uint16 and not np.isfinite(x).all():

@@ -153,14 +153,15 @@ def main():
             m(hidden_states=x, timestep=torch.tensor([1.0]), encoder_hidden_states=cond)
     raises("a requested step the run never reaches is an error", run_missing_step, "step 5 was requested")
 
-    # --- the Python writer's file against the C writer's (dsgap synth) -----------------------------
+    # --- the Python writer's deflate file against the C writer's (dsgap synth) ---------------------
     syn = os.path.join(work, "synth.h5")
     subprocess.run([os.environ["DSGAP"], "synth", "--out", syn, "--grid", "2x4x4", "--heads", "2", "--head-dim", "32",
                     "--layers", "1", "--steps", "2"], check=True, capture_output=True)
     meta, q, k, v = dsgap.read_trace(syn)
     py = os.path.join(work, "rewritten.h5")
     dsgap.write_trace(py, q, k, v, grid=meta["grid"], text_tokens=meta["text_tokens"], step_index=meta["step_index"],
-                      timestep=meta["timestep"], sigma=meta["sigma"], model=meta["model"], config=meta["config"])
+                      timestep=meta["timestep"], sigma=meta["sigma"], model=meta["model"], config=meta["config"],
+                      compression="deflate")
 
     def layout(path):
         with h5py.File(path) as f:

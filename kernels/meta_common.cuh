@@ -56,20 +56,34 @@
 /* after a launch */
 #define DGM_LAUNCHED() DGM_CUDA(cudaGetLastError())
 
-static inline int dgm_dyn_smem(const void *kernel, size_t bytes)
-{
-	if (bytes > 48 * 1024)
-		return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) ==
-			       cudaSuccess ? 0 : -1;
-	return 0;
-}
-
 static inline size_t dgm_smem_optin(void)
 {
 	int dev = 0, v = 0;
 	cudaGetDevice(&dev);
 	cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
 	return (size_t)v;
+}
+
+/*
+ * let `kernel` launch with `bytes` of dynamic shared memory. Without an opt-in a block may hold 48 KB
+ * of shared memory in all, static included, so the opt-in is needed as soon as static + dynamic passes
+ * 48 KB, not only when the dynamic part alone does (rows_topk_kernel: 16.3 KB of static histograms
+ * plus 32 KB of keys at n = 8192 failed with "invalid argument"). The limit set never shrinks (a
+ * launch of the same kernel with more bytes may have set it). -1 when static + dynamic passes the
+ * device's opt-in limit.
+ */
+static inline int dgm_dyn_smem(const void *kernel, size_t bytes)
+{
+	cudaFuncAttributes a;
+	if (cudaFuncGetAttributes(&a, kernel) != cudaSuccess)
+		return -1;
+	if (a.sharedSizeBytes + bytes <= 48 * 1024)
+		return 0;
+	if (a.sharedSizeBytes + bytes > dgm_smem_optin())
+		return -1;
+	const size_t want = bytes > (size_t)a.maxDynamicSharedSizeBytes ? bytes : (size_t)a.maxDynamicSharedSizeBytes;
+	return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)want) == cudaSuccess
+		       ? 0 : -1;
 }
 
 static inline int dgm_num_sms(void)

@@ -33,8 +33,11 @@
  *   --pca V H: two calls of PCA grouping version V (0: the promoted one; the numbered versions of
  *   dev/kernels in gpu_meta_dev) on H heads of 32760 random queries (d = 128)
  *   and nothing else, for a per-kernel profile (ncu) of one batched grouping
- *     (none)   n = 1000, 4100 (d = 64, 128) and 32760 (d = 128)
- *     --quick  n = 1000 and 4100 only;  --tiny  n = 1000 only (for compute-sanitizer)
+ *     (none)   n = 1000, 4100 (d = 64, 128) and 32760 (d = 128), then the selections alone on random
+ *              scores at n = 8192 .. 131072 (check_select_lengths: every shared-memory regime of the
+ *              token top-k)
+ *     --quick  n = 1000 and 4100, then the selections at 8192 .. 131072;  --tiny  n = 1000 only (for
+ *              compute-sanitizer)
  *     --bench  only time every kernel at n = 32760, d = 128 (events, 3 warm-ups, median of 15), and
  *              each peer's metadata call (GPU backend) next to its sparse attention and the dense pass
  *     --peers  only the block peers' checks (n = 1000 d = 64, 128; 4100; 32760 scores only)
@@ -372,6 +375,54 @@ static void check_select_exact(const float *scores, int G, int n, const budget_c
 		       (long long)(sel.off[bad + 1] - sel.off[bad]));
 	dg_selection_free(&sel);
 	free(soff), free(sidx);
+}
+
+/* the budgets every selection check runs (all kv x budget kinds, with and without sinks) */
+static const budget_case sel_cases[] = {
+	{ "token topk 0.15", 0, 0, 0.15, 0, 0, 0 },
+	{ "token topk 0.05 sinks 0-300", 0, 0, 0.05, 0, 0, 300 },
+	{ "token topk 1.0", 0, 0, 1.0, 0, 0, 0 },
+	{ "token topp 0.9", 0, 1, 0, 0.9, 0, 0 },
+	{ "token topp 0.5 sinks 100-228", 0, 1, 0, 0.5, 100, 228 },
+	{ "token topp 1.0", 0, 1, 0, 1.0, 0, 0 },
+	{ "block topk 0.15", 1, 0, 0.15, 0, 0, 0 },
+	{ "block topk 0.1 sinks 0-64", 1, 0, 0.1, 0, 0, 64 },
+	{ "block topp 0.9", 1, 1, 0, 0.9, 0, 0 },
+	{ "block topp 0.99 sinks 50-300", 1, 1, 0, 0.99, 50, 300 },
+};
+#define NSEL_CASES ((int)(sizeof sel_cases / sizeof sel_cases[0]))
+
+/*
+ * dg_select_keys identical to dg_select_groups over the lengths where the token top-k's shared memory
+ * changes regime (rows_topk_kernel: 16.3 KB of static histograms + 4n bytes of staged keys): 8192
+ * and 12288 (static + keys over 48 KB, keys alone not: the launch needs the opt-in that once was
+ * taken only above 48 KB of keys; n = 8192 failed with "invalid argument" on the H200), 16384 and
+ * 32768 (keys over 48 KB), 53692 (about where the keys stop fitting in the H200's 227 KB opt-in),
+ * 65536 and 131072 (keys read from global memory on every pass). Three groups of random
+ * probability-like scores, and the same quantised (many exact ties, -0.0).
+ */
+static void check_select_lengths(void)
+{
+	const int lens[] = { 8192, 12288, 16384, 32768, 53692, 65536, 131072 }, G = 3;
+	for (int l = 0; l < (int)(sizeof lens / sizeof lens[0]); l++) {
+		const int n = lens[l], nb = (n + 127) / 128;
+		float *s = dg_malloc((size_t)G * n * 4), *q = dg_malloc((size_t)G * n * 4);
+		float *bs = dg_malloc((size_t)G * nb * 4), *qb = dg_malloc((size_t)G * nb * 4);
+		for (size_t e = 0; e < (size_t)G * n; e++) {
+			s[e] = (float)(exp(3 * rng_normal()) / n);
+			q[e] = floorf(s[e] * n * 8) / (8.0f * n);
+			if (q[e] == 0 && rng_int(2))
+				q[e] = -0.0f;
+		}
+		dg_scores_to_blocks(s, G, n, bs);
+		for (size_t e = 0; e < (size_t)G * nb; e++)
+			qb[e] = (float)rng_int(4) * 0.25f;
+		for (int i = 0; i < NSEL_CASES; i++) {
+			check_select_exact(sel_cases[i].kv ? bs : s, G, n, &sel_cases[i], "random scores");
+			check_select_exact(sel_cases[i].kv ? qb : q, G, n, &sel_cases[i], "quantised scores (ties)");
+		}
+		free(s), free(q), free(bs), free(qb);
+	}
 }
 
 /* |A xor B| of two ascending lists */
@@ -1142,19 +1193,8 @@ static void run_config(int n, int d)
 	const int G = raster.ngroups, nb = (n + 127) / 128;
 	float *cpu_blocks = dg_malloc((size_t)G * nb * 4);
 	dg_scores_to_blocks(cpu_raster, G, n, cpu_blocks);
-	const budget_case cases[] = {
-		{ "token topk 0.15", 0, 0, 0.15, 0, 0, 0 },
-		{ "token topk 0.05 sinks 0-300", 0, 0, 0.05, 0, 0, 300 },
-		{ "token topk 1.0", 0, 0, 1.0, 0, 0, 0 },
-		{ "token topp 0.9", 0, 1, 0, 0.9, 0, 0 },
-		{ "token topp 0.5 sinks 100-228", 0, 1, 0, 0.5, 100, 228 },
-		{ "token topp 1.0", 0, 1, 0, 1.0, 0, 0 },
-		{ "block topk 0.15", 1, 0, 0.15, 0, 0, 0 },
-		{ "block topk 0.1 sinks 0-64", 1, 0, 0.1, 0, 0, 64 },
-		{ "block topp 0.9", 1, 1, 0, 0.9, 0, 0 },
-		{ "block topp 0.99 sinks 50-300", 1, 1, 0, 0.99, 50, 300 },
-	};
-	const int ncases = (int)(sizeof cases / sizeof cases[0]);
+	const budget_case *cases = sel_cases;
+	const int ncases = NSEL_CASES;
 	for (int i = 0; i < ncases; i++) {
 		const float *s = cases[i].kv ? cpu_blocks : cpu_raster;
 		check_select_exact(s, G, n, &cases[i], "cpu scores");
@@ -1574,6 +1614,10 @@ int main(int argc, char **argv)
 		const int ncfg = tiny ? 2 : quick ? 4 : 5;
 		for (int i = 0; i < ncfg; i++)
 			run_config(cfg[i][0], cfg[i][1]);
+		if (!tiny) {
+			printf("# selection at n = 8192 .. 131072\n");
+			check_select_lengths();
+		}
 	}
 	CUDA_CHECK(cudaStreamDestroy(stream));
 	return test_report();

@@ -3,7 +3,8 @@
  * first T tokens are text, for every preset and peer on the CPU backend through policy_run.c: the
  * text queries' rows equal the dense output bit for bit, the computed pairs count the text keys of
  * every video row (text keys are made unattractive, so no ranking would keep them on its own), and
- * at rho = 1 a top-k policy gives the dense output. The groupings never mix text and video, the
+ * at rho = 1 a top-k policy gives the dense output; with text keys made attractive, a top-k list
+ * over tokens still holds T + min(K, n - T) keys (the text outside the ranking, dg_joint_budget). The groupings never mix text and video, the
  * peers' lists hold the text keys, and with T = 0 the joint rule changes nothing. The block peers'
  * halves (the GPU backend's path) give dg_peer_metadata's groups and lists.
  */
@@ -28,8 +29,9 @@ static float urand(void)
 	return (float)((rng >> 33) & 0xffffff) / (float)0x1000000 - 0.5f;
 }
 
-/* q = c + noise; video keys near c, text keys near -c (low logits for every query) */
-static void make_unit(float *q, float *k, float *v, int n, int text)
+/* q = c + noise; video keys near c, text keys near -c (low logits for every query), or near 2c with
+ * attract (high logits: a ranking that saw them would spend its budget on them) */
+static void make_unit(float *q, float *k, float *v, int n, int text, bool attract)
 {
 	float c[D];
 	for (int e = 0; e < D; e++)
@@ -37,12 +39,12 @@ static void make_unit(float *q, float *k, float *v, int n, int text)
 	for (int i = 0; i < n; i++)
 		for (int e = 0; e < D; e++) {
 			q[(size_t)i * D + e] = c[e] + urand();
-			k[(size_t)i * D + e] = (i < text ? -c[e] : c[e]) + 2.0f * urand();
+			k[(size_t)i * D + e] = (i < text ? (attract ? 2 : -1) * c[e] : c[e]) + 2.0f * urand();
 			v[(size_t)i * D + e] = urand();
 		}
 }
 
-static void check_policy(const dg_policy *p, int text, const int grid[3], double rho)
+static void check_policy(const dg_policy *p, int text, const int grid[3], double rho, bool attract)
 {
 	int n = text + grid[0] * grid[1] * grid[2];
 	size_t nd = (size_t)n * D;
@@ -56,9 +58,13 @@ static void check_policy(const dg_policy *p, int text, const int grid[3], double
 	dg_policy_run r;
 	dg_policy_run_init(&r, p, rho);
 	dg_policy_run *runs[1] = { &r };
-	int ok_text = 1, ok_pairs = 1, ok_dense = 1, sparse = 0, rc = 0;
+	int ok_text = 1, ok_pairs = 1, ok_count = 1, ok_dense = 1, sparse = 0, rc = 0;
+	/* top-k over tokens: the text keys outside the ranking (dg_joint_budget), so every video row holds
+	 * them and min(K, n - T) others, however attractive the text keys are */
+	bool fixed = !dg_policy_is_peer(p) && p->budget == DG_BUDGET_TOPK && p->kv == DG_KV_TOKEN && !p->sink_hi;
+	int K = dg_topk_count(rho, n), rest = K < n - text ? K : n - text;
 	for (int step = 0; step < 2; step++) {
-		make_unit(q, k, v, n, text);
+		make_unit(q, k, v, n, text, attract);
 		be->load(be, q, k, v);
 		be->dense(be);
 		dg_policy_run_plan(&r, &sc, step, 0);
@@ -72,6 +78,7 @@ static void check_policy(const dg_policy *p, int text, const int grid[3], double
 		sparse++;
 		ok_text &= !memcmp(o, ref, (size_t)text * D * 4);
 		ok_pairs &= out.pairs >= (int64_t)text * n + (int64_t)(n - text) * text;
+		ok_count &= !fixed || out.pairs == (int64_t)text * n + (int64_t)(n - text) * (text + rest);
 		for (size_t e = 0; e < nd; e++)
 			ok_dense &= fabsf(o[e] - ref[e]) <= 1e-5f;
 	}
@@ -79,6 +86,8 @@ static void check_policy(const dg_policy *p, int text, const int grid[3], double
 	CHECKF(ok_text, "%s rho %.2f T %d: text rows equal the dense rows bit for bit", p->name, rho, text);
 	CHECKF(ok_pairs, "%s rho %.2f T %d: pairs count dense text rows and the text keys of video rows",
 	       p->name, rho, text);
+	CHECKF(ok_count, "%s rho %.2f T %d%s: a top-k list over tokens holds T + min(K, n - T) keys", p->name, rho,
+	       text, attract ? " (attractive text keys)" : "");
 	bool topk = !dg_policy_is_peer(p) || p->approx == DG_APPROX_PISA;
 	if (rho == 1.0 && topk)
 		CHECKF(ok_dense, "%s rho 1 T %d: the dense output", p->name, text);
@@ -151,14 +160,14 @@ int main(void)
 		int text = t ? 7 : 135;
 		for (int i = 0; i < np; i++)
 			if (!pol[i].dense) {
-				check_policy(&pol[i], text, grid, 0.15);
-				check_policy(&pol[i], text, grid, 1.0);
+				check_policy(&pol[i], text, grid, 0.15, t == 0);
+				check_policy(&pol[i], text, grid, 1.0, t == 0);
 			}
 	}
 	/* groupings and peers' lists directly */
 	int text = 135, n = text + 256;
 	float *q = dg_malloc((size_t)n * D * 4), *k = dg_malloc((size_t)n * D * 4), *v = dg_malloc((size_t)n * D * 4);
-	make_unit(q, k, v, n, text);
+	make_unit(q, k, v, n, text, false);
 	for (int kind = 0; kind < DG_GROUP_COUNT; kind++) {
 		dg_groups g;
 		CHECKF(dg_groups_build(&g, kind, q, n, D, grid, text) == 0 && pure(&g, text) && g.n == n,

@@ -95,7 +95,11 @@ static void cpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 		scores[a] = scores_new(groups[a]->g.ngroups, n);
 		acc[a] = (dg_score_acc){ &groups[a]->g, scores[a]->s };
 	}
-	dg_query_select *qs = nq ? dg_query_select_new(n, qb, nq) : NULL;
+	dg_budget *jb = dg_malloc((size_t)(nq ? nq : 1) * sizeof *jb); /* text keys outside the ranking */
+	const dg_budget **jq = dg_malloc((size_t)(nq ? nq : 1) * sizeof *jq);
+	for (int b = 0; b < nq; b++)
+		jb[b] = dg_joint_budget(qb[b], n, c->text), jq[b] = &jb[b];
+	dg_query_select *qs = nq ? dg_query_select_new(n, jq, nq) : NULL;
 	dg_scores_exact(c->q, c->k, c->lse, n, be->d, acc, nacc, qs ? dg_query_select_row : NULL, qs);
 	if (qs) {
 		dg_selection *sel = dg_malloc((size_t)nq * sizeof *sel);
@@ -107,6 +111,7 @@ static void cpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 		}
 		free(sel);
 	}
+	free(jb), free(jq);
 	free(acc);
 }
 
@@ -130,7 +135,8 @@ static dg_bsel *cpu_select(dg_backend *be, const dg_bgroups *g, const dg_bscores
 {
 	cpu *c = be->impl;
 	dg_bsel *sel = dg_calloc(1, sizeof *sel);
-	dg_select_groups(&sel->s, s->s, g->g.ngroups, be->n, b);
+	dg_budget jb = dg_joint_budget(b, be->n, c->text); /* text keys outside the ranking */
+	dg_select_groups(&sel->s, s->s, g->g.ngroups, be->n, &jb);
 	dg_joint_selection(&g->g, &sel->s, be->n, c->text, 1);
 	return sel;
 }

@@ -706,7 +706,7 @@ static void query_select_host(dg_backend *be, const dg_budget *const *qb, dg_bse
 }
 
 static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **scores, int nacc,
-		      const dg_budget *const *qb, dg_bsel **qsel, int nq)
+		      const dg_budget *const *qb_in, dg_bsel **qsel, int nq)
 {
 	gpu *g = be->impl;
 	flush(be);
@@ -723,6 +723,11 @@ static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 		phase_end(g, DG_PHASE_SCORES);
 		return;
 	}
+	/* the budgets with the text keys outside the ranking (dg_joint_budget), as the CPU twin's */
+	dg_budget *jb = dg_malloc((size_t)nq * sizeof *jb);
+	const dg_budget **qb = dg_malloc((size_t)nq * sizeof *qb);
+	for (int b = 0; b < nq; b++)
+		jb[b] = dg_joint_budget(qb_in[b], n, g->text), qb[b] = &jb[b];
 	/* the oracle's top-k on the device: every budget top-k over tokens with the same sinks */
 	bool device = nq <= 8;
 	for (int b = 0; b < nq; b++)
@@ -731,6 +736,7 @@ static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 	if (!device) {
 		query_select_host(be, qb, qsel, nq);
 		phase_end(g, DG_PHASE_SCORES);
+		free(jb), free(qb);
 		return;
 	}
 	int K[8];
@@ -747,6 +753,7 @@ static void gpu_exact(dg_backend *be, dg_bgroups *const *groups, dg_bscores **sc
 	for (int b = 0; b < nq; b++) /* query r is group r: the first text groups are the text queries */
 		qsel[b] = joint_keys(be, qsel[b], g->text, (int64_t)n * row[b]);
 	phase_end(g, DG_PHASE_SCORES);
+	free(jb), free(qb);
 }
 
 static dg_bscores *gpu_pooled(dg_backend *be, dg_bgroups *bg, dg_kv_kind kv)
@@ -773,10 +780,11 @@ static dg_bscores *gpu_to_blocks(dg_backend *be, const dg_bscores *t)
 	return view;
 }
 
-static dg_bsel *gpu_select(dg_backend *be, const dg_bgroups *bg, const dg_bscores *sc, const dg_budget *b)
+static dg_bsel *gpu_select(dg_backend *be, const dg_bgroups *bg, const dg_bscores *sc, const dg_budget *b_in)
 {
 	gpu *g = be->impl;
 	flush(be);
+	const dg_budget jb = dg_joint_budget(b_in, be->n, g->text), *b = &jb; /* text keys outside the ranking */
 	int kv = b->kv == DG_KV_BLOCK, budget = b->budget == DG_BUDGET_TOPP, ng = bg->g.ngroups;
 	int64_t cap = dg_select_keys_cap(ng, be->n, kv, budget, b->rho, b->sink_lo, b->sink_hi);
 	dg_bsel *s;

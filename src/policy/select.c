@@ -415,6 +415,18 @@ void dg_joint_selection(const dg_groups *g, dg_selection *sel, int n, int text, 
 	sel->idx = idx;
 }
 
+dg_budget dg_joint_budget(const dg_budget *b, int n, int text)
+{
+	dg_budget j = *b;
+	int t = text < n ? text : n;
+	bool none = b->sink_hi <= b->sink_lo || b->sink_lo >= n;
+	if (t <= 0 || (!none && b->sink_lo > t))
+		return j;
+	j.sink_lo = 0;
+	j.sink_hi = none || b->sink_hi < t ? t : b->sink_hi;
+	return j;
+}
+
 void dg_joint_split(dg_groups *g, dg_selection *sel, int text)
 {
 	if (text <= 0)

@@ -81,6 +81,14 @@ void dg_query_select_finish(dg_query_select *qs, dg_selection *sel);
  * block methods that must keep whole key blocks). No-op for text = 0.
  */
 void dg_joint_selection(const dg_groups *g, dg_selection *sel, int n, int text, int align);
+/* The budget b of a selection made under joint attention: the text keys [0, text) outside the
+ * ranking, as sinks are (the sink range becomes [0, max(text, sink_hi)) where the sinks start
+ * within the text or there are none), so that a video list holds the text keys on top of its
+ * budget and a top-k list's length does not hang on the scores; both backends' select and exact
+ * primitives rank under it, then dg_joint_selection / dg_joint_keys make the lists joint. Sinks
+ * that start past the text stay as they are (one excluded range per list): the text keys are then
+ * ranked with the rest. b itself for text = 0. */
+dg_budget dg_joint_budget(const dg_budget *b, int n, int text);
 /* Split every group of g that mixes text and video queries into its text part and its video part
  * (in that order, each with the group's key list), so that dg_joint_selection applies; for
  * groupings made over the whole sequence (the peers'). No-op for text = 0. */

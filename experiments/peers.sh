@@ -20,7 +20,7 @@ exp_readme "# Peers beside MC-Sparse (synthetic trace)
 
 Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 heads=4 layers=2 steps=6
 head_dim=64 seed=1\`: 2560 tokens; local, frame, sink and diffuse heads), not a model capture.
-Policies: \`dense\`, \`baseline\`, \`mc-sparse\` and the eight peers (src/peers.h) at their published
+Policies: \`dense\`, \`baseline\`, \`mc-sparse\` and the eight peers (src/policy/peers.h) at their published
 defaults (svg2, spargeattn, xattention, radial, sta, ditfastattn run at their own density, whatever
 --density says; chipmunk and pisa are top-k methods and follow it), plus matched budgets
 (\`PEER/budget=matched\`, docs/spec.md §3.6: each peer's own knob calibrated per unit to the target;

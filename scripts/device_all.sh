@@ -32,7 +32,7 @@
 #   demo_gpu                         dsgap demo --device gpu on the bundled model
 #   experiments                      each experiment's device path timed (scripts/time_experiments.sh:
 #                                    EXPERIMENTS a subset, default all; EXPERIMENT_CAP s each) ->
-#                                    experiments/times.md
+#                                    $OUT/experiments/times.md
 # Benchmarks (BENCHES, default "bench dit", empty for none), in this order:
 #   bench    dsgap bench --device gpu (replay backend: dense, anchor step, sparse passes, layer-step;
 #            BENCH_REPS 5, at most BENCH_CAP 150 s) -> bench.csv

@@ -1,6 +1,6 @@
 /*
- * gpu_dit.c: the DiT engine's GPU op table (src/wan_ops_gpu.c, kernels/dit_ops.cu, the flash kernel)
- * against its CPU twin (src/wan_ops_cpu.c), docs/spec.md §9: every check is the FlashAttention-3 rule
+ * gpu_dit.c: the DiT engine's GPU op table (src/dit/wan_ops_gpu.c, kernels/dit_ops.cu, the flash kernel)
+ * against its CPU twin (src/dit/wan_ops_cpu.c), docs/spec.md §9: every check is the FlashAttention-3 rule
  *   max|gpu - ref| <= 2 max|naive - ref| + 2 floor,   floor = 2^-24 max|ref|
  * with ref in fp64 (ops) or the fp32 CPU engine (whole model), and naive the plain low-precision
  * computation of the same thing: fp32 in row order for the fp32 ops; bf16 operands with fp32

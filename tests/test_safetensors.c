@@ -1,5 +1,5 @@
 /*
- * test_safetensors.c: the safetensors reader (src/safetensors.h): every header rule with its
+ * test_safetensors.c: the safetensors reader (src/dit/safetensors.h): every header rule with its
  * one-line message, F16/BF16 conversion (exhaustive), sharded indexes, and a deterministic mutation
  * loop over the header parser (no crash; every failure exactly one line; every success a tiling of
  * the file). tests/fuzz_safetensors.c is the libFuzzer version of the loop.

@@ -1,5 +1,5 @@
 /*
- * test_trace.c: the trace file (src/trace.c) and the synthetic generator (src/synth.c).
+ * test_trace.c: the trace file (src/trace/trace.c) and the synthetic generator (src/trace/synth.c).
  *   ./test_trace                          every check, in a temporary directory under /tmp
  *   ./test_trace --fixture T.h5 T.f32     write a small deterministic trace, and as raw float32
  *                                         (q, then k, then v, each (steps, layers, heads, tokens,

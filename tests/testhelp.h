@@ -1,5 +1,5 @@
 /*
- * testhelp.h: the whole test framework (after redis's src/testhelp.h). One line per check,
+ * testhelp.h: the whole test framework (after redis's testhelp.h). One line per check,
  * then "N passed, N failed"; the test binary exits 1 if any check failed, 77 if skipped.
  */
 #ifndef DG_TESTHELP_H

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util/git_commit.h" /* DG_GIT_COMMIT, made at build time (src/git_commit.cmake) */
+#include "util/git_commit.h" /* DG_GIT_COMMIT, made at build time (src/util/git_commit.cmake) */
 
 static void vreport(const char *kind, const char *fmt, va_list ap)
 {

@@ -3,7 +3,8 @@
  * tensors in strided layouts (token-major padded, head-major, an element stride of 2), bf16 and
  * fp16, on a non-blocking stream whose copies of the inputs are still queued when dsgap_attend is
  * called (the call must order itself after them), under dense, a ladder rung, mc-sparse (warm-up,
- * anchor, residual reused) and peers that run a host twin (svg2, pisa), two CFG branches, several
+ * anchor, residual reused) and peers whose metadata runs on the device with no host copy of Q/K/V
+ * (svg2's k-means, pisa's block scores and first-order term), two CFG branches, several
  * steps and layers. The GPU computes on bf16 Q/K/V with P rounded to bf16 (the closed loop's fast
  * mode), the CPU in fp32: per call, rel_l2(GPU, CPU) <= 2e-2 (bf16 attention is ~4e-3; a selection
  * that differs at a near tie moves a few keys), every output element finite and the positions

@@ -61,8 +61,8 @@ struct dg_backend {
 	void (*load)(dg_backend *, const float *q, const float *k, const float *v);
 	/* Load the unit's Q, K, V from where the backend computes, fp32 (n, d) each (device memory on the
 	 * GPU, e.g. the DiT engine's own buffers: no host round trip; the work that wrote them is waited
-	 * for). The primitives that run a host twin on the unit (peers, PISA, per-query selections other
-	 * than top-k over tokens) need a unit from load instead. */
+	 * for). The primitives that run a host twin on the unit (k-means groups outside the peers,
+	 * per-query selections other than top-k over tokens) need a unit from load instead. */
 	void (*load_device)(dg_backend *, const float *q, const float *k, const float *v);
 	/* Optional (NULL: use load_device). load_device with the bf16 copies q16, k16, v16 (n, d) of
 	 * q, k, v read in place of a conversion (q names the unit for prefetch_groups), and the unit's

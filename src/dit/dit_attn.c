@@ -43,11 +43,15 @@ struct dg_dit_attn {
 };
 
 /* whether the GPU backend's primitives for p run a host twin on the unit's Q/K/V (backend_gpu.c:
- * peers, PISA, k-means groups, per-query selections other than top-k over tokens) */
+ * k-means groups of the non-peer policies, dg_groups_build in gpu_groups; per-query selections other
+ * than top-k over tokens, query_select_host). Every peer's metadata runs on the device (the block
+ * peers' scores, svg2's k-means, the window; the radial and sta masks come from the shape alone),
+ * and so does PISA's first-order term: no host copy for them. */
 static bool needs_host_unit(const dg_policy *p)
 {
-	return dg_policy_is_peer(p) || p->approx == DG_APPROX_PISA || p->group == DG_GROUP_KMEANS ||
-	       (p->group == DG_GROUP_QUERY && (p->budget != DG_BUDGET_TOPK || p->kv != DG_KV_TOKEN));
+	return !dg_policy_is_peer(p) &&
+	       (p->group == DG_GROUP_KMEANS ||
+		(p->group == DG_GROUP_QUERY && (p->budget != DG_BUDGET_TOPK || p->kv != DG_KV_TOKEN)));
 }
 
 dg_dit_attn *dg_dit_attn_new(dg_wan_ops *ops, const dg_policy *policy, double rho,

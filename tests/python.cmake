@@ -30,6 +30,9 @@ endforeach()
 # negative controls (no RoPE, wrong CFG branch), generic mode, errors, the C writer's format,
 # dsgap-capture on a pipeline directory, pip install ./python
 dg_pytest(python_controls COMMAND ${DG_PY}/test_controls.py ${CMAKE_CURRENT_BINARY_DIR}/py_controls)
+# issue 20: the trace writer's two layouts (compression none / deflate) of one tiny capture: same decoded
+# chunks, h5py arrays, dsgap info --check, replay_dense bytes and dsgap replay metrics
+dg_pytest(python_compression COMMAND ${DG_PY}/test_compression.py ${CMAKE_CURRENT_BINARY_DIR}/py_compression)
 # issue 22: dsgap.torch.attention through libdsgap (ctypes) in every family: dense and mc-sparse at
 # density 1 = torch's attention, mc-sparse at 0.25 sparse, bf16, the CFG branches, errors
 dg_pytest(python_torch COMMAND ${DG_PY}/test_torch.py)

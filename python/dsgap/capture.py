@@ -7,12 +7,14 @@ forward pre-hook on the top-level module tracks the denoising step (a new step w
 changes) and the CFG branch; pre/post hooks on the family's attention modules say which layer an
 SDPA call belongs to (generic mode: the k-th SDPA call of a forward is layer k). A recorded call
 is reduced to the chosen batch item and heads, its padded text tokens dropped (key-padding masks),
-its tokens reordered to the trace's text-prefix order, rounded to bf16 on the device (a copy the
-queue owns) and handed to a background writer thread. The queue is bounded in bytes (max_queue_bytes;
-on a GPU by default min(8 GiB, a quarter of the free device memory), so device memory stays bounded
-and the model blocks only when the writer falls behind); the writer thread copies each unit to
-pinned host memory on its own CUDA stream and hands it to the trace writer, which deflates chunks on
-a thread pool while the model runs on.
+its tokens reordered to the trace's text-prefix order, rounded to bf16 on the device (one
+contiguous copy the queue owns, with a device flag saying whether it is finite: the model's thread
+never waits for the device) and handed to a background writer thread. The queue is bounded in bytes
+(max_queue_bytes; on a GPU by default min(8 GiB, a quarter of the free device memory), so device
+memory stays bounded and the model blocks only when the writer falls behind); the writer thread
+copies each unit and its flag to pinned host memory on its own CUDA stream, reports a non-finite
+unit, and hands the unit to the trace writer (trace.py: written as it is with compression "none",
+the default, or deflated on a thread pool with "deflate") while the model runs on.
 """
 import json
 import math
@@ -106,13 +108,17 @@ class capture:
     scheduler: to record /sigma from its sigmas (else sigma = timestep / 1000, flow matching);
     total_steps: the run's step count when steps is None, for the disk check up front.
     dtype: "bf16" (the C writer's type, default) or "float32" (exact; dsgap reads both).
+    compression: "none" (default: chunks written as they are, the writer bound by memory copies and
+    the disk) or "deflate" (the C writer's shuffle + deflate 1: about 0.7x the size on disk, but
+    about 27 MB/s a core); threads: deflate's pool (default min(16, cores)).
     max_queue_bytes: units waiting for the writer (device memory when the model runs on a GPU);
     None: min(8 GiB, a quarter of the free device memory) on a GPU, 1 GiB on the CPU.
     """
 
     def __init__(self, module, path, steps=None, layers=None, heads=None, branch="cond", *, layout=None,
                  grid=None, scheduler=None, total_steps=None, progress=True, max_queue_bytes=None,
-                 model=None, source="", config=None, threads=None, dtype="bf16"):
+                 model=None, source="", config=None, threads=None, dtype="bf16",
+                 compression=_trace.DEFAULT_COMPRESSION):
         if branch not in ("cond", "uncond") and not isinstance(branch, int):
             raise CaptureError(f"dsgap.capture: branch must be 'cond', 'uncond' or a batch index, not {branch!r}")
         self.module, self.path = module, os.fspath(path)
@@ -122,6 +128,9 @@ class capture:
         if dtype not in ("bf16", "float32"):
             raise CaptureError(f"dsgap.capture: dtype must be 'bf16' (the default) or 'float32', not {dtype!r}")
         self.dtype = dtype
+        if compression not in _trace.COMPRESSIONS:
+            raise CaptureError(f"dsgap.capture: compression must be one of {_trace.COMPRESSIONS}, not {compression!r}")
+        self.compression = compression
         self.extra = dict(model=model, source=source, config=config or {})
         self.family = None if layout is not None else family_of(module)
         if self.family is None:
@@ -349,13 +358,14 @@ class capture:
                                f"{self.meta['tokens']} ({self.meta['text_tokens']} text) x {self.meta['head_dim']}")
         hidx = None if len(heads) == H else torch.tensor(heads, device=qi.device)
         lpos = self.layer_pos[lid]
+        tdtype = torch.bfloat16 if self.dtype == "bf16" else torch.float32
         for name, x in zip(_trace.QKV, (qi, ki, vi)):
-            if hidx is not None:
+            # one contiguous copy the queue owns (index_select's result is one), in the trace's dtype
+            owned = hidx is not None
+            if owned:
                 x = x.index_select(0, hidx)
-            x = x.to(torch.bfloat16 if self.dtype == "bf16" else torch.float32, copy=True)
-            if not bool(torch.isfinite(x).all()):
-                raise CaptureError(f"dsgap.capture: non-finite value in /{name} at step {self.step} layer {lid}")
-            self._enqueue(name, cur["step_pos"], lpos, x.contiguous())
+            x = x.to(tdtype, memory_format=torch.contiguous_format, copy=not owned)
+            self._enqueue(name, cur["step_pos"], lpos, x, torch.isfinite(x).all(), f"step {self.step} layer {lid}")
 
     def _open(self, H, S, D, text, grid, order):
         nh = len(self.heads) if self.heads else H
@@ -386,7 +396,7 @@ class capture:
                          model=self.extra["model"] or type(m).__name__, source=self.extra["source"],
                          created_by="dsgap.capture (python)", config=cfg)
         self.writer = _trace.TraceWriter(self.path, self.meta, steps=len(self.steps) if self.steps else None,
-                                         threads=self.threads, dtype=self.dtype)
+                                         threads=self.threads, dtype=self.dtype, compression=self.compression)
         total = 3 * nsteps * nl * nh if nsteps else 0
         self.prog = _Progress(self.progress_on, total)
 
@@ -399,9 +409,10 @@ class capture:
                 self.max_queue_bytes = 1 << 30
         return self.max_queue_bytes
 
-    def _enqueue(self, name, s, l, x):
-        """x: a tensor the queue owns (heads, tokens, head_dim); on a GPU, an event orders the writer's
-        copy after the kernels that made it"""
+    def _enqueue(self, name, s, l, x, finite, where):
+        """x: a tensor the queue owns (heads, tokens, head_dim); finite: a bool tensor on x's device,
+        checked by the writer thread (where: "step S layer L" for its error); on a GPU, an event
+        orders the writer's copies after the kernels that made them"""
         n = x.numel() * x.element_size()
         limit = self._queue_limit(x)
         with self.cv:
@@ -414,31 +425,37 @@ class capture:
         if x.is_cuda:
             ev = torch.cuda.Event()
             ev.record()
-        self.q.put((name, s, l, x, ev, n))
+        self.q.put((name, s, l, x, finite, where, ev, n))
 
-    def _to_host(self, x, ev):
-        """the writer thread's copy of a queued unit to pinned host memory, on its own stream"""
+    def _to_host(self, x, finite, ev):
+        """the writer thread's copy of a queued unit and its finite flag to pinned host memory, on
+        its own stream"""
         if ev is None:
-            return x
+            return x, finite
         if self.copy_stream is None:
             self.copy_stream = torch.cuda.Stream(x.device)
         host = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
+        flag = torch.empty((), dtype=torch.bool, pin_memory=True)
         with torch.cuda.stream(self.copy_stream):
             self.copy_stream.wait_event(ev)
             host.copy_(x, non_blocking=True)
+            flag.copy_(finite, non_blocking=True)
         self.copy_stream.synchronize()
-        return host
+        return host, flag
 
     def _write_loop(self):
         while True:
             item = self.q.get()
             if item is None:
                 return
-            name, s, l, x, ev, n = item
+            name, s, l, x, finite, where, ev, n = item
+            del item  # the unit's device memory goes with x, not at the next get()
             try:
                 if self.werr is None:
-                    host = self._to_host(x, ev)
+                    host, finite = self._to_host(x, finite, ev)
                     del x
+                    if not bool(finite):
+                        raise CaptureError(f"dsgap.capture: non-finite value in /{name} at {where}")
                     words = host.view(torch.int16).numpy().view(np.uint16) if host.dtype == torch.bfloat16 else host.numpy()
                     self.writer.put(name, s, l, words)
                     self.units_done += words.shape[0]

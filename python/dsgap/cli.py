@@ -11,6 +11,8 @@ import os
 import sys
 import time
 
+from . import trace as _trace
+
 
 def index_list(s):
     """'0,5,9', '0-3', '0-29:3' (every third) -> sorted list; None for 'all'"""
@@ -53,6 +55,9 @@ def parser():
     p.add_argument("--heads", type=index_list, default=None, help="heads to record (default all)")
     p.add_argument("--branch", default="cond", help="cond (default), uncond, or a batch index")
     p.add_argument("--trace-dtype", choices=("bf16", "float32"), default="bf16")
+    p.add_argument("--compression", choices=_trace.COMPRESSIONS, default=_trace.DEFAULT_COMPRESSION,
+                   help="none (default: chunks as they are, the fastest writer) or deflate (the C writer's "
+                        "shuffle + deflate 1: about 0.7x the size, about 27 MB/s a core)")
     p.add_argument("--device", default=None, help="cuda or cpu (default cuda when available)")
     p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default=None,
                    help="the model's dtype (default bfloat16 on cuda, float32 on cpu)")
@@ -124,7 +129,8 @@ def main(argv=None):
     try:
         with dsgap.capture(module, a.out, steps=a.capture_steps, layers=a.layers, heads=a.heads, branch=branch,
                            scheduler=pipe.scheduler, total_steps=a.steps, progress=not a.quiet,
-                           source=os.path.abspath(a.model), config=cfg, dtype=a.trace_dtype):
+                           source=os.path.abspath(a.model), config=cfg, dtype=a.trace_dtype,
+                           compression=a.compression):
             pipe(**kw)
     except (dsgap.CaptureError, dsgap.TraceError) as e:
         print(str(e), file=sys.stderr)

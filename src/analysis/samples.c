@@ -48,12 +48,7 @@ bool dg_decompose_is_samples(int argc, char **argv)
 	return operands > 1;
 }
 
-typedef struct {
-	char **label, **dir;
-	int n;
-} sample_list;
-
-static void list_add(sample_list *l, const char *spec, const char *base)
+void dg_sample_list_add(dg_sample_list *l, const char *spec, const char *base)
 {
 	const char *eq = strchr(spec, '=');
 	const char *path = eq ? eq + 1 : spec;
@@ -75,11 +70,11 @@ static void list_add(sample_list *l, const char *spec, const char *base)
 	l->n++;
 }
 
-static int list_read(sample_list *l, const char *file)
+int dg_sample_list_read(dg_sample_list *l, const char *file)
 {
 	FILE *f = fopen(file, "r");
 	if (!f)
-		return dg_error("decompose: %s: cannot open the sample list", file);
+		return dg_error("%s: cannot open the sample list", file);
 	char *base = dg_strdup(file), *slash = strrchr(base, '/');
 	if (slash)
 		*slash = 0;
@@ -100,16 +95,26 @@ static int list_read(sample_list *l, const char *file)
 			rc = dg_error("%s:%d: expected LABEL=DIR or DIR", file, ln);
 			break;
 		}
-		list_add(l, s, base);
+		dg_sample_list_add(l, s, base);
 	}
 	fclose(f);
 	free(base);
 	if (!rc && !l->n)
-		rc = dg_error("decompose: %s: no samples listed", file);
+		rc = dg_error("%s: no samples listed", file);
 	return rc;
 }
 
-static void list_free(sample_list *l)
+int dg_sample_list_unique(const dg_sample_list *l, const char *cmd)
+{
+	for (int i = 0; i < l->n; i++)
+		for (int j = 0; j < i; j++)
+			if (!strcmp(l->label[i], l->label[j]))
+				return dg_error("%s: two samples labelled '%s' (%s, %s): give LABEL=DIR", cmd,
+						l->label[i], l->dir[j], l->dir[i]);
+	return 0;
+}
+
+void dg_sample_list_free(dg_sample_list *l)
 {
 	for (int i = 0; i < l->n; i++) {
 		free(l->label[i]);
@@ -174,21 +179,17 @@ int dg_decompose_samples(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	sample_list l = { 0 };
-	if (listing && list_read(&l, listing)) {
-		list_free(&l);
+	dg_sample_list l = { 0 };
+	if (listing && dg_sample_list_read(&l, listing)) {
+		dg_sample_list_free(&l);
 		return 1;
 	}
 	for (int i = optind; i < argc; i++)
-		list_add(&l, argv[i], NULL);
-	for (int i = 0; i < l.n; i++)
-		for (int j = 0; j < i; j++)
-			if (!strcmp(l.label[i], l.label[j])) {
-				dg_error("decompose: two samples labelled '%s' (%s, %s): give LABEL=DIR",
-					 l.label[i], l.dir[j], l.dir[i]);
-				list_free(&l);
-				return 2;
-			}
+		dg_sample_list_add(&l, argv[i], NULL);
+	if (dg_sample_list_unique(&l, "decompose")) {
+		dg_sample_list_free(&l);
+		return 2;
+	}
 	dg_results *r = dg_calloc(l.n, sizeof *r);
 	int loaded = 0, rc = 0;
 	size_t units = 0;
@@ -271,6 +272,6 @@ int dg_decompose_samples(int argc, char **argv)
 	for (int i = 0; i < loaded; i++)
 		dg_results_free(&r[i]);
 	free(r);
-	list_free(&l);
+	dg_sample_list_free(&l);
 	return rc ? 1 : 0;
 }

@@ -16,6 +16,21 @@
 
 #include <stdbool.h>
 
+/* A sample set: a label and a folder per sample (LABEL=DIR operands or lines of a list file). */
+typedef struct {
+	char **label, **dir;
+	int n;
+} dg_sample_list;
+/* Add LABEL=DIR or DIR (label: DIR's last component); DIR joined to base unless base is NULL or
+ * DIR is absolute. */
+void dg_sample_list_add(dg_sample_list *l, const char *spec, const char *base);
+/* Add the LABEL=DIR (or DIR) lines of file, DIR relative to its folder ('#' comments); a problem:
+ * one line naming the file (and line), -1. */
+int dg_sample_list_read(dg_sample_list *l, const char *file);
+/* -1 with one line naming cmd and both folders when two samples have the same label; else 0 */
+int dg_sample_list_unique(const dg_sample_list *l, const char *cmd);
+void dg_sample_list_free(dg_sample_list *l);
+
 /* True when the command line asks for the sample-set form (--out, --samples or several
  * operands); dg_cmd_decompose hands it to dg_decompose_samples. */
 bool dg_decompose_is_samples(int argc, char **argv);

@@ -18,6 +18,7 @@ int dg_cmd_merge(int argc, char **argv);     /* cmd_merge.c */
 int dg_cmd_capture(int argc, char **argv);   /* cmd_capture.c */
 int dg_cmd_generate(int argc, char **argv);  /* cmd_generate.c */
 int dg_cmd_attnstats(int argc, char **argv); /* cmd_attnstats.c */
+int dg_cmd_refreshstats(int argc, char **argv); /* cmd_refreshstats.c */
 int dg_cmd_sheet(int argc, char **argv);     /* cmd_sheet.c */
 int dg_cmd_compare(int argc, char **argv);   /* cmd_compare.c */
 int dg_cmd_callspeed(int argc, char **argv); /* cmd_callspeed.c */

@@ -30,6 +30,7 @@ static const struct {
 	{ "capture", dg_cmd_capture, "run a Wan2.1 DiT and stream its self-attention Q/K/V into a trace" },
 	{ "generate", dg_cmd_generate, "closed loop: dense and policies from the same noise; fidelity, speedup" },
 	{ "attnstats", dg_cmd_attnstats, "is attention learned? row entropy and per-query oracle mass per layer, head" },
+	{ "refreshstats", dg_cmd_refreshstats, "the refresh experiment over samples: error vs anchors and staleness, intervals" },
 	{ "sheet", dg_cmd_sheet, "contact sheet (PNG, PDF) of generated pixel-space clips, a row per run" },
 	{ "compare", dg_cmd_compare, "every method's closed-loop fidelity against its speedup: tables, Pareto figure" },
 	{ "callspeed", dg_cmd_callspeed, "one attention call per policy against sequence length, metadata amortised" },

@@ -1,0 +1,677 @@
+/*
+ * cmd_refreshstats.c: dsgap refreshstats, the refresh experiment's statistics over a sample set
+ * (issue 19): how the error of anchor-based policies grows with the steps since the anchor and
+ * falls with the number of anchors, pooled over samples, with 95% intervals from the two-level
+ * bootstrap (bootstrap.h: samples, then (layer, head) clusters within each), each sample's own
+ * estimates and in how many samples each trend holds.
+ *
+ *   dsgap refreshstats --schedules a1,a2,a3,a6 --out OUT [--density X] [--boot N] [--seed X]
+ *                      [LABEL=]PREFIX ... | --samples LIST
+ * A sample is the results directories PREFIX.SCHEDULE of its schedules (dsgap run's TRACE.SCHEDULE
+ * runs); LIST: LABEL=PREFIX lines as dsgap decompose --samples reads them (samples.h). The first
+ * schedule is the staleness one (its growth slope), the last the one it is compared with
+ * (E(first) - E(last) > 0: more anchors, less error). Means are of rel_l2 over the post-warm-up
+ * units of one density (anchor steps included, their error 0). Writes OUT/anchors.{csv,md,tex},
+ * OUT/staleness.csv, OUT/trends.{csv,tex}, OUT/figures/error_vs_{anchors,staleness}.{dat,gp,png,pdf}
+ * and, with several samples, OUT/samples.csv; all published together or none.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/bootstrap.h"
+#include "analysis/decompose.h"
+#include "analysis/plot.h"
+#include "analysis/results.h"
+#include "analysis/samples.h"
+#include "analysis/style_gp.h"
+#include "cli/commands.h"
+#include "util/csv.h"
+#include "util/files.h"
+#include "util/util.h"
+
+#define MAX_SCHED 16
+#define MAX_POL 32
+#define MAX_STALE 64
+
+typedef struct {
+	const dg_results *run; /* (n_samples, n_sched) */
+	int ns, nk, nc;        /* samples, schedules, pooled clusters */
+	int *off;              /* (ns + 1) pooled cluster offsets */
+	double rho;            /* the density target */
+	int boot;
+	unsigned long seed;
+} ctx;
+
+/* a statistic with its interval, over all samples and per sample */
+typedef struct {
+	double est, lo, hi, n_units, *per; /* per: (ns) each sample's own (NaN: none) */
+	int n_clusters, n_samples, n_pos, n_fin;
+} stat;
+
+/* the slope statistic's "policies": slope_n staleness levels slope_x (dg_boot_stat_fn has no
+ * context; compare.c does the same) */
+static double slope_x[MAX_STALE];
+static int slope_n;
+
+static void stat_mean(const double *E, double *q) { q[0] = E[0]; }
+static void stat_diff(const double *E, double *q) { q[0] = E[0] - E[1]; }
+/* the least-squares slope of E over slope_x (finite E only) */
+static void stat_slope(const double *E, double *q)
+{
+	double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+	for (int i = 0; i < slope_n; i++)
+		if (isfinite(E[i])) {
+			sx += slope_x[i], sy += E[i], sxx += slope_x[i] * slope_x[i];
+			sxy += slope_x[i] * E[i], n++;
+		}
+	double den = n * sxx - sx * sx;
+	q[0] = n >= 2 && den > 0 ? (n * sxy - sx * sy) / den : NAN;
+}
+
+/* per-cluster sums of policy name in schedule k at the density, staleness st (DG_ANY: all), of
+ * every sample into sum, count (nc) */
+static void sums(const ctx *C, int k, const char *name, int st, double *sum, double *count)
+{
+	for (int s = 0; s < C->ns; s++) {
+		const dg_results *r = &C->run[s * C->nk + k];
+		int p = dg_results_policy(r, name), d = dg_results_density(r, C->rho);
+		if (p >= 0 && d >= 0) {
+			dg_results_cluster_sums(r, p, d, st, sum + C->off[s], count + C->off[s]);
+		} else {
+			memset(sum + C->off[s], 0, r->n_clusters * sizeof *sum);
+			memset(count + C->off[s], 0, r->n_clusters * sizeof *count);
+		}
+	}
+}
+
+/* the statistic fn of n_pol "policies" (sum, count: (n_pol, nc)) over the clusters where the first
+ * has units: pooled estimate, two-level interval, each sample's own, sign counts */
+static void estimate(const ctx *C, int n_pol, const double *sum, const double *count,
+		     dg_boot_stat_fn fn, stat *o)
+{
+	unsigned char *keep = dg_malloc(C->nc + 1);
+	int *member = dg_malloc((C->nc + 1) * sizeof *member), *group = dg_malloc((C->ns + 1) * sizeof *group),
+	    *gsample = dg_malloc((C->ns + 1) * sizeof *gsample), nm;
+	*o = (stat){ .n_units = 0 };
+	for (int c = 0; c < C->nc; c++) {
+		double n = 0;
+		for (int p = 0; p < n_pol; p++)
+			n += count[(size_t)p * C->nc + c];
+		keep[c] = n > 0;
+		o->n_units += count[c];
+	}
+	int ng = dg_boot_members(C->off, C->ns, keep, member, &nm, group, gsample);
+	dg_boot_data data = { .n_pol = n_pol, .n_clusters = C->nc, .sum = sum, .count = count,
+			      .member = member, .n_member = nm, .group = group, .n_groups = ng };
+	o->n_clusters = nm;
+	o->n_samples = ng;
+	o->est = o->lo = o->hi = NAN;
+	if (nm)
+		dg_boot_stat(&data, fn, 1, C->boot, C->seed, &o->est, &o->lo, &o->hi);
+	o->per = dg_malloc(C->ns * sizeof *o->per);
+	for (int s = 0; s < C->ns; s++)
+		o->per[s] = NAN;
+	dg_boot_signs(&data, fn, 1, gsample, 1, o->per, &o->n_pos, &o->n_fin);
+	free(keep), free(member), free(group), free(gsample);
+}
+
+/* anchors of schedule k: the distinct steps whose metadata policy name reuses after the warm-up
+ * (step - staleness; an anchor may lie in the warm-up) in the first sample's first cluster */
+static int anchors(const ctx *C, int k, const char *name)
+{
+	const dg_results *r = &C->run[k];
+	int p = dg_results_policy(r, name), d = dg_results_density(r, C->rho), n = 0, seen[MAX_STALE * 4];
+	if (p < 0 || d < 0)
+		return 0;
+	size_t j = (size_t)p * r->n_densities + d;
+	for (size_t i = r->range[j]; i < r->range[j + 1]; i++) {
+		const dg_unit *u = &r->unit[i];
+		if (u->cluster != r->unit[r->range[j]].cluster || !dg_results_post_warmup(r, u))
+			continue;
+		int a = u->step - u->staleness, m = 0;
+		while (m < n && seen[m] != a)
+			m++;
+		if (m == n && n < MAX_STALE * 4)
+			seen[n++] = a;
+	}
+	return n;
+}
+
+/* the largest post-warm-up staleness of schedule k over the samples */
+static int max_staleness(const ctx *C, int k)
+{
+	int m = 0;
+	for (int s = 0; s < C->ns; s++) {
+		const dg_results *r = &C->run[s * C->nk + k];
+		for (size_t i = 0; i < r->n_units; i++)
+			if (dg_results_post_warmup(r, &r->unit[i]) && r->unit[i].staleness > m)
+				m = r->unit[i].staleness;
+	}
+	return m < MAX_STALE ? m : MAX_STALE - 1;
+}
+
+typedef struct {
+	int np, nk, nst[MAX_SCHED];
+	const char *policy[MAX_POL];
+	const char *sched[MAX_SCHED];
+	int n_anchors[MAX_SCHED];
+	stat E[MAX_SCHED][MAX_POL];             /* E per schedule, policy */
+	stat stale[MAX_SCHED][MAX_POL][MAX_STALE]; /* E per staleness (n_units 0: none) */
+	stat slope[MAX_POL], drop[MAX_POL];     /* growth per step of schedule 0; E(0) - E(last) */
+	double density_eff;
+} tables;
+
+/* the mean computed density of policy name on the reuse steps (staleness > 0) of schedule 0 */
+static double reuse_density(const ctx *C, const char *name)
+{
+	double sd = 0, nd = 0;
+	for (int s = 0; s < C->ns; s++) {
+		const dg_results *r = &C->run[s * C->nk];
+		int p = dg_results_policy(r, name), d = dg_results_density(r, C->rho);
+		if (p < 0 || d < 0)
+			continue;
+		size_t j = (size_t)p * r->n_densities + d;
+		for (size_t i = r->range[j]; i < r->range[j + 1]; i++)
+			if (dg_results_post_warmup(r, &r->unit[i]) && r->unit[i].staleness > 0)
+				sd += r->unit[i].density_eff, nd++;
+	}
+	return nd > 0 ? sd / nd : NAN;
+}
+
+static void build(const ctx *C, tables *T)
+{
+	double *sum = dg_malloc(2 * (size_t)MAX_STALE * C->nc * sizeof *sum), *count = sum + (size_t)MAX_STALE * C->nc;
+	for (int k = 0; k < C->nk; k++) {
+		T->nst[k] = max_staleness(C, k) + 1;
+		T->n_anchors[k] = anchors(C, k, T->policy[0]);
+		for (int p = 0; p < T->np; p++) {
+			sums(C, k, T->policy[p], DG_ANY, sum, count);
+			estimate(C, 1, sum, count, stat_mean, &T->E[k][p]);
+			for (int st = 0; st < T->nst[k]; st++) {
+				sums(C, k, T->policy[p], st, sum, count);
+				estimate(C, 1, sum, count, stat_mean, &T->stale[k][p][st]);
+			}
+		}
+	}
+	for (int p = 0; p < T->np; p++) {
+		slope_n = 0;
+		for (int st = 1; st < T->nst[0]; st++) { /* the reuse steps: staleness 0 is the anchor */
+			sums(C, 0, T->policy[p], st, sum + (size_t)slope_n * C->nc, count + (size_t)slope_n * C->nc);
+			slope_x[slope_n++] = st;
+		}
+		estimate(C, slope_n, sum, count, stat_slope, &T->slope[p]);
+		sums(C, 0, T->policy[p], DG_ANY, sum, count);
+		sums(C, C->nk - 1, T->policy[p], DG_ANY, sum + C->nc, count + C->nc);
+		estimate(C, 2, sum, count, stat_diff, &T->drop[p]);
+	}
+	free(sum);
+}
+
+static void tables_free(tables *T)
+{
+	for (int k = 0; k < T->nk; k++)
+		for (int p = 0; p < T->np; p++) {
+			free(T->E[k][p].per);
+			for (int st = 0; st < T->nst[k]; st++)
+				free(T->stale[k][p][st].per);
+		}
+	for (int p = 0; p < T->np; p++)
+		free(T->slope[p].per), free(T->drop[p].per);
+}
+
+static const char *ci(char *buf, const stat *s)
+{
+	char a[32], b[32];
+	if (isnan(s->lo))
+		return strcpy(buf, "—");
+	snprintf(buf, 80, "[%s, %s]", dg_sig3(a, s->lo), dg_sig3(b, s->hi));
+	return buf;
+}
+
+static const char *holds(char *buf, const stat *s)
+{
+	if (!s->n_fin)
+		return strcpy(buf, "—");
+	snprintf(buf, 64, "%d of %d", s->n_pos, s->n_fin);
+	return buf;
+}
+
+static int open_out(dg_out *o, const char *dir, const char *name)
+{
+	char *path = dg_path_join(dir, name);
+	int rc = dg_out_open(o, path);
+	free(path);
+	return rc;
+}
+
+static int write_csvs(const char *out, const ctx *C, const tables *T, const dg_sample_list *l)
+{
+	dg_out o;
+	if (open_out(&o, out, "anchors.csv"))
+		return -1;
+	fprintf(o.f, "schedule,n_anchors,policy,rel_l2,lo,hi,n_units,n_clusters,n_samples\n");
+	for (int k = 0; k < T->nk; k++)
+		for (int p = 0; p < T->np; p++) {
+			const stat *s = &T->E[k][p];
+			fprintf(o.f, "%s,%d,%s,%.8g,%.8g,%.8g,%.0f,%d,%d\n", T->sched[k], T->n_anchors[k],
+				T->policy[p], s->est, s->lo, s->hi, s->n_units, s->n_clusters, s->n_samples);
+		}
+	if (dg_out_commit(&o) || open_out(&o, out, "staleness.csv"))
+		return -1;
+	fprintf(o.f, "schedule,policy,staleness,rel_l2,lo,hi,n_units,n_clusters,n_samples\n");
+	for (int k = 0; k < T->nk; k++)
+		for (int p = 0; p < T->np; p++)
+			for (int st = 0; st < T->nst[k]; st++) {
+				const stat *s = &T->stale[k][p][st];
+				if (s->n_units > 0)
+					fprintf(o.f, "%s,%s,%d,%.8g,%.8g,%.8g,%.0f,%d,%d\n", T->sched[k],
+						T->policy[p], st, s->est, s->lo, s->hi, s->n_units,
+						s->n_clusters, s->n_samples);
+			}
+	if (dg_out_commit(&o) || open_out(&o, out, "trends.csv"))
+		return -1;
+	fprintf(o.f, "policy,quantity,estimate,lo,hi,n_samples,n_pos,n_fin\n");
+	for (int p = 0; p < T->np; p++)
+		for (int j = 0; j < 2; j++) {
+			const stat *s = j ? &T->drop[p] : &T->slope[p];
+			fprintf(o.f, "%s,%s%s%s%s%s,%.8g,%.8g,%.8g,%d,%d,%d\n", T->policy[p],
+				j ? "E(" : "slope(", T->sched[0], j ? ")-E(" : ")", j ? T->sched[T->nk - 1] : "",
+				j ? ")" : "", s->est, s->lo, s->hi, s->n_samples, s->n_pos, s->n_fin);
+		}
+	if (dg_out_commit(&o))
+		return -1;
+	if (C->ns < 2)
+		return 0;
+	if (open_out(&o, out, "samples.csv"))
+		return -1;
+	fprintf(o.f, "sample,policy,quantity,estimate\n");
+	for (int s = 0; s < C->ns; s++)
+		for (int p = 0; p < T->np; p++) {
+			for (int k = 0; k < T->nk; k++) {
+				dg_csv_field(o.f, l->label[s]);
+				fprintf(o.f, ",%s,E(%s),%.8g\n", T->policy[p], T->sched[k], T->E[k][p].per[s]);
+			}
+			dg_csv_field(o.f, l->label[s]);
+			fprintf(o.f, ",%s,slope(%s),%.8g\n", T->policy[p], T->sched[0], T->slope[p].per[s]);
+			dg_csv_field(o.f, l->label[s]);
+			fprintf(o.f, ",%s,E(%s)-E(%s),%.8g\n", T->policy[p], T->sched[0], T->sched[T->nk - 1],
+				T->drop[p].per[s]);
+		}
+	return dg_out_commit(&o);
+}
+
+static void boot_words(FILE *f, const ctx *C, bool tex)
+{
+	if (C->ns > 1)
+		fprintf(f, "95%s intervals from a two-level bootstrap (%d replicates, seed %lu: the %d "
+			   "samples with replacement, then (layer, head) clusters within each)",
+			tex ? "\\%" : "%", C->boot, C->seed, C->ns);
+	else
+		fprintf(f, "95%s intervals from a bootstrap of the (layer, head) clusters (%d replicates, "
+			   "seed %lu; one sample)", tex ? "\\%" : "%", C->boot, C->seed);
+}
+
+static int write_md(const char *out, const ctx *C, const tables *T, const dg_sample_list *l,
+		    const char *cmdline)
+{
+	dg_out o;
+	if (open_out(&o, out, "anchors.md"))
+		return -1;
+	FILE *f = o.f;
+	char a[32], b[80], c[64], e[32], g[80], h[64];
+	fprintf(f, "# The refresh interval over %d sample%s\n\n`%s` (dsgap %s, commit %s).\n\n", C->ns,
+		C->ns > 1 ? "s" : "", cmdline, DG_VERSION, dg_git_commit());
+	fprintf(f, "E = mean relative L2 error over the post-warm-up units at density %s (computed %s on the reuse steps; "
+		   "anchor steps included, with their zero error), pooled over the sample%s ",
+		dg_sig3(a, C->rho), dg_sig3(e, T->density_eff), C->ns > 1 ? "s" : "");
+	for (int s = 0; s < C->ns; s++)
+		fprintf(f, "%s%s", s ? ", " : "", l->label[s]);
+	fputs("; ", f);
+	boot_words(f, C, false);
+	fputs(".\n\n## Trends, with the samples where they hold\n\n", f);
+	fprintf(f, "| policy | error growth per step since the anchor (%s) | 95%% CI | > 0 in | E(%s) − E(%s): "
+		   "more anchors help | 95%% CI | > 0 in |\n|:--|--:|:--|:--|--:|:--|:--|\n", T->sched[0],
+		T->sched[0], T->sched[T->nk - 1]);
+	for (int p = 0; p < T->np; p++)
+		fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", T->policy[p], dg_sig3(a, T->slope[p].est),
+			ci(b, &T->slope[p]), holds(c, &T->slope[p]), dg_sig3(e, T->drop[p].est),
+			ci(g, &T->drop[p]), holds(h, &T->drop[p]));
+	fprintf(f, "\nGrowth: the least-squares slope of E over the reuse steps (1 to %d steps since the "
+		   "anchor) of schedule %s; \"> 0 in k of n\": the samples whose own estimate is positive.\n\n",
+		T->nst[0] - 1, T->sched[0]);
+	fputs("## Error vs number of anchors\n\n| anchors | schedule | policy | E | 95% CI | units | "
+	      "clusters | samples |\n|--:|:--|:--|--:|:--|--:|--:|--:|\n", f);
+	for (int k = 0; k < T->nk; k++)
+		for (int p = 0; p < T->np; p++) {
+			const stat *s = &T->E[k][p];
+			fprintf(f, "| %d | %s | %s | %s | %s | %.0f | %d | %d |\n", T->n_anchors[k], T->sched[k],
+				T->policy[p], dg_sig3(a, s->est), ci(b, s), s->n_units, s->n_clusters,
+				s->n_samples);
+		}
+	fprintf(f, "\n## Error vs steps since the anchor (schedule %s)\n\n| steps since anchor |", T->sched[0]);
+	for (int p = 0; p < T->np; p++)
+		fprintf(f, " %s | 95%% CI |", T->policy[p]);
+	fputs("\n|--:|", f);
+	for (int p = 0; p < T->np; p++)
+		fputs("--:|:--|", f);
+	fputc('\n', f);
+	for (int st = 0; st < T->nst[0]; st++) {
+		if (!(T->stale[0][0][st].n_units > 0))
+			continue;
+		fprintf(f, "| %d |", st);
+		for (int p = 0; p < T->np; p++)
+			fprintf(f, " %s | %s |", dg_sig3(a, T->stale[0][p][st].est), ci(b, &T->stale[0][p][st]));
+		fputc('\n', f);
+	}
+	if (C->ns > 1) {
+		fprintf(f, "\n## Each sample\n\n| sample |");
+		for (int p = 0; p < T->np; p++)
+			fprintf(f, " %s growth | %s E(%s) − E(%s) |", T->policy[p], T->policy[p], T->sched[0],
+				T->sched[T->nk - 1]);
+		fputs("\n|:--|", f);
+		for (int p = 0; p < T->np; p++)
+			fputs("--:|--:|", f);
+		fputc('\n', f);
+		for (int s = 0; s < C->ns; s++) {
+			fprintf(f, "| %s |", l->label[s]);
+			for (int p = 0; p < T->np; p++)
+				fprintf(f, " %s | %s |", dg_sig3(a, T->slope[p].per[s]), dg_sig3(e, T->drop[p].per[s]));
+			fputc('\n', f);
+		}
+	}
+	return dg_out_commit(&o);
+}
+
+static void tex_policy(FILE *f, const char *p)
+{
+	fputs("\\texttt{", f);
+	for (; *p; p++)
+		fprintf(f, *p == '_' || *p == '%' || *p == '&' || *p == '#' ? "\\%c" : "%c", *p);
+	fputc('}', f);
+}
+
+static int write_tex(const char *out, const ctx *C, const tables *T)
+{
+	dg_out o;
+	char a[32], b[32], c[32];
+	if (open_out(&o, out, "anchors.tex"))
+		return -1;
+	FILE *f = o.f;
+	fprintf(f, "%% anchors.tex: error vs number of anchors over %d sample(s), dsgap refreshstats "
+		   "(commit %s)\n%% ", C->ns, dg_git_commit());
+	boot_words(f, C, true);
+	fputs("\n\\begin{tabular}{rlrl}\n\\toprule\nanchors & policy & $E$ (mean rel.\\ $L_2$) & 95\\% CI \\\\\n"
+	      "\\midrule\n", f);
+	for (int k = 0; k < T->nk; k++)
+		for (int p = 0; p < T->np; p++) {
+			const stat *s = &T->E[k][p];
+			fprintf(f, "%d & ", T->n_anchors[k]);
+			tex_policy(f, T->policy[p]);
+			fprintf(f, " & %s & [%s, %s] \\\\\n", dg_sig3(a, s->est), dg_sig3(b, s->lo), dg_sig3(c, s->hi));
+		}
+	fputs("\\bottomrule\n\\end{tabular}\n", f);
+	if (dg_out_commit(&o) || open_out(&o, out, "trends.tex"))
+		return -1;
+	f = o.f;
+	fprintf(f, "%% trends.tex: growth of the error with the steps since the anchor (schedule %s) and "
+		   "E(%s) - E(%s), over %d sample(s), dsgap refreshstats (commit %s)\n%% ", T->sched[0],
+		T->sched[0], T->sched[T->nk - 1], C->ns, dg_git_commit());
+	boot_words(f, C, true);
+	fputs("\n\\begin{tabular}{lrlrrlr}\n\\toprule\npolicy & growth per step & 95\\% CI & $>0$ in & "
+	      "$\\Delta E$ fewer anchors & 95\\% CI & $>0$ in \\\\\n\\midrule\n", f);
+	for (int p = 0; p < T->np; p++) {
+		const stat *g = &T->slope[p], *d = &T->drop[p];
+		tex_policy(f, T->policy[p]);
+		fprintf(f, " & %s & [%s, %s] & %d/%d", dg_sig3(a, g->est), dg_sig3(b, g->lo), dg_sig3(c, g->hi),
+			g->n_pos, g->n_fin);
+		fprintf(f, " & %s & [%s, %s] & %d/%d \\\\\n", dg_sig3(a, d->est), dg_sig3(b, d->lo),
+			dg_sig3(c, d->hi), d->n_pos, d->n_fin);
+	}
+	fputs("\\bottomrule\n\\end{tabular}\n", f);
+	return dg_out_commit(&o);
+}
+
+/* the two figures: error (with its interval) vs anchors and vs steps since the anchor */
+static int write_figures(const char *out, const ctx *C, const tables *T)
+{
+	char *fig = dg_path_join(out, "figures");
+	int rc = dg_mkdir_p(fig);
+	dg_out o;
+	char rho[32], eff[32];
+	dg_sig3(rho, C->rho);
+	dg_sig3(eff, T->density_eff);
+	for (int which = 0; which < 2 && !rc; which++) {
+		const char *name = which ? "error_vs_staleness" : "error_vs_anchors";
+		char file[64];
+		snprintf(file, sizeof file, "%s.dat", name);
+		if ((rc = open_out(&o, fig, file)))
+			break;
+		fprintf(o.f, "# %s.dat: mean rel_l2 with its 95%% interval, one block per policy (gnuplot "
+			     "index), made by dsgap refreshstats (commit %s)\n# columns: %s rel_l2 lo hi\n", name,
+			dg_git_commit(), which ? "steps_since_anchor" : "n_anchors");
+		for (int p = 0; p < T->np; p++) {
+			fprintf(o.f, "# policy %s\n", T->policy[p]);
+			int n = which ? T->nst[0] : T->nk;
+			for (int i = 0; i < n; i++) {
+				const stat *s = which ? &T->stale[0][p][i] : &T->E[i][p];
+				if (s->n_units > 0)
+					fprintf(o.f, "%d %.8g %.8g %.8g\n", which ? i : T->n_anchors[i], s->est,
+						s->lo, s->hi);
+			}
+			fputs("\n\n", o.f);
+		}
+		if ((rc = dg_out_commit(&o)))
+			break;
+		snprintf(file, sizeof file, "%s.gp", name);
+		if ((rc = open_out(&o, fig, file)))
+			break;
+		fprintf(o.f, "# %s.gp: re-render inside this directory: gnuplot %s.gp\nload 'style.gp'\n"
+			     "do for [fmt in \"pdf png\"] {\n"
+			     "if (fmt eq \"pdf\") { set terminal pdfcairo size 4.6in,2.6in font 'Liberation Sans,8' }"
+			     " else { set terminal pngcairo size 1380,780 font 'Liberation Sans,8' fontscale 2.5"
+			     " linewidth 2 }\nset output '%s.'.fmt\n", name, name, name);
+		fprintf(o.f, "set title \"%s ({/:Italic ρ} = %s, computed %s; %d sample%s, 95%% %s intervals)\"\n",
+			which ? "error vs steps since the anchor" : "error vs number of anchors", rho, eff, C->ns,
+			C->ns > 1 ? "s" : "", C->ns > 1 ? "two-level bootstrap" : "cluster-bootstrap");
+		if (which)
+			fprintf(o.f, "set xlabel 'steps since the anchor (schedule %s: one anchor)'\nset xrange [-0.5:%d.5]\n",
+				T->sched[0], T->nst[0] - 1);
+		else {
+			fprintf(o.f, "set xlabel 'anchors over the reuse steps'\nset xtics (");
+			for (int k = 0; k < T->nk; k++)
+				fprintf(o.f, "%s%d", k ? ", " : "", T->n_anchors[k]);
+			fprintf(o.f, ")\nset xrange [%g:%g]\n", T->n_anchors[0] - 0.5, T->n_anchors[T->nk - 1] + 0.5);
+		}
+		fprintf(o.f, "set ylabel 'relative L_2 error (mean)'\nset yrange [0:*]\n"
+			     "set key outside right top noenhanced\nplot");
+		for (int p = 0; p < T->np; p++)
+			fprintf(o.f, "%s '%s.dat' index %d using ($1+%.3f):2:3:4 with yerrorlines ls %d title '%s'",
+				p ? ", \\\n " : "", name, p, 0.06 * (p - (T->np - 1) / 2.0), p + 1, T->policy[p]);
+		fputs("\nunset output\n}\n", o.f);
+		if ((rc = dg_out_commit(&o)))
+			break;
+	}
+	if (!rc && !(rc = open_out(&o, fig, "style.gp"))) {
+		fputs(DG_STYLE_GP, o.f);
+		rc = dg_out_commit(&o);
+	}
+	free(fig);
+	return rc;
+}
+
+static int render(const char *out)
+{
+	char *fig = dg_path_join(out, "figures");
+	int rc = 0;
+	if (dg_gnuplot_found())
+		rc = dg_gnuplot(fig, "error_vs_anchors") || dg_gnuplot(fig, "error_vs_staleness");
+	else
+		dg_warn("refreshstats: no gnuplot: %s/*.gp not rendered", fig);
+	free(fig);
+	return rc;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: dsgap refreshstats --schedules S1,S2,... --out OUT [--density X] [--boot N]\n"
+		   "                         [--seed X] [LABEL=]PREFIX ... | --samples LIST\n"
+		   "  PREFIX       a sample: its results directories PREFIX.S1, PREFIX.S2, ... (dsgap run's\n"
+		   "               TRACE.SCHEDULE runs); LABEL names it (default: PREFIX's last component)\n"
+		   "  --samples F  a file of LABEL=PREFIX lines (relative to F's folder; # comments)\n"
+		   "  --schedules  the schedules, fewest anchors first: the first gives the error vs steps\n"
+		   "               since the anchor, and E(first) - E(last) says whether more anchors help\n"
+		   "  --density X  the density target (default: the first run's first)\n"
+		   "  --boot N     bootstrap replicates (default 1000); --seed X (default 1)\n"
+		   "Writes OUT/anchors.{csv,md,tex}, OUT/staleness.csv, OUT/trends.{csv,tex}, OUT/samples.csv\n"
+		   "and OUT/figures/error_vs_{anchors,staleness}.{dat,gp,png,pdf}: means pooled over the\n"
+		   "samples, two-level bootstrap intervals (samples, then (layer, head) clusters).\n");
+}
+
+/* the policies of the first run but dense, and the same clusters in every run of a sample */
+static int check_runs(const ctx *C, const dg_sample_list *l, tables *T)
+{
+	const dg_results *r0 = &C->run[0];
+	for (int p = 0; p < r0->n_policies && T->np < MAX_POL; p++)
+		if (strcmp(r0->policy[p], "dense"))
+			T->policy[T->np++] = r0->policy[p];
+	if (!T->np)
+		return dg_error("refreshstats: %s: no policy but dense", r0->dir);
+	if (dg_results_density(r0, C->rho) < 0)
+		return dg_error("refreshstats: %s: no density_target %g", r0->dir, C->rho);
+	for (int s = 0; s < C->ns; s++)
+		for (int k = 1; k < C->nk; k++) {
+			const dg_results *a = &C->run[s * C->nk], *b = &C->run[s * C->nk + k];
+			bool same = a->n_clusters == b->n_clusters;
+			for (int c = 0; same && c < a->n_clusters; c++)
+				same = a->cluster[c].layer == b->cluster[c].layer &&
+				       a->cluster[c].head == b->cluster[c].head;
+			if (!same)
+				return dg_error("refreshstats: sample %s: %s and %s have other (layer, head) "
+						"clusters", l->label[s], a->dir, b->dir);
+		}
+	return 0;
+}
+
+int dg_cmd_refreshstats(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "out", required_argument, NULL, 'o' },	{ "samples", required_argument, NULL, 'l' },
+		{ "schedules", required_argument, NULL, 'k' }, { "density", required_argument, NULL, 'd' },
+		{ "boot", required_argument, NULL, 'b' },	{ "seed", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },		{ NULL, 0, NULL, 0 },
+	};
+	const char *out = NULL, *listing = NULL;
+	char *scheds = NULL;
+	double rho = NAN;
+	long boot = 1000;
+	unsigned long seed = 1;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'l': listing = optarg; break;
+		case 'k': scheds = optarg; break;
+		case 'd':
+			if (dg_parse_doubles(optarg, &rho, 1) != 1 || !(rho > 0 && rho <= 1))
+				return dg_error("refreshstats: --density '%s' is not in (0, 1]", optarg), 2;
+			break;
+		case 'b':
+			if (dg_opt_long("refreshstats", "boot", optarg, 0, 10000000, &boot))
+				return 2;
+			break;
+		case 's':
+			if (dg_opt_seed("refreshstats", "seed", optarg, &seed))
+				return 2;
+			break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!out || !scheds || (optind == argc && !listing)) {
+		dg_error("refreshstats: needs --out, --schedules and at least one sample");
+		return 2;
+	}
+	tables *T = dg_calloc(1, sizeof *T);
+	char *list = dg_strdup(scheds);
+	for (char *save, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (T->nk == MAX_SCHED) {
+			free(list), free(T);
+			return dg_error("refreshstats: more than %d schedules", MAX_SCHED), 2;
+		}
+		T->sched[T->nk++] = t;
+	}
+	if (T->nk < 2) {
+		free(list), free(T);
+		return dg_error("refreshstats: --schedules '%s': at least two, fewest anchors first", scheds), 2;
+	}
+	dg_sample_list l = { 0 };
+	int rc = listing ? dg_sample_list_read(&l, listing) : 0;
+	for (int i = optind; i < argc && !rc; i++)
+		dg_sample_list_add(&l, argv[i], NULL);
+	if (!rc && dg_sample_list_unique(&l, "refreshstats"))
+		rc = 2;
+	ctx C = { .ns = l.n, .nk = T->nk, .boot = (int)boot, .seed = seed };
+	dg_results *run = dg_calloc((size_t)l.n * T->nk + 1, sizeof *run);
+	int loaded = 0;
+	for (; !rc && loaded < l.n * T->nk; loaded++) {
+		size_t len = strlen(l.dir[loaded / T->nk]) + strlen(T->sched[loaded % T->nk]) + 2;
+		char *dir = dg_malloc(len);
+		snprintf(dir, len, "%s.%s", l.dir[loaded / T->nk], T->sched[loaded % T->nk]);
+		rc = dg_results_load(&run[loaded], dir) ? 1 : 0;
+		char *m = dg_path_join(dir, "metrics.csv"), *j = dg_path_join(dir, "run.json");
+		dg_input_add(m), dg_input_add(j);
+		free(m), free(j), free(dir);
+	}
+	if (rc == 1)
+		loaded--;
+	C.run = run;
+	if (!rc) {
+		C.rho = isnan(rho) ? run[0].density[0] : rho;
+		rc = check_runs(&C, &l, T) ? 1 : 0;
+	}
+	if (!rc) {
+		C.off = dg_malloc((C.ns + 1) * sizeof *C.off);
+		C.off[0] = 0;
+		for (int s = 0; s < C.ns; s++)
+			C.off[s + 1] = C.off[s] + run[s * C.nk].n_clusters;
+		C.nc = C.off[C.ns];
+		build(&C, T);
+		T->density_eff = reuse_density(&C, T->policy[0]);
+		dg_publish pub = { 0 };
+		char *cmdline = dg_join_args(argc, argv);
+		dg_out_defer(&pub);
+		rc = dg_mkdir_p(out) || write_csvs(out, &C, T, &l) || write_md(out, &C, T, &l, cmdline) ||
+		     write_tex(out, &C, T) || write_figures(out, &C, T) ? 1 : 0;
+		dg_out_defer(NULL);
+		rc = rc ? (dg_publish_abort(&pub), 1) : dg_publish_commit(&pub) ? 1 : 0;
+		if (!rc)
+			rc = render(out) ? 1 : 0;
+		free(cmdline);
+		tables_free(T);
+		if (!rc) {
+			printf("refreshstats: %d sample%s, schedules %s, density %g (computed %.3g); %s\n", C.ns,
+			       C.ns > 1 ? "s" : "", scheds, C.rho, T->density_eff,
+			       C.ns > 1 ? "two-level bootstrap" : "cluster bootstrap");
+			for (int p = 0; p < T->np; p++)
+				printf("  %s: growth per step %.3g [%.3g, %.3g] (> 0 in %d of %d); E(%s) - E(%s) "
+				       "%.3g [%.3g, %.3g] (> 0 in %d of %d)\n", T->policy[p], T->slope[p].est,
+				       T->slope[p].lo, T->slope[p].hi, T->slope[p].n_pos, T->slope[p].n_fin,
+				       T->sched[0], T->sched[T->nk - 1], T->drop[p].est, T->drop[p].lo,
+				       T->drop[p].hi, T->drop[p].n_pos, T->drop[p].n_fin);
+			printf("wrote %s: anchors.{csv,md,tex}, staleness.csv, trends.{csv,tex}%s, figures/\n", out,
+			       C.ns > 1 ? ", samples.csv" : "");
+		}
+		free(C.off);
+	}
+	for (int i = 0; i < loaded; i++)
+		dg_results_free(&run[i]);
+	free(run);
+	dg_sample_list_free(&l);
+	free(list);
+	free(T);
+	return rc;
+}

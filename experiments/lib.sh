@@ -8,9 +8,13 @@
 #   --cells DIR: the dsgap run folder of this experiment made elsewhere (e.g. on the GPU machine:
 #   scripts/device_all.sh's closed_loop step) as WORK, neither run nor captured again here; the
 #   other arguments go to dsgap run (e.g. --workers 2, --gpus all). Progress goes to stderr.
-#   exp_capture OUT.h5 MODEL STEPS   a capture as the experiments make it (class cockatoo, seed 1,
-#                          latent 16x32x32 = 4096 tokens, layers 0/3/7, shift 3, CFG 3 with the null
-#                          class; the demo's) on DSGAP_DEVICE (default cpu)
+#   exp_capture OUT.h5 MODEL STEPS [CLASS SEED]   a capture as the experiments make it (class
+#                          cockatoo, seed 1 unless given, recorded as the trace's sample; latent
+#                          16x32x32 = 4096 tokens, layers 0/3/7, shift 3, CFG 3 with the null class;
+#                          the demo's and samples.sh's) on DSGAP_DEVICE (default cpu)
+#   exp_sample_traces STEPS MODEL DIR LABEL...   capture each sample LABEL = CLASS-sSEED of the bundled
+#                          model's sample set into DIR/LABEL.h5 unless it is there, with progress and an
+#                          estimate of the time left on stderr
 #   exp_bundled_trace S    the bundled model's S-step capture that experiments list as
 #                          `bundled = ../build/experiments/bundled-sS.h5` (once)
 #   exp_run [ARGS...]      dsgap run experiments/NAME.ini --out WORK ARGS (e.g. --workers 2, --gpus all)
@@ -63,10 +67,32 @@ exp_init() {
 
 exp_say() { echo "$NAME: [$(( $(date +%s) - T0 ))s] $*" >&2; }
 
-exp_capture() { # OUT.h5 MODEL STEPS
-  "$DSGAP" capture --model "$2" --text "$2/conds.safetensors:cockatoo" --negative "$2/conds.safetensors:null" \
-    --latent 16x32x32 --seed 1 --steps "$3" --shift 3 --guidance 3 --layers 0,3,7 --device "${DSGAP_DEVICE:-cpu}" \
-    --out "$1" --quiet
+exp_capture() { # OUT.h5 MODEL STEPS [CLASS SEED]
+  local cls=${4:-cockatoo} seed=${5:-1}
+  "$DSGAP" capture --model "$2" --text "$2/conds.safetensors:$cls" --negative "$2/conds.safetensors:null" \
+    --latent 16x32x32 --seed "$seed" --steps "$3" --shift 3 --guidance 3 --layers 0,3,7 \
+    --device "${DSGAP_DEVICE:-cpu}" --sample "$cls/seed$seed" --out "$1" --quiet
+}
+
+exp_sample_traces() { # STEPS MODEL DIR LABEL... (LABEL: CLASS-sSEED)
+  local steps=$1 model=$2 dir=$3 n i=0 done_n=0 t0 label
+  shift 3
+  n=$#
+  mkdir -p "$dir"
+  t0=$(date +%s)
+  for label in "$@"; do
+    i=$((i + 1))
+    [ -f "$dir/$label.h5" ] && continue
+    case $label in *-s[0-9]*) ;; *) echo "$NAME: sample '$label' is not CLASS-sSEED" >&2; exit 2 ;; esac
+    if [ $done_n -gt 0 ]; then
+      exp_say "capture $i/$n: $label ($model, $steps steps); about $(( ( $(date +%s) - t0 ) * (n - i + 1) / done_n ))s left for the captures"
+    else
+      exp_say "capture $i/$n: $label ($model, $steps steps, ${DSGAP_DEVICE:-cpu}; 4096 tokens: 1-7 min each on 2 CPU cores, by their load; seconds on an H200)"
+    fi
+    exp_capture "$dir/$label.h5.part.h5" "$model" "$steps" "${label%-s*}" "${label##*-s}"
+    mv "$dir/$label.h5.part.h5" "$dir/$label.h5"
+    done_n=$((done_n + 1))
+  done
 }
 
 exp_bundled_trace() { # STEPS -> build/experiments/bundled-sSTEPS.h5

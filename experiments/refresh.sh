@@ -1,111 +1,89 @@
 #!/usr/bin/env bash
-# refresh.sh: experiment 3, the refresh interval (experiments/refresh.ini) -> results/refresh/:
-# anchors.{csv,md,tex} and figures/error_vs_anchors.{png,pdf} (mean error vs number of anchors per
-# policy), and per schedule RUN/ (figures/error_vs_staleness: error vs steps since the anchor,
-# with 95% cluster-bootstrap intervals; metrics.csv; run.json); summary.{csv,md}.
-# A synthetic trace and the bundled model's capture (14 steps; bundled.* runs and RESULTS/bundled/).
-# 464 s on 2 shared CPU cores with the capture (README: times). Extra arguments go to dsgap run.
+# refresh.sh: experiment 3, the refresh interval (experiments/refresh.ini) over the bundled model's
+# sample set (issue 19) and a synthetic trace -> RESULTS/ (the bundled model's samples):
+# refresh.md (every table), anchors.{csv,tex} (error vs number of anchors per policy),
+# trends.{csv,tex} (error growth per step since the anchor and E(1 anchor) - E(6 anchors), each with
+# the samples where it holds), staleness.csv, samples.csv (each sample's estimates) and
+# figures/error_vs_{anchors,staleness}.{png,pdf} (95% two-level bootstrap intervals: samples, then
+# (layer, head) clusters); RESULTS/synthetic/: the same for the synthetic trace (one sample:
+# cluster-bootstrap intervals). dsgap refreshstats makes the tables and figures.
+#   experiments/refresh.sh [--out DIR | --update-results] [--samples LIST] [dsgap run options]
+#   --samples LIST   a comma list of the ini's samples (CLASS-sSEED) to run, in place of all 24:
+#                    the ini filtered into the scratch folder (a reduced set says so in the README)
+# The samples' 14-step traces are captured first where missing (build/experiments/samples-s14/; 1-7
+# min each on 2 shared CPU cores, seconds on an H200 with DSGAP_DEVICE=gpu), then every cell is
+# replayed (dsgap run). Extra arguments go to dsgap run (e.g. --workers 2).
 source "$(dirname "$0")/lib.sh"
-exp_init refresh "$@"
-exp_bundled_trace 14
-exp_run
-for run in {synthetic,bundled}.{a1,a2,a3,a6}; do
-  "$DSGAP" plot "$WORK/$run"
-  exp_collect $run "$RESULTS/$run"
-  # one density: only the staleness figure says something here
-  rm -f "$RESULTS/$run"/figures/error_vs_density.* "$RESULTS/$run"/figures/mass_distribution*.*
+args=() only=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --samples) [ $# -ge 2 ] || { echo "refresh.sh: --samples needs a list" >&2; exit 2; }; only=$2; shift ;;
+    --samples=*) only=${1#--samples=} ;;
+    *) args+=("$1") ;;
+  esac
+  shift
 done
+exp_init refresh ${args[@]+"${args[@]}"}
 
-# error vs number of anchors, from summary.csv (means over the post-warm-up units, steps 2..13), per
-# trace: anchors TRACE LABEL DEST
-anchors() {
-  local src=$1 label=$2 dest=$3 fig=$3/figures
-  mkdir -p "$fig"
-  awk -F, -v t="$src" 'NR > 1 && $2 == t && $8 != "dense" { print $7, $8, $10, $13, $14, $11 }' "$WORK/summary.csv" |
-    sort -k2,2 -k1,1n > "$WORK/anchors.txt"
-  {
-    echo "n_anchors,reuse_interval,policy,units,rel_l2,cosine,rel_l1"
-    awk '{ printf "%d,%d,%s,%d,%s,%s,%s\n", $1, 12 / $1, $2, $3, $4, $5, $6 }' "$WORK/anchors.txt"
-  } > "$dest/anchors.csv"
-  {
-    echo "# Error vs number of anchors ($label)"
-    echo
-    echo "Mean over the 12 post-warm-up steps (2..13) of every (layer, head) cluster, density 0.15; anchors evenly spaced"
-    echo "(an anchor step gives the dense output: its error is 0 and it costs a dense pass plus the metadata)."
-    echo
-    echo "| anchors | reuse interval | policy | units | E = mean rel_l2 | cosine |"
-    echo "|--:|--:|:--|--:|--:|--:|"
-    awk '{ printf "| %d | %d | %s | %d | %.3g | %.3g |\n", $1, 12 / $1, $2, $3, $4, $5 }' "$WORK/anchors.txt"
-  } > "$dest/anchors.md"
-  {
-    echo "% anchors.tex: error vs number of anchors ($label), made by experiments/refresh.sh"
-    echo "\\begin{tabular}{rrlrr}"
-    echo "\\toprule"
-    echo "anchors & reuse interval & policy & \$E\$ (mean rel.\\ \$L_2\$) & cosine \\\\"
-    echo "\\midrule"
-    awk '{ printf "%d & %d & \\texttt{%s} & %.3g & %.3g \\\\\n", $1, 12 / $1, $2, $4, $5 }' "$WORK/anchors.txt"
-    echo "\\bottomrule"
-    echo "\\end{tabular}"
-  } > "$dest/anchors.tex"
-  policies=$(awk '{ print $2 }' "$WORK/anchors.txt" | awk '!seen[$0]++' | tr '\n' ' ')
-  {
-    echo "# error_vs_anchors.dat: mean rel_l2 vs number of anchors, one block per policy (from summary.csv)"
-    echo "# columns: n_anchors rel_l2"
-    for p in $policies; do
-      echo "# policy $p"
-      awk -v p="$p" '$2 == p { print $1, $4 }' "$WORK/anchors.txt"
-      printf '\n\n'
-    done
-  } > "$fig/error_vs_anchors.dat"
-  {
-    echo "# error_vs_anchors.gp: mean error vs number of anchors (12 reuse steps), $label"
-    echo "# made by experiments/refresh.sh; re-render inside this directory: gnuplot error_vs_anchors.gp"
-    echo "load 'style.gp'"
-    echo "do for [fmt in \"pdf png\"] {"
-    echo "if (fmt eq \"pdf\") { set terminal pdfcairo size 3.4in,2.4in font 'Liberation Sans,8' } else { set terminal pngcairo size 1020,720 font 'Liberation Sans,8' fontscale 3 linewidth 2 }"
-    echo "set output 'error_vs_anchors.'.fmt"
-    echo "set title 'error vs number of anchors ({/:Italic ρ} = 0.15, $label)'"
-    echo "set xlabel 'anchors over 12 steps'"
-    echo "set ylabel 'relative L_2 error (mean)'"
-    echo "set logscale y"
-    echo "set xtics (1, 2, 3, 6)"
-    echo "set xrange [0.7:6.3]"
-    echo "set key outside right top font ',7'"
-    printf "plot "
-    i=0
-    for p in $policies; do
-      [ $i -gt 0 ] && printf ", \\\\\n  "
-      printf "'error_vs_anchors.dat' index %d using 1:2 with linespoints ls %d title '%s'" $i $((i + 1)) "$p"
-      i=$((i + 1))
-    done
-    echo
-    echo "unset output"
-    echo "}"
-  } > "$fig/error_vs_anchors.gp"
-  exp_gnuplot "$fig" error_vs_anchors.gp
-}
-anchors synthetic "synthetic trace" "$RESULTS"
-anchors bundled "the bundled model: one sample, cockatoo seed 1" "$RESULTS/bundled"
+# the ini's sections: LABEL PATH of its traces, the names of its schedules (in order)
+section() { awk -v s="[$1]" '/^\[/ { on = ($0 == s); next } on && /^[^;#[:space:]][^=]*=/ {
+  k = $0; sub(/[[:space:]]*=.*/, "", k); v = $0; sub(/^[^=]*=[[:space:]]*/, "", v); print k, v }' "$INI"; }
+mapfile -t traces < <(section traces)
+schedules=$(section schedules | awk '{ printf "%s%s", (NR > 1 ? "," : ""), $1 }')
+samples=() paths=()
+for t in "${traces[@]}"; do
+  label=${t%% *}
+  [ "$label" = synthetic ] && continue
+  if [ -n "$only" ] && [[ ",$only," != *",$label,"* ]]; then continue; fi
+  samples+=("$label") paths+=("${t#* }")
+done
+if [ -n "$only" ]; then
+  for s in ${only//,/ }; do
+    [[ " ${samples[*]} " == *" $s "* ]] || { echo "refresh.sh: --samples: '$s' is not a sample of $INI" >&2; exit 2; }
+  done
+  mkdir -p "$WORK"
+  # the ini with the synthetic trace and the chosen samples only
+  awk -v keep=",synthetic,$only," '/^\[/ { sec = $0 } sec == "[traces]" && /^[^;#[:space:]][^=]*=/ {
+    k = $0; sub(/[[:space:]]*=.*/, "", k); if (index(keep, "," k ",") == 0) next } { print }' "$INI" |
+    sed "s|\.\./build/|$ROOT/build/|" > "$WORK/refresh-subset.ini"
+  INI=$WORK/refresh-subset.ini
+fi
+# the traces that are files of the bundled model's samples (a synth: trace needs no capture)
+capture=()
+for i in "${!samples[@]}"; do
+  case ${paths[$i]} in synth:*) ;; *) capture+=("${samples[$i]}") ;; esac
+done
+[ -n "$EXP_CELLS" ] || [ ${#capture[@]} -eq 0 ] ||
+  exp_sample_traces 14 "$ROOT/data/model" "$ROOT/build/experiments/samples-s14" "${capture[@]}"
+exp_run
 
-exp_readme "# Experiment 3: the refresh interval (synthetic trace; the bundled model in bundled*)
+exp_say "dsgap refreshstats over ${#samples[@]} samples (schedules $schedules)"
+sample_args=()
+for s in "${samples[@]}"; do sample_args+=("$s=$WORK/$s"); done
+"$DSGAP" refreshstats --schedules "$schedules" --out "$RESULTS" "${sample_args[@]}" >&2
+"$DSGAP" refreshstats --schedules "$schedules" --out "$RESULTS/synthetic" synthetic="$WORK/synthetic" >&2
 
-Source: **synthetic** — a structured synthetic trace (\`synth: grid=5x16x32 heads=4 layers=2 steps=14
-head_dim=64 seed=1\`: 2560 tokens; local, frame, sink and diffuse heads), not a model capture.
+set_note="the full set: all ${#samples[@]} samples of experiments/refresh.ini"
+[ -z "$only" ] || set_note="a reduced set of ${#samples[@]} of the ini's 24 samples (\`experiments/refresh.sh --update-results --samples $only\`), chosen to keep the run on 2 shared CPU cores near half an hour; the full set: \`experiments/refresh.sh --update-results\` (24 captures and replays: hours on 2 CPU cores, minutes with DSGAP_DEVICE=gpu)"
+exp_readme "# Experiment 3: the refresh interval over the bundled model's samples (and a synthetic trace)
+
 Policies \`dense baseline mc-residual mc-gs mc-sparse\` (refresh=anchor) at density 0.15; warm-up 2
-steps; four schedules with 1, 2, 3 and 6 evenly spaced anchors over the 12 reuse steps
-(\`a1\`: anchor 1; \`a2\`: 1, 7; \`a3\`: 1, 5, 9; \`a6\`: 1, 3, 5, 7, 9, 11).
-- Error vs steps since the anchor: \`synthetic.a1/figures/error_vs_staleness-rho*.png\` (one anchor, up to
-  12 steps of reuse; 95% cluster-bootstrap intervals), and the same for every schedule.
-- Error vs number of anchors: \`anchors.{md,tex,csv}\`, \`figures/error_vs_anchors.png\` (means over
-  all post-warm-up units, anchor steps included with their zero error).
-- The staleness figures' \"computed\" density counts the anchor steps, dense (density 1), with the
-  reuse steps: 6 anchors over 12 steps at ρ 0.15 compute about half the pairs (0.504 on the synthetic
-  trace).
+steps; four schedules with 1, 2, 3 and 6 evenly spaced anchors over the 12 reuse steps (\`a1\`:
+anchor 1; \`a2\`: 1, 7; \`a3\`: 1, 5, 9; \`a6\`: 1, 3, 5, 7, 9, 11). An anchor step gives the dense
+output (error 0) and costs a dense pass plus the metadata.
 
-Second source: **the bundled model** (\`data/model\`), its own attention captured by
-\`exp_bundled_trace 14\` (experiments/lib.sh: class cockatoo, seed 1, 4096 tokens, layers 0/3/7 x 2
-heads, 14 UniPC steps, CFG 3): the same schedules, \`bundled.aN/\` and \`bundled/anchors.*\`.
-**One sample**: the bundled model's refresh numbers are this one capture's (intervals over its
-(layer, head) clusters in the staleness figures; the anchors tables are plain means); how they vary
-over prompts and seeds is not measured here (the 24-sample set, results/samples/, has 10-step
-captures with one schedule)." "$RESULTS/synthetic.a1/run.json"
+**Samples**: the bundled model (\`data/model\`), its own attention captured per sample (class x noise
+seed, as results/samples/: 4096 tokens, layers 0/3/7 x 2 heads, CFG 3, shift 3) with 14 UniPC steps:
+$set_note. Every mean pools the samples' post-warm-up units; the 95% intervals come from the
+two-level bootstrap (samples with replacement, then (layer, head) clusters within each), so they
+include the variation between samples; \"> 0 in k of n\" counts the samples whose own estimate is
+positive (\`samples.csv\`: each sample's).
+
+$(sed -n '/^## Trends/,/^## Error vs number/p' "$RESULTS/refresh.md" | sed '$d')
+- \`refresh.md\`: every table (error vs anchors, vs steps since the anchor, each sample);
+  \`anchors.{csv,tex}\`, \`trends.{csv,tex}\`, \`staleness.csv\`, \`samples.csv\`.
+- \`figures/error_vs_staleness.png\`: error vs steps since the anchor (schedule a1), and
+  \`figures/error_vs_anchors.png\`: error vs number of anchors, both with the two-level intervals.
+- \`synthetic/\`: the same tables for a structured synthetic trace (\`synth: grid=5x16x32 heads=4
+  layers=2 steps=14 head_dim=64 seed=1\`, 2560 tokens; one sample, so its intervals resample only its
+  (layer, head) clusters)." "$WORK/synthetic.a1/run.json"

@@ -11,9 +11,10 @@
  * runs); LIST: LABEL=PREFIX lines as dsgap decompose --samples reads them (samples.h). The first
  * schedule is the staleness one (its growth slope), the last the one it is compared with
  * (E(first) - E(last) > 0: more anchors, less error). Means are of rel_l2 over the post-warm-up
- * units of one density (anchor steps included, their error 0). Writes OUT/anchors.{csv,md,tex},
- * OUT/staleness.csv, OUT/trends.{csv,tex}, OUT/figures/error_vs_{anchors,staleness}.{dat,gp,png,pdf}
- * and, with several samples, OUT/samples.csv; all published together or none.
+ * units of one density (anchor steps included, their error 0). Writes OUT/refresh.md (every table),
+ * OUT/anchors.{csv,tex}, OUT/staleness.csv, OUT/trends.{csv,tex},
+ * OUT/figures/error_vs_{anchors,staleness}.{dat,gp,png,pdf} and, with several samples,
+ * OUT/samples.csv; all published together or none.
  */
 #include <getopt.h>
 #include <math.h>
@@ -318,7 +319,7 @@ static int write_md(const char *out, const ctx *C, const tables *T, const dg_sam
 		    const char *cmdline)
 {
 	dg_out o;
-	if (open_out(&o, out, "anchors.md"))
+	if (open_out(&o, out, "refresh.md"))
 		return -1;
 	FILE *f = o.f;
 	char a[32], b[80], c[64], e[32], g[80], h[64];
@@ -420,8 +421,8 @@ static int write_tex(const char *out, const ctx *C, const tables *T)
 		   "E(%s) - E(%s), over %d sample(s), dsgap refreshstats (commit %s)\n%% ", T->sched[0],
 		T->sched[0], T->sched[T->nk - 1], C->ns, dg_git_commit());
 	boot_words(f, C, true);
-	fputs("\n\\begin{tabular}{lrlrrlr}\n\\toprule\npolicy & growth per step & 95\\% CI & $>0$ in & "
-	      "$\\Delta E$ fewer anchors & 95\\% CI & $>0$ in \\\\\n\\midrule\n", f);
+	fprintf(f, "\n\\begin{tabular}{lrlrrlr}\n\\toprule\npolicy & growth per step & 95\\%% CI & $>0$ in & "
+		"$E$(%s) $-$ $E$(%s) & 95\\%% CI & $>0$ in \\\\\n\\midrule\n", T->sched[0], T->sched[T->nk - 1]);
 	for (int p = 0; p < T->np; p++) {
 		const stat *g = &T->slope[p], *d = &T->drop[p];
 		tex_policy(f, T->policy[p]);
@@ -525,8 +526,8 @@ static void usage(FILE *f)
 		   "               since the anchor, and E(first) - E(last) says whether more anchors help\n"
 		   "  --density X  the density target (default: the first run's first)\n"
 		   "  --boot N     bootstrap replicates (default 1000); --seed X (default 1)\n"
-		   "Writes OUT/anchors.{csv,md,tex}, OUT/staleness.csv, OUT/trends.{csv,tex}, OUT/samples.csv\n"
-		   "and OUT/figures/error_vs_{anchors,staleness}.{dat,gp,png,pdf}: means pooled over the\n"
+		   "Writes OUT/refresh.md, OUT/anchors.{csv,tex}, OUT/staleness.csv, OUT/trends.{csv,tex},\n"
+		   "OUT/samples.csv, OUT/figures/error_vs_{anchors,staleness}.{dat,gp,png,pdf}: means over the\n"
 		   "samples, two-level bootstrap intervals (samples, then (layer, head) clusters).\n");
 }
 
@@ -569,8 +570,9 @@ int dg_cmd_refreshstats(int argc, char **argv)
 	long boot = 1000;
 	unsigned long seed = 1;
 	int c;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'l': listing = optarg; break;
@@ -588,7 +590,7 @@ int dg_cmd_refreshstats(int argc, char **argv)
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return dg_opt_bad("refreshstats", c, argv, opts);
 		}
 	}
 	if (!out || !scheds || (optind == argc && !listing)) {
@@ -662,7 +664,7 @@ int dg_cmd_refreshstats(int argc, char **argv)
 				       T->slope[p].lo, T->slope[p].hi, T->slope[p].n_pos, T->slope[p].n_fin,
 				       T->sched[0], T->sched[T->nk - 1], T->drop[p].est, T->drop[p].lo,
 				       T->drop[p].hi, T->drop[p].n_pos, T->drop[p].n_fin);
-			printf("wrote %s: anchors.{csv,md,tex}, staleness.csv, trends.{csv,tex}%s, figures/\n", out,
+			printf("wrote %s: refresh.md, anchors.{csv,tex}, staleness.csv, trends.{csv,tex}%s, figures/\n", out,
 			       C.ns > 1 ? ", samples.csv" : "");
 		}
 		free(C.off);

@@ -5,39 +5,13 @@
 # bootstrap, and bad input: one line "dsgap: error: ..." naming file:line, a non-zero exit and
 # no partial output (no *.tmp.* files, no figures directory).
 #   DSGAP=build-cpu/dsgap bash tests/cli_decompose.sh
-set -eu
-: "${DSGAP:?set DSGAP to the dsgap binary}"
-dir=$(mktemp -d /tmp/dsgap-cli-decompose.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-passed=0
-failed=0
-
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
-check() { # check DESCRIPTION COMMAND...
-	local d=$1
-	shift
-	if "$@"; then ok "$d"; else fail "$d"; fi
-}
-
-# expect_error DESCR WANT CMD...: non-zero exit, stderr one line "dsgap: error: ...WANT..."
-expect_error() {
-	local descr=$1 want=$2 rc=0
-	shift 2
-	"$@" >"$dir/stdout" 2>"$dir/stderr" || rc=$?
-	if [ "$rc" -ne 0 ] && [ "$(wc -l <"$dir/stderr")" -eq 1 ] &&
-		[ "$(head -c 14 "$dir/stderr")" = "dsgap: error: " ] && grep -qF -- "$want" "$dir/stderr"; then
-		ok "$descr: $(cat "$dir/stderr")"
-	else
-		fail "$descr (exit $rc, stderr: $(cat "$dir/stderr"))"
-	fi
-}
-
+. "$(dirname "$0")/lib.sh" decompose
+set -e
 # no_partial DIR: no temporary file or directory and no table or figure left in DIR
 no_partial() {
 	if [ -n "$(find "$1" -name '*.tmp.*')" ] || [ -e "$1/figures" ] ||
 		compgen -G "$1/decomposition.*" >/dev/null || compgen -G "$1/ablation.*" >/dev/null; then
-		fail "no partial output in $(basename "$1"): $(ls "$1")"
+		bad "no partial output in $(basename "$1"): $(ls "$1")"
 	else
 		ok "no partial output in $(basename "$1")"
 	fi
@@ -84,16 +58,16 @@ EOF
 
 all="dense est-block oracle-block oracle-tile oracle-pca oracle oracle+res baseline mc-grouping
 mc-selection mc-residual mc-gs mc-gr mc-sr mc-sparse mc-sparse/budget=topp:0.9"
-r=$dir/r
+r=$tmp/r
 write_results "$r" $all
 
 # --- decompose -----------------------------------------------------------------------------------
-if $DSGAP decompose "$r" --boot 300 --seed 5 >"$dir/stdout" 2>"$dir/stderr" && [ ! -s "$dir/stderr" ]; then
+if $DSGAP decompose "$r" --boot 300 --seed 5 >"$tmp/stdout" 2>"$tmp/stderr" && [ ! -s "$tmp/stderr" ]; then
 	ok "decompose exits 0 with nothing on stderr"
 else
-	fail "decompose: $(cat "$dir/stdout" "$dir/stderr")"
+	bad "decompose: $(cat "$tmp/stdout" "$tmp/stderr")"
 fi
-check "decompose prints the sum checks" grep -q "sources sum to E(est-block) within" "$dir/stdout"
+check "decompose prints the sum checks" grep -q "sources sum to E(est-block) within" "$tmp/stdout"
 for f in decomposition ablation; do
 	for ext in csv md tex; do
 		check "$f.$ext written" test -s "$r/$f.$ext"
@@ -131,22 +105,22 @@ check "every row: shapley_G + shapley_S + shapley_R = total_reduction" awk -F, '
 		k = $1 "," $2; v[k, $3] = $4; keys[k] = 1 }
 	END { for (k in keys) { d = v[k, "shapley_G"] + v[k, "shapley_S"] + v[k, "shapley_R"] - v[k, "total_reduction"]
 		if (d > 1e-9 || d < -1e-9) exit 1 } }' "$r/ablation.csv"
-cp "$r/decomposition.csv" "$dir/first.csv"
+cp "$r/decomposition.csv" "$tmp/first.csv"
 $DSGAP decompose "$r" --boot 300 --seed 5 >/dev/null
-check "the same seed reproduces the tables" cmp -s "$r/decomposition.csv" "$dir/first.csv"
+check "the same seed reproduces the tables" cmp -s "$r/decomposition.csv" "$tmp/first.csv"
 $DSGAP decompose "$r" --boot 300 --seed 6 >/dev/null
-check "another seed changes the intervals only" bash -c "! cmp -s '$r/decomposition.csv' '$dir/first.csv' &&
-	diff <(cut -d, -f1-4 '$r/decomposition.csv') <(cut -d, -f1-4 '$dir/first.csv') >/dev/null"
+check "another seed changes the intervals only" bash -c "! cmp -s '$r/decomposition.csv' '$tmp/first.csv' &&
+	diff <(cut -d, -f1-4 '$r/decomposition.csv') <(cut -d, -f1-4 '$tmp/first.csv') >/dev/null"
 check "decompose leaves no temporary file" test -z "$(find "$r" -name '*.tmp.*')"
 
 # --- plot ----------------------------------------------------------------------------------------
 figs="error_vs_density sources_per_layer-rho0.1 ablation-rho0.1 shapley error_vs_staleness-rho0.1 mass_distribution-rho0.1"
-if $DSGAP plot "$r" --boot 200 >"$dir/stdout" 2>"$dir/stderr" && [ ! -s "$dir/stderr" ]; then
+if $DSGAP plot "$r" --boot 200 >"$tmp/stdout" 2>"$tmp/stderr" && [ ! -s "$tmp/stderr" ]; then
 	ok "plot exits 0 with nothing on stderr"
 else
-	fail "plot: $(cat "$dir/stdout" "$dir/stderr")"
+	bad "plot: $(cat "$tmp/stdout" "$tmp/stderr")"
 fi
-check "plot says where the figures are" grep -q "plot: 6 figures in $r/figures/" "$dir/stdout"
+check "plot says where the figures are" grep -q "plot: 6 figures in $r/figures/" "$tmp/stdout"
 check "figures/style.gp is the compiled-in style" grep -q "^set style line 1 " "$r/figures/style.gp"
 for f in $figs; do
 	check "$f: .dat .gp .png .pdf" test -s "$r/figures/$f.dat" -a -s "$r/figures/$f.gp" -a -s "$r/figures/$f.png" -a -s "$r/figures/$f.pdf"
@@ -173,72 +147,72 @@ $DSGAP plot "$r" --density 0.3 --boot 0 >/dev/null 2>&1
 check "--density 0.3 picks that density" grep -q "ρ} = 0.3, computed" "$r/figures/ablation-rho0.3.gp"
 check "--density 0.3 keeps the figures of 0.1" test -s "$r/figures/ablation-rho0.1.png" -a -s "$r/figures/sources_per_layer-rho0.1.png"
 check "--boot 0: no error bars" bash -c "! grep -q yerror '$r/figures/error_vs_density.gp'"
-check "plot leaves no temporary directory" test -z "$(find "$dir" -name '*.tmp.*')"
+check "plot leaves no temporary directory" test -z "$(find "$tmp" -name '*.tmp.*')"
 
 # a results directory with only the ladder: no ablation table, no factorial figures (warnings)
-write_results "$dir/ladder" dense est-block oracle-block oracle
-$DSGAP decompose "$dir/ladder" --boot 50 >/dev/null 2>"$dir/stderr"
-check "ladder only: decomposition written, ablation skipped with a warning" bash -c "test -s '$dir/ladder/decomposition.csv' &&
-	test ! -e '$dir/ladder/ablation.csv' && grep -q '^dsgap: warning: .*ablation' '$dir/stderr'"
-check "ladder only: optional rungs left out of the csv" bash -c "! grep -q 'pca_wins_back' '$dir/ladder/decomposition.csv'"
-$DSGAP plot "$dir/ladder" --boot 50 >/dev/null 2>"$dir/stderr"
-check "ladder only: factorial figures skipped with warnings" bash -c "ls '$dir'/ladder/figures/sources_per_layer-rho*.png >/dev/null &&
-	! ls '$dir'/ladder/figures/ablation*.gp 2>/dev/null && grep -q '^dsgap: warning: plot: ablation-rho.* skipped' '$dir/stderr'"
+write_results "$tmp/ladder" dense est-block oracle-block oracle
+$DSGAP decompose "$tmp/ladder" --boot 50 >/dev/null 2>"$tmp/stderr"
+check "ladder only: decomposition written, ablation skipped with a warning" bash -c "test -s '$tmp/ladder/decomposition.csv' &&
+	test ! -e '$tmp/ladder/ablation.csv' && grep -q '^dsgap: warning: .*ablation' '$tmp/stderr'"
+check "ladder only: optional rungs left out of the csv" bash -c "! grep -q 'pca_wins_back' '$tmp/ladder/decomposition.csv'"
+$DSGAP plot "$tmp/ladder" --boot 50 >/dev/null 2>"$tmp/stderr"
+check "ladder only: factorial figures skipped with warnings" bash -c "ls '$tmp'/ladder/figures/sources_per_layer-rho*.png >/dev/null &&
+	! ls '$tmp'/ladder/figures/ablation*.gp 2>/dev/null && grep -q '^dsgap: warning: plot: ablation-rho.* skipped' '$tmp/stderr'"
 
 # --- bad input -----------------------------------------------------------------------------------
-expect_error "decompose: missing directory" "$dir/nope/run.json" $DSGAP decompose "$dir/nope"
-expect_error "plot: missing directory" "$dir/nope/run.json" $DSGAP plot "$dir/nope"
+refused "decompose: missing directory" "$tmp/nope/run.json" - $DSGAP decompose "$tmp/nope"
+refused "plot: missing directory" "$tmp/nope/run.json" - $DSGAP plot "$tmp/nope"
 
-bad=$dir/bad1
+bad=$tmp/bad1
 write_results "$bad" est-block oracle-block oracle
 corrupt() { # corrupt FILE LINE FIELD VALUE
 	awk -F, -v OFS=, -v line="$2" -v field="$3" -v value="$4" 'NR == line { $field = value } 1' "$1" >"$1.new"
 	mv "$1.new" "$1"
 }
 corrupt "$bad/metrics.csv" 5 8 abc
-expect_error "decompose: malformed number" "$bad/metrics.csv:5: bad rel_l2 'abc'" $DSGAP decompose "$bad"
+refused "decompose: malformed number" "$bad/metrics.csv:5: bad rel_l2 'abc'" - $DSGAP decompose "$bad"
 no_partial "$bad"
-expect_error "plot: malformed number" "$bad/metrics.csv:5: bad rel_l2 'abc'" $DSGAP plot "$bad"
+refused "plot: malformed number" "$bad/metrics.csv:5: bad rel_l2 'abc'" - $DSGAP plot "$bad"
 no_partial "$bad"
 
-bad=$dir/bad2
+bad=$tmp/bad2
 write_results "$bad" est-block oracle-block oracle
 sed -i '7s/,[^,]*$//' "$bad/metrics.csv"
-expect_error "decompose: a line with 13 fields" "$bad/metrics.csv:7: expected 14 fields, found 13" $DSGAP decompose "$bad"
+refused "decompose: a line with 13 fields" "$bad/metrics.csv:7: expected 14 fields, found 13" - $DSGAP decompose "$bad"
 no_partial "$bad"
 
-bad=$dir/bad3
+bad=$tmp/bad3
 write_results "$bad" est-block oracle-block oracle
 sed -i '1s/rel_l2/rel_l3/' "$bad/metrics.csv"
-expect_error "decompose: wrong header" "$bad/metrics.csv:1: not a dsgap metrics header" $DSGAP decompose "$bad"
+refused "decompose: wrong header" "$bad/metrics.csv:1: not a dsgap metrics header" - $DSGAP decompose "$bad"
 no_partial "$bad"
 
-bad=$dir/bad4
+bad=$tmp/bad4
 write_results "$bad" est-block oracle-block oracle
 sed -i '2s/"anchors"/anchors/' "$bad/run.json"
-expect_error "decompose: invalid run.json" "$bad/run.json:2: invalid JSON" $DSGAP decompose "$bad"
+refused "decompose: invalid run.json" "$bad/run.json:2: invalid JSON" - $DSGAP decompose "$bad"
 no_partial "$bad"
 
-bad=$dir/bad5
+bad=$tmp/bad5
 write_results "$bad" est-block oracle-block oracle
 sed -n 9p "$bad/metrics.csv" >>"$bad/metrics.csv"
-expect_error "decompose: duplicate unit" "duplicate unit" $DSGAP decompose "$bad"
+refused "decompose: duplicate unit" "duplicate unit" - $DSGAP decompose "$bad"
 no_partial "$bad"
 
-bad=$dir/bad6
+bad=$tmp/bad6
 write_results "$bad" est-block oracle-block oracle
 sed -i '2s/^est-block,0.1,/est-block,nan,/' "$bad/metrics.csv"
-expect_error "decompose: NaN density_target" "$bad/metrics.csv:2: bad density_target 'nan'" $DSGAP decompose "$bad"
+refused "decompose: NaN density_target" "$bad/metrics.csv:2: bad density_target 'nan'" - $DSGAP decompose "$bad"
 no_partial "$bad"
 
-bad=$dir/bad7
+bad=$tmp/bad7
 write_results "$bad" dense
 rc=0
-$DSGAP decompose "$bad" >/dev/null 2>"$dir/stderr" || rc=$?
-check "decompose: dense only is an error (nothing to decompose)" bash -c "test $rc -ne 0 && grep -q '^dsgap: error: decompose: .*nothing to decompose' '$dir/stderr'"
+$DSGAP decompose "$bad" >/dev/null 2>"$tmp/stderr" || rc=$?
+check "decompose: dense only is an error (nothing to decompose)" bash -c "test $rc -ne 0 && grep -q '^dsgap: error: decompose: .*nothing to decompose' '$tmp/stderr'"
 rc=0
-$DSGAP plot "$bad" >/dev/null 2>"$dir/stderr" || rc=$?
-check "plot: dense only is an error (no figure)" bash -c "test $rc -ne 0 && grep -q '^dsgap: error: plot: .*no figure' '$dir/stderr'"
+$DSGAP plot "$bad" >/dev/null 2>"$tmp/stderr" || rc=$?
+check "plot: dense only is an error (no figure)" bash -c "test $rc -ne 0 && grep -q '^dsgap: error: plot: .*no figure' '$tmp/stderr'"
 no_partial "$bad"
 
 # a failed plot keeps the figures of an earlier run
@@ -246,9 +220,8 @@ corrupt "$r/metrics.csv" 5 8 abc
 $DSGAP plot "$r" >/dev/null 2>&1 || true
 check "a failed plot leaves the older figures in place" test -s "$r/figures/ablation-rho0.3.png"
 
-expect_error "plot: a density not in the results" "no density_target 0.2 in" $DSGAP plot "$dir/ladder" --density 0.2
-expect_error "decompose: bad --boot" "bad --boot '-3'" $DSGAP decompose "$dir/ladder" --boot -3
-expect_error "plot: bad --density" "bad --density 'x'" $DSGAP plot "$dir/ladder" --density x
+refused "plot: a density not in the results" "no density_target 0.2 in" - $DSGAP plot "$tmp/ladder" --density 0.2
+refused "decompose: bad --boot" "bad --boot '-3'" - $DSGAP decompose "$tmp/ladder" --boot -3
+refused "plot: bad --density" "bad --density 'x'" - $DSGAP plot "$tmp/ladder" --density x
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

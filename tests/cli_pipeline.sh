@@ -3,15 +3,7 @@
 # contents, and replay's answers to bad input: one line "dsgap: error: ..." naming the file or the
 # problem, a non-zero exit, and no partial output left behind.
 # Run: ctest -R cli_pipeline (needs $DSGAP, the dsgap binary).
-set -u
-: "${DSGAP:?set DSGAP to the dsgap binary}"
-tmp=$(mktemp -d /tmp/dsgap-cli-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # check DESCRIPTION COMMAND...
-  local d=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi
-}
+. "$(dirname "$0")/lib.sh" cli
 
 # --- the pipeline ----------------------------------------------------------------------------------
 "$DSGAP" synth --out "$tmp/t.h5" --grid 2x8x20 --heads 4 --layers 2 --steps 5 --head-dim 32 --seed 7 >/dev/null
@@ -49,31 +41,18 @@ check "figures are real PNG and PDF" bash -c "head -c 4 '$tmp/r/figures/ablation
 check "no temporary files left" test -z "$(find "$tmp" -name '*.tmp.*')"
 
 # --- bad input to replay ---------------------------------------------------------------------------
-bad() { # bad DESCRIPTION EXPECTED-SUBSTRING OUTDIR COMMAND...
-  local d=$1 want=$2 out=$3; shift 3
-  "$@" >"$tmp/out.txt" 2>"$tmp/err.txt"
-  local rc=$? lines
-  lines=$(wc -l < "$tmp/err.txt")
-  if [ $rc -ne 0 ] && [ "$lines" -ge 1 ] && grep -q "^dsgap: error: .*$want" "$tmp/err.txt" && \
-     head -1 "$tmp/err.txt" | grep -q "$want" && [ ! -e "$out/metrics.csv" ] && \
-     [ -z "$(find "$tmp" -name '*.tmp.*')" ]; then
-    pass=$((pass + 1)); echo "ok   $d: $(head -1 "$tmp/err.txt")"
-  else
-    fail=$((fail + 1)); echo "FAIL $d (rc $rc):"; cat "$tmp/err.txt"
-  fi
-}
-bad "density above 1" "density 1.5 is outside (0, 1]" "$tmp/b1" "$DSGAP" replay "$tmp/t.h5" --density 1.5 --out "$tmp/b1"
-bad "density 0" "outside (0, 1]" "$tmp/b2" "$DSGAP" replay "$tmp/t.h5" --density 0 --out "$tmp/b2"
-bad "density not a number" "bad --density" "$tmp/b3" "$DSGAP" replay "$tmp/t.h5" --density abc --out "$tmp/b3"
-bad "precise neither on nor off" "bad --precise 'yes' (on or off)" "$tmp/b3" "$DSGAP" replay "$tmp/t.h5" --precise yes --out "$tmp/b3"
-bad "unknown policy" "unknown policy 'nope'" "$tmp/b4" "$DSGAP" replay "$tmp/t.h5" --policies dense,nope --out "$tmp/b4"
-bad "bad policy switch" "bad switch 'group=hex'" "$tmp/b5" "$DSGAP" replay "$tmp/t.h5" --policies mc-sparse/group=hex --out "$tmp/b5"
-bad "bad schedule" "schedule" "$tmp/b6" "$DSGAP" replay "$tmp/t.h5" --schedule warmup=x --out "$tmp/b6"
-bad "anchor not in the trace" "anchor step 40 is not in the trace" "$tmp/b7" "$DSGAP" replay "$tmp/t.h5" --schedule anchors=40 --out "$tmp/b7"
-bad "unwritable output directory" "cannot create directory /proc/dsgap" "/proc/dsgap" "$DSGAP" replay "$tmp/t.h5" --out /proc/dsgap/x
-bad "missing trace" "$tmp/missing.h5" "$tmp/b8" "$DSGAP" replay "$tmp/missing.h5" --out "$tmp/b8"
+refused "density above 1" "density 1.5 is outside (0, 1]" "$tmp/b1/metrics.csv" "$DSGAP" replay "$tmp/t.h5" --density 1.5 --out "$tmp/b1"
+refused "density 0" "outside (0, 1]" "$tmp/b2/metrics.csv" "$DSGAP" replay "$tmp/t.h5" --density 0 --out "$tmp/b2"
+refused "density not a number" "bad --density" "$tmp/b3/metrics.csv" "$DSGAP" replay "$tmp/t.h5" --density abc --out "$tmp/b3"
+refused "precise neither on nor off" "bad --precise 'yes' (on or off)" "$tmp/b3/metrics.csv" "$DSGAP" replay "$tmp/t.h5" --precise yes --out "$tmp/b3"
+refused "unknown policy" "unknown policy 'nope'" "$tmp/b4/metrics.csv" "$DSGAP" replay "$tmp/t.h5" --policies dense,nope --out "$tmp/b4"
+refused "bad policy switch" "bad switch 'group=hex'" "$tmp/b5/metrics.csv" "$DSGAP" replay "$tmp/t.h5" --policies mc-sparse/group=hex --out "$tmp/b5"
+refused "bad schedule" "schedule" "$tmp/b6/metrics.csv" "$DSGAP" replay "$tmp/t.h5" --schedule warmup=x --out "$tmp/b6"
+refused "anchor not in the trace" "anchor step 40 is not in the trace" "$tmp/b7/metrics.csv" "$DSGAP" replay "$tmp/t.h5" --schedule anchors=40 --out "$tmp/b7"
+refused "unwritable output directory" "cannot create directory /proc/dsgap" "/proc/dsgap/metrics.csv" "$DSGAP" replay "$tmp/t.h5" --out /proc/dsgap/x
+refused "missing trace" "$tmp/missing.h5" "$tmp/b8/metrics.csv" "$DSGAP" replay "$tmp/missing.h5" --out "$tmp/b8"
 head -c 20000 "$tmp/t.h5" > "$tmp/trunc.h5"
-bad "truncated trace" "trunc.h5" "$tmp/b9" "$DSGAP" replay "$tmp/trunc.h5" --out "$tmp/b9"
+refused "truncated trace" "trunc.h5" "$tmp/b9/metrics.csv" "$DSGAP" replay "$tmp/trunc.h5" --out "$tmp/b9"
 check "a failed replay leaves no directory it created" test ! -e "$tmp/b9" -a ! -e "$tmp/b1"
 if /usr/bin/python3 -c "import h5py, numpy" 2>/dev/null; then
   # a float32 copy of the trace with one NaN in K, deep in the file: replay must stop with no output
@@ -91,7 +70,6 @@ with h5py.File(src, "r") as a, h5py.File(dst, "w") as b:
             data[3, 1, 2, 17, 5] = np.nan
         b.create_dataset(name, data=data)
 PY
-  bad "NaN in K" "non-finite value in /k at step 3 layer 1 head 2" "$tmp/b10" "$DSGAP" replay "$tmp/nan.h5" --out "$tmp/b10" --quiet
+  refused "NaN in K" "non-finite value in /k at step 3 layer 1 head 2" "$tmp/b10/metrics.csv" "$DSGAP" replay "$tmp/nan.h5" --out "$tmp/b10" --quiet
 fi
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

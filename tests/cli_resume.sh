@@ -8,17 +8,9 @@
 #     installed: exit 0, the batch completes, merged output equal to an undamaged run's;
 #   a rerun of a complete batch recomputes nothing.
 # Run: ctest -R cli_resume (needs $DSGAP, $DSGAP_SOURCE; /usr/bin/python3 with h5py, else skipped).
-set -u
-: "${DSGAP:?set DSGAP to the dsgap binary}"
+. "$(dirname "$0")/lib.sh" resume
 PY=${DSGAP_PYTHON:-/usr/bin/python3}
 "$PY" -c 'import h5py' 2>/dev/null || { echo "skipped: $PY has no h5py"; exit 77; }
-tmp=$(mktemp -d /tmp/dsgap-resume-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # check DESCRIPTION COMMAND...
-  local d=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi
-}
 rows() { cut -d, -f1-13 "$1"; } # every column but time_ms
 same_rows() { cmp -s <(rows "$1") <(rows "$2"); }
 cd "$tmp" || exit 1
@@ -105,5 +97,4 @@ rm -f $C/l1-h1/run.json
 check "repro 4: the same with the shard that owns the cell" test $? -eq 0 -a -s $C/l1-h1/run.json -a -n "$(cmp x/summary.csv summary.ref && echo same)"
 check "no temporary left" test -z "$(find x -name '*.tmp.*' -o -name .dsgap.lock)"
 
-echo "cli_resume: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

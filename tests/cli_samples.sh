@@ -2,12 +2,8 @@
 # cli_samples.sh: dsgap decompose over a sample set (issue 19): three synthetic "samples" (seeds),
 # LABEL=DIR operands and a --samples list give the same tables; counts, per-sample rows and sign
 # stability are consistent; one sample reproduces the single-folder tables; bad lists are refused.
-set -uo pipefail
-DSGAP=${DSGAP:?DSGAP: the dsgap binary}
-tmp=$(mktemp -d /tmp/dsgap-samples.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { local d=$1; shift; if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi; }
+. "$(dirname "$0")/lib.sh" samples
+set -o pipefail
 for s in 1 2 3; do
   "$DSGAP" synth --out "$tmp/t$s.h5" --grid 2x8x16 --heads 2 --layers 2 --steps 5 --head-dim 32 --seed $s >/dev/null &&
   "$DSGAP" replay "$tmp/t$s.h5" --policies ladder,factorial,pisa --density 0.5 --schedule warmup=2 --out "$tmp/s$s" --quiet
@@ -46,5 +42,4 @@ check "two samples with one label: refused (exit 2)" bash -c "test $? -eq 2 && g
 check "a missing sample folder: exit 1, no tables" bash -c "test $? -eq 1 && test ! -e '$tmp/bad2/decomposition.csv'"
 "$DSGAP" decompose "$tmp/s1" "$tmp/s2" >/dev/null 2>"$tmp/err"
 check "several folders without --out: refused" test $? -eq 2
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

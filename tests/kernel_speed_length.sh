@@ -10,17 +10,9 @@
 #     the amortisation (refresh=anchor: call + anchor / K; refresh=step: call), densities near the target,
 #     and the analysis end to end on its CSV with a synthetic cuDNN CSV.
 # Run: ctest -R kernel_speed_length (needs $DSGAP, $DSGAP_SOURCE).
-set -u
-: "${DSGAP:?set DSGAP to the dsgap binary}"
+. "$(dirname "$0")/lib.sh" kslen
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 S=$DSGAP_SOURCE/experiments/kernel_speed_length.sh
-tmp=$(mktemp -d /tmp/dsgap-kslen-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # check DESCRIPTION COMMAND...
-  local d=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi
-}
 ns="1024 2048 4096 8192 16384 32760 65536 131072"
 c=6.3e-8 # ms per N^2 per head
 {
@@ -97,5 +89,4 @@ check "callspeed --max-call 0: the warm-up's call is the row (reps 1), the polic
 "$DSGAP" callspeed --device cpu --path sideways --csv "$tmp/x.csv" 2> /dev/null
 check "callspeed: a bad --path is a usage error, nothing written" [ $? -eq 2 -a ! -e "$tmp/x.csv" ]
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -6,8 +6,13 @@
 #   ok DESC, bad DESC            count one result and print it ("ok   DESC", "FAIL DESC")
 #   check DESC COMMAND...        ok when COMMAND succeeds; COMMAND still sees the $? from before
 #                                check:  dsgap ...; check "exit 0, out written" eval '[ $? -eq 0 ] && [ -s out ]'
-#   refused DESC WANT COMMAND... ok when COMMAND fails with one line on stderr, "dsgap: error: "
-#                                holding WANT (its stdout and stderr are left in $tmp/stdout, $tmp/stderr)
+#   refused DESC WANT OUT COMMAND...
+#                                ok when COMMAND (a program) fails within 60 s with one line on
+#                                stderr, "dsgap: error: " holding WANT, and leaves no OUT ("-": no
+#                                output to look for) and no *.tmp.* in $tmp (its stdout and stderr:
+#                                $tmp/stdout, $tmp/stderr)
+#   bad_ini DESC WANT INI        refused: dsgap run of the experiment file $tmp/bad.ini, made of INI
+#                                (printf %b), writes no $tmp/badout
 #   finish                       print "N passed, M failed"; its status is the test's (0: none failed)
 set -u
 : "${DSGAP:?set DSGAP to the dsgap binary}"
@@ -20,14 +25,19 @@ check() { # check DESCRIPTION COMMAND...
   local rc=$? d=$1; shift
   if (exit $rc); "$@"; then ok "$d"; else bad "$d"; fi
 }
-refused() { # refused DESCRIPTION WANT COMMAND...
-  local d=$1 want=$2 rc=0; shift 2
-  "$@" >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
-  if [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && [ "$(head -c 14 "$tmp/stderr")" = "dsgap: error: " ] &&
-     grep -qF -- "$want" "$tmp/stderr"; then
+refused() { # refused DESCRIPTION WANT OUT COMMAND...
+  local d=$1 want=$2 out=$3 rc=0; shift 3
+  timeout 60 "$@" >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && [ "$(head -c 14 "$tmp/stderr")" = "dsgap: error: " ] &&
+     grep -qF -- "$want" "$tmp/stderr" && { [ "$out" = - ] || [ ! -e "$out" ]; } && [ -z "$(find "$tmp" -name '*.tmp.*')" ]; then
     ok "$d: $(cat "$tmp/stderr")"
   else
-    bad "$d (exit $rc, stderr: $(head -c 600 "$tmp/stderr"))"
+    bad "$d (exit $rc, wrote $(ls -d "$out" 2>/dev/null; find "$tmp" -name '*.tmp.*'), stderr: $(head -c 600 "$tmp/stderr"))"
   fi
+}
+bad_ini() { # bad_ini DESCRIPTION WANT INI-TEXT
+  printf '%b' "$3" > "$tmp/bad.ini"
+  rm -rf "$tmp/badout"
+  refused "$1" "$2" "$tmp/badout" "$DSGAP" run "$tmp/bad.ini" --out "$tmp/badout"
 }
 finish() { echo "$pass passed, $fail failed"; [ $fail -eq 0 ]; }

@@ -8,8 +8,7 @@
 # Always stops the daemons it started (by the PIDs in their pid files).
 # Run: ctest -R slurm_array (labels slow, cpu; needs $DSGAP and $DSGAP_SOURCE).
 # Reference: ../shared/reference/slurm-single-node.md (a configuration seen working here).
-set -u
-: "${DSGAP:?set DSGAP to the dsgap binary}"
+. "$(dirname "$0")/lib.sh" slurm
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "not root: slurmd needs root to start jobs as their user"
@@ -17,7 +16,6 @@ for c in munged munge unmunge slurmctld slurmd sbatch scontrol sinfo; do
   command -v $c >/dev/null || skip "$c not found (apt-get install slurm-wlm munge)"
 done
 
-tmp=$(mktemp -d /tmp/dsgap-slurm-XXXXXX)
 chmod 755 "$tmp" # munged wants every folder above its socket searchable by all
 stop_daemons() {
   for f in "$tmp/slurmd.pid" "$tmp/slurmctld.pid" "$tmp/munged.pid"; do
@@ -31,11 +29,6 @@ stop_daemons() {
 cleanup() { stop_daemons; rm -rf "$tmp"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-pass=0 fail=0
-check() { # check DESCRIPTION COMMAND...
-  local d=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi
-}
 show_logs() { for f in "$tmp"/*.log; do echo "--- $f"; tail -15 "$f"; done; }
 
 # --- munge ---------------------------------------------------------------------------------------
@@ -134,5 +127,4 @@ check "summary.csv byte-identical" cmp -s "$base/merged/summary.csv" "$tmp/full/
 check "the merge job ran dsgap decompose and plot on each run" \
   test -s "$base/merged/synthetic.w1/decomposition.md" -a -n "$(ls "$base"/merged/synthetic.w2/figures/ablation-rho*.png 2>/dev/null)"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -46,6 +46,6 @@ for b in ${BENCHES:-processor capture}; do
 	*) echo "device_python.sh: unknown benchmark '$b' (capture, processor)" | tee -a "$S" ;;
 	esac
 done
-grep -hE "^(capture_overhead|writer_gb_per_s)," "$OUT/bench_capture.csv" 2>/dev/null | tee -a "$S"
+grep -hE "^(capture_overhead|capture_compression|writer_[a-z]+_gb_per_s)," "$OUT/bench_capture.csv" 2>/dev/null | tee -a "$S"
 grep -hE "^(wan,(speedup|psnr_db|ssim|dense_s|mc_sparse_s)|hunyuan,.*(speedup|refused)|overhead,.*overhead_us)" \
 	"$OUT/bench_processor.csv" 2>/dev/null | tee -a "$S"

@@ -131,6 +131,16 @@ DSGAP_API int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, 
 			   const dsgap_tensor *k, const dsgap_tensor *v, const dsgap_tensor *o,
 			   dsgap_dtype dtype, int tokens, void *stream);
 
+/*
+ * *dense = 1 when the call dsgap_attend(ctx, step, layer, branch, ...) would give plain dense
+ * attention and change nothing the context keeps: a step of the warm-up that is not an anchor, a
+ * dense layer, the "dense" policy. The caller may then compute that attention itself (e.g. with its
+ * framework's fastest dense kernel) and not make the call; such calls are not in the counters.
+ * *dense = 0 when the call makes, adopts or uses metadata or residuals: it must go to dsgap_attend.
+ * Asking changes nothing; arguments are checked as dsgap_attend checks them.
+ */
+DSGAP_API int dsgap_site_is_dense(dsgap_context *ctx, int step, int layer, int branch, int *dense);
+
 /* The context's counters since it was created. */
 DSGAP_API int dsgap_context_stats(const dsgap_context *ctx, dsgap_stats *out);
 

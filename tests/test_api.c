@@ -208,6 +208,19 @@ static void ref_attend(ref *r, int step, int layer, int branch, const float *q, 
 	free(oh);
 }
 
+/* o (n, H*D) = dense attention of q, k, v (H, n, D) */
+static void ref_dense(int n, const float *q, const float *k, const float *v, float *o)
+{
+	size_t hs = (size_t)n * D;
+	float *oh = malloc(hs * sizeof(float));
+	for (int h = 0; h < H; h++) {
+		dg_attn_dense(q + h * hs, k + h * hs, v + h * hs, n, n, D, oh, NULL);
+		for (int t = 0; t < n; t++)
+			memcpy(o + ((size_t)t * H + h) * D, oh + (size_t)t * D, D * sizeof(float));
+	}
+	free(oh);
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 
 static dsgap_config config(const char *spec, const double *rho, int nrho, const char *sched, const int grid[3],
@@ -235,7 +248,13 @@ static void equal_case(const char *spec, const double *rho, int nrho, const char
 	float *q = malloc(all * 4), *k = malloc(all * 4), *v = malloc(all * 4), *o = malloc(all * 4);
 	tens tq, tk, tv, to;
 	tens_new(&tq, 0, dt, n), tens_new(&tk, 1, dt, n), tens_new(&tv, 2, dt, n), tens_new(&to, 3, dt, n);
-	long bad = 0, gaps = 0, fails = 0;
+	/* a second context asked dsgap_site_is_dense before each call, and not called where it says 1:
+	 * there the reference's output must be plain dense attention, and skipping the call must leave
+	 * every later output as it was */
+	dsgap_context *skip;
+	rc = dsgap_context_create(&cfg, &skip);
+	float *dense = malloc(all * 4);
+	long bad = 0, gaps = 0, fails = 0, skipped = 0, skip_bad = 0;
 	for (int s = 0; s < STEPS; s++)
 		for (int l = 0; l < L; l++)
 			for (int b = 0; b < B; b++) {
@@ -246,7 +265,36 @@ static void equal_case(const char *spec, const double *rho, int nrho, const char
 				long g;
 				bad += tens_compare(&to, o, &g);
 				gaps += g;
+				int is_dense = -1;
+				fails += rc || dsgap_site_is_dense(skip, s, l, b, &is_dense) != DSGAP_OK;
+				if (is_dense == 1) {
+					skipped++;
+					ref_dense(n, q, k, v, dense);
+					for (size_t i = 0; i < all; i++)
+						skip_bad += dense[i] != o[i];
+				} else {
+					tens_poison(&to);
+					fails += dsgap_attend(skip, s, l, b, &tq.t, &tk.t, &tv.t, &to.t, dt, n, NULL) != DSGAP_OK;
+					skip_bad += tens_compare(&to, o, &g) + g;
+				}
 			}
+	/* the schedule's dense sites: every site of the dense policy and of dense layers; the warm-up
+	 * steps, but for an anchor among them (refresh=anchor) or a residual kept from the step before
+	 * (refresh=step with a cached residual: metadata at every step) */
+	dg_schedule sc = r.sc;
+	bool step_res = r.p.refresh == DG_REFRESH_STEP && r.p.residual == DG_RESIDUAL_CACHED;
+	long want = 0;
+	for (int s = 0; s < STEPS; s++)
+		for (int l = 0; l < L; l++)
+			want += B * (r.p.dense || dg_schedule_dense_layer(&sc, l) ||
+				     (s < sc.warmup && !step_res &&
+				      (r.p.refresh == DG_REFRESH_STEP || !dg_schedule_is_anchor(&sc, s))));
+	CHECKF(skip_bad == 0 && skipped == want,
+	       "%s [%s] %s: dsgap_site_is_dense says 1 at %ld of %d sites (the schedule's dense ones: %ld), each "
+	       "plain dense attention, and the calls skipped there change no other output (%ld differ)", spec,
+	       sched, dtn[dt], skipped, STEPS * L * B, want, skip_bad);
+	dsgap_context_destroy(skip);
+	free(dense);
 	dsgap_stats st;
 	dsgap_context_stats(ctx, &st);
 	/* every key kept at this size and on random data: top-p budgets, xattention's threshold, the
@@ -387,6 +435,14 @@ static void test_errors(void)
 	      dsgap_attend(NULL, 0, 0, 0, &tq.t, &tk.t, &tv.t, &to.t, DSGAP_BF16, n, NULL) == DSGAP_E_ARG &&
 	      strstr(dsgap_last_error(NULL), "context is NULL"));
 	dsgap_stats st;
+	int dn = -1;
+	CHECK("site_is_dense, layer 2: DSGAP_E_INDEX, *dense untouched",
+	      dsgap_site_is_dense(ctx, 0, 2, 0, &dn) == DSGAP_E_INDEX && dn == -1 &&
+	      strstr(dsgap_last_error(ctx), "layer 2 out of range"));
+	CHECK("site_is_dense, NULL out: DSGAP_E_ARG", dsgap_site_is_dense(ctx, 0, 0, 0, NULL) == DSGAP_E_ARG);
+	CHECK("site_is_dense, NULL context: DSGAP_E_ARG", dsgap_site_is_dense(NULL, 0, 0, 0, &dn) == DSGAP_E_ARG);
+	CHECK("site_is_dense, mc-sparse warmup=1: step 0 (the anchor) is not", dsgap_site_is_dense(ctx, 0, 0, 0, &dn) ==
+	      DSGAP_OK && dn == 0);
 	CHECK("stats, NULL out: DSGAP_E_ARG", dsgap_context_stats(ctx, NULL) == DSGAP_E_ARG);
 	CHECK("stats: one call of 2 heads", dsgap_context_stats(ctx, &st) == DSGAP_OK && st.calls == H);
 	dsgap_context_destroy(ctx);

@@ -26,9 +26,12 @@ own attention (torch SDPA), random weights, bf16.
             libdsgap's launches too), split into conversions (api_convert.cu's gather/scatter) and the
             rest. Overhead = wall - kernels; target <= 50 us.
 
-Where the time goes: CUDA event pairs around every SDPA call (installed inside the processor, so
-that its own Python work is counted in the attention it wraps), self- vs cross-attention by the key
-length, the rest of the forward by difference; libdsgap's counters (dsgap_stats) split its part.
+Where the time goes: CUDA event pairs on the stream (the device's timeline, so that a call waiting
+for the device is not charged the work queued before it) around every SDPA call (installed around
+the processor, so that its own Python work is counted in the attention it wraps), self- vs
+cross-attention by the key length, and inside the processor around its torch-dense sites and its
+dsgap_attend calls; the rest of the forward by difference; libdsgap's counters (dsgap_stats: device
+time of its metadata and sparse attention) split its part.
 
 --tiny: the same logic on the CPU at tiny configurations (libdsgap's CPU backend; no profiler):
 test python_bench_processor. Writes DIR/bench_processor.csv (part,metric,value) and
@@ -108,61 +111,87 @@ def hunyuan(S, double, single):
 # --------------------------------------------------------------------------------------------------
 # timing
 
-class SdpaTimer:
-    """CUDA event pairs (the CPU: the wall clock) around every torch SDPA call while installed, summed
-    per kind: self (keys as many as queries: self- and joint attention) and cross"""
+class Timer:
+    """CUDA event pairs on the current stream (the CPU: the wall clock) around every call of the
+    functions it wraps, summed per kind. Events time the device's timeline: a call that waits for
+    the device (libdsgap's entry point does) is charged its own work only, not the work queued before it."""
 
     def __init__(self, S):
-        self.S, self.marks, self.calls = S, [], {"self": 0, "cross": 0}
-        self.host = {"self": 0.0, "cross": 0.0}
+        self.S, self.marks = S, []
+        self.host, self.calls = {}, {}
 
-    def __enter__(self):
-        self.orig = torch.nn.functional.scaled_dot_product_attention
-        orig, cuda = self.orig, self.S.device == "cuda"
+    def wrap(self, fn, kind_of):
+        cuda = self.S.device == "cuda"
 
-        def timed(query, key, value, *a, **kw):
-            kind = "self" if key.shape[-2] == query.shape[-2] else "cross"
-            self.calls[kind] += 1
+        def timed(*a, **kw):
+            kind = kind_of(*a, **kw)
+            self.calls[kind] = self.calls.get(kind, 0) + 1
             if cuda:
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 e0.record()
-                out = orig(query, key, value, *a, **kw)
+                out = fn(*a, **kw)
                 e1.record()
                 self.marks.append((kind, e0, e1))
             else:
                 t0 = time.perf_counter()
-                out = orig(query, key, value, *a, **kw)
-                self.host[kind] += time.perf_counter() - t0
+                out = fn(*a, **kw)
+                self.host[kind] = self.host.get(kind, 0.0) + time.perf_counter() - t0
             return out
-        torch.nn.functional.scaled_dot_product_attention = timed
-        return self
-
-    def __exit__(self, *exc):
-        torch.nn.functional.scaled_dot_product_attention = self.orig
-        return False
+        return timed
 
     def seconds(self):
         self.S.sync()
         s = dict(self.host)
         for kind, e0, e1 in self.marks:
-            s[kind] += e0.elapsed_time(e1) * 1e-3
+            s[kind] = s.get(kind, 0.0) + e0.elapsed_time(e1) * 1e-3
         return s
 
 
-def denoise(S, m, inputs, steps, guidance=None, policy=None, density=0.15, schedule="", branches=1):
+class SdpaTimer(Timer):
+    """a Timer around every torch SDPA call while installed ("self": keys as many as queries, self- and
+    joint attention; "cross"); with a processor installed, also around its parts: the plain dense
+    sites it hands to torch ("torch_dense") and its libdsgap calls ("dsgap_attend")"""
+
+    def __init__(self, S, proc=None):
+        super().__init__(S)
+        self.proc = proc
+
+    def __enter__(self):
+        self.orig = torch.nn.functional.scaled_dot_product_attention
+        def kind(*a, **kw):
+            q, k = (list(a) + [kw.get("query"), kw.get("key")][len(a):])[:2]
+            return "self" if k.shape[-2] == q.shape[-2] else "cross"
+        torch.nn.functional.scaled_dot_product_attention = self.wrap(self.orig, kind)
+        if self.proc is not None:
+            self.attend = torch_abi.Context.attend
+            self.proc._torch_dense = self.wrap(self.proc._torch_dense, lambda *a, **kw: "torch_dense")
+            torch_abi.Context.attend = self.wrap(self.attend, lambda *a, **kw: "dsgap_attend")
+        return self
+
+    def __exit__(self, *exc):
+        torch.nn.functional.scaled_dot_product_attention = self.orig
+        if self.proc is not None:
+            del self.proc._torch_dense
+            torch_abi.Context.attend = self.attend
+        return False
+
+
+def denoise(S, m, inputs, steps, guidance=None, policy=None, density=0.15, schedule="", branches=1,
+            dense_sites="torch"):
     """a flow-matching Euler loop of `steps` steps over the model, diffusers' attention (policy None)
     or dsgap.torch.attention; with guidance, sequential CFG (the conditional call first). inputs(t,
     cond) gives the model's keyword arguments but hidden_states; returns the final latents, the
     seconds of every step, the SDPA timer's seconds and libdsgap's counters"""
     x = inputs.noise.clone()
     sig = torch.linspace(1, 0, steps + 1)
-    proc = dt.attention(m, policy=policy, density=density, schedule=schedule, branches=branches) if policy else None
+    proc = dt.attention(m, policy=policy, density=density, schedule=schedule, branches=branches,
+                        dense_sites=dense_sites) if policy else None
     times = []
     with torch.no_grad():
         if proc:
             proc.install()
         try:
-            with SdpaTimer(S) as tm:
+            with SdpaTimer(S, proc) as tm:
                 for i in range(steps):
                     S.sync()
                     t0 = time.perf_counter()
@@ -223,19 +252,20 @@ def part_wan(S, a, rows, md):
          ("speedup_target", "1.5 (aim 1.6)"), ("psnr_db", f"{fid['psnr']:.2f}"), ("ssim", f"{fid['ssim']:.4f}"),
          ("psnr_min_db", f"{fid['psnr_min']:.2f}"), ("ssim_min", f"{fid['ssim_min']:.4f}"), ("finite", ok),
          ("effective_density", f"{st['pairs'] / st['full_pairs']:.4f}"), ("dsgap_sites", int(sites)),
-         ("sparse_units", st["sparse_calls"]), ("fallback_calls", st["fallback_calls"])]
+         ("sparse_units", st["sparse_calls"]), ("fallback_calls", st["fallback_calls"]),
+         ("torch_dense_calls", st["torch_dense_calls"])]
     rows += [("wan", k, v) for k, v in r]
     where = [("generation (50 steps x 2 CFG calls)" if steps == 50 else f"generation ({steps} steps x 2 calls)",
               T0, T1),
              ("self-attention (SDPA calls; with dsgap: the processor's wrapper, everything in it)",
               sd_dense["self"], sd_sp["self"]),
-             ("  of which inside dsgap_attend (conversions, waits, dense sites, policy)", None, st["seconds"]),
-             ("    dense sites (warm-up steps, layer 0)", None, st["seconds"] - st["policy_seconds"]),
-             ("    policy sites (anchor and sparse steps)", None, st["policy_seconds"]),
-             ("      metadata (groups, scores, selections)", None, st["meta_seconds"]),
-             ("      sparse attention with its residual (device)", None, st["attend_seconds"]),
-             ("  processor's Python around it (branches, views, the SDPA wrapper)", None,
-              sd_sp["self"] - st["seconds"]),
+             ("  of which plain dense sites in torch's SDPA (warm-up steps before the anchor, layer 0)", None,
+              sd_sp.get("torch_dense", 0.0)),
+             ("  of which libdsgap's calls (dsgap_attend: conversions, policy)", None, sd_sp.get("dsgap_attend", 0.0)),
+             ("    metadata (groups, scores, selections; device)", None, st["meta_seconds"]),
+             ("    sparse attention with its residual (device)", None, st["attend_seconds"]),
+             ("  processor's own work between them (branch lookup, views; device idle)", None,
+              sd_sp["self"] - sd_sp.get("torch_dense", 0.0) - sd_sp.get("dsgap_attend", 0.0)),
              (f"cross-attention (SDPA, {text[0]} text keys)", sd_dense["cross"], sd_sp["cross"]),
              ("rest of the forward (linears, norms, RoPE, the loop)", T0 - sd_dense["self"] - sd_dense["cross"],
               T1 - sd_sp["self"] - sd_sp["cross"])]
@@ -273,10 +303,12 @@ def part_hunyuan(S, a, rows, md):
     steps = a.hy_steps
     denoise(S, m, inputs, 1)  # warm-up
     runs = [("diffusers dense (SDPA)", None), ("dsgap dense", "dense"), (f"dsgap mc-sparse rho {a.density}", "mc-sparse")]
+    # "dsgap dense": libdsgap's own dense kernel in every call (dense_sites="dsgap"), without diffusers' mask
     res, ok = [], True
     for name, pol in runs:
         try:
-            x, ts, sd, st = denoise(S, m, inputs, steps, policy=pol, density=a.density, schedule="warmup=1")
+            x, ts, sd, st = denoise(S, m, inputs, steps, policy=pol, density=a.density, schedule="warmup=1",
+                                    dense_sites="dsgap" if pol == "dense" else "torch")
             res.append((name, ts, sd, st, None))
             ok &= bool(np.isfinite(x.numpy()).all()) and (st is None or st["fallback_calls"] == 0)
         except torch_abi.DsgapError as e:

@@ -19,7 +19,10 @@ the layer, the same way (the unconditional call comes first there: cfg_meta=shar
 conditional branch's selections one step late); sequential CFG (batch 1): the model's call within the step, the first (diffusers' Wan,
 HunyuanVideo pipelines: the conditional) branch 0. A key-padding mask (padded text tokens, the
 same for every query and head) is taken: dsgap attends over the kept tokens (a copy), the padded
-queries get torch's attention over the kept keys. Calls dsgap cannot take (another mask, causal,
+queries get torch's attention over the kept keys. A call that is plain dense attention under the
+schedule (dsgap_site_is_dense: a warm-up step before the anchor, a dense layer) runs torch's own SDPA
+(dense_sites="torch", the default: cuDNN/flash on the GPU), counted in stats()["torch_dense_calls"].
+Calls dsgap cannot take (another mask, causal,
 dropout, cross or grouped-query attention, another scale) run torch's own SDPA and are counted in
 stats()["fallback_calls"].
 """
@@ -51,17 +54,23 @@ class attention:
     """Install dsgap's policy on `model`'s self- and joint-attention (context manager; or
     install()/remove()). policy: a spec ("mc-sparse", "oracle-tile", "svg2", ...); density: one,
     or one per attention layer; schedule: "warmup=W,anchors=a;b,dense_layers=l" over the denoising
-    steps and the family's attention layers; branches: 2 (CFG) or 1."""
+    steps and the family's attention layers; branches: 2 (CFG) or 1; dense_sites: "torch" (calls
+    that are plain dense attention under the schedule, dsgap_site_is_dense: warm-up steps before the
+    anchor, dense layers, the "dense" policy, run torch's own SDPA, its fastest dense kernel) or
+    "dsgap" (every call through libdsgap's kernels)."""
 
-    def __init__(self, model, policy="mc-sparse", density=0.15, schedule="", branches=2):
+    def __init__(self, model, policy="mc-sparse", density=0.15, schedule="", branches=2, dense_sites="torch"):
+        if dense_sites not in ("torch", "dsgap"):
+            raise _abi.DsgapError(1, f"dsgap.torch.attention: dense_sites {dense_sites!r} is neither 'torch' nor 'dsgap'")
         self.model, self.policy, self.schedule, self.branches = model, policy, schedule or "", branches
+        self.dense_sites = dense_sites
         self.density = list(density) if isinstance(density, (list, tuple)) else [float(density)]
         self.family = family_of(model)
         if self.family is None:
             raise _abi.DsgapError(1, f"dsgap.torch.attention: {type(model).__name__} is not a supported model "
                                      f"(supported: {', '.join(FAMILIES)})")
         self.ctx, self.hooks, self.installed = None, [], False
-        self.fallback_calls = 0
+        self.fallback_calls = self.torch_dense_calls = 0
 
     # --------------------------------------------------------------------------------------------
     def install(self):
@@ -99,9 +108,11 @@ class attention:
 
     def stats(self):
         """libdsgap's counters (dsgap_stats: calls, sparse_calls, pairs, full_pairs, seconds, ...)
-        and the SDPA calls that ran torch's own attention"""
+        and the SDPA calls that ran torch's own attention: fallback_calls (calls dsgap cannot take),
+        torch_dense_calls (plain dense sites under dense_sites="torch")"""
         s = self.ctx.stats() if self.ctx is not None else {name: 0 for name, _ in _abi._Stats._fields_}
         s["fallback_calls"] = self.fallback_calls
+        s["torch_dense_calls"] = self.torch_dense_calls
         return s
 
     # --------------------------------------------------------------------------------------------
@@ -172,6 +183,10 @@ class attention:
         raise _abi.DsgapError(4, f"dsgap.torch.attention: batch {B} in the attention call ({cur['B']} in the "
                                  f"model's input): dsgap keeps state for {self.branches} branches")
 
+    def _torch_dense(self, query, key, value, **kw):
+        """a plain dense site (dense_sites="torch"): torch's own SDPA"""
+        return self.orig_sdpa(query, key, value, **kw)
+
     def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
         il, cur = self.layer, self.cur
         q, k, v = query, key, value
@@ -192,21 +207,29 @@ class attention:
         il["calls"] += 1
         B, H, S, D = q.shape
         video = cur["video"]
+        items = []   # per batch item: (branch, i, kept key indices or None, tokens, text tokens)
+        for i in range(B):
+            keep = keeps[i] if keeps else None
+            n = S if keep is None else int(keep.numel())
+            text = n - video
+            if text < 0 or (il["order"] == "video" and text):
+                raise _abi.DsgapError(4, f"dsgap.torch.attention: layer {il['lid']}: {n} tokens in the attention "
+                                         f"call, {video} in the video grid {cur['grid']} (order {il['order']!r})")
+            items.append((self._branch(i, B, call), i, keep, n, text))
+        ctx = self._context(H, D, items[0][4], q.is_cuda)
+        if self.dense_sites == "torch" and all(ctx.site_is_dense(self.step, il["lid"], b) for b, *_ in items):
+            # plain dense attention that leaves the context as it is (warm-up, dense layers): torch's own
+            self.torch_dense_calls += 1
+            return self._torch_dense(query, key, value, attn_mask=attn_mask, scale=scale, **kw)
         if q.is_cuda and q.dtype == _torch.float32:   # the GPU takes bf16 and fp16
             q, k, v = q.to(_torch.bfloat16), k.to(_torch.bfloat16), v.to(_torch.bfloat16)
         out = _torch.empty_like(q)
         stream = _torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else None
         # branch 0 first: cfg_meta=shared gives branch 1 the selections branch 0 makes at an anchor
-        for branch, i in sorted((self._branch(i, B, call), i) for i in range(B)):
+        for branch, i, keep, n, text in sorted(items, key=lambda it: (it[0], it[1])):
             qi, ki, vi, oi = q[i], k[i], v[i], out[i]   # (heads, tokens, head_dim)
-            keep = keeps[i] if keeps else None
             if keep is not None:   # padded text tokens: dsgap attends over the others
                 qi, ki, vi = qi.index_select(1, keep), ki.index_select(1, keep), vi.index_select(1, keep)
-            n = qi.shape[1]
-            text = n - video
-            if text < 0 or (il["order"] == "video" and text):
-                raise _abi.DsgapError(4, f"dsgap.torch.attention: layer {il['lid']}: {n} tokens in the attention "
-                                         f"call, {video} in the video grid {cur['grid']} (order {il['order']!r})")
             perm = None
             if il["order"] == "video,text" and text:   # dsgap's order is text first
                 perm = _torch.cat([_torch.arange(video, n), _torch.arange(0, video)]).to(q.device)

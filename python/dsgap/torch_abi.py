@@ -79,6 +79,8 @@ def lib():
         L.dsgap_context_create.argtypes = [ctypes.POINTER(_Config), ctypes.POINTER(ctypes.c_void_p)]
         L.dsgap_attend.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int] + \
             [ctypes.POINTER(Tensor)] * 4 + [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        L.dsgap_site_is_dense.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                          ctypes.POINTER(ctypes.c_int)]
         L.dsgap_context_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Stats)]
         L.dsgap_context_destroy.argtypes = [ctypes.c_void_p]
         L.dsgap_context_destroy.restype = None
@@ -116,6 +118,15 @@ class Context:
                                 ctypes.c_void_p(stream or 0))
         if rc:
             raise DsgapError(rc, lib().dsgap_last_error(self._h).decode())
+
+    def site_is_dense(self, step, layer, branch):
+        """whether dsgap_attend at (step, layer, branch) would be plain dense attention that changes
+        nothing the context keeps (dsgap_site_is_dense): the caller may compute it itself"""
+        d = ctypes.c_int(0)
+        rc = lib().dsgap_site_is_dense(self._h, step, layer, branch, ctypes.byref(d))
+        if rc:
+            raise DsgapError(rc, lib().dsgap_last_error(self._h).decode())
+        return bool(d.value)
 
     def stats(self):
         s = _Stats()

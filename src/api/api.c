@@ -354,6 +354,31 @@ static int check_tensor(dsgap_context *ctx, const char *name, const dsgap_tensor
 	return 0;
 }
 
+/* step, layer and branch of a call: within the context's */
+static int check_site(dsgap_context *ctx, int step, int layer, int branch)
+{
+	if (step < 0)
+		return fail(ctx, DSGAP_E_INDEX, "step %d is negative", step);
+	if (layer < 0 || layer >= ctx->layers)
+		return fail(ctx, DSGAP_E_INDEX, "layer %d out of range [0, %d)", layer, ctx->layers);
+	if (branch < 0 || branch >= ctx->branches)
+		return fail(ctx, DSGAP_E_INDEX, "branch %d out of range [0, %d)", branch, ctx->branches);
+	return 0;
+}
+
+int dsgap_site_is_dense(dsgap_context *ctx, int step, int layer, int branch, int *dense)
+{
+	if (!ctx || !dense)
+		return fail(ctx, DSGAP_E_ARG, "%s is NULL", ctx ? "dense" : "context");
+	ctx->err[0] = 0;
+	int rc = check_site(ctx, step, layer, branch);
+	if (rc)
+		return rc;
+	dg_attn_site site = { .step = step, .layer = layer, .pass = branch, .sigma = 0 };
+	*dense = dg_dit_attn_site_dense(ctx->attn, &site);
+	return DSGAP_OK;
+}
+
 int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsgap_tensor *q,
 		 const dsgap_tensor *k, const dsgap_tensor *v, const dsgap_tensor *o, dsgap_dtype dtype,
 		 int tokens, void *stream)
@@ -365,18 +390,15 @@ int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsga
 		return fail(ctx, DSGAP_E_DTYPE, "dtype %d is none of bf16 (0), fp16 (1), fp32 (2)", (int)dtype);
 	if (ctx->gpu && dtype == DSGAP_FP32)
 		return fail(ctx, DSGAP_E_DTYPE, "fp32 tensors on the gpu: pass bf16 or fp16");
-	if (step < 0)
-		return fail(ctx, DSGAP_E_INDEX, "step %d is negative", step);
-	if (layer < 0 || layer >= ctx->layers)
-		return fail(ctx, DSGAP_E_INDEX, "layer %d out of range [0, %d)", layer, ctx->layers);
-	if (branch < 0 || branch >= ctx->branches)
-		return fail(ctx, DSGAP_E_INDEX, "branch %d out of range [0, %d)", branch, ctx->branches);
+	int rc = check_site(ctx, step, layer, branch);
+	if (rc)
+		return rc;
 	if (tokens != ctx->n)
 		return fail(ctx, DSGAP_E_INDEX, "%d tokens: the context was made for %d", tokens, ctx->n);
 	const dsgap_tensor *ts[4] = { q, k, v, o };
 	const char *names[4] = { "q", "k", "v", "o" };
 	for (int i = 0; i < 4; i++) {
-		int rc = check_tensor(ctx, names[i], ts[i]);
+		rc = check_tensor(ctx, names[i], ts[i]);
 		if (rc)
 			return rc;
 	}

@@ -147,6 +147,21 @@ bool dg_dit_attn_passes_agree(const dg_dit_attn *a, int layer)
 	return !a || (!a->capture && (!a->be || dg_schedule_dense_layer(&a->sched, layer)));
 }
 
+bool dg_dit_attn_site_dense(const dg_dit_attn *a, const dg_attn_site *s)
+{
+	DG_ASSERT(s->layer >= 0 && s->layer < a->layers && s->pass >= 0 && s->pass < a->passes);
+	if (a->capture)
+		return false;
+	const dg_policy_run *runs = a->be ? a->runs + ((size_t)s->pass * a->layers + s->layer) * a->heads : NULL;
+	for (int h = 0; runs && h < a->heads; h++) {
+		dg_policy_run r = runs[h]; /* planned on a copy: asking changes nothing */
+		dg_policy_run_plan(&r, &a->sched, s->step, s->layer);
+		if (!r.dense_out || r.make_meta) /* making metadata (a CFG pass may adopt it instead) */
+			return false;
+	}
+	return true;
+}
+
 /* --cache-offload: the caches of site (pass, layer)'s runs fetched (or parked) */
 static void site_move(dg_dit_attn *a, int pass, int layer, bool park)
 {

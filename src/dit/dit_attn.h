@@ -77,6 +77,13 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *site, const float *q, c
  * reuse another pass's result for one (dg_wan_call.reuse_first); a NULL entry point is dense. */
 bool dg_dit_attn_passes_agree(const dg_dit_attn *a, int layer);
 
+/* Whether the site's output is plain dense attention that leaves the entry point's state as it is:
+ * every head dense under the policy and schedule at site's step and layer (a warm-up step that is
+ * not an anchor, a dense layer, the dense policy), no metadata made or adopted there, no capture
+ * hook. A caller may then compute that attention by other means and skip the call (libdsgap's
+ * dsgap_site_is_dense); nothing is changed by asking. */
+bool dg_dit_attn_site_dense(const dg_dit_attn *a, const dg_attn_site *site);
+
 typedef struct {
 	long long calls;        /* (site, head) units */
 	long long sparse_calls; /* units whose output was sparse */

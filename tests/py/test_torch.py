@@ -11,7 +11,8 @@ diffusers models on the CPU backend.
      of this file with libdsgap_asan.so, the C side under AddressSanitizer and UBSan);
   2. Wan2.1 and FLUX at 512 video tokens: mc-sparse at density 0.25 differs from dense, stays finite,
      computes fewer pairs (effective density < 1);
-  3. Wan2.1 in bf16: "dense" through libdsgap equals torch's bf16 SDPA within bf16 tolerance;
+  3. dense_sites="torch": the schedule's plain dense sites run torch's SDPA, with the same outputs;
+     Wan2.1 in bf16: "dense" through libdsgap equals torch's bf16 SDPA within bf16 tolerance;
   4. CFG: with the batch [uncond, cond] (diffusers' order) every (step, layer, branch) is attended once
      per call and branch 0 is the conditional item; mc-sparse/cfg_meta=shared (the unconditional
      branch takes the conditional one's selections) batched equals the same policy run sequentially
@@ -56,7 +57,7 @@ def families():
         m.eval()
         ref = loop(m, kw)
         for pol in ("dense", "mc-sparse"):
-            with dt.attention(m, policy=pol, density=1.0) as a:
+            with dt.attention(m, policy=pol, density=1.0, dense_sites="dsgap") as a:
                 out = loop(m, kw)
                 s = a.stats()
             e = max(rel(o, r) for o, r in zip(out, ref))
@@ -107,12 +108,38 @@ def sparse():
                  and dens < 0.9 and s["fallback_calls"] == 0, f"step 0 {e0:.1e}, later max rel {e:.2e}, density {dens:.3f}")
 
 
+def dense_sites():
+    """dense_sites="torch": the schedule's plain dense sites (step 0 before the anchor at step 1, layer 0
+    throughout) run torch's SDPA, the rest libdsgap: the same outputs as every call through libdsgap"""
+    m, x = wan()
+    txt = torch.randn(1, 5, 24)
+    kw = lambda t: dict(hidden_states=x, timestep=torch.tensor([t]), encoder_hidden_states=txt)  # noqa: E731
+    runs = {}
+    for mode in ("dsgap", "torch"):
+        with dt.attention(m, policy="mc-sparse", density=0.25, schedule="warmup=2,anchors=1,dense_layers=0",
+                          branches=1, dense_sites=mode) as a:
+            runs[mode] = (loop(m, kw), a.stats())
+    (o_d, s_d), (o_t, s_t) = runs["dsgap"], runs["torch"]
+    e = max(rel(a, b) for a, b in zip(o_t, o_d))
+    # 3 steps x 3 layers; torch's: step 0's 3 layers and layer 0 at steps 1, 2 (2 heads a call)
+    ck.check("dense_sites='torch': plain dense sites run torch's SDPA, the anchor and sparse steps libdsgap, "
+             "outputs = every call through libdsgap", e < 1e-5 and s_t["torch_dense_calls"] == 5 and
+             s_d["torch_dense_calls"] == 0 and s_t["calls"] == s_d["calls"] - 5 * 2 and s_t["sparse_calls"] ==
+             s_d["sparse_calls"] > 0, f"max rel {e:.1e}, torch calls {s_t['torch_dense_calls']}, units "
+             f"{s_t['calls']} vs {s_d['calls']}, sparse {s_t['sparse_calls']} vs {s_d['sparse_calls']}")
+    with dt.attention(m, policy="dense") as a:
+        loop(m, kw)
+        s = a.stats()
+    ck.check("policy 'dense' with dense_sites='torch' (the default): every call torch's own, none to libdsgap",
+             s["torch_dense_calls"] == 9 and s["calls"] == 0, f"{s['torch_dense_calls']} torch, {s['calls']} units")
+
+
 def bf16():
     m, x = wan(layers=2, latent=(2, 16, 16), dtype=torch.bfloat16)
     txt = torch.randn(1, 5, 24).to(torch.bfloat16)
     kw = lambda t: dict(hidden_states=x, timestep=torch.tensor([t]), encoder_hidden_states=txt)  # noqa: E731
     ref = loop(m, kw)
-    with dt.attention(m, policy="dense") as a:
+    with dt.attention(m, policy="dense", dense_sites="dsgap") as a:
         out = loop(m, kw)
         s = a.stats()
     e = max(rel(o, r) for o, r in zip(out, ref))
@@ -184,7 +211,7 @@ def errors():
 
 def main():
     print("libdsgap", torch_abi.version(), "at", torch_abi.library_path())
-    for part in (families, sparse, bf16, cfg, errors):
+    for part in (families, sparse, dense_sites, bf16, cfg, errors):
         t0 = time.time()
         part()
         print(f"   {part.__name__}: {time.time() - t0:.1f} s")

@@ -9,19 +9,11 @@
 # refused; [device] cache_offload = true (--cache-offload: a no-op on the CPU) is the same
 # experiment (its fingerprint); bad experiment files (one line naming FILE:LINE, nothing written).
 # Run: ctest -R cli_closed_loop (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
-set -u
-: "${DSGAP:?set DSGAP to the dsgap binary}"
+. "$(dirname "$0")/lib.sh" closed
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 MODELS=${WAN_MODELS:-$PWD/wan_models}
 FIX=$DSGAP_SOURCE/tests/fixtures/wan
 [ -d "$MODELS/orig_hd64" ] || { echo "no test models in $MODELS (run: ctest -R wan_models)"; exit 1; }
-tmp=$(mktemp -d /tmp/dsgap-closed-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # check DESCRIPTION COMMAND...
-  local d=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi
-}
 # every column but the measured times (closed_loop.csv: 10-12; summary.csv: the last 2)
 same_rows() { cmp -s <(cut -d, -f1-9,13 "$1") <(cut -d, -f1-9,13 "$2"); }
 same_summary() { cmp -s <(cut -d, -f1-13 "$1") <(cut -d, -f1-13 "$2"); }
@@ -86,36 +78,22 @@ sed 's/^steps = 3/steps = 4/' "$tmp/c.ini" > "$tmp/c4.ini"
 check "a changed experiment in the same folder is refused" grep -q "was made by another experiment" "$tmp/fp.err"
 
 # --- bad experiment files -------------------------------------------------------------------------
-bad() { # bad DESCRIPTION EXPECTED-MESSAGE INI-TEXT
-  local d=$1 want=$2
-  printf '%b' "$3" > "$tmp/bad.ini"
-  rm -rf "$tmp/badout"
-  "$DSGAP" run "$tmp/bad.ini" --out "$tmp/badout" >"$tmp/out.txt" 2>"$tmp/err.txt"
-  local rc=$?
-  if [ $rc -ne 0 ] && [ "$(wc -l < "$tmp/err.txt")" -eq 1 ] && grep -qF "dsgap: error: $want" "$tmp/err.txt" \
-     && [ ! -e "$tmp/badout" ]; then
-    pass=$((pass + 1)); echo "ok   $d: $(cat "$tmp/err.txt")"
-  else
-    fail=$((fail + 1)); echo "FAIL $d (rc $rc, want '$want'):"; cat "$tmp/err.txt"
-  fi
-}
 P="[prompts]\nfix = $FIX/text.safetensors\n"
-bad "traces and a model" "$tmp/bad.ini:2: [traces] with [model]" \
+bad_ini "traces and a model" "$tmp/bad.ini:2: [traces] with [model]" \
   "[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n${M}${P}"
-bad "no model path" "$tmp/bad.ini:2: [model] path = the checkpoint folder is required" "[model]\nlatent = 2x8x8\n${P}"
-bad "model folder missing" "$tmp/bad.ini:2: [model] path: cannot open $tmp/nowhere" "[model]\npath = nowhere\n${P}"
-bad "bad latent" "$tmp/bad.ini:3: [model] bad latent '4x16'" "[model]\npath = $MODELS/orig_hd64\nlatent = 4x16\n${P}"
-bad "unknown key" "$tmp/bad.ini:3: unknown key 'stpes' in [model]" "[model]\npath = $MODELS/orig_hd64\nstpes = 3\n${P}"
-bad "bad seed" "$tmp/bad.ini:7: [model] seeds: '-1' is not a seed" "${M}seeds = -1\n${P}"
-bad "no prompts" "$tmp/bad.ini:2: no prompts" "${M}"
-bad "prompt file missing" "$tmp/bad.ini:9: prompt 'x': cannot open $tmp/none.safetensors" "${M}${P}x = none.safetensors:text\n"
-bad "cache_offload not a boolean" "$tmp/bad.ini:10: [device] cache_offload is true or false, not 'yes'" \
+bad_ini "no model path" "$tmp/bad.ini:2: [model] path = the checkpoint folder is required" "[model]\nlatent = 2x8x8\n${P}"
+bad_ini "model folder missing" "$tmp/bad.ini:2: [model] path: cannot open $tmp/nowhere" "[model]\npath = nowhere\n${P}"
+bad_ini "bad latent" "$tmp/bad.ini:3: [model] bad latent '4x16'" "[model]\npath = $MODELS/orig_hd64\nlatent = 4x16\n${P}"
+bad_ini "unknown key" "$tmp/bad.ini:3: unknown key 'stpes' in [model]" "[model]\npath = $MODELS/orig_hd64\nstpes = 3\n${P}"
+bad_ini "bad seed" "$tmp/bad.ini:7: [model] seeds: '-1' is not a seed" "${M}seeds = -1\n${P}"
+bad_ini "no prompts" "$tmp/bad.ini:2: no prompts" "${M}"
+bad_ini "prompt file missing" "$tmp/bad.ini:9: prompt 'x': cannot open $tmp/none.safetensors" "${M}${P}x = none.safetensors:text\n"
+bad_ini "cache_offload not a boolean" "$tmp/bad.ini:10: [device] cache_offload is true or false, not 'yes'" \
   "${M}${P}[device]\ncache_offload = yes\n"
-bad "cache_offload in a replay experiment" \
+bad_ini "cache_offload in a replay experiment" \
   "$tmp/bad.ini:4: [device] cache_offload is for a closed-loop experiment ([model] and [prompts])" \
   "[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n[device]\ncache_offload = true\n"
-bad "anchor after the last step" "$tmp/bad.ini:10: schedule 'a': anchor step 5 is not a step of the 3" \
+bad_ini "anchor after the last step" "$tmp/bad.ini:10: schedule 'a': anchor step 5 is not a step of the 3" \
   "${M}${P}[schedules]\na = warmup=1,anchors=5\n"
 
-echo "cli_closed_loop: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

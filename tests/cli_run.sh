@@ -8,61 +8,40 @@
 #   mid-run loses only its unfinished cell and a rerun completes the batch; decompose and plot
 #   read the merged folders.
 # Run: ctest -R cli_run (needs $DSGAP, the dsgap binary, and $DSGAP_SOURCE, the source tree).
-set -u
-: "${DSGAP:?set DSGAP to the dsgap binary}"
+. "$(dirname "$0")/lib.sh" run
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
-tmp=$(mktemp -d /tmp/dsgap-run-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # check DESCRIPTION COMMAND...
-  local d=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi
-}
 rows() { cut -d, -f1-13 "$1"; } # every column but time_ms, the one measured value
 same_rows() { cmp -s <(rows "$1") <(rows "$2"); }
 smoke=$DSGAP_SOURCE/experiments/smoke.ini
 runs="synthetic.w1 synthetic.w2"
 
 # --- bad experiment files -------------------------------------------------------------------------
-bad() { # bad DESCRIPTION EXPECTED-PREFIX-AND-MESSAGE INI-TEXT
-  local d=$1 want=$2
-  printf '%b' "$3" > "$tmp/bad.ini"
-  rm -rf "$tmp/badout"
-  "$DSGAP" run "$tmp/bad.ini" --out "$tmp/badout" >"$tmp/out.txt" 2>"$tmp/err.txt"
-  local rc=$?
-  if [ $rc -ne 0 ] && [ "$(wc -l < "$tmp/err.txt")" -eq 1 ] && grep -qF "dsgap: error: $want" "$tmp/err.txt" \
-     && [ ! -e "$tmp/badout" ]; then
-    pass=$((pass + 1)); echo "ok   $d: $(cat "$tmp/err.txt")"
-  else
-    fail=$((fail + 1)); echo "FAIL $d (rc $rc, want '$want'):"; cat "$tmp/err.txt"
-  fi
-}
 T='[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n'
 B=$tmp/bad.ini
-bad "unknown policy" "$B:4: unknown policy 'nope'" "${T}[policies]\nlist = dense, nope\n"
-bad "bad policy switch" "$B:5: policy 'mc-sparse/group=hex': bad switch 'group=hex'" "${T}[policies]\nlist = dense\nlist = mc-sparse/group=hex\n"
-bad "density out of range" "$B:4: density 1.5 is outside (0, 1]" "${T}[densities]\nlist = 0.1, 1.5\n"
-bad "density not a number" "$B:5: density 'abc' is not a number" "${T}[densities]\nlist = 0.1,\n  abc\n"
-bad "density twice" "$B:4: density 0.10 is listed twice" "${T}[densities]\nlist = 0.1, 0.10\n"
-bad "bad schedule" "$B:4: schedule 'a': bad warmup 'x'" "${T}[schedules]\na = warmup=x\n"
-bad "anchor not in the trace" "$B:5: schedule 'b': anchor step 9 is not in trace 't' (its steps: 0..3)" "${T}[schedules]\na = warmup=1\nb = warmup=2,anchors=9\n"
-bad "unknown section" "$B:4: unknown section [foo]" "${T}[foo]\nx = 1\n"
-bad "unknown key" "$B:4: unknown key 'gpu' in [device]" "${T}[device]\ngpu = 1\n"
-bad "unknown device" "$B:4: unknown device 'tpu' (cpu or gpu)" "${T}[device]\ndevice = tpu\n"
-bad "syntax error" "$B:3: syntax error" "$T""this is not a key\n"
-bad "unterminated section" "$B:3: syntax error" "${T}[policies\n"
-bad "trace defined twice" "$B:3: trace 't' is defined twice (first at line 2)" "$T""t = synth:\n"
-bad "bad trace label" "$B:2: bad trace label 'a/b'" "[traces]\na/b = synth:\n"
-bad "bad synth spec" "$B:2: trace 't': synth: bad grid '2x8'" "[traces]\nt = synth: grid=2x8\n"
-bad "synth option out of range" "$B:2: trace 't': synth: heads 0 out of range 1..128" "[traces]\nt = synth: grid=2x8x16\n  heads=0\n"
-bad "unknown synth key" "$B:2: trace 't': synth: unknown key 'size'" "[traces]\nt = synth: size=3\n"
-bad "missing trace file" "$B:2: trace 'x': cannot open $tmp/none.h5: No such file or directory" "[traces]\nx = none.h5\n"
+bad_ini "unknown policy" "$B:4: unknown policy 'nope'" "${T}[policies]\nlist = dense, nope\n"
+bad_ini "bad policy switch" "$B:5: policy 'mc-sparse/group=hex': bad switch 'group=hex'" "${T}[policies]\nlist = dense\nlist = mc-sparse/group=hex\n"
+bad_ini "density out of range" "$B:4: density 1.5 is outside (0, 1]" "${T}[densities]\nlist = 0.1, 1.5\n"
+bad_ini "density not a number" "$B:5: density 'abc' is not a number" "${T}[densities]\nlist = 0.1,\n  abc\n"
+bad_ini "density twice" "$B:4: density 0.10 is listed twice" "${T}[densities]\nlist = 0.1, 0.10\n"
+bad_ini "bad schedule" "$B:4: schedule 'a': bad warmup 'x'" "${T}[schedules]\na = warmup=x\n"
+bad_ini "anchor not in the trace" "$B:5: schedule 'b': anchor step 9 is not in trace 't' (its steps: 0..3)" "${T}[schedules]\na = warmup=1\nb = warmup=2,anchors=9\n"
+bad_ini "unknown section" "$B:4: unknown section [foo]" "${T}[foo]\nx = 1\n"
+bad_ini "unknown key" "$B:4: unknown key 'gpu' in [device]" "${T}[device]\ngpu = 1\n"
+bad_ini "unknown device" "$B:4: unknown device 'tpu' (cpu or gpu)" "${T}[device]\ndevice = tpu\n"
+bad_ini "syntax error" "$B:3: syntax error" "$T""this is not a key\n"
+bad_ini "unterminated section" "$B:3: syntax error" "${T}[policies\n"
+bad_ini "trace defined twice" "$B:3: trace 't' is defined twice (first at line 2)" "$T""t = synth:\n"
+bad_ini "bad trace label" "$B:2: bad trace label 'a/b'" "[traces]\na/b = synth:\n"
+bad_ini "bad synth spec" "$B:2: trace 't': synth: bad grid '2x8'" "[traces]\nt = synth: grid=2x8\n"
+bad_ini "synth option out of range" "$B:2: trace 't': synth: heads 0 out of range 1..128" "[traces]\nt = synth: grid=2x8x16\n  heads=0\n"
+bad_ini "unknown synth key" "$B:2: trace 't': synth: unknown key 'size'" "[traces]\nt = synth: size=3\n"
+bad_ini "missing trace file" "$B:2: trace 'x': cannot open $tmp/none.h5: No such file or directory" "[traces]\nx = none.h5\n"
 echo "not hdf5" > "$tmp/junk.h5"
-bad "trace not HDF5" "$B:2: trace 'x': $tmp/junk.h5: not an HDF5 file" "[traces]\nx = junk.h5\n"
+bad_ini "trace not HDF5" "$B:2: trace 'x': $tmp/junk.h5: not an HDF5 file" "[traces]\nx = junk.h5\n"
 long=$(printf 'dense,%.0s' $(seq 40))
-bad "line longer than inih reads" "$B:4: line is 247 characters long, at most 197" "${T}[policies]\nlist = $long\n"
-bad "no traces" "$B: no traces" "[policies]\nlist = dense\n"
-bad "list key" "$B:4: [policies] has one key, list (got 'lst')" "${T}[policies]\nlst = dense\n"
+bad_ini "line longer than inih reads" "$B:4: line is 247 characters long, at most 197" "${T}[policies]\nlist = $long\n"
+bad_ini "no traces" "$B: no traces" "[policies]\nlist = dense\n"
+bad_ini "list key" "$B:4: [policies] has one key, list (got 'lst')" "${T}[policies]\nlst = dense\n"
 
 # --- the unsharded run, against dsgap replay of the whole trace --------------------------------------
 "$DSGAP" run "$smoke" --out "$tmp/full" --quiet
@@ -178,5 +157,4 @@ check "dsgap decompose reads a merged run" test -s "$tmp/m3/synthetic.w1/decompo
 "$DSGAP" plot "$tmp/m3/synthetic.w1" >/dev/null 2>&1
 check "dsgap plot reads a merged run" test -s "$tmp/m3/synthetic.w1/figures/error_vs_density.png"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

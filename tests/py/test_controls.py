@@ -217,7 +217,8 @@ def main():
     with contextlib.redirect_stderr(errbuf):
         rc = dsgap_cli.main([pipe_dir, "--prompt-embeds", os.path.join(work, "emb.safetensors"), "--out", out,
                              "--steps", "3", "--height", "16", "--width", "16", "--frames", "5", "--guidance", "2",
-                             "--capture-steps", "0,2", "--layers", "0-1", "--heads", "1", "--device", "cpu"])
+                             "--capture-steps", "0,2", "--layers", "0-1", "--heads", "1", "--device", "cpu",
+                             "--compression", "deflate"])
     err_text = errbuf.getvalue()
     ok = rc == 0 and os.path.exists(out)
     ck.check("dsgap-capture runs a pipeline directory offline", ok, err_text[-2000:])
@@ -227,6 +228,11 @@ def main():
                  list(meta["step_index"]) == [0, 2] and list(meta["layer_index"]) == [0, 1] and
                  list(meta["head_index"]) == [1] and tuple(meta["grid"]) == (2, 1, 1), f"{meta['step_index']} {meta['grid']}")
         ck.check("dsgap-capture: /sigma from the scheduler, decreasing", meta["sigma"][0] > meta["sigma"][1] > 0, meta["sigma"])
+        with h5py.File(out) as f:
+            pl = f["q"].id.get_create_plist()
+            filters = [pl.get_filter(i)[0] for i in range(pl.get_nfilters())]
+        ck.check("dsgap-capture --compression deflate: shuffle + deflate chunks",
+                 filters == [h5py.h5z.FILTER_SHUFFLE, h5py.h5z.FILTER_DEFLATE], filters)
         ck.check("dsgap-capture shows a progress bar", "dsgap capture [" in err_text, err_text[-300:])
     env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
     r = subprocess.run([sys.executable, "-m", "dsgap.cli", work, "--prompt", "x", "--out", out],

@@ -382,7 +382,8 @@ class capture:
                "capture": {"family": self.family.name if self.family else "generic",
                            "branch": self.branch, "attention_order": order, "trace_order": "text,video",
                            "steps": self.steps, "layers": sorted(self.layer_pos), "heads": self.heads,
-                           "total_layers": self.nlayers, "grid": list(grid), "text_tokens": text},
+                           "total_layers": self.nlayers, "grid": list(grid), "text_tokens": text,
+                           "compression": self.compression},
                "run": {"captured_pass": self.branch if isinstance(self.branch, str) else f"batch {self.branch}"},
                "versions": {"torch": torch.__version__, "python": platform.python_version()}}
         try:

@@ -110,6 +110,8 @@ def main():
     same = all(np.array_equal(x, y) for x, y in zip(ra[1:], rb[1:]))
     ck.check("h5py reads equal arrays and index vectors",
              same_meta and same and np.isfinite(ra[1]).all() and np.abs(ra[1]).max() > 0)
+    recorded = [json.loads(r[0]["config"])["capture"]["compression"] for r in (ra, rb)]
+    ck.check("config names the compression", recorded == list(MODES), recorded)
 
     for c, p in paths.items():
         r = subprocess.run([dsg, "info", "--check", "--json", p], capture_output=True, text=True)

@@ -9,19 +9,11 @@
 # the Pareto figure's data (unreached peers and dense left out, the frontier non-dominated); and bad
 # input to dsgap compare (one line, nothing written).
 # Run: ctest -R cli_comparison (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
-set -u
-: "${DSGAP:?set DSGAP to the dsgap binary}"
+. "$(dirname "$0")/lib.sh" comparison
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 MODELS=${WAN_MODELS:-$PWD/wan_models}
 FIX=$DSGAP_SOURCE/tests/fixtures/wan
 [ -d "$MODELS/orig_hd64" ] || { echo "no test models in $MODELS (run: ctest -R wan_models)"; exit 1; }
-tmp=$(mktemp -d /tmp/dsgap-comparison-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { # check DESCRIPTION COMMAND...
-  local d=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok   $d"; else fail=$((fail + 1)); echo "FAIL $d"; fi
-}
 all() { local c; for c in "$@"; do eval "$c" || return 1; done; } # every shell condition holds
 ini() { # NAME LATENT SEEDS
   printf '[experiment]\nname = %s\n[model]\npath = %s/orig_hd64\nlabel = tiny\nlatent = %s\nsteps = 3\nshift = 3\nguidance = 2\nseeds = %s\n[prompts]\nfix = %s/text.safetensors\n[policies]\nlist = dense, mc-sparse, est-block, sta/budget=matched, spargeattn/budget=matched\n[densities]\nlist = 0.3\n[schedules]\nw1 = warmup=1\n[device]\ndevice = cpu\n' \
@@ -99,5 +91,4 @@ check "compare: a missing run folder is refused, nothing written" all '[ $rc -eq
 "$DSGAP" compare "${fcl%/*}" --speed "${scl%/*}" --out "$tmp/bad3" --tol 2 2> "$tmp/bad3.err"
 check "compare: a bad --tol is a usage error" [ $? -eq 2 -a ! -e "$tmp/bad3" ]
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -5,12 +5,13 @@
 # there) and gives:
 #   ok DESC, bad DESC            count one result and print it ("ok   DESC", "FAIL DESC")
 #   check DESC COMMAND...        ok when COMMAND succeeds; COMMAND still sees the $? from before
-#                                check:  dsgap ...; check "exit 0, out written" eval '[ $? -eq 0 ] && [ -s out ]'
+#                                check (but a $(...) in DESC sets it: take $? first then), as in
+#                                dsgap ...; check "exit 0, out written" eval '[ $? -eq 0 ] && [ -s out ]'
 #   refused DESC WANT OUT COMMAND...
-#                                ok when COMMAND (a program) fails within 60 s with one line on
-#                                stderr, "dsgap: error: " holding WANT, and leaves no OUT ("-": no
-#                                output to look for) and no *.tmp.* in $tmp (its stdout and stderr:
-#                                $tmp/stdout, $tmp/stderr)
+#                                ok when COMMAND (a program) fails, not killed and within 60 s,
+#                                with one line on stderr, "dsgap: error: " holding WANT, and leaves
+#                                no OUT ("-": none to look for) and no *.tmp.* in $tmp (its stdout
+#                                and stderr stay in $tmp/stdout, $tmp/stderr)
 #   bad_ini DESC WANT INI        refused: dsgap run of the experiment file $tmp/bad.ini, made of INI
 #                                (printf %b), writes no $tmp/badout
 #   finish                       print "N passed, M failed"; its status is the test's (0: none failed)
@@ -22,13 +23,13 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 check() { # check DESCRIPTION COMMAND...
-  local rc=$? d=$1; shift
-  if (exit $rc); "$@"; then ok "$d"; else bad "$d"; fi
+  local last=$? d=$1; shift # (COMMAND may read the caller's variables: no local named rc)
+  if (exit $last); "$@"; then ok "$d"; else bad "$d"; fi
 }
 refused() { # refused DESCRIPTION WANT OUT COMMAND...
   local d=$1 want=$2 out=$3 rc=0; shift 3
   timeout 60 "$@" >"$tmp/stdout" 2>"$tmp/stderr" || rc=$?
-  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && [ "$(head -c 14 "$tmp/stderr")" = "dsgap: error: " ] &&
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && [ "$(head -c 14 "$tmp/stderr")" = "dsgap: error: " ] &&
      grep -qF -- "$want" "$tmp/stderr" && { [ "$out" = - ] || [ ! -e "$out" ]; } && [ -z "$(find "$tmp" -name '*.tmp.*')" ]; then
     ok "$d: $(cat "$tmp/stderr")"
   else

@@ -9,7 +9,8 @@
 # cluster-bootstrap intervals). dsgap refreshstats makes the tables and figures.
 #   experiments/refresh.sh [--out DIR | --update-results] [--samples LIST] [dsgap run options]
 #   --samples LIST   a comma list of the ini's samples (CLASS-sSEED) to run, in place of all 24:
-#                    the ini filtered into the scratch folder (a reduced set says so in the README)
+#                    the ini filtered into its own scratch folder (WORK-HASH; the README says the
+#                    set is reduced)
 # The samples' 14-step traces are captured first where missing (build/experiments/samples-s14/; 1-7
 # min each on 2 shared CPU cores, seconds on an H200 with DSGAP_DEVICE=gpu), then every cell is
 # replayed (dsgap run). Extra arguments go to dsgap run (e.g. --workers 2).
@@ -37,12 +38,17 @@ for t in "${traces[@]}"; do
   if [ -n "$only" ] && [[ ",$only," != *",$label,"* ]]; then continue; fi
   samples+=("$label") paths+=("${t#* }")
 done
-if [ -n "$only" ]; then
+if [ -n "$only" ]; then # (with --cells the folder's runs are read as they are)
   for s in ${only//,/ }; do
     [[ " ${samples[*]} " == *" $s "* ]] || { echo "refresh.sh: --samples: '$s' is not a sample of $INI" >&2; exit 2; }
   done
+  # another experiment (its fingerprint): its own scratch folder, the ini with the synthetic trace and
+  # the chosen samples only
+fi
+if [ -n "$only" ] && [ -z "$EXP_CELLS" ]; then
+  WORK=$WORK-$(printf %s "$only" | md5sum | cut -c1-8)
   mkdir -p "$WORK"
-  # the ini with the synthetic trace and the chosen samples only
+  exp_say "the samples $only only: scratch $WORK"
   awk -v keep=",synthetic,$only," '/^\[/ { sec = $0 } sec == "[traces]" && /^[^;#[:space:]][^=]*=/ {
     k = $0; sub(/[[:space:]]*=.*/, "", k); if (index(keep, "," k ",") == 0) next } { print }' "$INI" |
     sed "s|\.\./build/|$ROOT/build/|" > "$WORK/refresh-subset.ini"

@@ -60,9 +60,9 @@ fi
 path() { # what experiment $1's device path runs
   case $1 in
     ladder|ablation|peers) echo "dsgap run experiments/$1.ini (synthetic trace)" ;;
-    refresh) echo "capture (14 steps) + dsgap run experiments/refresh.ini" ;;
+    refresh) echo "$nsamples captures (14 steps) + dsgap run experiments/refresh.ini" ;;
     samples) echo "experiments/samples.sh --stage replay: $nsamples samples, capture + replay of every policy at 3 densities" ;;
-    attention) echo "captures of the bundled and the random-weight model" ;;
+    attention) echo "$nsamples captures of the bundled and of the random-weight model + dsgap attnstats" ;;
     closed_loop) echo "dsgap run experiments/closed_loop.ini (44 generate runs)" ;;
     demo) echo "dsgap demo (capture + replay of the ladder and factorial)" ;;
   esac
@@ -74,25 +74,31 @@ steps() { # the device path of experiment $1
   case $1 in
     ladder|ablation|peers|closed_loop)
       "$DSGAP" run "experiments/$1.ini" --device "$device" $workers --out "$w" --quiet ;;
-    refresh)
-      mkdir -p build/experiments && rm -f build/experiments/bundled-s14.h5 &&
-        exp_capture build/experiments/bundled-s14.h5 "$m" 14 &&
+    refresh) # refresh.ini's 24 samples (14-step captures), as experiments/refresh.sh makes them
+      rm -rf build/experiments/samples-s14 &&
+        NAME=refresh T0=$(date +%s) exp_sample_traces 14 "$m" build/experiments/samples-s14 $labels &&
         "$DSGAP" run experiments/refresh.ini --device "$device" $workers --out "$w" --quiet ;;
     samples)
       bash experiments/samples.sh --stage replay --device "$device" --classes "$classes" --seeds "$seeds" \
         --out "$w" ;;
     attention) # the random-weight model is made by PyTorch (data/random_model.py) first, not timed
+      # (samples.ini's 24 samples, both models, as experiments/attention.sh), then dsgap attnstats
       { [ -f "$scratch/random/config.json" ] || python3 data/random_model.py --out "$scratch/random" >/dev/null; } &&
-        local t=$SECONDS && exp_capture "$w/learned.h5" "$m" 10 && exp_capture "$w/random.h5" "$scratch/random" 10 &&
-        echo "attention: captures $((SECONDS - t)) s" ;;
+        local t=$SECONDS && NAME=attention T0=$(date +%s) exp_sample_traces 10 "$m" "$w/learned" $labels &&
+        NAME=attention T0=$(date +%s) exp_sample_traces 10 "$scratch/random" "$w/random" $labels &&
+        echo "attention: captures $((SECONDS - t)) s" &&
+        "$DSGAP" attnstats --density 0.15 --out "$w/attnstats" --quiet \
+          learned="$(printf "$w/learned/%s.h5," $labels | sed 's/,$//')" random="$(printf "$w/random/%s.h5," $labels | sed 's/,$//')" &&
+        rm -rf "$w/learned" "$w/random" ;;
     demo)
       "$DSGAP" demo --device "$device" --model "$m" --out "$w" --quiet && rm -f "$w/trace.h5" ;;
   esac
 }
 source experiments/lib.sh # exp_capture
 set +e                     # an experiment that fails is a row of the table
-export -f steps exp_capture
-export DSGAP DSGAP_DEVICE=$device scratch m classes seeds workers
+export -f steps exp_capture exp_sample_traces exp_say
+labels=$(for s in ${seeds//,/ }; do for c in ${classes//,/ }; do printf '%s-s%s ' "$c" "$s"; done; done)
+export DSGAP DSGAP_DEVICE=$device scratch m classes seeds workers labels
 rows=()
 echo "time_experiments.sh: ${list[*]} on $machine, device $device, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for x in "${list[@]}"; do
@@ -115,6 +121,11 @@ for x in "${list[@]}"; do
     # the closed loop's whole run folder (its cells' latents make the contact sheet), for
     # experiments/closed_loop.sh --cells DIR on a machine with gnuplot
     [ "$x" != closed_loop ] || [ $rc != 0 ] || tar czf "$out/closed_loop.tgz" -C "$scratch" closed_loop
+    # refresh: every run's metrics (experiments/refresh.sh --update-results --cells refresh after
+    # tar xzf); attention: its tables (re-render attnstats.gp with gnuplot)
+    [ "$x" != refresh ] || [ $rc != 0 ] || (cd "$scratch" && tar czf "$out/refresh.tgz" refresh/experiment.json \
+      refresh/summary.csv refresh/summary.md refresh/*/metrics.csv refresh/*/run.json)
+    [ "$x" != attention ] || [ $rc != 0 ] || cp -r "$scratch/attention/attnstats" "$out/attention/"
   fi
 done
 {

@@ -423,6 +423,10 @@ static int write_outputs(const char *dir, const sources *S, const row *rows, int
 		     "unset multiplot\nset output\n}\n", (double)K / m0->tokens);
 	if (dg_out_commit(&o))
 		return -1;
+	if (!dg_gnuplot_found()) { /* e.g. the GPU machine: render attnstats.gp elsewhere */
+		dg_warn("attnstats: no gnuplot: %s/attnstats.gp not rendered", dir);
+		return 0;
+	}
 	return dg_gnuplot(dir, "attnstats");
 }
 

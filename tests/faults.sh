@@ -9,8 +9,7 @@
 #     tables after a replay), 10 (SIGTERM / ulimit -f temporaries, a partial decompose), 12 (two
 #     writers on one folder).
 # Run: ctest -R faults (needs $DSGAP, $DSGAP_SOURCE, the wan_models fixture); argument: faultfs.so
-set -u
-: "${DSGAP:?set DSGAP to the dsgap binary}"
+. "$(dirname "$0")/lib.sh" faults
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 FAULTFS=${1:?usage: faults.sh faultfs.so}
 MODELS=${WAN_MODELS:-$PWD/wan_models}
@@ -18,15 +17,6 @@ FIX=$DSGAP_SOURCE/tests/fixtures/wan
 CAP=${FAULTS_CAP:-12} # every write call up to CAP, then about CAP more evenly spaced (0: all)
 # the loops below give slow writers (one run: seconds) a smaller cap, scaled from this one
 scaled() { if [ "$CAP" -eq 0 ]; then echo 0; else echo $(( (CAP * $1 + 11) / 12 )); fi; }
-tmp=$(mktemp -d /tmp/dsgap-faults-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { # check DESCRIPTION COMMAND...
-  local d=$1; shift
-  if "$@"; then ok "$d"; else bad "$d"; fi
-}
 rows() { cut -d, -f1-13 "$1"; } # every column of metrics.csv but time_ms
 sums() { (cd "$1" && find . -type f ! -name '.dsgap.lock' -print0 | sort -z | xargs -0 -r md5sum); }
 tree() { (cd "$1" && find . ! -name '.dsgap.lock' | sort); }
@@ -232,5 +222,4 @@ check "repro 10: decompose on a full disk publishes no table at all" \
 FAULTFS_DIR=$tmp FAULTFS_N=5 LD_PRELOAD=$FAULTFS "$DSGAP" replay "$IN/t.h5" --out "$tmp/deep/er/dir" --policies dense --density 0.5 --quiet >/dev/null 2>&1
 check "repro 10: a failed replay leaves no empty folder" test ! -e "$tmp/deep"
 
-echo "faults: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -4,29 +4,22 @@
 # mass from the captured trace (read with h5py), dsgap sheet's image against the latents it shows,
 # the demo's bad inputs. One line per check; exit 1 on any failure.
 #   DSGAP=build/dsgap DSGAP_SOURCE=. bash tests/cli_bundled.sh
-set -u
+. "$(dirname "$0")/lib.sh" bundled
 export PYTHONDONTWRITEBYTECODE=1
-DSGAP=${DSGAP:-build/dsgap}
 SRC=${DSGAP_SOURCE:-.}
 M=$SRC/data/model
 PY=/usr/bin/python3
-T=$(mktemp -d /tmp/dsgap_cli_bundled.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
 # --- capture a small trace of the bundled model (256 tokens, 2 steps, layers 0 and 7) -------------
 "$DSGAP" capture --model "$M" --text "$M/conds.safetensors:zoom_in" --latent 4x16x16 --seed 3 --steps 2 \
-  --shift 3 --guidance 3 --layers 0,7 --out "$T/trace.h5" --quiet
-check "capture of the bundled model (exit 0)" '[ $? -eq 0 ] && [ -f "$T/trace.h5" ]'
+  --shift 3 --guidance 3 --layers 0,7 --out "$tmp/trace.h5" --quiet
+check "capture of the bundled model (exit 0)" eval '[ $? -eq 0 ] && [ -f "$tmp/trace.h5" ]'
 
 # --- attnstats against fp64 NumPy ------------------------------------------------------------------
-"$DSGAP" attnstats --density 0.3 --out "$T/as" --quiet bundled="$T/trace.h5" > /dev/null 2>"$T/err"
+"$DSGAP" attnstats --density 0.3 --out "$tmp/as" --quiet bundled="$tmp/trace.h5" > /dev/null 2>"$tmp/err"
 check "attnstats runs (exit 0), csv md png pdf written" \
-  '[ $? -eq 0 ] && [ -s "$T/as/attnstats.csv" ] && [ -s "$T/as/attnstats.md" ] && [ -s "$T/as/attnstats.png" ] && [ -s "$T/as/attnstats.pdf" ]'
-$PY - "$T/trace.h5" "$T/as/attnstats.csv" <<'PYEOF' > "$T/py.out" 2>&1
+  eval '[ $? -eq 0 ] && [ -s "$tmp/as/attnstats.csv" ] && [ -s "$tmp/as/attnstats.md" ] && [ -s "$tmp/as/attnstats.png" ] && [ -s "$tmp/as/attnstats.pdf" ]'
+$PY - "$tmp/trace.h5" "$tmp/as/attnstats.csv" <<'PYEOF' > "$tmp/py.out" 2>&1
 import csv, math, sys
 import numpy as np, h5py
 f = h5py.File(sys.argv[1], "r")
@@ -50,18 +43,19 @@ for r in rows:
 print("worst relative difference %.2e over %d units (K = %d of %d)" % (worst, len(rows), K, n))
 assert worst < 1e-4, worst
 PYEOF
-check "attnstats entropy and oracle mass = fp64 NumPy within 1e-4 ($(tail -1 "$T/py.out"))" '[ $? -eq 0 ]'
-"$DSGAP" attnstats --out "$T/x" bundled="$T/nonexistent.h5" 2>"$T/err"
+py=$? # before the description's $(tail ...) sets $?
+check "attnstats entropy and oracle mass = fp64 NumPy within 1e-4 ($(tail -1 "$tmp/py.out"))" test $py -eq 0
+"$DSGAP" attnstats --out "$tmp/x" bundled="$tmp/nonexistent.h5" 2>"$tmp/err"
 check "attnstats: missing trace is one line, exit 1, nothing written" \
-  '[ $? -eq 1 ] && [ $(wc -l < "$T/err") -eq 1 ] && [ ! -e "$T/x" ]'
-"$DSGAP" attnstats --density 1.5 --out "$T/x" a="$T/trace.h5" 2>"$T/err"
-check "attnstats: density outside (0, 1] is exit 2" '[ $? -eq 2 ] && [ ! -e "$T/x" ]'
+  eval '[ $? -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && [ ! -e "$tmp/x" ]'
+"$DSGAP" attnstats --density 1.5 --out "$tmp/x" a="$tmp/trace.h5" 2>"$tmp/err"
+check "attnstats: density outside (0, 1] is exit 2" eval '[ $? -eq 2 ] && [ ! -e "$tmp/x" ]'
 
 # --- sheet: the image is the latents it shows --------------------------------------------------------
-"$DSGAP" sheet --out "$T/sheet/s" --frames 0,3 --scale 2 first="$T/trace.h5" again="$T/trace.h5" > /dev/null 2>"$T/err"
+"$DSGAP" sheet --out "$tmp/sheet/s" --frames 0,3 --scale 2 first="$tmp/trace.h5" again="$tmp/trace.h5" > /dev/null 2>"$tmp/err"
 check "sheet runs (exit 0), png pdf rgb gp written" \
-  '[ $? -eq 0 ] && [ -s "$T/sheet/s.png" ] && [ -s "$T/sheet/s.pdf" ] && [ -s "$T/sheet/s.gp" ]'
-$PY - "$T/trace.h5" "$T/sheet/s.rgb" <<'PYEOF' > "$T/py.out" 2>&1
+  eval '[ $? -eq 0 ] && [ -s "$tmp/sheet/s.png" ] && [ -s "$tmp/sheet/s.pdf" ] && [ -s "$tmp/sheet/s.gp" ]'
+$PY - "$tmp/trace.h5" "$tmp/sheet/s.rgb" <<'PYEOF' > "$tmp/py.out" 2>&1
 import sys
 import numpy as np, h5py
 x = h5py.File(sys.argv[1], "r")["latents"][:]            # [3, F, H, W] in [-1, 1]
@@ -78,17 +72,16 @@ for r in range(2):
         assert (img[r * th + H * S:(r + 1) * th, j * tw:(j + 1) * tw] == 255).all()
 print("tiles equal the latents, gaps white")
 PYEOF
-check "sheet: every tile equals the frame's RGB (fp32 -> uint8), gaps white" '[ $? -eq 0 ]'
-"$DSGAP" sheet --out "$T/sheet2/s" --frames 9 a="$T/trace.h5" 2>"$T/err"
+check "sheet: every tile equals the frame's RGB (fp32 -> uint8), gaps white" eval '[ $? -eq 0 ]'
+"$DSGAP" sheet --out "$tmp/sheet2/s" --frames 9 a="$tmp/trace.h5" 2>"$tmp/err"
 check "sheet: a frame outside the clip is one line, exit 1, nothing written" \
-  '[ $? -eq 1 ] && [ $(wc -l < "$T/err") -eq 1 ] && [ ! -e "$T/sheet2" ]'
+  eval '[ $? -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && [ ! -e "$tmp/sheet2" ]'
 
 # --- demo: a model that is not there ---------------------------------------------------------------
-"$DSGAP" demo --model "$T/nomodel" --out "$T/demo" 2>"$T/err"
+"$DSGAP" demo --model "$tmp/nomodel" --out "$tmp/demo" 2>"$tmp/err"
 check "demo: a missing model is one line naming it, exit 1, no output folder" \
-  '[ $? -eq 1 ] && [ $(wc -l < "$T/err") -eq 1 ] && grep -q nomodel "$T/err" && [ ! -e "$T/demo" ]'
-"$DSGAP" demo --device tpu --out "$T/demo" 2>"$T/err"
-check "demo: an unknown device is exit 2" '[ $? -eq 2 ] && [ ! -e "$T/demo" ]'
+  eval '[ $? -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && grep -q nomodel "$tmp/err" && [ ! -e "$tmp/demo" ]'
+"$DSGAP" demo --device tpu --out "$tmp/demo" 2>"$tmp/err"
+check "demo: an unknown device is exit 2" eval '[ $? -eq 2 ] && [ ! -e "$tmp/demo" ]'
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

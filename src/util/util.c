@@ -400,11 +400,10 @@ int dg_opt_bad(const char *cmd, int c, char **argv, const struct option *longopt
 	if (!is_long || !named) /* a short option ("--x" before it is another option's token) */
 		return dg_error(c == ':' ? "%s: option '-%c' needs a value (dsgap %s --help)"
 					 : "%s: unknown option '-%c' (dsgap %s --help)", cmd, optopt, cmd), 2;
-	const char *what = c == ':' ? "needs a value" : optopt ? "takes no value" : prefixes ? "is ambiguous"
-									     : NULL;
-	if (!what)
-		return dg_error("%s: unknown option '%.*s' (dsgap %s --help)", cmd, len, tok, cmd), 2;
-	return dg_error("%s: option '%.*s' %s (dsgap %s --help)", cmd, len, tok, what, cmd), 2;
+	const char *what = c == ':' ? "needs a value" : optopt ? "takes no value" : prefixes ? "is ambiguous" : NULL;
+	if (what)
+		return dg_error("%s: option '%.*s' %s (dsgap %s --help)", cmd, len, tok, what, cmd), 2;
+	return dg_error("%s: unknown option '%.*s' (dsgap %s --help)", cmd, len, tok, cmd), 2;
 }
 
 char *dg_join_args(int argc, char **argv)

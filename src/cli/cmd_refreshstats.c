@@ -341,8 +341,10 @@ static int write_md(const char *out, const ctx *C, const tables *T, const dg_sam
 			ci(b, &T->slope[p]), holds(c, &T->slope[p]), dg_sig3(e, T->drop[p].est),
 			ci(g, &T->drop[p]), holds(h, &T->drop[p]));
 	fprintf(f, "\nGrowth: the least-squares slope of E over the reuse steps (1 to %d steps since the "
-		   "anchor) of schedule %s; \"> 0 in k of n\": the samples whose own estimate is positive.\n\n",
-		T->nst[0] - 1, T->sched[0]);
+		   "anchor) of schedule %s; with one anchor the steps since it advance with the denoising step, so the "
+		   "slope holds both the staleness and how attention changes over denoising (the anchors table "
+		   "separates them: same steps, more anchors); \"> 0 in k of n\": the samples whose own estimate "
+		   "is positive.\n\n", T->nst[0] - 1, T->sched[0]);
 	fputs("## Error vs number of anchors\n\n| anchors | schedule | policy | E | 95% CI | units | "
 	      "clusters | samples |\n|--:|:--|:--|--:|:--|--:|--:|--:|\n", f);
 	for (int k = 0; k < T->nk; k++)

@@ -392,7 +392,9 @@ static int write_outputs(const char *dir, const sources *S, const row *rows, int
 	if (dg_out_commit(&o) || open_out(&o, dir, "attnstats.gp"))
 		return -1;
 	/* one key, right of the second panel (outside the data); x ticks at the captured layers */
-	double dx = 0.3 / (m0->heads * S->nsrc); /* heads, then sources, side by side */
+	/* heads, then sources, side by side, centred on the layer */
+	const int nd = m0->heads * S->nsrc;
+	const double dx = 0.3 / nd, x0 = -dx * (nd - 1) / 2;
 	fprintf(o.f, "# attnstats.gp: entropy and oracle mass per layer and head (gnuplot attnstats.gp)\n"
 		     "load 'style.gp'\n"
 		     "do for [fmt in \"pdf png\"] {\n"
@@ -409,14 +411,14 @@ static int write_outputs(const char *dir, const sources *S, const row *rows, int
 	fprintf(o.f, ")\nunset key\nset title '(a) row entropy'\n"
 		     "set ylabel 'row entropy / ln N'\nset yrange [0:1.05]\nplot");
 	for (int i = 0; i < S->nsrc; i++)
-		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1+%g*(%d*$2+%d)-0.15):3:4:5 with yerrorbars ls %d notitle",
-			i ? "," : "", i, dx, S->nsrc, i, i + 1);
+		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1%+g+%g*(%d*$2+%d)):3:4:5 with yerrorbars ls %d notitle",
+			i ? "," : "", i, x0, dx, S->nsrc, i, i + 1);
 	fprintf(o.f, "\nset key outside right center vertical noenhanced\n"
 		     "set title '(b) retained mass of the per-query oracle'\n"
 		     "set ylabel 'oracle mass at density %g'\nset yrange [0:1.05]\nplot", rho);
 	for (int i = 0; i < S->nsrc; i++) {
-		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1+%g*(%d*$2+%d)-0.15):6:7:8 with yerrorbars ls %d title ",
-			i ? "," : "", i, dx, S->nsrc, i, i + 1);
+		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1%+g+%g*(%d*$2+%d)):6:7:8 with yerrorbars ls %d title ",
+			i ? "," : "", i, x0, dx, S->nsrc, i, i + 1);
 		gp_string(o.f, S->src[i * S->ns].label);
 	}
 	fprintf(o.f, ", %g with lines dt 2 lc rgb 'gray' title 'uniform rows'\n"

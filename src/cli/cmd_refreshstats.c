@@ -388,6 +388,15 @@ static int write_md(const char *out, const ctx *C, const tables *T, const dg_sam
 	return dg_out_commit(&o);
 }
 
+/* x to 3 significant figures, a negative one with a math minus */
+static const char *tex_sig3(char *buf, double x)
+{
+	char t[32];
+	dg_sig3(t, x);
+	snprintf(buf, 40, t[0] == '-' ? "$-$%s" : "%s", t[0] == '-' ? t + 1 : t);
+	return buf;
+}
+
 static void tex_policy(FILE *f, const char *p)
 {
 	fputs("\\texttt{", f);
@@ -399,7 +408,7 @@ static void tex_policy(FILE *f, const char *p)
 static int write_tex(const char *out, const ctx *C, const tables *T)
 {
 	dg_out o;
-	char a[32], b[32], c[32];
+	char a[40], b[40], c[40];
 	if (open_out(&o, out, "anchors.tex"))
 		return -1;
 	FILE *f = o.f;
@@ -413,7 +422,7 @@ static int write_tex(const char *out, const ctx *C, const tables *T)
 			const stat *s = &T->E[k][p];
 			fprintf(f, "%d & ", T->n_anchors[k]);
 			tex_policy(f, T->policy[p]);
-			fprintf(f, " & %s & [%s, %s] \\\\\n", dg_sig3(a, s->est), dg_sig3(b, s->lo), dg_sig3(c, s->hi));
+			fprintf(f, " & %s & [%s, %s] \\\\\n", tex_sig3(a, s->est), tex_sig3(b, s->lo), tex_sig3(c, s->hi));
 		}
 	fputs("\\bottomrule\n\\end{tabular}\n", f);
 	if (dg_out_commit(&o) || open_out(&o, out, "trends.tex"))
@@ -428,10 +437,10 @@ static int write_tex(const char *out, const ctx *C, const tables *T)
 	for (int p = 0; p < T->np; p++) {
 		const stat *g = &T->slope[p], *d = &T->drop[p];
 		tex_policy(f, T->policy[p]);
-		fprintf(f, " & %s & [%s, %s] & %d/%d", dg_sig3(a, g->est), dg_sig3(b, g->lo), dg_sig3(c, g->hi),
+		fprintf(f, " & %s & [%s, %s] & %d/%d", tex_sig3(a, g->est), tex_sig3(b, g->lo), tex_sig3(c, g->hi),
 			g->n_pos, g->n_fin);
-		fprintf(f, " & %s & [%s, %s] & %d/%d \\\\\n", dg_sig3(a, d->est), dg_sig3(b, d->lo),
-			dg_sig3(c, d->hi), d->n_pos, d->n_fin);
+		fprintf(f, " & %s & [%s, %s] & %d/%d \\\\\n", tex_sig3(a, d->est), tex_sig3(b, d->lo),
+			tex_sig3(c, d->hi), d->n_pos, d->n_fin);
 	}
 	fputs("\\bottomrule\n\\end{tabular}\n", f);
 	return dg_out_commit(&o);

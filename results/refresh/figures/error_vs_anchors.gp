@@ -1,19 +1,18 @@
-# error_vs_anchors.gp: mean error vs number of anchors (12 reuse steps), synthetic trace
-# made by experiments/refresh.sh; re-render inside this directory: gnuplot error_vs_anchors.gp
+# error_vs_anchors.gp: re-render inside this directory: gnuplot error_vs_anchors.gp
 load 'style.gp'
 do for [fmt in "pdf png"] {
-if (fmt eq "pdf") { set terminal pdfcairo size 3.4in,2.4in font 'Liberation Sans,8' } else { set terminal pngcairo size 1020,720 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
+if (fmt eq "pdf") { set terminal pdfcairo size 4.6in,2.6in font 'Liberation Sans,8' } else { set terminal pngcairo size 1380,780 font 'Liberation Sans,8' fontscale 2.5 linewidth 2 }
 set output 'error_vs_anchors.'.fmt
-set title 'error vs number of anchors ({/:Italic ρ} = 0.15, synthetic trace)'
-set xlabel 'anchors over 12 steps'
-set ylabel 'relative L_2 error (mean)'
-set logscale y
+set title "error vs number of anchors\n{/:Italic ρ} = 0.150 (computed 0.156 on the reuse steps); 3 samples, 95% two-level bootstrap intervals"
+set xlabel 'anchors over the reuse steps'
 set xtics (1, 2, 3, 6)
-set xrange [0.7:6.3]
-set key outside right top font ',7'
-plot 'error_vs_anchors.dat' index 0 using 1:2 with linespoints ls 1 title 'baseline', \
-  'error_vs_anchors.dat' index 1 using 1:2 with linespoints ls 2 title 'mc-gs', \
-  'error_vs_anchors.dat' index 2 using 1:2 with linespoints ls 3 title 'mc-residual', \
-  'error_vs_anchors.dat' index 3 using 1:2 with linespoints ls 4 title 'mc-sparse'
+set xrange [0.5:6.5]
+set ylabel 'relative L_2 error (mean)'
+set yrange [0:*]
+set key outside right top noenhanced
+plot 'error_vs_anchors.dat' index 0 using ($1-0.090):2:3:4 with yerrorlines ls 1 title 'baseline', \
+  'error_vs_anchors.dat' index 1 using ($1-0.030):2:3:4 with yerrorlines ls 2 title 'mc-residual', \
+  'error_vs_anchors.dat' index 2 using ($1+0.030):2:3:4 with yerrorlines ls 3 title 'mc-gs', \
+  'error_vs_anchors.dat' index 3 using ($1+0.090):2:3:4 with yerrorlines ls 4 title 'mc-sparse'
 unset output
 }

@@ -14,22 +14,14 @@
 #   PYTHON: a python with torch for data/random_model.py (default python3); --out defaults to a
 #   fresh build/results/attention-DATE, --update-results writes results/attention
 source "$(dirname "$0")/lib.sh"
-args=() only=""
-while [ $# -gt 0 ]; do
-  case $1 in
-    --samples) [ $# -ge 2 ] || { echo "attention.sh: --samples needs a list" >&2; exit 2; }; only=$2; shift ;;
-    --samples=*) only=${1#--samples=} ;;
-    *) args+=("$1") ;;
-  esac
-  shift
-done
-exp_init attention ${args[@]+"${args[@]}"}
+exp_init attention "$@"
+only=$EXP_SAMPLES
 cd "$ROOT" || exit 1
 PYTHON=${PYTHON:-python3}
 W=build/attention
 # the sample set: the labels of samples.ini's traces (the ladder's and the factorial's)
 mapfile -t all < <(awk '/^\[/ { on = ($0 == "[traces]"); next } on && /^[^;#[:space:]][^=]*=/ {
-  k = $0; sub(/[[:space:]]*=.*/, "", k); print k }' "${EXP_SAMPLES_INI:-$ROOT/experiments/samples.ini}")
+  k = $0; sub(/[[:space:]]*=.*/, "", k); print k }' "$ROOT/experiments/samples.ini")
 samples=()
 for s in "${all[@]}"; do
   if [ -z "$only" ] || [[ ",$only," == *",$s,"* ]]; then samples+=("$s"); fi

@@ -8,6 +8,8 @@
 #   --cells DIR: the dsgap run folder of this experiment made elsewhere (e.g. on the GPU machine:
 #   scripts/device_all.sh's closed_loop step) as WORK, neither run nor captured again here; the
 #   other arguments go to dsgap run (e.g. --workers 2, --gpus all). Progress goes to stderr.
+#   --samples LIST: EXP_SAMPLES, a comma list of the experiment's samples to run in place of its
+#   whole sample set (refresh.sh, attention.sh; the others refuse it)
 #   exp_capture OUT.h5 MODEL STEPS [CLASS SEED]   a capture as the experiments make it (class
 #                          cockatoo, seed 1 unless given, recorded as the trace's sample; latent
 #                          16x32x32 = 4096 tokens, layers 0/3/7, shift 3, CFG 3 with the null class;
@@ -34,19 +36,23 @@ exp_init() {
   ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   DSGAP=${DSGAP:-$ROOT/build/dsgap}
   local out="" update=0
-  EXP_ARGS=() EXP_CELLS=
+  EXP_ARGS=() EXP_CELLS= EXP_SAMPLES=
   while [ $# -gt 0 ]; do
     case $1 in
       --out) [ $# -ge 2 ] || { echo "$NAME.sh: --out needs a folder" >&2; exit 2; }; out=$2; shift ;;
       --out=*) out=${1#--out=} ;;
       --update-results) update=1 ;;
+      --samples) [ $# -ge 2 ] || { echo "$NAME.sh: --samples needs a list" >&2; exit 2; }; EXP_SAMPLES=$2; shift ;;
+      --samples=*) EXP_SAMPLES=${1#--samples=} ;;
       --cells) [ $# -ge 2 ] && [ -f "$2/experiment.json" ] || { echo "$NAME.sh: --cells needs a dsgap run folder (with experiment.json)" >&2; exit 2; }
         EXP_CELLS=$(cd "$2" && pwd); shift ;;
-      -h|--help) echo "usage: experiments/$NAME.sh [--out DIR | --update-results] [--cells DIR] [dsgap run options]" >&2; exit 0 ;;
+      -h|--help) echo "usage: experiments/$NAME.sh [--out DIR | --update-results] [--cells DIR] [--samples LIST] [dsgap run options]" >&2; exit 0 ;;
       *) EXP_ARGS+=("$1") ;;
     esac
     shift
   done
+  case $NAME in refresh|attention) ;; *) [ -z "$EXP_SAMPLES" ] ||
+    { echo "$NAME.sh: --samples: this experiment has no sample set to reduce" >&2; exit 2; } ;; esac
   [ -x "$DSGAP" ] || { echo "$DSGAP not found: build first (cmake --preset default && cmake --build --preset default) or set DSGAP" >&2; exit 1; }
   WORK=${EXP_CELLS:-${DSGAP_WORK:-$ROOT/build/experiments}/$NAME}
   if [ $update = 1 ]; then

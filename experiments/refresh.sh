@@ -15,16 +15,8 @@
 # min each on 2 shared CPU cores, seconds on an H200 with DSGAP_DEVICE=gpu), then every cell is
 # replayed (dsgap run). Extra arguments go to dsgap run (e.g. --workers 2).
 source "$(dirname "$0")/lib.sh"
-args=() only=""
-while [ $# -gt 0 ]; do
-  case $1 in
-    --samples) [ $# -ge 2 ] || { echo "refresh.sh: --samples needs a list" >&2; exit 2; }; only=$2; shift ;;
-    --samples=*) only=${1#--samples=} ;;
-    *) args+=("$1") ;;
-  esac
-  shift
-done
-exp_init refresh ${args[@]+"${args[@]}"}
+exp_init refresh "$@"
+only=$EXP_SAMPLES
 
 # the ini's sections: LABEL PATH of its traces, the names of its schedules (in order)
 section() { awk -v s="[$1]" '/^\[/ { on = ($0 == s); next } on && /^[^;#[:space:]][^=]*=/ {

@@ -47,6 +47,8 @@ check "trends: each count = the samples with a positive own estimate; lo <= esti
   f == 1 && $3 ~ /^(slope|E\(a1\)-E\(a2\))/ { k = $2 " " $3; n[k]++; pos[k] += $4 > 0 }
   f == 2 { k = $1 " " $2; if (!(k in n) || n[k] != $8 || pos[k] != $7 || $6 != 2 || !($4 <= $3 && $3 <= $5)) bad = 1; m++ }
   END { exit bad || m != 4 }' "$o/samples.csv" "$o/trends.csv"
+bash "$SRC/experiments/ladder.sh" --out "$tmp/l" --samples a-s1 >/dev/null 2>"$tmp/err"
+check "ladder.sh --samples: refused (exit 2, one line), no output" bash -c "[ $? -eq 2 ] && [ \$(wc -l < '$tmp/err') -eq 1 ] && [ ! -e '$tmp/l' ]"
 a1=$(echo "$tmp"/work/refresh-*/a-s1.a1)
 refused "refreshstats: a sample without one of its runs" "a-s1.a9/run.json" "$tmp/x" \
   "$DSGAP" refreshstats --schedules a1,a9 --out "$tmp/x" "${a1%.a1}"

@@ -9,7 +9,8 @@
 #   (here)   cmake --build --preset default && scripts/device_pack.sh; .whl/ holds the wheels
 #   (device) OUT=dir [BENCHES="processor capture"] [PARTS=overhead,hunyuan,wan] bash scripts/device_python.sh
 #            with carry [".carry", ".whl"]
-# $OUT: bench_capture.{md,csv}, bench_processor.{md,csv}, capture.log, processor.log, summary.txt.
+# $OUT: summary.txt and python.tgz (bench_capture.{md,csv}, bench_processor.{md,csv}, capture.log, processor.log:
+# the device returns a limited number of files).
 # Each benchmark's limit: CAPTURE_CAP (default 210 s), PROCESSOR_CAP (default 330 s).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -49,3 +50,6 @@ done
 grep -hE "^(capture_overhead|capture_compression|writer_[a-z]+_gb_per_s)," "$OUT/bench_capture.csv" 2>/dev/null | tee -a "$S"
 grep -hE "^(wan,(speedup|psnr_db|ssim|dense_s|mc_sparse_s)|hunyuan,.*(speedup|refused)|overhead,.*overhead_us)" \
 	"$OUT/bench_processor.csv" 2>/dev/null | tee -a "$S"
+# the device returns a limited number of files: everything but the summary in one archive
+(cd "$OUT" && tar czf python.tgz --exclude=python.tgz --exclude=summary.txt ./* && find . -type f ! -name python.tgz \
+	! -name summary.txt -delete)

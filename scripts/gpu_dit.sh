@@ -12,7 +12,8 @@
 #   0. tests/gpu_dit (the op table against the CPU one, a forward, sampler steps dense and mc-sparse)
 #   (device) OUT=dir DSGAP=.carry/bin/dsgap bash scripts/gpu_dit.sh [check|prepare|bench|all]
 #   check = 0 and 1; prepare = the 1.3B model of 2 (no timing: may overlap other work); bench = 2
-#   (alone on the GPU); all (default) = all three in order. DIT_STEPS=50 (default)
+#   (alone on the GPU); all (default) = all three in order. DIT_STEPS=50 (default); DIT_LATENT=FxHxW
+#   another latent for 2 (720p x 81: 21x90x160, 75600 tokens, issue 21; with DIT_GEN_TIMEOUT=480)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -78,9 +79,10 @@ done
 fi
 
 # --- 2. Wan2.1-1.3B architecture at 480p x 81 frames ----------------------------------------------
-B=$W/w13b
+B=$W/w13b${DIT_LATENT:+-$DIT_LATENT}
 if [ "$MODE" = prepare ] || [ "$MODE" = all ]; then
-  [ -f "$B/model/config.json" ] || step make_1.3b 150 $PY scripts/gpu_dit.py make 1.3b "$B" --seed 2
+  [ -f "$B/model/config.json" ] || step make_1.3b 150 $PY scripts/gpu_dit.py make 1.3b "$B" --seed 2 \
+    ${DIT_LATENT:+--latent "$DIT_LATENT"}
 fi
 [ "$MODE" = bench ] || [ "$MODE" = all ] || exit $fail
 echo "name,value,unit" > "$CSV"

@@ -127,7 +127,7 @@ if "$DSGAP" attnstats --out "$tmp/as" --quiet 'a,b"c'"=$t" "x=$t" >/dev/null 2>"
 	"$PY" -c '
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
-sys.exit(0 if all(len(r) == 9 for r in rows) and rows[1][0] == "a,b\"c" and rows[-1][0] == "x" else 1)' "$tmp/as/attnstats.csv"; then
+sys.exit(0 if all(len(r) == 10 for r in rows) and rows[1][0] == "a,b\"c" and rows[-1][0] == "x" else 1)' "$tmp/as/attnstats.csv"; then
 	ok "attnstats quotes a label with , and \" (RFC 4180)"
 else
 	bad "attnstats CSV: $(head -3 "$tmp/as/attnstats.csv" 2>&1) $(cat "$tmp/stderr")"

@@ -105,10 +105,11 @@ typedef struct {
 	long long sparse_calls; /* of which sparse outputs */
 	double pairs;           /* computed (query, key) pairs of all outputs */
 	double full_pairs;      /* calls * tokens^2: pairs / full_pairs is the effective density */
-	double seconds;         /* time inside dsgap_attend (device work waited for), conversions included */
+	double seconds;         /* host time inside dsgap_attend: on the CPU the whole call; on the GPU the
+				 * time to queue its work, which the call does not wait for */
 	double policy_seconds;  /* of which the (branch, layer) calls that ran the policy */
-	double meta_seconds;    /* of which metadata: groups, scores, selections */
-	double attend_seconds;  /* of which sparse attention with its residual */
+	double meta_seconds;    /* device time of the metadata: groups, scores, selections */
+	double attend_seconds;  /* device time of the sparse attention with its residual */
 } dsgap_stats;
 
 /* The library's ABI version: equal to DSGAP_ABI_VERSION of the header it was built with. */
@@ -124,8 +125,9 @@ DSGAP_API int dsgap_context_create(const dsgap_config *cfg, dsgap_context **ctx)
  * O = attention of Q, K, V (tokens, heads, head_dim each) under the context's policy at denoising
  * step `step` (0-based, ascending across calls; the schedule's steps) of block `layer` in CFG branch
  * `branch`. stream: the cudaStream_t the caller's work is ordered on ("gpu"; NULL = the legacy
- * default stream); ignored on the CPU. Every element of O (t < tokens, h < heads, e < head_dim) is
- * written; nothing else at O's address is.
+ * default stream); ignored on the CPU. On the GPU the call reads Q/K/V and writes O in the order of
+ * that stream and returns without waiting for the device: O is complete for the stream's later work.
+ * Every element of O (t < tokens, h < heads, e < head_dim) is written; nothing else at O's address is.
  */
 DSGAP_API int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsgap_tensor *q,
 			   const dsgap_tensor *k, const dsgap_tensor *v, const dsgap_tensor *o,
@@ -141,7 +143,7 @@ DSGAP_API int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, 
  */
 DSGAP_API int dsgap_site_is_dense(dsgap_context *ctx, int step, int layer, int branch, int *dense);
 
-/* The context's counters since it was created. */
+/* The context's counters since it was created (on the GPU this waits for the work queued so far). */
 DSGAP_API int dsgap_context_stats(const dsgap_context *ctx, dsgap_stats *out);
 
 /* The message of ctx's last failure ("" if none), or with ctx NULL the calling thread's last failure

@@ -131,8 +131,11 @@ run_cell() { # tag ini folder shard cell: run one cell with the GPU's memory pol
 	[ -s "$cd/run.json" ] && [ -s "$cd/latents.h5" ] || return 1
 	if [ "$tag" = 0 ]; then
 		cp "$cd/latents.h5" "$W/ref.h5" && post_cell "$tag" "$cd/latents.h5" ""
-	else
+	elif [ -s "$W/ref.h5" ]; then
 		post_cell "$tag" "$cd/latents.h5" "$W/ref.h5"
+	else # cell 0's latents not kept (the sparse cells done): the sha256 alone (the offloaded cell's
+		# fidelity is cell 1's where the two are bit-identical)
+		post_cell "$tag" "$cd/latents.h5" ""
 	fi || return 1
 	cp "$cd/run.json" "$W/keep$tag.json"
 	tar -C "$W" -czf "$OUT/cell$tag-meta.tgz" "keep$tag.json" "peak$tag.txt" "meta$tag.json"
@@ -182,6 +185,8 @@ for i, (n, r) in enumerate(zip(names, runs)):
     if peak(i) is not None:
         print("%s_peak_gib,%.2f,GiB (nvidia-smi: the cell's process)" % (n, peak(i)))
     print("%s_transformer_s,%.2f,s (%d steps)" % (n, r["transformer_s"], len(r["step_s"])))
+    if "load_s" in r:
+        print("%s_load_s,%.2f,s (dg_wan_load: %.1f GB of shards read, converted, uploaded)" % (n, r["load_s"], r["load_bytes"] / 1e9))
     if i == 0:
         print("dense_step_s,%.3f,s (measured: mean of %d steps)" % (dstep, len(r["step_s"])))
         continue
@@ -215,6 +220,8 @@ if off:
     if peak("_off") is not None:
         print("offload_peak_gib,%.2f,GiB (nvidia-smi)" % peak("_off"))
     print("offload_transformer_s,%.2f,s (cell 1 without: %.2f)" % (off["transformer_s"], base["transformer_s"]))
+    if "load_s" in off:
+        print("offload_load_s,%.2f,s (dg_wan_load: %.1f GB of shards read, converted, uploaded)" % (off["load_s"], off["load_bytes"] / 1e9))
     s = off["step_s"]
     print("offload_anchor_step_s,%.3f,s (measured; includes pinning host memory)" % s[1])
     print("offload_reuse_step_s,%.3f,s (measured: mean of steps 2..)" % (sum(s[2:]) / len(s[2:])))

@@ -1,7 +1,8 @@
 /*
  * gpu_api.c: libdsgap's C ABI on the GPU against the same ABI on the CPU (include/dsgap.h). Device
- * tensors in strided layouts (token-major padded, head-major, an element stride of 2), bf16 and
- * fp16, on a non-blocking stream whose copies of the inputs are still queued when dsgap_attend is
+ * tensors in strided layouts (token-major padded, head-major, an element stride of 2, and torch's
+ * (tokens, heads, dim) contiguous and padded to 16 bytes, which take the conversions' 16-byte path;
+ * each case turns the layouts one place on, so that each of q, k, v, o meets each), bf16 and fp16, on a non-blocking stream whose copies of the inputs are still queued when dsgap_attend is
  * called (the call must order itself after them), under dense, a ladder rung, mc-sparse (warm-up,
  * anchor, residual reused) and peers whose metadata runs on the device with no host copy of Q/K/V
  * (svg2's k-means, pisa's block scores and first-order term), two CFG branches, several
@@ -34,6 +35,7 @@
 #define STEPS 4
 #define POISON16 0x7fc1u
 #define TOL 2e-2
+#define LAYOUTS 6 /* of tens_new */
 
 #define CU(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
 	printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
@@ -56,6 +58,8 @@ static void tens_new(tens *x, int layout, int n)
 	case 0: sh = D + 8, st = H * (D + 8) + 4; break;
 	case 1: st = D, sh = (int64_t)n * D + 16; break;
 	case 2: sd = 2, sh = 2 * D, st = 2 * D * H + 2; break;
+	case 4: sh = D, st = (int64_t)H * D; break;           /* torch's contiguous (tokens, heads, dim) */
+	case 5: sh = D + 8, st = (int64_t)H * (D + 8) + 16; break; /* padded, rows on 16 bytes */
 	default: sh = D + 4, st = H * (D + 4) + 2; break;
 	}
 	x->len = (size_t)((n - 1) * st + (H - 1) * sh + (D - 1) * sd + 1 + 8);
@@ -132,10 +136,12 @@ static void run_case(const char *spec, const char *sched, double rho, const int 
 	}
 	cudaStream_t stream;
 	CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-	tens t[4], og; /* q, k, v, o on the CPU; og: the GPU's o copied back */
+	tens t[4], og; /* q, k, v, o on the CPU; og: the GPU's o copied back, in o's layout */
+	static int turn; /* the layouts one place on at each case */
 	for (int i = 0; i < 4; i++)
-		tens_new(&t[i], i, n);
-	tens_new(&og, 3, n);
+		tens_new(&t[i], (i + turn) % LAYOUTS, n);
+	tens_new(&og, (3 + turn) % LAYOUTS, n);
+	turn++;
 	outcome out = { 0 };
 	for (int s = 0; s < STEPS; s++)
 		for (int l = 0; l < L; l++)

@@ -9,8 +9,10 @@
  *   - the caller's strided bf16/fp16/fp32 Q/K/V into the entry point's layout, head-major
  *     (heads, tokens, d) operand buffers, and its merged output (tokens, heads*d) back into the
  *     caller's strided O: on the host in fp32 (the functions below), on the device in bf16
- *     (kernels/api_convert.cu, on the caller's stream; the entry point then orders itself by
- *     waiting for the device, as in the DiT loop).
+ *     (kernels/api_convert.cu, on the caller's stream). On the device nothing waits: the op table's
+ *     stream waits for the caller's conversions, the entry point queues its work without waiting
+ *     for the device (dg_dit_attn_opts.no_wait), and the caller's stream waits for the op table's
+ *     before the output's conversion (events).
  */
 #include "api/api_internal.h"
 
@@ -41,9 +43,10 @@ struct dsgap_context {
 	dg_dit_attn *attn;
 	int layers, heads, d, branches, n;
 	float *q, *k, *v, *out; /* operand buffers of ops: (heads, n, d) x 3, (n, heads*d) */
-	double seconds;         /* inside dsgap_attend */
+	double seconds;         /* inside dsgap_attend (host time) */
 #ifdef DG_HAVE_CUDA
 	cudaEvent_t converted;  /* the caller's stream after the conversions: the table's stream waits on it */
+	cudaEvent_t attended;   /* the table's stream after the entry point: the caller's waits on it */
 #endif
 };
 
@@ -259,10 +262,14 @@ void dsgap_context_destroy(dsgap_context *ctx)
 {
 	if (!ctx)
 		return;
+	if (ctx->attn)
+		dg_dit_attn_settle(ctx->attn); /* its device work done before its buffers go */
 	dg_dit_attn_free(ctx->attn);
 #ifdef DG_HAVE_CUDA
 	if (ctx->converted)
 		cudaEventDestroy(ctx->converted);
+	if (ctx->attended)
+		cudaEventDestroy(ctx->attended);
 #endif
 	if (ctx->ops) {
 		float *bufs[] = { ctx->q, ctx->k, ctx->v, ctx->out };
@@ -305,7 +312,8 @@ int dsgap_context_create(const dsgap_config *cfg, dsgap_context **out)
 	}
 	if (!rc) {
 		int grid[3] = { cfg->frames, cfg->height, cfg->width };
-		dg_dit_attn_opts opts = { cfg->ndensities > 1 ? cfg->densities : NULL, cfg->text_tokens };
+		dg_dit_attn_opts opts = { .layer_rho = cfg->ndensities > 1 ? cfg->densities : NULL,
+					  .text_tokens = cfg->text_tokens, .no_wait = gpu };
 		/* densities were checked: a failure here is the device's (its backend) */
 		ctx->attn = dg_dit_attn_new_opts(ctx->ops, &policy, cfg->densities[0], &sched, grid, cfg->layers,
 						 cfg->heads, cfg->head_dim, cfg->branches, &opts);
@@ -333,6 +341,7 @@ int dsgap_context_stats(const dsgap_context *ctx, dsgap_stats *out)
 	if (!ctx || !out)
 		return fail(NULL, DSGAP_E_ARG, "%s is NULL", ctx ? "stats" : "context");
 	dg_dit_attn_stats s;
+	dg_dit_attn_settle(ctx->attn); /* the device times of the calls queued so far */
 	dg_dit_attn_get_stats(ctx->attn, &s);
 	*out = (dsgap_stats){ s.calls, s.sparse_calls, s.pairs, s.full_pairs, ctx->seconds, s.policy_seconds,
 			      s.meta_seconds, s.attend_seconds };
@@ -435,7 +444,13 @@ int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsga
 		dg_api_scatter_host(ctx->out, n, H, d, o, dtype);
 	} else {
 #ifdef DG_HAVE_CUDA
-		/* the entry point waited for the device: its output is complete */
+		/* the entry point queued its work on the table's stream: the caller's waits for it (nothing
+		 * to do when they are one: torch's default stream) */
+		if (stream && ((!ctx->attended && cudaEventCreateWithFlags(&ctx->attended, cudaEventDisableTiming)) ||
+			       cudaEventRecord(ctx->attended, 0) ||
+			       cudaStreamWaitEvent((cudaStream_t)stream, ctx->attended, 0)))
+			return fail(ctx, DSGAP_E_DEVICE, "ordering the caller's stream after the op table: %s",
+				    cudaGetErrorString(cudaGetLastError()));
 		const uint16_t *b = ctx->ops->bf16(ctx->ops, ctx->out, (size_t)H * n * d);
 		int e = dg_api_scatter_bf16(b, n, H, d, o->data, (int)dtype, o->stride_token, o->stride_head,
 					    o->stride_dim, stream);

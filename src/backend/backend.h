@@ -130,6 +130,10 @@ struct dg_backend {
 	 * starts the accounting (the primitives then record device events around their work).
 	 */
 	void (*phases)(dg_backend *, double s[DG_PHASE_COUNT]);
+	/* Optional (NULL: nothing is held back). The work the backend holds back (the GPU backend's
+	 * batch of sparse attends) enqueued now, ordered before the DiT op table's later work, without
+	 * waiting for it: what phases does, less the wait. */
+	void (*submit)(dg_backend *);
 	/* o (n, d) on the host = the dense O (dense), or the output (out) of the last attend. */
 	void (*output)(dg_backend *, bool dense, float *o);
 	/* The same into o (n, d) where the backend computes (device memory on the GPU), ordered before

@@ -1554,7 +1554,7 @@ dg_backend *dg_backend_gpu(int n, int d)
 			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,
 			    .attend = gpu_attend, .compact = gpu_compact, .peer = gpu_peer, .approx = gpu_approx,
 			    .park = gpu_park, .fetch = gpu_fetch, .offload_stats = gpu_offload_stats,
-			    .vec_bytes = gpu_vec_bytes, .sel_lists = gpu_sel_lists, .phases = gpu_phases, .output = gpu_output, .output_device = gpu_output_device, .groups_free = gpu_groups_free,
+			    .vec_bytes = gpu_vec_bytes, .sel_lists = gpu_sel_lists, .phases = gpu_phases, .submit = flush, .output = gpu_output, .output_device = gpu_output_device, .groups_free = gpu_groups_free,
 			    .scores_free = gpu_scores_free, .sel_free = gpu_sel_free,
 			    .vec_free = gpu_vec_free, .destroy = gpu_destroy };
 	struct cudaDeviceProp prop;

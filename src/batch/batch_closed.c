@@ -81,6 +81,8 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 		cJSON_AddStringToObject(j, "command_line", command_line ? command_line : "");
 		cJSON_AddStringToObject(j, "model", di.model->name);
 		cJSON_AddStringToObject(j, "weights", di.model->weights_path);
+		cJSON_AddNumberToObject(j, "load_s", di.model->load_s);
+		cJSON_AddNumberToObject(j, "load_bytes", di.model->load_bytes);
 		cJSON_AddStringToObject(j, "prompt", e->prompts[c->prompt].label);
 		cJSON_AddNumberToObject(j, "seed", (double)m->seeds[c->seed]);
 		cJSON_AddStringToObject(j, "policy", p->name);

@@ -38,6 +38,7 @@ struct dg_dit_attn {
 	dg_attn_capture_fn capture;
 	void *capture_user;
 	bool offload, offload_log; /* dg_dit_attn_opts */
+	bool no_wait;              /* dg_dit_attn_opts */
 	dg_offload_stats off_step; /* the offload's totals at the end of the last step */
 	dg_dit_attn_stats stats;
 };
@@ -87,8 +88,11 @@ dg_dit_attn *dg_dit_attn_new_opts(dg_wan_ops *ops, const dg_policy *policy, doub
 	a->host = host;
 	a->be = be;
 	a->host_unit = be && !host && needs_host_unit(policy);
-	if (be && be->phases)
-		be->phases(be, NULL); /* start its device-time accounting (the metadata's share) */
+	a->no_wait = opts && opts->no_wait;
+	if (be && be->phases) { /* start its device-time accounting (the metadata's share) */
+		double ph[DG_PHASE_COUNT];
+		be->phases(be, a->no_wait ? ph : NULL); /* no_wait: events from the first call on */
+	}
 	if (policy)
 		a->policy = *policy;
 	else
@@ -141,6 +145,22 @@ void dg_dit_attn_free(dg_dit_attn *a)
 }
 
 void dg_dit_attn_get_stats(const dg_dit_attn *a, dg_dit_attn_stats *s) { *s = a->stats; }
+
+/* the device time of the metadata primitives and the sparse attends since the last fold (waits) */
+static void fold_phases(dg_dit_attn *a)
+{
+	double ph[DG_PHASE_COUNT];
+	a->be->phases(a->be, ph);
+	a->stats.meta_seconds += ph[DG_PHASE_GROUPS] + ph[DG_PHASE_SCORES] + ph[DG_PHASE_SELECT];
+	a->stats.attend_seconds += ph[DG_PHASE_ATTEND];
+}
+
+void dg_dit_attn_settle(dg_dit_attn *a)
+{
+	if (a->be && a->be->phases && a->no_wait)
+		fold_phases(a);
+	a->ops->sync(a->ops);
+}
 
 bool dg_dit_attn_passes_agree(const dg_dit_attn *a, int layer)
 {
@@ -225,7 +245,9 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 	if (a->capture && a->capture(a->capture_user, s, H, n, d, host_copy ? a->hq : q, host_copy ? a->hk : k,
 				     host_copy ? a->hv : v))
 		return -1;
-	ops->sync(ops); /* the work queued before is not the attention's */
+	bool wait = !a->no_wait || a->offload;
+	if (wait)
+		ops->sync(ops); /* the work queued before is not the attention's */
 	if (a->offload) { /* this site's caches (fetched at the last site), and the next site's ahead: after
 			   * the sync, which waits for every stream, so that their copies overlap this site. The
 			   * next site with caches: dense layers have none (and CFG's second pass may skip
@@ -305,13 +327,12 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 	}
 	if (policy && !out16)
 		ops->from_heads(ops, a->oh, n, H, d, out);
-	if (policy && a->be->phases) { /* device time of the metadata primitives */
-		double ph[DG_PHASE_COUNT];
-		a->be->phases(a->be, ph);
-		a->stats.meta_seconds += ph[DG_PHASE_GROUPS] + ph[DG_PHASE_SCORES] + ph[DG_PHASE_SELECT];
-		a->stats.attend_seconds += ph[DG_PHASE_ATTEND];
-	}
-	ops->sync(ops);
+	if (policy && a->be->phases && wait)
+		fold_phases(a);
+	else if (policy && a->be->submit)
+		a->be->submit(a->be); /* what it holds back, queued before the op table's later work */
+	if (wait)
+		ops->sync(ops);
 	a->stats.seconds += dg_now() - t0;
 	if (policy)
 		a->stats.policy_seconds += dg_now() - t0;

@@ -52,6 +52,11 @@ typedef struct {
 	const double *layer_rho; /* NULL: rho for every layer; else one density per layer (layers) */
 	int text_tokens;         /* tokens before the grid's (a joint attention's text prefix), 0 for Wan;
 				  * the sequence is then text_tokens + frames*height*width tokens */
+	bool no_wait;            /* the caller orders its device work after the call by the op table's
+				  * stream and reads no host clock of it: the entry point queues its work and
+				  * returns without waiting for the device (without --cache-offload); its
+				  * stats.seconds is then the host's time, and the phases' device times come in
+				  * at dg_dit_attn_settle */
 } dg_dit_attn_opts;
 /* dg_dit_attn_new with opts (NULL: as dg_dit_attn_new). */
 dg_dit_attn *dg_dit_attn_new_opts(dg_wan_ops *ops, const dg_policy *policy, double rho,
@@ -95,6 +100,8 @@ typedef struct {
 	double attend_seconds;  /* and the sparse attention with its residual (device time where measured) */
 	dg_offload_stats offload; /* --cache-offload's copies (zeros without) */
 } dg_dit_attn_stats;
+/* Waits for the entry point's device work and folds its device times into the stats (no_wait). */
+void dg_dit_attn_settle(dg_dit_attn *a);
 void dg_dit_attn_get_stats(const dg_dit_attn *a, dg_dit_attn_stats *s);
 void dg_dit_attn_free(dg_dit_attn *a);
 

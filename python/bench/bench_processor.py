@@ -416,7 +416,8 @@ def part_overhead(S, a, rows, md):
 
 def kernel_seconds(fn):
     """device seconds of every kernel and copy fn launches (torch.profiler, CUDA activity), and of
-    those the conversions (gather_bf16, scatter_bf16)"""
+    those the conversions (api_convert.cu's kernels: gather_vec/scatter_vec, the 16-byte path, and
+    gather_bf16/scatter_bf16)"""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as p:
         fn()
@@ -427,7 +428,7 @@ def kernel_seconds(fn):
         if us is None:
             us = getattr(e, "self_cuda_time_total", 0.0)
         tot += us
-        if "gather_bf16" in e.key or "scatter_bf16" in e.key:
+        if any(name in e.key for name in ("gather_vec", "scatter_vec", "gather_bf16", "scatter_bf16")):
             conv += us
     return tot * 1e-6, conv * 1e-6
 

@@ -398,13 +398,15 @@ static void gpu_load_device(dg_backend *be, const float *q, const float *k, cons
 /* as load_device, the bf16 copies read in place (no conversion pass) and the output going to o16;
  * the caller keeps them unchanged until its default stream has waited for this unit's output */
 static void gpu_load_device_bf16(dg_backend *be, const float *q, const uint16_t *q16, const uint16_t *k16,
-				 const uint16_t *v16, uint16_t *o16, int ldo)
+				 const uint16_t *v16, uint16_t *o16, int ldo, bool order)
 {
 	gpu *g = be->impl;
 	unit_begin(be, q);
 	g->q = g->k = g->v = NULL;
-	CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
-	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_legacy, 0));
+	if (order) {
+		CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
+		CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_legacy, 0));
+	}
 	g->dq = q16, g->dk = k16, g->dv = v16;
 	g->o16 = o16, g->ldo = ldo;
 }

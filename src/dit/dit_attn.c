@@ -310,7 +310,8 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 			be->load(be, a->hq + h * hs, a->hk + h * hs, a->hv + h * hs);
 		else if (out16)
 			be->load_device_bf16(be, q + h * hs, b16[0] + h * hs, b16[1] + h * hs, b16[2] + h * hs,
-					     out16 + (size_t)h * d, H * d);
+					     out16 + (size_t)h * d, H * d, h == 0); /* the table queues nothing
+										  * between the heads */
 		else
 			be->load_device(be, q + h * hs, k + h * hs, v + h * hs);
 		if (dg_policy_run_needs_dense(r))

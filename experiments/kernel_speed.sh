@@ -9,18 +9,33 @@
 # and, when present, a `dsgap bench` CSV (the replay backend's dense, anchor and sparse passes;
 # BENCH_CSV=FILE, or --measure to run `dsgap bench --device gpu` first on a GPU machine).
 # Only tables and figures are made here (seconds, any machine); the timings are the CSVs'.
-#   experiments/kernel_speed.sh [--measure]
+#   experiments/kernel_speed.sh [--measure] [--out DIR | --update-results]
 # Speed against sequence length (issue 23): experiments/kernel_speed.sh --length CALLS.csv CUDNN.csv
 # [--out DIR | --update-results]: the CSVs of scripts/device_all.sh's step `length` (dsgap callspeed and
 # scripts/gpu_bench_torch.py --sweep, 1k..128k tokens, 12/24/40 heads) -> crossover.{csv,md,tex},
 # length.csv, figures/speed_vs_length-PATH-PV.* (experiments/kernel_speed_length.sh), the two CSVs kept
-# as callspeed.csv and cudnn_length.csv.
+# as callspeed.csv and cudnn_length.csv. CUDNN.csv `ours` (no cuDNN sweep measured): the same against
+# our dense kernel, into DIR/length-ours-dense/ (callspeed.csv kept there).
+# README.md keeps the hand-written text between <!-- length:begin --> and <!-- length:end --> when
+# the speed-vs-density part rewrites it.
 source "$(dirname "$0")/lib.sh"
 if [ "${1:-}" = --length ]; then
-  [ $# -ge 3 ] || { echo "kernel_speed.sh: --length CALLS.csv CUDNN.csv [--out DIR | --update-results]" >&2; exit 2; }
-  calls=$(realpath "$2") cudnn=$(realpath "$3")
+  [ $# -ge 3 ] || { echo "kernel_speed.sh: --length CALLS.csv CUDNN.csv|ours [--out DIR | --update-results]" >&2; exit 2; }
+  calls=$(realpath "$2") cudnn=$3
+  [ "$cudnn" = ours ] || cudnn=$(realpath "$cudnn")
   shift 3
   exp_init kernel_speed "$@"
+  if [ "$cudnn" = ours ]; then
+    # no cuDNN sweep: against our dense kernel, in a folder of its own (crossover.csv of DIR itself
+    # stays the cuDNN one, which experiments/who_wins.sh reads)
+    dest=$RESULTS/length-ours-dense
+    mkdir -p "$dest"
+    bash "$ROOT/experiments/kernel_speed_length.sh" "$calls" ours "$dest"
+    [ "$calls" -ef "$dest/callspeed.csv" ] || cp "$calls" "$dest/callspeed.csv"
+    printf '\nRegenerate: `experiments/kernel_speed.sh --length %s ours --update-results` (seconds, any machine); the timings: `STEPS=length scripts/device_all.sh` on the H200 (`dsgap callspeed`). Made %s.\n' \
+      "$(realpath --relative-to="$ROOT" "$dest/callspeed.csv")" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$dest/crossover.md"
+    exit 0
+  fi
   bash "$ROOT/experiments/kernel_speed_length.sh" "$calls" "$cudnn" "$RESULTS"
   [ "$calls" -ef "$RESULTS/callspeed.csv" ] || cp "$calls" "$RESULTS/callspeed.csv"
   [ "$cudnn" -ef "$RESULTS/cudnn_length.csv" ] || cp "$cudnn" "$RESULTS/cudnn_length.csv"
@@ -28,12 +43,14 @@ if [ "${1:-}" = --length ]; then
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$RESULTS/crossover.md"
   exit 0
 fi
-exp_init kernel_speed
+measure=0
+for a in "$@"; do [ "$a" = --measure ] && measure=1; done
+exp_init kernel_speed "$@" # --out DIR / --update-results (--measure is left in EXP_ARGS, unused)
 N=${TOKENS:-32760}
 kcsv=${KERNELS_CSV:-$(ls "$ROOT"/results/bench/kernels-*.csv 2>/dev/null | sort | tail -1)}
 [ -n "$kcsv" ] && [ -s "$kcsv" ] || { echo "kernel_speed.sh: no kernel CSV (results/bench/kernels-*.csv): run BENCHES=\"kernels torch\" scripts/device_all.sh on the H200 first" >&2; exit 1; }
 bcsv=${BENCH_CSV:-}
-if [ "${1:-}" = --measure ]; then
+if [ $measure = 1 ]; then
   mkdir -p "$WORK"
   bcsv=$WORK/bench.csv
   rm -f "$bcsv"
@@ -119,6 +136,9 @@ unset output
 GP
 exp_gnuplot "$fig" speed_vs_density.gp
 secs=$(( $(date +%s) - T0 ))
+# the length section (hand-written, about the --length outputs) survives the rewrite
+length_sec=
+[ -s "$RESULTS/README.md" ] && length_sec=$(awk '$0 == "<!-- length:begin -->" { on = 1 } on { print } $0 == "<!-- length:end -->" { on = 0 }' "$RESULTS/README.md")
 {
   echo "# Experiment 5: attention speed vs density (H200)"
   echo
@@ -130,5 +150,6 @@ secs=$(( $(date +%s) - T0 ))
   echo "Regenerate the tables and figure: \`experiments/kernel_speed.sh\` (seconds, any machine); the"
   echo "timings themselves: \`BENCHES=\"kernels torch\" scripts/device_all.sh\` on the H200 (and \`experiments/kernel_speed.sh --measure\` there"
   echo "for \`dsgap bench\`). Made $(date -u +%Y-%m-%dT%H:%M:%SZ) in $secs s."
+  if [ -n "$length_sec" ]; then echo; printf '%s\n' "$length_sec"; fi
 } > "$RESULTS/README.md"
 echo "kernel_speed: results in $RESULTS"

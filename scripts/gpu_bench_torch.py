@@ -67,7 +67,10 @@ def main():
             ts.append(e0.elapsed_time(e1))
         return statistics.median(ts)
 
-    if a.sweep:
+    if a.sweep is not None:
+        if not all(x.strip().isdigit() and int(x) > 0 for x in a.sweep.split(",")):
+            print(f"gpu_bench_torch.py: --sweep {a.sweep!r}: not a comma list of token counts", file=sys.stderr)
+            return 2
         return sweep(a, dev, date, commit, bench)
 
     n, h, d = a.n, a.heads, a.d

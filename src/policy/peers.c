@@ -166,40 +166,71 @@ static int by_rank(const void *a, const void *b)
 	return (x->i > y->i) - (x->i < y->i);
 }
 
-/* the parts each group keeps, take (ngroups, P) 0/1, by dg_peer_take's rule at one budget */
-static void take_parts(const float *scores, int ngroups, int P, const int *psize, int n, const dg_budget *b,
-		       int min_parts, unsigned char *take)
+/* each group's finite part scores in rank order (by_rank) with their running sums, made once for
+ * every budget a matched search tries (the order does not depend on the budget) */
+typedef struct {
+	int ngroups, P;
+	int *m;        /* (ngroups) finite scores of each group (INFINITY marks a part always kept) */
+	item *it;      /* (ngroups, P) the group's finite scores by rank */
+	double *cum;   /* (ngroups, P + 1) cum[k]: the sum of the first k in rank order */
+	double *total; /* (ngroups) the sum of the finite scores in part order */
+} ranked;
+
+static void rank_parts(const float *scores, int ngroups, int P, ranked *r)
 {
-	int K = dg_topk_count(b->rho, n);
-	item *it = dg_malloc((size_t)(P ? P : 1) * sizeof *it);
+	size_t sz = (size_t)ngroups * P;
+	r->ngroups = ngroups, r->P = P;
+	r->m = dg_malloc((size_t)(ngroups ? ngroups : 1) * sizeof *r->m);
+	r->it = dg_malloc((sz ? sz : 1) * sizeof *r->it);
+	r->cum = dg_malloc(((size_t)ngroups * (P + 1) + 1) * sizeof *r->cum);
+	r->total = dg_malloc((size_t)(ngroups ? ngroups : 1) * sizeof *r->total);
 	for (int g = 0; g < ngroups; g++) {
 		const float *s = scores + (size_t)g * P;
-		unsigned char *t = take + (size_t)g * P;
+		item *it = r->it + (size_t)g * P;
+		double *cum = r->cum + (size_t)g * (P + 1), total = 0;
 		int m = 0;
-		double total = 0;
-		memset(t, 0, (size_t)P);
-		for (int c = 0; c < P; c++) {
-			if (s[c] == INFINITY) {
-				t[c] = 1;
-				continue;
+		for (int c = 0; c < P; c++)
+			if (s[c] != INFINITY) {
+				it[m++] = (item){ s[c], c };
+				total += s[c];
 			}
-			it[m++] = (item){ s[c], c };
-			total += s[c];
-		}
 		qsort(it, m, sizeof *it, by_rank);
-		int keep = 0;
+		cum[0] = 0;
+		for (int k = 0; k < m; k++)
+			cum[k + 1] = cum[k] + it[k].s;
+		r->m[g] = m, r->total[g] = total;
+	}
+}
+
+static void ranked_free(ranked *r) { free(r->m), free(r->it), free(r->cum), free(r->total); }
+
+/* the parts each group keeps, take (ngroups, P) 0/1, by dg_peer_take's rule at one budget: the
+ * parts marked INFINITY, then by rank until the top-k keys are held or the top-p mass reached, at
+ * least min_parts (or all) */
+static void take_parts(const ranked *r, const float *scores, const int *psize, int n, const dg_budget *b,
+		       int min_parts, unsigned char *take)
+{
+	int K = dg_topk_count(b->rho, n), P = r->P;
+	for (int g = 0; g < r->ngroups; g++) {
+		const float *s = scores + (size_t)g * P;
+		const item *it = r->it + (size_t)g * P;
+		const double *cum = r->cum + (size_t)g * (P + 1);
+		unsigned char *t = take + (size_t)g * P;
+		int m = r->m[g], keep = 0;
+		for (int c = 0; c < P; c++)
+			t[c] = s[c] == INFINITY;
 		if (b->budget == DG_BUDGET_TOPK) {
 			for (int held = 0; keep < m && held < K; keep++)
 				held += psize[it[keep].i];
 		} else {
-			for (double cum = 0; keep < m && cum < b->topp * total; keep++)
-				cum += it[keep].s;
+			double mass = b->topp * r->total[g];
+			while (keep < m && cum[keep] < mass)
+				keep++;
 		}
 		keep = keep > min_parts ? keep : min_parts < m ? min_parts : m;
-		for (int r = 0; r < keep; r++)
-			t[it[r].i] = 1;
+		for (int k = 0; k < keep; k++)
+			t[it[k].i] = 1;
 	}
-	free(it);
 }
 
 /* the computed density of take: each group's queries against its kept parts' keys and the sinks
@@ -227,8 +258,11 @@ static int sink_count(const dg_budget *b, int n)
 void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, const int *psize, const int *psink,
 		  int n, const dg_policy *p, const dg_budget *b, int min_parts, unsigned char *take)
 {
+	ranked r;
+	rank_parts(scores, ngroups, P, &r);
 	if (!p->matched || b->budget != DG_BUDGET_TOPP) {
-		take_parts(scores, ngroups, P, psize, n, b, min_parts, take);
+		take_parts(&r, scores, psize, n, b, min_parts, take);
+		ranked_free(&r);
 		return;
 	}
 	size_t sz = (size_t)ngroups * P;
@@ -237,16 +271,16 @@ void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, con
 	dg_budget t = *b;
 	double lo = ldexp(1.0, -30), hi = 1, dlo = 0;
 	t.topp = hi;
-	take_parts(scores, ngroups, P, psize, n, &t, min_parts, hi_t);
+	take_parts(&r, scores, psize, n, &t, min_parts, hi_t);
 	double dhi = take_density(hi_t, ngroups, gsize, P, psize, psink, sinks, n);
 	bool take_lo = false;
 	if (dhi > b->rho) { /* else the densest the knob gives */
 		t.topp = lo;
-		take_parts(scores, ngroups, P, psize, n, &t, min_parts, lo_t);
+		take_parts(&r, scores, psize, n, &t, min_parts, lo_t);
 		dlo = take_density(lo_t, ngroups, gsize, P, psize, psink, sinks, n);
 		for (int it = 0; it < DG_PEER_MATCH_STEPS && dlo < b->rho; it++) {
 			t.topp = 0.5 * (lo + hi);
-			take_parts(scores, ngroups, P, psize, n, &t, min_parts, mid_t);
+			take_parts(&r, scores, psize, n, &t, min_parts, mid_t);
 			double dm = take_density(mid_t, ngroups, gsize, P, psize, psink, sinks, n);
 			unsigned char *x = mid_t;
 			if (dm >= b->rho)
@@ -258,6 +292,7 @@ void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, con
 	}
 	memcpy(take, take_lo ? lo_t : hi_t, sz);
 	free(lo_t), free(hi_t), free(mid_t);
+	ranked_free(&r);
 }
 
 /* key lists of the groups from take (ngroups, P) over the parts, plus the sinks; ascending */

@@ -60,6 +60,23 @@ bash "$S" "$tmp/calls.csv" "$tmp/cudnn-short.csv" "$tmp/bad" 2> "$tmp/bad.err"
 rc=$?
 check "a call without its cuDNN time: exit 1, one line, nothing written" [ $rc -eq 1 -a "$(wc -l < "$tmp/bad.err")" -eq 1 -a ! -e "$tmp/bad" ]
 
+# the reference 'ours' (no cuDNN sweep): each path's own dense rows (1.1 c N^2 H here), so slow's crossover
+# moves to sqrt(5 / (0.95 c)); a cuDNN CSV that is gpu_bench_torch.py's one-n benchmark is refused
+bash "$S" "$tmp/calls.csv" ours "$tmp/ours" 2> "$tmp/ours.err"
+check "ours: exit 0" [ $? -eq 0 ] || cat "$tmp/ours.err"
+xo=$tmp/ours/crossover.csv
+nours=$(awk 'BEGIN { printf "%.0f", sqrt(5 / (0.95 * 6.3e-8)) }')
+check "ours: slow's crossover between 8192 and 16384, within 15% of N* = $nours" [ "$(awk -F, -v s=$nours '$3 == "slow" {
+  ok += ($6 > 8192 && $6 < 16384 && $6 > 0.85 * s && $6 < 1.15 * s); n++ } END { print ok "/" n }' "$xo")" = 4/4 ]
+check "ours: speedup = dense_ms / amortised_ms (fast at 32760: 1.1 / 0.5 = 2.2)" \
+  [ "$(awk -F, '$3 == "fast" && $8 - 2.2 < 1e-3 && 2.2 - $8 < 1e-3' "$xo" | wc -l)" -eq 4 ]
+check "ours: the tables name the reference" grep -q "our dense kernel" "$tmp/ours/crossover.md"
+printf 'cudnn_ms,11.2,ms,NVIDIA H200,2026,x\n' > "$tmp/onen.csv"
+bash "$S" "$tmp/calls.csv" "$tmp/onen.csv" "$tmp/onen" 2> "$tmp/onen.err"
+rc=$?
+onen_ok() { [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/onen.err")" -eq 1 ] && [ ! -e "$tmp/onen" ] && grep -q "one n" "$tmp/onen.err"; }
+check "a one-n benchmark CSV as the sweep: exit 1, one line naming it, nothing written" onen_ok
+
 printf '<!-- who-wins:begin -->\n<!-- who-wins:end -->\n' > "$tmp/README.md"
 bash "$DSGAP_SOURCE/experiments/who_wins.sh" --comparison "$tmp/none" --length "$tmp/out" --readme "$tmp/README.md" 2> /dev/null
 check "who_wins.sh: a line per mode, the policies that always and never beat dense" \

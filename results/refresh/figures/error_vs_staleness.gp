@@ -3,7 +3,7 @@ load 'style.gp'
 do for [fmt in "pdf png"] {
 if (fmt eq "pdf") { set terminal pdfcairo size 4.6in,2.6in font 'Liberation Sans,8' } else { set terminal pngcairo size 1380,780 font 'Liberation Sans,8' fontscale 2.5 linewidth 2 }
 set output 'error_vs_staleness.'.fmt
-set title "error vs steps since the anchor\n{/:Italic ρ} = 0.150 (computed 0.156 on the reuse steps); 6 samples, 95% two-level bootstrap intervals"
+set title "error vs steps since the anchor\n{/:Italic ρ} = 0.150 (computed 0.156 on the reuse steps); 24 samples, 95% two-level bootstrap intervals"
 set xlabel 'steps since the anchor (schedule a1: one anchor)'
 set xrange [0.5:12.5]
 set ylabel 'relative L_2 error (mean)'

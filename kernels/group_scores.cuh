@@ -1,8 +1,9 @@
 /*
  * group_scores.cuh: the exact group scores' kernels and their launches (not a public header), shared
- * by group_scores.cu (the promoted launcher, dg_exact_scores: group_scores_sm90<D, 4, true>, and
+ * by group_scores.cu (the promoted launcher, dg_exact_scores: group_scores_sm90<D, 4, true, true>, and
  * group_scores_kernel<D, 2> for block-only calls) and dev/kernels/group_scores_v.cu (the earlier
- * numbered versions: group_scores_kernel<D, 1>, group_scores_sm90<D, 4, false>).
+ * numbered versions: group_scores_kernel<D, 1>, group_scores_sm90<D, 4, false, false> and
+ * group_scores_sm90<D, 4, true, false>).
  *   s(G, j) = mean_{i in G} exp(scale q_i.k_j - LSE_i),  scale = 1/sqrt(d)
  * q, k (n, d) bf16; lse (n) fp32 natural log; scores (ngroups, n) and/or block_scores
  * (ngroups, ceil(n/128)) fp32. Launches are asynchronous on the given stream and return 0, or -1
@@ -164,11 +165,16 @@ int launch(const GSParams &p, cudaStream_t st)
  * ping-pong): without it they start each tile together on the same K tile, both wait for the
  * tensor cores, then both exponentiate while the tensor cores idle; in turns, one's exponentials
  * (the issue-bound part: ~9 instructions per probability) run under the other's wgmma.
+ * FAST: the attention kernels' arithmetic, p = ex2.approx.ftz(fma(s, c, -LSE log2(e))) with c and the
+ * column term one fp32 value each (3 instructions per probability with the row sum's add); without
+ * it prob_of's hi + lo terms and the accurate exp2f (about 9). The error grows from one rounding of
+ * t to roundings of |s c| and |LSE log2(e)| too (tests/gpu_meta.c's error model); probabilities
+ * under 2^-126 flush to 0.
  * Groups of more than 128 queries: the chunks run one after the other, accumulating in the token
  * scores (so this kernel needs them: block-only calls go to group_scores_kernel); block scores come
  * from the token scores by block_sums.
  */
-template <int D, int STAGES, bool PINGPONG>
+template <int D, int STAGES, bool PINGPONG, bool FAST>
 __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constant__ GSParams p)
 {
 	using C = dg_sm90_cfg<D, STAGES>;
@@ -225,15 +231,20 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 		named_arrive(1, 256);
 	int kvit = 0;
 	for (int c = 0; c < nchunks; c++) {
-		float nh[32], nl[32]; /* -LSE log2(e) of the query at column 8j + 2tq + e, hi + lo */
+		float nh[32], nl[32]; /* -LSE log2(e) of the query at column 8j + 2tq + e, hi + lo (FAST: hi alone) */
 #pragma unroll
 		for (int j = 0; j < 16; j++)
 #pragma unroll
 			for (int e = 0; e < 2; e++) {
 				const int r = c * QK_BM + 8 * j + 2 * tq + e;
 				nh[2 * j + e] = -INFINITY, nl[2 * j + e] = 0.f;
-				if (r < cnt)
-					nl_split(__ldg(p.lse + __ldg(p.perm + q0 + r)), nh[2 * j + e], nl[2 * j + e]);
+				if (r < cnt) {
+					const float lse = __ldg(p.lse + __ldg(p.perm + q0 + r));
+					if (FAST)
+						nh[2 * j + e] = (float)(-(double)lse * 1.4426950408889634);
+					else
+						nl_split(lse, nh[2 * j + e], nl[2 * j + e]);
+				}
 			}
 		const bool last = c == nchunks - 1;
 		mbar_wait(fullQ, c & 1);
@@ -261,8 +272,13 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 			for (int j = 0; j < 16; j++)
 #pragma unroll
 				for (int e = 0; e < 2; e++) {
-					r0 += prob_of(s[4 * j + e], p.chi, p.clo, nh[2 * j + e], nl[2 * j + e]);
-					r1 += prob_of(s[4 * j + 2 + e], p.chi, p.clo, nh[2 * j + e], nl[2 * j + e]);
+					if (FAST) {
+						r0 += ex2(fmaf(s[4 * j + e], p.chi, nh[2 * j + e]));
+						r1 += ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[2 * j + e]));
+					} else {
+						r0 += prob_of(s[4 * j + e], p.chi, p.clo, nh[2 * j + e], nl[2 * j + e]);
+						r1 += prob_of(s[4 * j + 2 + e], p.chi, p.clo, nh[2 * j + e], nl[2 * j + e]);
+					}
 				}
 			r0 += __shfl_xor_sync(0xffffffffu, r0, 1);
 			r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
@@ -300,12 +316,12 @@ __global__ void block_sums(const float *scores, int n, int nb, long long entries
 		block_scores[e] = s;
 }
 
-template <int D, int STAGES, bool PINGPONG>
+template <int D, int STAGES, bool PINGPONG, bool FAST>
 int launch_sm90(GSParams p, cudaStream_t st)
 {
 	using C = dg_sm90_cfg<D, STAGES>;
 	const size_t smem = 1024 + C::QB + STAGES * C::KVB + 8 * (2 + 2 * STAGES);
-	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES, PINGPONG>, smem))
+	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES, PINGPONG, FAST>, smem))
 		DGM_ARG(0, "exact group scores: cannot get %zu bytes of shared memory", smem);
 	/* one CTA per SM at a time: runs of equal length, about 8 CTAs per SM in all */
 	const long long want = 8LL * dgm_num_sms();
@@ -313,7 +329,7 @@ int launch_sm90(GSParams p, cudaStream_t st)
 	runs = runs < 1 ? 1 : runs > p.ntiles ? p.ntiles : runs;
 	p.tiles_per_cta = (p.ntiles + runs - 1) / runs;
 	dim3 grid(p.ngroups, (p.ntiles + p.tiles_per_cta - 1) / p.tiles_per_cta);
-	group_scores_sm90<D, STAGES, PINGPONG><<<grid, 384, smem, st>>>(p);
+	group_scores_sm90<D, STAGES, PINGPONG, FAST><<<grid, 384, smem, st>>>(p);
 	DGM_LAUNCHED();
 	if (p.block_scores) {
 		const long long entries = (long long)p.ngroups * p.ntiles;

@@ -181,9 +181,12 @@ static int count_nan(const float *x, size_t n)
 /*
  * fp64 s(G, j) for group g, and an error bound for an fp32 kernel that computes the logits with
  * tensor cores (bf16 products exact, fp32 accumulation that may truncate: <= 2^-22 of the running
- * magnitude per 16-term step, i.e. (d/16) 2^-22 sum_c |q_c k_c|), t = scale*s - lse rounded once
- * (|t| 2^-23), exp2 within 2 ulp (2^-22), and a sum of <= 128 terms over <= 13 levels (2^-19):
- *   bnd_j = mean_i p_ij (scale (d/16) 2^-22 A_ij + 2^-22 + |t_ij| 2^-23) + 2^-19 s_j.
+ * magnitude per 16-term step, i.e. (d/16) 2^-22 sum_c |q_c k_c|), t = scale*s - lse from fp32 terms
+ * (the promoted kernel's one fma of s with fp32 log2(e)/sqrt(d) and of fp32 -lse log2(e): roundings
+ * of |scale s|, |lse| and |t|, each <= 2^-24 relative, (|scale s| + |lse| + |t|) 2^-23 with
+ * margin; the hi + lo form of v4 rounds |t| alone), exp2 within 2 ulp (2^-22), and a sum of <= 128
+ * terms over <= 13 levels (2^-19):
+ *   bnd_j = mean_i p_ij (scale (d/16) 2^-22 A_ij + 2^-22 + (|scale s_ij| + |lse_i| + |t_ij|) 2^-23) + 2^-19 s_j.
  */
 static void ref_group_scores(const problem *P, const dg_groups *g, int grp, double *out, double *bnd)
 {
@@ -201,7 +204,8 @@ static void ref_group_scores(const problem *P, const dg_groups *g, int grp, doub
 			}
 			const double t = dot * scale - (double)P->lse[g->perm[p]], pr = exp(t);
 			s += pr;
-			e += pr * (scale * eacc * A + ldexp(1, -22) + fabs(t) * ldexp(1, -23));
+			e += pr * (scale * eacc * A + ldexp(1, -22) +
+				   (fabs(dot * scale) + fabs((double)P->lse[g->perm[p]]) + fabs(t)) * ldexp(1, -23));
 		}
 		out[j] = s / (b - a);
 		bnd[j] = e / (b - a) + ldexp(out[j], -19);

@@ -73,13 +73,13 @@ steps() { # the device path of experiment $1
   mkdir -p "$w"
   case $1 in
     ladder|ablation|peers|closed_loop)
-      "$DSGAP" run "experiments/$1.ini" --device "$device" $workers --out "$w" --quiet ;;
+      "$DSGAP" run "experiments/$1.ini" --device "$DSGAP_DEVICE" $workers --out "$w" --quiet ;;
     refresh) # refresh.ini's 24 samples (14-step captures), as experiments/refresh.sh makes them
       rm -rf build/experiments/samples-s14 &&
         NAME=refresh T0=$(date +%s) exp_sample_traces 14 "$m" build/experiments/samples-s14 $labels &&
-        "$DSGAP" run experiments/refresh.ini --device "$device" $workers --out "$w" --quiet ;;
+        "$DSGAP" run experiments/refresh.ini --device "$DSGAP_DEVICE" $workers --out "$w" --quiet ;;
     samples)
-      bash experiments/samples.sh --stage replay --device "$device" --classes "$classes" --seeds "$seeds" \
+      bash experiments/samples.sh --stage replay --device "$DSGAP_DEVICE" --classes "$classes" --seeds "$seeds" \
         --out "$w" ;;
     attention) # the random-weight model is made by PyTorch (data/random_model.py) first, not timed
       # (samples.ini's 24 samples, both models, as experiments/attention.sh), then dsgap attnstats
@@ -91,7 +91,7 @@ steps() { # the device path of experiment $1
           learned="$(printf "$w/learned/%s.h5," $labels | sed 's/,$//')" random="$(printf "$w/random/%s.h5," $labels | sed 's/,$//')" &&
         rm -rf "$w/learned" "$w/random" ;;
     demo)
-      "$DSGAP" demo --device "$device" --model "$m" --out "$w" --quiet && rm -f "$w/trace.h5" ;;
+      "$DSGAP" demo --device "$DSGAP_DEVICE" --model "$m" --out "$w" --quiet && rm -f "$w/trace.h5" ;;
   esac
 }
 source experiments/lib.sh # exp_capture

@@ -1084,14 +1084,16 @@ static void check_pisa_first_order(const problem *P)
 }
 
 /* the device peers through the GPU backend's peer primitive (backend_gpu.c gpu_peer: svg2's k-means
- * kept on the device from step to step, the block peers, DiTFastAttn's window) against the CPU's
+ * kept on the device from step to step, the block peers, DiTFastAttn's window, the static masks of
+ * radial and STA: step 0 uploads them, step 1 copies the kept device lists) against the CPU's
  * dg_peer_metadata over two steps of one unit: identical key lists (be->sel_lists) */
 static void check_peer_backend(const problem *P)
 {
 	const int n = P->n, d = P->d;
 	static const char *const specs[] = { "svg2", "svg2/budget=topk", "svg2/budget=matched", "svg2/qc=7/kc=300",
 					     "spargeattn/theta=-0.1/budget=matched", "xattention", "pisa",
-					     "ditfastattn/budget=matched" };
+					     "ditfastattn/budget=matched", "sta/window=1", "sta/budget=matched", "radial",
+					     "radial/budget=matched" };
 	dg_backend *be = dg_backend_gpu(n, d);
 	DG_ASSERT(be);
 	be->load(be, P->q, P->k, P->v);

@@ -94,6 +94,17 @@ struct dg_bvec {
 #define OFF_PAIRS 1024 /* timed event pairs between two reads of the offload's times (~3 a site) */
 
 #define PHASE_MAX 64 /* event pairs recorded between two reads of the phase times */
+#define MASKS_KEPT 4 /* static masks kept on the device (gpu_peer_static) */
+
+/* a static mask's metadata on the device (radial, sta: dg_peer_static_key) */
+typedef struct {
+	dg_peer_mask_key key;
+	dg_groups g;          /* host perm and off */
+	int64_t *hoff;        /* host list offsets (ngroups + 1) */
+	int32_t *perm, *off;  /* device groups */
+	int64_t *soff;        /* device list offsets (ngroups + 1) */
+	int32_t *idx;         /* device keys */
+} static_mask;
 
 typedef struct {
 	const float *q, *k, *v;  /* host unit (caller's buffers), for the host twins */
@@ -147,6 +158,8 @@ typedef struct {
 	cudaEvent_t pev[2 * PHASE_MAX];
 	dg_phase pph[PHASE_MAX];
 	double pacc[DG_PHASE_COUNT];
+	static_mask masks[MASKS_KEPT]; /* the last static masks made (first in, first out) */
+	int nmasks, next_mask;
 	struct {                 /* --cache-offload (park, fetch), set up by the first call */
 		bool on;
 		cudaStream_t copy;
@@ -1117,9 +1130,75 @@ static int gpu_peer_svg2(dg_backend *be, const dg_policy *p, const dg_budget *b,
 	return 0;
 }
 
-/* the peers' metadata: the block peers', svg2's and DiTFastAttn's window on the device
- * (gpu_peer_blocks, gpu_peer_svg2, gpu_peer_window); the radial and sta masks (the shape alone,
- * cached per shape in peers.c) by the host twin, then onto the device */
+static void static_mask_free(gpu *g, static_mask *m)
+{
+	dg_groups_free(&m->g);
+	free(m->hoff);
+	dfree(g, m->perm), dfree(g, m->off), dfree(g, m->soff), dfree(g, m->idx);
+}
+
+/* radial's and STA's metadata (the shape and knobs alone: dg_peer_static_key): a key's first call
+ * makes it with the host twin (dg_peer_metadata, memoised there per process) and keeps it on the
+ * device (the last MASKS_KEPT keys); every call then copies the kept lists into its own handles,
+ * device to device on the stream, so a later call of that key runs no host twin and no upload */
+static int gpu_peer_static(dg_backend *be, const dg_policy *p, const dg_budget *b, const int grid[3], int text,
+			   const dg_peer_mask_key *key, dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel)
+{
+	gpu *g = be->impl;
+	int i = 0;
+	while (i < g->nmasks && !dg_peer_mask_key_eq(&g->masks[i].key, key))
+		i++;
+	if (i == g->nmasks) { /* not kept: the twin's, onto the device */
+		dg_groups hg;
+		dg_selection hs;
+		if (dg_peer_metadata(g->q, g->k, be->n, be->d, p, b, grid, text, state, &hg, &hs))
+			return -1;
+		i = g->nmasks < MASKS_KEPT ? g->nmasks++ : g->next_mask;
+		if (g->nmasks == MASKS_KEPT)
+			g->next_mask = (i + 1) % MASKS_KEPT;
+		static_mask *m = &g->masks[i];
+		if (m->perm) /* evicted */
+			static_mask_free(g, m);
+		const int ng = hg.ngroups;
+		const int64_t total = hs.off[ng];
+		*m = (static_mask){ .key = *key, .g = hg, .hoff = hs.off };
+		m->perm = dmalloc(g, (size_t)hg.n * 4);
+		m->off = dmalloc(g, (size_t)(ng + 1) * 4);
+		m->soff = dmalloc(g, (size_t)(ng + 1) * 8);
+		m->idx = dmalloc(g, (size_t)total * 4);
+		/* pageable sources: each copy has left the host buffer when it returns */
+		CUDA_CHECK(cudaMemcpyAsync(m->perm, hg.perm, (size_t)hg.n * 4, cudaMemcpyHostToDevice, g->stream));
+		CUDA_CHECK(cudaMemcpyAsync(m->off, hg.off, (size_t)(ng + 1) * 4, cudaMemcpyHostToDevice, g->stream));
+		CUDA_CHECK(cudaMemcpyAsync(m->soff, hs.off, (size_t)(ng + 1) * 8, cudaMemcpyHostToDevice, g->stream));
+		CUDA_CHECK(cudaMemcpyAsync(m->idx, hs.idx, (size_t)total * 4, cudaMemcpyHostToDevice, g->stream));
+		free(hs.idx);
+	}
+	const static_mask *m = &g->masks[i];
+	const int n = m->g.n, ng = m->g.ngroups;
+	const int64_t total = m->hoff[ng];
+	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
+	bg->g = (dg_groups){ n, ng, dg_malloc((size_t)(n ? n : 1) * sizeof(int)), dg_malloc((size_t)(ng + 1) * sizeof(int)) };
+	memcpy(bg->g.perm, m->g.perm, (size_t)n * sizeof(int));
+	memcpy(bg->g.off, m->g.off, (size_t)(ng + 1) * sizeof(int));
+	bg->id = g->next_id++;
+	bg->perm = dmalloc(g, (size_t)n * 4);
+	bg->off = dmalloc(g, (size_t)(ng + 1) * 4);
+	CUDA_CHECK(cudaMemcpyAsync(bg->perm, m->perm, (size_t)n * 4, cudaMemcpyDeviceToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(bg->off, m->off, (size_t)(ng + 1) * 4, cudaMemcpyDeviceToDevice, g->stream));
+	dg_bsel *s = sel_new(g, ng);
+	memcpy(s->hoff, m->hoff, (size_t)(ng + 1) * 8);
+	s->hoff_known = true;
+	s->idx = dmalloc(g, (size_t)total * 4);
+	CUDA_CHECK(cudaMemcpyAsync(s->off, m->soff, (size_t)(ng + 1) * 8, cudaMemcpyDeviceToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(s->idx, m->idx, (size_t)total * 4, cudaMemcpyDeviceToDevice, g->stream));
+	*groups = bg;
+	*sel = s;
+	return 0;
+}
+
+/* the peers' metadata, on the device: the block peers', svg2's and DiTFastAttn's window
+ * (gpu_peer_blocks, gpu_peer_svg2, gpu_peer_window) and the static masks kept there
+ * (gpu_peer_static: radial, sta); the host twin only for a static mask's first call */
 static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, const int grid[3], int text,
 		    dg_peer_state **state, dg_bgroups **groups, dg_bsel **sel)
 {
@@ -1132,18 +1211,10 @@ static int gpu_peer(dg_backend *be, const dg_policy *p, const dg_budget *b, cons
 		return gpu_peer_window(be, p, b, text, groups, sel);
 	if (p->score == DG_SCORE_CENTROID)
 		return gpu_peer_svg2(be, p, b, text, state, groups, sel);
-	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
-	dg_selection h;
-	if (dg_peer_metadata(g->q, g->k, be->n, be->d, p, b, grid, text, state, &bg->g, &h)) {
-		free(bg);
-		return -1;
-	}
-	bg->id = g->next_id++;
-	groups_upload(g, bg);
-	*groups = bg;
-	*sel = sel_from_host(g, &h);
-	dg_selection_free(&h);
-	return 0;
+	dg_peer_mask_key key;
+	if (dg_peer_static_key(p, b, be->n, grid, text, &key))
+		return gpu_peer_static(be, p, b, grid, text, &key, state, groups, sel);
+	return dg_error("gpu backend: peer policy %s has no device metadata", p->name);
 }
 
 /* PISA's first-order term on the device (dg_pisa_first_order) over the output and mass of the last
@@ -1475,6 +1546,8 @@ static void gpu_destroy(dg_backend *be)
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	for (int i = 0; i < DG_SPARSE_HEADS_MAX; i++)
 		dfree(g, g->dec[i]);
+	for (int i = 0; i < g->nmasks; i++)
+		static_mask_free(g, &g->masks[i]);
 	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->bq, g->bk, g->bv, g->res_old, g->res_new };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		dfree(g, dev[i]);

@@ -872,31 +872,42 @@ static void meta_copy(const dg_groups *g, const dg_selection *s, dg_groups *go, 
 	memcpy(so->idx, s->idx, (size_t)keys * sizeof(int));
 }
 
+bool dg_peer_static_key(const dg_policy *p, const dg_budget *b, int n, const int grid[3], int text,
+			dg_peer_mask_key *key)
+{
+	if (p->mask != DG_MASK_STA && p->mask != DG_MASK_RADIAL)
+		return false;
+	*key = (dg_peer_mask_key){ .mask = p->mask, .n = n, .text = text, .grid = { grid[0], grid[1], grid[2] },
+				   .window = p->window, .matched = p->matched, .decay = p->decay,
+				   .rho = p->matched ? b->rho : 0 };
+	return true;
+}
+
+bool dg_peer_mask_key_eq(const dg_peer_mask_key *a, const dg_peer_mask_key *b)
+{
+	return a->mask == b->mask && a->n == b->n && a->text == b->text && !memcmp(a->grid, b->grid, sizeof a->grid) &&
+	       a->window == b->window && a->matched == b->matched && a->decay == b->decay && a->rho == b->rho;
+}
+
 /*
- * The static masks (radial, sta: the shape alone) once per (mask, knob, n, grid, text, rho) per
- * process: the last MASK_SLOTS made are kept (process-wide, first in first out), a unit gets a copy.
+ * The static masks (radial, sta: dg_peer_static_key) once per key per process: the last MASK_SLOTS
+ * made are kept (process-wide, first in first out), a unit gets a copy.
  */
-static int static_mask(int n, const int grid[3], int text, const dg_policy *p, const dg_budget *b, dg_groups *g,
-		       dg_selection *sel)
+static int static_mask(const dg_peer_mask_key *key, int n, const int grid[3], int text, const dg_policy *p,
+		       const dg_budget *b, dg_groups *g, dg_selection *sel)
 {
 	enum { MASK_SLOTS = 8 };
 	static struct mask_memo {
-		int mask, n, text, grid[3], window;
-		bool matched;
-		double decay, rho;
+		dg_peer_mask_key key;
 		dg_groups g;
 		dg_selection s;
 	} memo[MASK_SLOTS];
 	static int used, next;
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	struct mask_memo key = { .mask = p->mask, .n = n, .text = text, .grid = { grid[0], grid[1], grid[2] },
-				 .window = p->window, .matched = p->matched, .decay = p->decay,
-				 .rho = p->matched ? b->rho : 0 };
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < used; i++) {
 		struct mask_memo *m = &memo[i];
-		if (m->mask == key.mask && m->n == n && m->text == text && !memcmp(m->grid, key.grid, sizeof key.grid) &&
-		    m->window == key.window && m->matched == key.matched && m->decay == key.decay && m->rho == key.rho) {
+		if (dg_peer_mask_key_eq(&m->key, key)) {
 			meta_copy(&m->g, &m->s, g, sel);
 			pthread_mutex_unlock(&lock);
 			return 0;
@@ -908,7 +919,7 @@ static int static_mask(int n, const int grid[3], int text, const dg_policy *p, c
 		struct mask_memo *m = &memo[next];
 		if (used == MASK_SLOTS)
 			dg_groups_free(&m->g), dg_selection_free(&m->s);
-		*m = key;
+		m->key = *key;
 		meta_copy(g, sel, &m->g, &m->s);
 		used += used < MASK_SLOTS;
 		next = (next + 1) % MASK_SLOTS;
@@ -921,8 +932,9 @@ static int peer_metadata(const float *q, const float *k, int n, int d, const dg_
 			 const dg_budget *b, const int grid[3], int text, dg_peer_state **state,
 			 dg_groups *g, dg_selection *sel)
 {
-	if (p->mask == DG_MASK_STA || p->mask == DG_MASK_RADIAL)
-		return static_mask(n, grid, text, p, b, g, sel);
+	dg_peer_mask_key key;
+	if (dg_peer_static_key(p, b, n, grid, text, &key))
+		return static_mask(&key, n, grid, text, p, b, g, sel);
 	if (p->mask == DG_MASK_WINDOW) {
 		window(n, text, dg_peer_window_width(p, b, n, text), g, sel);
 		return 0;

@@ -105,6 +105,21 @@ int dg_peer_metadata(const float *q, const float *k, int n, int d, const dg_poli
 		     dg_groups *g, dg_selection *sel);
 
 /*
+ * A static mask's identity: radial's and STA's metadata depend on the shape and the knobs alone
+ * (never on Q or K), so dg_peer_metadata memoises them per process by this key, and the GPU backend
+ * keeps its device copies by it. dg_peer_static_key fills *key and returns true for such a p
+ * (grid and text as dg_peer_metadata's), false for every other policy.
+ */
+typedef struct {
+	int mask, n, text, grid[3], window;
+	bool matched;
+	double decay, rho; /* rho only under budget=matched (else 0) */
+} dg_peer_mask_key;
+bool dg_peer_static_key(const dg_policy *p, const dg_budget *b, int n, const int grid[3], int text,
+			dg_peer_mask_key *key);
+bool dg_peer_mask_key_eq(const dg_peer_mask_key *a, const dg_peer_mask_key *b);
+
+/*
  * The parts each group keeps, take (ngroups, P) 0/1, from scores (ngroups, P) of key parts with psize
  * keys each, psink of them in the sinks, and query groups of gsize queries: a score of +INFINITY is
  * a forced keep (kept, not ranked, not in the mass). topk: the best parts until they hold

@@ -1,80 +1,98 @@
 #!/usr/bin/env bash
-# closed_loop_fig.sh FIGDIR MODEL_LABEL RUN/closed_loop.csv...: the closed-loop figure from the
-# per-sample rows (prompt x seed) of dsgap run's closed_loop.csv files (issue 19):
-#   FIGDIR/closed_loop.{dat,gp,png,pdf}: per sparse policy and target density, the mean over the
-#   samples of PSNR, SSIM (against the dense run of the same prompt and noise) and the transformer
-#   speedup, with 95% percentile bootstrap intervals over the samples (1000 replicates, awk's rand
-#   seeded with 1); a dot plot with one row per policy (its effective density in the label), so
-#   that no legend covers the data; the shared style (style.gp).
-# experiments/closed_loop.sh calls it; it also re-renders committed results.
+# closed_loop_fig.sh FIGDIR TITLE STATS.csv [RUN [NAME [REF]]]: the closed-loop figure (issue 19) from
+# the closed_loop.csv that experiments/closed_loop.sh writes (one row per run, method and target
+# density: means over the samples and 95% bootstrap intervals over them, from dsgap compare):
+#   FIGDIR/NAME.{dat,gp,png,pdf} (NAME default closed_loop): PSNR and SSIM of the final frames
+#   against the dense run, one colour and marker per method (REF, default mc-sparse, drawn
+#   thicker), points with their intervals at each target density (dodged sideways, each method
+#   joined across the densities), the computed densities on the x axis beside the target, the
+#   legend outside the panels; a method that cannot reach a density is left out there and named
+#   under the panels. RUN: the run of STATS.csv to draw (default its first); TITLE: the second line
+#   of the title (model, samples, where the cells come from). The shared style (style.gp).
+# experiments/closed_loop.sh calls it; it also re-renders committed results:
+#   experiments/closed_loop_fig.sh results/closed_loop/figures "TITLE" results/closed_loop/closed_loop.csv
 # shellcheck shell=bash
 set -euo pipefail
-fig=$1 mlabel=$2
-shift 2
+[ $# -ge 3 ] || { echo "usage: closed_loop_fig.sh FIGDIR TITLE STATS.csv [RUN [NAME [REF]]]" >&2; exit 2; }
+fig=$1 title=$2 stats=$3 run=${4:-} name=${5:-closed_loop} ref=${6:-mc-sparse}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+head -1 "$stats" | grep -q '^run,policy,.*sparse_density,reached,psnr,psnr_lo,psnr_hi,ssim,ssim_lo,ssim_hi' ||
+  { echo "closed_loop_fig.sh: $stats is not closed_loop.sh's closed_loop.csv (run,policy,...,psnr_lo,psnr_hi,...)" >&2; exit 2; }
 mkdir -p "$fig"
-awk -F, '
-function shellsort(a, n,   gap, i, j, t) {
-  for (gap = int(n / 2); gap > 0; gap = int(gap / 2))
-    for (i = gap + 1; i <= n; i++) { t = a[i]; for (j = i; j > gap && a[j - gap] > t; j -= gap) a[j] = a[j - gap]; a[j] = t }
-}
-function boot(k, col,   b, s, j, i) { # the 2.5% and 97.5% quantiles of the mean of column col over k samples
-  for (b = 1; b <= B; b++) { s = 0; for (j = 1; j <= ns[k]; j++) { i = 1 + int(rand() * ns[k]); s += v[k, col, i] }; rep[b] = s / ns[k] }
-  shellsort(rep, B)
-  return rep[int(0.025 * (B - 1)) + 1] " " rep[int(0.975 * (B - 1)) + 1]
-}
-FNR == 1 { next }
-$3 != "dense" {
-  k = $3 "@" $4
-  if (!(k in ns)) order[++nk] = k
-  i = ++ns[k]
-  v[k, 1, i] = $6; v[k, 2, i] = $7; v[k, 3, i] = $12; dn[k] += $5
-}
-END {
-  srand(1); B = 1000
-  print "# closed_loop.dat: per sparse policy@target density: means over the samples and 95% bootstrap intervals over the samples"
-  print "# columns: row label density samples psnr psnr_lo psnr_hi ssim ssim_lo ssim_hi speedup speedup_lo speedup_hi"
-  for (r = 1; r <= nk; r++) {
-    k = order[r]; n = ns[k]
-    m1 = m2 = m3 = 0
-    for (j = 1; j <= n; j++) { m1 += v[k, 1, j]; m2 += v[k, 2, j]; m3 += v[k, 3, j] }
-    printf "%d \"%s\" %.4g %d %.6g %s %.6g %s %.6g %s\n", r - 1, k, dn[k] / n, n, m1 / n, boot(k, 1), m2 / n, boot(k, 2), m3 / n, boot(k, 3)
-  }
-}' "$@" > "$fig/closed_loop.dat"
-n=$(grep -vc '^#' "$fig/closed_loop.dat")
-ns=$(awk '!/^#/ { print $4; exit }' "$fig/closed_loop.dat")
-h=$(awk -v n="$n" 'BEGIN { printf "%.2f", 0.9 + 0.16 * n }')
-{
-  echo "# closed_loop.gp: PSNR, SSIM and transformer speedup per policy, means over the samples with 95% intervals"
-  echo "# made by experiments/closed_loop_fig.sh; re-render inside this directory: gnuplot closed_loop.gp"
-  echo "load 'style.gp'"
-  echo "do for [fmt in \"pdf png\"] {"
-  echo "if (fmt eq \"pdf\") { set terminal pdfcairo size 7in,${h}in font 'Liberation Sans,8' } else { set terminal pngcairo size 2100,$(awk -v h="$h" 'BEGIN { printf "%d", h * 300 }') font 'Liberation Sans,8' fontscale 3 linewidth 2 }"
-  echo "set output 'closed_loop.'.fmt"
-  echo "set multiplot title \"closed loop, model $mlabel, against the dense run of the same prompt and noise: means over $ns samples (prompt x seed)\\nwith 95% bootstrap intervals over the samples; rows: policy @ target density (computed density)\" noenhanced font ',8'"
-  echo "set tmargin at screen $(awk -v h="$h" 'BEGIN { printf "%.3f", 1 - 0.42 / h }'); set bmargin at screen $(awk -v h="$h" 'BEGIN { printf "%.3f", 0.45 / h }')"
-  echo "set yrange [$n - 0.5:-0.5]"
-  echo "set key off"
-  echo "set grid xtics noytics"
-  echo "f = 'closed_loop.dat'"
-  echo "set ytics () font ',7' noenhanced"
-  echo "set lmargin at screen 0.34; set rmargin at screen 0.53"
-  echo "set xlabel 'PSNR (dB)'"
-  echo "set xtics autofreq"
-  echo "set ytics () font ',7' noenhanced format '% h'"
-  echo "plot f using 5:1:6:7:(int(\$1) % 15 + 1):ytic(sprintf('%s (%.3g)', stringcolumn(2), \$3)) with xerrorbars lc variable pt 7 ps 0.8"
-  echo "set ytics format ''"
-  echo "set lmargin at screen 0.56; set rmargin at screen 0.75"
-  echo "set xlabel 'SSIM'"
-  echo "set xtics 0.2"
-  echo "plot f using 8:1:9:10:(int(\$1) % 15 + 1) with xerrorbars lc variable pt 7 ps 0.8"
-  echo "set lmargin at screen 0.78; set rmargin at screen 0.97"
-  echo "set xlabel 'transformer speedup over dense'"
-  echo "set xtics 0.5"
-  echo "plot f using 11:1:12:13:(int(\$1) % 15 + 1) with xerrorbars lc variable pt 7 ps 0.8"
-  echo "unset multiplot"
-  echo "unset output"
-  echo "}"
-} > "$fig/closed_loop.gp"
+gq() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g'; } # a gnuplot "..." string
+awk -F, -v run="$run" -v ref="$ref" -v name="$name" -v gtitle="$(gq "$title")" -v DAT="$fig/$name.dat" '
+  FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+  run == "" { run = $c["run"] }
+  $c["run"] != run || $c["policy"] == "dense" { next }
+  { p = $c["policy"]; t = $c["density_target"]
+    if (!(p in pseen)) { pseen[p] = 1; pol[++np] = p }
+    if (!(t in tseen)) { tseen[t] = 1; rho[++nt] = t }
+    ok[p, t] = $c["reached"] == 1 && $c["psnr"] != "inf" && $c["psnr"] != "nan"
+    sd[p, t] = $c["sparse_density"]
+    line[p, t] = $c["psnr"] " " $c["psnr_lo"] " " $c["psnr_hi"] " " $c["ssim"] " " $c["ssim_lo"] " " $c["ssim_hi"] " " t " " $c["sparse_density"] }
+  END {
+    if (!np) { print "closed_loop_fig.sh: no rows of run " run > "/dev/stderr"; exit 2 }
+    for (i = 2; i <= nt; i++) for (j = i; j > 1 && rho[j] + 0 < rho[j - 1] + 0; j--) { x = rho[j]; rho[j] = rho[j - 1]; rho[j - 1] = x }
+    # the methods drawn (reach at least one density), REF first
+    nm = 0
+    for (i = 1; i <= np; i++) if (pol[i] == ref) for (j = 1; j <= nt; j++) if (ok[ref, rho[j]]) { m[++nm] = ref; break }
+    for (i = 1; i <= np; i++) { p = pol[i]; if (p == ref) continue; for (j = 1; j <= nt; j++) if (ok[p, rho[j]]) { m[++nm] = p; break } }
+    w = nm > 1 ? 0.8 / nm : 0; if (w > 0.09) w = 0.09
+    print "# " name ".dat: made by experiments/closed_loop_fig.sh from closed_loop.csv (run " run "): one block (gnuplot index) per method" > DAT
+    print "# columns: x psnr psnr_lo psnr_hi ssim ssim_lo ssim_hi density_target sparse_density (x: the density'"'"'s slot, dodged); a blank line where the method cannot reach that density" > DAT
+    for (k = 1; k <= nm; k++) { p = m[k]; print "# method " p > DAT
+      for (j = 1; j <= nt; j++) { t = rho[j]
+        if (!ok[p, t]) { print "" > DAT; continue }
+        printf "%.4f %s\n", j - 1 + (k - (nm + 1) / 2) * w, line[p, t] > DAT }
+      print "\n" > DAT }
+    # x tics: the target and the range of computed densities that reach it
+    xt = ""
+    for (j = 1; j <= nt; j++) { t = rho[j]; lo = 2; hi = -1
+      for (k = 1; k <= nm; k++) if (ok[m[k], t]) { x = sd[m[k], t] + 0; lo = x < lo ? x : lo; hi = x > hi ? x : hi }
+      d = hi < 0 ? "" : sprintf("%.3f", lo) == sprintf("%.3f", hi) ? sprintf("%.3f", lo) : sprintf("%.3f-%.3f", lo, hi)
+      xt = xt (j > 1 ? ", " : "") sprintf("\"ρ %s\\n(%s)\" %d", t, d, j - 1) }
+    # what cannot reach: per method, the densities and their computed values
+    un = ""
+    for (i = 1; i <= np; i++) { p = pol[i]; s = ""; same = 1; first = ""
+      for (j = 1; j <= nt; j++) { t = rho[j]; if (!((p, t) in sd) || ok[p, t]) continue
+        s = s (s ? ", " : "") t; if (first == "") first = sd[p, t]; else if (sd[p, t] != first) same = 0 }
+      if (s == "") continue
+      if (same) s = s " (computed " sprintf("%.3f", first) ")"
+      else { s = ""; for (j = 1; j <= nt; j++) { t = rho[j]; if ((p, t) in sd && !ok[p, t]) s = s (s ? ", " : "") t " (computed " sprintf("%.3f", sd[p, t]) ")" } }
+      item = p " at ρ " s
+      if (un == "") { un = item; ll = length(item) } else if (ll + length(item) > 125) { un = un ";\\n" item; ll = length(item); nl++ } else { un = un "; " item; ll += length(item) + 2 } }
+    if (un) { un = "not drawn, cannot reach the density (computed past the warm-up more than 0.02 from the target):\\n" un; nl += 2 }
+    # a long title line: one line per "; " part
+    if (length(gtitle) > 110) gsub(/; /, "\\n", gtitle)
+    ntl = split(gtitle, tl, "\\\\n")
+    h = 3.3 + 0.13 * nl + 0.13 * ntl
+    # the legend as wide as the longest name (about 0.0062 of the width a character at font 7)
+    ml = 6; for (k = 1; k <= nm; k++) ml = length(m[k]) > ml ? length(m[k]) : ml
+    kx = 0.985 - (0.045 + 0.0062 * ml); if (kx < 0.6) kx = 0.6
+    pw = (kx - 0.015 - 0.07 - 0.08) / 2
+    # styles: REF vermillion, the others the palette without yellow and pale sand
+    split("1 3 4 8 10 9 6 5 13 11 12 14 15 7", pal, " ")
+    printf "# %s.gp: closed-loop PSNR and SSIM per method and target density, 95%% intervals over the samples\n", name
+    printf "# made by experiments/closed_loop_fig.sh; re-render inside this directory: gnuplot %s.gp\n", name
+    print "load '"'"'style.gp'"'"'"
+    print "do for [fmt in \"pdf png\"] {"
+    printf "if (fmt eq \"pdf\") { set terminal pdfcairo size 7in,%.2fin font '"'"'Liberation Sans,8'"'"' } else { set terminal pngcairo size 2100,%d font '"'"'Liberation Sans,8'"'"' fontscale 3 linewidth 2 }\n", h, h * 300
+    printf "set output '"'"'%s.'"'"'.fmt\n", name
+    printf "set multiplot title \"Closed loop: PSNR and SSIM of the final frames against the dense run, means over the samples with 95%% bootstrap intervals over them\\n%s\" noenhanced font '"'"',8'"'"'\n", gtitle
+    printf "set tmargin at screen %.3f; set bmargin at screen %.3f\n", 1 - (0.38 + 0.13 * ntl) / h, (0.75 + 0.13 * nl) / h
+    printf "set xrange [-0.5:%d.5]\nset xtics (%s) noenhanced font '"'"',7'"'"'\nset xlabel '"'"'target ρ (computed, past the warm-up)'"'"' noenhanced offset 0,-0.6\nset grid ytics noxtics\nset key off\n", nt - 1, xt
+    printf "f = '"'"'%s.dat'"'"'\n", name
+    for (panel = 1; panel <= 2; panel++) {
+      if (panel == 1) printf "set lmargin at screen 0.07; set rmargin at screen %.3f\nset ylabel '"'"'PSNR against the dense run (dB)'"'"'\n", 0.07 + pw
+      else printf "set lmargin at screen %.3f; set rmargin at screen %.3f\nset ylabel '"'"'SSIM against the dense run'"'"'\n%sset key at screen %.3f, screen %.3f left top Left reverse noenhanced font '"'"',7'"'"' samplen 1.5 spacing 1.15 title '"'"'method'"'"'\n", 0.15 + pw, kx - 0.015, un ? sprintf("set label 1 \"%s\" at screen 0.01, screen %.3f left noenhanced font '"'"',6'"'"'\n", un, (0.06 + 0.13 * (nl - 1)) / h) : "", kx, 1 - (0.43 + 0.13 * ntl) / h
+      col = panel == 1 ? 2 : 5
+      printf "plot "
+      for (k = 1; k <= nm; k++) { ls = m[k] == ref ? 2 : pal[(k - (m[1] == ref ? 2 : 1)) % 14 + 1]
+        printf "%sf index %d using 1:%d with lines ls %d lw %s notitle, \\\n  f index %d using 1:%d:%d:%d with yerrorbars ls %d lw %s ps %s title \"%s\"", \
+          (k > 1 ? ", \\\n  " : ""), k - 1, col, ls, m[k] == ref ? 2 : 0.7, k - 1, col, col + 1, col + 2, ls, m[k] == ref ? 1.6 : 0.8, m[k] == ref ? 1.3 : 0.9, m[k] }
+      printf "\nset key off\n" }
+    print "unset multiplot"
+    print "unset output"
+    print "}" }' "$stats" > "$fig/$name.gp"
 [ -e "$fig/style.gp" ] || cp "$here/../analysis/style.gp" "$fig/"
-(cd "$fig" && gnuplot closed_loop.gp)
+(cd "$fig" && gnuplot "$name.gp")

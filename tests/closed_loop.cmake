@@ -3,3 +3,6 @@
 # workers, bad experiment files.   ctest -R cli_closed_loop
 dg_test(cli_closed_loop COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli_closed_loop.sh LABELS cpu)
 set_tests_properties(cli_closed_loop PROPERTIES FIXTURES_REQUIRED wan_models)
+# experiments/closed_loop.sh --cells DIR on a synthetic run folder (no model): the tables with
+# dsgap compare's intervals and the sign counts, the figure, the README (issue 19).   ctest -R exp_closed_loop
+dg_test(exp_closed_loop COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/exp_closed_loop.sh LABELS cpu)

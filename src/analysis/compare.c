@@ -437,7 +437,7 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 		    "set xrange [0:*]\n"
 		    "set arrow from 1, graph 0 to 1, graph 1 nohead ls 9 dt 3\n"
 		    "set label 'dense (1x)' at 1, graph 0.97 left offset 0.5, 0 font ',7' textcolor rgb '#666666'\n",
-		own_speed ? " (the fidelity runs' own times)" : "", rows * 3 / 2 + 6, rows);
+		own_speed ? " (the times of the fidelity runs themselves)" : "", rows * 3 / 2 + 6, rows);
 	fputs("plot ", gp);
 	for (int m = 0; m < nm; m++)
 		fprintf(gp, "%s'pareto.dat' index %d using 1:2:3:4 with yerrorbars ls %d ps 1.4 title '%s', \\\n"

@@ -65,7 +65,7 @@ check "radial cannot reach ρ (closed_loop.md), is not drawn (figure)" bash -c "
   ! grep -q '# method radial' '$out/figures/closed_loop.dat' && grep -q 'radial at ρ 0.15, 0.25 (computed 0.688)' '$out/figures/closed_loop.gp'"
 check "per sample: a row per sample, the best method of each (pisa in 4 of 4)" bash -c "grep -c '^| [abcd] seed 1 |' '$out/closed_loop-samples.md' | grep -qx 8 &&
   grep -q '^| best in | 0 of 4 | 0 of 4 | 4 of 4 |' '$out/closed_loop-samples.md'"
-check "the caption and README name the experiment and device of the cells" bash -c "grep -q 'experiment fidcheck (experiments/fidcheck.ini' '$out/closed_loop.tex' &&
+check "the caption and README name the experiment and device of the cells" bash -c "grep -q 'experiment fidcheck ([e]xperiments/fidcheck.ini' '$out/closed_loop.tex' &&
   grep -q 'Cells: experiment \`fidcheck\`.*gpu: Test GPU (sm_90), 2026-01-02T03:04:05Z, dsgap abcdef012345' '$out/README.md'"
 check "4 samples in the titles" bash -c "grep -q '4 samples: 4 prompts × seed 1' '$out/closed_loop.md' && grep -q '4 samples: 4 prompts' '$out/figures/closed_loop.gp'"
 check ".tex: no e-notation, no bare ρ or backticks" bash -c "! grep -qE '[0-9]e[-+][0-9]|ρ|\`' '$out/closed_loop.tex'"

@@ -7,7 +7,11 @@
 #                     run.json. Per target density: the method with the best PSNR, the fastest, the
 #                     Pareto frontier (speedup against PSNR), where mc-sparse loses (a method at the same
 #                     density with a higher PSNR whose interval lies above mc-sparse's, or one both at
-#                     least as fast and at least as good), and the peers that cannot reach it
+#                     least as fast and at least as good), the methods it is not separated from (the
+#                     intervals overlap) and ahead of, and the peers that cannot reach it; a row whose
+#                     computed density misses its target by more than run.json's tolerance says "at
+#                     computed D". Without speed (run.json's speed_status not_measured, or no speedup
+#                     at that density) no method is called fastest: the methods by PSNR instead
 #   --length DIR      experiments/kernel_speed.sh --length's output (default results/kernel_speed):
 #                     crossover.csv: per head count, mc-sparse's crossover N against cuDNN dense (the
 #                     DiT entry point, fast P.V; the per-head backend in both modes), the policies that
@@ -39,32 +43,53 @@ trap 'rm -f "$sec" "$new"' EXIT
   if [ -s "$c" ]; then
     title=$(sed -n 's/^[[:space:]]*"title":[[:space:]]*"\(.*\)",*$/\1/p' "$cmp/run.json" | head -1)
     sdev=$(sed -n 's/^[[:space:]]*"speed_device":[[:space:]]*"\(.*\)",*$/\1/p' "$cmp/run.json" | head -1)
+    status=$(sed -n 's/^[[:space:]]*"speed_status":[[:space:]]*"\(.*\)",*$/\1/p' "$cmp/run.json" | head -1)
+    tol=$(sed -n 's/^[[:space:]]*"tolerance":[[:space:]]*\([0-9.eE+-]*\),*$/\1/p' "$cmp/run.json" | head -1)
     echo "**Fidelity against speed** (\`results/comparison/\`: closed loop over the $title, PSNR of the final"
-    echo "latents against dense with 95% intervals over the samples; speedup of the denoising loop on $sdev):"
+    case ${status:-measured} in # comparison.sh's run.json: measured, own or not_measured
+    measured) echo "latents against dense with 95% intervals over the samples; speedup of the denoising loop on $sdev):" ;;
+    own) echo "latents against dense with 95% intervals over the samples; speedup: the fidelity runs' own times on $sdev, not a speed result):" ;;
+    *) echo "latents against dense with 95% intervals over the samples; speed $sdev: PSNR only, no method ranked by speed):" ;;
+    esac
     echo
-    awk -F, 'function f2(x) { return sprintf("%.1f", x) }
+    awk -F, -v tol="${tol:-0.02}" 'function f2(x) { return sprintf("%.1f", x) }
+      function at(k) { return (den[k] - rk[k] > tol + 1e-9 || rk[k] - den[k] > tol + 1e-9) ? " at computed " sprintf("%.3g", den[k]) : "" }
+      function sx(k) { return sp[k] == "nan" ? "" : sprintf(", %.2f×", sp[k]) }
       NR > 1 && $1 != "dense" { r = $3; if (!(r in seen)) { seen[r] = 1; rho[++nr] = r }
-        n[r]++; k = r SUBSEP n[r]; pol[k] = $1; ok[k] = $7; ps[k] = $8; lo[k] = $9; hi[k] = $10; sp[k] = $17; den[k] = $6 }
+        n[r]++; k = r SUBSEP n[r]; pol[k] = $1; ok[k] = $7; ps[k] = $8; lo[k] = $9; hi[k] = $10; sp[k] = $17; den[k] = $6; rk[k] = $3 }
       END {
         for (i = 1; i <= nr; i++) {
-          r = rho[i]; best = fast = ""; bp = -1e9; bs = -1; mc = ""; un = ""
+          r = rho[i]; best = fast = ""; bp = -1e9; bs = -1; mc = ""; un = ""; ns = 0
           for (j = 1; j <= n[r]; j++) { k = r SUBSEP j
-            if (!ok[k]) { un = un (un == "" ? "" : ", ") "`" pol[k] "` (computed " sprintf("%.2f", den[k]) ")"; continue }
+            if (!ok[k]) { un = un (un == "" ? "" : ", ") "`" pol[k] "` (computed " sprintf("%.3g", den[k]) ")"; continue }
             if (ps[k] > bp) { bp = ps[k]; best = k }
-            if (sp[k] != "nan" && sp[k] > bs) { bs = sp[k]; fast = k }
+            if (sp[k] != "nan") { ns++; if (sp[k] > bs) { bs = sp[k]; fast = k } }
             if (pol[k] == "mc-sparse") mc = k }
           front = ""
           for (j = 1; j <= n[r]; j++) { k = r SUBSEP j; if (!ok[k] || sp[k] == "nan") continue; dom = 0
             for (m = 1; m <= n[r]; m++) { q = r SUBSEP m; if (m == j || !ok[q] || sp[q] == "nan") continue
               if (sp[q] >= sp[k] && ps[q] >= ps[k] && (sp[q] > sp[k] || ps[q] > ps[k])) dom = 1 }
             if (!dom) front = front (front == "" ? "" : ", ") "`" pol[k] "` " sprintf("%.2f", sp[k]) "× / " f2(ps[k]) " dB" }
-          printf "- **ρ %s**: best PSNR `%s` %s dB [%s, %s] (%.2f×); fastest `%s` %.2f× (%s dB). Frontier: %s.\n",
-            r, pol[best], f2(ps[best]), f2(lo[best]), f2(hi[best]), sp[best], pol[fast], sp[fast], f2(ps[fast]), front
-          if (mc != "") { loses = ""
+          if (best == "") { printf "- **ρ %s**: no method reaches it.\n", r }
+          else if (ns > 0)
+            printf "- **ρ %s**: best PSNR `%s` %s dB [%s, %s]%s%s; fastest `%s` %.2f× (%s dB). Frontier: %s.\n",
+              r, pol[best], f2(ps[best]), f2(lo[best]), f2(hi[best]), at(best), sx(best), pol[fast], sp[fast], f2(ps[fast]), front
+          else { rank = ""; delete used
+            for (t = 1; t <= n[r]; t++) { b = ""; bv = -1e9
+              for (j = 1; j <= n[r]; j++) { k = r SUBSEP j; if (ok[k] && !(k in used) && ps[k] > bv) { bv = ps[k]; b = k } }
+              if (b == "") break
+              used[b] = 1; rank = rank (rank == "" ? "" : ", ") "`" pol[b] "` " f2(ps[b]) at(b) }
+            printf "- **ρ %s**: best PSNR `%s` %s dB [%s, %s]%s. By PSNR (dB): %s.\n", r, pol[best], f2(ps[best]), f2(lo[best]), f2(hi[best]), at(best), rank }
+          if (mc != "") { loses = ""; ahead = ""; tie = ""
             for (j = 1; j <= n[r]; j++) { k = r SUBSEP j; if (k == mc || !ok[k]) continue
-              if (lo[k] > hi[mc]) loses = loses (loses == "" ? "" : "; ") "`" pol[k] "` has a higher PSNR (" f2(ps[k]) " dB, interval above)"
-              else if (sp[k] != "nan" && sp[k] >= sp[mc] && ps[k] >= ps[mc]) loses = loses (loses == "" ? "" : "; ") "`" pol[k] "` is as fast and as good (" sprintf("%.2f", sp[k]) "×, " f2(ps[k]) " dB)" }
-            printf "  mc-sparse: %s dB [%s, %s], %.2f×; %s.\n", f2(ps[mc]), f2(lo[mc]), f2(hi[mc]), sp[mc], (loses == "" ? "no method beats it here" : "it loses where " loses) }
+              if (lo[k] > hi[mc]) loses = loses (loses == "" ? "" : "; ") "`" pol[k] "` has a higher PSNR (" f2(ps[k]) " dB" at(k) ", interval above)"
+              else if (sp[k] != "nan" && sp[mc] != "nan" && sp[k] >= sp[mc] && ps[k] >= ps[mc]) loses = loses (loses == "" ? "" : "; ") "`" pol[k] "` is as fast and as good (" sprintf("%.2f", sp[k]) "×, " f2(ps[k]) " dB)"
+              else if (hi[k] < lo[mc]) ahead = ahead (ahead == "" ? "" : ", ") "`" pol[k] "` (" f2(ps[k]) ")"
+              else tie = tie (tie == "" ? "" : ", ") "`" pol[k] "` (" f2(ps[k]) ")" }
+            printf "  mc-sparse: %s dB [%s, %s]%s%s; %s.", f2(ps[mc]), f2(lo[mc]), f2(hi[mc]), at(mc), sx(mc), (loses == "" ? "no method beats it here" : "it loses where " loses)
+            if (tie != "") printf " Not separated from: %s.", tie
+            if (ahead != "") printf " Ahead of: %s.", ahead
+            printf "\n" }
           if (un != "") printf "  Cannot reach ρ %s: %s.\n", r, un
         } }' "$c"
   else

@@ -77,6 +77,51 @@ check "who_wins.sh: the section replaced (lines around kept), mc-sparse's PSNR a
   'grep -q "^- \*\*ρ 0.3\*\*: best PSNR" "$tmp/README.md"' 'grep -q "mc-sparse: $mcp dB" "$tmp/README.md"' \
   'grep -q "Cannot reach ρ 0.3: .*spargeattn" "$tmp/README.md"' 'grep -q "Where sparse stops paying: \*pending\*" "$tmp/README.md"'
 
+# --- the density figure and the ‡ marks (every state) -------------------------------------------------------
+fdd=$out/figures/fidelity_density.dat
+check "fidelity_density.dat: one block per method with a finite PSNR, dense and infinite PSNRs left out, a frontier" \
+  all '[ "$(grep -c "^# method" "$fdd")" -eq "$(awk -F, '\''NR > 1 && $1 != "dense" && $8 != "inf" && $8 != "nan" { m[$1] = 1 } END { print length(m) }'\'' "$csv")" ]' \
+  '! grep -q "^# method dense" "$fdd"' 'grep -q "^# frontier" "$fdd"' '[ -s "$out/figures/fidelity_density.gp" ]'
+if command -v gnuplot > /dev/null; then
+  check "figures/fidelity_density.png and .pdf rendered" [ -s "$out/figures/fidelity_density.png" -a -s "$out/figures/fidelity_density.pdf" ]
+fi
+noff=$(awk -F, 'NR > 1 && $1 != "dense" && $7 == 1 { d = $6 - $3; if (d > 0.02 || -d > 0.02) n++ } END { print n + 0 }' "$csv")
+check "‡ exactly on the rows not flagged but off target ($noff: the 128-key top-k rounding at 384 tokens), in .md and .tex" \
+  all '[ "$noff" -ge 1 ]' '[ "$(grep -c " ‡ |" "$out/comparison.md")" -eq "$noff" ]' '[ "$(grep -c "ddagger}\\$ &" "$out/comparison.tex")" -eq "$noff" ]' \
+  'grep -q "^\*\*Rows off their target ρ" "$out/comparison.md"'
+check "run.json: speed_status measured" grep -q '"speed_status":[[:space:]]*"measured"' "$out/run.json"
+
+# --- an unfinished speed run (the pack without its closed_loop.csv): not measured, no Pareto figure -------
+mkdir -p "$tmp/pk2"
+tar xzf "$tmp/pack.tgz" -C "$tmp/pk2"
+rm -rf "$tmp"/pk2/speed/*/ "$tmp/pk2/speed/summary.csv" "$tmp/pk2/speed/summary.md"
+(cd "$tmp/pk2" && tar czf "$tmp/pack2.tgz" fidelity speed)
+mkdir -p "$tmp/lg"
+printf 'device_all.sh 2026-12-04T04:56:58Z commit abcdef123456; steps: comparison\n' > "$tmp/lg/summary.txt"
+printf 'comparison: [0s] speed: dsgap run x.ini (2 cells)\nrun: [1/2] tiny.w1/fix.s3.dense 1.5s  elapsed 2s  ETA 2s\r\rgenerate mc-sparse@0.3: step 1/3 [..] 10%%  0.1s elapsed  ETA 1s\rgenerate mc-sparse@0.3: step 2/3 [..] 50%%  9.5s elapsed  ETA 9s\ncomparison: [9s] speed: dsgap run stopped (status 124): run again to go on\n' > "$tmp/lg/comparison.log"
+(cd "$tmp/lg" && tar czf "$tmp/logs.tgz" summary.txt comparison.log)
+DSGAP_WORK=$tmp/work2 COMPARISON_SPEED_INI=$tmp/speed.ini bash "$DSGAP_SOURCE/experiments/comparison.sh" --stage analyse \
+  --from "$tmp/pack2.tgz" --logs "$tmp/logs.tgz" --out "$tmp/nm" > "$tmp/nm.log" 2>&1
+check "--stage analyse of an unfinished speed run: exit 0" [ $? -eq 0 ] || cat "$tmp/nm.log"
+nm=$tmp/nm
+check "not measured: comparison.csv's speedups nan, every .md row 'not measured', .tex '---', run.json's speed_status" \
+  all '[ "$(awk -F, '\''NR > 1 && !($17 == "nan" && $19 == 0)'\'' "$nm/comparison.csv" | wc -l)" -eq 0 ]' \
+  '[ "$(grep -c "| not measured |$" "$nm/comparison.md")" -eq 5 ]' 'grep -q "^\*\*Speed: not measured\.\*\*" "$nm/comparison.md"' \
+  '[ "$(grep -c -- "--- \\\\\\\\$" "$nm/comparison.tex")" -eq 5 ]' 'grep -q "speedup was not measured" "$nm/comparison.tex"' \
+  'grep -q "\"speed_status\":[[:space:]]*\"not_measured\"" "$nm/run.json"'
+check "not measured: the fidelity the same as with the speed run, no Pareto figure, the density figure kept" \
+  all '[ "$(cut -d, -f1-16 "$nm/comparison.csv")" = "$(cut -d, -f1-16 "$csv")" ]' '[ ! -e "$nm/figures/pareto.dat" -a ! -e "$nm/figures/pareto.png" ]' \
+  '[ -s "$nm/figures/fidelity_density.dat" ]'
+check "--logs: logs/STAMP/ (progress bars cut to their last state), the binaries and the speed log's cells in README" \
+  all '[ -s "$nm/logs/2026-12-04T0456Z/summary.txt" ]' '[ "$(grep -c "^generate " "$nm/logs/2026-12-04T0456Z/comparison.log")" -eq 1 ]' \
+  'grep -q "binaries of abcdef1" "$nm/README.md"' 'grep -q "finished \`dense\` 1.5s" "$nm/README.md"' \
+  'grep -q "stopped (status 124: the budget ran out) in \`mc-sparse@0.3\` at step 2/3 after 9.5s" "$nm/README.md"' \
+  'grep -q "^Tables made .* from pack2.tgz" "$nm/README.md"'
+printf '<!-- who-wins:begin -->\n<!-- who-wins:end -->\n' > "$tmp/R2.md"
+bash "$DSGAP_SOURCE/experiments/who_wins.sh" --comparison "$nm" --length "$tmp/none" --readme "$tmp/R2.md" 2> /dev/null
+check "who_wins.sh without speed: no method called fastest, the methods by PSNR, mc-sparse's PSNR" \
+  all '! grep -q fastest "$tmp/R2.md"' 'grep -q "By PSNR (dB):" "$tmp/R2.md"' 'grep -q "mc-sparse: $mcp dB" "$tmp/R2.md"'
+
 # --- bad input: one line, nothing written -------------------------------------------------------------
 mkdir -p "$tmp/old"
 cp "${fcl%/*}/run.json" "$tmp/old/"

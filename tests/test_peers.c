@@ -270,12 +270,163 @@ static double density_of(const dg_groups *g, const dg_selection *s)
 	return pairs / ((double)g->n * g->n);
 }
 
+/* dg_peer_take's rule written out plainly (peers.h), the reference its fast form (radix order,
+ * binary searches, key counts) must equal byte for byte: each group's finite scores ordered by a
+ * comparison sort (score descending, ties by lower index, -0 == +0), kept by a linear scan, and
+ * budget=matched's bisection on the density counted from the take itself */
+typedef struct {
+	float s;
+	int i;
+} ranked_part;
+
+static int by_rank_ref(const void *a, const void *b)
+{
+	const ranked_part *x = a, *y = b;
+	if (x->s != y->s)
+		return x->s > y->s ? -1 : 1;
+	return (x->i > y->i) - (x->i < y->i);
+}
+
+static void take_at(const float *sc, int ng, int P, const int *psize, int n, const dg_budget *b, int min_parts,
+		    unsigned char *take)
+{
+	ranked_part *it = malloc(sizeof *it * (size_t)P);
+	for (int g = 0; g < ng; g++) {
+		const float *s = sc + (size_t)g * P;
+		int m = 0, keep = 0;
+		double total = 0, cum = 0;
+		for (int c = 0; c < P; c++) {
+			take[(size_t)g * P + c] = s[c] == INFINITY;
+			if (s[c] != INFINITY)
+				it[m++] = (ranked_part){ s[c], c }, total += s[c];
+		}
+		qsort(it, (size_t)m, sizeof *it, by_rank_ref);
+		if (b->budget == DG_BUDGET_TOPK) {
+			for (int held = 0; keep < m && held < dg_topk_count(b->rho, n); keep++)
+				held += psize[it[keep].i];
+		} else {
+			while (keep < m && cum < b->topp * total)
+				cum += it[keep++].s;
+		}
+		keep = keep > min_parts ? keep : min_parts < m ? min_parts : m;
+		for (int j = 0; j < keep; j++)
+			take[(size_t)g * P + it[j].i] = 1;
+	}
+	free(it);
+}
+
+static double take_density_ref(const unsigned char *take, int ng, const int *gsize, int P, const int *psize,
+			       const int *psink, int sinks, int n)
+{
+	double pairs = 0;
+	for (int g = 0; g < ng; g++) {
+		int64_t keys = sinks;
+		for (int c = 0; c < P; c++)
+			keys += take[(size_t)g * P + c] ? psize[c] - psink[c] : 0;
+		pairs += (double)gsize[g] * (double)keys;
+	}
+	return pairs / ((double)n * n);
+}
+
+static void take_ref(const float *sc, int ng, const int *gsize, int P, const int *psize, const int *psink, int n,
+		     bool matched, const dg_budget *b, int min_parts, unsigned char *take)
+{
+	size_t sz = (size_t)ng * P;
+	if (!matched || b->budget != DG_BUDGET_TOPP) {
+		take_at(sc, ng, P, psize, n, b, min_parts, take);
+		return;
+	}
+	int sinks = b->sink_hi > b->sink_lo ? b->sink_hi - b->sink_lo : 0;
+	unsigned char *lo_t = malloc(sz), *hi_t = malloc(sz), *mid_t = malloc(sz);
+	dg_budget t = *b;
+	double lo = ldexp(1.0, -30), hi = 1, dlo = 0;
+	t.topp = hi;
+	take_at(sc, ng, P, psize, n, &t, min_parts, hi_t);
+	double dhi = take_density_ref(hi_t, ng, gsize, P, psize, psink, sinks, n);
+	bool low = false;
+	if (dhi > b->rho) {
+		t.topp = lo;
+		take_at(sc, ng, P, psize, n, &t, min_parts, lo_t);
+		dlo = take_density_ref(lo_t, ng, gsize, P, psize, psink, sinks, n);
+		for (int s = 0; s < DG_PEER_MATCH_STEPS && dlo < b->rho; s++) {
+			t.topp = 0.5 * (lo + hi);
+			take_at(sc, ng, P, psize, n, &t, min_parts, mid_t);
+			double dm = take_density_ref(mid_t, ng, gsize, P, psize, psink, sinks, n);
+			unsigned char *x = mid_t;
+			if (dm >= b->rho)
+				mid_t = hi_t, hi_t = x, hi = t.topp, dhi = dm;
+			else
+				mid_t = lo_t, lo_t = x, lo = t.topp, dlo = dm;
+		}
+		low = dlo >= b->rho || b->rho - dlo <= dhi - b->rho;
+	}
+	memcpy(take, low ? lo_t : hi_t, sz);
+	free(lo_t), free(hi_t), free(mid_t);
+}
+
+/* random part scores that stress the ranking: ties, -0 beside +0, negatives, -INFINITY and forced
+ * parts (+INFINITY); kind 0 softmax-like (nonnegative), 1 signed logits, 2 a few distinct signed values */
+static float part_score(int kind)
+{
+	int r = rand() % 64;
+	if (r == 0)
+		return INFINITY;
+	if (r == 1)
+		return kind ? -INFINITY : 0.0f;
+	if (r == 2)
+		return -0.0f; /* equal to +0 (kind 0's -INFINITY slot and kind 2's lowest value) */
+	if (kind == 2) { /* signed: -0 and +0 side by side in most groups */
+		float v = (float)(rand() % 4) * 0.25f;
+		return rand() % 2 ? -v : v;
+	}
+	float u = (float)rand() / (float)RAND_MAX;
+	return kind == 1 ? 4 * u - 2 : u * u * u;
+}
+
+/* dg_peer_take against take_ref over random shapes, budgets and score kinds; returns mismatches */
+static int check_take(int trials)
+{
+	int bad = 0;
+	for (int t = 0; t < trials; t++) {
+		int ng = 1 + rand() % 40, P = 1 + rand() % 300, kind = t % 3, min_parts = rand() % 4 ? 0 : rand() % 5;
+		int *gsize = malloc(sizeof(int) * (size_t)ng), *psize = malloc(sizeof(int) * (size_t)P),
+		    *psink = malloc(sizeof(int) * (size_t)P), n = 0;
+		for (int c = 0; c < P; c++)
+			psize[c] = 1 + rand() % 64, n += psize[c];
+		for (int g = 0; g < ng; g++)
+			gsize[g] = 1 + rand() % 64;
+		dg_budget b = { DG_KV_TOKEN, t % 4 == 0 ? DG_BUDGET_TOPK : DG_BUDGET_TOPP, 0.02 + 0.5 * rand() / RAND_MAX,
+				(double)rand() / RAND_MAX, 0, rand() % 3 ? 0 : rand() % 100 };
+		b.sink_hi = b.sink_hi < n ? b.sink_hi : n;
+		for (int c = 0, at = 0; c < P; at += psize[c], c++) { /* each part's keys inside the sinks */
+			int l = at > b.sink_lo ? at : b.sink_lo, h = at + psize[c] < b.sink_hi ? at + psize[c] : b.sink_hi;
+			psink[c] = h > l ? h - l : 0;
+		}
+		float *sc = malloc(sizeof(float) * (size_t)ng * P);
+		for (size_t j = 0; j < (size_t)ng * P; j++)
+			sc[j] = part_score(kind);
+		dg_policy pol;
+		if (dg_policy_parse(t % 2 ? "xattention/budget=matched" : "xattention", &pol))
+			exit(1);
+		unsigned char *a = malloc((size_t)ng * P), *r = malloc((size_t)ng * P);
+		dg_peer_take(sc, ng, gsize, P, psize, psink, n, &pol, &b, min_parts, a);
+		take_ref(sc, ng, gsize, P, psize, psink, n, pol.matched, &b, min_parts, r);
+		bad += memcmp(a, r, (size_t)ng * P) != 0;
+		free(gsize), free(psize), free(psink), free(sc), free(a), free(r);
+	}
+	return bad;
+}
+
 int main(void)
 {
 	unsigned long seed = getenv("DSGAP_TEST_SEED") ? strtoul(getenv("DSGAP_TEST_SEED"), NULL, 10)
 						      : (unsigned long)time(NULL) ^ (unsigned long)getpid();
 	printf("seed %lu\n", seed);
 	dg_attn_init_threads();
+
+	/* the part selection every scored peer shares, against its plain form */
+	int bad = check_take(600);
+	CHECKF(bad == 0, "dg_peer_take equals the comparison-sort, linear-scan reference (%d of 600 differ)", bad);
 
 	/* static masks: input-independent (Radial §2.6, STA §2.7, DiTFastAttn's window §2.9) */
 	const char *masks[3] = { "radial", "sta", "ditfastattn" };

@@ -158,94 +158,168 @@ typedef struct {
 	int i;
 } item;
 
-static int by_rank(const void *a, const void *b)
+/* the sort key of a score, ascending in rank order (score descending): the float's bits made
+ * ascending in float order, then inverted; -0 keyed as +0, since the two are equal scores */
+static uint32_t rank_key(float s)
 {
-	const item *x = a, *y = b;
-	if (x->s != y->s)
-		return x->s > y->s ? -1 : 1;
-	return (x->i > y->i) - (x->i < y->i);
+	uint32_t u;
+	s = s == 0 ? 0.0f : s;
+	memcpy(&u, &s, sizeof u);
+	u = u >> 31 ? ~u : u | 0x80000000u;
+	return ~u;
 }
 
-/* each group's finite part scores in rank order (by_rank) with their running sums, made once for
- * every budget a matched search tries (the order does not depend on the budget) */
+/* a part by its sort key */
+typedef struct {
+	uint32_t key;
+	int i;
+} keyed;
+
+/* it (m, parts of the score row s) into rank order (score descending, ties by lower index): a
+ * stable LSD radix sort on rank_key, 8 bits a pass (the four histograms made in one sweep; a pass
+ * whose digit every key shares is skipped), so the items, which arrive in index order, keep it
+ * among ties; x, y (m) scratch */
+static void sort_by_rank(const float *s, item *it, keyed *x, keyed *y, int m)
+{
+	int at[4][256] = { { 0 } };
+	for (int k = 0; k < m; k++) {
+		x[k] = (keyed){ rank_key(it[k].s), it[k].i };
+		for (int p = 0; p < 4; p++)
+			at[p][x[k].key >> 8 * p & 255]++;
+	}
+	for (int p = 0; p < 4; p++) {
+		if (m == 0 || at[p][x[0].key >> 8 * p & 255] == m)
+			continue;
+		for (int b = 0, sum = 0; b < 256; b++) {
+			int c = at[p][b];
+			at[p][b] = sum, sum += c;
+		}
+		for (int k = 0; k < m; k++)
+			y[at[p][x[k].key >> 8 * p & 255]++] = x[k];
+		keyed *t = x;
+		x = y, y = t;
+	}
+	for (int k = 0; k < m; k++)
+		it[k] = (item){ s[x[k].i], x[k].i };
+}
+
+/* each group's finite part scores in rank order with their running sums and key counts, made
+ * once for every budget a matched search tries (the order does not depend on the budget) */
 typedef struct {
 	int ngroups, P;
-	int *m;        /* (ngroups) finite scores of each group (INFINITY marks a part always kept) */
-	item *it;      /* (ngroups, P) the group's finite scores by rank */
-	double *cum;   /* (ngroups, P + 1) cum[k]: the sum of the first k in rank order */
-	double *total; /* (ngroups) the sum of the finite scores in part order */
+	int *m;         /* (ngroups) finite scores of each group (INFINITY marks a part always kept) */
+	int *nonneg;    /* (ngroups) of them >= 0: the first in rank order, over which cum rises */
+	item *it;       /* (ngroups, P) the group's finite scores by rank */
+	double *cum;    /* (ngroups, P + 1) cum[k]: the sum of the first k in rank order */
+	double *total;  /* (ngroups) the sum of the finite scores in part order */
+	int64_t *keys;  /* (ngroups, P + 1) keys[k]: the non-sink keys of the forced parts and the first k */
 } ranked;
 
-static void rank_parts(const float *scores, int ngroups, int P, ranked *r)
+static void rank_parts(const float *scores, int ngroups, int P, const int *psize, const int *psink, ranked *r)
 {
-	size_t sz = (size_t)ngroups * P;
+	size_t sz = (size_t)ngroups * P, sz1 = (size_t)ngroups * (P + 1) + 1;
 	r->ngroups = ngroups, r->P = P;
 	r->m = dg_malloc((size_t)(ngroups ? ngroups : 1) * sizeof *r->m);
+	r->nonneg = dg_malloc((size_t)(ngroups ? ngroups : 1) * sizeof *r->nonneg);
 	r->it = dg_malloc((sz ? sz : 1) * sizeof *r->it);
-	r->cum = dg_malloc(((size_t)ngroups * (P + 1) + 1) * sizeof *r->cum);
+	r->cum = dg_malloc(sz1 * sizeof *r->cum);
 	r->total = dg_malloc((size_t)(ngroups ? ngroups : 1) * sizeof *r->total);
-	for (int g = 0; g < ngroups; g++) {
-		const float *s = scores + (size_t)g * P;
-		item *it = r->it + (size_t)g * P;
-		double *cum = r->cum + (size_t)g * (P + 1), total = 0;
-		int m = 0;
-		for (int c = 0; c < P; c++)
-			if (s[c] != INFINITY) {
-				it[m++] = (item){ s[c], c };
-				total += s[c];
+	r->keys = dg_malloc(sz1 * sizeof *r->keys);
+#pragma omp parallel
+	{
+		keyed *x = dg_malloc((size_t)(P ? P : 1) * sizeof *x), *y = dg_malloc((size_t)(P ? P : 1) * sizeof *y);
+#pragma omp for schedule(static)
+		for (int g = 0; g < ngroups; g++) {
+			const float *s = scores + (size_t)g * P;
+			item *it = r->it + (size_t)g * P;
+			double *cum = r->cum + (size_t)g * (P + 1), total = 0;
+			int64_t *keys = r->keys + (size_t)g * (P + 1), forced = 0;
+			int m = 0, nonneg = 0;
+			for (int c = 0; c < P; c++)
+				if (s[c] != INFINITY) {
+					it[m++] = (item){ s[c], c };
+					total += s[c];
+				} else {
+					forced += psize[c] - psink[c];
+				}
+			sort_by_rank(s, it, x, y, m);
+			cum[0] = 0, keys[0] = forced;
+			for (int k = 0; k < m; k++) {
+				cum[k + 1] = cum[k] + it[k].s;
+				keys[k + 1] = keys[k] + psize[it[k].i] - psink[it[k].i];
+				nonneg += it[k].s >= 0;
 			}
-		qsort(it, m, sizeof *it, by_rank);
-		cum[0] = 0;
-		for (int k = 0; k < m; k++)
-			cum[k + 1] = cum[k] + it[k].s;
-		r->m[g] = m, r->total[g] = total;
-	}
-}
-
-static void ranked_free(ranked *r) { free(r->m), free(r->it), free(r->cum), free(r->total); }
-
-/* the parts each group keeps, take (ngroups, P) 0/1, by dg_peer_take's rule at one budget: the
- * parts marked INFINITY, then by rank until the top-k keys are held or the top-p mass reached, at
- * least min_parts (or all) */
-static void take_parts(const ranked *r, const float *scores, const int *psize, int n, const dg_budget *b,
-		       int min_parts, unsigned char *take)
-{
-	int K = dg_topk_count(b->rho, n), P = r->P;
-	for (int g = 0; g < r->ngroups; g++) {
-		const float *s = scores + (size_t)g * P;
-		const item *it = r->it + (size_t)g * P;
-		const double *cum = r->cum + (size_t)g * (P + 1);
-		unsigned char *t = take + (size_t)g * P;
-		int m = r->m[g], keep = 0;
-		for (int c = 0; c < P; c++)
-			t[c] = s[c] == INFINITY;
-		if (b->budget == DG_BUDGET_TOPK) {
-			for (int held = 0; keep < m && held < K; keep++)
-				held += psize[it[keep].i];
-		} else {
-			double mass = b->topp * r->total[g];
-			while (keep < m && cum[keep] < mass)
-				keep++;
+			r->m[g] = m, r->nonneg[g] = nonneg, r->total[g] = total;
 		}
-		keep = keep > min_parts ? keep : min_parts < m ? min_parts : m;
-		for (int k = 0; k < keep; k++)
-			t[it[k].i] = 1;
+		free(x), free(y);
 	}
 }
 
-/* the computed density of take: each group's queries against its kept parts' keys and the sinks
- * (psink: the sink keys inside each part, counted once) over n^2 */
-static double take_density(const unsigned char *take, int ngroups, const int *gsize, int P, const int *psize,
-			   const int *psink, int sinks, int n)
+static void ranked_free(ranked *r)
 {
+	free(r->m), free(r->nonneg), free(r->it), free(r->cum), free(r->total), free(r->keys);
+}
+
+/* the ranked parts group g keeps by dg_peer_take's rule at one budget: by rank until the top-k keys
+ * (K) are held or the top-p mass reached (the first k with cum[k] >= mass, else all: cum rises over
+ * the nonnegative scores and falls after them, so a binary search over [0, nonneg] finds it), at
+ * least min_parts (or all) */
+static int keep_count(const ranked *r, int g, const int *psize, int K, const dg_budget *b, int min_parts)
+{
+	const item *it = r->it + (size_t)g * r->P;
+	const double *cum = r->cum + (size_t)g * (r->P + 1);
+	int m = r->m[g], keep = 0;
+	if (b->budget == DG_BUDGET_TOPK) {
+		for (int held = 0; keep < m && held < K; keep++)
+			held += psize[it[keep].i];
+	} else {
+		double mass = b->topp * r->total[g];
+		int lo = 0, hi = r->nonneg[g];
+		if (!(cum[hi] < mass)) {
+			while (lo < hi) {
+				int mid = lo + (hi - lo) / 2;
+				if (cum[mid] < mass)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			keep = lo;
+		} else {
+			keep = m;
+		}
+	}
+	return keep > min_parts ? keep : min_parts < m ? min_parts : m;
+}
+
+/* every group's keep count at budget b (keep, ngroups), and the computed density of that take:
+ * each group's queries against its kept parts' keys and the sinks (counted once) over n^2 */
+static double keep_counts(const ranked *r, const int *gsize, const int *psize, int n, int sinks, const dg_budget *b,
+			  int min_parts, int *keep)
+{
+	int K = dg_topk_count(b->rho, n);
 	double pairs = 0;
-	for (int g = 0; g < ngroups; g++) {
-		int64_t keys = sinks;
-		for (int c = 0; c < P; c++)
-			keys += take[(size_t)g * P + c] ? psize[c] - psink[c] : 0;
+	for (int g = 0; g < r->ngroups; g++) {
+		keep[g] = keep_count(r, g, psize, K, b, min_parts);
+		int64_t keys = sinks + r->keys[(size_t)g * (r->P + 1) + keep[g]];
 		pairs += (double)gsize[g] * (double)keys;
 	}
 	return pairs / ((double)n * n);
+}
+
+/* take (ngroups, P) 0/1 from the keep counts: the parts marked INFINITY and the first keep[g] by rank */
+static void take_parts(const ranked *r, const float *scores, const int *keep, unsigned char *take)
+{
+	int P = r->P;
+#pragma omp parallel for schedule(static)
+	for (int g = 0; g < r->ngroups; g++) {
+		const float *s = scores + (size_t)g * P;
+		const item *it = r->it + (size_t)g * P;
+		unsigned char *t = take + (size_t)g * P;
+		for (int c = 0; c < P; c++)
+			t[c] = s[c] == INFINITY;
+		for (int k = 0; k < keep[g]; k++)
+			t[it[k].i] = 1;
+	}
 }
 
 /* the sinks [sink_lo, sink_hi) clipped to n: their count */
@@ -259,39 +333,38 @@ void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, con
 		  int n, const dg_policy *p, const dg_budget *b, int min_parts, unsigned char *take)
 {
 	ranked r;
-	rank_parts(scores, ngroups, P, &r);
+	rank_parts(scores, ngroups, P, psize, psink, &r);
+	size_t ng = (size_t)(ngroups ? ngroups : 1);
+	int sinks = sink_count(b, n);
+	int *lo_k = dg_malloc(ng * sizeof(int)), *hi_k = dg_malloc(ng * sizeof(int)), *mid_k = dg_malloc(ng * sizeof(int));
 	if (!p->matched || b->budget != DG_BUDGET_TOPP) {
-		take_parts(&r, scores, psize, n, b, min_parts, take);
+		keep_counts(&r, gsize, psize, n, sinks, b, min_parts, hi_k);
+		take_parts(&r, scores, hi_k, take);
+		free(lo_k), free(hi_k), free(mid_k);
 		ranked_free(&r);
 		return;
 	}
-	size_t sz = (size_t)ngroups * P;
-	int sinks = sink_count(b, n);
-	unsigned char *lo_t = dg_malloc(sz ? sz : 1), *hi_t = dg_malloc(sz ? sz : 1), *mid_t = dg_malloc(sz ? sz : 1);
 	dg_budget t = *b;
 	double lo = ldexp(1.0, -30), hi = 1, dlo = 0;
 	t.topp = hi;
-	take_parts(&r, scores, psize, n, &t, min_parts, hi_t);
-	double dhi = take_density(hi_t, ngroups, gsize, P, psize, psink, sinks, n);
+	double dhi = keep_counts(&r, gsize, psize, n, sinks, &t, min_parts, hi_k);
 	bool take_lo = false;
 	if (dhi > b->rho) { /* else the densest the knob gives */
 		t.topp = lo;
-		take_parts(&r, scores, psize, n, &t, min_parts, lo_t);
-		dlo = take_density(lo_t, ngroups, gsize, P, psize, psink, sinks, n);
+		dlo = keep_counts(&r, gsize, psize, n, sinks, &t, min_parts, lo_k);
 		for (int it = 0; it < DG_PEER_MATCH_STEPS && dlo < b->rho; it++) {
 			t.topp = 0.5 * (lo + hi);
-			take_parts(&r, scores, psize, n, &t, min_parts, mid_t);
-			double dm = take_density(mid_t, ngroups, gsize, P, psize, psink, sinks, n);
-			unsigned char *x = mid_t;
+			double dm = keep_counts(&r, gsize, psize, n, sinks, &t, min_parts, mid_k);
+			int *x = mid_k;
 			if (dm >= b->rho)
-				mid_t = hi_t, hi_t = x, hi = t.topp, dhi = dm;
+				mid_k = hi_k, hi_k = x, hi = t.topp, dhi = dm;
 			else
-				mid_t = lo_t, lo_t = x, lo = t.topp, dlo = dm;
+				mid_k = lo_k, lo_k = x, lo = t.topp, dlo = dm;
 		}
 		take_lo = dlo >= b->rho || b->rho - dlo <= dhi - b->rho;
 	}
-	memcpy(take, take_lo ? lo_t : hi_t, sz);
-	free(lo_t), free(hi_t), free(mid_t);
+	take_parts(&r, scores, take_lo ? lo_k : hi_k, take);
+	free(lo_k), free(hi_k), free(mid_k);
 	ranked_free(&r);
 }
 

@@ -25,7 +25,7 @@
 #                  COMPARISON_SPEED_INI=none, speed (experiments/comparison_speed.ini) with dsgap run
 #                  here, then the tables. COMPARISON_SPEED_INI=none: the fidelity run's own times are the
 #                  speed (say so in the figure). The CPU path: EXP_INI=a small experiment of the
-#                  same form (tests/cli_comparison.sh runs one end to end); the full experiment is 372
+#                  same form (tests/cli_comparison.sh runs one end to end); the full experiment is 744
 #                  cells of several minutes each on 2 CPU cores (one measured: 444 s): a GPU job.
 #   gpu            on the GPU machine (scripts/device_all.sh's `comparison` step, which sets DSGAP and
 #                  the libraries): the fidelity run (--device gpu), the Wan2.1-1.3B random-weight model

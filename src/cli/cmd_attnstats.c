@@ -83,6 +83,7 @@ static int measure(source *src, double rho, bool quiet)
 	dg_trace t;
 	if (dg_trace_open(&t, src->path))
 		return -1;
+	dg_attn_init_threads(); /* OpenBLAS single-threaded inside the OpenMP rows (else 3x slower) */
 	const dg_trace_meta *m = &t.meta;
 	int n = m->tokens, d = m->head_dim, threads = omp_get_max_threads();
 	size_t units = (size_t)m->steps * m->layers * m->heads, nd = (size_t)n * d;

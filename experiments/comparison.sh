@@ -18,7 +18,7 @@
 #                 no Pareto figure; the fidelity runs' own times are not used as speed (a small model
 #                 on a GPU is launch-bound: they say nothing about the speed run's size)
 #
-#   experiments/comparison.sh [--out DIR | --update-results] [--stage all|gpu|analyse] [--from FILE]
+#   experiments/comparison.sh [--out DIR | --update-results] [--stage all|gpu|speed|analyse] [--from FILE ...]
 #                             [--logs FILE.tgz ...] [--pack FILE] [--budget S] [dsgap run options]
 #
 #   all (default)  fidelity (experiments/comparison.ini, or EXP_INI=FILE) and, unless
@@ -33,7 +33,10 @@
 #                  left of --budget S seconds (default 540; a run cut short keeps its finished cells in
 #                  the scratch folder and goes on when called again on the same warm machine); the
 #                  finished runs' small outputs packed into --pack FILE (default DIR/comparison.tar.gz)
-#   analyse        here: unpack --from FILE (the gpu stage's pack) and make the tables and figure;
+#   speed          the gpu stage without its fidelity run (a device call of its own, when the fidelity
+#                  run is packed already): a pack of the speed run alone
+#   analyse        here: unpack --from FILE (the gpu stage's pack; again for more: a fidelity pack and
+#                  a speed pack) and make the tables and figure;
 #                  --logs FILE.tgz (again for more): the device calls' logs (scripts/device_all.sh's
 #                  summary.txt and comparison.log) into logs/STAMP/ (progress bars cut to their last
 #                  state); README then names the binaries' commit from summary.txt (the dsgap stamp
@@ -42,12 +45,13 @@
 # Scratch: build/experiments/comparison/{fidelity,speed} (DSGAP_WORK moves it; analyse unpacks into
 # .../unpacked). COMPARISON_DEVICE=cpu runs the gpu stage's steps on the CPU (its test).
 source "$(dirname "$0")/lib.sh"
-stage=all from="" pack="" budget=540
-args=() logs=()
+stage=all pack="" budget=540
+args=() logs=() from=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --stage) stage=${2:?--stage needs all, gpu or analyse}; shift ;;
-    --from) from=${2:?--from needs a file}; shift ;;
+    --stage) stage=${2:?--stage needs all, gpu, speed or analyse}; shift ;;
+    --from) [ -s "${2:?--from needs a file}" ] || { echo "comparison.sh: --from $2: no such file" >&2; exit 2; }
+      from+=("$(realpath "$2")"); shift ;;
     --pack) pack=${2:?--pack needs a file}; shift ;;
     --logs) [ -s "${2:?--logs needs a file}" ] || { echo "comparison.sh: --logs $2: no such file" >&2; exit 2; }
       logs+=("$(realpath "$2")"); shift ;;
@@ -57,10 +61,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case $stage in all|gpu|analyse) ;; *) echo "comparison.sh: --stage all|gpu|analyse, not '$stage'" >&2; exit 2 ;; esac
-[ "$stage" != analyse ] || [ -n "$from" ] || { echo "comparison.sh: --stage analyse needs --from FILE (the gpu stage's pack)" >&2; exit 2; }
-[ -z "$from" ] || [ -s "$from" ] || { echo "comparison.sh: --from $from: no such file" >&2; exit 2; }
-[ -z "$from" ] || from=$(realpath "$from")
+case $stage in all|gpu|speed|analyse) ;; *) echo "comparison.sh: --stage all|gpu|speed|analyse, not '$stage'" >&2; exit 2 ;; esac
+[ "$stage" != analyse ] || [ ${#from[@]} -gt 0 ] || { echo "comparison.sh: --stage analyse needs --from FILE (the gpu stage's pack)" >&2; exit 2; }
 exp_init comparison ${args[@]+"${args[@]}"}
 fid_ini=$INI # EXP_INI=FILE (lib.sh) for another fidelity experiment
 speed_ini=${COMPARISON_SPEED_INI:-$ROOT/experiments/comparison_speed.ini}
@@ -89,12 +91,12 @@ all)
   run_exp fidelity "$fid_ini" 0
   [ "$speed_ini" = none ] || run_exp speed "$speed_ini" 0
   ;;
-gpu)
+gpu|speed)
   t0=$(date +%s)
   left() { echo $(( budget - ($(date +%s) - t0) )); }
   ok=1
   dev=${COMPARISON_DEVICE:-gpu} # cpu: the stage's own test (tests/cli_comparison.sh)
-  run_exp fidelity "$fid_ini" "$(left)" --device "$dev" || ok=0
+  [ "$stage" = speed ] || run_exp fidelity "$fid_ini" "$(left)" --device "$dev" || ok=0
   if [ "$speed_ini" != none ] && [ "$(left)" -gt 60 ]; then
     if [ "$speed_ini" = "$ROOT/experiments/comparison_speed.ini" ] && [ ! -s "$ROOT/build/w13b/model/config.json" ]; then
       exp_say "speed: the Wan2.1-1.3B random-weight model (scripts/gpu_dit.py make 1.3b build/w13b)"
@@ -117,8 +119,10 @@ analyse)
   WORK=$WORK/unpacked # the pack's runs, beside (not over) this machine's own cells
   rm -rf "$WORK"
   mkdir -p "$WORK"
-  tar xzf "$from" -C "$WORK"
-  exp_say "unpacked $from into $WORK"
+  for f in "${from[@]}"; do
+    tar xzf "$f" -C "$WORK"
+    exp_say "unpacked $f into $WORK"
+  done
   ;;
 esac
 
@@ -369,7 +373,7 @@ GPU runs: \`experiments/comparison.sh --stage gpu\` on the H200 (scripts/device_
 # the tables were made here from the pack while the cells ran where run.json says
 here=$("$DSGAP" --version | sed 's/.*commit \([0-9a-f+wip]*\).*/\1/')
 REGEN="Regenerate: the cells with \`experiments/comparison.sh --stage gpu\` on the GPU machine (or \`--stage all\` here: \`dsgap run\` of both experiments), the tables and figures with \`experiments/comparison.sh --stage analyse --from comparison.tar.gz [--logs LOGS.tgz ...] --update-results\` (\`dsgap compare\`, then this script's marks, notes and figure; the pack unpacks into \`build/experiments/comparison/unpacked/\`)." \
-MADE="Tables made $(date -u +%Y-%m-%dT%H:%M:%SZ) here from $(basename "$from") by dsgap commit $here (\`dsgap compare\`); the cells ran $fid_date on $fid_dev$([ -n "$bins" ] && echo ", binaries of $bins" || true)." \
+MADE="Tables made $(date -u +%Y-%m-%dT%H:%M:%SZ) here from $(for f in "${from[@]}"; do basename "$f"; done | paste -sd, | sed 's/,/, /g') by dsgap commit $here (\`dsgap compare\`); the cells ran $fid_date on $fid_dev$([ -n "$bins" ] && echo ", binaries of $bins" || true)." \
 STAGE=$stage awk '/^Regenerate: / { print ENVIRON["REGEN"]; next }
   /^Last run: / && ENVIRON["STAGE"] == "analyse" { print ENVIRON["MADE"]; next } 1' "$RESULTS/README.md" > "$RESULTS/README.md.tmp.$$" &&
   mv "$RESULTS/README.md.tmp.$$" "$RESULTS/README.md"

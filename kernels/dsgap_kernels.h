@@ -219,6 +219,16 @@ int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d, int kind,
  * (ngroups, (n+31)/32), soff (ngroups+1) int64 their counts' prefix sums. */
 int dg_peer_expand(const uint8_t *take, int nparts, int bs, const int32_t *part, const int32_t *row, int ngroups,
 		   int n, int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff, dg_stream stream);
+/* The scored peers' part selection (peer_take.cu), byte for byte peers.c's dg_peer_take: take
+ * (ngroups, P) 0/1 from scores (ngroups, P), +INFINITY a forced part; the parts' sizes psize and sink
+ * counts psink (P) and the query groups' sizes gsize (ngroups), or, psize NULL, the raster blocks of
+ * bs of n tokens for both (ngroups = P = ceil(n/bs); sinks [sink_lo, sink_hi)). topk: ranked parts
+ * until K keys (dg_topk_count); else the top-p mass topp, bisected when matched (steps halvings) on
+ * the computed density against rho; at least min_parts. P <= DG_PEER_TAKE_MAX_P. */
+#define DG_PEER_TAKE_MAX_P 8192
+int dg_peer_take_dev(const float *scores, int ngroups, int P, const int32_t *gsize, const int32_t *psize,
+		     const int32_t *psink, int bs, int n, int topk, int K, double topp, int matched, double rho, int steps,
+		     int sink_lo, int sink_hi, int min_parts, uint8_t *take, dg_stream stream);
 /* svg2's cluster scores (peers.c svg2, bit for bit): scores (G, P) = the softmax over key clusters,
  * weighted by psize (P, the clusters' sizes), of scale * cq[qkeep[r]] . ck[kkeep[c]] (centroids
  * (.., d) fp32, qkeep (G), kkeep (P) the kept (non-empty) clusters). */

@@ -46,11 +46,12 @@
 #   length   speed against sequence length (issue 23): cuDNN dense per N x heads (gpu_bench_torch.py
 #            --sweep -> cudnn_length.csv), then dsgap callspeed, every policy's call with its metadata
 #            amortised: the DiT entry point at LENGTH_HEADS (default 12,24,40; at most LENGTH_DIT_CAP 130 s),
-#            the per-head backend in both P.V modes at 12 heads (LENGTH_BACKEND_CAP 80 s) -> callspeed.csv;
+#            the per-head backend in both P.V modes at 12 heads (LENGTH_BACKEND_CAP 80 s; 0: not run) -> callspeed.csv;
 #            N = 1k..128k (LENGTH_GRIDS); here: experiments/kernel_speed.sh --length
 #   comparison  experiments/comparison.sh --stage gpu (the main comparison: fidelity over the bundled
 #            model's samples, speed at the Wan2.1-1.3B architecture; resumable on a warm machine;
-#            COMPARISON_ARGS e.g. "--gpus all") -> comparison/comparison.tar.gz
+#            COMPARISON_ARGS e.g. "--gpus all"; COMPARISON_STAGE=speed: the speed run alone) ->
+#            comparison/comparison.tar.gz
 # STEPS: one list of checks and benchmarks in place of CHECKS and BENCHES; either may also name the
 # groups checks and benches (the defaults), kernel_suite (gpu_kernels kernels_memcheck
 # kernels_racecheck kernels_synccheck sass kernels torch: the kernels against cuDNN and
@@ -253,13 +254,13 @@ if can length 60; then
 	run length_dit "$cap" "$DSGAP" callspeed --device gpu --path dit --grids "$LENGTH_GRIDS" --heads "$LENGTH_HEADS" \
 		--max-call 2 --budget $((cap - 15)) --csv "$OUT/callspeed.csv"
 	cap=$(upto "${LENGTH_BACKEND_CAP:-80}")
-	run length_backend "$cap" "$DSGAP" callspeed --device gpu --path backend --grids "$LENGTH_GRIDS" --heads 12 \
-		--max-call 2 --budget $((cap - 15)) --csv "$OUT/callspeed.csv"
+	[ "${LENGTH_BACKEND_CAP:-80}" -gt 0 ] && run length_backend "$cap" "$DSGAP" callspeed --device gpu --path backend \
+		--grids "$LENGTH_GRIDS" --heads 12 --max-call 2 --budget $((cap - 15)) --csv "$OUT/callspeed.csv"
 	echo "length: $(($(wc -l < "$OUT/callspeed.csv") - 1)) callspeed rows, $(($(wc -l < "$OUT/cudnn_length.csv") - 1)) cuDNN rows" | tee -a "$S"
 fi
 if can comparison 120; then
 	# shellcheck disable=SC2086  # COMPARISON_ARGS splits on blanks
-	run comparison "$(left)" bash experiments/comparison.sh --stage gpu --budget $(($(left) - 20)) \
+	run comparison "$(left)" bash experiments/comparison.sh --stage "${COMPARISON_STAGE:-gpu}" --budget $(($(left) - 20)) \
 		--out "$OUT/comparison" ${COMPARISON_ARGS:-}
 	tail -3 "$OUT/comparison.log" | tee -a "$S"
 fi

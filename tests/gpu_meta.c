@@ -19,8 +19,9 @@
  *     (text prefixes 77, 200, 300; joint raster and per-query groups), dg_joint_perm exact (n <= 4100);
  *   - metrics: within count 2^-52 relative (double sums in another order), p5 exact;
  *   - block peers (peer_scores.cu; spargeattn, xattention, pisa at several settings): the G x G block
- *     scores bit for bit peers.c's dg_peer_block_scores, and, from them, the host's block take and
- *     the device's expansion (the GPU backend's gpu_peer_blocks) give groups and key lists identical
+ *     scores bit for bit peers.c's dg_peer_block_scores; the device's part selection (peer_take.cu)
+ *     byte for byte dg_peer_take on adversarial random parts and on those scores at every n; and,
+ *     from the scores, the device's take and expansion (the GPU backend's gpu_peer_blocks) give groups and key lists identical
  *     to the CPU's dg_peer_metadata: budgets topp, topk, matched, sinks, text prefixes 77 and 300
  *     (n <= 4100; at 32760 the scores only); DiTFastAttn's window lists (dg_peer_window) identical;
  *     and through the GPU backend's peer primitive (svg2's device k-means over a cold and a warm step,
@@ -900,19 +901,122 @@ static int gpu_peer_scores(const problem *P, const dg_policy *p, float *hs)
 
 /* the GPU backend's half after the scores (backend_gpu.c gpu_peer_blocks): the host's block take
  * from the device's scores hs, then the device's expansion, read back as groups g and lists sel */
+/* a block peer's take on the device (dg_peer_take_dev over raster blocks) from device scores (G, G),
+ * as the GPU backend's gpu_peer_blocks makes it */
+static int peer_block_take_dev(const dg_policy *p, const dg_budget *b, int n, const float *dscores, uint8_t *dtake)
+{
+	const int bs = dg_peer_block_size(p), G = (n + bs - 1) / bs;
+	return dg_peer_take_dev(dscores, G, G, NULL, NULL, NULL, bs, n, b->budget == DG_BUDGET_TOPK,
+				dg_topk_count(b->rho, n), b->topp, p->matched, b->rho, DG_PEER_MATCH_STEPS, b->sink_lo,
+				b->sink_hi, 0, dtake, stream);
+}
+
+/* a random part score that stresses the ranking (ties, -0 beside +0, signed, +-INFINITY) */
+static float take_score(int kind)
+{
+	int r = rng_int(64);
+	if (r == 0)
+		return INFINITY;
+	if (r == 1)
+		return kind ? -INFINITY : 0.0f;
+	if (r == 2)
+		return -0.0f;
+	if (kind == 2) {
+		float v = (float)rng_int(4) * 0.25f;
+		return rng_int(2) ? -v : v;
+	}
+	float u = (float)rng_uniform();
+	return kind == 1 ? 4 * u - 2 : u * u * u;
+}
+
+/* dg_peer_take_dev against the CPU's dg_peer_take, byte for byte: random groups and parts of random
+ * sizes (svg2's form: explicit sizes, min_parts) with adversarial scores, every budget (top-k, top-p,
+ * matched), sinks; and raster blocks (the block peers' form) from real block scores at n */
+static void check_peer_take(const problem *P)
+{
+	long bad = 0, trials = 0;
+	for (int t = 0; t < 240; t++, trials++) {
+		int ng = 1 + rng_int(300), np = 1 + rng_int(t % 5 ? 400 : DG_PEER_TAKE_MAX_P), kind = t % 3, n = 0;
+		int min_parts = rng_int(4) ? 0 : rng_int(5);
+		int *gsize = dg_malloc((size_t)ng * 4), *psize = dg_malloc((size_t)np * 4), *psink = dg_malloc((size_t)np * 4);
+		for (int c = 0; c < np; c++)
+			psize[c] = 1 + rng_int(64), n += psize[c];
+		for (int g = 0; g < ng; g++)
+			gsize[g] = 1 + rng_int(64);
+		dg_budget b = { DG_KV_TOKEN, t % 4 == 0 ? DG_BUDGET_TOPK : DG_BUDGET_TOPP, 0.02 + 0.5 * rng_uniform(),
+				rng_uniform(), 0, rng_int(3) ? 0 : rng_int(100) };
+		b.sink_hi = b.sink_hi < n ? b.sink_hi : n;
+		for (int c = 0, at = 0; c < np; at += psize[c], c++) {
+			int l = at > b.sink_lo ? at : b.sink_lo, h = at + psize[c] < b.sink_hi ? at + psize[c] : b.sink_hi;
+			psink[c] = h > l ? h - l : 0;
+		}
+		const size_t cells = (size_t)ng * np;
+		float *sc = dg_malloc(cells * 4);
+		for (size_t j = 0; j < cells; j++)
+			sc[j] = take_score(kind);
+		const dg_policy p = peer_policy_any(t % 2 ? "xattention/budget=matched" : "xattention");
+		unsigned char *want = dg_malloc(cells), *got = dg_malloc(cells);
+		dg_peer_take(sc, ng, gsize, np, psize, psink, n, &p, &b, min_parts, want);
+		float *dsc = dupload(sc, cells * 4);
+		int32_t *dg = dupload(gsize, (size_t)ng * 4), *dp = dupload(psize, (size_t)np * 4),
+			*dk = dupload(psink, (size_t)np * 4);
+		uint8_t *dt = dmalloc(cells);
+		CUDA_CHECK(cudaMemset(dt, 0xAB, cells)); /* poisoned */
+		int rc = dg_peer_take_dev(dsc, ng, np, dg, dp, dk, 0, n, b.budget == DG_BUDGET_TOPK, dg_topk_count(b.rho, n),
+					  b.topp, p.matched, b.rho, DG_PEER_MATCH_STEPS, b.sink_lo, b.sink_hi, min_parts, dt,
+					  stream);
+		download(got, dt, cells);
+		bad += rc != 0 || memcmp(want, got, cells) != 0;
+		cudaFree(dsc), cudaFree(dg), cudaFree(dp), cudaFree(dk), cudaFree(dt);
+		free(gsize), free(psize), free(psink), free(sc), free(want), free(got);
+	}
+	CHECKF(bad == 0, "peer take: dg_peer_take_dev byte for byte dg_peer_take on random parts and scores (ties, "
+	       "-0/+0, +-INF, every budget, sinks, min_parts; up to %d parts): %ld of %ld differ", DG_PEER_TAKE_MAX_P,
+	       bad, trials);
+	/* raster blocks from the block peers' real scores at this n */
+	static const char *const specs[] = { "pisa", "pisa/block=128", "xattention", "xattention/budget=matched",
+					     "spargeattn/theta=0.012/budget=matched", "spargeattn" };
+	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+		const dg_policy p = peer_policy(specs[i]);
+		const int n = P->n, bs = dg_peer_block_size(&p), G = (n + bs - 1) / bs;
+		float *hs = dg_malloc((size_t)G * G * 4), *ds = dmalloc((size_t)G * G * 4);
+		int rc = gpu_peer_scores(P, &p, hs);
+		CUDA_CHECK(cudaMemcpy(ds, hs, (size_t)G * G * 4, cudaMemcpyHostToDevice));
+		for (int sk = 0; sk < 2; sk++) {
+			dg_budget b = { p.kv, p.budget, sk ? 0.1 : 0.15, p.topp, 0, sk ? 64 : 0 };
+			unsigned char *want = dg_malloc((size_t)G * G), *got = dg_malloc((size_t)G * G);
+			uint8_t *dt = dmalloc((size_t)G * G);
+			CUDA_CHECK(cudaMemset(dt, 0xAB, (size_t)G * G));
+			double t0 = dg_now();
+			dg_peer_block_take(hs, n, &p, &b, want);
+			double tc = dg_now() - t0;
+			rc = rc ? rc : peer_block_take_dev(&p, &b, n, ds, dt);
+			download(got, dt, (size_t)G * G);
+			long kept = 0, diff = 0;
+			for (size_t e = 0; e < (size_t)G * G; e++)
+				kept += want[e], diff += want[e] != got[e];
+			CHECKF(rc == 0 && diff == 0, "peer take %s rho %.2f sinks 0-%d n=%d: %dx%d device take byte for byte "
+			       "dg_peer_block_take (%ld kept, %ld differ; cpu %.1f ms)", specs[i], b.rho, b.sink_hi, n, G, G,
+			       kept, diff, tc * 1e3);
+			free(want), free(got), cudaFree(dt);
+		}
+		free(hs), cudaFree(ds);
+	}
+}
+
 static int gpu_peer_lists(const problem *P, const dg_policy *p, const dg_budget *b, int text, const float *hs,
 			  dg_groups *g, dg_selection *sel)
 {
 	const int n = P->n, bs = dg_peer_block_size(p), G = (n + bs - 1) / bs, W = (n + 31) / 32;
-	unsigned char *take = dg_malloc((size_t)G * G);
 	int *row;
-	dg_peer_block_take(hs, n, p, b, take);
 	const int forced = dg_peer_block_groups(n, p, text, g, &row), ng = g->ngroups;
-	uint8_t *dtake = dupload(take, (size_t)G * G);
+	float *dscores = dupload(hs, (size_t)G * G * 4);
+	uint8_t *dtake = dmalloc((size_t)G * G);
 	int32_t *drow = dupload(row, (size_t)ng * 4);
+	int rc = peer_block_take_dev(p, b, n, dscores, dtake);
 	uint32_t *dbits = dmalloc((size_t)ng * W * 4), *bits = dg_malloc((size_t)ng * W * 4);
 	int64_t *dsoff = dmalloc((size_t)(ng + 1) * 8);
-	int rc = dg_peer_expand(dtake, G, bs, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, dbits, dsoff, stream);
+	rc = rc ? rc : dg_peer_expand(dtake, G, bs, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, dbits, dsoff, stream);
 	sel->ngroups = ng;
 	sel->off = dg_malloc((size_t)(ng + 1) * 8);
 	download(sel->off, dsoff, (size_t)(ng + 1) * 8);
@@ -928,8 +1032,8 @@ static int gpu_peer_lists(const problem *P, const dg_policy *p, const dg_budget 
 			}
 		rc = at == sel->off[r + 1] ? 0 : -1;
 	}
-	free(take), free(row), free(bits);
-	cudaFree(dtake), cudaFree(drow), cudaFree(dbits), cudaFree(dsoff);
+	free(row), free(bits);
+	cudaFree(dscores), cudaFree(dtake), cudaFree(drow), cudaFree(dbits), cudaFree(dsoff);
 	return rc;
 }
 
@@ -1091,8 +1195,8 @@ static void check_peer_backend(const problem *P)
 {
 	const int n = P->n, d = P->d;
 	static const char *const specs[] = { "svg2", "svg2/budget=topk", "svg2/budget=matched", "svg2/qc=7/kc=300",
-					     "spargeattn/theta=-0.1/budget=matched", "xattention", "pisa",
-					     "ditfastattn/budget=matched", "sta/window=1", "sta/budget=matched", "radial",
+					     "spargeattn/theta=-0.1/budget=matched", "xattention", "xattention/budget=matched",
+					     "pisa", "pisa/block=128", "ditfastattn/budget=matched", "sta/window=1", "sta/budget=matched", "radial",
 					     "radial/budget=matched" };
 	dg_backend *be = dg_backend_gpu(n, d);
 	DG_ASSERT(be);
@@ -1278,6 +1382,7 @@ static void run_config(int n, int d)
 
 	/* 8. block peers: at 32760 the scores alone (the CPU's antidiagonal pass is the long one) */
 	check_peers(&P, n <= 4100);
+	check_peer_take(&P);
 	if (n <= 4100) {
 		check_peer_backend(&P);
 		check_pisa_first_order(&P);
@@ -1600,6 +1705,7 @@ int main(int argc, char **argv)
 			printf("# peers n=%d d=%d\n", cfg[i][0], cfg[i][1]);
 			problem_make(&P, cfg[i][0], cfg[i][1]);
 			check_peers(&P, cfg[i][2]);
+			check_peer_take(&P);
 			if (cfg[i][2]) {
 				check_peer_backend(&P);
 				check_pisa_first_order(&P);

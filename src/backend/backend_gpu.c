@@ -954,10 +954,10 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 }
 
 /* a block peer's metadata (spargeattn, xattention, pisa; peers.h dg_peer_block_*): the block scores
- * on the device (dg_peer_scores, bit for bit the CPU twin's), the G x G scores to the host for the
- * block selection (dg_peer_block_take: the budget, matched included; block-level work only), the
- * kept blocks back and the key lists made on the device as bitmaps (dg_peer_expand). The query
- * groups are the shape's (raster, split at the text). Q and K stay on the device. */
+ * on the device (dg_peer_scores, bit for bit the CPU twin's), the block selection on the device
+ * (dg_peer_take_dev, byte for byte dg_peer_block_take: the budget, matched included) and the key
+ * lists made on the device as bitmaps (dg_peer_expand). The query groups are the shape's (raster,
+ * split at the text; their rows to the device). Q, K, scores and take stay on the device. */
 static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *b, int text, dg_bgroups **groups,
 			   dg_bsel **sel)
 {
@@ -966,24 +966,24 @@ static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *
 	int kind = p->score == DG_SCORE_SPARGE ? DG_PEER_SPARGE : p->score == DG_SCORE_ANTIDIAG ? DG_PEER_ANTIDIAG
 												  : DG_PEER_POOLED;
 	size_t gg = (size_t)G * G;
-	float *ds = dmalloc(g, gg * 4), *hs = dg_malloc(gg * 4);
+	float *ds = dmalloc(g, gg * 4);
+	uint8_t *dtake = dmalloc(g, gg);
 	phase_begin(g);
 	KERNEL_CHECK(dg_peer_scores(g->dq, g->dk, n, be->d, kind, bs, p->stride, p->theta, ds, (dg_stream)g->stream));
 	phase_end(g, DG_PHASE_SCORES);
-	CUDA_CHECK(cudaMemcpyAsync(hs, ds, gg * 4, cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	phase_begin(g);
+	KERNEL_CHECK(dg_peer_take_dev(ds, G, G, NULL, NULL, NULL, bs, n, b->budget == DG_BUDGET_TOPK,
+				      dg_topk_count(b->rho, n), b->topp, p->matched, b->rho, DG_PEER_MATCH_STEPS,
+				      b->sink_lo, b->sink_hi, 0, dtake, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SELECT);
 	dfree(g, ds);
-	unsigned char *take = dg_malloc(gg);
-	dg_peer_block_take(hs, n, p, b, take);
 	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
 	int *row;
 	int forced = dg_peer_block_groups(n, p, text, &bg->g, &row);
 	bg->id = g->next_id++;
 	groups_upload(g, bg);
 	int ng = bg->g.ngroups;
-	uint8_t *dtake = dmalloc(g, gg);
 	int32_t *drow = dmalloc(g, (size_t)ng * 4);
-	CUDA_CHECK(cudaMemcpyAsync(dtake, take, gg, cudaMemcpyHostToDevice, g->stream)); /* pageable: staged */
 	CUDA_CHECK(cudaMemcpyAsync(drow, row, (size_t)ng * 4, cudaMemcpyHostToDevice, g->stream));
 	dg_bsel *s = sel_new(g, ng);
 	s->n = n;
@@ -994,7 +994,7 @@ static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *
 	phase_end(g, DG_PHASE_SELECT);
 	dfree(g, dtake);
 	dfree(g, drow);
-	free(hs), free(take), free(row);
+	free(row);
 	*groups = bg;
 	*sel = s;
 	return 0;

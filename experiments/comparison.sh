@@ -308,7 +308,7 @@ notdrawn=$(awk '/^# not drawn / { s = s (s == "" ? "" : "; ") $4 " (PSNR not fin
 TITLE=$title ND=$notdrawn awk -v tol="$tol" '
   BEGIN { title = ENVIRON["TITLE"]; nd = ENVIRON["ND"] }
   /^# method / { m[nm++] = substr($0, 10) } /^# xrange / { x0 = $3 * 0.85; x1 = $4 * 1.6 }
-  END { ls[0] = 1; ls[1] = 2; ls[2] = 3; ls[3] = 4; ls[4] = 5; ls[5] = 6; ls[6] = 10; ls[7] = 11; ls[8] = 12; ls[9] = 13; ls[10] = 14
+  END { np = split("1 3 4 5 6 10 11 12 13 14 9", pal, " ") # mc-sparse vermillion (ls 2) and bolder, as closed_loop.png
     print "# fidelity_density.gp: made by experiments/comparison.sh"
     print "# re-render inside this directory: gnuplot fidelity_density.gp   (writes fidelity_density.pdf and .png)"
     print "load '\''style.gp'\''"; print "set encoding utf8"
@@ -324,8 +324,8 @@ TITLE=$title ND=$notdrawn awk -v tol="$tol" '
     printf "set xrange [%.4g:%.4g]\n", x0, x1
     print "set xtics (0.02, 0.03, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1)"
     printf "plot "
-    for (i = 0; i < nm; i++) printf "%s'\''fidelity_density.dat'\'' index %d using 7:2:3:4 with yerrorbars ls %d ps 1.3 title '\''%s'\'', \\\n  '\'''\'' index %d using 7:2:($6 > 0 ? stringcolumn(5) : '\'''\'') with labels offset 0.8, 0 left font '\'',6'\'' textcolor rgb '\''#444444'\'' notitle",
-      (i ? ", \\\n  " : ""), i, ls[i % 11], m[i], i
+    for (i = k = 0; i < nm; i++) printf "%s'\''fidelity_density.dat'\'' index %d using 7:2:3:4 with yerrorbars ls %d lw %s ps %s title '\''%s'\'', \\\n  '\'''\'' index %d using 7:2:($6 > 0 ? stringcolumn(5) : '\'''\'') with labels offset 0.8, 0 left font '\'',6'\'' textcolor rgb '\''#444444'\'' notitle",
+      (i ? ", \\\n  " : ""), i, m[i] == "mc-sparse" ? 2 : pal[k++ % np + 1], m[i] == "mc-sparse" ? 1.6 : 1, m[i] == "mc-sparse" ? 1.6 : 1.3, m[i], i
     printf "%s'\''fidelity_density.dat'\'' index %d using 1:2 with lines ls 8 dt 2 lw 1 title '\''frontier'\''\n", (nm ? ", \\\n  " : ""), nm
     print "unset output"; print "}" }' "$fd.dat" > "$fd.gp"
 if command -v gnuplot > /dev/null; then exp_gnuplot "$RESULTS/figures" fidelity_density.gp

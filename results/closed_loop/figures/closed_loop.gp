@@ -4,7 +4,7 @@ load 'style.gp'
 do for [fmt in "pdf png"] {
 if (fmt eq "pdf") { set terminal pdfcairo size 7in,3.95in font 'Liberation Sans,8' } else { set terminal pngcairo size 2100,1185 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
 set output 'closed_loop.'.fmt
-set multiplot title "Closed loop: PSNR and SSIM of the final frames against the dense run, means over the samples with 95% bootstrap intervals over them\nbundled model, 12 samples: 12 prompts × seed 1\ncells: experiment comparison (experiments/comparison.ini) on gpu: NVIDIA H200, 2026-12-04" noenhanced font ',8'
+set multiplot title "Closed loop: PSNR and SSIM of the final frames against the dense run, means over the samples with 95% bootstrap intervals over them\nbundled model, 24 samples: 12 prompts × seeds 1, 2\ncells: experiment comparison (experiments/comparison.ini) on gpu: NVIDIA H200, 2026-12-04" noenhanced font ',8'
 set tmargin at screen 0.838; set bmargin at screen 0.289
 set xrange [-0.5:2.5]
 set xtics ("ρ 0.1\n(0.086-0.125)" 0, "ρ 0.15\n(0.150-0.156)" 1, "ρ 0.25\n(0.250)" 2) noenhanced font ',7'
@@ -33,7 +33,7 @@ plot f index 0 using 1:2 with lines ls 2 lw 2 notitle, \
 set key off
 set lmargin at screen 0.457; set rmargin at screen 0.764
 set ylabel 'SSIM against the dense run'
-set label 1 "not drawn, cannot reach the density (computed past the warm-up more than 0.02 from the target):\nspargeattn/budget=matched at ρ 0.1, 0.15, 0.25 (computed 0.998); radial/budget=matched at ρ 0.1, 0.15, 0.25 (computed 0.688);\nsta/budget=matched at ρ 0.15 (computed 0.129); chipmunk at ρ 0.1 (computed 0.125); pisa at ρ 0.1 (computed 0.125)" at screen 0.01, screen 0.081 left noenhanced font ',6'
+set label 1 "not drawn, cannot reach the density (computed past the warm-up more than 0.02 from the target):\nspargeattn/budget=matched at ρ 0.1, 0.15, 0.25 (computed 0.999); radial/budget=matched at ρ 0.1, 0.15, 0.25 (computed 0.688);\nsta/budget=matched at ρ 0.15 (computed 0.129); chipmunk at ρ 0.1 (computed 0.125); pisa at ρ 0.1 (computed 0.125)" at screen 0.01, screen 0.081 left noenhanced font ',6'
 set key at screen 0.779, screen 0.825 left top Left reverse noenhanced font ',7' samplen 1.5 spacing 1.15 title 'method'
 plot f index 0 using 1:5 with lines ls 2 lw 2 notitle, \
   f index 0 using 1:5:6:7 with yerrorbars ls 2 lw 1.6 ps 1.3 title "mc-sparse", \

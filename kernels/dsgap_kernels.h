@@ -213,12 +213,13 @@ int dg_pooled_scores(const uint16_t *q, const uint16_t *k, int n, int d, const i
 int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d, int kind, int bs, int stride,
 		   double theta, float *scores, dg_stream stream);
 /* A peer's key lists as bitmaps (the keys=bitmap layout below) from the key parts each score row keeps,
- * take (rows, nparts) bytes: key j's part is part[j] (n, svg2's key clusters) or, part NULL, its
- * block j / bs (nparts = ceil(n/bs)); group g gets every key if row[g] < 0, else the keys below
+ * take (rows, nparts) bytes: key j's part is pmap[part[j]] (part (n) svg2's key cluster labels, pmap
+ * (clusters) a label's column of take), part[j] (pmap NULL) or, part NULL, its block j / bs
+ * (nparts = ceil(n/bs)); group g gets every key if row[g] < 0, else the keys below
  * `forced`, the sinks [sink_lo, sink_hi) and the keys of the parts that row row[g] keeps; bits
  * (ngroups, (n+31)/32), soff (ngroups+1) int64 their counts' prefix sums. */
-int dg_peer_expand(const uint8_t *take, int nparts, int bs, const int32_t *part, const int32_t *row, int ngroups,
-		   int n, int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff, dg_stream stream);
+int dg_peer_expand(const uint8_t *take, int nparts, int bs, const int32_t *part, const int32_t *pmap, const int32_t *row,
+		   int ngroups, int n, int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff, dg_stream stream);
 /* The scored peers' part selection (peer_take.cu), byte for byte peers.c's dg_peer_take: take
  * (ngroups, P) 0/1 from scores (ngroups, P), +INFINITY a forced part; the parts' sizes psize and sink
  * counts psink (P) and the query groups' sizes gsize (ngroups), or, psize NULL, the raster blocks of

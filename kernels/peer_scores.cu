@@ -243,8 +243,8 @@ int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, do
 /* bits (ngroups, W) of group g: every key where row[g] < 0, else the keys < forced, the sinks and the
  * keys of the parts take[row[g]] keeps (key j's part: part[j], or j / bs); cnt[g] their number.
  * Grid ngroups, 256 threads. */
-__global__ void expand_bits(const uint8_t *take, int nb, int bs, const int32_t *part, const int32_t *row, int n,
-			    int slo, int shi, int forced, uint32_t *bits, int64_t *cnt)
+__global__ void expand_bits(const uint8_t *take, int nb, int bs, const int32_t *part, const int32_t *pmap,
+			    const int32_t *row, int n, int slo, int shi, int forced, uint32_t *bits, int64_t *cnt)
 {
 	__shared__ int wsum[8];
 	const int g = blockIdx.x, W = (n + 31) / 32, r = row[g];
@@ -256,7 +256,7 @@ __global__ void expand_bits(const uint8_t *take, int nb, int bs, const int32_t *
 			if (j >= n)
 				break;
 			const bool in = r < 0 || j < forced || (j >= slo && j < shi) ||
-					take[(size_t)r * nb + (part ? part[j] : j / bs)];
+					take[(size_t)r * nb + (part ? (pmap ? pmap[part[j]] : part[j]) : j / bs)];
 			word |= (uint32_t)in << b;
 		}
 		bits[(size_t)g * W + w] = word;
@@ -355,8 +355,8 @@ extern "C" int dg_peer_svg2_scores(const float *cq, const int32_t *qkeep, int G,
 	return 0;
 }
 
-extern "C" int dg_peer_expand(const uint8_t *take, int nparts, int bs, const int32_t *part, const int32_t *row,
-			      int ngroups, int n, int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff,
+extern "C" int dg_peer_expand(const uint8_t *take, int nparts, int bs, const int32_t *part, const int32_t *pmap,
+			      const int32_t *row, int ngroups, int n, int sink_lo, int sink_hi, int forced, uint32_t *bits, int64_t *soff,
 			      dg_stream stream)
 {
 	DGM_ARG(n >= 1 && ngroups >= 1 && nparts >= 1 && (part || (bs >= 1 && nparts == (n + bs - 1) / bs)),
@@ -366,7 +366,7 @@ extern "C" int dg_peer_expand(const uint8_t *take, int nparts, int bs, const int
 	const int slo = max(0, min(sink_lo, n)), shi = max(0, min(sink_hi, n));
 	int64_t *cnt = NULL;
 	DGM_CUDA(cudaMallocAsync((void **)&cnt, (size_t)ngroups * 8, st));
-	expand_bits<<<ngroups, 256, 0, st>>>(take, nparts, bs, part, row, n, slo, shi, forced, bits, cnt);
+	expand_bits<<<ngroups, 256, 0, st>>>(take, nparts, bs, part, pmap, row, n, slo, shi, forced, bits, cnt);
 	prefix_offsets<<<1, 1, 0, st>>>(cnt, ngroups, soff);
 	DGM_LAUNCHED();
 	DGM_CUDA(cudaFreeAsync(cnt, st));

@@ -1016,7 +1016,7 @@ static int gpu_peer_lists(const problem *P, const dg_policy *p, const dg_budget 
 	int rc = peer_block_take_dev(p, b, n, dscores, dtake);
 	uint32_t *dbits = dmalloc((size_t)ng * W * 4), *bits = dg_malloc((size_t)ng * W * 4);
 	int64_t *dsoff = dmalloc((size_t)(ng + 1) * 8);
-	rc = rc ? rc : dg_peer_expand(dtake, G, bs, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, dbits, dsoff, stream);
+	rc = rc ? rc : dg_peer_expand(dtake, G, bs, NULL, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, dbits, dsoff, stream);
 	sel->ngroups = ng;
 	sel->off = dg_malloc((size_t)(ng + 1) * 8);
 	download(sel->off, dsoff, (size_t)(ng + 1) * 8);

@@ -989,7 +989,7 @@ static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *
 	s->n = n;
 	s->bits = dmalloc(g, (size_t)ng * dg_bitmap_words(n) * 4);
 	phase_begin(g);
-	KERNEL_CHECK(dg_peer_expand(dtake, G, bs, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, s->bits, s->off,
+	KERNEL_CHECK(dg_peer_expand(dtake, G, bs, NULL, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, s->bits, s->off,
 				    (dg_stream)g->stream));
 	phase_end(g, DG_PHASE_SELECT);
 	dfree(g, dtake);
@@ -1032,11 +1032,11 @@ static void centroids_free(void *c)
 
 /* svg2 on the device (peers.h dg_peer_svg2_clusters, dg_peer_state_slot): the k-means of Q and K
  * (dg_peer_kmeans, the centroids kept in the run's state on the device), the run counts and the
- * sinks' key labels to the host (clusters and sinks only), the kept clusters' scores
- * (dg_peer_svg2_scores) to the host for the cluster selection (dg_peer_take: per query cluster,
- * matched included), then the key lists made on the device by the key labels (dg_peer_expand). The
- * groups are the query clusters, split at the text (runs by (cluster, side): perm stays on the
- * device). */
+ * sinks' key labels to the host (the groups' shape: clusters and sinks only), the kept clusters'
+ * scores (dg_peer_svg2_scores), the cluster selection (dg_peer_take_dev, byte for byte dg_peer_take:
+ * per query cluster, matched included) and the key lists made by the key labels (dg_peer_expand,
+ * a label's column of the take by kidx), all on the device. The groups are the query clusters,
+ * split at the text (runs by (cluster, side): perm stays on the device). */
 static int gpu_peer_svg2(dg_backend *be, const dg_policy *p, const dg_budget *b, int text, dg_peer_state **state,
 			 dg_bgroups **groups, dg_bsel **sel)
 {
@@ -1061,10 +1061,11 @@ static int gpu_peer_svg2(dg_backend *be, const dg_policy *p, const dg_budget *b,
 	if (nsink)
 		CUDA_CHECK(cudaMemcpyAsync(hsl, kl + lo, (size_t)nsink * 4, cudaMemcpyDeviceToHost, g->stream));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
-	/* the kept (non-empty) clusters, their sizes and sinks */
-	int G = 0, P = 0, *qkeep = dg_malloc((size_t)qc * sizeof(int)), *gsize = dg_malloc((size_t)qc * sizeof(int));
-	int *kkeep = dg_malloc((size_t)kc * sizeof(int)), *kidx = dg_malloc((size_t)kc * sizeof(int));
-	int *psize = dg_malloc((size_t)kc * sizeof(int)), *psink = dg_calloc(kc, sizeof(int));
+	/* the kept (non-empty) clusters, their sizes and sinks, each label's part (kidx, -1 empty):
+	 * hk = [qkeep (G) | kkeep (P) | gsize (G) | psize (P) | psink (P) | kidx (kc)] */
+	int G = 0, P = 0, *hk = dg_calloc((size_t)3 * qc + 4 * kc, sizeof(int));
+	int *qkeep = hk, *kkeep = qkeep + qc, *gsize = kkeep + kc, *psize = gsize + qc, *psink = psize + kc,
+	    *kidx = psink + kc;
 	double *wsize = dg_malloc((size_t)kc * sizeof(double));
 	for (int a = 0; a < qc; a++)
 		if (hc[2 * a] + hc[2 * a + 1])
@@ -1077,22 +1078,14 @@ static int gpu_peer_svg2(dg_backend *be, const dg_policy *p, const dg_budget *b,
 	}
 	for (int j = 0; j < nsink; j++)
 		psink[kidx[hsl[j]]]++;
-	int32_t *dkeep = dmalloc(g, (size_t)(G + P) * 4);
+	int32_t *dk = dmalloc(g, ((size_t)3 * qc + 4 * kc) * 4); /* hk's layout */
+	int32_t *dqkeep = dk, *dkkeep = dk + qc, *dgsize = dkkeep + kc, *dpsize = dgsize + qc, *dpsink = dpsize + kc,
+		*dkidx = dpsink + kc;
 	double *dw = dmalloc(g, (size_t)P * 8);
-	float *ds = dmalloc(g, (size_t)G * P * 4), *hs = dg_malloc((size_t)G * P * 4);
-	CUDA_CHECK(cudaMemcpyAsync(dkeep, qkeep, (size_t)G * 4, cudaMemcpyHostToDevice, g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(dkeep + G, kkeep, (size_t)P * 4, cudaMemcpyHostToDevice, g->stream));
+	float *ds = dmalloc(g, (size_t)G * P * 4);
+	uint8_t *dtake = dmalloc(g, (size_t)G * P);
+	CUDA_CHECK(cudaMemcpyAsync(dk, hk, ((size_t)3 * qc + 4 * kc) * 4, cudaMemcpyHostToDevice, g->stream));
 	CUDA_CHECK(cudaMemcpyAsync(dw, wsize, (size_t)P * 8, cudaMemcpyHostToDevice, g->stream));
-	phase_begin(g);
-	KERNEL_CHECK(dg_peer_svg2_scores(cq, dkeep, G, ck, dkeep + G, P, dw, d, ds, (dg_stream)g->stream));
-	phase_end(g, DG_PHASE_SCORES);
-	CUDA_CHECK(cudaMemcpyAsync(hs, ds, (size_t)G * P * 4, cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaStreamSynchronize(g->stream));
-	unsigned char *take = dg_malloc((size_t)G * P + 1), *raw = dg_calloc((size_t)G * kc, 1);
-	dg_peer_take(hs, G, gsize, P, psize, psink, n, p, b, min_parts, take);
-	for (int t = 0; t < G; t++) /* over the raw key labels */
-		for (int a = 0; a < kc; a++)
-			raw[(size_t)t * kc + a] = kidx[a] >= 0 && take[(size_t)t * P + kidx[a]];
 	/* groups: each kept query cluster's text run, then its video run (the non-empty ones); a text
 	 * run's list is every key (row -1) */
 	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
@@ -1111,20 +1104,28 @@ static int gpu_peer_svg2(dg_backend *be, const dg_policy *p, const dg_budget *b,
 	bg->id = g->next_id++;
 	bg->perm = qperm;
 	bg->off = dmalloc(g, (size_t)(ng + 1) * 4);
-	uint8_t *draw = dmalloc(g, (size_t)G * kc);
 	int32_t *drow = dmalloc(g, (size_t)ng * 4);
 	CUDA_CHECK(cudaMemcpyAsync(bg->off, bg->g.off, (size_t)(ng + 1) * 4, cudaMemcpyHostToDevice, g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(draw, raw, (size_t)G * kc, cudaMemcpyHostToDevice, g->stream));
 	CUDA_CHECK(cudaMemcpyAsync(drow, row, (size_t)ng * 4, cudaMemcpyHostToDevice, g->stream));
+	phase_begin(g);
+	KERNEL_CHECK(dg_peer_svg2_scores(cq, dqkeep, G, ck, dkkeep, P, dw, d, ds, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SCORES);
+	phase_begin(g);
+	KERNEL_CHECK(dg_peer_take_dev(ds, G, P, dgsize, dpsize, dpsink, 1, n, b->budget == DG_BUDGET_TOPK,
+				      dg_topk_count(b->rho, n), b->topp, p->matched, b->rho, DG_PEER_MATCH_STEPS, b->sink_lo,
+				      b->sink_hi, min_parts, dtake, (dg_stream)g->stream));
+	phase_end(g, DG_PHASE_SELECT);
 	dg_bsel *s = sel_new(g, ng);
 	s->n = n;
 	s->bits = dmalloc(g, (size_t)ng * dg_bitmap_words(n) * 4);
 	phase_begin(g);
-	KERNEL_CHECK(dg_peer_expand(draw, kc, 1, kl, drow, ng, n, lo, hi, text, s->bits, s->off, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_peer_expand(dtake, P, 1, kl, dkidx, drow, ng, n, lo, hi, text, s->bits, s->off,
+				    (dg_stream)g->stream));
 	phase_end(g, DG_PHASE_SELECT);
-	dfree(g, scratch), dfree(g, dkeep), dfree(g, dw), dfree(g, ds), dfree(g, draw), dfree(g, drow);
-	free(hc), free(qkeep), free(gsize), free(kkeep), free(kidx), free(psize), free(psink), free(wsize), free(hs);
-	free(take), free(raw), free(row);
+	/* the uploads above are from pageable memory, staged before the calls returned, and queued
+	 * before the kernels (a pageable upload waits for the stream's earlier work) */
+	dfree(g, scratch), dfree(g, dk), dfree(g, dw), dfree(g, ds), dfree(g, dtake), dfree(g, drow);
+	free(hc), free(hk), free(wsize), free(row);
 	*groups = bg;
 	*sel = s;
 	return 0;

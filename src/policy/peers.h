@@ -2,11 +2,12 @@
  * peers.h: the metadata of the peer sparse-attention methods of docs/spec.md §3 and PISA's
  * first-order output term: the CPU twin. On the GPU backend the block peers (spargeattn, xattention,
  * pisa) score on the device, bit for bit these scores (dg_peer_block_*), and select blocks on the
- * host from the G x G block scores; svg2's k-means and cluster scores run on the device
- * (dg_peer_svg2_clusters, dg_peer_state_slot), its clusters selected on the host from the G x P
- * scores; ditfastattn's window lists are made on the device (dg_peer_window_width). Radial's and
- * STA's masks depend on the shape alone: computed here on the host once per (mask, knob, n, grid,
- * text, rho) per process (the last 8 kept; later units get a copy) on both backends. PISA's
+ * device (kernels/peer_take.cu, byte for byte dg_peer_take); svg2's k-means, cluster scores and
+ * cluster selection run on the device (dg_peer_svg2_clusters, dg_peer_state_slot; only the clusters'
+ * sizes come to the host); ditfastattn's window lists are made on the device (dg_peer_window_width).
+ * Radial's and STA's masks depend on the shape alone: computed here on the host once per (mask,
+ * knob, n, grid, text, rho) per process (the last 8 kept; later units get a copy; the GPU backend
+ * keeps its last 4 on the device). PISA's
  * first-order term runs on the device too (kernels/pisa_first_order.cu, to fp32 accumulation level). Each peer is a preset of
  * policy.h; what is replayed follows `reference/mcsparse-and-peers.md` §2 (cited per method).
  * Every peer reports its effective density like every other policy (computed pairs / n^2).
@@ -126,16 +127,17 @@ bool dg_peer_mask_key_eq(const dg_peer_mask_key *a, const dg_peer_mask_key *b);
  * dg_topk_count(rho, n) keys; topp: the shortest prefix whose mass before its last part is below p
  * of the total; ties by lower index. At least min_parts parts are kept (svg2's minimum cluster
  * ratio). budget=matched on a top-p peer p: the top-p mass bisected (see above) on the computed
- * density of the parts kept plus the sinks. Part-level work only (ngroups x P), the host half of
- * every scored peer on both backends: a key list is the kept parts' keys plus the sinks, ascending.
+ * density of the parts kept plus the sinks. Part-level work only (ngroups x P), every scored peer's
+ * selection on the CPU backend and the reference of the GPU's (dg_peer_take_dev): a key list is the
+ * kept parts' keys plus the sinks, ascending.
  */
 void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, const int *psize, const int *psink,
 		  int n, const dg_policy *p, const dg_budget *b, int min_parts, unsigned char *take);
 
 /*
  * The block peers (spargeattn, xattention, pisa): raster blocks of bs queries scored against raster
- * blocks of bs keys, in two halves so that the GPU backend makes the scores on the device
- * (kernels/peer_scores.cu, dg_peer_scores) and only the block-level selection on the host.
+ * blocks of bs keys, in two halves that the GPU backend makes on the device (kernels/peer_scores.cu
+ * dg_peer_scores, kernels/peer_take.cu dg_peer_take_dev), bit for bit these.
  *   dg_peer_block_size     bs (128, pisa's block), or 0 for a peer that is not a block peer;
  *   dg_peer_block_scores   the scores (G, G), G = ceil(n/bs), bit for bit the device's: fp32 block
  *                          means (sums in token order, then / count), logits as fmaf chains in

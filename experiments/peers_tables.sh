@@ -133,13 +133,19 @@ rows=$(( (np + 4) / 4 ))
   echo "set bmargin $((rows * 3 / 2 + 6))"
   echo "set key at screen 0.5, screen 0.01 center bottom horizontal maxrows $rows Left reverse noenhanced font ',7' samplen 2 width 1"
   printf "plot "
-  i=0
+  # dense is the E = 0 marker, not a line: the other methods take the style's 15 line styles in turn
+  # (more than 15 would repeat a colour: said on stderr)
+  i=0 k=0
   for p in $policies; do
-    [ $i -gt 0 ] && printf ", \\\\\n  "
-    printf "'peers_error_vs_density.dat' index %d using 1:2:3:4 with yerrorlines ls %d title '%s'" $i $((i % 15 + 1)) "$p"
+    if [ "$p" != dense ]; then
+      [ $k -gt 0 ] && printf ", \\\\\n  "
+      printf "'peers_error_vs_density.dat' index %d using 1:2:3:4 with yerrorlines ls %d title '%s'" $i $((k % 15 + 1)) "$p"
+      k=$((k + 1))
+    fi
     i=$((i + 1))
   done
-  printf ", \\\\\n  'peers_error_vs_density.dat' using 1:(\$2 == 0 ? 0 : NaN) with points pt 6 ps 3 lc rgb '#000000' title 'E = 0 (exact: dense output)'\n"
+  [ $k -le 15 ] || echo "peers_tables.sh: $k methods in the figure, 15 colours: some repeat" >&2
+  printf ", \\\\\n  'peers_error_vs_density.dat' using 1:(\$2 == 0 ? 0 : NaN) with points pt 6 ps 3 lc rgb '#000000' title 'E = 0: dense, or exact (dense output)'\n"
   echo "unset output"
   echo "}"
 } > "$fig/peers_error_vs_density.gp"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # exp_out.sh: an experiment script run with --out DIR writes DIR and its scratch folder and nothing
 # in the checkout (issue 19): `git status` (tracked and untracked files, and ignored files under
-# results/) is the same before and after experiments/ladder.sh and experiments/ablation.sh, each run
-# on a tiny experiment file of its form (EXP_INI: a 256-token synthetic trace); their tables,
+# results/) is the same before and after experiments/ladder.sh, experiments/ablation.sh and
+# experiments/peers.sh, each run on a tiny experiment file of its form (EXP_INI: a 256-token synthetic trace); their tables,
 # figures and README land in DIR; --cells DIR (the cells made elsewhere) gives the same tables without
 # running them; --out inside results/ is refused before anything is written.
 # Exit 77 (skipped) outside a git checkout or without gnuplot.
@@ -22,8 +22,9 @@ tiny() { # tiny NAME SCHEDULE POLICIES: the experiment's labels (trace synthetic
 }
 tiny ladder "w2 = warmup=2" "ladder, pisa" > "$tmp/ladder.ini"
 tiny ablation "w3 = warmup=3" "dense, factorial" > "$tmp/ablation.ini"
+tiny peers "w2 = warmup=2" "dense, mc-sparse, pisa, svg2/budget=matched, sta" > "$tmp/peers.ini"
 state > "$tmp/before"
-for x in ladder:decomposition ablation:ablation; do
+for x in ladder:decomposition ablation:ablation peers:peers; do
   name=${x%%:*} table=${x#*:}
   EXP_INI=$tmp/$name.ini DSGAP=$DSGAP DSGAP_WORK=$tmp/work bash "$SRC/experiments/$name.sh" --out "$tmp/out-$name" \
     >"$tmp/$name.log" 2>&1

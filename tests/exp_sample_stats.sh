@@ -108,7 +108,16 @@ check "attnstats: each sample's H and mass (all layers) = the mean of its units 
 check "attnstats: the ΔH and Δmass counts (all layers) = the samples with a positive own estimate" bash -c "
   want=\$(awk -F, '\$2 == \"all\" && \$3 == \"dH(random)-first\" { h += \$4 > 0 } \$2 == \"all\" && \$3 == \"dmass(random)-first\" { m += \$4 > 0 }
     END { printf \"%d of 2 | %d of 2\", h, m }' '$tmp/as/attnstats-samples.csv')
-  grep -q \"^| all layers | random | .* | \${want%% |*} | .* | \${want##*| } |\$\" '$tmp/as/attnstats.md'"
+  grep -q \"^| all layers | random | .* | \${want%% |*} | .* | \${want##*| } | [0-9]* | [0-9]* | 2 |\$\" '$tmp/as/attnstats.md'"
+# units, clusters and samples of every row (per source), from attnstats.csv
+awk -F, 'NR > 1 && $1 == "learned" { u["all"]++; u[$5]++; c["all," $2 "," $5 "," $6] = 1; c[$5 "," $2 "," $5 "," $6] = 1; s[$2] = 1 }
+  END { for (k in c) { split(k, f, ","); nc[f[1]]++ }; for (k in s) ns++
+    for (k in u) printf "%s %d %d %d\n", (k == "all" ? "all layers" : "layer " k), u[k], nc[k], ns }' "$tmp/as/attnstats.csv" | sort > "$tmp/aw"
+awk -F' [|] ' '/^[|] (all layers|layer [0-9]+) [|] random [|]/ { sub(/ [|]$/, "", $9); printf "%s %s %s %s\n", substr($1, 3), $7, $8, $9 }' "$tmp/as/attnstats.md" | sort > "$tmp/ag"
+check "attnstats: units, clusters and samples of the ΔH rows = attnstats.csv's (3 steps x 2 heads x 2 samples a layer)" \
+  bash -c "[ \$(wc -l < '$tmp/aw') -eq 3 ] && grep -qx 'all layers 24 8 2' '$tmp/aw' && cmp -s '$tmp/aw' '$tmp/ag' || { diff '$tmp/aw' '$tmp/ag'; false; }"
+check "attnstats: the layer tables carry the same counts" bash -c "
+  [ \$(grep -c '^| [0-9]* | .* | 12 | 4 | 2 |\$' '$tmp/as/attnstats.md') -eq 4 ] && grep -q '(24 units in 8 clusters of 2 samples)' '$tmp/as/attnstats.md'"
 check "attnstats: every interval holds its estimate" awk '
   { while (match($0, /[-0-9.]+ \[[-0-9.]+, [-0-9.]+\]/)) { s = substr($0, RSTART, RLENGTH); $0 = substr($0, RSTART + RLENGTH)
       gsub(/[][,]/, "", s); split(s, v, " "); n++; if (!(v[2] <= v[1] && v[1] <= v[3])) bad = 1 } }

@@ -147,7 +147,7 @@ length_sec=
   echo "\`speed.{md,tex,csv}\` and \`figures/speed_vs_density.png\`: speedup over cuDNN dense vs density."
   [ -s "$RESULTS/bench.csv" ] && echo "\`bench.csv\`: \`dsgap bench\` (the replay backend's passes)."
   echo
-  echo "Regenerate the tables and figure: \`experiments/kernel_speed.sh\` (seconds, any machine); the"
+  echo "Regenerate the tables and figure: \`experiments/kernel_speed.sh --update-results\` (seconds, any machine); the"
   echo "timings themselves: \`BENCHES=\"kernels torch\" scripts/device_all.sh\` on the H200 (and \`experiments/kernel_speed.sh --measure\` there"
   echo "for \`dsgap bench\`). Made $(date -u +%Y-%m-%dT%H:%M:%SZ) in $secs s, dsgap commit $("$DSGAP" --version | sed 's/.*commit \([0-9a-f+wip]*\).*/\1/')."
   if [ -n "$length_sec" ]; then echo; printf '%s\n' "$length_sec"; fi

@@ -228,12 +228,12 @@ own)
   speed_tex="Speedup: the fidelity runs' own times ($model model, $tokens tokens)$([ $on_gpu = 1 ] && echo ", too small for GPU speed to mean anything" || true)." ;;
 *) speed_md="" speed_tex="" ;;
 esac
-offnp_md="‡ Not a peer, so not marked \"cannot reach ρ\" (that rule is for the peers' budget knobs), but its computed density past the warm-up is off its target by more than $tol too: its top-k key count is rounded up to a multiple of 128 keys (\`dg_topk_count\`, src/policy/select.c), which at $tokens tokens is a step of $(awk -v n="$tokens" 'BEGIN { printf "%.3g", 128 / n }'). Compare it with the rows at the density it computed (below)."
+offnp_md="‡ Not a peer, so not marked \"cannot reach ρ\" (that rule is for the peers' budget knobs), but its computed density past the warm-up is off its target by more than $tol too: its top-k key count is rounded up to a multiple of 128 keys (\`dg_topk_count\`, src/policy/select.c), which at $tokens tokens is a step of $(awk -v n="$tokens" "$EXP_AWK_SIG3"' BEGIN { print sig3(128 / n) }'). Compare it with the rows at the density it computed (below)."
 offnp_tex="\$^\\ddagger\$ Not a peer, but off its target by more than $tol too: its top-\$k\$ key count is rounded up to a multiple of 128 keys."
 SP=$speed_md OFFNP=$offnp_md awk -F, -v tol="$tol" -v state="$speed_state" -v slabel="$slabel" -v n_offnp="$n_offnp" \
-    -v n_off="$n_off" "$off_awk"'
+    -v n_off="$n_off" "$off_awk$EXP_AWK_SIG3"'
   BEGIN { sp = ENVIRON["SP"]; offnp = ENVIRON["OFFNP"] }
-  function fmt(x, k) { return x == "inf" ? "inf" : (x == "nan" ? "—" : sprintf("%." k "f", x)) }
+  function fmt(x) { return x == "nan" ? "—" : sig3(x) }
   NR == FNR { if (FNR > 1) { k = $1 SUBSEP ($3 + 0); if (off() && $7 == 1) np[k] = 1
       if (off()) offrow[++no] = $0 } next }
   /^Fidelity:/ { if (state == "not_measured") { sub(/Speedup: the fidelity runs. own transformer times \(dense \/ method\)\. /, "")
@@ -253,8 +253,8 @@ SP=$speed_md OFFNP=$offnp_md awk -F, -v tol="$tol" -v state="$speed_state" -v sl
       print ""; print "| method | target ρ | density past the warm-up | PSNR | 95% CI | SSIM | 95% CI |"
       print "|:--|--:|--:|--:|:-:|--:|:-:|"
       for (i = 1; i <= no; i++) { split(offrow[i], g, ",")
-        printf "| `%s` | %g | %.3f | %s | %s | %s | [%s, %s] |\n", g[1], g[3], g[6], fmt(g[8], 2),
-          (g[8] == "inf" ? "—" : "[" fmt(g[9], 2) ", " fmt(g[10], 2) "]"), fmt(g[11], 3), fmt(g[12], 3), fmt(g[13], 3) } } }
+        printf "| `%s` | %g | %s | %s | %s | %s | [%s, %s] |\n", g[1], g[3], fmt(g[6]), fmt(g[8]),
+          (g[8] == "inf" ? "—" : "[" fmt(g[9]) ", " fmt(g[10]) "]"), fmt(g[11]), fmt(g[12]), fmt(g[13]) } } }
   ' "$csv" "$md" > "$md.tmp.$$" && mv "$md.tmp.$$" "$md"
 SP=$speed_tex OFFNP=$offnp_tex awk -F, -v tol="$tol" -v state="$speed_state" -v slabel="$slabel" -v n_offnp="$n_offnp" \
     "$off_awk"'
@@ -263,11 +263,11 @@ SP=$speed_tex OFFNP=$offnp_tex awk -F, -v tol="$tol" -v state="$speed_state" -v 
   NR == FNR { if (FNR > 1 && off() && $7 == 1) np[$1 SUBSEP ($3 + 0)] = 1; next }
   /^\\caption\{/ { if (state == "not_measured") sub(/, and the measured speedup of the denoising loop\.\}/, "; the speedup was not measured (see the note).}")
     print; next }
-  /^Method & / { n = split($0, f, " & "); f[4] = "Density (past the warm-up)"
+  /^Method & / { n = split($0, f, " & "); f[5] = "Density (past the warm-up)"
     if (state == "not_measured") f[n] = "Speedup (" esc(slabel) ") \\\\"
     s = f[1]; for (i = 2; i <= n; i++) s = s " & " f[i]; print s; next }
   /^\\texttt\{/ { n = split($0, f, " & "); p = f[1]; sub(/^\\texttt\{/, "", p); sub(/\}$/, "", p); gsub(/\\_/, "_", p)
-    if ((p SUBSEP (f[3] + 0)) in np) f[4] = substr(f[4], 1, length(f[4]) - 1) "^{\\ddagger}$"
+    if ((p SUBSEP (f[3] + 0)) in np) f[5] = substr(f[5], 1, length(f[5]) - 1) "^{\\ddagger}$"
     if (state == "not_measured") f[n] = "--- \\\\"
     s = f[1]; for (i = 2; i <= n; i++) s = s " & " f[i]; print s; next }
   /^\\end\{tabular\}/ { print; note = esc(sp)

@@ -85,16 +85,16 @@ densities=$(awk -F, '$1 ~ /^sparse_ms@/ { sub(/^sparse_ms@/, "", $1); print $1 }
   echo
   echo "| ρ | keys K | ideal | ours sparse ms | Flex block-sparse ms | ours / cuDNN dense | Flex / cuDNN dense | ours / our dense | ours / Flex |"
   echo "|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
-  awk -F, 'NR > 1 { printf "| %s | %d | %.2fx | %.3f | %.3f | %.2fx | %.2fx | %.2fx | %.2fx |\n", $1, $2, $3, $4, $5, $8, $9, $10, $11 }' "$RESULTS/speed.csv"
+  awk -F, "$EXP_AWK_SIG3"' NR > 1 { printf "| %s | %d | %sx | %s | %s | %sx | %sx | %sx | %sx |\n", $1, $2, sig3($3), sig3($4), sig3($5), sig3($8), sig3($9), sig3($10), sig3($11) }' "$RESULTS/speed.csv"
   echo
-  echo "Dense: cuDNN SDPA $cudnn ms, our flash kernel $dense ms (dense_over_cudnn $(val dense_over_cudnn))."
+  echo "Dense: cuDNN SDPA $(exp_sig3 "$cudnn") ms, our flash kernel $(exp_sig3 "$dense") ms (dense_over_cudnn $(exp_sig3 "$(val dense_over_cudnn)")). Times and ratios to 3 significant figures (\`speed.csv\`: as measured)."
   if [ -s "$RESULTS/bench.csv" ]; then
     echo
     echo "Replay level (\`dsgap bench\`: the backend's passes, $(awk -F, 'NR == 1 { print $4 ", " $5 }' "$RESULTS/bench.csv")):"
     echo
     echo "| name | value | unit |"
     echo "|:--|--:|:--|"
-    awk -F, '{ printf "| %s | %.4g | %s |\n", $1, $2, $3 }' "$RESULTS/bench.csv"
+    awk -F, "$EXP_AWK_SIG3"' { printf "| %s | %s | %s |\n", $1, sig3($2), $3 }' "$RESULTS/bench.csv"
   fi
 } > "$RESULTS/speed.md"
 {
@@ -103,7 +103,7 @@ densities=$(awk -F, '$1 ~ /^sparse_ms@/ { sub(/^sparse_ms@/, "", $1); print $1 }
   echo "\\toprule"
   echo "\$\\rho\$ & keys & ideal & ours (ms) & Flex (ms) & ours/cuDNN & Flex/cuDNN \\\\"
   echo "\\midrule"
-  awk -F, 'NR > 1 { printf "%s & %d & %.2f$\\times$ & %.3f & %.3f & %.2f$\\times$ & %.2f$\\times$ \\\\\n", $1, $2, $3, $4, $5, $8, $9 }' "$RESULTS/speed.csv"
+  awk -F, "$EXP_AWK_SIG3"' NR > 1 { printf "%s & %d & %s$\\times$ & %s & %s & %s$\\times$ & %s$\\times$ \\\\\n", $1, $2, sig3($3), sig3($4), sig3($5), sig3($8), sig3($9) }' "$RESULTS/speed.csv"
   echo "\\bottomrule"
   echo "\\end{tabular}"
 } > "$RESULTS/speed.tex"
@@ -147,9 +147,9 @@ length_sec=
   echo "\`speed.{md,tex,csv}\` and \`figures/speed_vs_density.png\`: speedup over cuDNN dense vs density."
   [ -s "$RESULTS/bench.csv" ] && echo "\`bench.csv\`: \`dsgap bench\` (the replay backend's passes)."
   echo
-  echo "Regenerate the tables and figure: \`experiments/kernel_speed.sh\` (seconds, any machine); the"
+  echo "Regenerate the tables and figure: \`experiments/kernel_speed.sh --update-results\` (seconds, any machine); the"
   echo "timings themselves: \`BENCHES=\"kernels torch\" scripts/device_all.sh\` on the H200 (and \`experiments/kernel_speed.sh --measure\` there"
-  echo "for \`dsgap bench\`). Made $(date -u +%Y-%m-%dT%H:%M:%SZ) in $secs s."
+  echo "for \`dsgap bench\`). Made $(date -u +%Y-%m-%dT%H:%M:%SZ) in $secs s, dsgap commit $("$DSGAP" --version | sed 's/.*commit \([0-9a-f+wip]*\).*/\1/')."
   if [ -n "$length_sec" ]; then echo; printf '%s\n' "$length_sec"; fi
 } > "$RESULTS/README.md"
 echo "kernel_speed: results in $RESULTS"

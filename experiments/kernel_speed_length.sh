@@ -24,6 +24,7 @@
 set -euo pipefail
 calls=${1:?usage: kernel_speed_length.sh CALLS.csv CUDNN.csv|ours DEST} cudnn=${2:?CUDNN.csv or ours} dest=${3:?DEST}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/lib.sh" # EXP_AWK_SIG3: the tables' numbers to 3 significant figures
 ref=cudnn
 [ "$cudnn" = ours ] && ref=ours
 for f in "$calls" $([ $ref = ours ] || echo "$cudnn"); do [ -s "$f" ] || { echo "kernel_speed_length.sh: $f: no such file or empty" >&2; exit 1; }; done
@@ -84,7 +85,7 @@ awk -F, -v sc=$sc -v rs=$rshort 'function flush(   i, j, lo, x) {
   else
     refline="cuDNN: PyTorch SDPA's cuDNN backend, all heads in one call."
   fi
-  echo "Per attention call (all heads of a site), d = $(awk -F, 'NR == 2 { print $8 }' "$calls"), bf16, random Q/K/V; each policy's metadata amortised over its refresh schedule (refresh=anchor: the anchor's cost beyond a dense call spread over $(awk -F, 'NR > 1 && $9 > 1 { print $9; exit }' "$calls") calls, a 50-step run with warm-up 10 and one anchor; refresh=step: metadata in every call). $refline Crossover N: below it the policy is slower than $rname (log-log interpolation between the measured N); \"below N\" = faster at every measured N, \"never (to N)\" = slower at the largest N it was measured at; — = not measured (the sweep drops a policy after a call over its --max-call, and stops at its --budget). Device: $device; $rdate, commit $rcommit."
+  echo "Per attention call (all heads of a site), d = $(awk -F, 'NR == 2 { print $8 }' "$calls"), bf16, random Q/K/V; each policy's metadata amortised over its refresh schedule (refresh=anchor: the anchor's cost beyond a dense call spread over $(awk -F, 'NR > 1 && $9 > 1 { print $9; exit }' "$calls") calls, a 50-step run with warm-up 10 and one anchor; refresh=step: metadata in every call). $refline Crossover N: below it the policy is slower than $rname (log-log interpolation between the measured N); \"below N\" = faster at every measured N, \"never (to N)\" = slower at the largest N it was measured at; — = not measured (the sweep drops a policy after a call over its --max-call, and stops at its --budget). Device: $device; $rdate, commit $rcommit. Times and ratios to 3 significant figures (\`length.csv\`, \`crossover.csv\`: as computed)."
   for mode in $(cut -d, -f1,2 "$tmp/crossover.csv" | tail -n +2 | sort -u); do
     p=${mode%,*} v=${mode#*,}
     heads=$(awk -F, -v p="$p" -v v="$v" 'NR > 1 && $1 == p && $2 == v { print $5 }' "$tmp/crossover.csv" | sort -n -u | tr '\n' ' ')
@@ -93,13 +94,13 @@ awk -F, -v sc=$sc -v rs=$rshort 'function flush(   i, j, lo, x) {
     echo
     printf '| policy | ρ |'; for h in $heads; do printf ' crossover N (%s heads) | speedup at 32760 (%s heads) |' "$h" "$h"; done; echo
     printf '|:--|--:|'; for h in $heads; do printf -- '--:|--:|'; done; echo
-    awk -F, -v p="$p" -v v="$v" -v hl="$heads" 'BEGIN { nh = split(hl, H, " ") }
+    awk -F, -v p="$p" -v v="$v" -v hl="$heads" "$EXP_AWK_SIG3"' BEGIN { nh = split(hl, H, " ") }
       NR > 1 && $1 == p && $2 == v { k = $3 "," $4; if (!(k in seen)) { seen[k] = 1; o[++n] = k }; x[k, $5] = $6; top[k, $5] = $10; s[k, $5] = $8
         if ($10 + 0 > nmax[$5]) nmax[$5] = $10 + 0 }
       END { for (i = 1; i <= n; i++) { split(o[i], kk, ","); printf "| `%s` | %s |", kk[1], kk[2]
         for (j = 1; j <= nh; j++) { c = x[o[i], H[j]]   # measured only to a smaller N than the others: say to which
           if (c == "never" || (c != "" && top[o[i], H[j]] + 0 < nmax[H[j]])) c = c " (to " top[o[i], H[j]] ")"
-          printf " %s | %s |", (c == "" ? "—" : c), (s[o[i], H[j]] == "" || s[o[i], H[j]] == "nan" ? "—" : sprintf(s[o[i], H[j]] < 0.1 ? "%.2g×" : "%.2f×", s[o[i], H[j]])) }
+          printf " %s | %s |", (c == "" ? "—" : c), (s[o[i], H[j]] == "" || s[o[i], H[j]] == "nan" ? "—" : sig3(s[o[i], H[j]]) "×") }
         print "" } }' "$tmp/crossover.csv"
   done
   # the metadata beside the attention at the N nearest 32760 and the fewest heads (issue 23's table)
@@ -111,8 +112,8 @@ awk -F, -v sc=$sc -v rs=$rshort 'function flush(   i, j, lo, x) {
   echo
   echo "| path | P·V | policy | ρ | attention ms | metadata ms a refresh | refresh every | metadata ms a call | metadata / attention | call ms | density |"
   echo "|:--|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|"
-  awk -F, -v n="$mn" -v h="$mh" '$6 == n && $5 == h && $3 != "dense" { m = ($7 > 1 && $1 == "dit" ? $10 : $16); att = $9 - ($7 == 1 ? m : 0); pc = m / $7
-    printf "| %s | %s | `%s`%s | %s | %.3f | %.3f | %s | %.3f | %s | %.3f | %.3f |\n", $1, $2, $3, ($17 == 1 ? " *" : ""), $4, att, m, $7, pc, (att > 0 ? sprintf("%.2f", pc / att) : "—"), $9, $8 }' "$tmp/sorted"
+  awk -F, -v n="$mn" -v h="$mh" "$EXP_AWK_SIG3"' $6 == n && $5 == h && $3 != "dense" { m = ($7 > 1 && $1 == "dit" ? $10 : $16); att = $9 - ($7 == 1 ? m : 0); pc = m / $7
+    printf "| %s | %s | `%s`%s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, ($17 == 1 ? " *" : ""), $4, sig3(att), sig3(m), $7, sig3(pc), (att > 0 ? sig3(pc / att) : "—"), sig3($9), sig3($8) }' "$tmp/sorted"
 } > "$tmp/crossover.md"
 {
   echo "% crossover.tex: made by experiments/kernel_speed_length.sh from $(basename "$calls")$([ $ref = ours ] && echo " (reference: our dense kernel, no cuDNN sweep)" || echo " and $(basename "$cudnn")"). Needs \\usepackage{booktabs}."
@@ -121,7 +122,7 @@ awk -F, -v sc=$sc -v rs=$rshort 'function flush(   i, j, lo, x) {
   echo "Path & P\\,V & Policy & \$\\rho\$ & Heads & Crossover \$N\$ & Speedup at 32760 \\\\"
   echo "\\multicolumn{7}{l}{\\footnotesize against $rname; $dev_short, ${rdate%%T*}} \\\\"
   echo "\\midrule"
-  awk -F, 'NR > 1 { p = $3; gsub(/_/, "\\_", p); printf "%s & %s & \\texttt{%s} & %s & %s & %s & %s \\\\\n", $1, $2, p, $4, $5, $6, ($8 == "nan" ? "---" : sprintf("$%.2f\\times$", $8)) }' "$tmp/crossover.csv"
+  awk -F, "$EXP_AWK_SIG3"' NR > 1 { p = $3; gsub(/_/, "\\_", p); printf "%s & %s & \\texttt{%s} & %s & %s & %s & %s \\\\\n", $1, $2, p, $4, $5, $6, ($8 == "nan" ? "---" : "$" sig3($8) "\\times$") }' "$tmp/crossover.csv"
   echo "\\bottomrule"
   echo "\\end{tabular}"
 } > "$tmp/crossover.tex"

@@ -24,11 +24,27 @@
 #   exp_collect RUN DEST   copy the small outputs of WORK/RUN to DEST (metrics.csv only under 2 MB)
 #   exp_readme TEXT JSON   RESULTS/README.md: TEXT, then the command, run time, device (from the
 #                          run.json JSON), commit and the files; copies WORK/summary.{csv,md}
+#   EXP_AWK_SIG3           awk source of sig3(x): a table's number to 3 significant figures in
+#                          fixed notation, never e-notation, as dg_sig3 (src/analysis/decompose.h)
+#                          writes it: 0.0000985, 0.125, 12.3, 1235; nan, inf and -inf as words
+#                          (awk "$EXP_AWK_SIG3"' { print sig3($1) }')
+#   exp_sig3 X             X to 3 significant figures (EXP_AWK_SIG3's sig3)
 # EXP_INI=FILE runs another experiment file of the same form (e.g. a tiny one: tests/exp_out.sh);
 # DSGAP_WORK=DIR moves the scratch folder; KEEP_WORK=0 removes it at the end; DSGAP_DEVICE=gpu
 # captures the bundled trace on the GPU.
 # shellcheck shell=bash
 set -euo pipefail
+
+# (the exponent after rounding to 3 figures, from %e, so that 0.09996 gives 0.100 as dg_sig3 does)
+EXP_AWK_SIG3='function sig3(x,   s, d) {
+  if (x ~ /^[-+]?(nan|NaN)/) return "nan"
+  if (x ~ /^\+?(inf|Inf)/) return "inf"
+  if (x ~ /^-(inf|Inf)/) return "-inf"
+  x += 0; if (x == 0) return "0"
+  s = sprintf("%.2e", x < 0 ? -x : x); d = 2 - (substr(s, index(s, "e") + 1) + 0)
+  if (d < 0) d = 0; if (d > 15) d = 15
+  return sprintf("%." d "f", x) }'
+exp_sig3() { awk -v x="$1" "$EXP_AWK_SIG3"' BEGIN { print sig3(x) }'; }
 
 exp_init() {
   NAME=$1

@@ -16,16 +16,9 @@
 set -euo pipefail
 metrics=$1 dest=$2 warmup=${3:-2} title=${4:-synthetic trace}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/lib.sh" # EXP_AWK_SIG3: the tables' numbers to 3 significant figures
 mkdir -p "$dest/figures"
 awk -F, -v W="$warmup" '
-function sig3(x,   e, d, a) {
-  if (x != x) return "nan"
-  if (x == 0) return "0"
-  a = x < 0 ? -x : x
-  e = int(log(a) / log(10)); if (10 ^ e > a) e--
-  d = 2 - e; if (d < 0) d = 0; if (d > 12) d = 12
-  return sprintf("%." d "f", x)
-}
 function shellsort(a, n,   gap, i, j, t) { # ascending a[1..n] (mawk has no asort)
   for (gap = int(n / 2); gap > 0; gap = int(gap / 2))
     for (i = gap + 1; i <= n; i++) { t = a[i]; for (j = i; j > gap && a[j - gap] > t; j -= gap) a[j] = a[j - gap]; a[j] = t }
@@ -69,10 +62,7 @@ mv "$dest/peers.csv.tmp" "$dest/peers.csv"
 csv=$dest/peers.csv
 unreach='function unreached(p, t, d,   ts, i, n) { if (p !~ /budget=matched/) return 0
   n = split(t, ts, ";"); for (i = 1; i <= n; i++) if (d - ts[i] > 0.02 || ts[i] - d > 0.02) return 1; return 0 }'
-fmt=$unreach'
-function sig3(x,   e, d, a) { if (x != x || x == "nan") return "nan"; x += 0; if (x == 0) return "0"
-  a = x < 0 ? -x : x; e = int(log(a) / log(10)); if (10 ^ e > a) e--; d = 2 - e; if (d < 0) d = 0; if (d > 12) d = 12
-  return sprintf("%." d "f", x) }'
+fmt=$unreach$EXP_AWK_SIG3
 {
   echo "Peers beside MC-Sparse on the $title (post-warm-up units, step ≥ $warmup; E = mean rel_l2 with a 95% percentile bootstrap interval over (layer, head) clusters, 1000 replicates). A method whose mask ignores the target density gives the same units at every target: one row, its targets listed. 3 significant figures."
   echo

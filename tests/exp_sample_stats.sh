@@ -47,6 +47,42 @@ check "trends: each count = the samples with a positive own estimate; lo <= esti
   f == 1 && $3 ~ /^(slope|E\(a1\)-E\(a2\))/ { k = $2 " " $3; n[k]++; pos[k] += $4 > 0 }
   f == 2 { k = $1 " " $2; if (!(k in n) || n[k] != $8 || pos[k] != $7 || $6 != 2 || !($4 <= $3 && $3 <= $5)) bad = 1; m++ }
   END { exit bad || m != 4 }' "$o/samples.csv" "$o/trends.csv"
+# units and clusters of every row, from the metrics: growth = a1's reuse steps (staleness >= 1), the
+# difference and E = a run's post-warm-up units; clusters = the samples' (layer, head) with units
+awk -F, 'FNR == 1 { split(FILENAME, p, "/"); split(p[length(p) - 1], q, "."); smp = q[1]; sch = q[2]; next }
+  $4 >= 2 && $1 != "dense" { u[sch "," $1]++; if ($13 >= 1) g[sch "," $1]++; c[sch "," $1 "," smp "," $5 "," $6] = 1 }
+  END { for (k in c) { split(k, f, ","); nc[f[1] "," f[2]]++ }
+    for (k in u) { split(k, f, ","); printf "E %s %s %d %d\n", f[1], f[2], u[k], nc[k]
+      if (f[1] == "a1") printf "slope %s %d %d\ndiff %s %d %d\n", f[2], g[k], nc[k], f[2], u[k], nc[k] } }' \
+  "$tmp"/work/refresh-*/{a-s1,c-s2}.a{1,2}/metrics.csv | sort > "$tmp/want"
+{
+  awk -F, 'NR > 1 { printf "E %s %s %d %d\n", $1, $3, $7, $8 }' "$o/anchors.csv"
+  awk -F, 'NR > 1 { printf "%s %s %d %d\n", ($2 ~ /^slope/ ? "slope" : "diff"), $1, $9, $10 }' "$o/trends.csv"
+} | sort > "$tmp/got"
+check "units and clusters of anchors.csv and trends.csv = the metrics' ($(wc -l < "$tmp/want") rows)" \
+  bash -c "[ \$(wc -l < '$tmp/want') -eq 8 ] && cmp -s '$tmp/want' '$tmp/got' || { diff '$tmp/want' '$tmp/got'; false; }"
+check "anchors: 'E below fewer anchors' = the samples whose own E(a2) < E(a1) (samples.csv); none for a1" awk -F, '
+  FNR == 1 { f++; next }
+  f == 1 && $3 == "E(a1)" { e1[$1 "," $2] = $4 } f == 1 && $3 == "E(a2)" { e2[$1 "," $2] = $4 }
+  f == 2 { if ($1 == "a1") bad += $10 != 0 || $11 != 0
+    else { lo = n = 0; for (k in e2) { split(k, q, ","); if (q[2] == $3) { n++; lo += e2[k] < e1[k] } }; bad += $10 != lo || $11 != n || n != 2; m++ } }
+  END { exit bad || m != 2 }' "$o/samples.csv" "$o/anchors.csv"
+check "refresh.md and the .tex: the counts of anchors.csv and trends.csv on their rows" awk -F, '
+  function ends(l, t) { return length(l) >= length(t) && substr(l, length(l) - length(t) + 1) == t }
+  BEGIN { S = "\001" }
+  FNR == 1 { f++; next }
+  f == 1 { k = $11 ? $10 " of " $11 : ""
+    want[++n] = "md" S "| " $2 " | " $1 " | " $3 " | " S sprintf(" | %d | %d | %d | %s |", $7, $8, $9, k == "" ? "—" : k)
+    want[++n] = "anchors.tex" S $2 " & " $1 " & \\texttt{" $3 "} & " S sprintf(" & %d & %d & %d & %s \\\\", $7, $8, $9, k == "" ? "---" : k) }
+  f == 2 { e = $2 ~ /^E/
+    want[++n] = "md" S "| " $1 " | " (e ? "E(" : "error growth") S sprintf(" | %s of %s | %d%s | %d | %d |", $7, $8, $9, e ? " per schedule" : "", $10, $6)
+    want[++n] = "trends.tex" S (e ? " & $E$(" : "\\texttt{" $1 "} & growth") S sprintf(" & %d & %d & %d & %s of %s \\\\", $9, $10, $6, $7, $8) }
+  f >= 3 { file = FILENAME; sub(/.*\//, "", file); if (file == "refresh.md") file = "md"
+    for (i = 1; i <= n; i++) { split(want[i], w, S); if (w[1] == file && index($0, w[2]) == 1 && ends($0, w[3])) got[i] = 1 } }
+  END { for (i = 1; i <= n; i++) if (!(i in got)) { print "not found: " want[i]; bad = 1 }; exit bad || n != 16 }' \
+  "$o/anchors.csv" "$o/trends.csv" "$o/refresh.md" "$o/anchors.tex" "$o/trends.tex"
+check "the staleness table's units per policy: every policy has the same units at each staleness" awk -F, '
+  NR > 1 { k = $1 "," $3; if (k in u && u[k] != $7) bad = 1; u[k] = $7 } END { exit bad || NR < 3 }' "$o/staleness.csv"
 bash "$SRC/experiments/ladder.sh" --out "$tmp/l" --samples a-s1 >/dev/null 2>"$tmp/err"
 check "ladder.sh --samples: refused (exit 2, one line), no output" bash -c "[ $? -eq 2 ] && [ \$(wc -l < '$tmp/err') -eq 1 ] && [ ! -e '$tmp/l' ]"
 a1=$(echo "$tmp"/work/refresh-*/a-s1.a1)
@@ -72,7 +108,16 @@ check "attnstats: each sample's H and mass (all layers) = the mean of its units 
 check "attnstats: the ΔH and Δmass counts (all layers) = the samples with a positive own estimate" bash -c "
   want=\$(awk -F, '\$2 == \"all\" && \$3 == \"dH(random)-first\" { h += \$4 > 0 } \$2 == \"all\" && \$3 == \"dmass(random)-first\" { m += \$4 > 0 }
     END { printf \"%d of 2 | %d of 2\", h, m }' '$tmp/as/attnstats-samples.csv')
-  grep -q \"^| all layers | random | .* | \${want%% |*} | .* | \${want##*| } |\$\" '$tmp/as/attnstats.md'"
+  grep -q \"^| all layers | random | .* | \${want%% |*} | .* | \${want##*| } | [0-9]* | [0-9]* | 2 |\$\" '$tmp/as/attnstats.md'"
+# units, clusters and samples of every row (per source), from attnstats.csv
+awk -F, 'NR > 1 && $1 == "learned" { u["all"]++; u[$5]++; c["all," $2 "," $5 "," $6] = 1; c[$5 "," $2 "," $5 "," $6] = 1; s[$2] = 1 }
+  END { for (k in c) { split(k, f, ","); nc[f[1]]++ }; for (k in s) ns++
+    for (k in u) printf "%s %d %d %d\n", (k == "all" ? "all layers" : "layer " k), u[k], nc[k], ns }' "$tmp/as/attnstats.csv" | sort > "$tmp/aw"
+awk -F' [|] ' '/^[|] (all layers|layer [0-9]+) [|] random [|]/ { sub(/ [|]$/, "", $9); printf "%s %s %s %s\n", substr($1, 3), $7, $8, $9 }' "$tmp/as/attnstats.md" | sort > "$tmp/ag"
+check "attnstats: units, clusters and samples of the ΔH rows = attnstats.csv's (3 steps x 2 heads x 2 samples a layer)" \
+  bash -c "[ \$(wc -l < '$tmp/aw') -eq 3 ] && grep -qx 'all layers 24 8 2' '$tmp/aw' && cmp -s '$tmp/aw' '$tmp/ag' || { diff '$tmp/aw' '$tmp/ag'; false; }"
+check "attnstats: the layer tables carry the same counts" bash -c "
+  [ \$(grep -c '^| [0-9]* | .* | 12 | 4 | 2 |\$' '$tmp/as/attnstats.md') -eq 4 ] && grep -q '(24 units in 8 clusters of 2 samples)' '$tmp/as/attnstats.md'"
 check "attnstats: every interval holds its estimate" awk '
   { while (match($0, /[-0-9.]+ \[[-0-9.]+, [-0-9.]+\]/)) { s = substr($0, RSTART, RLENGTH); $0 = substr($0, RSTART + RLENGTH)
       gsub(/[][,]/, "", s); split(s, v, " "); n++; if (!(v[2] <= v[1] && v[1] <= v[3])) bad = 1 } }

@@ -44,13 +44,23 @@ check "slow: the crossover between 8192 and 16384, within 15% of N* = $nstar (lo
 check "fast: below 1024 (wins at every N); never: never" [ "$(awk -F, '($3 == "fast" && $6 == "below 1024") || ($3 == "never" && $6 == "never")' "$x" | wc -l)" -eq 8 ]
 check "speedup at 32760 beside each crossover" [ "$(awk -F, '$3 == "fast" && $8 - 2 < 1e-3 && 2 - $8 < 1e-3' "$x" | wc -l)" -eq 4 ]
 md_ok() { [ "$(grep -c '^## path' "$tmp/out/crossover.md")" -eq 2 ] && grep -q 'crossover N (40 heads)' "$tmp/out/crossover.md" &&
-  grep -q '^| `never` | 0.15 | never (to 131072) | 0.50× |' "$tmp/out/crossover.md"; }
+  grep -q '^| `never` | 0.15 | never (to 131072) | 0.500× |' "$tmp/out/crossover.md"; }
 check "crossover.md: a table per mode, a column pair per head count" md_ok
 # metadata table at 32760, 12 heads: slow 60 ms a call over 40 calls -> 2400 a refresh; fast: 0.1 of 0.5 inside the call
 meta_ok() { awk -F'|' '$4 ~ /`slow`/ { s = ($7 + 0 == 2400 && $8 + 0 == 40 && $9 + 0 == 60) } $4 ~ /`fast`/ { f = ($10 + 0 == 0.25) }
   END { exit !(s && f) }' "$tmp/out/crossover.md" && grep -q "^## Metadata beside attention at 32760 tokens, 12 heads" "$tmp/out/crossover.md"; }
 check "crossover.md: metadata beside attention at 32760 tokens, 12 heads (per refresh, per call, over attention)" meta_ok
 check "crossover.tex: a line per crossover" [ "$(grep -c '\\texttt' "$tmp/out/crossover.tex")" -eq 12 ]
+# the tables' numbers: lib.sh's sig3 writes dg_sig3's (tests/test_bootstrap.c's cases; nan, inf from CSVs)
+sig3_ok() ( . "$DSGAP_SOURCE/experiments/lib.sh"
+  printf '%s\n' '0.0000985312 0.0000985' '0.12549 0.125' '12.34 12.3' '0.09996 0.100' '-0.0034567 -0.00346' \
+    '1234.6 1235' '0 0' '1 1.00' '0.5 0.500' '29892.4 29892' 'nan nan' '-nan nan' 'inf inf' '-inf -inf' |
+    awk "$EXP_AWK_SIG3"' sig3($1) != $2 { print "sig3(" $1 ") = " sig3($1) ", want " $2; bad = 1 } END { exit bad }' )
+check "lib.sh's EXP_AWK_SIG3 = dg_sig3 (3 significant figures, fixed notation)" sig3_ok
+check "crossover.md's tables: no decimal of more than 3 significant figures" awk '
+  /^\| / { t = $0; while (match(t, /[0-9]+\.[0-9]+/)) { v = substr(t, RSTART, RLENGTH); t = substr(t, RSTART + RLENGTH)
+      d = v; gsub(/\./, "", d); sub(/^0+/, "", d); if (length(d) > 3) { print "too many figures: " v; bad = 1 } } }
+  END { exit bad }' "$tmp/out/crossover.md"
 check "figure data: a block per heads x policy (dense too) per mode" [ "$(grep -c '^# heads' "$tmp/out/figures/speed_vs_length-backend-fast.dat")" -eq 8 ]
 if command -v gnuplot > /dev/null; then
   check "figures rendered (png, pdf) for both modes" [ -s "$tmp/out/figures/speed_vs_length-backend-fast.png" -a -s "$tmp/out/figures/speed_vs_length-backend-precise.pdf" ]

@@ -71,7 +71,8 @@ int main(int argc, char **argv)
 	static const struct { double x; const char *s; } fmt[] = {
 		{ 0.0000985312, "0.0000985" }, { 0.12549, "0.125" }, { 12.34, "12.3" },
 		{ 0.09996, "0.100" }, { -0.0034567, "-0.00346" }, { 1234.6, "1235" }, { 0, "0" },
-		{ 1, "1.00" }, { 0.5, "0.500" },
+		{ 1, "1.00" }, { 0.5, "0.500" }, { 29892.4, "29892" }, { NAN, "nan" }, { INFINITY, "inf" },
+		{ -INFINITY, "-inf" },
 	};
 	for (size_t i = 0; i < sizeof fmt / sizeof *fmt; i++) {
 		char b[32];

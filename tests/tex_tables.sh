@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# tex_tables.sh: every committed LaTeX table (results/**/*.tex) and a freshly generated one
-# compile inside a minimal document (article + booktabs; Debian texlive-latex-base +
-# texlive-latex-recommended), and no table uses e-notation (issue 19).
+# tex_tables.sh: every committed LaTeX table (results/**/*.tex) and freshly generated ones (dsgap
+# decompose's, dsgap refreshstats') compile inside a minimal document (article + booktabs; Debian
+# texlive-latex-base + texlive-latex-recommended), and no table uses e-notation (issue 19).
 # Skipped (77) without pdflatex or booktabs.sty.
 set -uo pipefail
 src=${DSGAP_SOURCE:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -29,7 +29,15 @@ if [ -n "${DSGAP:-}" ] && [ -x "$DSGAP" ]; then
   done
   "$DSGAP" decompose "$tmp/s1" --boot 50 >/dev/null 2>&1
   "$DSGAP" decompose a="$tmp/s1" b="$tmp/s2" --out "$tmp/multi" --boot 50 >/dev/null 2>&1
-  for f in "$tmp"/s1/*.tex "$tmp"/multi/*.tex; do
+  # refreshstats' anchors.tex and trends.tex: two samples, schedules of one and two anchors
+  for s in 1 2; do
+    for k in 'a1 warmup=2,anchors=1' 'a2 warmup=2,anchors=1;3'; do
+      "$DSGAP" replay "$tmp/t$s.h5" --policies baseline,mc-residual --density 0.5 --schedule "${k#* }" \
+        --out "$tmp/r$s.${k%% *}" --quiet
+    done
+  done
+  "$DSGAP" refreshstats --schedules a1,a2 --boot 50 --out "$tmp/refresh" "$tmp/r1" "$tmp/r2" >/dev/null 2>&1
+  for f in "$tmp"/s1/*.tex "$tmp"/multi/*.tex "$tmp"/refresh/*.tex; do
     [ -e "$f" ] || continue
     check "fresh $(basename "$(dirname "$f")")/$(basename "$f") compiles" compile "$f"
     check "fresh $(basename "$f"): no e-notation" bash -c "! grep -qE '[0-9]e[-+][0-9]' '$f'"
@@ -39,6 +47,7 @@ n=0
 while IFS= read -r f; do
   n=$((n + 1))
   check "${f#"$src"/} compiles" compile "$f"
+  check "${f#"$src"/}: no e-notation" bash -c "! grep -qE '[0-9]e[-+][0-9]' '$f'"
 done < <(git -C "$src" ls-files 'results/*.tex' 'results/**/*.tex' | sort -u | sed "s|^|$src/|")
 echo "$n committed tables"
 echo "$pass passed, $fail failed"

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/bootstrap.h"
+#include "analysis/decompose.h"
 #include "analysis/plot.h"
 #include "analysis/style_gp.h"
 #include "policy/presets.h"
@@ -250,17 +251,6 @@ static int speed_stats(const rows *sp, entry *e, int ne)
 	return 0;
 }
 
-/* a number for the tables: 3 significant figures, "inf", "nan" */
-static const char *num(char *buf, double x, int digits)
-{
-	if (isnan(x))
-		return "nan";
-	if (isinf(x))
-		return x > 0 ? "inf" : "-inf";
-	snprintf(buf, 32, "%.*f", digits, x);
-	return buf;
-}
-
 static void write_csv(FILE *f, const entry *e, int ne)
 {
 	fprintf(f, "policy,source,density_target,samples,density,sparse_density,reached,psnr,psnr_lo,psnr_hi,"
@@ -292,7 +282,8 @@ static void write_md(FILE *f, const entry *e, int ne, const dg_compare_opts *o, 
 	else
 		fprintf(f, "Speedup: the fidelity runs' own transformer times (dense / method). ");
 	fprintf(f, "A peer whose sparse density is more than %.2g from the target cannot reach it: no fidelity "
-		   "is given for it. Speedup — : no speed run at that density.\n\n", tol);
+		   "is given for it. Speedup — : no speed run at that density. Numbers to 3 significant "
+		   "figures.\n\n", tol);
 	fprintf(f, "| method | source | target ρ | samples | density | sparse density | PSNR | 95%% CI | SSIM | "
 		   "95%% CI | rel-L2 | 95%% CI | speedup |\n");
 	fprintf(f, "|:--|:--|--:|--:|--:|--:|--:|:-:|--:|:-:|--:|:-:|--:|\n");
@@ -300,19 +291,19 @@ static void write_md(FILE *f, const entry *e, int ne, const dg_compare_opts *o, 
 		const entry *x = &e[p];
 		char a[32], b[32], c[32], d[32], g[32], h[32], k[32], l[32], m[32], s[32], t[32];
 		fprintf(f, "| `%s` | %s | %g | %d | %s | %s | ", x->policy, x->source, x->rho, x->samples,
-			num(a, x->density, 3), num(b, x->sparse_density, 3));
+			dg_sig3(a, x->density), dg_sig3(b, x->sparse_density));
 		if (!x->reached)
 			fprintf(f, "cannot reach ρ | — | — | — | — | — | ");
 		else if (!strcmp(x->policy, "dense"))
 			fprintf(f, "inf (reference) | — | 1 | — | 0 | — | ");
 		else
-			fprintf(f, "%s | [%s, %s] | %s | [%s, %s] | %s | [%s, %s] | ", num(c, x->est[0], 2),
-				num(d, x->lo[0], 2), num(g, x->hi[0], 2), num(h, x->est[1], 3), num(k, x->lo[1], 3),
-				num(l, x->hi[1], 3), num(m, x->est[2], 3), num(s, x->lo[2], 3), num(t, x->hi[2], 3));
+			fprintf(f, "%s | [%s, %s] | %s | [%s, %s] | %s | [%s, %s] | ", dg_sig3(c, x->est[0]),
+				dg_sig3(d, x->lo[0]), dg_sig3(g, x->hi[0]), dg_sig3(h, x->est[1]), dg_sig3(k, x->lo[1]),
+				dg_sig3(l, x->hi[1]), dg_sig3(m, x->est[2]), dg_sig3(s, x->lo[2]), dg_sig3(t, x->hi[2]));
 		if (isnan(x->speedup))
 			fputs("— |\n", f);
 		else
-			fprintf(f, "%s× |\n", num(a, x->speedup, 2));
+			fprintf(f, "%s× |\n", dg_sig3(a, x->speedup));
 	}
 }
 
@@ -332,10 +323,10 @@ static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
 		   "\\begin{table}[t]\n\\centering\n\\small\n\\caption{Every method at each target density: "
 		   "fidelity of the final latents against dense (", dg_git_commit());
 	tex_str(f, o->title);
-	fprintf(f, "; means with 95\\%% bootstrap intervals over the samples), computed density over the "
-		   "sparse calls, and the measured speedup of the denoising loop.}\n\\label{tab:comparison}\n"
-		   "\\begin{tabular}{llrrrlrr}\n\\toprule\nMethod & Source & $\\rho$ & Density & PSNR & 95\\%% CI & "
-		   "SSIM & Speedup \\\\\n\\midrule\n");
+	fprintf(f, "; means with 95\\%% bootstrap intervals over the $n$ samples; 3 significant figures), "
+		   "computed density over the sparse calls, and the measured speedup of the denoising loop.}\n"
+		   "\\label{tab:comparison}\n\\begin{tabular}{llrrrrlrr}\n\\toprule\nMethod & Source & $\\rho$ & $n$ & "
+		   "Density & PSNR & 95\\%% CI & SSIM & Speedup \\\\\n\\midrule\n");
 	for (int p = 0; p < ne; p++) {
 		const entry *x = &e[p];
 		char a[32], b[32], c[32], d[32], g[32], h[32];
@@ -343,18 +334,18 @@ static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
 		tex_str(f, x->policy);
 		fputs("} & ", f);
 		tex_str(f, x->source);
-		fprintf(f, " & %g & $%s$ & ", x->rho, num(a, x->sparse_density, 3));
+		fprintf(f, " & %g & %d & $%s$ & ", x->rho, x->samples, dg_sig3(a, x->sparse_density));
 		if (!x->reached)
 			fputs("\\multicolumn{3}{l}{cannot reach $\\rho$}", f);
 		else if (!strcmp(x->policy, "dense"))
 			fputs("$\\infty$ & --- & $1$", f);
 		else
-			fprintf(f, "$%s$ & $[%s, %s]$ & $%s$", num(b, x->est[0], 2), num(c, x->lo[0], 2),
-				num(d, x->hi[0], 2), num(g, x->est[1], 3));
+			fprintf(f, "$%s$ & $[%s, %s]$ & $%s$", dg_sig3(b, x->est[0]), dg_sig3(c, x->lo[0]),
+				dg_sig3(d, x->hi[0]), dg_sig3(g, x->est[1]));
 		if (isnan(x->speedup))
 			fputs(" & --- \\\\\n", f);
 		else
-			fprintf(f, " & $%s$ \\\\\n", num(h, x->speedup, 2));
+			fprintf(f, " & $%s$ \\\\\n", dg_sig3(h, x->speedup));
 	}
 	fputs("\\bottomrule\n\\end{tabular}\n\\end{table}\n", f);
 }

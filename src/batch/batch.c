@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "analysis/decompose.h"
 #include "batch/batch_closed.h"
 #include "replay/replay.h"
 #include "trace/trace.h"
@@ -766,7 +767,8 @@ static void summary_heads(merge_ctx *m)
 				  "density,rel_l1,rel_l2,cosine,mass_mean,staleness\n");
 	dg_sb_printf(&m->md, "# %s: mean metrics per run, policy and density\n\n"
 			     "Means over post-warm-up units (step >= warm-up, dense layers left out) of `dsgap run`'s "
-			     "merged rows; E = mean rel_l2. Experiment fingerprint %s.\n\n"
+			     "merged rows; E = mean rel_l2; 3 significant figures (summary.csv: full precision). "
+			     "Experiment fingerprint %s.\n\n"
 			     "| run | source | anchors | policy | density_target | units | density | rel_l2 | cosine | "
 			     "mass_mean |\n|:--|:--|:--|:--|--:|--:|--:|--:|--:|--:|\n",
 		     jstr(m->plan, "name"), jstr(m->plan, "fingerprint"));
@@ -984,9 +986,11 @@ static void summary_lines(merge_ctx *m, const run_merge *r)
 				     jstr(r->sched, "label"), r->warmup, anchors, nanch, pname, m->dstr[d], x->units,
 				     x->density / u, x->rel_l1 / u, x->rel_l2 / u, x->cosine / u, x->mass_mean / u,
 				     x->staleness / u);
-			dg_sb_printf(&m->md, "| %s | %s | %s | %s | %s | %.0f | %.4f | %.4g | %.4f | %.4f |\n", r->name,
-				     jstr(r->trace, "source"), anchors, pname, m->dstr[d], x->units, x->density / u,
-				     x->rel_l2 / u, x->cosine / u, x->mass_mean / u);
+			char v[4][32];
+			dg_sb_printf(&m->md, "| %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s |\n", r->name,
+				     jstr(r->trace, "source"), anchors, pname, m->dstr[d], x->units,
+				     dg_sig3(v[0], x->density / u), dg_sig3(v[1], x->rel_l2 / u),
+				     dg_sig3(v[2], x->cosine / u), dg_sig3(v[3], x->mass_mean / u));
 		}
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "analysis/decompose.h"
 #include "dit/generate.h"
 #include "dit/tensorfile.h"
 #include "util/util.h"
@@ -225,8 +226,8 @@ char *dg_closed_md_head(const char *name, const char *fp)
 		     "Every sample (prompt, seed) is generated densely and under each policy from the same "
 		     "noise; PSNR (dB) and SSIM of the final latents against the dense run, per frame, "
 		     "averaged over frames and then over samples (min: the worst frame of any sample); "
-		     "speedup = mean transformer time of the dense runs / that of the policy. Experiment "
-		     "fingerprint %s.\n\n| run | policy | density_target | samples | density | PSNR | "
+		     "speedup = mean transformer time of the dense runs / that of the policy; 3 significant "
+		     "figures (summary.csv: full precision). Experiment fingerprint %s.\n\n| run | policy | density_target | samples | density | PSNR | "
 		     "PSNR min | SSIM | SSIM min | transformer s | speedup |\n"
 		     "|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n", name, fp);
 	return b.buf;
@@ -329,9 +330,12 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 				     jstr(model, "label"), jstr(sched, "label"), (int)jnum(sched, "warmup"), anchors,
 				     x->policy, x->rho, x->n, x->density / x->n, x->psnr / x->n, x->psnr_min,
 				     x->ssim / x->n, x->ssim_min, x->time / x->n, x->ref_time / x->time);
-			dg_sb_printf(&md, "| %s | %s | %g | %.0f | %.3f | %.2f | %.2f | %.4f | %.4f | %.3g | %.2f |\n",
-				     rname, x->policy, x->rho, x->n, x->density / x->n, x->psnr / x->n, x->psnr_min,
-				     x->ssim / x->n, x->ssim_min, x->time / x->n, x->ref_time / x->time);
+			char v[7][32];
+			dg_sb_printf(&md, "| %s | %s | %g | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", rname,
+				     x->policy, x->rho, x->n, dg_sig3(v[0], x->density / x->n),
+				     dg_sig3(v[1], x->psnr / x->n), dg_sig3(v[2], x->psnr_min),
+				     dg_sig3(v[3], x->ssim / x->n), dg_sig3(v[4], x->ssim_min),
+				     dg_sig3(v[5], x->time / x->n), dg_sig3(v[6], x->ref_time / x->time));
 		}
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddStringToObject(j, "format", "dsgap-closed-loop");

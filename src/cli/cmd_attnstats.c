@@ -143,6 +143,7 @@ typedef struct {
 	int layer, head; /* trace positions, -1: all */
 	double est[MAX_Q], lo[MAX_Q], hi[MAX_Q], *per; /* per: (ns, MAX_Q) each sample's own */
 	int n_pos[MAX_Q], n_fin[MAX_Q];
+	int n_units, n_clusters, n_samples; /* per source: its units, (layer, head) clusters, samples */
 } row;
 
 static int n_src; /* the statistic's sources (dg_boot_stat_fn has no context; compare.c does the same) */
@@ -172,6 +173,11 @@ static void build_row(const sources *S, const double *sum, const double *count, 
 		keep[c] = (w->layer < 0 || l == w->layer) && (w->head < 0 || h == w->head);
 	}
 	int ng = dg_boot_members(off, S->ns, keep, member, &nm, group, gsample);
+	w->n_units = 0;
+	for (int i = 0; i < nm; i++)
+		w->n_units += (int)count[member[i]]; /* source 0's entropy: every source has the same units */
+	w->n_clusters = nm;
+	w->n_samples = ng;
 	dg_boot_data data = { .n_pol = 2 * S->nsrc, .n_clusters = nc, .sum = sum, .count = count,
 			      .member = member, .n_member = nm, .group = group, .n_groups = ng };
 	n_src = S->nsrc;
@@ -251,27 +257,30 @@ static void md_tables(FILE *f, const sources *S, const row *rows, int nrows)
 			it->meta.step_index[0], it->meta.step_index[it->meta.steps - 1]);
 		for (int h = 0; h < m->heads; h++)
 			fprintf(f, " H h%d | mass h%d |", m->head_index[h], m->head_index[h]);
-		fprintf(f, " H | mass |\n|---|");
+		fprintf(f, " H | mass | units | clusters | samples |\n|---|");
 		for (int h = 0; h <= m->heads; h++)
 			fprintf(f, "---|---|");
-		fputc('\n', f);
+		fputs("--:|--:|--:|\n", f);
 		for (int r = 1; r < nrows; r++) {
 			if (rows[r].head >= 0)
 				continue;
 			fprintf(f, "| %d |", m->layer_index[rows[r].layer]);
 			for (int h = 1; h <= m->heads; h++)
 				fprintf(f, " %s | %s |", cell(b1, S, &rows[r + h], 2 * i), cell(b2, S, &rows[r + h], 2 * i + 1));
-			fprintf(f, " %s | %s |\n", cell(b1, S, &rows[r], 2 * i), cell(b2, S, &rows[r], 2 * i + 1));
+			fprintf(f, " %s | %s | %d | %d | %d |\n", cell(b1, S, &rows[r], 2 * i),
+				cell(b2, S, &rows[r], 2 * i + 1), rows[r].n_units, rows[r].n_clusters, rows[r].n_samples);
 		}
-		fprintf(f, "\nAll layers and heads: H %s, mass %s.\n\n", cell(b1, S, &rows[0], 2 * i),
-			cell(b2, S, &rows[0], 2 * i + 1));
+		fprintf(f, "\nAll layers and heads: H %s, mass %s (%d units in %d clusters of %d sample%s).\n\n",
+			cell(b1, S, &rows[0], 2 * i), cell(b2, S, &rows[0], 2 * i + 1), rows[0].n_units,
+			rows[0].n_clusters, rows[0].n_samples, rows[0].n_samples > 1 ? "s" : "");
 	}
 	if (S->nsrc < 2)
 		return;
 	const int q0 = 2 * S->nsrc;
 	fprintf(f, "## Is %s more peaked than the other sources?\n\nΔH = H(other) − H(%s) and Δmass = "
-		   "mass(%s) − mass(other): positive when %s is more peaked%s.\n\n| row | other | ΔH | "
-		   "ΔH > 0 in | Δmass | Δmass > 0 in |\n|---|---|---|---|---|---|\n", S->src[0].label,
+		   "mass(%s) − mass(other): positive when %s is more peaked%s; units per source.\n\n| row | "
+		   "other | ΔH | ΔH > 0 in | Δmass | Δmass > 0 in | units | clusters | samples |\n"
+		   "|---|---|---|---|---|---|--:|--:|--:|\n", S->src[0].label,
 		S->src[0].label, S->src[0].label, S->src[0].label,
 		S->ns > 1 ? "; \"> 0 in k of n\": the samples whose own estimate is positive" : "");
 	for (int r = 0; r < nrows; r++) {
@@ -284,9 +293,10 @@ static void md_tables(FILE *f, const sources *S, const row *rows, int nrows)
 				snprintf(name, sizeof name, "all layers");
 			else
 				snprintf(name, sizeof name, "layer %d", m->layer_index[rows[r].layer]);
-			fprintf(f, "| %s | %s | %s | %d of %d | %s | %d of %d |\n", name, S->src[i * S->ns].label,
-				cell(b1, S, &rows[r], q), rows[r].n_pos[q], rows[r].n_fin[q],
-				cell(b2, S, &rows[r], q + 1), rows[r].n_pos[q + 1], rows[r].n_fin[q + 1]);
+			fprintf(f, "| %s | %s | %s | %d of %d | %s | %d of %d | %d | %d | %d |\n", name,
+				S->src[i * S->ns].label, cell(b1, S, &rows[r], q), rows[r].n_pos[q], rows[r].n_fin[q],
+				cell(b2, S, &rows[r], q + 1), rows[r].n_pos[q + 1], rows[r].n_fin[q + 1],
+				rows[r].n_units, rows[r].n_clusters, rows[r].n_samples);
 		}
 	}
 	fputc('\n', f);
@@ -319,12 +329,15 @@ static int write_outputs(const char *dir, const sources *S, const row *rows, int
 	if (dg_out_commit(&o) || open_out(&o, dir, "attnstats.md"))
 		return -1;
 	int K = dg_topk_count(rho, m0->tokens);
+	char u[32];
 	fprintf(o.f, "# Is the attention learned? Entropy and per-query oracle mass\n\n"
 		     "`%s` (dsgap %s, commit %s). Per (layer, head), means over the stored steps and all "
 		     "queries: **H** = row entropy of softmax(qk^T/sqrt d) / ln N (1 = uniform); **mass** = "
 		     "probability mass kept by the per-query oracle at density %g (K = %d of N keys; a "
-		     "uniform row keeps %.3f).", cmdline, DG_VERSION, dg_git_commit(), rho, K,
-		(double)K / m0->tokens);
+		     "uniform row keeps %s). Units, clusters and samples of a row: those of its pooled H and "
+		     "mass (per source); a head's cells: its (layer, head) cluster in each sample. Numbers to 3 "
+		     "significant figures.", cmdline, DG_VERSION, dg_git_commit(), rho, K,
+		dg_sig3(u, (double)K / m0->tokens));
 	if (S->ns > 1) {
 		fprintf(o.f, " Pooled over %d samples (", S->ns);
 		for (int s = 0; s < S->ns; s++)

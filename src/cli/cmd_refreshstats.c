@@ -14,7 +14,9 @@
  * units of one density (anchor steps included, their error 0). Writes OUT/refresh.md (every table),
  * OUT/anchors.{csv,tex}, OUT/staleness.csv, OUT/trends.{csv,tex},
  * OUT/figures/error_vs_{anchors,staleness}.{dat,gp,png,pdf} and, with several samples,
- * OUT/samples.csv; all published together or none.
+ * OUT/samples.csv; all published together or none. Every table row gives its units, (layer, head)
+ * clusters and samples and in how many samples its sign holds (anchors: E below the schedule with
+ * fewer anchors; trends: the estimate > 0); numbers to 3 significant figures (dg_sig3).
  */
 #include <getopt.h>
 #include <math.h>
@@ -162,6 +164,9 @@ typedef struct {
 	stat E[MAX_SCHED][MAX_POL];             /* E per schedule, policy */
 	stat stale[MAX_SCHED][MAX_POL][MAX_STALE]; /* E per staleness (n_units 0: none) */
 	stat slope[MAX_POL], drop[MAX_POL];     /* growth per step of schedule 0; E(0) - E(last) */
+	/* schedule k >= 1: the samples whose own E is below their E in schedule k - 1 (fewer anchors),
+	 * of those with both finite */
+	int lower[MAX_SCHED][MAX_POL], paired[MAX_SCHED][MAX_POL];
 	double density_eff;
 } tables;
 
@@ -204,9 +209,18 @@ static void build(const ctx *C, tables *T)
 			slope_x[slope_n++] = st;
 		}
 		estimate(C, slope_n, sum, count, stat_slope, &T->slope[p]);
+		T->slope[p].n_units = 0; /* estimate counts the first level's: the slope's are every level's */
+		for (size_t i = 0; i < (size_t)slope_n * C->nc; i++)
+			T->slope[p].n_units += count[i];
 		sums(C, 0, T->policy[p], DG_ANY, sum, count);
 		sums(C, C->nk - 1, T->policy[p], DG_ANY, sum + C->nc, count + C->nc);
 		estimate(C, 2, sum, count, stat_diff, &T->drop[p]);
+		for (int k = 1; k < C->nk; k++)
+			for (int s = 0; s < C->ns; s++) {
+				double e = T->E[k][p].per[s], prev = T->E[k - 1][p].per[s];
+				if (isfinite(e) && isfinite(prev))
+					T->paired[k][p]++, T->lower[k][p] += e < prev;
+			}
 	}
 	free(sum);
 }
@@ -232,11 +246,12 @@ static const char *ci(char *buf, const stat *s)
 	return buf;
 }
 
-static const char *holds(char *buf, const stat *s)
+/* "k of n" samples, "—" with none */
+static const char *k_of_n(char *buf, int k, int n)
 {
-	if (!s->n_fin)
+	if (!n)
 		return strcpy(buf, "—");
-	snprintf(buf, 64, "%d of %d", s->n_pos, s->n_fin);
+	snprintf(buf, 64, "%d of %d", k, n);
 	return buf;
 }
 
@@ -253,12 +268,13 @@ static int write_csvs(const char *out, const ctx *C, const tables *T, const dg_s
 	dg_out o;
 	if (open_out(&o, out, "anchors.csv"))
 		return -1;
-	fprintf(o.f, "schedule,n_anchors,policy,rel_l2,lo,hi,n_units,n_clusters,n_samples\n");
+	fprintf(o.f, "schedule,n_anchors,policy,rel_l2,lo,hi,n_units,n_clusters,n_samples,n_lower,n_paired\n");
 	for (int k = 0; k < T->nk; k++)
 		for (int p = 0; p < T->np; p++) {
 			const stat *s = &T->E[k][p];
-			fprintf(o.f, "%s,%d,%s,%.8g,%.8g,%.8g,%.0f,%d,%d\n", T->sched[k], T->n_anchors[k],
-				T->policy[p], s->est, s->lo, s->hi, s->n_units, s->n_clusters, s->n_samples);
+			fprintf(o.f, "%s,%d,%s,%.8g,%.8g,%.8g,%.0f,%d,%d,%d,%d\n", T->sched[k], T->n_anchors[k],
+				T->policy[p], s->est, s->lo, s->hi, s->n_units, s->n_clusters, s->n_samples,
+				T->lower[k][p], T->paired[k][p]);
 		}
 	if (dg_out_commit(&o) || open_out(&o, out, "staleness.csv"))
 		return -1;
@@ -274,13 +290,14 @@ static int write_csvs(const char *out, const ctx *C, const tables *T, const dg_s
 			}
 	if (dg_out_commit(&o) || open_out(&o, out, "trends.csv"))
 		return -1;
-	fprintf(o.f, "policy,quantity,estimate,lo,hi,n_samples,n_pos,n_fin\n");
+	fprintf(o.f, "policy,quantity,estimate,lo,hi,n_samples,n_pos,n_fin,n_units,n_clusters\n");
 	for (int p = 0; p < T->np; p++)
 		for (int j = 0; j < 2; j++) {
 			const stat *s = j ? &T->drop[p] : &T->slope[p];
-			fprintf(o.f, "%s,%s%s%s%s%s,%.8g,%.8g,%.8g,%d,%d,%d\n", T->policy[p],
+			fprintf(o.f, "%s,%s%s%s%s%s,%.8g,%.8g,%.8g,%d,%d,%d,%.0f,%d\n", T->policy[p],
 				j ? "E(" : "slope(", T->sched[0], j ? ")-E(" : ")", j ? T->sched[T->nk - 1] : "",
-				j ? ")" : "", s->est, s->lo, s->hi, s->n_samples, s->n_pos, s->n_fin);
+				j ? ")" : "", s->est, s->lo, s->hi, s->n_samples, s->n_pos, s->n_fin, s->n_units,
+				s->n_clusters);
 		}
 	if (dg_out_commit(&o))
 		return -1;
@@ -322,52 +339,64 @@ static int write_md(const char *out, const ctx *C, const tables *T, const dg_sam
 	if (open_out(&o, out, "refresh.md"))
 		return -1;
 	FILE *f = o.f;
-	char a[32], b[80], c[64], e[32], g[80], h[64];
+	char a[32], b[80], c[64], e[32];
 	fprintf(f, "# The refresh interval over %d sample%s\n\n`%s` (dsgap %s, commit %s).\n\n", C->ns,
 		C->ns > 1 ? "s" : "", cmdline, DG_VERSION, dg_git_commit());
-	fprintf(f, "E = mean relative L2 error over the post-warm-up units at density %s (computed %s on the reuse steps; "
+	fprintf(f, "E = mean relative L2 error over the post-warm-up units at density %g (computed %s on the reuse steps; "
 		   "anchor steps included, with their zero error), pooled over the sample%s ",
-		dg_sig3(a, C->rho), dg_sig3(e, T->density_eff), C->ns > 1 ? "s" : "");
+		C->rho, dg_sig3(e, T->density_eff), C->ns > 1 ? "s" : "");
 	for (int s = 0; s < C->ns; s++)
 		fprintf(f, "%s%s", s ? ", " : "", l->label[s]);
 	fputs("; ", f);
 	boot_words(f, C, false);
-	fputs(".\n\n## Trends, with the samples where they hold\n\n", f);
-	fprintf(f, "| policy | error growth per step since the anchor (%s) | 95%% CI | > 0 in | E(%s) − E(%s): "
-		   "more anchors help | 95%% CI | > 0 in |\n|:--|--:|:--|:--|--:|:--|:--|\n", T->sched[0],
-		T->sched[0], T->sched[T->nk - 1]);
+	fputs(". Numbers to 3 significant figures.\n\n## Trends, with the samples where they hold\n\n", f);
+	fputs("| policy | quantity | estimate | 95% CI | > 0 in | units | clusters | samples |\n"
+	      "|:--|:--|--:|:--|:--|--:|--:|--:|\n", f);
 	for (int p = 0; p < T->np; p++)
-		fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", T->policy[p], dg_sig3(a, T->slope[p].est),
-			ci(b, &T->slope[p]), holds(c, &T->slope[p]), dg_sig3(e, T->drop[p].est),
-			ci(g, &T->drop[p]), holds(h, &T->drop[p]));
+		for (int j = 0; j < 2; j++) {
+			const stat *q = j ? &T->drop[p] : &T->slope[p];
+			fprintf(f, "| %s | ", T->policy[p]);
+			if (j)
+				fprintf(f, "E(%s) − E(%s): more anchors help", T->sched[0], T->sched[T->nk - 1]);
+			else
+				fprintf(f, "error growth per step since the anchor (%s)", T->sched[0]);
+			fprintf(f, " | %s | %s | %s | %.0f%s | %d | %d |\n", dg_sig3(a, q->est), ci(b, q),
+				k_of_n(c, q->n_pos, q->n_fin), q->n_units, j ? " per schedule" : "", q->n_clusters,
+				q->n_samples);
+		}
 	fprintf(f, "\nGrowth: the least-squares slope of E over the reuse steps (1 to %d steps since the "
 		   "anchor) of schedule %s; with one anchor the steps since it advance with the denoising step, so the "
 		   "slope holds both the staleness and how attention changes over denoising (the anchors table "
 		   "separates them: same steps, more anchors); \"> 0 in k of n\": the samples whose own estimate "
-		   "is positive.\n\n", T->nst[0] - 1, T->sched[0]);
+		   "is positive; units: the post-warm-up units of the estimate (growth: the reuse steps of %s; "
+		   "the difference: of each schedule), in (layer, head) clusters of the samples.\n\n",
+		T->nst[0] - 1, T->sched[0], T->sched[0]);
 	fputs("## Error vs number of anchors\n\n| anchors | schedule | policy | E | 95% CI | units | "
-	      "clusters | samples |\n|--:|:--|:--|--:|:--|--:|--:|--:|\n", f);
+	      "clusters | samples | E below fewer anchors in |\n|--:|:--|:--|--:|:--|--:|--:|--:|:--|\n", f);
 	for (int k = 0; k < T->nk; k++)
 		for (int p = 0; p < T->np; p++) {
-			const stat *s = &T->E[k][p];
-			fprintf(f, "| %d | %s | %s | %s | %s | %.0f | %d | %d |\n", T->n_anchors[k], T->sched[k],
-				T->policy[p], dg_sig3(a, s->est), ci(b, s), s->n_units, s->n_clusters,
-				s->n_samples);
+			const stat *q = &T->E[k][p];
+			fprintf(f, "| %d | %s | %s | %s | %s | %.0f | %d | %d | %s |\n", T->n_anchors[k], T->sched[k],
+				T->policy[p], dg_sig3(a, q->est), ci(b, q), q->n_units, q->n_clusters, q->n_samples,
+				k_of_n(c, T->lower[k][p], T->paired[k][p]));
 		}
+	fputs("\nUnits: per policy. \"E below fewer anchors in k of n\": the samples whose own E is below their "
+	      "own E in the schedule of the row above it (fewer anchors).\n", f);
 	fprintf(f, "\n## Error vs steps since the anchor (schedule %s)\n\n| steps since anchor |", T->sched[0]);
 	for (int p = 0; p < T->np; p++)
 		fprintf(f, " %s | 95%% CI |", T->policy[p]);
-	fputs("\n|--:|", f);
+	fputs(" units per policy | clusters | samples |\n|--:|", f);
 	for (int p = 0; p < T->np; p++)
 		fputs("--:|:--|", f);
-	fputc('\n', f);
+	fputs("--:|--:|--:|\n", f);
 	for (int st = 0; st < T->nst[0]; st++) {
-		if (!(T->stale[0][0][st].n_units > 0))
+		const stat *q = &T->stale[0][0][st];
+		if (!(q->n_units > 0))
 			continue;
 		fprintf(f, "| %d |", st);
 		for (int p = 0; p < T->np; p++)
 			fprintf(f, " %s | %s |", dg_sig3(a, T->stale[0][p][st].est), ci(b, &T->stale[0][p][st]));
-		fputc('\n', f);
+		fprintf(f, " %.0f | %d | %d |\n", q->n_units, q->n_clusters, q->n_samples);
 	}
 	if (C->ns > 1) {
 		fprintf(f, "\n## Each sample\n\n| sample |");
@@ -388,15 +417,6 @@ static int write_md(const char *out, const ctx *C, const tables *T, const dg_sam
 	return dg_out_commit(&o);
 }
 
-/* x to 3 significant figures, a negative one with a math minus */
-static const char *tex_sig3(char *buf, double x)
-{
-	char t[32];
-	dg_sig3(t, x);
-	snprintf(buf, 40, t[0] == '-' ? "$-$%s" : "%s", t[0] == '-' ? t + 1 : t);
-	return buf;
-}
-
 static void tex_policy(FILE *f, const char *p)
 {
 	fputs("\\texttt{", f);
@@ -405,44 +425,78 @@ static void tex_policy(FILE *f, const char *p)
 	fputc('}', f);
 }
 
+/* a table's first lines up to \caption{ and its words on the estimates and their intervals */
+static void tex_head(FILE *f, const ctx *C, const tables *T, const char *name, const char *what)
+{
+	char b[32];
+	fprintf(f, "%% %s.tex: generated by dsgap refreshstats (dsgap %s, commit %s) from %d sample%s.\n"
+		   "%% Needs \\usepackage{booktabs}.\n\n\\begin{table}[t]\n\\centering\n\\small\n\\caption{%s: "
+		   "mean relative $L_2$ error $E$ over the post-warm-up units at $\\rho=%g$ (computed %s on the "
+		   "reuse steps; anchor steps included, with their zero error), with ", name, DG_VERSION,
+		dg_git_commit(), C->ns, C->ns > 1 ? "s" : "", what, C->rho, dg_sig3(b, T->density_eff));
+	boot_words(f, C, true);
+	fputs(". 3 significant figures.", f);
+}
+
+/* "$est$ & $[lo, hi]$" */
+static void tex_est(FILE *f, const stat *q)
+{
+	char a[32], b[32], c[32];
+	fprintf(f, "$%s$ & ", dg_sig3(a, q->est));
+	if (isnan(q->lo))
+		fputs("---", f);
+	else
+		fprintf(f, "$[%s, %s]$", dg_sig3(b, q->lo), dg_sig3(c, q->hi));
+}
+
 static int write_tex(const char *out, const ctx *C, const tables *T)
 {
 	dg_out o;
-	char a[40], b[40], c[40];
+	char a[64];
 	if (open_out(&o, out, "anchors.tex"))
 		return -1;
 	FILE *f = o.f;
-	fprintf(f, "%% anchors.tex: error vs number of anchors over %d sample(s), dsgap refreshstats "
-		   "(commit %s)\n%% ", C->ns, dg_git_commit());
-	boot_words(f, C, true);
-	fputs("\n\\begin{tabular}{rlrl}\n\\toprule\nanchors & policy & $E$ (mean rel.\\ $L_2$) & 95\\% CI \\\\\n"
-	      "\\midrule\n", f);
+	tex_head(f, C, T, "anchors", "Error against the number of anchors");
+	fputs(" $n$: units per policy, $c$: (layer, head) clusters, $s$: samples; $<$ fewer: the samples "
+	      "whose own $E$ is below their own $E$ in the schedule of the row above (fewer anchors).}\n"
+	      "\\label{tab:refresh-anchors}\n\\begin{tabular}{rllrlrrrl}\n\\toprule\nAnchors & Schedule & "
+	      "Policy & $E$ & 95\\% CI & $n$ & $c$ & $s$ & $<$ fewer \\\\\n\\midrule\n", f);
 	for (int k = 0; k < T->nk; k++)
 		for (int p = 0; p < T->np; p++) {
-			const stat *s = &T->E[k][p];
-			fprintf(f, "%d & ", T->n_anchors[k]);
+			const stat *q = &T->E[k][p];
+			fprintf(f, "%d & %s & ", T->n_anchors[k], T->sched[k]);
 			tex_policy(f, T->policy[p]);
-			fprintf(f, " & %s & [%s, %s] \\\\\n", tex_sig3(a, s->est), tex_sig3(b, s->lo), tex_sig3(c, s->hi));
+			fputs(" & ", f);
+			tex_est(f, q);
+			fprintf(f, " & %.0f & %d & %d & %s \\\\\n", q->n_units, q->n_clusters, q->n_samples,
+				T->paired[k][p] ? k_of_n(a, T->lower[k][p], T->paired[k][p]) : "---");
 		}
-	fputs("\\bottomrule\n\\end{tabular}\n", f);
+	fputs("\\bottomrule\n\\end{tabular}\n\\end{table}\n", f);
 	if (dg_out_commit(&o) || open_out(&o, out, "trends.tex"))
 		return -1;
 	f = o.f;
-	fprintf(f, "%% trends.tex: growth of the error with the steps since the anchor (schedule %s) and "
-		   "E(%s) - E(%s), over %d sample(s), dsgap refreshstats (commit %s)\n%% ", T->sched[0],
-		T->sched[0], T->sched[T->nk - 1], C->ns, dg_git_commit());
-	boot_words(f, C, true);
-	fprintf(f, "\n\\begin{tabular}{lrlrrlr}\n\\toprule\npolicy & growth per step & 95\\%% CI & $>0$ in & "
-		"$E$(%s) $-$ $E$(%s) & 95\\%% CI & $>0$ in \\\\\n\\midrule\n", T->sched[0], T->sched[T->nk - 1]);
-	for (int p = 0; p < T->np; p++) {
-		const stat *g = &T->slope[p], *d = &T->drop[p];
-		tex_policy(f, T->policy[p]);
-		fprintf(f, " & %s & [%s, %s] & %d/%d", tex_sig3(a, g->est), tex_sig3(b, g->lo), tex_sig3(c, g->hi),
-			g->n_pos, g->n_fin);
-		fprintf(f, " & %s & [%s, %s] & %d/%d \\\\\n", tex_sig3(a, d->est), tex_sig3(b, d->lo),
-			tex_sig3(c, d->hi), d->n_pos, d->n_fin);
-	}
-	fputs("\\bottomrule\n\\end{tabular}\n", f);
+	tex_head(f, C, T, "trends", "Trends of the refresh error");
+	fprintf(f, " Growth: the least-squares slope of $E$ over the reuse steps (1 to %d steps since the "
+		   "anchor) of schedule %s; $E$(%s) $-$ $E$(%s) $>0$: more anchors help. $n$: units (growth: the "
+		   "reuse steps of %s; the difference: of each schedule), $c$: (layer, head) clusters, $s$: "
+		   "samples; $>0$: the samples whose own estimate is positive.}\n\\label{tab:refresh-trends}\n"
+		   "\\begin{tabular}{llrlrrrl}\n\\toprule\nPolicy & Quantity & Estimate & 95\\%% CI & $n$ & $c$ & "
+		   "$s$ & $>0$ \\\\\n\\midrule\n", T->nst[0] - 1, T->sched[0], T->sched[0], T->sched[T->nk - 1],
+		T->sched[0]);
+	for (int p = 0; p < T->np; p++)
+		for (int j = 0; j < 2; j++) {
+			const stat *q = j ? &T->drop[p] : &T->slope[p];
+			if (j)
+				fprintf(f, " & $E$(%s) $-$ $E$(%s) & ", T->sched[0], T->sched[T->nk - 1]);
+			else {
+				tex_policy(f, T->policy[p]);
+				fprintf(f, " & growth per step (%s) & ", T->sched[0]);
+			}
+			tex_est(f, q);
+			fprintf(f, " & %.0f & %d & %d & %s \\\\\n", q->n_units, q->n_clusters, q->n_samples,
+				q->n_fin ? k_of_n(a, q->n_pos, q->n_fin) : "---");
+		}
+	fputs("\\bottomrule\n\\end{tabular}\n\\end{table}\n", f);
 	return dg_out_commit(&o);
 }
 

@@ -145,10 +145,11 @@ length_sec=
   echo
   echo "Timings from \`kernels.csv\` ($meta): made on the H200 by \`scripts/device_all.sh\` (our kernels,"
   echo "cuDNN SDPA and FlexAttention side by side in one device call; see \`results/bench/BENCH.md\`)."
-  echo "\`speed.{md,tex,csv}\` and \`figures/speed_vs_density.png\`: speedup over cuDNN dense vs density."
+  echo "\`speed.{md,tex,csv}\` and \`figures/speed_vs_density.png\`: speedup over cuDNN dense vs target density (the"
+  echo "computed density K/N of each target in its x label)."
   [ -s "$RESULTS/bench.csv" ] && echo "\`bench.csv\`: \`dsgap bench\` (the replay backend's passes)."
   echo
-  echo "Regenerate the tables and figure: \`experiments/kernel_speed.sh\` (seconds, any machine); the"
+  echo "Regenerate the tables and figure: \`experiments/kernel_speed.sh --update-results\` (seconds, any machine); the"
   echo "timings themselves: \`BENCHES=\"kernels torch\" scripts/device_all.sh\` on the H200 (and \`experiments/kernel_speed.sh --measure\` there"
   echo "for \`dsgap bench\`). Made $(date -u +%Y-%m-%dT%H:%M:%SZ) in $secs s."
   if [ -n "$length_sec" ]; then echo; printf '%s\n' "$length_sec"; fi

@@ -335,7 +335,7 @@ fi
 sheet_what=$([ -s "$tmp/sheet-rows.csv" ] && awk -F, '!($1 in ps) { ps[$1] = 1; pl = pl (np++ ? ", " : "") $1 }
   $3 != "dense" && !(($3, $4) in ms) { ms[$3, $4] = 1; m[++nm] = $3; r[nm] = $4 }
   END { s = "the dense run"; for (i = 1; i <= nm; i++) s = s (i < nm ? ", " : " and ") m[i] (i == nm || r[i] != r[i + 1] ? " at ρ " r[i] : "")
-    printf "%s for %d prompt%s with seed 1 (%s)", s, np, np > 1 ? "s" : "", pl }' "$tmp/sheet-rows.csv" ||
+    printf "%s for %d prompt%s with seed 1 (%s)", s, np, (np > 1 ? "s" : ""), pl }' "$tmp/sheet-rows.csv" ||
   echo "the dense run and the methods its row labels name")
 first=$(ls -d "$RESULTS"/*/run.json | head -1)
 exp_readme "# Experiment 4: the closed loop ($mlabel model, $samples_txt)

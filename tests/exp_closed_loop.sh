@@ -9,9 +9,10 @@
 # 4 (as made); the paired difference mc-sparse − pisa is the mean of the per-sample differences and its
 # interval excludes 0; radial "cannot reach ρ" and is not in the figure (one density whatever the
 # target), a point more than 0.02 off its target is drawn hollow and named; the caption and README name
-# the experiment that made the cells; an existing sheet.png is kept and called not remade; the
-# checkout's git status does not change; closed_loop_fig.sh refuses a per-sample csv; --sheet needs a
-# run folder. Exit 77 (skipped) without gnuplot.
+# the experiment that made the cells; an existing sheet.png is kept and called not remade, README
+# describing it from its cells' rows (sheet-closed_loop.csv); the checkout's git status does not
+# change; closed_loop_fig.sh refuses a per-sample csv; --sheet needs a run folder. Exit 77 (skipped)
+# without gnuplot.
 . "$(dirname "$0")/lib.sh" exp-closed-loop
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 command -v gnuplot >/dev/null || { echo "skipped: no gnuplot"; exit 77; }
@@ -44,7 +45,8 @@ echo "run,policy" > "$c/summary.csv"
 echo "# summary" > "$c/summary.md"
 
 out=$tmp/out
-mkdir -p "$out" && echo "old sheet" > "$out/sheet.png" # a sheet of an earlier run
+mkdir -p "$out" && echo "old sheet" > "$out/sheet.png" # a sheet of an earlier run, its cells' rows beside it
+printf 'prompt,seed,policy,density_target,density,psnr\na,1,dense,1,1,inf\na,1,mc-sparse,0.15,0.325,9\nb,1,dense,1,1,inf\nb,1,mc-sparse,0.15,0.325,12\n' > "$out/sheet-closed_loop.csv"
 bash "$src/experiments/closed_loop.sh" --out "$out" --cells "$c" > "$tmp/log" 2>&1
 check "closed_loop.sh --cells DIR --out exits 0" test $? -eq 0 || tail -5 "$tmp/log"
 check "tables, per-sample tables, figure and README in --out" bash -c "cd '$out' && test -s closed_loop.md -a -s closed_loop.tex \
@@ -78,6 +80,8 @@ if command -v pdflatex >/dev/null && kpsewhich booktabs.sty >/dev/null 2>&1; the
   check "closed_loop.tex compiles (article, booktabs)" test $? -eq 0
 fi
 check "an earlier sheet.png is kept and called not remade" bash -c "grep -qx 'old sheet' '$out/sheet.png' && grep -q 'not remade by this run' '$out/README.md'"
+check "README: what the kept sheet shows (its own cells' prompts, not the table's), a row's PSNR the mean of its shown frames" \
+  grep -q 'sheet.png`: 8 evenly spaced frames of the dense run and mc-sparse at ρ 0.15 for 2 prompts with seed 1 (a, b).*the mean over its 8 shown frames' "$out/README.md"
 # the figure's rule, the same for every method: est-block at 0.15 computed 0.2 (more than 0.02 off, as
 # mc-sparse at 0.1 on 4096 tokens) is drawn hollow with a double dagger and named, not left out
 awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i } NR > 1 && $c["policy"] == "est-block" && $c["density_target"] == 0.15 { $c["sparse_density"] = 0.2 } 1' \

@@ -351,9 +351,9 @@ transformer speedup; \`closed_loop-samples.md\` (also \`.csv\`): every sample's 
 method of each sample; \`RUN/closed_loop.csv\`: the cells' rows. Figure: \`figures/closed_loop.png\`
 (PSNR and SSIM per method at each target density, 95% intervals over the samples; one rule for
 every method, $REF included: a point whose computed density is more than 0.02 from its target is drawn
-hollow with ‡, where the tables say \"cannot reach ρ\" of a peer and flag $REF or est-block in the
-findings; a method that runs at one density whatever the target is not drawn; both are listed under
-the plot).
+hollow with ‡ (the tables say \"cannot reach ρ\" of such a peer, and give $REF's and est-block's
+values with their computed density); a method that runs at one density whatever the target is not
+drawn; both are listed under the plot).
 $([ -n "$sheet_note" ] && echo "\`sheet.png\`: 8 evenly spaced frames of $sheet_what, every tile with its PSNR against the dense frame; the PSNR beside a row is the mean over its 8 shown frames, not the clip's over all its frames (the tables', and \`sheet-closed_loop.csv\`'s); $sheet_note.")" "$first"
 
 # a run made elsewhere: say so where exp_readme speaks of this machine

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # attention.sh: is the bundled model's attention learned? -> RESULTS/ (attnstats.{csv,md},
-# attnstats-samples.csv, attnstats.{png,pdf}): per layer and head, the row entropy and the per-query
+# attnstats-samples.csv, attnstats-rho0.15.{png,pdf}): per layer and head, the row entropy and the per-query
 # oracle's retained mass at density 0.15 of the bundled model (data/model) against the same
 # architecture with random weights (data/random_model.py: the initialisation train.py starts from),
 # over the ladder's sample set (issue 19: experiments/samples.ini's 24 samples, CLASS-sSEED), both
@@ -42,7 +42,7 @@ set_note="the full set: all ${#samples[@]} samples of experiments/samples.ini"
   printf '# Is the bundled model'"'"'s attention learned? (row entropy and oracle mass over samples)\n\n'
   printf 'The bundled model (`data/model`) against the same architecture with random weights (`data/random_model.py`), each captured per sample of the ladder'"'"'s sample set (`experiments/samples.ini`: class x noise seed; 4096 tokens, layers 0/3/7 x 2 heads, 10 UniPC steps, CFG 3, shift 3): %s. Means pool the samples; 95%% intervals from the two-level bootstrap (samples, then (layer, head) clusters within each), so they include the variation between samples.\n\n' "$set_note"
   sed -n '/^## Is /,$p' "$RESULTS/attnstats.md"
-  printf 'Files: `attnstats.md` (per source, layer and head, with intervals), `attnstats.csv` (every unit of every sample), `attnstats-samples.csv` (each sample'"'"'s estimates), `attnstats.png`/`.pdf` (both quantities per layer and head with the intervals; `.dat`, `.gp`).\n\n'
+  printf 'Files: `attnstats.md` (per source, layer and head, with intervals), `attnstats.csv` (every unit of every sample), `attnstats-samples.csv` (each sample'"'"'s estimates), `attnstats-rho0.15.png`/`.pdf` (both quantities per layer and head with the intervals, the oracle mass at density 0.15; `.dat`, `.gp`).\n\n'
   printf 'Regenerate: `experiments/attention.sh --update-results` (traces in the scratch folder `build/attention/traces/`). Last run: %s on %s, dsgap commit %s: %d s wall (the captures not already in the scratch folder included).\n' \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${DSGAP_DEVICE:-cpu} ($(nproc) cores)" "$("$DSGAP" --version | sed 's/.*commit \([0-9a-f]*\).*/\1/')" $(( $(date +%s) - T0 ))
 } > "$RESULTS/README.md.tmp"

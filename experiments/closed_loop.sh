@@ -13,7 +13,8 @@
 #   closed_loop-samples.{md,csv}  every sample's PSNR per method and density, REF − method per
 #       sample, the best method of each sample
 #   figures/closed_loop.{png,pdf}  experiments/closed_loop_fig.sh: PSNR and SSIM per method against
-#       the target density, 95% intervals over the samples
+#       the target density, 95% intervals over the samples; a point more than 0.02 off its target
+#       hollow with a double dagger, whatever the method
 #   RUN/{closed_loop.csv,run.json} (every sample), summary.{csv,md} (dsgap run's), README.md
 #   sheet.{png,pdf}  contact sheet (pixel-space model: the latents are the frames): per prompt of
 #       seed 1 the dense run, REF and the best other method at ρ 0.15, 8 frames each, every tile with
@@ -283,10 +284,14 @@ srun=""
 for c in "$sheet_from"/cells/*/; do
   [ -d "$c" ] || continue
   for p in $(ls "$c" | sed -n 's/\.s1\.dense$//p'); do
-    for pol in dense "$REF@0.15" ${best:+"${best//\//_}@0.15"}; do
-      lab=$(echo "${pol%@*}" | sed 's|_budget=matched| matched|; s|_| |g; s|=| |g')
-      lab="$p seed 1: $lab"; [ "$pol" = dense ] || lab="$lab ρ ${pol##*@}"
-      [ -f "$c/$p.s1.$pol/latents.h5" ] && sheet+=("$lab=$c/$p.s1.$pol/latents.h5")
+    for spec in dense@1 "$REF@0.15" ${best:+"$best@0.15"}; do
+      pol=${spec%@*} rho=${spec##*@}
+      cell=$p.s1.${pol//\//_}; [ "$pol" = dense ] || cell=$cell@$rho
+      lab=$(echo "$pol" | sed 's|/budget=matched| matched|; s|[_/=]| |g')
+      lab="$p seed 1: $lab"; [ "$pol" = dense ] || lab="$lab ρ $rho"
+      [ -f "$c/$cell/latents.h5" ] || continue
+      sheet+=("$lab=$c/$cell/latents.h5")
+      echo "$p,1,$pol,$rho" >> "$tmp/sheet-rows.csv" # what the sheet shows, for README.md
     done
   done
   srun=$(basename "$c")
@@ -321,8 +326,17 @@ elif [ -e "$RESULTS/sheet.png" ]; then
   else
     sheet_note="**not remade by this run** (its cells have no latents), and from an earlier run of unknown cells (\`git log -- sheet.png\`)"
   fi
+  # what the kept sheet shows: the seed-1 rows of its cells
+  [ ! -s "$RESULTS/sheet-closed_loop.csv" ] || awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    $c["seed"] == 1 { print $c["prompt"] ",1," $c["policy"] "," $c["density_target"] }' "$RESULTS/sheet-closed_loop.csv" > "$tmp/sheet-rows.csv"
 fi
 
+# what the sheet shows: "the dense run, P1 and P2 at ρ 0.15 for 2 prompts with seed 1 (a, b)"
+sheet_what=$([ -s "$tmp/sheet-rows.csv" ] && awk -F, '!($1 in ps) { ps[$1] = 1; pl = pl (np++ ? ", " : "") $1 }
+  $3 != "dense" && !(($3, $4) in ms) { ms[$3, $4] = 1; m[++nm] = $3; r[nm] = $4 }
+  END { s = "the dense run"; for (i = 1; i <= nm; i++) s = s (i < nm ? ", " : " and ") m[i] (i == nm || r[i] != r[i + 1] ? " at ρ " r[i] : "")
+    printf "%s for %d prompt%s with seed 1 (%s)", s, np, (np > 1 ? "s" : ""), pl }' "$tmp/sheet-rows.csv" ||
+  echo "the dense run and the methods its row labels name")
 first=$(ls -d "$RESULTS"/*/run.json | head -1)
 exp_readme "# Experiment 4: the closed loop ($mlabel model, $samples_txt)
 
@@ -335,8 +349,12 @@ SSIM with 95% bootstrap intervals over the samples (\`dsgap compare\`), $REF aga
 (the paired PSNR difference with its interval, and in how many samples $REF is ahead), and the run's own
 transformer speedup; \`closed_loop-samples.md\` (also \`.csv\`): every sample's PSNR per method, the best
 method of each sample; \`RUN/closed_loop.csv\`: the cells' rows. Figure: \`figures/closed_loop.png\`
-(PSNR and SSIM per method at each target density, 95% intervals over the samples).
-$([ -n "$sheet_note" ] && echo "\`sheet.png\`: frames of the dense run, $REF and the best other method at ρ 0.15 (${best:-none}) of each prompt with seed 1, every tile with its PSNR against the dense frame; $sheet_note.")" "$first"
+(PSNR and SSIM per method at each target density, 95% intervals over the samples; one rule for
+every method, $REF included: a point whose computed density is more than 0.02 from its target is drawn
+hollow with ‡ (the tables say \"cannot reach ρ\" of such a peer, and give $REF's and est-block's
+values with their computed density); a method that runs at one density whatever the target is not
+drawn; both are listed under the plot).
+$([ -n "$sheet_note" ] && echo "\`sheet.png\`: 8 evenly spaced frames of $sheet_what, every tile with its PSNR against the dense frame; the PSNR beside a row is the mean over its 8 shown frames, not the clip's over all its frames (the tables', and \`sheet-closed_loop.csv\`'s); $sheet_note.")" "$first"
 
 # a run made elsewhere: say so where exp_readme speaks of this machine
 if [ -n "$EXP_CELLS" ]; then

@@ -7,10 +7,10 @@
 # (speedup against PSNR, one marker per method, the frontier drawn, computed densities labelled),
 # fidelity/RUN/{closed_loop.csv,run.json} and speed/RUN/{...} (every sample), summary.{csv,md};
 # figures/fidelity_density.{png,pdf} (PSNR against the computed density past the warm-up, every row
-# at the density it computed, labelled with its target, the frontier drawn: no speed in it). A method
-# that is not a peer but misses its target by more than 0.02 too (top-k over whole key blocks rounds
-# ρ up) is marked ‡ in comparison.{md,tex}; every row off its target is listed at its computed
-# density below the table. The speed (run.json's speed_status):
+# at the density it computed, one more than the tolerance off its target hollow with ‡ and named with
+# its target under the axis, the frontier drawn: no speed in it). A method that is not a peer but
+# misses its target by more than 0.02 too (top-k over whole key blocks rounds ρ up) is marked ‡ in
+# comparison.{md,tex}; every row off its target is listed at its computed density below the table. The speed (run.json's speed_status):
 #   measured      a finished speed run: speedup of its denoising loop, figures/pareto.{png,pdf}
 #   own           COMPARISON_SPEED_INI=none: the fidelity runs' own times (dsgap compare's fallback)
 #   not_measured  a speed run was asked for but none finished (--stage analyse of a pack whose speed
@@ -308,7 +308,14 @@ notdrawn=$(awk '/^# not drawn / { s = s (s == "" ? "" : "; ") $4 " (PSNR not fin
 TITLE=$title ND=$notdrawn awk -v tol="$tol" '
   BEGIN { title = ENVIRON["TITLE"]; nd = ENVIRON["ND"] }
   /^# method / { m[nm++] = substr($0, 10) } /^# xrange / { x0 = $3 * 0.85; x1 = $4 * 1.6 }
-  END { np = split("1 3 4 5 6 10 11 12 13 14 9", pal, " ") # mc-sparse vermillion (ls 2) and bolder, as closed_loop.png
+  !/^#/ && NF >= 7 && $6 > 0 { k = $5 SUBSEP sprintf("%.3f", $1) # an off-target point: its targets, its density
+    if (!(k in who)) { ko[++nko] = k; who[k] = m[nm - 1] } else who[k] = who[k] ", " m[nm - 1] }
+  END { # the off-target points by target and computed density, under the axis (as labels beside the
+    # points they crowded the error bars)
+    for (i = 1; i <= nko; i++) { split(ko[i], f, SUBSEP); r = f[1]; sub(/^ρ=/, "", r)
+      item = "ρ " r ": " who[ko[i]] " (computed " f[2] ")"
+      if (off == "") { off = item; ll = length(item) } else if (ll + length(item) > 90) { off = off ";\\n" item; ll = length(item) } else { off = off "; " item; ll += length(item) + 2 } }
+    np = split("1 3 4 5 6 10 11 12 13 14 9", pal, " ") # mc-sparse vermillion (ls 2) and bolder, as closed_loop.png
     print "# fidelity_density.gp: made by experiments/comparison.sh"
     print "# re-render inside this directory: gnuplot fidelity_density.gp   (writes fidelity_density.pdf and .png)"
     print "load '\''style.gp'\''"; print "set encoding utf8"
@@ -316,7 +323,7 @@ TITLE=$title ND=$notdrawn awk -v tol="$tol" '
     print "if (fmt eq \"pdf\") { set terminal pdfcairo size 6.5in,4.8in font '\''Liberation Sans,8'\'' } else { set terminal pngcairo size 1950,1440 font '\''Liberation Sans,8'\'' fontscale 3 linewidth 2 }"
     print "set output '\''fidelity_density.'\''.fmt"
     print "set title '\''" title "'\'' noenhanced"
-    print "set xlabel \"computed density of the sparse calls past the warm-up (pairs / N², log scale; dodged ±5% by method)\\nnot speed: metadata costs are not in it. Labels: the target ρ of a point off it by more than " tol (nd == "" ? "" : "\\nnot drawn: " nd) "\" noenhanced"
+    print "set xlabel \"computed density of the sparse calls past the warm-up (pairs / N², log scale; dodged ±5% by method)\\nnot speed: metadata costs are not in it" (off == "" ? "" : "; hollow with ‡: more than " tol " from its target ρ:\\n" off) (nd == "" ? "" : "\\nnot drawn: " nd) "\" noenhanced"
     print "set ylabel '\''PSNR of the final latents against dense (dB), 95% CI over samples'\'' noenhanced"
     print "set key outside right top vertical Left reverse noenhanced font '\'',7'\'' samplen 2"
     print "set offsets 0, 0, graph 0.06, graph 0.04"
@@ -324,8 +331,11 @@ TITLE=$title ND=$notdrawn awk -v tol="$tol" '
     printf "set xrange [%.4g:%.4g]\n", x0, x1
     print "set xtics (0.02, 0.03, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1)"
     printf "plot "
-    for (i = k = 0; i < nm; i++) printf "%s'\''fidelity_density.dat'\'' index %d using 7:2:3:4 with yerrorbars ls %d lw %s ps %s title '\''%s'\'', \\\n  '\'''\'' index %d using 7:2:($6 > 0 ? stringcolumn(5) : '\'''\'') with labels offset 0.8, 0 left font '\'',6'\'' textcolor rgb '\''#444444'\'' notitle",
-      (i ? ", \\\n  " : ""), i, m[i] == "mc-sparse" ? 2 : pal[k++ % np + 1], m[i] == "mc-sparse" ? 1.6 : 1, m[i] == "mc-sparse" ? 1.6 : 1.3, m[i], i
+    split("5 7 9 11 13 15", mk, " ") # filled markers; an off-target point the same shape open (pt - 1), ‡ above it
+    for (i = k = 0; i < nm; i++) { ls = m[i] == "mc-sparse" ? 2 : pal[k++ % np + 1]; pt = mk[i % 6 + 1]
+      lw = m[i] == "mc-sparse" ? 1.6 : 1; ps = m[i] == "mc-sparse" ? 1.6 : 1.3
+      printf "%s'\''fidelity_density.dat'\'' index %d using 7:($6 > 0 ? NaN : $2):3:4 with yerrorbars ls %d lw %s pt %d ps %s title '\''%s'\'', \\\n  '\'''\'' index %d using 7:($6 > 0 ? $2 : NaN):3:4 with yerrorbars ls %d lw %s pt %d ps %s notitle, \\\n  '\'''\'' index %d using 7:($6 > 0 ? $4 : NaN):(\"‡\") with labels offset 0, 0.55 center font '\'',7'\'' tc ls %d notitle",
+        (i ? ", \\\n  " : ""), i, ls, lw, pt, ps, m[i], i, ls, lw, pt - 1, ps, i, ls }
     printf "%s'\''fidelity_density.dat'\'' index %d using 1:2 with lines ls 8 dt 2 lw 1 title '\''frontier'\''\n", (nm ? ", \\\n  " : ""), nm
     print "unset output"; print "}" }' "$fd.dat" > "$fd.gp"
 if command -v gnuplot > /dev/null; then exp_gnuplot "$RESULTS/figures" fidelity_density.gp
@@ -364,8 +374,9 @@ Speed: $speed_txt
 \`comparison.md\` (also \`.tex\`, \`.csv\`); $([ $speed_state = not_measured ] || echo "\`figures/pareto.png\`: speedup against PSNR, one marker per
 method, labels the computed density past the warm-up, the dashed line the frontier of non-dominated
 points; ")\`figures/fidelity_density.png\`: PSNR against the computed density past the warm-up (every row
-at the density it computed, labelled with its target ρ, * more than $tol off it; the dashed line the
-frontier: no row has both less density and more PSNR), not speed: metadata costs are not in it.
+at the density it computed; a row more than $tol off its target ρ hollow with ‡, its target named under
+the axis; the dashed line the frontier: no row has both less density and more PSNR), not speed:
+metadata costs are not in it.
 GPU runs: \`experiments/comparison.sh --stage gpu\` on the H200 (scripts/device_all.sh step
 \`comparison\`), then \`experiments/comparison.sh --stage analyse --from comparison.tar.gz [--logs LOGS.tgz ...] --update-results\` here." \
   "${fid_runs[0]}/run.json"

@@ -109,24 +109,25 @@ densities=$(awk -F, '$1 ~ /^sparse_ms@/ { sub(/^sparse_ms@/, "", $1); print $1 }
 } > "$RESULTS/speed.tex"
 {
   echo "# speed_vs_density.dat: speedup over cuDNN SDPA dense vs target density ($meta)"
-  echo "# columns: density ideal sparse_over_cudnn flex_over_cudnn"
-  awk -F, 'NR > 1 { print $1, $3, $8, $9 }' "$RESULTS/speed.csv"
+  echo "# columns: density ideal sparse_over_cudnn flex_over_cudnn computed (computed = K / N, the keys a query group keeps)"
+  awk -F, -v n="$N" 'NR > 1 { print $1, $3, $8, $9, sprintf("%.4g", $2 / n) }' "$RESULTS/speed.csv"
 } > "$fig/speed_vs_density.dat"
 cat > "$fig/speed_vs_density.gp" <<GP
 # speed_vs_density.gp: attention speedup over cuDNN SDPA dense vs density ($meta)
 # made by experiments/kernel_speed.sh; re-render inside this directory: gnuplot speed_vs_density.gp
 load 'style.gp'
 do for [fmt in "pdf png"] {
-if (fmt eq "pdf") { set terminal pdfcairo size 3.4in,2.4in font 'Liberation Sans,8' } else { set terminal pngcairo size 1020,720 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
+if (fmt eq "pdf") { set terminal pdfcairo size 3.4in,2.9in font 'Liberation Sans,8' } else { set terminal pngcairo size 1020,870 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
 set output 'speed_vs_density.'.fmt
 set title 'attention speed vs density (H200, bf16, d=128, N=$N)'
-set xlabel 'target density {/:Italic ρ}'
+set xtics (0.05, 0.1, 0.2, 0.3, 0.5)
+set xlabel "target density {/:Italic ρ}\\ncomputed K/N: $(awk -F, -v n="$N" 'NR > 1 { printf "%s%.3g", (NR > 2 ? ", " : ""), $2 / n }' "$RESULTS/speed.csv")"
 set ylabel 'speedup over cuDNN dense'
 set logscale xy
-set xtics (0.05, 0.1, 0.2, 0.3, 0.5)
 set xrange [0.04:0.6]
 set yrange [0.7:30]
-set key top right font ',7'
+set bmargin 9
+set key at screen 0.5, screen 0.01 center bottom vertical Left reverse samplen 1.5 font ',7'
 plot 'speed_vs_density.dat' using 1:2 with lines ls 9 dt 2 title 'ideal N/K', \\
   '' using 1:3 with linespoints ls 1 title 'ours: gather-KV sparse', \\
   '' using 1:4 with linespoints ls 2 title 'FlexAttention block-sparse', \\
@@ -144,7 +145,8 @@ length_sec=
   echo
   echo "Timings from \`kernels.csv\` ($meta): made on the H200 by \`scripts/device_all.sh\` (our kernels,"
   echo "cuDNN SDPA and FlexAttention side by side in one device call; see \`results/bench/BENCH.md\`)."
-  echo "\`speed.{md,tex,csv}\` and \`figures/speed_vs_density.png\`: speedup over cuDNN dense vs density."
+  echo "\`speed.{md,tex,csv}\` and \`figures/speed_vs_density.png\`: speedup over cuDNN dense vs target density (the"
+  echo "computed density K/N of each target in its x label)."
   [ -s "$RESULTS/bench.csv" ] && echo "\`bench.csv\`: \`dsgap bench\` (the replay backend's passes)."
   echo
   echo "Regenerate the tables and figure: \`experiments/kernel_speed.sh --update-results\` (seconds, any machine); the"

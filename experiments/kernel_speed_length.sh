@@ -18,8 +18,9 @@
 # at 32760 tokens beside it; the last column names the reference, cudnn_dense or our_dense;
 # crossover.md also: each policy's metadata beside its attention at the N nearest 32760, fewest
 # heads), DEST/figures/speed_vs_length-PATH-PV.{dat,gp,png,pdf} (speedup over the reference against
-# N, log-log, one panel per head count, one line per policy, the reference at 1; the title names the
-# device and date). Bad input: one line, exit 1, nothing written.
+# N, log-log, one panel per head count, one line per policy through its steady-state rows, a row of
+# reps 1 a ringed point of its own, not joined; the reference at 1; the y floor 1.5x or more below
+# the smallest speedup; the title names the device and date). Bad input: one line, exit 1, nothing written.
 # shellcheck shell=bash
 set -euo pipefail
 calls=${1:?usage: kernel_speed_length.sh CALLS.csv CUDNN.csv|ours DEST} cudnn=${2:?CUDNN.csv or ours} dest=${3:?DEST}
@@ -136,9 +137,12 @@ for mode in $(cut -d, -f1,2 "$tmp/sorted" | sort -u); do
   # the policies of this mode in one order (the same line style in every panel); dense is the
   # reference line itself when the reference is our dense kernel
   pols=$(awk -F, -v p="$p" -v v="$v" -v ref=$ref '$1 == p && $2 == v && !seen[$3 "@" $4]++ && !(ref == "ours" && $3 == "dense") { print $3 "@" $4 }' "$tmp/sorted")
-  # axes: y in whole decades around every speedup of the mode, x to a third past its largest N
+  # axes: y from a 1-2-5 value at least 1.5x below the smallest speedup of the mode (a point at
+  # the floor would hide in the axis) to the whole decade above the largest, x to a third past
+  # its largest N
   read -r ylo yhi xmax < <(awk -F, -v p="$p" -v v="$v" -v sc=$sc '$1 == p && $2 == v && $sc > 0 { if (!lo || $sc < lo) lo = $sc; if ($sc > hi) hi = $sc; if ($6 > nx) nx = $6 }
-    END { if (!lo) lo = 0.1; if (!hi) hi = 10; a = 1; while (a > lo) a /= 10; b = 1; while (b < hi) b *= 10; print a, b, int(nx * 4 / 3) }' "$tmp/sorted")
+    END { if (!lo) lo = 0.1; if (!hi) hi = 10; f = lo / 1.5; a = 1; while (a > f) a /= 10; if (5 * a <= f) a *= 5; else if (2 * a <= f) a *= 2
+      b = 1; while (b < hi) b *= 10; print a, b, int(nx * 4 / 3) }' "$tmp/sorted")
   xt=$(awk -v m="$xmax" 'BEGIN { for (n = 1024; n < m; n *= 2) printf "%s\x27%dk\x27 %d", (n > 1024 ? ", " : ""), n / 1024, n }')
   {
     echo "# $name.dat: speedup over $rname ($([ $ref = ours ] && echo dense_ms || echo cudnn_ms) / amortised_ms) against n; path $p, P.V $v"
@@ -193,7 +197,8 @@ for mode in $(cut -d, -f1,2 "$tmp/sorted" | sort -u); do
         ls=${styles[(j - ${jd:-0}) % ${#styles[@]}]}
         [ "$k" = dense@1 ] && ls=9 jd=1 # our dense kernel (against cuDNN): grey, the policies keep their colours
         rows=$(awk -F, -v p="$p" -v v="$v" -v h="$h" -v k="$k" '$1 == p && $2 == v && $5 == h && $3 "@" $4 == k' "$tmp/sorted" | wc -l)
-        if [ "$rows" -gt 0 ]; then printf ", \\\\\n  '%s.dat' index %d using 1:2 with linespoints ls %d notitle" "$name" $((idx - 1)) "$ls"; fi
+        # steady-state rows joined; a reps-1 row (the warm-up instance's call) a point of its own, ringed below
+        if [ "$rows" -gt 0 ]; then printf ", \\\\\n  '%s.dat' index %d using 1:(\$5 == 1 ? NaN : \$2) with linespoints ls %d notitle, \\\\\n  '%s.dat' index %d using 1:(\$5 == 1 ? \$2 : NaN) with points ls %d notitle" "$name" $((idx - 1)) "$ls" "$name" $((idx - 1)) "$ls"; fi
         if [ $last = 1 ]; then printf ", \\\\\n  NaN with linespoints ls %d title '%s'" "$ls" "$t"; fi
         j=$((j + 1))
       done
@@ -202,7 +207,7 @@ for mode in $(cut -d, -f1,2 "$tmp/sorted" | sort -u); do
         printf ", \\\\\n  '%s.dat' index %d using 1:2 with points pt 6 ps 2.2 lc rgb '#000000' notitle" "$name" $((idx - 1))
       fi
       if [ $last = 1 ] && [ -n "$(awk -F, -v p="$p" -v v="$v" '$1 == p && $2 == v && $17 == 1' "$tmp/sorted")" ]; then
-        printf ", \\\\\n  NaN with points pt 6 ps 2.2 lc rgb '#000000' title 'first call only (reps 1): one-time costs in'"
+        printf ", \\\\\n  NaN with points pt 6 ps 2.2 lc rgb '#000000' title 'first call only (reps 1), not joined'"
       fi
       echo
       i=$((i + 1))

@@ -4,9 +4,9 @@
 # refresh.md (every table), anchors.{csv,tex} (error vs number of anchors per policy),
 # trends.{csv,tex} (error growth per step since the anchor and E(1 anchor) - E(6 anchors), each with
 # the samples where it holds), staleness.csv, samples.csv (each sample's estimates) and
-# figures/error_vs_{anchors,staleness}.{png,pdf} (95% two-level bootstrap intervals: samples, then
-# (layer, head) clusters); RESULTS/synthetic/: the same for the synthetic trace (one sample:
-# cluster-bootstrap intervals). dsgap refreshstats makes the tables and figures.
+# figures/error_vs_{anchors,staleness}-rhoX.{png,pdf} (at density X; 95% two-level bootstrap intervals:
+# samples, then (layer, head) clusters); RESULTS/synthetic/: the same for the synthetic trace (one
+# sample: cluster-bootstrap intervals). dsgap refreshstats makes the tables and figures.
 #   experiments/refresh.sh [--out DIR | --update-results] [--samples LIST] [dsgap run options]
 #   --samples LIST   a comma list of the ini's samples (CLASS-sSEED) to run, in place of all 24:
 #                    the ini filtered into its own scratch folder (WORK-HASH; the README says the
@@ -80,8 +80,9 @@ positive (\`samples.csv\`: each sample's).
 $(sed -n '/^## Trends/,/^## Error vs number/p' "$RESULTS/refresh.md" | sed '$d')
 - \`refresh.md\`: every table (error vs anchors, vs steps since the anchor, each sample);
   \`anchors.{csv,tex}\`, \`trends.{csv,tex}\`, \`staleness.csv\`, \`samples.csv\`.
-- \`figures/error_vs_staleness.png\`: error vs steps since the anchor (schedule a1), and
-  \`figures/error_vs_anchors.png\`: error vs number of anchors, both with the two-level intervals.
+- \`figures/$(cd "$RESULTS/figures" && ls error_vs_staleness-rho*.png | head -1)\`: error vs steps since the anchor (schedule a1), and
+  \`figures/$(cd "$RESULTS/figures" && ls error_vs_anchors-rho*.png | head -1)\`: error vs number of anchors, both with the
+  two-level intervals (NAME-rhoX: at density X).
 - \`synthetic/\`: the same tables for a structured synthetic trace (\`synth: grid=5x16x32 heads=4
   layers=2 steps=14 head_dim=64 seed=1\`, 2560 tokens; one sample, so its intervals resample only its
   (layer, head) clusters)." "$WORK/synthetic.a1/run.json"

@@ -122,7 +122,7 @@ for x in "${list[@]}"; do
     # experiments/closed_loop.sh --cells DIR on a machine with gnuplot
     [ "$x" != closed_loop ] || [ $rc != 0 ] || tar czf "$out/closed_loop.tgz" -C "$scratch" closed_loop
     # refresh: every run's metrics (experiments/refresh.sh --update-results --cells refresh after
-    # tar xzf); attention: its tables (re-render attnstats.gp with gnuplot)
+    # tar xzf); attention: its tables (re-render attnstats-rho0.15.gp with gnuplot)
     [ "$x" != refresh ] || [ $rc != 0 ] || (cd "$scratch" && tar czf "$out/refresh.tgz" refresh/experiment.json \
       refresh/summary.csv refresh/summary.md refresh/*/metrics.csv refresh/*/run.json)
     [ "$x" != attention ] || [ $rc != 0 ] || cp -r "$scratch/attention/attnstats" "$out/attention/"

@@ -18,7 +18,7 @@ check "capture of the bundled model (exit 0)" eval '[ $? -eq 0 ] && [ -f "$tmp/t
 # --- attnstats against fp64 NumPy ------------------------------------------------------------------
 "$DSGAP" attnstats --density 0.3 --out "$tmp/as" --quiet bundled="$tmp/trace.h5" > /dev/null 2>"$tmp/err"
 check "attnstats runs (exit 0), csv md png pdf written" \
-  eval '[ $? -eq 0 ] && [ -s "$tmp/as/attnstats.csv" ] && [ -s "$tmp/as/attnstats.md" ] && [ -s "$tmp/as/attnstats.png" ] && [ -s "$tmp/as/attnstats.pdf" ]'
+  eval '[ $? -eq 0 ] && [ -s "$tmp/as/attnstats.csv" ] && [ -s "$tmp/as/attnstats.md" ] && [ -s "$tmp/as/attnstats-rho0.3.png" ] && [ -s "$tmp/as/attnstats-rho0.3.pdf" ]'
 $PY - "$tmp/trace.h5" "$tmp/as/attnstats.csv" <<'PYEOF' > "$tmp/py.out" 2>&1
 import csv, math, sys
 import numpy as np, h5py

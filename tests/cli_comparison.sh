@@ -85,6 +85,9 @@ check "fidelity_density.dat: one block per method with a finite PSNR, dense and 
 if command -v gnuplot > /dev/null; then
   check "figures/fidelity_density.png and .pdf rendered" [ -s "$out/figures/fidelity_density.png" -a -s "$out/figures/fidelity_density.pdf" ]
 fi
+check "fidelity_density: a row off its target drawn hollow with ‡, its target named under the axis, no text on the data" \
+  all 'grep -q "hollow with ‡: more than 0.02 from its target ρ:\\\\nρ 0" "$out/figures/fidelity_density.gp"' \
+  'grep -q "(\$6 > 0 ? \$2 : NaN):3:4 with yerrorbars" "$out/figures/fidelity_density.gp"' '! grep -q "stringcolumn(5)" "$out/figures/fidelity_density.gp"'
 noff=$(awk -F, 'NR > 1 && $1 != "dense" && $7 == 1 { d = $6 - $3; if (d > 0.02 || -d > 0.02) n++ } END { print n + 0 }' "$csv")
 check "‡ exactly on the rows not flagged but off target ($noff: the 128-key top-k rounding at 384 tokens), in .md and .tex" \
   all '[ "$noff" -ge 1 ]' '[ "$(grep -c " ‡ |" "$out/comparison.md")" -eq "$noff" ]' '[ "$(grep -c "ddagger}\\$ &" "$out/comparison.tex")" -eq "$noff" ]' \

@@ -134,6 +134,9 @@ for f in $figs; do
 		grep -q 'pdfcairo size' '$r/figures/$f.gp' && grep -q 'pngcairo size' '$r/figures/$f.gp'"
 done
 check "sources_per_layer is at the density closest to 0.15 (0.1), computed density beside it" grep -q "ρ} = 0.1, computed" "$r/figures/sources_per_layer-rho0.1.gp"
+check "error_vs_density: each point at its policy's computed density (the fixture's 1.02 x target), the target beside it" \
+	awk '!/^#/ && NF { n++; if ($1 - 1.02 * $6 > 1e-6 || 1.02 * $6 - $1 > 1e-6) exit 1 } END { exit !(n > 0) }' "$r/figures/error_vs_density.dat"
+check "shapley: the computed density under each target on the x axis" grep -qF '"0.1\n(0.102)" 0' "$r/figures/shapley.gp"
 check "sources_per_layer.dat: layers 1-3 and all, sources sum to E(est-block), diverging stacks" awk '!/^#/ && NF {
 	n++; d = $13 + $14 + $15 - $9; if (d > 1e-6 || d < -1e-6) exit 1; last = $2
 	for (k = 3; k <= 7; k += 2) if (($k < 0 && $(k + 1) > 0) || $k > $(k + 1)) exit 1 }

@@ -7,10 +7,12 @@
 # the figure and README.md land in --out; the intervals come from dsgap compare (closed_loop.csv's
 # PSNR and interval are compare's); mc-sparse ahead of est-block in 3 of 4 samples and of pisa in 0 of
 # 4 (as made); the paired difference mc-sparse − pisa is the mean of the per-sample differences and its
-# interval excludes 0; radial "cannot reach ρ" and is not in the figure; the caption and README name
-# the experiment that made the cells; an existing sheet.png is kept and called not remade; the
-# checkout's git status does not change; closed_loop_fig.sh refuses a per-sample csv; --sheet needs a
-# run folder. Exit 77 (skipped) without gnuplot.
+# interval excludes 0; radial "cannot reach ρ" and is not in the figure (one density whatever the
+# target), a point more than 0.02 off its target is drawn hollow and named; the caption and README name
+# the experiment that made the cells; an existing sheet.png is kept and called not remade, README
+# describing it from its cells' rows (sheet-closed_loop.csv); the checkout's git status does not
+# change; closed_loop_fig.sh refuses a per-sample csv; --sheet needs a run folder. Exit 77 (skipped)
+# without gnuplot.
 . "$(dirname "$0")/lib.sh" exp-closed-loop
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 command -v gnuplot >/dev/null || { echo "skipped: no gnuplot"; exit 77; }
@@ -43,7 +45,8 @@ echo "run,policy" > "$c/summary.csv"
 echo "# summary" > "$c/summary.md"
 
 out=$tmp/out
-mkdir -p "$out" && echo "old sheet" > "$out/sheet.png" # a sheet of an earlier run
+mkdir -p "$out" && echo "old sheet" > "$out/sheet.png" # a sheet of an earlier run, its cells' rows beside it
+printf 'prompt,seed,policy,density_target,density,psnr\na,1,dense,1,1,inf\na,1,mc-sparse,0.15,0.325,9\nb,1,dense,1,1,inf\nb,1,mc-sparse,0.15,0.325,12\n' > "$out/sheet-closed_loop.csv"
 bash "$src/experiments/closed_loop.sh" --out "$out" --cells "$c" > "$tmp/log" 2>&1
 check "closed_loop.sh --cells DIR --out exits 0" test $? -eq 0 || tail -5 "$tmp/log"
 check "tables, per-sample tables, figure and README in --out" bash -c "cd '$out' && test -s closed_loop.md -a -s closed_loop.tex \
@@ -61,8 +64,8 @@ check "mc-sparse - pisa: the mean of the per-sample differences, its interval be
 check "PSNR and interval of mc-sparse at 0.15 are dsgap compare's" \
   [ "$(row mc-sparse 0.15 psnr),$(row mc-sparse 0.15 psnr_lo),$(row mc-sparse 0.15 psnr_hi)" = \
     "$(awk -F, '$1 == "mc-sparse" && $3 == 0.15 { print $8 "," $9 "," $10 }' "$tmp/cmp/comparison.csv")" ]
-check "radial cannot reach ρ (closed_loop.md), is not drawn (figure)" bash -c "grep -q '\`radial\` | Radial Attention | 0.688 | cannot reach ρ' '$out/closed_loop.md' &&
-  ! grep -q '# method radial' '$out/figures/closed_loop.dat' && grep -q 'radial at ρ 0.15, 0.25 (computed 0.688)' '$out/figures/closed_loop.gp'"
+check "radial cannot reach ρ (closed_loop.md), is not drawn (figure: one density whatever the target)" bash -c "grep -q '\`radial\` | Radial Attention | 0.688 | cannot reach ρ' '$out/closed_loop.md' &&
+  ! grep -q '# method radial' '$out/figures/closed_loop.dat' && grep -q 'radial (computed 0.688 at every ρ)' '$out/figures/closed_loop.gp'"
 check "per sample: a row per sample, the best method of each (pisa in 4 of 4)" bash -c "grep -c '^| [abcd] seed 1 |' '$out/closed_loop-samples.md' | grep -qx 8 &&
   grep -q '^| best in | 0 of 4 | 0 of 4 | 4 of 4 |' '$out/closed_loop-samples.md'"
 check "the caption and README name the experiment and device of the cells" bash -c "grep -q 'experiment fidcheck ([e]xperiments/fidcheck.ini' '$out/closed_loop.tex' &&
@@ -77,6 +80,16 @@ if command -v pdflatex >/dev/null && kpsewhich booktabs.sty >/dev/null 2>&1; the
   check "closed_loop.tex compiles (article, booktabs)" test $? -eq 0
 fi
 check "an earlier sheet.png is kept and called not remade" bash -c "grep -qx 'old sheet' '$out/sheet.png' && grep -q 'not remade by this run' '$out/README.md'"
+check "README: what the kept sheet shows (its own cells' prompts, not the table's), a row's PSNR the mean of its shown frames" \
+  grep -q 'sheet.png`: 8 evenly spaced frames of the dense run and mc-sparse at ρ 0.15 for 2 prompts with seed 1 (a, b).*the mean over its 8 shown frames' "$out/README.md"
+# the figure's rule, the same for every method: est-block at 0.15 computed 0.2 (more than 0.02 off, as
+# mc-sparse at 0.1 on 4096 tokens) is drawn hollow with a double dagger and named, not left out
+awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i } NR > 1 && $c["policy"] == "est-block" && $c["density_target"] == 0.15 { $c["sparse_density"] = 0.2 } 1' \
+  "$out/closed_loop.csv" > "$tmp/off.csv"
+bash "$src/experiments/closed_loop_fig.sh" "$tmp/off" title "$tmp/off.csv" > /dev/null 2>&1
+off_ok() { awk '/^# method/ { m = $3 } !/^#/ && NF { n[m, $10]++ } END { exit !(n["est-block", 1] == 1 && n["est-block", 0] == 1 && n["mc-sparse", 1] == 0) }' "$tmp/off/closed_loop.dat" &&
+  grep -q 'hollow markers with ‡.*\\nρ 0.15: est-block (computed 0.200)' "$tmp/off/closed_loop.gp" && test -s "$tmp/off/closed_loop.png"; }
+check "closed_loop_fig.sh: a point more than 0.02 off its target is drawn hollow with ‡ and named, whatever the method" off_ok
 bash "$src/experiments/closed_loop_fig.sh" "$tmp/fig" title "$c/m.w2/closed_loop.csv" > /dev/null 2>&1
 check "closed_loop_fig.sh refuses a per-sample closed_loop.csv" test $? -eq 2
 bash "$src/experiments/closed_loop.sh" --out "$tmp/out2" --cells "$c" --sheet "$tmp/nowhere" > /dev/null 2>&1

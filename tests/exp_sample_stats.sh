@@ -26,10 +26,11 @@ state > "$tmp/after"
 check "git status unchanged by the run" bash -c "cmp -s '$tmp/before' '$tmp/after' || { diff '$tmp/before' '$tmp/after' | head -5; false; }"
 o=$tmp/out
 check "tables, figures (png) and README; the synthetic trace's in synthetic/" test -s "$o/refresh.md" -a -s "$o/anchors.tex" \
-  -a -s "$o/trends.tex" -a -s "$o/samples.csv" -a -s "$o/figures/error_vs_staleness.png" \
-  -a -s "$o/figures/error_vs_anchors.png" -a -s "$o/synthetic/trends.csv" -a ! -e "$o/synthetic/samples.csv"
+  -a -s "$o/trends.tex" -a -s "$o/samples.csv" -a -s "$o/figures/error_vs_staleness-rho0.25.png" \
+  -a -s "$o/figures/error_vs_anchors-rho0.25.png" -a -s "$o/synthetic/trends.csv" -a ! -e "$o/synthetic/samples.csv"
 check "README: a reduced set of 2 samples, with the command, and the trends table" \
   grep -q 'reduced set of 2 of the ini.s 24 samples (`experiments/refresh.sh --update-results --samples a-s1,c-s2`)' "$o/README.md"
+check "README names the figures with their density" grep -q 'figures/error_vs_anchors-rho0.25.png' "$o/README.md"
 check "README carries the sign stability" grep -q '| mc-residual | .* of 2 |' "$o/README.md"
 # E per sample and pooled, from the metrics (post-warm-up: step >= 2), against the tables
 awk -F, 'FNR == 1 { split(FILENAME, p, "/"); run = p[length(p) - 1]; next }
@@ -98,7 +99,7 @@ done
 "$DSGAP" attnstats --density 0.25 --boot 200 --out "$tmp/as" --quiet learned="$tmp/L/x1.h5,$tmp/L/x2.h5" \
   random="$tmp/R/x1.h5,$tmp/R/x2.h5" > /dev/null 2>"$tmp/err"
 check "attnstats over 2 samples: exit 0, csv md samples csv png" test $? -eq 0 -a -s "$tmp/as/attnstats.md" \
-  -a -s "$tmp/as/attnstats-samples.csv" -a -s "$tmp/as/attnstats.png"
+  -a -s "$tmp/as/attnstats-samples.csv" -a -s "$tmp/as/attnstats-rho0.25.png"
 check "attnstats: each sample's H and mass (all layers) = the mean of its units in attnstats.csv" bash -c "
   awk -F, 'NR > 1 { h[\$2 \",H(\" \$1 \")\"] += \$8; m[\$2 \",mass(\" \$1 \")\"] += \$9; n[\$2 \",\" \$1]++ }
     END { for (k in h) printf \"%s %.4f\n\", k, h[k] / 3 / 4

@@ -65,6 +65,10 @@ check "figure data: a block per heads x policy (dense too) per mode" [ "$(grep -
 if command -v gnuplot > /dev/null; then
   check "figures rendered (png, pdf) for both modes" [ -s "$tmp/out/figures/speed_vs_length-backend-fast.png" -a -s "$tmp/out/figures/speed_vs_length-backend-precise.pdf" ]
 fi
+fig_ok() { local g=$tmp/out/figures/speed_vs_length-backend-fast.gp d=$tmp/out/figures/speed_vs_length-backend-fast.dat
+  grep -qF 'using 1:($5 == 1 ? NaN : $2) with linespoints' "$g" && grep -qF 'using 1:($5 == 1 ? $2 : NaN) with points' "$g" &&
+  awk -v lo="$(sed -n 's/^set yrange \[\([^:]*\):.*/\1/p' "$g")" '!/^#/ && $2 > 0 && (!m || $2 < m) { m = $2 } END { exit !(lo > 0 && lo * 1.5 <= m) }' "$d"; }
+check "figures: only steady-state rows joined (reps 1 a point of its own), the y floor 1.5x below the smallest speedup" fig_ok
 grep -v '^131072,40,' "$tmp/cudnn.csv" > "$tmp/cudnn-short.csv"
 bash "$S" "$tmp/calls.csv" "$tmp/cudnn-short.csv" "$tmp/bad" 2> "$tmp/bad.err"
 rc=$?

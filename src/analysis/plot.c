@@ -88,24 +88,30 @@ static const char *density_name(plotter *pl, const char *base)
 	return b;
 }
 
-/* The computed (effective) density at density index d: the mean over the post-warm-up units of
- * the first of est-block, baseline, mc-sparse present there; NaN without any. */
+/* The mean computed (effective) density of policy p at density index d over its post-warm-up
+ * units; NaN without any. */
+static double policy_density(const dg_results *r, int p, int d)
+{
+	const size_t j = (size_t)p * r->n_densities + d;
+	double s = 0, n = 0;
+	for (size_t i = r->range[j]; i < r->range[j + 1]; i++)
+		if (dg_results_post_warmup(r, &r->unit[i])) {
+			s += r->unit[i].density_eff;
+			n++;
+		}
+	return n > 0 ? s / n : NAN;
+}
+
+/* The computed density at density index d: that of the first of est-block, baseline, mc-sparse
+ * present there; NaN without any. */
 static double computed_density(const dg_results *r, int d)
 {
 	static const char *const ref[] = { "est-block", "baseline", "mc-sparse" };
 	for (int k = 0; k < 3; k++) {
 		int p = dg_results_policy(r, ref[k]);
-		if (p < 0)
-			continue;
-		const size_t j = (size_t)p * r->n_densities + d;
-		double s = 0, n = 0;
-		for (size_t i = r->range[j]; i < r->range[j + 1]; i++)
-			if (dg_results_post_warmup(r, &r->unit[i])) {
-				s += r->unit[i].density_eff;
-				n++;
-			}
-		if (n > 0)
-			return s / n;
+		double c = p < 0 ? NAN : policy_density(r, p, d);
+		if (!isnan(c))
+			return c;
 	}
 	return NAN;
 }
@@ -120,21 +126,12 @@ static void gp_density_title(FILE *f, const dg_results *r, int d)
 	fprintf(f, "'\n");
 }
 
-/* gnuplot x label text: "target density ρ", then, where a computed density differs from its
- * target by more than 1% (issue 19: 0.1 -> 0.125 at 4096 tokens), " (computed: 0.125, 0.156, 0.25)" */
-static void gp_density_xlabel(FILE *f, const dg_results *r)
+/* A gnuplot tic label of density index d: the target over its computed density, "0.1\n(0.125)"
+ * (issue 19: at 4096 tokens 0.1 computes to 0.125); the target alone where none is computed. */
+static void gp_density_tic(FILE *f, const dg_results *r, int d)
 {
-	char computed[256] = "";
-	bool differs = false;
-	for (int d = 0; d < r->n_densities; d++) {
-		double c = computed_density(r, d);
-		differs |= !isnan(c) && fabs(c - r->density[d]) > 0.01 * r->density[d];
-		if (strlen(computed) + 16 < sizeof computed)
-			snprintf(computed + strlen(computed), sizeof computed - strlen(computed), "%s%.3g",
-				 d ? ", " : "", c);
-	}
-	fprintf(f, "set xlabel 'target density {/:Italic ρ}%s%s%s'", differs ? " (computed: " : "",
-		differs ? computed : "", differs ? ")" : "");
+	double c = computed_density(r, d);
+	fprintf(f, isnan(c) ? "\"%g\"" : "\"%g\\n(%.3g)\"", r->density[d], c);
 }
 
 /* A policy of a family with its line style (fixed per policy within a family). */
@@ -395,18 +392,25 @@ static int key_rows(size_t longest, int n, double width)
 	return (n + cols - 1) / cols;
 }
 
+/*
+ * E against density, each point at its policy's own computed density (issue 19: a peer with a
+ * density of its own, e.g. STA's window or Radial at 0.91, is drawn where it ran, not at the target
+ * it was listed under; a run repeated unchanged at several targets is drawn once).
+ */
 static int fig_error_vs_density(plotter *pl)
 {
 	static const char *name = "error_vs_density";
 	const dg_results *r = pl->r;
 	member fam[FAM_COUNT][FAMILY_MAX];
 	int nfam[FAM_COUNT], npanel = 0, index = 0, rows = 0, block[FAM_COUNT][FAMILY_MAX];
-	double ylo[FAM_COUNT], yhi[FAM_COUNT];
+	double ylo[FAM_COUNT], yhi[FAM_COUNT], xlo = INFINITY, xhi = 0;
 	FILE *dat = create(pl, name, "dat");
 	if (!dat)
 		return -1;
-	dat_header(dat, pl, name, "mean rel_l2 against density_target, one block per policy",
-		   "density_target E lo hi n_units");
+	dat_header(dat, pl, name, "mean rel_l2 against the policy's computed density (mean "
+		   "density_eff over the same units), one block per policy; a run that gives the same "
+		   "density and E at several targets is one point (its first target)",
+		   "density E lo hi n_units density_target");
 	for (int k = 0; k < FAM_COUNT; k++) {
 		member all[FAMILY_MAX];
 		int n = family_members(r, k, all);
@@ -415,16 +419,28 @@ static int fig_error_vs_density(plotter *pl)
 		yhi[k] = 0;
 		for (int i = 0; i < n; i++) {
 			int points = 0;
+			double done_x[64], done_e[64];
 			for (int d = 0; d < r->n_densities; d++) {
 				double e = NAN, lo = NAN, hi = NAN;
 				double units = policy_mean(pl, all[i].policy, d, DG_ANY, &e, &lo, &hi);
-				if (units == 0 || !(e > 0)) /* log axis: zero error (dense) cannot be drawn */
+				double x = policy_density(r, all[i].policy, d);
+				if (units == 0 || !(e > 0) || !(x > 0)) /* log axes: zero error (dense) */
 					continue;
-				if (!points++)
+				bool again = false;
+				for (int j = 0; j < points; j++)
+					again |= done_x[j] == x && done_e[j] == e;
+				if (again || points == 64)
+					continue;
+				if (!points)
 					fprintf(dat, "# policy %s\n", r->policy[all[i].policy]);
-				fprintf(dat, "%.10g %.8g %.8g %.8g %.0f\n", r->density[d], e, lo, hi, units);
+				done_x[points] = x;
+				done_e[points++] = e;
+				fprintf(dat, "%.6g %.8g %.8g %.8g %.0f %.10g\n", x, e, lo, hi, units,
+					r->density[d]);
 				ylo[k] = fmin(ylo[k], lo > 0 ? lo : e);
 				yhi[k] = fmax(yhi[k], hi > 0 ? hi : e);
+				xlo = fmin(xlo, x);
+				xhi = fmax(xhi, x);
 			}
 			if (points) {
 				fprintf(dat, "\n\n");
@@ -447,14 +463,21 @@ static int fig_error_vs_density(plotter *pl)
 	for (int k = 0; k < FAM_COUNT; k++)
 		rows = fmax(rows, key_rows(longest_name(r, fam[k], nfam[k]), nfam[k], pw));
 	const double bottom = AXIS_H + rows * KEY_ROW_H + 0.05, h = PANEL_H + rows * KEY_ROW_H;
-	gp_begin(gp, pl, name, "mean rel_l2 against target density, per policy", w, h);
-	fprintf(gp, "set multiplot\nset logscale xy\nset autoscale xfix\nset xtics (");
+	gp_begin(gp, pl, name, "mean rel_l2 against the computed density, per policy", w, h);
+	/* the series of a panel dodged by a factor exp(step) apart, together at most 10% */
+	double step[FAM_COUNT], half = 0;
+	for (int k = 0; k < FAM_COUNT; k++) {
+		step[k] = nfam[k] > 1 ? fmin(0.015, 0.1 / (nfam[k] - 1)) : 0;
+		half = fmax(half, step[k] * (nfam[k] - 1) / 2);
+	}
+	fprintf(gp, "set multiplot\nset logscale xy\n");
+	gp_log_axis(gp, 'x', xlo * exp(-half), xhi * exp(half));
+	fprintf(gp, "set mxtics default\nset mytics default\n"
+		    "set offsets graph 0.06, graph 0.06, 0, 0\n"
+		    "set xlabel 'computed density {/:Italic ρ} (targets ");
 	for (int d = 0; d < r->n_densities; d++)
 		fprintf(gp, "%s%g", d ? ", " : "", r->density[d]);
-	fprintf(gp, ")\nset mxtics default\nset mytics default\n"
-		    "set offsets graph 0.06, graph 0.06, 0, 0\n");
-	gp_density_xlabel(gp, r);
-	fprintf(gp, " offset 0,0.3\nset ylabel 'relative L_2 error (mean)'\n");
+	fprintf(gp, ")' offset 0,0.3\nset ylabel 'relative L_2 error (mean)'\n");
 	for (int k = 0, panel = 0; k < FAM_COUNT; k++) {
 		if (!nfam[k])
 			continue;
@@ -463,9 +486,9 @@ static int fig_error_vs_density(plotter *pl)
 			     key_rows(longest_name(r, fam[k], nfam[k]), nfam[k], pw), rows);
 		gp_log_axis(gp, 'y', ylo[k], yhi[k]);
 		fprintf(gp, "set title '(%c) %s' noenhanced\n", 'a' + panel++, family_title[k]);
-		for (int i = 0; i < nfam[k]; i++) { /* dodged by a factor 1.5% apart on the log axis */
+		for (int i = 0; i < nfam[k]; i++) {
 			char x[32];
-			snprintf(x, sizeof x, "($1*%.4f)", exp(0.015 * (i - (nfam[k] - 1) / 2.0)));
+			snprintf(x, sizeof x, "($1*%.4f)", exp(step[k] * (i - (nfam[k] - 1) / 2.0)));
 			gp_series(gp, pl, "error_vs_density.dat", block[k][i], &fam[k][i], x, i == 0);
 		}
 		fprintf(gp, "\n");
@@ -679,13 +702,14 @@ static int fig_shapley(plotter *pl)
 			fprintf(dat, " %.8g %.8g %.8g", w->est[q], w->lo[q], w->hi[q]);
 		}
 		fprintf(dat, "\n");
-		fprintf(gp, "%s\"%g\" %d", x ? ", " : "", r->density[w->density], x);
+		fprintf(gp, "%s", x ? ", " : "");
+		gp_density_tic(gp, r, w->density);
+		fprintf(gp, " %d", x);
 		x++;
 	}
 	dg_table_free(&t);
-	fprintf(gp, ")\n");
-	gp_density_xlabel(gp, r);
-	fprintf(gp, "\nset xrange [-0.6:%g]\nset boxwidth 0.24\n"
+	fprintf(gp, ")\nset xlabel 'target density {/:Italic ρ} (computed below it)' offset 0,-0.7\nset bmargin 4.2"
+		    "\nset xrange [-0.6:%g]\nset boxwidth 0.24\n"
 		    "set style fill solid 0.85 noborder\nset grid noxtics\n"
 		    "set xzeroaxis lt -1 lw 0.5\nset yrange [*<0:0<*]\n"
 		    "set ylabel 'error reduction (rel. L_2)'\n"

@@ -14,8 +14,8 @@
  * H(first) > 0, Δmass = mass(first) - mass(other) > 0).
  * Writes DIR/attnstats.csv (one row per source, sample and unit), DIR/attnstats.md (per source,
  * layer and head: means over steps and samples, with intervals), DIR/attnstats-samples.csv (several
- * samples: each sample's estimates) and DIR/attnstats.{dat,gp,pdf,png} (both quantities per layer
- * and head, with the intervals).
+ * samples: each sample's estimates) and DIR/attnstats-rhoX.{dat,gp,pdf,png} (X: the density; both
+ * quantities per layer and head, with the intervals).
  */
 #include <getopt.h>
 #include <math.h>
@@ -376,12 +376,17 @@ static int write_outputs(const char *dir, const sources *S, const row *rows, int
 			return -1;
 	}
 
-	/* the figure: x = layer (heads dodged, then sources), H and mass per source in two panels */
-	if (open_out(&o, dir, "attnstats.dat"))
+	/* the figure attnstats-rhoX (X: the density of panel (b), in the name so that another density's
+	 * figure never overwrites it, issue 19): x = layer (heads dodged, then sources), H and mass per
+	 * source in two panels */
+	char name[64], file[80];
+	snprintf(name, sizeof name, "attnstats-rho%g", rho);
+	snprintf(file, sizeof file, "%s.dat", name);
+	if (open_out(&o, dir, file))
 		return -1;
-	fprintf(o.f, "# attnstats.dat: per source (gnuplot index), layer and head: means over steps%s\n"
+	fprintf(o.f, "# %s.dat: per source (gnuplot index), layer and head: means over steps%s\n"
 		     "# made by %s (commit %s)\n# columns: layer head entropy_norm lo hi oracle_mass lo hi\n",
-		S->ns > 1 ? " and samples, two-level 95% intervals" : " (one sample: lo = hi)", cmdline,
+		name, S->ns > 1 ? " and samples, two-level 95% intervals" : " (one sample: lo = hi)", cmdline,
 		dg_git_commit());
 	for (int i = 0; i < S->nsrc; i++) {
 		fprintf(o.f, "# %s\n", S->src[i * S->ns].label);
@@ -403,47 +408,49 @@ static int write_outputs(const char *dir, const sources *S, const row *rows, int
 	if (dg_out_commit(&o) || open_out(&o, dir, "style.gp"))
 		return -1;
 	fputs(DG_STYLE_GP, o.f);
-	if (dg_out_commit(&o) || open_out(&o, dir, "attnstats.gp"))
+	snprintf(file, sizeof file, "%s.gp", name);
+	if (dg_out_commit(&o) || open_out(&o, dir, file))
 		return -1;
 	/* one key, right of the second panel (outside the data); x ticks at the captured layers */
 	/* heads, then sources, side by side, centred on the layer */
 	const int nd = m0->heads * S->nsrc;
 	const double dx = 0.3 / nd, x0 = -dx * (nd - 1) / 2;
-	fprintf(o.f, "# attnstats.gp: entropy and oracle mass per layer and head (gnuplot attnstats.gp)\n"
+	fprintf(o.f, "# %s.gp: entropy and oracle mass per layer and head (gnuplot %s.gp)\n"
 		     "load 'style.gp'\n"
 		     "do for [fmt in \"pdf png\"] {\n"
 		     "if (fmt eq \"pdf\") { set terminal pdfcairo size 6.5in,2.6in font 'Liberation Sans,8' }"
 		     " else { set terminal pngcairo size 1950,780 font 'Liberation Sans,8' fontscale 2.5"
 		     " linewidth 2 }\n"
-		     "set output 'attnstats.'.fmt\n"
+		     "set output '%s.'.fmt\n"
 		     "set multiplot layout 1,2 title \"%d sample%s%s\"\n"
 		     "set xlabel 'layer (heads side by side)'\nset xrange [%g:%g]\nset xtics (",
-		S->ns, S->ns > 1 ? "s" : "", S->ns > 1 ? ", means with two-level bootstrap 95% intervals" : "",
+		name, name, name, S->ns, S->ns > 1 ? "s" : "", S->ns > 1 ? ", means with two-level bootstrap 95% intervals" : "",
 		m0->layer_index[0] - 0.5, m0->layer_index[m0->layers - 1] + 0.5);
 	for (int l = 0; l < m0->layers; l++)
 		fprintf(o.f, "%s%d", l ? ", " : "", m0->layer_index[l]);
 	fprintf(o.f, ")\nunset key\nset title '(a) row entropy'\n"
 		     "set ylabel 'row entropy / ln N'\nset yrange [0:1.05]\nplot");
 	for (int i = 0; i < S->nsrc; i++)
-		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1%+g+%g*(%d*$2+%d)):3:4:5 with yerrorbars ls %d notitle",
-			i ? "," : "", i, x0, dx, S->nsrc, i, i + 1);
+		fprintf(o.f, "%s '%s.dat' index %d using ($1%+g+%g*(%d*$2+%d)):3:4:5 with yerrorbars ls %d notitle",
+			i ? "," : "", name, i, x0, dx, S->nsrc, i, i + 1);
 	fprintf(o.f, "\nset key outside right center vertical noenhanced\n"
 		     "set title '(b) retained mass of the per-query oracle'\n"
-		     "set ylabel 'oracle mass at density %g'\nset yrange [0:1.05]\nplot", rho);
+		     "set ylabel 'oracle mass at density %g (computed K/N %.3g)'\nset yrange [0:1.05]\nplot",
+		rho, (double)K / m0->tokens);
 	for (int i = 0; i < S->nsrc; i++) {
-		fprintf(o.f, "%s 'attnstats.dat' index %d using ($1%+g+%g*(%d*$2+%d)):6:7:8 with yerrorbars ls %d title ",
-			i ? "," : "", i, x0, dx, S->nsrc, i, i + 1);
+		fprintf(o.f, "%s '%s.dat' index %d using ($1%+g+%g*(%d*$2+%d)):6:7:8 with yerrorbars ls %d title ",
+			i ? "," : "", name, i, x0, dx, S->nsrc, i, i + 1);
 		gp_string(o.f, S->src[i * S->ns].label);
 	}
 	fprintf(o.f, ", %g with lines dt 2 lc rgb 'gray' title 'uniform rows'\n"
 		     "unset multiplot\nset output\n}\n", (double)K / m0->tokens);
 	if (dg_out_commit(&o))
 		return -1;
-	if (!dg_gnuplot_found()) { /* e.g. the GPU machine: render attnstats.gp elsewhere */
-		dg_warn("attnstats: no gnuplot: %s/attnstats.gp not rendered", dir);
+	if (!dg_gnuplot_found()) { /* e.g. the GPU machine: render NAME.gp elsewhere */
+		dg_warn("attnstats: no gnuplot: %s/%s.gp not rendered", dir, name);
 		return 0;
 	}
-	return dg_gnuplot(dir, "attnstats");
+	return dg_gnuplot(dir, name);
 }
 
 static void usage(FILE *f)
@@ -455,7 +462,7 @@ static void usage(FILE *f)
 		   "source the same samples, in order): means pooled over the samples with two-level\n"
 		   "bootstrap intervals (--boot N replicates, default 1000), per-sample estimates, signs.\n"
 		   "Writes DIR/attnstats.{csv,md}, DIR/attnstats-samples.csv (several samples) and the\n"
-		   "figure DIR/attnstats.{dat,gp,pdf,png}.\n");
+		   "figure DIR/attnstats-rhoRHO.{dat,gp,pdf,png}.\n");
 }
 
 /* the file name of path without its folder and .h5, a new string */
@@ -579,6 +586,6 @@ int dg_cmd_attnstats(int argc, char **argv)
 	free(S.src);
 	free(cmdline);
 	if (!rc)
-		printf("attnstats: %s/attnstats.{csv,md,pdf,png}\n", out);
+		printf("attnstats: %s/attnstats.{csv,md}, %s/attnstats-rho%g.{pdf,png}\n", out, out, rho);
 	return rc;
 }

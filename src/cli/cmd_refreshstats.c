@@ -13,10 +13,11 @@
  * (E(first) - E(last) > 0: more anchors, less error). Means are of rel_l2 over the post-warm-up
  * units of one density (anchor steps included, their error 0). Writes OUT/refresh.md (every table),
  * OUT/anchors.{csv,tex}, OUT/staleness.csv, OUT/trends.{csv,tex},
- * OUT/figures/error_vs_{anchors,staleness}.{dat,gp,png,pdf} and, with several samples,
- * OUT/samples.csv; all published together or none. Every table row gives its units, (layer, head)
- * clusters and samples and in how many samples its sign holds (anchors: E below the schedule with
- * fewer anchors; trends: the estimate > 0); numbers to 3 significant figures (dg_sig3).
+ * OUT/figures/error_vs_{anchors,staleness}-rhoX.{dat,gp,png,pdf} (X: the density) and, with
+ * several samples, OUT/samples.csv; all published together or none. Every table row gives its
+ * units, (layer, head) clusters and samples and in how many samples its sign holds (anchors: E
+ * below the schedule with fewer anchors; trends: the estimate > 0); numbers to 3 significant
+ * figures (dg_sig3).
  */
 #include <getopt.h>
 #include <math.h>
@@ -500,6 +501,14 @@ static int write_tex(const char *out, const ctx *C, const tables *T)
 	return dg_out_commit(&o);
 }
 
+/* figure `which` (0: error vs anchors, 1: vs steps since the anchor) at density rho: its name,
+ * NAME-rhoX, so that the figures of another density never overwrite these (issue 19) */
+static const char *fig_name(char buf[64], int which, double rho)
+{
+	snprintf(buf, 64, "%s-rho%g", which ? "error_vs_staleness" : "error_vs_anchors", rho);
+	return buf;
+}
+
 /* the two figures: error (with its interval) vs anchors and vs steps since the anchor */
 static int write_figures(const char *out, const ctx *C, const tables *T)
 {
@@ -510,8 +519,8 @@ static int write_figures(const char *out, const ctx *C, const tables *T)
 	dg_sig3(rho, C->rho);
 	dg_sig3(eff, T->density_eff);
 	for (int which = 0; which < 2 && !rc; which++) {
-		const char *name = which ? "error_vs_staleness" : "error_vs_anchors";
-		char file[64];
+		char nbuf[64], file[80];
+		const char *name = fig_name(nbuf, which, C->rho);
 		snprintf(file, sizeof file, "%s.dat", name);
 		if ((rc = open_out(&o, fig, file)))
 			break;
@@ -572,12 +581,12 @@ static int write_figures(const char *out, const ctx *C, const tables *T)
 	return rc;
 }
 
-static int render(const char *out)
+static int render(const char *out, double rho)
 {
-	char *fig = dg_path_join(out, "figures");
+	char *fig = dg_path_join(out, "figures"), a[64], b[64];
 	int rc = 0;
 	if (dg_gnuplot_found())
-		rc = dg_gnuplot(fig, "error_vs_anchors") || dg_gnuplot(fig, "error_vs_staleness");
+		rc = dg_gnuplot(fig, fig_name(a, 0, rho)) || dg_gnuplot(fig, fig_name(b, 1, rho));
 	else
 		dg_warn("refreshstats: no gnuplot: %s/*.gp not rendered", fig);
 	free(fig);
@@ -596,8 +605,9 @@ static void usage(FILE *f)
 		   "  --density X  the density target (default: the first run's first)\n"
 		   "  --boot N     bootstrap replicates (default 1000); --seed X (default 1)\n"
 		   "Writes OUT/refresh.md, OUT/anchors.{csv,tex}, OUT/staleness.csv, OUT/trends.{csv,tex},\n"
-		   "OUT/samples.csv, OUT/figures/error_vs_{anchors,staleness}.{dat,gp,png,pdf}: means over the\n"
-		   "samples, two-level bootstrap intervals (samples, then (layer, head) clusters).\n");
+		   "OUT/samples.csv, OUT/figures/error_vs_{anchors,staleness}-rhoX.{dat,gp,png,pdf} (X: the\n"
+		   "density): means over the samples, two-level bootstrap intervals (samples, then (layer,\n"
+		   "head) clusters).\n");
 }
 
 /* the policies of the first run but dense, and the same clusters in every run of a sample */
@@ -720,7 +730,7 @@ int dg_cmd_refreshstats(int argc, char **argv)
 		dg_out_defer(NULL);
 		rc = rc ? (dg_publish_abort(&pub), 1) : dg_publish_commit(&pub) ? 1 : 0;
 		if (!rc)
-			rc = render(out) ? 1 : 0;
+			rc = render(out, C.rho) ? 1 : 0;
 		free(cmdline);
 		tables_free(T);
 		if (!rc) {

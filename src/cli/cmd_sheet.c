@@ -5,7 +5,8 @@
  * Columns are headed "frame N"; a row after a row whose label contains "dense" (its reference)
  * gets each tile's PSNR against the reference's frame (peak = max - min of the reference frame,
  * docs/spec.md §4 closed loop) in the tile's corner and the mean over the shown frames in its
- * label; give the policy and density in the label, e.g. "cockatoo mc-sparse ρ=0.15" (issue 19).
+ * label, said so ("mean of the 8 shown": a clip's PSNR over all its frames differs); give the
+ * policy and density in the label, e.g. "cockatoo mc-sparse ρ=0.15" (issue 19).
  *   dsgap sheet --out DIR/NAME [--frames 0,5,10,15] [--scale 4] dense=G/dense.h5 mc-sparse=G/x.h5
  * Writes DIR/NAME.{rgb,gp,png,pdf}: the raw image (uint8 RGB, row-major) and the gnuplot script
  * that re-renders it (cd DIR && gnuplot NAME.gp).
@@ -170,10 +171,10 @@ int dg_cmd_sheet(int argc, char **argv)
 		rc = dg_out_commit(&o);
 	}
 	if (!rc && !(rc = dg_out_open(&o, gp))) {
-		size_t longest = 0; /* room for the row labels: ~9 pixels a character at 11 pt */
-		for (int r = 0; r < rows; r++)
+		size_t longest = 26; /* room for the row labels: ~9 pixels a character at 11 pt; the */
+		for (int r = 0; r < rows; r++) /* least, "PSNR 00.0 dB (mean of the 8 shown)" */
 			longest = strlen(labels[r]) > longest ? strlen(labels[r]) : longest;
-		int left = 20 + 9 * ((int)longest + 10), top = 24; /* label + " (PSNR 00.0 dB)" */
+		int left = 20 + 9 * ((int)longest + 10), top = 24;
 		int ref[MAX_ROWS];
 		for (int r = 0; r < rows; r++) /* the reference of a row: the last "dense" row above */
 			ref[r] = r && strstr(labels[r - 1], "dense") ? r - 1 : r ? ref[r - 1] : -1;
@@ -213,7 +214,7 @@ int dg_cmd_sheet(int argc, char **argv)
 						     "offset 0.3,0.6 boxed front font ',%d'\n", lab++, p,
 						(double)(j * tw), (double)(r * th + H * scale), fs - 2);
 				}
-				snprintf(extra, sizeof extra, "\\nPSNR %.1f dB", m / nf);
+				snprintf(extra, sizeof extra, "\\nPSNR %.1f dB (mean of the %d shown)", m / nf, nf);
 			} else if (strstr(labels[r], "dense")) {
 				snprintf(extra, sizeof extra, "\\n(reference)");
 			}

@@ -1,5 +1,5 @@
 # shapley.gp: Shapley shares of G, S, R per density with 95% intervals
-# made by dsgap plot (dsgap 0.1.0, commit a530be9d741a+wip) from /tmp/h19/work/ablation/synthetic.w3
+# made by dsgap plot (dsgap 0.1.0, commit ba64aef60d8e) from /tmp/fl/ablation
 # trace synth: grid=5x16x32 heads=4 layers=4 steps=10 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 5b9c0841ebfd on cpu: AMD EPYC (2 threads), 2026-12-03T19:13:23Z
 # re-render inside this directory: gnuplot shapley.gp   (writes shapley.pdf and shapley.png)
 load 'style.gp'
@@ -10,8 +10,9 @@ if (fmt eq "pdf") {
 	set terminal pngcairo size 1020,720 font 'Liberation Sans,8' fontscale 3 linewidth 2
 }
 set output 'shapley.'.fmt
-set xtics ("0.1" 0, "0.15" 1, "0.25" 2)
-set xlabel 'target density {/:Italic ρ}'
+set xtics ("0.1\n(0.1)" 0, "0.15\n(0.15)" 1, "0.25\n(0.25)" 2)
+set xlabel 'target density {/:Italic ρ} (computed below it)' offset 0,-0.7
+set bmargin 4.2
 set xrange [-0.6:2.6]
 set boxwidth 0.24
 set style fill solid 0.85 noborder

@@ -1,6 +1,6 @@
 # shapley.gp: Shapley shares of G, S, R per density with 95% intervals
-# made by dsgap plot (dsgap 0.1.0, commit 665d3b46f987) from dsgap-demo
-# trace dsgap-demo/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /tmp/demo_clone/data/model/diffusion_pytorch_model.safetensors); metrics by commit 665d3b46f987 on cpu: AMD EPYC (2 threads), 2026-12-03T18:39:45Z
+# made by dsgap plot (dsgap 0.1.0, commit 1d94d6fbbe68) from dsgap-demo
+# trace dsgap-demo/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /tmp/democlone/data/model/diffusion_pytorch_model.safetensors); metrics by commit 1d94d6fbbe68 on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-05T11:39:41Z
 # re-render inside this directory: gnuplot shapley.gp   (writes shapley.pdf and shapley.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {
@@ -10,8 +10,9 @@ if (fmt eq "pdf") {
 	set terminal pngcairo size 1020,720 font 'Liberation Sans,8' fontscale 3 linewidth 2
 }
 set output 'shapley.'.fmt
-set xtics ("0.1" 0, "0.15" 1, "0.25" 2)
-set xlabel 'target density {/:Italic ρ} (computed: 0.125, 0.156, 0.25)'
+set xtics ("0.1\n(0.125)" 0, "0.15\n(0.156)" 1, "0.25\n(0.25)" 2)
+set xlabel 'target density {/:Italic ρ} (computed below it)' offset 0,-0.7
+set bmargin 4.2
 set xrange [-0.6:2.6]
 set boxwidth 0.24
 set style fill solid 0.85 noborder

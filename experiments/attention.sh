@@ -37,7 +37,7 @@ exp_say "dsgap attnstats over ${#samples[@]} samples"
 "$DSGAP" attnstats --density 0.15 --out "$RESULTS" --quiet learned="${learned%,}" random="${random%,}"
 
 set_note="the full set: all ${#samples[@]} samples of experiments/samples.ini"
-[ -z "$only" ] || set_note="a reduced set of ${#samples[@]} of its 24 samples (\`experiments/attention.sh --update-results --samples $only\`), to keep the run on 2 shared CPU cores near half an hour; the full set: \`experiments/attention.sh --update-results\` (48 captures: hours on 2 CPU cores, minutes with DSGAP_DEVICE=gpu)"
+[ -z "$only" ] || set_note="a reduced set of ${#samples[@]} of its 24 samples (\`experiments/attention.sh --update-results --samples $only\`), to keep the run on 2 shared CPU cores near half an hour; the full set: \`experiments/attention.sh --update-results\` (48 captures and their statistics: about 50 min on 2 CPU cores, 2026-12-05; minutes with DSGAP_DEVICE=gpu)"
 {
   printf '# Is the bundled model'"'"'s attention learned? (row entropy and oracle mass over samples)\n\n'
   printf 'The bundled model (`data/model`) against the same architecture with random weights (`data/random_model.py`), each captured per sample of the ladder'"'"'s sample set (`experiments/samples.ini`: class x noise seed; 4096 tokens, layers 0/3/7 x 2 heads, 10 UniPC steps, CFG 3, shift 3): %s. Means pool the samples; 95%% intervals from the two-level bootstrap (samples, then (layer, head) clusters within each), so they include the variation between samples.\n\n' "$set_note"

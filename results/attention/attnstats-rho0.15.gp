@@ -3,7 +3,7 @@ load 'style.gp'
 do for [fmt in "pdf png"] {
 if (fmt eq "pdf") { set terminal pdfcairo size 6.5in,2.6in font 'Liberation Sans,8' } else { set terminal pngcairo size 1950,780 font 'Liberation Sans,8' fontscale 2.5 linewidth 2 }
 set output 'attnstats-rho0.15.'.fmt
-set multiplot layout 1,2 title "3 samples, means with two-level bootstrap 95% intervals"
+set multiplot layout 1,2 title "24 samples, means with two-level bootstrap 95% intervals"
 set xlabel 'layer (heads side by side)'
 set xrange [-0.5:7.5]
 set xtics (0, 3, 7)

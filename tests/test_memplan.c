@@ -6,11 +6,13 @@
  *   28.6 GB bf16 weights, 17.9 GB of bitmaps;
  * and the 14B run is refused on a 139 GiB device with switches that make it fit; with --cache-offload
  * the residuals and lists move to pinned host memory (two layers' on the device, the groupings
- * stay), which the host must hold, and the CPU's plan ignores it.
+ * stay), which the host must hold, and the CPU's plan ignores it. DiTFastAttn's window lists (a list
+ * per query) are sized exactly, once on the GPU (shared by every site), per site on the CPU.
  */
 #include <string.h>
 
 #include "dit/memplan.h"
+#include "policy/peers.h"
 #include "testhelp.h"
 
 static int near(double x, double want, double tol) { return x >= want - tol && x <= want + tol; }
@@ -80,6 +82,27 @@ int main(void)
 	dg_memplan_make(&m, &c14, grid, &p, 0.15, &s, 2, false, true);
 	CHECK("offload on the CPU: a no-op (its caches are host memory)", !m.offload && m.host_pinned == 0 &&
 	      m.device_caches == m.caches);
+	/* DiTFastAttn's window lists (one per query): at 1.3B 480p they OOMed a 139 GiB device on
+	 * 2026-12-05 (n (2w + 1) int32 per site, 720 sites) while the plan said 42.6 GB. The GPU keeps
+	 * one copy for every site; the lists' length counted here by brute force over (i, j). */
+	const int g480[3] = { 21, 30, 52 }, n480 = 32760;
+	dg_policy_parse("ditfastattn/budget=matched", &p);
+	dg_memplan_make(&m, &c13, g480, &p, 0.15, NULL, 2, true, false);
+	dg_memplan_print(&m, stdout);
+	const dg_budget b = { .rho = 0.15 };
+	const int w = dg_peer_window_width(&p, &b, n480, 0);
+	double pairs = 0;
+	for (int i = 0; i < n480; i++)
+		for (int j = i - w; j <= i + w; j++)
+			pairs += j >= 0 && j < n480;
+	CHECKF(near(pairs / ((double)n480 * n480), 0.15, 0.001), "window half-width %d computes density %.4f", w,
+	       pairs / ((double)n480 * n480));
+	CHECKF(m.ngroups == n480 && m.keys_shared && m.keys == pairs * 4 + (n480 + 1.0) * 8,
+	       "ditfastattn 1.3B 480p, GPU: one copy of the window lists (%.3f GB)", m.keys / 1e9);
+	CHECKF(m.total < 25e9, "ditfastattn 1.3B 480p: %.1f GB on the device (no (n, n) score scratch)", m.total / 1e9);
+	dg_memplan_make(&m, &c13, g480, &p, 0.15, NULL, 2, false, false);
+	CHECKF(!m.keys_shared && near(m.keys, 720 * (pairs * 4 + (n480 + 1.0) * 8), 1),
+	       "ditfastattn 1.3B 480p, CPU: the lists per site (%.0f GB)", m.keys / 1e9);
 	dg_policy_parse("dense", &p);
 	dg_memplan_make(&m, &c14, grid, &p, 1, NULL, 2, true, false);
 	CHECK("dense: no caches", m.caches == 0 && m.total < 60e9);

@@ -83,6 +83,7 @@ struct dg_bsel {
 	int n;           /* keys the bitmaps cover */
 	long id;
 	parking pk;      /* of idx or bits */
+	struct shared_lists *shared; /* off and idx are its (never parked, compacted or freed here), or NULL */
 };
 struct dg_bvec {
 	void *x;         /* device: dg_res_bytes(t, n, d), stored as t says (cache_store.h); NULL parked */
@@ -105,6 +106,15 @@ typedef struct {
 	int64_t *soff;        /* device list offsets (ngroups + 1) */
 	int32_t *idx;         /* device keys */
 } static_mask;
+
+/* DiTFastAttn's window lists on the device (gpu_peer_window): a function of (n, text, w) alone, so
+ * one copy serves every selection made from them; freed when the last one is (refs) */
+typedef struct shared_lists {
+	int n, text, w, refs;
+	int64_t *off;         /* device list offsets (n + 1) */
+	int32_t *idx;         /* device keys */
+	struct shared_lists *next;
+} shared_lists;
 
 typedef struct {
 	const float *q, *k, *v;  /* host unit (caller's buffers), for the host twins */
@@ -160,6 +170,7 @@ typedef struct {
 	double pacc[DG_PHASE_COUNT];
 	static_mask masks[MASKS_KEPT]; /* the last static masks made (first in, first out) */
 	int nmasks, next_mask;
+	shared_lists *windows;   /* DiTFastAttn's window lists held by selections */
 	struct {                 /* --cache-offload (park, fetch), set up by the first call */
 		bool on;
 		cudaStream_t copy;
@@ -1001,27 +1012,55 @@ static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *
 }
 
 /* DiTFastAttn's window (peers.h dg_peer_window_width): groups of one query, the lists made on the
- * device from (n, text, w) alone (dg_peer_window; their total counted here, O(n)) */
+ * device from (n, text, w) alone (dg_peer_window; their total: dg_peer_window_keys) once, and shared
+ * by every selection of the same (n, text, w): per site they would be n (2w + 1) int32 each, 464 GB
+ * for the 720 sites of Wan2.1-1.3B at 480p with CFG */
 static int gpu_peer_window(dg_backend *be, const dg_policy *p, const dg_budget *b, int text, dg_bgroups **groups,
 			   dg_bsel **sel)
 {
 	gpu *g = be->impl;
 	int n = be->n, w = dg_peer_window_width(p, b, n, text);
-	int64_t total = (int64_t)text * n;
-	for (int i = text; i < n; i++)
-		total += text + (i + w < n - 1 ? i + w : n - 1) - (i - w > text ? i - w : text) + 1;
+	shared_lists *sh = g->windows;
+	while (sh && !(sh->n == n && sh->text == text && sh->w == w))
+		sh = sh->next;
+	if (!sh) {
+		const int64_t total = dg_peer_window_keys(n, text, w);
+		sh = dg_calloc(1, sizeof *sh);
+		*sh = (shared_lists){ .n = n, .text = text, .w = w, .next = g->windows };
+		sh->off = dmalloc(g, (size_t)(n + 1) * 8);
+		sh->idx = dmalloc(g, (size_t)total * 4);
+		g->windows = sh;
+		phase_begin(g);
+		KERNEL_CHECK(dg_peer_window(n, text, w, sh->off, sh->idx, (dg_stream)g->stream));
+		phase_end(g, DG_PHASE_SELECT);
+	}
 	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
 	dg_groups_raster(&bg->g, n, 1);
 	bg->id = g->next_id++;
 	groups_upload(g, bg);
 	dg_bsel *s = sel_new(g, n);
-	s->idx = dmalloc(g, (size_t)total * 4);
-	phase_begin(g);
-	KERNEL_CHECK(dg_peer_window(n, text, w, s->off, s->idx, (dg_stream)g->stream));
-	phase_end(g, DG_PHASE_SELECT);
+	dfree(g, s->off);
+	s->off = sh->off;
+	s->idx = sh->idx;
+	s->shared = sh;
+	sh->refs++;
 	*groups = bg;
 	*sel = s;
 	return 0;
+}
+
+/* one selection fewer holds sh: freed with the last */
+static void shared_release(gpu *g, shared_lists *sh)
+{
+	if (--sh->refs > 0)
+		return;
+	shared_lists **p = &g->windows;
+	while (*p != sh)
+		p = &(*p)->next;
+	*p = sh->next;
+	dfree(g, sh->off);
+	dfree(g, sh->idx);
+	free(sh);
 }
 
 /* svg2's device centroids, freed with the run's state */
@@ -1238,8 +1277,8 @@ static void gpu_approx(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel,
 static void gpu_compact(dg_backend *be, dg_bsel *sel)
 {
 	gpu *g = be->impl;
-	if (sel->compact) /* its bitmap may be parked in host memory (--cache-offload) */
-		return;
+	if (sel->compact || sel->shared) /* its bitmap may be parked in host memory (--cache-offload); */
+		return;                  /* shared lists stay lists (one copy for every site) */
 	flush(be); /* a batched launch may read idx */
 	sel_resident(be, sel);
 	unpin(g, &sel->pk); /* its bytes change */
@@ -1481,7 +1520,7 @@ static void gpu_park(dg_backend *be, int count, dg_bvec *const *vecs, dg_bsel *c
 			park_one(g, &v->pk, &v->x, dg_res_bytes(res_code(v->t), be->n, be->d), &any);
 		if (s && s->bits) /* compacted, or made as bitmaps (the peers') */
 			s->compact = true;
-		if (s && *sel_dev(s))
+		if (s && !s->shared && *sel_dev(s)) /* shared lists: one copy for every site, kept */
 			park_one(g, &s->pk, sel_dev(s), sel_bytes(g, s, be->n), &any);
 	}
 	if (any)
@@ -1515,8 +1554,12 @@ static void gpu_sel_free(dg_backend *be, dg_bsel *s)
 	settle(be->impl, &s->pk);
 	unpin(be->impl, &s->pk);
 	free(s->hoff);
-	dfree(be->impl, s->off);
-	dfree(be->impl, s->idx);
+	if (s->shared) {
+		shared_release(be->impl, s->shared);
+	} else {
+		dfree(be->impl, s->off);
+		dfree(be->impl, s->idx);
+	}
 	dfree(be->impl, s->bits);
 	free(s);
 }
@@ -1549,6 +1592,13 @@ static void gpu_destroy(dg_backend *be)
 		dfree(g, g->dec[i]);
 	for (int i = 0; i < g->nmasks; i++)
 		static_mask_free(g, &g->masks[i]);
+	while (g->windows) { /* selections not freed by the caller */
+		shared_lists *sh = g->windows;
+		g->windows = sh->next;
+		dfree(g, sh->off);
+		dfree(g, sh->idx);
+		free(sh);
+	}
 	void *dev[] = { g->o_ref, g->lse, g->out, g->o_sp, g->mass, g->dmet, g->bq, g->bk, g->bv, g->res_old, g->res_new };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		dfree(g, dev[i]);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "policy/cache_store.h"
+#include "policy/peers.h"
 #include "policy/select.h"
 #include "util/util.h"
 
@@ -67,7 +68,8 @@ void dg_memplan_make(dg_memplan *m, const dg_wan_config *c, const int grid[3], c
 	m->cached_layers = c->num_layers;
 	for (int l = 0; s && l < c->num_layers; l++)
 		m->cached_layers -= dg_schedule_dense_layer(s, l);
-	m->ngroups = p->group == DG_GROUP_QUERY ? n : (n + 127) / 128;
+	const bool window = p->mask == DG_MASK_WINDOW; /* DiTFastAttn: a list per query */
+	m->ngroups = p->group == DG_GROUP_QUERY || window ? n : (n + 127) / 128;
 	bool bounded = p->budget == DG_BUDGET_TOPK && p->mask == DG_MASK_NONE;
 	int k = bounded ? dg_topk_count(rho, n) : n;
 	if (p->sink_hi > p->sink_lo)
@@ -76,27 +78,35 @@ void dg_memplan_make(dg_memplan *m, const dg_wan_config *c, const int grid[3], c
 	if (p->residual == DG_RESIDUAL_CACHED)
 		m->residual_unit = (double)dg_residual_bytes(p->residual_dtype, n, d);
 	double offsets = (m->ngroups + 1.0) * 8;
-	if (p->keys == DG_KEYS_BITMAP)
+	if (window) { /* its lists exactly (self-attention: no text prefix); the GPU's: one copy for all */
+		const dg_budget b = { .rho = rho };
+		const int64_t keys = dg_peer_window_keys(n, 0, dg_peer_window_width(p, &b, n, 0));
+		m->keys_per_group = (int)((keys + n - 1) / n);
+		m->keys_unit = (double)keys * 4 + offsets;
+		m->keys_shared = gpu;
+	} else if (p->keys == DG_KEYS_BITMAP) {
 		m->keys_unit = (double)m->ngroups * dg_bitmap_words(n) * 4 + offsets;
-	else
+	} else {
 		m->keys_unit = (double)m->ngroups * m->keys_per_group * 4 + offsets;
+	}
 	m->groups_unit = (double)n * 4 + (m->ngroups + 1.0) * 4;
 	double units = (double)passes * m->cached_layers * m->heads;
 	double meta_units = p->cfg_meta == DG_CFG_META_SHARED ? units / passes : units;
 	m->residual = units * m->residual_unit;
-	m->keys = meta_units * m->keys_unit;
+	m->keys = m->keys_shared ? m->keys_unit : meta_units * m->keys_unit;
 	m->groups = meta_units * m->groups_unit;
 	m->caches = m->residual + m->keys + m->groups;
-	/* O, LSE, exact scores; keys=bitmap: a site's lists decoded (one slot per head, the GPU's batched
+	/* O, LSE, exact scores (not the window's); keys=bitmap: a site's lists decoded (one slot per head, the GPU's batched
 	 * launch); a residual stored other than fp32: on the GPU its fp32 R before encoding (the same
 	 * bytes as the CPU's, backend_gpu.c and kernels/cache_store.cu) */
-	m->scratch = 3.0 * n * d * 4 + 2.0 * n * 4 + (double)m->ngroups * n * 4 +
+	m->scratch = 3.0 * n * d * 4 + 2.0 * n * 4 + (window ? 0 : (double)m->ngroups * n * 4) + /* no scores */
 		     (p->keys == DG_KEYS_BITMAP ? (double)m->heads * m->ngroups * m->keys_per_group * 4 : 0) +
 		     (gpu && p->residual == DG_RESIDUAL_CACHED && p->residual_dtype != DG_RESDTYPE_FP32 ? (double)n * d * 4
 												     : 0);
 	if (m->offload) {
-		m->host_pinned = m->residual + m->keys;
-		m->device_caches = m->groups + (m->cached_layers ? 2 * m->host_pinned / m->cached_layers : 0);
+		m->host_pinned = m->residual + (m->keys_shared ? 0 : m->keys); /* shared lists stay */
+		m->device_caches = m->groups + (m->keys_shared ? m->keys : 0) +
+				   (m->cached_layers ? 2 * m->host_pinned / m->cached_layers : 0);
 		m->copy_per_step = m->host_pinned; /* each layer's caches up once a step */
 	} else {
 		m->device_caches = m->caches;
@@ -126,11 +136,17 @@ void dg_memplan_print(const dg_memplan *m, FILE *f)
 			p->residual_dtype == DG_RESDTYPE_BF16 ? "residuals bf16" : "residuals fp8 e4m3 + row scales") :
 			"residuals (none)", m->residual / GB, m->residual_unit ? unit : "");
 		int sh = p->cfg_meta == DG_CFG_META_SHARED ? 1 : m->passes;
-		snprintf(unit, sizeof unit, "%.2f MB x %d pass%s x %d layers x %d heads; %d groups x %s",
-			 m->keys_unit / 1e6, sh, sh > 1 ? "es" : "", m->cached_layers, m->heads, m->ngroups,
-			 p->keys == DG_KEYS_BITMAP ? "bitmap" : "K int32");
+		if (m->keys_shared)
+			snprintf(unit, sizeof unit, "%.2f MB once: one list per query, shared by every pass, layer "
+				 "and head", m->keys_unit / 1e6);
+		else
+			snprintf(unit, sizeof unit, "%.2f MB x %d pass%s x %d layers x %d heads; %d groups x %s",
+				 m->keys_unit / 1e6, sh, sh > 1 ? "es" : "", m->cached_layers, m->heads, m->ngroups,
+				 p->keys == DG_KEYS_BITMAP ? "bitmap" : "K int32");
 		char kl[64];
-		if (p->keys == DG_KEYS_BITMAP)
+		if (p->mask == DG_MASK_WINDOW)
+			snprintf(kl, sizeof kl, "key lists int32 (window, K ~ %d)", m->keys_per_group);
+		else if (p->keys == DG_KEYS_BITMAP)
 			snprintf(kl, sizeof kl, "key lists bitmap");
 		else
 			snprintf(kl, sizeof kl, "key lists int32 (K = %d)", m->keys_per_group);

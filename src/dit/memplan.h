@@ -15,7 +15,8 @@
  *   scratch      the backend's buffers for one unit (dense O, sparse O, output, LSE, mass, exact
  *                scores (groups, n)), and with keys=bitmap the lists of one site's heads decoded
  *   caches       per (pass, layer, head) past the dense layers: the residual (residual=cached),
- *                the key lists (int32: K per group; bitmap: n bits per group) and the grouping (a
+ *                the key lists (int32: K per group; bitmap: n bits per group; DiTFastAttn's window:
+ *                a list per query, on the GPU one copy for every site) and the grouping (a
  *                permutation and offsets); with cfg_meta=shared lists and grouping once per
  *                (layer, head)
  *   context      the CUDA context and cuBLASLt's workspace (GPU), 0.6 GB
@@ -36,7 +37,9 @@
 typedef struct {
 	/* inputs */
 	int n, d, heads, layers, passes, cached_layers;
-	int ngroups, keys_per_group; /* of a token selection; keys_per_group = n when it is not bounded */
+	int ngroups, keys_per_group; /* of a token selection; keys_per_group = n when it is not bounded
+				      * (DiTFastAttn's window: its lists' mean length) */
+	bool keys_shared;            /* one copy of the key lists for every site (the GPU's window lists) */
 	bool gpu, offload;
 	dg_policy policy;
 	double rho;

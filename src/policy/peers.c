@@ -861,12 +861,17 @@ static int sta(int n, const int grid[3], int text, int win, double rho, bool mat
 
 /* DiTFastAttn's computed density with half-width w: text rows and columns dense, each video query
  * the video keys within w */
-static double window_density(int n, int text, int w)
+int64_t dg_peer_window_keys(int n, int text, int w)
 {
-	double pairs = (double)text * n + (double)(n - text) * text;
+	int64_t pairs = (int64_t)text * n + (int64_t)(n - text) * text;
 	for (int i = text; i < n; i++)
 		pairs += (i + w < n - 1 ? i + w : n - 1) - (i - w > text ? i - w : text) + 1;
-	return pairs / ((double)n * n);
+	return pairs;
+}
+
+static double window_density(int n, int text, int w)
+{
+	return (double)dg_peer_window_keys(n, text, w) / ((double)n * n);
 }
 
 /* the half-width in 0 .. n whose density is closest to rho (ties: the narrower; the density is

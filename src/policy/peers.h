@@ -175,6 +175,8 @@ void **dg_peer_state_slot(dg_peer_state **state, int qc, int kc, int d, void (*d
  * text query, else [0, text) and the keys j >= text with |i - j| <= w (the GPU backend makes these
  * lists on the device, dg_peer_window). */
 int dg_peer_window_width(const dg_policy *p, const dg_budget *b, int n, int text);
+/* the total length of those n lists at half-width w (the pairs they compute) */
+int64_t dg_peer_window_keys(int n, int text, int w);
 
 /*
  * PISA's output (see above): o_sp (n, d) the exact sparse output over sel and mass (n) its

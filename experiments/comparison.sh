@@ -351,8 +351,11 @@ for kind in fidelity speed; do
 done
 speed_dev=$(jstr speed_device "$RESULTS/run.json")
 fid_date=$(jstr date "${fid_runs[0]}/run.json") fid_stamp=$(jstr git_commit "${fid_runs[0]}/run.json")
+# the methods of the fidelity runs that no speed run has (a speed run of a subset of them)
+pols() { awk -F, 'FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } { print $c["policy"] }' "$@" | sort -u; }
+unsped=$(comm -23 <(pols "${fid_runs[@]/%//closed_loop.csv}") <(pols "$WORK"/speed/*/closed_loop.csv 2>/dev/null) | paste -sd, | sed 's/,/, /g')
 case $speed_state in
-measured) speed_txt="\`speed/RUN/\`: the same methods in the denoising loop of \`$(basename "$speed_ini")\` on $speed_dev; speedup = dense transformer time / the method's." ;;
+measured) speed_txt="\`speed/RUN/\`: the denoising loop of \`$(basename "$speed_ini")\`${smodel:+ (the $smodel model at $stokens tokens${scells:+, $scells cells})} on $speed_dev; speedup = dense transformer time / the method's.${unsped:+ Not in the speed run, so no speedup in the tables: $unsped.}" ;;
 own) speed_txt="the fidelity runs' own transformer times (\`COMPARISON_SPEED_INI=none\`; the $model model at $tokens tokens$([ $on_gpu = 1 ] && echo ": too small for GPU speed to mean anything" || true)), said so in the tables and the figure." ;;
 *) speed_txt="**not measured**: the speed run (\`$(basename "$speed_ini")\`${smodel:+, the $smodel model at $stokens tokens}${scells:+, $scells cells}) did not finish, so the tables say *not measured*, \`comparison.csv\` has nan there and no Pareto figure is drawn; the fidelity runs' own times are not used (the $model model at $tokens tokens$([ $on_gpu = 1 ] && echo " is too small for GPU speed to mean anything" || true)).${speed_log:+ From the speed run log (\`logs/\`; not used in the tables): $speed_log}" ;;
 esac

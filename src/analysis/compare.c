@@ -350,9 +350,10 @@ static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
 	fputs("\\bottomrule\n\\end{tabular}\n\\end{table}\n", f);
 }
 
-/* pareto.dat: one block per method (its points by density), then the frontier block; pareto.gp */
-static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_compare_opts *o, bool own_speed,
-			 int *nmethods)
+/* pareto.dat: one block per method (its points by density), then the frontier block; pareto.gp;
+ * speed_device: the speed runs' device (the x axis names it), NULL for the fidelity runs' own times */
+static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_compare_opts *o,
+			 const char *speed_device, int *nmethods)
 {
 	fprintf(dat, "# pareto.dat: made by dsgap compare (commit %s): %s\n# columns: speedup psnr psnr_lo "
 		     "psnr_hi sparse_density density_target; one block per method, then the frontier\n",
@@ -418,8 +419,11 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 	fputs("set title '", gp);
 	for (const char *s = o->title; *s; s++)
 		fputs(*s == '\'' ? "''" : (char[2]){ *s, 0 }, gp);
-	fprintf(gp, ": fidelity against measured speedup' noenhanced\n"
-		    "set xlabel 'measured speedup of the denoising loop over dense%s' noenhanced\n"
+	fputs(": fidelity against measured speedup' noenhanced\nset xlabel 'measured speedup of the denoising loop over "
+	      "dense (", gp);
+	for (const char *s = speed_device ? speed_device : "the times of the fidelity runs themselves"; *s; s++)
+		fputs(*s == '\'' ? "''" : (char[2]){ *s, 0 }, gp);
+	fprintf(gp, ")' noenhanced\n"
 		    "set ylabel 'PSNR of the final latents against dense (dB), 95%% CI over samples' noenhanced\n"
 		    "set bmargin %d\n"
 		    "set key at screen 0.5, screen 0.01 center bottom horizontal maxrows %d Left reverse noenhanced "
@@ -428,7 +432,7 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 		    "set xrange [0:*]\n"
 		    "set arrow from 1, graph 0 to 1, graph 1 nohead ls 9 dt 3\n"
 		    "set label 'dense (1x)' at 1, graph 0.97 left offset 0.5, 0 font ',7' textcolor rgb '#666666'\n",
-		own_speed ? " (the times of the fidelity runs themselves)" : "", rows * 3 / 2 + 6, rows);
+		rows * 3 / 2 + 6, rows);
 	fputs("plot ", gp);
 	for (int m = 0; m < nm; m++)
 		fprintf(gp, "%s'pareto.dat' index %d using 1:2:3:4 with yerrorbars ls %d ps 1.4 title '%s', \\\n"
@@ -544,7 +548,7 @@ int dg_compare(const dg_compare_opts *o)
 		write_md(out[1].f, e, ne, o, &fid, &sp, o->tol);
 		write_tex(out[2].f, e, ne, o);
 		write_json(out[3].f, e, ne, o, &fid, &sp);
-		write_figure(out[4].f, out[5].f, e, ne, o, sp.n == 0, &nm);
+		write_figure(out[4].f, out[5].f, e, ne, o, sp.n ? sp.device : NULL, &nm);
 		fputs(DG_STYLE_GP, out[6].f);
 	}
 	int i = 0;

@@ -4,7 +4,7 @@ load 'style.gp'
 do for [fmt in "pdf png"] {
 if (fmt eq "pdf") { set terminal pdfcairo size 5.97in,3.18in font 'Liberation Sans,8' } else { set terminal pngcairo size 2030,1080 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
 set output 'speed_vs_length-backend-precise.'.fmt
-set multiplot title 'one attention call, metadata amortised: path backend, P·V precise, against cuDNN dense (NVIDIA H200, 2026-12-04)' noenhanced
+set multiplot title 'one attention call, metadata amortised: path backend, P·V precise, against cuDNN dense (NVIDIA H200, 2026-12-05)' noenhanced
 set logscale xy
 set xrange [768:43680]
 set xtics ('1k' 1024, '2k' 2048, '4k' 4096, '8k' 8192, '16k' 16384, '32k' 32768)

@@ -55,6 +55,13 @@ check "attnstats: density outside (0, 1] is exit 2" eval '[ $? -eq 2 ] && [ ! -e
 "$DSGAP" sheet --out "$tmp/sheet/s" --frames 0,3 --scale 2 first="$tmp/trace.h5" again="$tmp/trace.h5" > /dev/null 2>"$tmp/err"
 check "sheet runs (exit 0), png pdf rgb gp written" \
   eval '[ $? -eq 0 ] && [ -s "$tmp/sheet/s.png" ] && [ -s "$tmp/sheet/s.pdf" ] && [ -s "$tmp/sheet/s.gp" ]'
+# a label is text, never a command: gnuplot expands `...` in double-quoted strings only
+"$DSGAP" sheet --out "$tmp/sheet/q" --frames 0 "it's \`touch $tmp/ran\`=$tmp/trace.h5" > /dev/null 2>"$tmp/err"
+check "sheet: a label with a quote and backquotes is drawn as text (exit 0), nothing run" \
+  eval '[ $? -eq 0 ] && [ -s "$tmp/sheet/q.png" ] && [ ! -e "$tmp/ran" ]'
+"$DSGAP" sheet --out "$tmp/sheet/nl" --frames 0 "$(printf 'a\nb')=$tmp/trace.h5" > /dev/null 2>"$tmp/err"
+check "sheet: a label with a line break is refused in one line, nothing written" \
+  eval '[ $? -eq 1 ] && [ ! -e "$tmp/sheet/nl.gp" ] && [ "$(wc -l < "$tmp/err")" -eq 1 ]'
 $PY - "$tmp/trace.h5" "$tmp/sheet/s.rgb" <<'PYEOF' > "$tmp/py.out" 2>&1
 import sys
 import numpy as np, h5py

@@ -138,5 +138,17 @@ rc=$?
 check "compare: a missing run folder is refused, nothing written" all '[ $rc -eq 1 -a ! -e "$tmp/bad2" ]' 'grep -q "cannot read" "$tmp/bad2.err"'
 "$DSGAP" compare "${fcl%/*}" --speed "${scl%/*}" --out "$tmp/bad3" --tol 2 2> "$tmp/bad3.err"
 check "compare: a bad --tol is a usage error" [ $? -eq 2 -a ! -e "$tmp/bad3" ]
+mkdir -p "$tmp/nan"
+cp "${fcl%/*}/run.json" "$tmp/nan/"
+sed '$s/^\([^,]*,[^,]*,[^,]*,\)[^,]*/\1nan/' "$fcl" > "$tmp/nan/closed_loop.csv" # the last row's density_target: nan (a segfault once)
+"$DSGAP" compare "$tmp/nan" --out "$tmp/bad4" 2> "$tmp/bad4.err"
+rc=$?
+check "compare: a nan density_target is refused in one line naming the file, nothing written" \
+  all '[ $rc -eq 1 -a "$(wc -l < "$tmp/bad4.err")" -eq 1 -a ! -e "$tmp/bad4" ]' 'grep -q "nan/closed_loop.csv:.*out of range" "$tmp/bad4.err"'
+sha=$(sha256sum < "${fcl%/*}/run.json")
+"$DSGAP" compare "${fcl%/*}" --out "${fcl%/*}" 2> "$tmp/bad5.err"
+rc=$?
+check "compare: --out an input run's folder is refused, its run.json untouched" \
+  all '[ $rc -eq 2 ]' '[ "$(sha256sum < "${fcl%/*}/run.json")" = "$sha" ]' 'grep -q "would be overwritten" "$tmp/bad5.err"'
 
 finish

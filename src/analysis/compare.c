@@ -134,6 +134,15 @@ static int read_run(const char *dir, rows *rs)
 					 f[col[k + 3]]);
 				goto done;
 			}
+			/* rho (0, 1], density [0, 1], PSNR not NaN (inf: equal to dense), SSIM [-1, 1],
+			 * time and rel-L2 finite and >= 0 */
+			const double x = *v[k];
+			const bool ok = k == 0 ? x > 0 && x <= 1 : k == 1 ? x >= 0 && x <= 1 + 1e-9 : k == 2 ? !isnan(x) :
+					k == 3 ? x >= -1 && x <= 1 + 1e-9 : isfinite(x) && x >= 0;
+			if (!ok) {
+				dg_error("compare: %s:%d: %s '%s' is out of range", cp, lineno, need[k + 3], f[col[k + 3]]);
+				goto done;
+			}
 		}
 		rs->n++;
 	}
@@ -416,14 +425,12 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 		    "else { set terminal pngcairo size 1950,1380 font 'Liberation Sans,8' fontscale 3 linewidth 2 }\n"
 		    "set output 'pareto.'.fmt\n",
 		dg_git_commit(), o->title);
-	fputs("set title '", gp);
-	for (const char *s = o->title; *s; s++)
-		fputs(*s == '\'' ? "''" : (char[2]){ *s, 0 }, gp);
-	fputs(": fidelity against measured speedup' noenhanced\nset xlabel 'measured speedup of the denoising loop over "
-	      "dense (", gp);
-	for (const char *s = speed_device ? speed_device : "the times of the fidelity runs themselves"; *s; s++)
-		fputs(*s == '\'' ? "''" : (char[2]){ *s, 0 }, gp);
-	fprintf(gp, ")' noenhanced\n"
+	fputs("set title ", gp);
+	dg_gp_string(gp, o->title);
+	fputs(".': fidelity against measured speedup' noenhanced\nset xlabel 'measured speedup of the denoising loop "
+	      "over dense ('.", gp);
+	dg_gp_string(gp, speed_device ? speed_device : "the times of the fidelity runs themselves");
+	fprintf(gp, ".')' noenhanced\n"
 		    "set ylabel 'PSNR of the final latents against dense (dB), 95%% CI over samples' noenhanced\n"
 		    "set bmargin %d\n"
 		    "set key at screen 0.5, screen 0.01 center bottom horizontal maxrows %d Left reverse noenhanced "

@@ -203,14 +203,13 @@ static int finish_pair(FILE *dat, FILE *gp, const char *name)
 	return finish(gp, name, "gp");
 }
 
-/* a gnuplot single-quoted string: ' doubled */
-static void gp_str(FILE *f, const char *s)
+void dg_gp_string(FILE *f, const char *s)
 {
 	fputc('\'', f);
 	for (; *s; s++) {
 		if (*s == '\'')
 			fputc('\'', f);
-		fputc(*s, f);
+		fputc((unsigned char)*s < 0x20 ? '?' : *s, f);
 	}
 	fputc('\'', f);
 }
@@ -313,7 +312,7 @@ static void gp_series(FILE *f, const plotter *pl, const char *file, int index, c
 	fprintf(f, "%s'%s' index %d using %s:2%s with %s ls %d title ", first ? "plot " : ", \\\n\t",
 		file, index, x, pl->o->boot ? ":3:4" : "", pl->o->boot ? "yerrorlines" : "linespoints",
 		m->style);
-	gp_str(f, pl->r->policy[m->policy]);
+	dg_gp_string(f, pl->r->policy[m->policy]);
 	fprintf(f, " noenhanced");
 }
 
@@ -923,7 +922,7 @@ static int fig_mass_distribution(plotter *pl)
 			fprintf(gp, "%s'%s.dat' index %d using 1:2 with lines ls %d%s title ",
 				i ? ", \\\n\t" : "plot ", name, block[k][i], fam[k][i].style,
 				j >= 0 ? " dt (4,4)" : "");
-			gp_str(gp, title);
+			dg_gp_string(gp, title);
 			fprintf(gp, " noenhanced");
 		}
 		fprintf(gp, "\n");

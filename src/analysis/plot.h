@@ -40,6 +40,10 @@ int dg_plot(const dg_results *r, const dg_plot_opts *o);
 /* Run gnuplot NAME.gp inside dir (the gnuplot found at configure time, else the one on PATH); its
  * output is kept and its last line reported on failure. 0 or -1. */
 int dg_gnuplot(const char *dir, const char *name);
+/* s into a gnuplot script as a single-quoted string: a quote doubled, a control character (a line
+ * break would end the command) as '?'; nothing in it is expanded (a double-quoted string would run
+ * `backquoted` commands) */
+void dg_gp_string(FILE *f, const char *s);
 /* Whether dg_gnuplot has a gnuplot to run (the configure-time one, else one on PATH). */
 bool dg_gnuplot_found(void);
 

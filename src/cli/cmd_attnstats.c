@@ -215,18 +215,6 @@ static int build_rows(const sources *S, row *rows, int boot)
 	return n;
 }
 
-/* s as a gnuplot single-quoted string (a quote inside doubled); control characters as '?' */
-static void gp_string(FILE *f, const char *s)
-{
-	putc('\'', f);
-	for (; *s; s++) {
-		if (*s == '\'')
-			putc('\'', f);
-		putc((unsigned char)*s < 0x20 ? '?' : *s, f);
-	}
-	putc('\'', f);
-}
-
 static int open_out(dg_out *o, const char *dir, const char *name)
 {
 	char *path = dg_path_join(dir, name);
@@ -440,7 +428,7 @@ static int write_outputs(const char *dir, const sources *S, const row *rows, int
 	for (int i = 0; i < S->nsrc; i++) {
 		fprintf(o.f, "%s '%s.dat' index %d using ($1%+g+%g*(%d*$2+%d)):6:7:8 with yerrorbars ls %d title ",
 			i ? "," : "", name, i, x0, dx, S->nsrc, i, i + 1);
-		gp_string(o.f, S->src[i * S->ns].label);
+		dg_gp_string(o.f, S->src[i * S->ns].label);
 	}
 	fprintf(o.f, ", %g with lines dt 2 lc rgb 'gray' title 'uniform rows'\n"
 		     "unset multiplot\nset output\n}\n", (double)K / m0->tokens);

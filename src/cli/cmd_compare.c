@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "analysis/compare.h"
 #include "cli/commands.h"
@@ -52,7 +53,11 @@ int dg_cmd_compare(int argc, char **argv)
 			}
 			break;
 		}
-		case 'T': o.title = optarg; break;
+		case 'T':
+			if (dg_opt_text("compare", "title", optarg))
+				goto done;
+			o.title = optarg;
+			break;
 		case 'h': usage(stdout); rc = 0; goto done;
 		default: rc = dg_opt_bad("compare", c, argv, opts); goto done;
 		}
@@ -64,6 +69,14 @@ int dg_cmd_compare(int argc, char **argv)
 	o.speed = speed;
 	o.fidelity = argv + optind;
 	o.nfidelity = argc - optind;
+	struct stat so, si; /* --out an input run's folder: its run.json would be overwritten */
+	for (int i = 0; i < o.nfidelity + o.nspeed && stat(o.out, &so) == 0; i++) {
+		const char *in = i < o.nfidelity ? o.fidelity[i] : o.speed[i - o.nfidelity];
+		if (stat(in, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+			dg_error("compare: --out %s is the input run %s: its run.json would be overwritten", o.out, in);
+			goto done;
+		}
+	}
 	rc = dg_compare(&o) ? 1 : 0;
 done:
 	free(speed);

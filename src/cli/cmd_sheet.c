@@ -100,6 +100,10 @@ int dg_cmd_sheet(int argc, char **argv)
 		}
 		*eq = 0;
 		labels[r] = a;
+		if (dg_opt_text("sheet", "LABEL", a)) {
+			rc = -1;
+			break;
+		}
 		char *path = dg_strdup(eq + 1);
 		if (!strchr(path, ':')) { /* a generate/capture output holds more than /latents */
 			char *p = dg_malloc(strlen(path) + 9);
@@ -218,8 +222,10 @@ int dg_cmd_sheet(int argc, char **argv)
 			} else if (strstr(labels[r], "dense")) {
 				snprintf(extra, sizeof extra, "\\n(reference)");
 			}
-			fprintf(o.f, "set label %d \"%s%s\" at graph 0, first %g right offset -1,0 font ',%d' noenhanced\n",
-				lab++, labels[r], extra, r * th + H * scale / 2.0, fs);
+			fprintf(o.f, "set label %d ", lab++);
+			dg_gp_string(o.f, labels[r]); /* single quotes: nothing in a label is expanded */
+			fprintf(o.f, ".\"%s\" at graph 0, first %g right offset -1,0 font ',%d' noenhanced\n", extra,
+				r * th + H * scale / 2.0, fs);
 		}
 		fprintf(o.f, "do for [fmt in \"png pdf\"] {\n"
 			     "if (fmt eq \"png\") { set terminal pngcairo size %d,%d font 'Liberation Sans' } "

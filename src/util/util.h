@@ -103,13 +103,15 @@ int dg_parse_ints(const char *s, int *out, int max);
 
 /*
  * Option values (getopt_long arguments): an integer in [lo, hi], an unsigned seed, a grid FxHxW,
- * on|off. On failure each reports "CMD: bad --OPT 'S' (what was expected)" and returns -1.
+ * on|off, a text of one line (no control character: it goes into titles, labels and comments of
+ * generated scripts). On failure each reports "CMD: bad --OPT 'S' (what was expected)" and returns -1.
  */
 int dg_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 int dg_opt_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
 int dg_opt_seed(const char *cmd, const char *opt, const char *s, unsigned long *out);
 int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3]);
 int dg_opt_onoff(const char *cmd, const char *opt, const char *s, bool *out);
+int dg_opt_text(const char *cmd, const char *opt, const char *s);
 /*
  * What getopt_long rejected, in one line, for every command's option loop: with opterr = 0 and
  * an optstring that starts with ':', getopt_long prints nothing and returns '?' (an unknown or

@@ -25,5 +25,12 @@ for c in $cmds; do
   opt=$("$DSGAP" "$c" --help | grep -oE -- '--[a-z-]+ [A-Z]' | head -1 | cut -d' ' -f1)
   [ -z "$opt" ] || rejected "$c" "option '$opt' needs a value" "$opt"
 done
+# sizes whose product would wrap int arithmetic (a plan printed "-1071263681 tokens" once)
+(cd "$tmp" && "$DSGAP" generate --out o --plan-only --arch wan2.1-14b --latent 99999x99999x99999) >"$tmp/stdout" 2>"$tmp/stderr"
+check "generate --latent 99999x99999x99999: refused (exit 2), one line" \
+  eval '[ $? -eq 2 ] && [ ! -s "$tmp/stdout" ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "at most" "$tmp/stderr"'
+(cd "$tmp" && "$DSGAP" callspeed --device cpu --grids 65536x65536x1 --csv c.csv) >"$tmp/stdout" 2>"$tmp/stderr"
+check "callspeed --grids 65536x65536x1: refused (exit 2), one line, no CSV" \
+  eval '[ $? -eq 2 ] && [ ! -e "$tmp/c.csv" ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "at most 16777216 tokens" "$tmp/stderr"'
 check "nothing written in the working folder" test -z "$(ls -A "$tmp" | grep -v '^std\(out\|err\)$')"
 finish

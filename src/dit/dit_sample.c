@@ -197,16 +197,9 @@ float *dg_dit_seed_noise(const dg_wan_model *m, const int latent[3], unsigned lo
 
 int dg_parse_latent(const char *opt, const char *s, int latent[3])
 {
-	const char *p = s;
-	for (int i = 0; i < 3; i++) {
-		char *end;
-		errno = 0;
-		long v = strtol(p, &end, 10);
-		if (end == p || errno || v < 1 || v > 100000 || *end != (i < 2 ? 'x' : 0))
-			return dg_error("bad %s '%s' (expected FxHxW, e.g. 21x60x104)", opt, s);
-		latent[i] = (int)v;
-		p = end + 1;
-	}
+	if (dg_parse_fxhxw(s, 4 * DG_GRID_MAX, latent)) /* patches of 2x2: at most DG_GRID_MAX tokens */
+		return dg_error("bad %s '%s' (expected FxHxW of at most %ld latent positions, e.g. 21x60x104)", opt, s,
+				4 * DG_GRID_MAX);
 	return 0;
 }
 

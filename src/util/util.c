@@ -378,18 +378,27 @@ int dg_opt_text(const char *cmd, const char *opt, const char *s)
 	return 0;
 }
 
-int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3])
+int dg_parse_fxhxw(const char *s, long max, int out[3])
 {
 	const char *p = s;
+	long prod = 1;
 	for (int i = 0; i < 3; i++) {
 		char *end;
 		errno = 0;
 		long v = strtol(p, &end, 10);
-		if (end == p || errno || v < 1 || v > 1 << 20 || *end != (i < 2 ? 'x' : 0))
-			return dg_error("%s: bad --%s '%s' (FxHxW, e.g. 4x16x16)", cmd, opt, s);
-		grid[i] = (int)v;
+		if (end == p || errno || v < 1 || v > max || *end != (i < 2 ? 'x' : 0) || (prod *= v) > max)
+			return -1;
+		out[i] = (int)v;
 		p = end + 1;
 	}
+	return 0;
+}
+
+int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3])
+{
+	if (dg_parse_fxhxw(s, DG_GRID_MAX, grid))
+		return dg_error("%s: bad --%s '%s' (FxHxW of at most %ld tokens, e.g. 4x16x16)", cmd, opt, s,
+				(long)DG_GRID_MAX);
 	return 0;
 }
 

@@ -112,6 +112,10 @@ int dg_opt_seed(const char *cmd, const char *opt, const char *s, unsigned long *
 int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3]);
 int dg_opt_onoff(const char *cmd, const char *opt, const char *s, bool *out);
 int dg_opt_text(const char *cmd, const char *opt, const char *s);
+/* FxHxW: three positive integers whose product is at most max (sizes stay inside int arithmetic);
+ * -1 (no message) when s is not that. dg_opt_grid: a token grid of at most DG_GRID_MAX. */
+int dg_parse_fxhxw(const char *s, long max, int out[3]);
+#define DG_GRID_MAX (1L << 24)
 /*
  * What getopt_long rejected, in one line, for every command's option loop: with opterr = 0 and
  * an optstring that starts with ':', getopt_long prints nothing and returns '?' (an unknown or

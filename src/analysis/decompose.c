@@ -12,6 +12,7 @@
 #include "analysis/bootstrap.h"
 #include "analysis/shapley.h"
 #include "policy/peers.h"
+#include "util/csv.h"
 #include "util/util.h"
 
 /* ladder rungs, in the order the statistic receives their means */
@@ -613,10 +614,11 @@ static void write_samples_csv(FILE *f, const dg_results *r, const dg_table *t)
 		for (int s = 0; s < t->n_samples && w->sample_est; s++)
 			for (int q = 0; q < dg_table_quantities(t->kind); q++) {
 				double x = w->sample_est[(size_t)s * DG_Q_MAX + q];
-				if (!isnan(x) && !isnan(w->est[q]))
-					fprintf(f, "%s,%.10g,%s,%s,%.10g\n", sample_label(r, t, s),
-						r->density[w->density], layer_name(lb, w->layer),
-						Q[q].key, x);
+				if (!isnan(x) && !isnan(w->est[q])) {
+					dg_csv_field(f, sample_label(r, t, s)); /* a label may hold a comma */
+					fprintf(f, ",%.10g,%s,%s,%.10g\n", r->density[w->density],
+						layer_name(lb, w->layer), Q[q].key, x);
+				}
 			}
 	}
 }

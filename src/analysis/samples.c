@@ -107,6 +107,9 @@ int dg_sample_list_read(dg_sample_list *l, const char *file)
 int dg_sample_list_unique(const dg_sample_list *l, const char *cmd)
 {
 	for (int i = 0; i < l->n; i++)
+		if (dg_opt_text(cmd, "LABEL", l->label[i])) /* it goes into tables and figures */
+			return -1;
+	for (int i = 0; i < l->n; i++)
 		for (int j = 0; j < i; j++)
 			if (!strcmp(l->label[i], l->label[j]))
 				return dg_error("%s: two samples labelled '%s' (%s, %s): give LABEL=DIR", cmd,

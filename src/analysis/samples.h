@@ -27,7 +27,8 @@ void dg_sample_list_add(dg_sample_list *l, const char *spec, const char *base);
 /* Add the LABEL=DIR (or DIR) lines of file, DIR relative to its folder ('#' comments); a problem:
  * one line naming the file (and line), -1. */
 int dg_sample_list_read(dg_sample_list *l, const char *file);
-/* -1 with one line naming cmd and both folders when two samples have the same label; else 0 */
+/* -1 with one line naming cmd (and both folders) when a label holds a control character or two
+ * samples have the same label; else 0 */
 int dg_sample_list_unique(const dg_sample_list *l, const char *cmd);
 void dg_sample_list_free(dg_sample_list *l);
 

@@ -549,9 +549,9 @@ static int write_figures(const char *out, const ctx *C, const tables *T)
 			     " else { set terminal pngcairo size 1380,780 font 'Liberation Sans,8' fontscale 2.5"
 			     " linewidth 2 }\nset output '%s.'.fmt\n", name, name, name);
 		fprintf(o.f, "set title \"%s\\n{/:Italic ρ} = %s (computed %s on the reuse steps); %d sample%s, "
-			     "95%% %s intervals\"\n", which ? "error vs steps since the anchor" :
-			"error vs number of anchors", rho, eff, C->ns, C->ns > 1 ? "s" : "",
-			C->ns > 1 ? "two-level bootstrap" : "cluster-bootstrap");
+			     "%s\"\n", which ? "error vs steps since the anchor" : "error vs number of anchors", rho, eff,
+			C->ns, C->ns > 1 ? "s" : "", !C->boot ? "no intervals (--boot 0)" : C->ns > 1 ?
+			"95% two-level bootstrap intervals" : "95% cluster-bootstrap intervals");
 		int first = 0; /* the first staleness with units (an anchor in the warm-up has none at 0) */
 		while (first < T->nst[0] - 1 && !(T->stale[0][0][first].n_units > 0))
 			first++;
@@ -567,8 +567,9 @@ static int write_figures(const char *out, const ctx *C, const tables *T)
 		fprintf(o.f, "set ylabel 'relative L_2 error (mean)'\nset yrange [0:*]\n"
 			     "set key outside right top noenhanced\nplot");
 		for (int p = 0; p < T->np; p++)
-			fprintf(o.f, "%s '%s.dat' index %d using ($1%+.3f):2:3:4 with yerrorlines ls %d title '%s'",
-				p ? ", \\\n " : "", name, p, 0.06 * (p - (T->np - 1) / 2.0), p + 1, T->policy[p]);
+			fprintf(o.f, "%s '%s.dat' index %d using ($1%+.3f):2%s with %s ls %d title '%s'", /* --boot 0: */
+				p ? ", \\\n " : "", name, p, 0.06 * (p - (T->np - 1) / 2.0), C->boot ? ":3:4" : "",
+				C->boot ? "yerrorlines" : "linespoints", p + 1, T->policy[p]); /* no bars (nan) */
 		fputs("\nunset output\n}\n", o.f);
 		if ((rc = dg_out_commit(&o)))
 			break;

@@ -19,6 +19,8 @@ def scale(name, sel, x):
     a = f[name][...]; a[sel] = a[sel] * x; f[name][...] = a
 if mode == 'q3e38':
     a = f['q'][...]; a[0, 0, 0, 5, 0] = 3e38; f['q'][...] = a
+elif mode == 'v3e38':
+    a = f['v'][...]; a[0, 0, 1, 7, 3] = 3e38; f['v'][...] = a
 elif mode == 'qk1e18':
     scale('q', (0, 0, 0), 1e18); scale('k', (0, 0, 0), 1e18)
 elif mode == 'zerov':
@@ -72,6 +74,9 @@ fi
 edit "$t" "$tmp/q3e38.h5" q3e38
 refused "one q = 3e38" "unit (step 0, layer 0, head 0): scores reach" "$tmp/o1" \
 	"$DSGAP" replay "$tmp/q3e38.h5" --policies dense,oracle --density 1 --out "$tmp/o1" --quiet
+edit "$t" "$tmp/v3e38.h5" v3e38
+refused "one v = 3e38 (NaN metrics and exit 0 once)" "unit (step 0, layer 0, head 1): max |v| 3e+38" "$tmp/o1v" \
+	"$DSGAP" replay "$tmp/v3e38.h5" --policies dense,oracle,mc-sparse --density 0.2 --out "$tmp/o1v" --quiet
 edit "$t" "$tmp/qk.h5" qk1e18
 refused "q, k x 1e18" "qk.h5: unit (step 0, layer 0, head 0): scores reach" "$tmp/o2" \
 	"$DSGAP" replay "$tmp/qk.h5" --policies dense,oracle --density 1 --out "$tmp/o2" --quiet

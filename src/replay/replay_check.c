@@ -123,7 +123,7 @@ void dg_replay_estimate(const dg_replay_opts *o, const dg_trace_meta *m, dg_repl
 
 /* The unit's data: -1 after naming it when fp32 cannot resolve its scores. (A unit whose V is all
  * zero is replayed and excluded from metrics.csv with a warning: replay.c.) */
-static int check_unit(const dg_trace *t, int s, int l, int h, const float *q, const float *k)
+static int check_unit(const dg_trace *t, int s, int l, int h, const float *q, const float *k, const float *v)
 {
 	const dg_trace_meta *m = &t->meta;
 	int n = m->tokens, d = m->head_dim;
@@ -138,6 +138,13 @@ static int check_unit(const dg_trace *t, int s, int l, int h, const float *q, co
 		q2 = a > q2 ? a : q2;
 		k2 = b > k2 ? b : k2;
 	}
+	double vmax = 0;
+	for (size_t i = 0; i < (size_t)n * d; i++)
+		vmax = fabs(v[i]) > vmax ? fabs(v[i]) : vmax;
+	if (!(vmax <= DG_VALUE_LIMIT))
+		return dg_error("%s: unit (step %d, layer %d, head %d): max |v| %.3g, beyond %.0e, where the squared "
+				"outputs of its error norms leave fp32", t->path, m->step_index[s], m->layer_index[l],
+				m->head_index[h], vmax, DG_VALUE_LIMIT);
 	double bound = sqrt(q2) * sqrt(k2) / sqrt((double)d);
 	if (!(bound <= DG_SCORE_LIMIT))
 		return dg_error("%s: unit (step %d, layer %d, head %d): scores reach %.3g (max |q| %.3g, max "
@@ -154,16 +161,16 @@ static int check_data(const dg_replay_opts *o)
 		return -1;
 	const dg_trace_meta *m = &t.meta;
 	size_t nd = (size_t)m->tokens * m->head_dim;
-	float *q = dg_malloc(nd * sizeof(float)), *k = dg_malloc(nd * sizeof(float));
+	float *q = dg_malloc(nd * sizeof(float)), *k = dg_malloc(nd * sizeof(float)), *v = dg_malloc(nd * sizeof(float));
 	int rc = 0;
 	for (int l = 0; l < m->layers && !rc; l++)
 		for (int h = 0; h < m->heads && !rc; h++)
 			for (int s = 0; s < m->steps && !rc; s++)
 				rc = dg_trace_read(&t, DG_QKV_Q, s, l, h, q) || dg_trace_read(&t, DG_QKV_K, s, l, h, k) ||
-						     check_unit(&t, s, l, h, q, k)
+						     dg_trace_read(&t, DG_QKV_V, s, l, h, v) || check_unit(&t, s, l, h, q, k, v)
 					     ? -1
 					     : 0;
-	free(q), free(k);
+	free(q), free(k), free(v);
 	dg_trace_close(&t);
 	return rc;
 }

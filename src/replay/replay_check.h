@@ -7,8 +7,9 @@
  *                             can have (refused, with the size, when it cannot fit; a rough time on
  *                             stderr when it is long), and the data of every unit: scores that fp32
  *                             cannot resolve (scale * max|q| * max|k| above DG_SCORE_LIMIT, e.g.
- *                             q = 3e38 or q, k x 1e18) are refused, naming the unit (a unit whose V
- *                             is all zero is replayed and left out of metrics.csv: replay.c)
+ *                             q = 3e38 or q, k x 1e18) and values past DG_VALUE_LIMIT are refused,
+ *                             naming the unit (a unit whose V is all zero is replayed and left out of
+ *                             metrics.csv: replay.c)
  *   dg_replay_check_schedule  a schedule against the trace's own steps and layers: a warm-up that
  *                             covers every step, anchors and dense layers that do not exist
  *                             (used by `dsgap replay`; a batch cell replays a one-layer view, whose
@@ -25,6 +26,9 @@
  * it, one fp32 ulp of a score is more than 0.06 and the softmax of different computation orders
  * (dense, exact scores, sparse) disagree by factors, not rounding. */
 #define DG_SCORE_LIMIT 1e6
+/* The largest |v| a unit may have: an output's square (its error norms) stays inside fp32 (v = 3e38
+ * gave NaN metrics with exit 0 once) */
+#define DG_VALUE_LIMIT 1e18
 
 typedef struct {
 	double bytes;       /* peak memory of the replay, at least */

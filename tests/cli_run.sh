@@ -18,6 +18,10 @@ runs="synthetic.w1 synthetic.w2"
 # --- bad experiment files -------------------------------------------------------------------------
 T='[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n'
 B=$tmp/bad.ini
+if ! command -v nvidia-smi >/dev/null 2>&1; then # no GPU here: refused before anything is written
+  refused "run --device gpu without a GPU" "no CUDA device answers" "$tmp/nogpu" \
+    "$DSGAP" run "$smoke" --device gpu --out "$tmp/nogpu" --quiet
+fi
 bad_ini "unknown policy" "$B:4: unknown policy 'nope'" "${T}[policies]\nlist = dense, nope\n"
 bad_ini "bad policy switch" "$B:5: policy 'mc-sparse/group=hex': bad switch 'group=hex'" "${T}[policies]\nlist = dense\nlist = mc-sparse/group=hex\n"
 bad_ini "density out of range" "$B:4: density 1.5 is outside (0, 1]" "${T}[densities]\nlist = 0.1, 1.5\n"

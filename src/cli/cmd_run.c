@@ -18,6 +18,7 @@
 #include "batch/batch.h"
 #include "batch/experiment.h"
 #include "batch/workers.h"
+#include "backend/backend.h"
 #include "cli/commands.h"
 #include "util/files.h"
 #include "util/util.h"
@@ -177,6 +178,10 @@ static void list_cells(const dg_experiment *e, const run_args *a, const int *idx
 static int run_cells(const dg_experiment *e, const run_args *a, const char *out, const int *idx, int n,
 		     char **gpu_ids, const char *cmd, double t0)
 {
+	/* a device that is not there: refused before anything is written */
+	if (!strcmp(e->device, "gpu") && !dg_backend_gpu_available())
+		return dg_error("run: %s: device gpu, and no CUDA device answers (or this dsgap has no CUDA): "
+				"--device cpu runs it here; nothing written", a->ini);
 	int err = dg_batch_prepare(e, out);
 	/* the folder is this run's (its workers run under its lock) until the process ends: a second
 	 * run or merge there is refused, naming this one */

@@ -32,5 +32,11 @@ check "generate --latent 99999x99999x99999: refused (exit 2), one line" \
 (cd "$tmp" && "$DSGAP" callspeed --device cpu --grids 65536x65536x1 --csv c.csv) >"$tmp/stdout" 2>"$tmp/stderr"
 check "callspeed --grids 65536x65536x1: refused (exit 2), one line, no CSV" \
   eval '[ $? -eq 2 ] && [ ! -e "$tmp/c.csv" ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "at most 16777216 tokens" "$tmp/stderr"'
+echo '{"not": "a csv"}' > "$tmp/j.json"
+(cd "$tmp" && "$DSGAP" callspeed --device cpu --grids 1x4x8 --heads 2 --head-dim 32 --policies mc-sparse --reps 1 \
+  --csv j.json) >"$tmp/stdout" 2>"$tmp/stderr"
+check "callspeed --csv onto a file that is not its CSV: refused (exit 1), the file unchanged" \
+  eval '[ $? -eq 1 ] && [ "$(cat "$tmp/j.json")" = "{\"not\": \"a csv\"}" ] && grep -q "not a callspeed CSV" "$tmp/stderr"'
+rm -f "$tmp/j.json"
 check "nothing written in the working folder" test -z "$(ls -A "$tmp" | grep -v '^std\(out\|err\)$')"
 finish

@@ -89,6 +89,9 @@ check "ladder.sh --samples: refused (exit 2, one line), no output" bash -c "[ $?
 a1=$(echo "$tmp"/work/refresh-*/a-s1.a1)
 refused "refreshstats: a sample without one of its runs" "a-s1.a9/run.json" "$tmp/x" \
   "$DSGAP" refreshstats --schedules a1,a9 --out "$tmp/x" "${a1%.a1}"
+: > "$tmp/none.txt"
+refused "refreshstats --samples of an empty file: exit 1 (255 once), one line" "none.txt: no samples listed" "$tmp/y" \
+  "$DSGAP" refreshstats --schedules a1,a2 --out "$tmp/y" --samples "$tmp/none.txt"
 "$DSGAP" refreshstats --schedules a1,a2 --boot 0 --out "$tmp/b0" "${a1%.a1}" >/dev/null 2>"$tmp/err"
 check "refreshstats --boot 0: exit 0, figures without intervals (gnuplot failed on nan bars once)" \
   bash -c "[ $? -eq 0 ] && ls '$tmp'/b0/figures/error_vs_anchors-*.png >/dev/null && grep -q 'no intervals' '$tmp'/b0/figures/error_vs_anchors-*.gp"

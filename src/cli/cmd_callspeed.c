@@ -396,6 +396,10 @@ static int parse(int argc, char **argv, cs_opts *o)
 		}
 	}
 	if (optind != argc || !o->csv) {
+		if (optind != argc)
+			dg_error("callspeed: unexpected argument '%s'", argv[optind]);
+		else
+			dg_error("callspeed: --csv FILE is required");
 		usage(stderr);
 		return 2;
 	}

@@ -63,6 +63,7 @@ int dg_cmd_compare(int argc, char **argv)
 		}
 	}
 	if (!o.out || optind >= argc) {
+		dg_error("compare: %s", !o.out ? "--out DIR is required" : "no run folder given");
 		usage(stderr);
 		goto done;
 	}

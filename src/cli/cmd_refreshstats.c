@@ -691,7 +691,7 @@ int dg_cmd_refreshstats(int argc, char **argv)
 		return dg_error("refreshstats: --schedules '%s': at least two, fewest anchors first", scheds), 2;
 	}
 	dg_sample_list l = { 0 };
-	int rc = listing ? dg_sample_list_read(&l, listing) : 0;
+	int rc = listing && dg_sample_list_read(&l, listing) ? 1 : 0; /* exit 1, not -1 (255) */
 	for (int i = optind; i < argc && !rc; i++)
 		dg_sample_list_add(&l, argv[i], NULL);
 	if (!rc && dg_sample_list_unique(&l, "refreshstats"))

@@ -90,6 +90,13 @@ done
 "$DSGAP" merge "$tmp/s3-0" "$tmp/s3-2" --out "$tmp/mbad" 2>"$tmp/err.txt"
 check "merge of an incomplete set fails in one line, writes nothing" \
   bash -c "[ \$(wc -l < '$tmp/err.txt') -eq 1 ] && grep -q 'merge: 3 of 8 cells are missing' '$tmp/err.txt' && [ ! -e '$tmp/mbad/summary.csv' ] && [ -z \"\$(find '$tmp/mbad' -type f 2>/dev/null)\" ]"
+cp -r "$tmp/s2-0" "$tmp/c2-0" # a cell's run.json broken: the merge fails after the first run's folder
+c=$(ls -d "$tmp"/c2-0/cells/synthetic.w2/* | head -1)
+echo '{' > "$c/run.json"
+"$DSGAP" merge "$tmp/c2-0" "$tmp/s2-1" --out "$tmp/mbad3" 2>"$tmp/err.txt"
+rc=$?
+check "merge failing on a broken cell: one line naming it, no folder left" \
+  bash -c "[ $rc -eq 1 ] && [ \$(wc -l < '$tmp/err.txt') -eq 1 ] && grep -q 'missing or invalid JSON' '$tmp/err.txt' && [ ! -e '$tmp/mbad3' ]"
 printf '[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n[policies]\nlist = dense\n' > "$tmp/other.ini"
 "$DSGAP" run "$tmp/other.ini" --out "$tmp/other" --quiet
 "$DSGAP" merge "$tmp/s2-0" "$tmp/other" --out "$tmp/mbad2" 2>"$tmp/err.txt"

@@ -668,6 +668,7 @@ typedef struct {
 	char (*dstr)[32]; /* the densities as the rows print them (%g) */
 	bool closed;      /* a closed-loop experiment: closed_loop.csv per run */
 	pending pend;
+	dg_made_dirs made; /* the folders it made: removed (when empty) if it fails */
 	dg_sbuf summary, md;
 	long long rows_total;
 } merge_ctx;
@@ -785,7 +786,7 @@ static int merge_closed_runs(merge_ctx *m)
 			break;
 		char *dir = dg_path_join(m->out, jstr(run, "name"));
 		char *cp = dg_path_join(dir, "closed_loop.csv"), *jp = dg_path_join(dir, "run.json");
-		err = dg_mkdir_p(dir) || write_pending(&m->pend, cp, cm.rows) ||
+		err = dg_mkdir_track(dir, &m->made) || write_pending(&m->pend, cp, cm.rows) ||
 		      write_pending(&m->pend, jp, cm.run_json);
 		dg_sb_add(&m->summary, cm.summary, strlen(cm.summary));
 		dg_sb_add(&m->md, cm.md, strlen(cm.md));
@@ -931,10 +932,10 @@ static int merge_run_cells(merge_ctx *m, run_merge *r, const cJSON *cells, cJSON
 }
 
 /* Start dir/metrics.csv under its temporary name mtmp, with the header. */
-static int open_run_csv(const char *dir, const char *mpath, const char *mtmp, FILE **csv)
+static int open_run_csv(const char *dir, const char *mpath, const char *mtmp, dg_made_dirs *made, FILE **csv)
 {
 	*csv = NULL;
-	if (dg_mkdir_p(dir))
+	if (dg_mkdir_track(dir, made))
 		return -1;
 	if (!(*csv = fopen(mtmp, "w")))
 		return dg_error("cannot write %s: %s", mpath, strerror(errno));
@@ -1010,7 +1011,7 @@ static int merge_open_run(merge_ctx *m, const cJSON *run)
 	cJSON **cj = dg_calloc(ncells, sizeof *cj);
 	char *dir = dg_path_join(m->out, r.name);
 	char *mpath = dg_path_join(dir, "metrics.csv"), *mtmp = dg_tmp_name(mpath);
-	int err = open_run_csv(dir, mpath, mtmp, &r.csv);
+	int err = open_run_csv(dir, mpath, mtmp, &m->made, &r.csv);
 	if (!err)
 		err = merge_run_cells(m, &r, cells, cj);
 	err = close_run_csv(m, r.csv, mpath, mtmp, err);
@@ -1090,7 +1091,7 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 	if (read_plans(dirs, ndirs, plans))
 		goto out;
 	merge_init(&m, plans[0]);
-	if (check_cells_present(&m, &total) || dg_mkdir_p(out))
+	if (check_cells_present(&m, &total) || dg_mkdir_track(out, &m.made))
 		goto out;
 	summary_heads(&m);
 	if ((m.closed ? merge_closed_runs(&m) : merge_open_runs(&m)) || write_summaries(&m) ||
@@ -1104,6 +1105,9 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 	rc = 0;
 out:
 	pending_free(&m.pend, rc != 0);
+	if (rc)
+		dg_made_dirs_remove(&m.made); /* no partial output: the folders it made, now empty */
+	dg_made_dirs_free(&m.made);
 	free(m.dstr);
 	free(m.summary.buf);
 	free(m.md.buf);

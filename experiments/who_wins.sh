@@ -59,11 +59,12 @@ trap 'rm -f "$sec" "$new"' EXIT
         n[r]++; k = r SUBSEP n[r]; pol[k] = $1; ok[k] = $7; ps[k] = $8; lo[k] = $9; hi[k] = $10; sp[k] = $17; den[k] = $6; rk[k] = $3 }
       END {
         for (i = 1; i <= nr; i++) {
-          r = rho[i]; best = fast = ""; bp = -1e9; bs = -1; mc = ""; un = ""; ns = 0
+          r = rho[i]; best = fast = ""; bp = -1e9; bs = -1; mc = ""; un = ""; ns = 0; nosp = ""
           for (j = 1; j <= n[r]; j++) { k = r SUBSEP j
             if (!ok[k]) { un = un (un == "" ? "" : ", ") "`" pol[k] "` (computed " sprintf("%.3g", den[k]) ")"; continue }
             if (ps[k] > bp) { bp = ps[k]; best = k }
             if (sp[k] != "nan") { ns++; if (sp[k] > bs) { bs = sp[k]; fast = k } }
+            else nosp = nosp (nosp == "" ? "" : ", ") "`" pol[k] "`"
             if (pol[k] == "mc-sparse") mc = k }
           front = ""
           for (j = 1; j <= n[r]; j++) { k = r SUBSEP j; if (!ok[k] || sp[k] == "nan") continue; dom = 0
@@ -72,8 +73,9 @@ trap 'rm -f "$sec" "$new"' EXIT
             if (!dom) front = front (front == "" ? "" : ", ") "`" pol[k] "` " sprintf("%.2f", sp[k]) "× / " f2(ps[k]) " dB" }
           if (best == "") { printf "- **ρ %s**: no method reaches it.\n", r }
           else if (ns > 0)
-            printf "- **ρ %s**: best PSNR `%s` %s dB [%s, %s]%s%s; fastest `%s` %.2f× (%s dB). Frontier: %s.\n",
-              r, pol[best], f2(ps[best]), f2(lo[best]), f2(hi[best]), at(best), sx(best), pol[fast], sp[fast], f2(ps[fast]), front
+            printf "- **ρ %s**: best PSNR `%s` %s dB [%s, %s]%s%s; fastest `%s` %.2f× (%s dB)%s. Frontier: %s.\n",
+              r, pol[best], f2(ps[best]), f2(lo[best]), f2(hi[best]), at(best), sx(best), pol[fast], sp[fast], f2(ps[fast]),
+              (nosp == "" ? "" : " of those with a speed run (none for " nosp ")"), front
           else { rank = ""; delete used
             for (t = 1; t <= n[r]; t++) { b = ""; bv = -1e9
               for (j = 1; j <= n[r]; j++) { k = r SUBSEP j; if (ok[k] && !(k in used) && ps[k] > bv) { bv = ps[k]; b = k } }

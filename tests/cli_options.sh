@@ -32,6 +32,10 @@ check "generate --latent 99999x99999x99999: refused (exit 2), one line" \
 (cd "$tmp" && "$DSGAP" callspeed --device cpu --grids 65536x65536x1 --csv c.csv) >"$tmp/stdout" 2>"$tmp/stderr"
 check "callspeed --grids 65536x65536x1: refused (exit 2), one line, no CSV" \
   eval '[ $? -eq 2 ] && [ ! -e "$tmp/c.csv" ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "at most 16777216 tokens" "$tmp/stderr"'
+(cd "$tmp" && "$DSGAP" generate --out o --plan-only --arch wan2.1-1.3b --latent 4x16x16 --schedule anchors=-1) \
+  >"$tmp/stdout" 2>"$tmp/stderr"
+check "generate --schedule anchors=-1: refused (exit 2), one line (replay refused it, generate ran)" \
+  eval '[ $? -eq 2 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "bad anchors" "$tmp/stderr"'
 echo '{"not": "a csv"}' > "$tmp/j.json"
 (cd "$tmp" && "$DSGAP" callspeed --device cpu --grids 1x4x8 --heads 2 --head-dim 32 --policies mc-sparse --reps 1 \
   --csv j.json) >"$tmp/stdout" 2>"$tmp/stderr"

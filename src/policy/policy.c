@@ -220,6 +220,7 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 	return 0;
 }
 
+/* a;b;c of step or layer indices (each >= 0): how many, or -1 when the list is bad */
 static int parse_list(const char *val, int *out, int max)
 {
 	char buf[1024];
@@ -227,7 +228,11 @@ static int parse_list(const char *val, int *out, int max)
 	for (char *c = buf; *c; c++)
 		if (*c == ';')
 			*c = ',';
-	return dg_parse_ints(buf, out, max);
+	int n = dg_parse_ints(buf, out, max);
+	for (int i = 0; i < n; i++)
+		if (out[i] < 0) /* step and layer indices */
+			return -1;
+	return n;
 }
 
 int dg_schedule_parse(const char *s, dg_schedule *out)

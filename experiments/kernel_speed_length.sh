@@ -51,6 +51,9 @@ trap 'rm -rf "$tmp"' EXIT
 device=$(awk 'NR == 2 { d = ""; if (match($0, /"[^"]*"/)) d = substr($0, RSTART + 1, RLENGTH - 2); else { split($0, f, ","); d = f[17] }
   sub(/^gpu: /, "", d); print d; exit }' "$calls")
 read -r rdate rcommit < <(awk 'NR == 2 { n = split($0, f, ","); print f[n - 1], f[n]; exit }' "$calls")
+# each measurement's (path, heads) and when and from which commit (a table may join device calls)
+runs=$(awk 'NR > 1 { n = split($0, f, ","); k = "path " $1 " at " f[7] " heads: " f[n - 1] ", commit " f[n]
+  if (!(k in seen)) { seen[k] = 1; out = out (out == "" ? "" : "; ") k } } END { print out }' FS=, "$calls")
 dev_short=${device%% (*}
 # the join (the last measurement of a key wins: a rerun appends)
 awk -F, -v ref=$ref -v cf="$cudnn" 'FILENAME == cf { if (FNR > 1) c[$1 "," $2] = $4; next }
@@ -86,7 +89,7 @@ awk -F, -v sc=$sc -v rs=$rshort 'function flush(   i, j, lo, x) {
   else
     refline="cuDNN: PyTorch SDPA's cuDNN backend, all heads in one call."
   fi
-  echo "Per attention call (all heads of a site), d = $(awk -F, 'NR == 2 { print $8 }' "$calls"), bf16, random Q/K/V; each policy's metadata amortised over its refresh schedule (refresh=anchor: the anchor's cost beyond a dense call spread over $(awk -F, 'NR > 1 && $9 > 1 { print $9; exit }' "$calls") calls, a 50-step run with warm-up 10 and one anchor; refresh=step: metadata in every call). $refline Crossover N: below it the policy is slower than $rname (log-log interpolation between the measured N); \"below N\" = faster at every measured N, \"never (to N)\" = slower at the largest N it was measured at; — = not measured (the sweep drops a policy after a call over its --max-call, and stops at its --budget). Device: $device; $rdate, commit $rcommit. Times and ratios to 3 significant figures (\`length.csv\`, \`crossover.csv\`: as computed)."
+  echo "Per attention call (all heads of a site), d = $(awk -F, 'NR == 2 { print $8 }' "$calls"), bf16, random Q/K/V; each policy's metadata amortised over its refresh schedule (refresh=anchor: the anchor's cost beyond a dense call spread over $(awk -F, 'NR > 1 && $9 > 1 { print $9; exit }' "$calls") calls, a 50-step run with warm-up 10 and one anchor; refresh=step: metadata in every call). $refline Crossover N: below it the policy is slower than $rname (log-log interpolation between the measured N); \"below N\" = faster at every measured N, \"never (to N)\" = slower at the largest N it was measured at; — = not measured (the sweep drops a policy after a call over its --max-call, and stops at its --budget). Device: $device; measured $runs. Times and ratios to 3 significant figures (\`length.csv\`, \`crossover.csv\`: as computed)."
   for mode in $(cut -d, -f1,2 "$tmp/crossover.csv" | tail -n +2 | sort -u); do
     p=${mode%,*} v=${mode#*,}
     heads=$(awk -F, -v p="$p" -v v="$v" 'NR > 1 && $1 == p && $2 == v { print $5 }' "$tmp/crossover.csv" | sort -n -u | tr '\n' ' ')

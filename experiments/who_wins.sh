@@ -66,11 +66,13 @@ trap 'rm -f "$sec" "$new"' EXIT
             if (sp[k] != "nan") { ns++; if (sp[k] > bs) { bs = sp[k]; fast = k } }
             else nosp = nosp (nosp == "" ? "" : ", ") "`" pol[k] "`"
             if (pol[k] == "mc-sparse") mc = k }
-          front = ""
+          nf = 0; front = "" # the non-dominated points, fastest first
           for (j = 1; j <= n[r]; j++) { k = r SUBSEP j; if (!ok[k] || sp[k] == "nan") continue; dom = 0
             for (m = 1; m <= n[r]; m++) { q = r SUBSEP m; if (m == j || !ok[q] || sp[q] == "nan") continue
               if (sp[q] >= sp[k] && ps[q] >= ps[k] && (sp[q] > sp[k] || ps[q] > ps[k])) dom = 1 }
-            if (!dom) front = front (front == "" ? "" : ", ") "`" pol[k] "` " sprintf("%.2f", sp[k]) "× / " f2(ps[k]) " dB" }
+            if (!dom) { for (m = ++nf; m > 1 && sp[fr[m - 1]] < sp[k]; m--) fr[m] = fr[m - 1]; fr[m] = k } }
+          for (m = 1; m <= nf; m++)
+            front = front (front == "" ? "" : ", ") "`" pol[fr[m]] "` " sprintf("%.2f", sp[fr[m]]) "× / " f2(ps[fr[m]]) " dB"
           if (best == "") { printf "- **ρ %s**: no method reaches it.\n", r }
           else if (ns > 0)
             printf "- **ρ %s**: best PSNR `%s` %s dB [%s, %s]%s%s; fastest `%s` %.2f× (%s dB)%s. Frontier: %s.\n",

@@ -1,11 +1,11 @@
-# pareto.gp: made by dsgap compare (commit 3dda15a46cc5+wip): bundled model, 24 samples
+# pareto.gp: made by dsgap compare (commit 613ac56cb45b+wip): bundled model, 24 samples
 # re-render inside this directory: gnuplot pareto.gp   (writes pareto.pdf and pareto.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {
 if (fmt eq "pdf") { set terminal pdfcairo size 6.5in,4.6in font 'Liberation Sans,8' } else { set terminal pngcairo size 1950,1380 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
 set output 'pareto.'.fmt
-set title 'bundled model, 24 samples: fidelity against measured speedup' noenhanced
-set xlabel 'measured speedup of the denoising loop over dense (gpu: NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79 GiB))' noenhanced
+set title 'bundled model, 24 samples'.': fidelity against measured speedup' noenhanced
+set xlabel 'measured speedup of the denoising loop over dense ('.'gpu: NVIDIA H200 (sm_90, 132 SMs, 140 GiB)'.')' noenhanced
 set ylabel 'PSNR of the final latents against dense (dB), 95% CI over samples' noenhanced
 set bmargin 9
 set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 2 Left reverse noenhanced font ',7' samplen 2 width 1
@@ -17,12 +17,16 @@ plot 'pareto.dat' index 0 using 1:2:3:4 with yerrorbars ls 1 ps 1.4 title 'mc-sp
   '' index 0 using 1:2:(sprintf('%.2f', $5)) with labels offset 0.6, 0.6 left font ',6' textcolor rgb '#444444' notitle, \
   'pareto.dat' index 1 using 1:2:3:4 with yerrorbars ls 2 ps 1.4 title 'est-block', \
   '' index 1 using 1:2:(sprintf('%.2f', $5)) with labels offset 0.6, 0.6 left font ',6' textcolor rgb '#444444' notitle, \
-  'pareto.dat' index 2 using 1:2:3:4 with yerrorbars ls 3 ps 1.4 title 'xattention/budget=matched', \
+  'pareto.dat' index 2 using 1:2:3:4 with yerrorbars ls 3 ps 1.4 title 'svg2/budget=matched', \
   '' index 2 using 1:2:(sprintf('%.2f', $5)) with labels offset 0.6, 0.6 left font ',6' textcolor rgb '#444444' notitle, \
-  'pareto.dat' index 3 using 1:2:3:4 with yerrorbars ls 4 ps 1.4 title 'ditfastattn/budget=matched', \
+  'pareto.dat' index 3 using 1:2:3:4 with yerrorbars ls 4 ps 1.4 title 'xattention/budget=matched', \
   '' index 3 using 1:2:(sprintf('%.2f', $5)) with labels offset 0.6, 0.6 left font ',6' textcolor rgb '#444444' notitle, \
-  'pareto.dat' index 4 using 1:2:3:4 with yerrorbars ls 5 ps 1.4 title 'chipmunk', \
+  'pareto.dat' index 4 using 1:2:3:4 with yerrorbars ls 5 ps 1.4 title 'ditfastattn/budget=matched', \
   '' index 4 using 1:2:(sprintf('%.2f', $5)) with labels offset 0.6, 0.6 left font ',6' textcolor rgb '#444444' notitle, \
-  'pareto.dat' index 5 using 1:2 with lines ls 8 dt 2 lw 1 title 'frontier (labels: computed density)'
+  'pareto.dat' index 5 using 1:2:3:4 with yerrorbars ls 6 ps 1.4 title 'chipmunk', \
+  '' index 5 using 1:2:(sprintf('%.2f', $5)) with labels offset 0.6, 0.6 left font ',6' textcolor rgb '#444444' notitle, \
+  'pareto.dat' index 6 using 1:2:3:4 with yerrorbars ls 7 ps 1.4 title 'pisa', \
+  '' index 6 using 1:2:(sprintf('%.2f', $5)) with labels offset 0.6, 0.6 left font ',6' textcolor rgb '#444444' notitle, \
+  'pareto.dat' index 7 using 1:2 with lines ls 8 dt 2 lw 1 title 'frontier (labels: computed density)'
 unset output
 }

@@ -75,6 +75,17 @@ with h5py.File(dst, "r+") as f:
             x = f[n][...].astype(np.float32)
             del f[n]
             f[n] = x
+    elif mode == "bigunit":  # one unit of 256^3 tokens x 1024, declared and never written (64 GiB as fp32)
+        for n in ("q", "k", "v", "step_index", "timestep", "sigma", "layer_index", "head_index", "grid"):
+            del f[n]
+        for n in "qkv":
+            f.create_dataset(n, (1, 1, 1, 256 ** 3, 1024), dtype=np.float32)
+        f["step_index"] = np.zeros(1, np.int32)
+        f["timestep"] = np.ones(1, np.float32)
+        f["sigma"] = np.ones(1, np.float32)
+        f["layer_index"] = np.zeros(1, np.int32)
+        f["head_index"] = np.zeros(1, np.int32)
+        f["grid"] = np.array([256, 256, 256], np.int32)
     elif mode == "nan":
         for n in "qkv":
             x = f[n][...].astype(np.float32)
@@ -99,6 +110,11 @@ if $PY -c 'import h5py, numpy' 2>/dev/null; then
 	mutate "$t" "$tmp/nan.h5" nan
 	refused "NaN in q (info --check)" "$tmp/nan.h5: non-finite value in /q at step 1 layer 0 head 2 (token 5, dim 3)" - $DSGAP info --check "$tmp/nan.h5"
 	$DSGAP info "$tmp/nan.h5" | grep -q "dtype        f32" && ok "f32 trace from h5py: info without --check" || bad "f32 trace from h5py"
+	mutate "$t" "$tmp/bigunit.h5" bigunit
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	refused "info --check: a unit larger than memory (ulimit -v 4 GiB)" \
+		"$tmp/bigunit.h5: cannot allocate a unit of 16777216 tokens x 1024" - \
+		bash -c 'ulimit -v 4194304 && exec "$@"' - $DSGAP info --check "$tmp/bigunit.h5"
 else
 	echo "skip h5py cases: /usr/bin/python3 has no h5py (install python3-h5py)"
 fi

@@ -344,7 +344,7 @@ static void replace(hid_t f, const char *name, hid_t ft, hid_t mt, int rank, con
 
 typedef enum {
 	BAD_NONE, BAD_NO_FORMAT, BAD_FORMAT, BAD_VERSION, BAD_MISSING_V, BAD_RANK, BAD_INT, BAD_F64,
-	BAD_K_SHAPE, BAD_STEP_INDEX, BAD_GRID, BAD_HEAD_DIM, BAD_NAN, TO_F32, TO_F16,
+	BAD_K_SHAPE, BAD_STEP_INDEX, BAD_GRID, BAD_HEAD_DIM, BAD_TOKENS, BAD_NAN, TO_F32, TO_F16,
 } mutation;
 
 /* A copy of the good trace at good with one thing changed. */
@@ -362,7 +362,7 @@ static const char *mutate(const char *good, const char *name, mutation what, con
 	memcpy(nan, fx->data[0], n * sizeof(float));
 	nan[(((size_t)1 * m->layers + 1) * m->heads + 2) * unit_size(m) + 3 * m->head_dim + 4] = NAN;
 	int v2 = 2, g[3] = { 2, 3, 6 };
-	hsize_t big[5] = { 3, 2, 3, 37, 2000 };
+	hsize_t big[5] = { 3, 2, 3, 37, 2000 }, huge[5] = { 3, 2, 3, 1000000000, 24 }; /* huge: never written */
 	switch (what) {
 	case BAD_NONE: break;
 	case BAD_NO_FORMAT: H5Adelete(f, "format"); break;
@@ -397,6 +397,10 @@ static const char *mutate(const char *good, const char *name, mutation what, con
 	case BAD_HEAD_DIM:
 		for (int i = 0; i < 3; i++)
 			replace(f, dg_qkv_name(i), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 5, big, NULL);
+		break;
+	case BAD_TOKENS:
+		for (int i = 0; i < 3; i++)
+			replace(f, dg_qkv_name(i), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 5, huge, NULL);
 		break;
 	case BAD_NAN:
 	case TO_F32:
@@ -459,6 +463,8 @@ static void test_bad_input(gsl_rng *r)
 	expect_open_error("step_index length", mutate(good, "sidx.h5", BAD_STEP_INDEX, &fx), "/step_index has 2 values");
 	expect_open_error("grid inconsistent", mutate(good, "grid.h5", BAD_GRID, &fx), "2x3x6 + 7 text tokens = 43 tokens, but /q has 37");
 	expect_open_error("head_dim over 1024", mutate(good, "hd.h5", BAD_HEAD_DIM, &fx), "head_dim 2000, expected 1..1024");
+	expect_open_error("a unit of 1e9 tokens (declared, never written)", mutate(good, "tokens.h5", BAD_TOKENS, &fx),
+			  "/q has 1000000000 tokens, expected 1..16777216");
 
 	dg_trace t;
 	float *out = dg_alloc_poisoned(unit_size(&fx.m));

@@ -77,7 +77,11 @@ static long long uncompressed_bytes(const dg_trace *t)
 static int check_units(dg_trace *t)
 {
 	const dg_trace_meta *m = &t->meta;
-	float *buf = dg_malloc((size_t)m->tokens * m->head_dim * sizeof(float));
+	size_t bytes = (size_t)m->tokens * m->head_dim * sizeof(float);
+	float *buf = malloc(bytes);
+	if (!buf)
+		return dg_error("%s: cannot allocate a unit of %d tokens x %d (%zu bytes) to check it", t->path,
+				m->tokens, m->head_dim, bytes);
 	long long total = (long long)DG_QKV_COUNT * m->steps * m->layers * m->heads, done = 0;
 	double start = dg_now(), shown = 0;
 	bool told = false, tty = isatty(2);

@@ -307,6 +307,9 @@ static int open_qkv(dg_trace *t)
 			return dg_error("%s: /q has shape %s, every dimension must be 1..%d", path, a, INT_MAX);
 	if (d[4] > 1024)
 		return dg_error("%s: /q has head_dim %llu, expected 1..1024", path, (unsigned long long)d[4]);
+	if (d[3] > DG_GRID_MAX) /* a unit is read whole: the bound of a token grid (util.h) */
+		return dg_error("%s: /q has %llu tokens, expected 1..%ld", path, (unsigned long long)d[3],
+				(long)DG_GRID_MAX);
 	dg_trace_meta *m = &t->meta;
 	m->steps = (int)d[0], m->layers = (int)d[1], m->heads = (int)d[2];
 	m->tokens = (int)d[3], m->head_dim = (int)d[4];

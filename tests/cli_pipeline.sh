@@ -71,5 +71,17 @@ with h5py.File(src, "r") as a, h5py.File(dst, "w") as b:
         b.create_dataset(name, data=data)
 PY
   refused "NaN in K" "non-finite value in /k at step 3 layer 1 head 2" "$tmp/b10/metrics.csv" "$DSGAP" replay "$tmp/nan.h5" --out "$tmp/b10" --quiet
+  # attnstats reads the units one by one with a progress line between them: the error on a line of
+  # its own, on a terminal (script(1) gives a pty; the line is redrawn with \r) and in a log (whole lines)
+  script -qefc "$(printf '%q ' "$DSGAP" attnstats --boot 10 --out "$tmp/a11" "x=$tmp/nan.h5")" /dev/null \
+    >"$tmp/tty.out" 2>&1 || true
+  check "attnstats on a terminal: a progress line was redrawn before the error" grep -qa $'\rattnstats: x unit 1/40' "$tmp/tty.out"
+  check "attnstats on a terminal: the error starts its own line" \
+    bash -c 'grep -a "dsgap: error:" "$1" | tr -d "\r" | grep -q "^dsgap: error: .*non-finite value in /k"' - "$tmp/tty.out"
+  "$DSGAP" attnstats --boot 10 --out "$tmp/a12" "x=$tmp/nan.h5" 2>"$tmp/log.err" && bad "attnstats of a NaN trace exited 0"
+  check "attnstats in a log: whole progress lines (no \\r), then the error on its own line" \
+    bash -c '! grep -q $'"'"'\r'"'"' "$1" && grep -q "^attnstats: x unit 1/40$" "$1" &&
+      grep -q "^dsgap: error: .*non-finite value in /k" "$1" && [ "$(grep -c "dsgap: error" "$1")" = 1 ]' - "$tmp/log.err"
+  check "a failed attnstats leaves no output" test ! -e "$tmp/a11" -a ! -e "$tmp/a12"
 fi
 finish

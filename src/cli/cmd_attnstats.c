@@ -102,6 +102,7 @@ static int measure(source *src, double rho, bool quiet)
 	src->entropy = dg_malloc(units * sizeof(double));
 	src->mass = dg_malloc(units * sizeof(double));
 	int rc = 0;
+	dg_progress pr = { 0 };
 	for (size_t u = 0; u < units && !rc; u++) {
 		int s = (int)(u / ((size_t)m->layers * m->heads)), l = (int)(u / m->heads % m->layers),
 		    h = (int)(u % m->heads);
@@ -114,10 +115,8 @@ static int measure(source *src, double rho, bool quiet)
 		src->entropy[u] = mean(rs.entropy, n);
 		src->mass[u] = mean(rs.mass, n);
 		if (!quiet)
-			fprintf(stderr, "\rattnstats: %s unit %zu/%zu", src->label, u + 1, units);
+			dg_progress_show(&pr, u + 1 == units, "attnstats: %s unit %zu/%zu", src->label, u + 1, units);
 	}
-	if (!quiet)
-		fputc('\n', stderr);
 	for (int i = 0; i < threads; i++)
 		free(rs.idx[i]), free(rs.work[i]);
 	free(rs.idx), free(rs.work), free(rs.entropy), free(rs.mass);

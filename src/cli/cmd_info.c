@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -83,8 +82,9 @@ static int check_units(dg_trace *t)
 		return dg_error("%s: cannot allocate a unit of %d tokens x %d (%zu bytes) to check it", t->path,
 				m->tokens, m->head_dim, bytes);
 	long long total = (long long)DG_QKV_COUNT * m->steps * m->layers * m->heads, done = 0;
-	double start = dg_now(), shown = 0;
-	bool told = false, tty = isatty(2);
+	double start = dg_now();
+	bool told = false;
+	dg_progress pr = { 0 };
 	int rc = 0;
 	for (int q = 0; q < DG_QKV_COUNT && !rc; q++)
 		for (int s = 0; s < m->steps && !rc; s++)
@@ -100,13 +100,10 @@ static int check_units(dg_trace *t)
 							"%.0f s more\n", t->path, total, a, left);
 						told = true;
 					}
-					if (told && tty && el - shown >= 1) {
-						fprintf(stderr, "\rinfo: checked %lld/%lld units, %.0f s left   ", done, total, left);
-						shown = el;
-					}
+					if (told)
+						dg_progress_show(&pr, done == total, "info: checked %lld/%lld units, %.0f s left   ",
+								 done, total, left);
 				}
-	if (told && tty)
-		fputc('\n', stderr);
 	free(buf);
 	return rc;
 }

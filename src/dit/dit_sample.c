@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
@@ -18,16 +17,14 @@
 
 typedef struct {
 	const dg_dit_sample_opts *o;
-	double start, last_print;
+	double start;
+	dg_progress line;
 	long done, total; /* blocks */
 } progress_ctx;
 
 static void show(progress_ctx *p, bool final)
 {
-	double now = dg_now(), el = now - p->start;
-	if (!final && now - p->last_print < 0.2)
-		return;
-	p->last_print = now;
+	double el = dg_now() - p->start;
 	double eta = p->done ? el * (p->total - p->done) / p->done : 0;
 	int width = 24, fill = (int)((double)width * p->done / p->total);
 	char bar[32];
@@ -36,11 +33,8 @@ static void show(progress_ctx *p, bool final)
 	bar[width] = 0;
 	long per_step = p->total / p->o->steps;
 	long step = p->done / per_step + (p->done < p->total);
-	fprintf(stderr, "\r%s: step %ld/%d [%s] %3.0f%%  %.1fs elapsed  ETA %.1fs   ", p->o->label,
-		step, p->o->steps, bar, 100.0 * p->done / p->total, el, eta);
-	if (final)
-		fputc('\n', stderr);
-	fflush(stderr);
+	dg_progress_show(&p->line, final, "%s: step %ld/%d [%s] %3.0f%%  %.1fs elapsed  ETA %.1fs   ", p->o->label,
+			 step, p->o->steps, bar, 100.0 * p->done / p->total, el, eta);
 }
 
 static void on_block(void *user, int layer)
@@ -67,7 +61,7 @@ int dg_dit_sample(const dg_dit_sample_opts *o, float *out, dg_dit_sample_stats *
 	float *x = dg_malloc(n * sizeof(float)), *v = dg_malloc(n * sizeof(float));
 	float *vu = cfg ? dg_malloc(n * sizeof(float)) : NULL;
 	memcpy(x, o->noise, n * sizeof(float));
-	progress_ctx p = { o, t0, 0, 0, (long)o->steps * (cfg ? 2 : 1) * c->num_layers };
+	progress_ctx p = { o, t0, { 0 }, 0, (long)o->steps * (cfg ? 2 : 1) * c->num_layers };
 	m->ops->sync(m->ops);
 	double ops0[DG_WAN_OPK_COUNT];
 	memcpy(ops0, m->ops->op_seconds, sizeof ops0);

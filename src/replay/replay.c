@@ -318,12 +318,10 @@ static void remove_derived(const char *dir)
 	free(gone.buf);
 }
 
-static void progress(double start, long done, long total)
+static void progress(dg_progress *pr, double start, long done, long total)
 {
 	double el = dg_now() - start, eta = done ? el * (total - done) / done : 0;
-	fprintf(stderr, "\rreplay: %ld/%ld units  %.0fs elapsed  ETA %.0fs   ", done, total, el, eta);
-	if (done == total)
-		fputc('\n', stderr);
+	dg_progress_show(pr, done == total, "replay: %ld/%ld units  %.0fs elapsed  ETA %.0fs   ", done, total, el, eta);
 }
 
 int dg_replay(const dg_replay_opts *opt)
@@ -380,6 +378,7 @@ int dg_replay(const dg_replay_opts *opt)
 	dg_utc_now(date, sizeof date);
 	double start = dg_now();
 	long total = (long)t.meta.layers * t.meta.heads * t.meta.steps, done = 0;
+	dg_progress pr = { 0 };
 	int err = 0;
 	/* units in (layer, head, step) order, the next one read while this one runs */
 	unit_read rd[2] = { { .t = &t, .q = c.q, .k = c.k, .v = c.v },
@@ -395,7 +394,7 @@ int dg_replay(const dg_replay_opts *opt)
 		c.q = u->q, c.k = u->k, c.v = u->v;
 		err = replay_unit(&c, u->s, u->l, u->h);
 		if (o.progress && !err)
-			progress(start, ++done, total);
+			progress(&pr, start, ++done, total);
 		if (u->s == t.meta.steps - 1) /* the end of a (layer, head) stream */
 			for (int r = 0; r < c.ninst; r++)
 				dg_policy_run_clear(c.be, c.runs[r]);

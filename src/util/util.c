@@ -17,8 +17,13 @@
 
 #include "util/git_commit.h" /* DG_GIT_COMMIT, made at build time (src/util/git_commit.cmake) */
 
+static bool progress_open; /* a redrawn progress line is on the terminal without its newline */
+
 static void vreport(const char *kind, const char *fmt, va_list ap)
 {
+	if (progress_open)
+		fputc('\n', stderr);
+	progress_open = false;
 	fprintf(stderr, "dsgap: %s: ", kind);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
@@ -104,6 +109,25 @@ double dg_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+void dg_progress_show(dg_progress *p, bool final, const char *fmt, ...)
+{
+	bool tty = isatty(2);
+	double now = dg_now();
+	if (!final && p->last > 0 && now - p->last < (tty ? 0.2 : 10))
+		return;
+	p->last = now;
+	if (tty)
+		fputc('\r', stderr);
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	progress_open = tty && !final;
+	if (!progress_open)
+		fputc('\n', stderr);
+	fflush(stderr);
 }
 
 void dg_utc_now(char *buf, size_t size)

@@ -53,6 +53,16 @@ static inline float dg_round_bf16(float f) { return dg_bf16_to_f32(dg_f32_to_bf1
 
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double dg_now(void);
+/* A task's progress line on stderr (p zeroed at the start). On a terminal dg_progress_show redraws
+ * the line fmt makes ("\r"), at most every 0.2 s; elsewhere (a log) it writes whole lines, at most
+ * one every 10 s. The first call and a final one always print; final ends the line. An error,
+ * warning or fatal report while a redrawn line is open starts a line of its own, so that it stays
+ * one line. */
+typedef struct {
+	double last; /* dg_now of the last line printed; 0: none yet */
+} dg_progress;
+void dg_progress_show(dg_progress *p, bool final, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* UTC time as "2026-12-02T14:05:27Z" into buf (at least 32 bytes). */
 void dg_utc_now(char *buf, size_t size);
 /* Short description of the machine, e.g. "cpu: Intel Xeon (2 threads)". Static storage. */

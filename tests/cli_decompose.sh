@@ -208,6 +208,24 @@ sed -i '2s/^est-block,0.1,/est-block,nan,/' "$bad/metrics.csv"
 refused "decompose: NaN density_target" "$bad/metrics.csv:2: bad density_target 'nan'" - $DSGAP decompose "$bad"
 no_partial "$bad"
 
+# finite but out of a metric's range: refused by decompose, plot and refreshstats alike (results.c)
+n=8
+for fv in "2 1e308 density_target" "2 0 density_target" "3 1.5 density" "8 -0.1 rel_l2" "9 1.2 cosine" \
+	"10 -inf psnr" "10 1e300 psnr" "11 2 mass_mean" "12 -1 mass_p5" "13 -1 staleness" "14 1e300 time_ms"; do
+	read -r field value name <<<"$fv"
+	bad=$tmp/bad$((n++))r
+	write_results "$bad" est-block oracle-block oracle
+	corrupt "$bad/metrics.csv" 4 "$field" "$value"
+	refused "decompose: $name $value" "$bad/metrics.csv:4: bad $name '$value'" - $DSGAP decompose "$bad"
+	no_partial "$bad"
+done
+refused "plot: density_target 1e308" "$tmp/bad8r/metrics.csv:4: bad density_target '1e308'" - $DSGAP plot "$tmp/bad8r"
+cp -r "$tmp/bad8r" "$tmp/rsx.a1"
+write_results "$tmp/rsx.a2" est-block oracle-block oracle
+refused "refreshstats: density_target 1e308" "$tmp/rsx.a1/metrics.csv:4: bad density_target '1e308'" - \
+	$DSGAP refreshstats --schedules a1,a2 --out "$tmp/rs_bad" "$tmp/rsx"
+check "refreshstats: nothing written" test ! -e "$tmp/rs_bad"
+
 bad=$tmp/bad7
 write_results "$bad" dense
 rc=0

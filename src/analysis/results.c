@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,11 +270,20 @@ static int parse_row(char **f, dg_unit *u)
 		if (idst[i - 1] && parse_int(f[i], idst[i - 1]))
 			return i;
 	}
-	if (u->step < 0 || u->layer < 0 || u->head < 0)
-		return u->step < 0 ? 3 : u->layer < 0 ? 4 : 5;
-	if (u->rel_l2 < 0)
-		return 7;
-	return u->density_target < 0 ? 1 : -1;
+	/* what replay can write (1e-6: a sum of probabilities or a cosine rounded past its bound) */
+	const double tol = 1e-6, lim = 1e18; /* lim: finite, yet nothing a replay makes */
+	struct { int field; double v, lo, hi; } in[] = {
+		{ 1, u->density_target, 0, 1 },	 { 2, u->density_eff, 0, 1 },	  { 3, u->step, 0, INT_MAX },
+		{ 4, u->layer, 0, INT_MAX },	 { 5, u->head, 0, INT_MAX },	  { 6, u->rel_l1, 0, lim },
+		{ 7, u->rel_l2, 0, lim },	 { 8, u->cosine, -1 - tol, 1 + tol }, { 10, u->mass_mean, 0, 1 + tol },
+		{ 11, u->mass_p5, 0, 1 + tol },	 { 12, u->staleness, 0, INT_MAX }, { 13, u->time_ms, 0, lim },
+	};
+	for (size_t i = 0; i < sizeof in / sizeof *in; i++)
+		if (!(in[i].v >= in[i].lo && in[i].v <= in[i].hi) || (in[i].field == 1 && in[i].v == 0))
+			return in[i].field;
+	if (!(u->psnr >= -1e4 && (u->psnr <= 1e4 || u->psnr == INFINITY))) /* +inf: equal outputs */
+		return 9;
+	return -1;
 }
 
 static int load_metrics(dg_results *r, const char *path)

@@ -11,9 +11,13 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "util/files.h"
 #include "util/util.h"
@@ -177,6 +181,117 @@ static char *attr_string(hid_t file, const char *name)
 	close_id(&sp, H5Sclose);
 	close_id(&a, H5Aclose);
 	return s;
+}
+
+/* The root string attributes names[0..n) into out[i] (NULL: absent or no string), read in a child
+ * process: HDF5 1.10's global heap reader, which variable-length strings go through, crashes or
+ * loops forever on some corrupt heaps (one byte changed in a trace's heap collection made
+ * `dsgap info` spin for ten minutes; another, a segfault in H5HG_read). The child answers on a
+ * pipe, one record a name (int32 length, -1 for NULL, then the bytes); its death or silence for
+ * STRINGS_WAIT_S seconds is an error naming the file. The file's handle is shared: HDF5 reads it
+ * with pread, so the child moves no offset of the parent's. */
+#define STRINGS_WAIT_S 10
+static int write_all(int fd, const void *p, size_t n)
+{
+	for (const char *c = p; n;) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w, n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int attr_strings(const char *path, hid_t file, const char *const *names, int n, char **out)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = NULL;
+	int fd[2];
+	if (pipe(fd))
+		return dg_error("%s: cannot read its attributes: pipe: %s", path, strerror(errno));
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fd[0]), close(fd[1]);
+		return dg_error("%s: cannot read its attributes: fork: %s", path, strerror(errno));
+	}
+	if (pid == 0) { /* the child: HDF5 reads, the bytes go up the pipe, then _exit (no atexit) */
+		close(fd[0]);
+		for (int i = 0; i < n; i++) {
+			char *v = attr_string(file, names[i]);
+			int32_t len = v ? (int32_t)strlen(v) : -1;
+			if (write_all(fd[1], &len, sizeof len) || (v && write_all(fd[1], v, (size_t)len)))
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(fd[1]);
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	double deadline = dg_now() + STRINGS_WAIT_S;
+	bool hung = false;
+	for (;;) {
+		int left = (int)((deadline - dg_now()) * 1000);
+		struct pollfd pf = { .fd = fd[0], .events = POLLIN };
+		int r = left > 0 ? poll(&pf, 1, left) : 0;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			hung = true;
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (len + 4096 > cap) {
+			cap = 2 * cap + 4096;
+			if (!(buf = realloc(buf, cap)))
+				dg_die("out of memory (%zu bytes)", cap);
+		}
+		ssize_t got = read(fd[0], buf + len, cap - len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		len += (size_t)got;
+	}
+	close(fd[0]);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	int rc = 0;
+	if (hung)
+		rc = dg_error("%s: corrupt HDF5 attributes (reading them gave no answer in %d s)", path, STRINGS_WAIT_S);
+	else if (WIFSIGNALED(st))
+		rc = dg_error("%s: corrupt HDF5 attributes (reading them crashed the HDF5 library: %s)", path,
+			      strsignal(WTERMSIG(st)));
+	else if (!WIFEXITED(st) || WEXITSTATUS(st))
+		rc = dg_error("%s: cannot read its attributes (the reader exited with status %d)", path,
+			      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	size_t at = 0; /* the records, in order */
+	for (int i = 0; !rc && i < n; i++) {
+		int32_t l;
+		if (len - at < sizeof l) {
+			rc = dg_error("%s: cannot read its attributes (a short answer)", path);
+			break;
+		}
+		memcpy(&l, buf + at, sizeof l);
+		at += sizeof l;
+		if (l >= 0 && (size_t)l > len - at) {
+			rc = dg_error("%s: cannot read its attributes (a short answer)", path);
+		} else if (l >= 0) {
+			out[i] = dg_malloc((size_t)l + 1);
+			memcpy(out[i], buf + at, (size_t)l);
+			out[i][l] = 0;
+			at += (size_t)l;
+		}
+	}
+	for (int i = 0; rc && i < n; i++) {
+		free(out[i]);
+		out[i] = NULL;
+	}
+	free(buf);
+	return rc;
 }
 
 /* Root integer attribute NAME into *out; -1 if absent or not one integer. */
@@ -345,10 +460,10 @@ static int read_meta(dg_trace *t)
 	if (n != m->tokens)
 		return dg_error("%s: /grid %dx%dx%d + %d text tokens = %lld tokens, but /q has %d", path,
 				g[0], g[1], g[2], m->text_tokens, n, m->tokens);
-	static const char *names[] = { "model", "source", "created_by", "config" };
+	static const char *names[] = { "model", "source", "created_by", "config" }; /* read by attr_strings */
 	char **dst[] = { &m->model, &m->source, &m->created_by, &m->config };
 	for (int i = 0; i < 4; i++)
-		if (!(*dst[i] = attr_string(t->file, names[i])))
+		if (!*dst[i])
 			return dg_error("%s: missing string attribute '%s'", path, names[i]);
 	return 0;
 }
@@ -366,7 +481,13 @@ static int open_checked(dg_trace *t, const char *path)
 	t->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
 	if (t->file < 0)
 		return h5_failed(), dg_error("%s: truncated or corrupt HDF5 file (%s)", path, h5_why);
-	char *format = attr_string(t->file, "format");
+	static const char *const names[] = { "format", "model", "source", "created_by", "config" };
+	char *str[5];
+	if (attr_strings(path, t->file, names, 5, str))
+		return -1;
+	dg_trace_meta *m = &t->meta;
+	m->model = str[1], m->source = str[2], m->created_by = str[3], m->config = str[4];
+	char *format = str[0];
 	int bad_format = format && strcmp(format, DG_TRACE_FORMAT);
 	free(format);
 	if (!format)

@@ -145,6 +145,24 @@ sed '$s/^\([^,]*,[^,]*,[^,]*,\)[^,]*/\1nan/' "$fcl" > "$tmp/nan/closed_loop.csv"
 rc=$?
 check "compare: a nan density_target is refused in one line naming the file, nothing written" \
   all '[ $rc -eq 1 -a "$(wc -l < "$tmp/bad4.err")" -eq 1 -a ! -e "$tmp/bad4" ]' 'grep -q "nan/closed_loop.csv:.*out of range" "$tmp/bad4.err"'
+# a policy name from the file goes into pareto.gp quoted, never as code (it ran a shell command once)
+mkdir -p "$tmp/inj" "$tmp/ctl" "$tmp/dense"
+cp "${fcl%/*}/run.json" "$tmp/inj/"; cp "${fcl%/*}/run.json" "$tmp/ctl/"; cp "${fcl%/*}/run.json" "$tmp/dense/"
+sed "s/,mc-sparse,/,mc'.system('touch $(printf '%s' "$tmp" | sed 's/[\/&]/\\&/g')\/PWNED').',/" "$fcl" > "$tmp/inj/closed_loop.csv"
+"$DSGAP" compare "$tmp/inj" --speed "${scl%/*}" --out "$tmp/inj_out" --boot 20 > /dev/null 2> "$tmp/inj.err"
+rc=$?
+check "compare: a policy name with quotes and system() is drawn as text (exit 0, no command run)" \
+  all '[ $rc -eq 0 ]' '[ ! -e "$tmp/PWNED" ]' 'grep -q "system" "$tmp/inj/closed_loop.csv"' '[ -s "$tmp/inj_out/figures/pareto.png" ]'
+sed "s/,mc-sparse,/,mc-$(printf '\033')sparse,/" "$fcl" > "$tmp/ctl/closed_loop.csv"
+"$DSGAP" compare "$tmp/ctl" --out "$tmp/ctl_out" 2> "$tmp/ctl.err"
+rc=$?
+check "compare: a policy name with a control character is refused in one line, nothing written" \
+  all '[ $rc -eq 1 -a "$(wc -l < "$tmp/ctl.err")" -eq 1 -a ! -e "$tmp/ctl_out" ]' 'grep -q "ctl/closed_loop.csv:.*control character" "$tmp/ctl.err"'
+grep -E '^prompt|,dense,' "$fcl" > "$tmp/dense/closed_loop.csv"
+"$DSGAP" compare "$tmp/dense" --out "$tmp/dense_out" > /dev/null 2> "$tmp/dense.err"
+rc=$?
+check "compare: dense rows only: the tables, no figure, a warning (gnuplot failed on an empty x range once)" \
+  all '[ $rc -eq 0 ]' '[ -s "$tmp/dense_out/comparison.md" ]' 'grep -q "not drawn" "$tmp/dense.err"'
 sha=$(sha256sum < "${fcl%/*}/run.json")
 "$DSGAP" compare "${fcl%/*}" --out "${fcl%/*}" 2> "$tmp/bad5.err"
 rc=$?

@@ -125,6 +125,10 @@ static int read_run(const char *dir, rows *rs)
 		row *r = &rs->r[rs->n];
 		snprintf(r->sample, sizeof r->sample, "%s/%s", f[col[0]], f[col[1]]);
 		snprintf(r->policy, sizeof r->policy, "%s", f[col[2]]);
+		if (dg_control_at(f[col[2]]) >= 0) {
+			dg_error("compare: %s:%d: policy name with a control character", cp, lineno);
+			goto done;
+		}
 		double *v[] = { &r->rho, &r->density, &r->psnr, &r->ssim, &r->time, &r->rel_l2 };
 		for (int k = 0; k < 6; k++) {
 			char *e;
@@ -442,11 +446,13 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 		    "set label 'dense (1x)' at 1, graph 0.97 left offset 0.5, 0 font ',7' textcolor rgb '#666666'\n",
 		rows * 3 / 2 + 6, rows);
 	fputs("plot ", gp);
-	for (int m = 0; m < nm; m++)
-		fprintf(gp, "%s'pareto.dat' index %d using 1:2:3:4 with yerrorbars ls %d ps 1.4 title '%s', \\\n"
-			    "  '' index %d using 1:2:(sprintf('%%.2f', $5)) with labels offset 0.6, 0.6 left font ',6' "
-			    "textcolor rgb '#444444' notitle",
-			m ? ", \\\n  " : "", m, m % 15 + 1, methods[m], m);
+	for (int m = 0; m < nm; m++) {
+		fprintf(gp, "%s'pareto.dat' index %d using 1:2:3:4 with yerrorbars ls %d ps 1.4 title ",
+			m ? ", \\\n  " : "", m, m % 15 + 1);
+		dg_gp_string(gp, methods[m]); /* a name from the input file: quoted, never code */
+		fprintf(gp, ", \\\n  '' index %d using 1:2:(sprintf('%%.2f', $5)) with labels offset 0.6, 0.6 left "
+			    "font ',6' textcolor rgb '#444444' notitle", m);
+	}
 	fprintf(gp, "%s'pareto.dat' index %d using 1:2 with lines ls 8 dt 2 lw 1 title 'frontier (labels: "
 		    "computed density)'\nunset output\n}\n", nm ? ", \\\n  " : "", nm);
 	*nmethods = nm;
@@ -570,7 +576,9 @@ int dg_compare(const dg_compare_opts *o)
 		free(figs);
 		goto done;
 	}
-	if (!dg_gnuplot_found())
+	if (nm == 0) /* gnuplot would fail on an empty x range */
+		dg_warn("compare: no method has a speedup at a density it reached: figures/pareto.{pdf,png} not drawn");
+	else if (!dg_gnuplot_found())
 		dg_warn("compare: no gnuplot: figures/pareto.{pdf,png} not rendered (gnuplot pareto.gp there)");
 	else if (dg_gnuplot(figs, "pareto")) {
 		free(figs);

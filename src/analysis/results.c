@@ -262,7 +262,7 @@ static int parse_row(char **f, dg_unit *u)
 			  &u->time_ms };
 	int *idst[] = { NULL, NULL, &u->step, &u->layer, &u->head, NULL, NULL, NULL, NULL, NULL,
 			NULL, &u->staleness, NULL };
-	if (!*f[0])
+	if (!*f[0] || dg_control_at(f[0]) >= 0) /* a name for tables and figure scripts: one line */
 		return 0;
 	for (int i = 1; i < METRICS_FIELDS; i++) {
 		if (dst[i - 1] && parse_double(f[i], dst[i - 1], i == 9))

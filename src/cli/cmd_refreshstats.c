@@ -566,10 +566,12 @@ static int write_figures(const char *out, const ctx *C, const tables *T)
 		}
 		fprintf(o.f, "set ylabel 'relative L_2 error (mean)'\nset yrange [0:*]\n"
 			     "set key outside right top noenhanced\nplot");
-		for (int p = 0; p < T->np; p++)
-			fprintf(o.f, "%s '%s.dat' index %d using ($1%+.3f):2%s with %s ls %d title '%s'", /* --boot 0: */
+		for (int p = 0; p < T->np; p++) {
+			fprintf(o.f, "%s '%s.dat' index %d using ($1%+.3f):2%s with %s ls %d title ", /* --boot 0: */
 				p ? ", \\\n " : "", name, p, 0.06 * (p - (T->np - 1) / 2.0), C->boot ? ":3:4" : "",
-				C->boot ? "yerrorlines" : "linespoints", p + 1, T->policy[p]); /* no bars (nan) */
+				C->boot ? "yerrorlines" : "linespoints", p + 1); /* no bars (nan) */
+			dg_gp_string(o.f, T->policy[p]);
+		}
 		fputs("\nunset output\n}\n", o.f);
 		if ((rc = dg_out_commit(&o)))
 			break;

@@ -393,12 +393,19 @@ int dg_opt_onoff(const char *cmd, const char *opt, const char *s, bool *out)
 	return 0;
 }
 
-int dg_opt_text(const char *cmd, const char *opt, const char *s)
+int dg_control_at(const char *s)
 {
 	for (const unsigned char *c = (const unsigned char *)s; *c; c++)
 		if (*c < 0x20 || *c == 0x7f)
-			return dg_error("%s: bad --%s (a control character at byte %d: one line of text)", cmd, opt,
-					(int)(c - (const unsigned char *)s));
+			return (int)(c - (const unsigned char *)s);
+	return -1;
+}
+
+int dg_opt_text(const char *cmd, const char *opt, const char *s)
+{
+	int at = dg_control_at(s);
+	if (at >= 0)
+		return dg_error("%s: bad --%s (a control character at byte %d: one line of text)", cmd, opt, at);
 	return 0;
 }
 

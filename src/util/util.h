@@ -122,6 +122,9 @@ int dg_opt_seed(const char *cmd, const char *opt, const char *s, unsigned long *
 int dg_opt_grid(const char *cmd, const char *opt, const char *s, int grid[3]);
 int dg_opt_onoff(const char *cmd, const char *opt, const char *s, bool *out);
 int dg_opt_text(const char *cmd, const char *opt, const char *s);
+/* The byte index of s's first control character (< 0x20 or 0x7f), -1 if none: a name read from a
+ * file (a policy in a CSV) goes into figures' scripts and tables as one line of text. */
+int dg_control_at(const char *s);
 /* FxHxW: three positive integers whose product is at most max (sizes stay inside int arithmetic);
  * -1 (no message) when s is not that. dg_opt_grid: a token grid of at most DG_GRID_MAX. */
 int dg_parse_fxhxw(const char *s, long max, int out[3]);

@@ -163,6 +163,11 @@ grep -E '^prompt|,dense,' "$fcl" > "$tmp/dense/closed_loop.csv"
 rc=$?
 check "compare: dense rows only: the tables, no figure, a warning (gnuplot failed on an empty x range once)" \
   all '[ $rc -eq 0 ]' '[ -s "$tmp/dense_out/comparison.md" ]' 'grep -q "not drawn" "$tmp/dense.err"'
+mkdir -p "$tmp/fifo"; cp "$fcl" "$tmp/fifo/"; mkfifo "$tmp/fifo/run.json"
+timeout 60 "$DSGAP" compare "$tmp/fifo" --out "$tmp/fifo_out" 2> "$tmp/fifo.err"
+rc=$?
+check "compare: a run.json that is a FIFO is refused at once (it waited for a writer forever), nothing written" \
+  all '[ $rc -eq 1 -a ! -e "$tmp/fifo_out" ]' 'grep -q "fifo/run.json: not a regular file" "$tmp/fifo.err"'
 sha=$(sha256sum < "${fcl%/*}/run.json")
 "$DSGAP" compare "${fcl%/*}" --out "${fcl%/*}" 2> "$tmp/bad5.err"
 rc=$?

@@ -137,6 +137,9 @@ M=$MODELS/orig_hd64
 refused "text of the wrong width" "expected [tokens, 32]" "$tmp/bad.h5" "$DSGAP" capture --model "$M" --text "$FIX/noise.safetensors" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"
 refused "noise of the wrong shape" "expected [4, F, H, W]" "$tmp/bad.h5" "$DSGAP" capture --model "$M" --text "$FIX/text.safetensors" --noise "$FIX/text.safetensors" --out "$tmp/bad.h5"
 refused "noise disagreeing with --latent" "expected [4, 2, 8, 8]" "$tmp/bad.h5" "$DSGAP" capture --model "$M" --text "$FIX/text.safetensors" --noise "$FIX/noise.safetensors" --latent 2x8x8 --out "$tmp/bad.h5"
+mkfifo "$tmp/text.fifo"
+refused "--text a FIFO (refused, never waited on)" "$tmp/text.fifo (text embeddings): not a regular file" "$tmp/bad.h5" \
+  "$DSGAP" capture --model "$M" --text "$tmp/text.fifo" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"
 refused "latent not a multiple of the patch" "not a multiple of the patch" "$tmp/bad.h5" "$DSGAP" capture --model "$M" --text "$FIX/text.safetensors" --latent 2x7x12 --out "$tmp/bad.h5"
 refused "no latent size" "--latent FxHxW is required" "$tmp/bad.h5" "$DSGAP" capture --model "$M" --text "$FIX/text.safetensors" --out "$tmp/bad.h5"
 refused "layer out of range" "--layers entry 2 is outside 0..1" "$tmp/bad.h5" "$DSGAP" capture --model "$M" --text "$FIX/text.safetensors" --noise "$FIX/noise.safetensors" --layers 2 --out "$tmp/bad.h5"

@@ -394,7 +394,15 @@ static void files(void)
 	}
 	snprintf(q, sizeof q, "%s/nonexistent.safetensors", dir);
 	expect_open("missing file", q, "cannot open");
-	expect_open("a directory", dir, "not a regular file");
+	expect_open("a directory", dir, "Is a directory");
+	snprintf(q, sizeof q, "%s/fifo.safetensors", dir); /* open() of a FIFO waited for a writer forever */
+	DG_ASSERT(mkfifo(q, 0600) == 0);
+	expect_open("a FIFO (refused, not waited on)", q, "not a regular file");
+	unlink(q);
+	snprintf(q, sizeof q, "%s/fifo.safetensors.index.json", dir);
+	DG_ASSERT(mkfifo(q, 0600) == 0);
+	expect_open("an index JSON that is a FIFO", q, "not a regular file");
+	unlink(q);
 	snprintf(q, sizeof q, "%s/empty.safetensors", dir);
 	write_file(q, "", 0);
 	expect_open("empty file", q, "fewer than the 8-byte header length");

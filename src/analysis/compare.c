@@ -59,7 +59,7 @@ static int read_run(const char *dir, rows *rs)
 	char *js = dg_read_all(jp, 1 << 24, NULL), *csv = NULL;
 	cJSON *j = js ? cJSON_Parse(js) : NULL;
 	if (!js) {
-		dg_error("compare: cannot read %s: %s", jp, strerror(errno));
+		dg_error("compare: cannot read %s: %s", jp, dg_strerror(errno));
 		goto done;
 	}
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
@@ -86,7 +86,7 @@ static int read_run(const char *dir, rows *rs)
 	if (!*rs->device && cJSON_IsString(dev))
 		snprintf(rs->device, sizeof rs->device, "%s", dev->valuestring);
 	if (!(csv = dg_read_all(cp, 1 << 28, NULL))) {
-		dg_error("compare: cannot read %s: %s", cp, strerror(errno));
+		dg_error("compare: cannot read %s: %s", cp, dg_strerror(errno));
 		goto done;
 	}
 	int col[COLS];

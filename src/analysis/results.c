@@ -357,7 +357,7 @@ static int load_run(dg_results *r, const char *path)
 	char *text = dg_read_all(path, SIZE_MAX, &n);
 	if (!text)
 		return dg_error(errno == EIO || errno == EISDIR ? "cannot read %s: %s" : "cannot open %s: %s",
-				path, strerror(errno));
+				path, dg_strerror(errno));
 	cJSON *root = cJSON_ParseWithLength(text, n);
 	int rc = 0;
 	if (!root) {

@@ -818,7 +818,7 @@ int dg_experiment_load(dg_experiment *e, const char *path)
 		return dg_error("%s: larger than 16 MiB: not an experiment file", path);
 	if (!text)
 		return dg_error(errno == EIO || errno == EISDIR ? "cannot read %s: %s" : "cannot open %s: %s",
-				path, strerror(errno));
+				path, dg_strerror(errno));
 	if (strlen(text) != n) {
 		free(text);
 		return dg_error("%s: holds NUL bytes: not an experiment file", path);

@@ -340,13 +340,13 @@ done:
 static int map_file(dg_st_file *f, const char *path)
 {
 	memset(f, 0, sizeof *f);
-	int fd = open(path, O_RDONLY);
+	int fd = dg_open_input(path);
 	if (fd < 0)
-		return dg_error("cannot open %s: %s", path, strerror(errno));
+		return dg_error("cannot open %s: %s", path, dg_strerror(errno));
 	struct stat st;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st)) {
 		close(fd);
-		return dg_error("cannot read %s: not a regular file", path);
+		return dg_error("cannot read %s: %s", path, strerror(errno));
 	}
 	f->path = dg_strdup(path);
 	f->size = (size_t)st.st_size;
@@ -400,9 +400,12 @@ static int open_single(dg_safetensors *st, const char *path)
 
 static char *read_text(const char *path, size_t max, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
+	int fd = dg_open_input(path);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
 	if (!f) {
-		dg_error("cannot open %s: %s", path, strerror(errno));
+		dg_error("cannot open %s: %s", path, dg_strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return NULL;
 	}
 	char *buf = dg_malloc(max + 1);

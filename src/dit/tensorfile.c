@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dit/safetensors.h"
 #include "util/files.h"
@@ -146,18 +147,20 @@ int dg_tensor_read(const char *spec, const char *what, dg_tensor *t)
 {
 	memset(t, 0, sizeof *t);
 	char *path = dg_strdup(spec), *name = NULL;
-	FILE *f = fopen(path, "rb");
-	int e = errno;
+	int fd = dg_open_input(path), e = errno;
 	char *colon = strrchr(path, ':');
-	if (!f && colon && colon[1]) { /* FILE:NAME */
+	if (fd < 0 && e == ENOENT && colon && colon[1]) { /* FILE:NAME */
 		*colon = 0;
 		name = colon + 1;
-		f = fopen(path, "rb");
+		fd = dg_open_input(path);
 		e = errno;
 	}
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
 	if (!f) {
+		if (fd >= 0)
+			e = errno, close(fd);
 		free(path);
-		return dg_error("cannot open %s (%s): %s", spec, what, strerror(e));
+		return dg_error("cannot open %s (%s): %s", spec, what, dg_strerror(e));
 	}
 	fclose(f);
 	htri_t h5 = H5Fis_hdf5(path);

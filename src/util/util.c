@@ -6,6 +6,7 @@
 #include "util/files.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -469,11 +470,38 @@ char *dg_join_args(int argc, char **argv)
 	return s;
 }
 
+int dg_open_input(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e = 0;
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || (S_ISREG(st.st_mode) && fcntl(fd, F_SETFL, 0))) /* blocking reads again */
+		e = errno;
+	else if (!S_ISREG(st.st_mode))
+		e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+	if (e) {
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+const char *dg_strerror(int err)
+{
+	return err == EINVAL ? "not a regular file" : strerror(err);
+}
+
 char *dg_read_all(const char *path, size_t max, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
+	int fd = dg_open_input(path);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return NULL;
+	}
 	size_t n = 0, cap = 65536;
 	char *s = dg_malloc(cap);
 	errno = 0;

@@ -104,6 +104,12 @@ char *dg_join_args(int argc, char **argv);
  * with errno set: fopen's error, a read error (EIO, or EISDIR for a directory), or EFBIG (more
  * than max bytes). Reports nothing. */
 char *dg_read_all(const char *path, size_t max, size_t *len);
+/* open(2) of an input for reading that never blocks: a FIFO, socket or device (which would wait for a
+ * writer) is refused before any read with errno EINVAL, a directory with EISDIR; else open's errno.
+ * dg_strerror says EINVAL as "not a regular file". dg_read_all, the tensor and safetensors readers
+ * open their inputs through it. */
+int dg_open_input(const char *path);
+const char *dg_strerror(int err);
 
 /* Split a comma-separated list in place into at most max items; returns the count or -1. */
 int dg_split(char *s, char sep, char **items, int max);

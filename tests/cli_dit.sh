@@ -137,6 +137,13 @@ M=$MODELS/orig_hd64
 refused "text of the wrong width" "expected [tokens, 32]" "$tmp/bad.h5" "$DSGAP" capture --model "$M" --text "$FIX/noise.safetensors" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"
 refused "noise of the wrong shape" "expected [4, F, H, W]" "$tmp/bad.h5" "$DSGAP" capture --model "$M" --text "$FIX/text.safetensors" --noise "$FIX/text.safetensors" --out "$tmp/bad.h5"
 refused "noise disagreeing with --latent" "expected [4, 2, 8, 8]" "$tmp/bad.h5" "$DSGAP" capture --model "$M" --text "$FIX/text.safetensors" --noise "$FIX/noise.safetensors" --latent 2x8x8 --out "$tmp/bad.h5"
+# a config.json that is there but unreadable is an error, not a config inferred from the shapes
+cp -r "$M" "$tmp/cfgdir" && rm -f "$tmp/cfgdir/config.json" && mkdir "$tmp/cfgdir/config.json"
+refused "config.json a directory" "cfgdir/config.json: Is a directory" "$tmp/bad.h5" \
+  "$DSGAP" capture --model "$tmp/cfgdir" --text "$FIX/text.safetensors" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"
+cp -r "$M" "$tmp/cfglink" && rm -f "$tmp/cfglink/config.json" && ln -s nowhere.json "$tmp/cfglink/config.json"
+refused "config.json a dangling link" "cfglink/config.json: No such file" "$tmp/bad.h5" \
+  "$DSGAP" capture --model "$tmp/cfglink" --text "$FIX/text.safetensors" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"
 mkfifo "$tmp/text.fifo"
 refused "--text a FIFO (refused, never waited on)" "$tmp/text.fifo (text embeddings): not a regular file" "$tmp/bad.h5" \
   "$DSGAP" capture --model "$M" --text "$tmp/text.fifo" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"

@@ -149,18 +149,10 @@ static int must_be_null(const cJSON *root, const char *key, const char *path)
 
 int dg_wan_config_read_json(dg_wan_config *c, const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return dg_error("cannot open %s: %s", path, strerror(errno));
-	char *buf = dg_malloc((1 << 20) + 1);
-	size_t n = fread(buf, 1, 1 << 20, f);
-	int err = ferror(f) || !feof(f);
-	fclose(f);
-	if (err) {
-		free(buf);
-		return dg_error("cannot read %s (read error or larger than 1 MiB)", path);
-	}
-	buf[n] = 0;
+	size_t n;
+	char *buf = dg_read_all(path, 1 << 20, &n);
+	if (!buf)
+		return dg_error("cannot read %s: %s", path, errno == EFBIG ? "larger than 1 MiB" : dg_strerror(errno));
 	cJSON *root = cJSON_ParseWithLength(buf, n);
 	free(buf);
 	if (!root || !cJSON_IsObject(root)) {

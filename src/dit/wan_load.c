@@ -58,6 +58,14 @@ static bool is_file(const char *p)
 	return !stat(p, &st) && S_ISREG(st.st_mode);
 }
 
+/* a name that is there in any form (a dangling link, a FIFO): a config.json there is read, and what
+ * is wrong with it said, rather than the model run on a config inferred from its shapes */
+static bool exists(const char *p)
+{
+	struct stat st;
+	return !lstat(p, &st);
+}
+
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t a = strlen(s), b = strlen(suffix);
@@ -100,7 +108,7 @@ static int resolve(const char *path, char **weights, char **config)
 			*slash = 0;
 		char *cfg = dg_path_join(slash ? dir : ".", "config.json");
 		free(dir);
-		if (is_file(cfg))
+		if (exists(cfg))
 			*config = cfg;
 		else
 			free(cfg);
@@ -139,7 +147,7 @@ static int resolve(const char *path, char **weights, char **config)
 	}
 	if (!rc) {
 		char *cfg = dg_path_join(dir, "config.json");
-		if (is_file(cfg))
+		if (exists(cfg))
 			*config = cfg;
 		else
 			free(cfg);

@@ -144,6 +144,16 @@ refused "config.json a directory" "cfgdir/config.json: Is a directory" "$tmp/bad
 cp -r "$M" "$tmp/cfglink" && rm -f "$tmp/cfglink/config.json" && ln -s nowhere.json "$tmp/cfglink/config.json"
 refused "config.json a dangling link" "cfglink/config.json: No such file" "$tmp/bad.h5" \
   "$DSGAP" capture --model "$tmp/cfglink" --text "$FIX/text.safetensors" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"
+/usr/bin/python3 - "$tmp/huge_noise.safetensors" <<'EOF'
+import json, struct, sys
+import numpy as np
+x = np.clip(np.random.RandomState(1).randn(4, 2, 8, 12) * 3e38, -3.4e38, 3.4e38).astype(np.float32)  # finite
+h = json.dumps({"noise": {"dtype": "F32", "shape": list(x.shape), "data_offsets": [0, x.nbytes]}}).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + x.tobytes())
+EOF
+refused "noise of 3e38 (finite): the latents overflow, an error (NaN latents exited 0 once)" "latents are not finite after step 1" \
+  "$tmp/huge_out" "$DSGAP" generate --model "$M" --text "$FIX/text.safetensors" --noise "$tmp/huge_noise.safetensors" --steps 2 \
+  --guidance 1 --policies dense --quiet --out "$tmp/huge_out"
 mkfifo "$tmp/text.fifo"
 refused "--text a FIFO (refused, never waited on)" "$tmp/text.fifo (text embeddings): not a regular file" "$tmp/bad.h5" \
   "$DSGAP" capture --model "$M" --text "$tmp/text.fifo" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"

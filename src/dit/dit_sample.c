@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,13 +89,16 @@ int dg_dit_sample(const dg_dit_sample_opts *o, float *out, dg_dit_sample_stats *
 		if (cfg)
 			dg_cfg_combine(v, vu, o->guidance, n);
 		dg_sampler_step(s, i, v, x);
+		for (size_t j = 0; j < n; j++) /* finite inputs of 3e38 (noise, weights) overflow: never exit 0 */
+			if (!isfinite(x[j])) {
+				rc = dg_error("%s: the latents are not finite after step %d of %d (value %zu: %g): inputs "
+					      "too large for fp32 arithmetic (noise, text or weights)",
+					      o->label ? o->label : "denoising", i + 1, o->steps, j, x[j]);
+				break;
+			}
 	}
-	if (o->label) {
-		if (!rc)
-			show(&p, true);
-		else
-			fputc('\n', stderr);
-	}
+	if (o->label && !rc)
+		show(&p, true);
 	if (!rc)
 		memcpy(out, x, n * sizeof(float));
 	m->ops->sync(m->ops);

@@ -97,6 +97,17 @@ echo '{' > "$c/run.json"
 rc=$?
 check "merge failing on a broken cell: one line naming it, no folder left" \
   bash -c "[ $rc -eq 1 ] && [ \$(wc -l < '$tmp/err.txt') -eq 1 ] && grep -q 'missing or invalid JSON' '$tmp/err.txt' && [ ! -e '$tmp/mbad3' ]"
+for bad in "8 0.0x]9 rel_l2" "11 1e999 mass_mean" "4 nan step"; do # a garbled cell row: merged once (atof)
+  read -r field value name <<<"$bad"
+  rm -rf "$tmp/c2-1" "$tmp/mbad4"
+  cp -r "$tmp/s2-0" "$tmp/c2-1"
+  c=$(ls -d "$tmp"/c2-1/cells/synthetic.w1/* | head -1)
+  awk -F, -v OFS=, -v f="$field" -v v="$value" 'NR == 3 { $f = v } 1' "$c/metrics.csv" > "$c/m.new" && mv "$c/m.new" "$c/metrics.csv"
+  "$DSGAP" merge "$tmp/c2-1" "$tmp/s2-1" --out "$tmp/mbad4" 2>"$tmp/err.txt"
+  rc=$?
+  check "merge refuses a cell row with $name '$value' in one line naming the file and line, no folder left" \
+    bash -c "[ $rc -eq 1 ] && [ \$(wc -l < '$tmp/err.txt') -eq 1 ] && grep -q 'metrics.csv:3: bad $name' '$tmp/err.txt' && [ ! -e '$tmp/mbad4' ]"
+done
 printf '[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n[policies]\nlist = dense\n' > "$tmp/other.ini"
 "$DSGAP" run "$tmp/other.ini" --out "$tmp/other" --quiet
 "$DSGAP" merge "$tmp/s2-0" "$tmp/other" --out "$tmp/mbad2" 2>"$tmp/err.txt"

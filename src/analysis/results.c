@@ -286,6 +286,13 @@ static int parse_row(char **f, dg_unit *u)
 	return -1;
 }
 
+int dg_metrics_row_parse(char **f, dg_unit *u, const char **bad)
+{
+	int i = parse_row(f, u);
+	*bad = i >= 0 ? metrics_field[i] : NULL;
+	return i >= 0 ? -1 : 0;
+}
+
 static int load_metrics(dg_results *r, const char *path)
 {
 	FILE *f = fopen(path, "r");

@@ -36,6 +36,14 @@ typedef struct {
 	double rel_l1, rel_l2, cosine, psnr, mass_mean, mass_p5, time_ms;
 } dg_unit;
 
+/* One metrics.csv data row, split into its 14 fields f (the header's order), into u (not its
+ * indices): the bad field's name into *bad (NULL when the row is good) and -1, else 0. A value
+ * that does not parse or lies outside its metric's range is bad (density_target in (0, 1],
+ * density and the masses in [0, 1], errors and times >= 0, |cosine| <= 1, PSNR finite or +inf,
+ * indices >= 0), and so is a policy name that is empty or holds a control character. The one
+ * reader of rows: dg_results_load and merge. */
+int dg_metrics_row_parse(char **f, dg_unit *u, const char **bad);
+
 typedef struct {
 	int layer, head;
 } dg_cluster;

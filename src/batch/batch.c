@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/decompose.h"
+#include "analysis/results.h"
 #include "batch/batch_closed.h"
 #include "replay/replay.h"
 #include "trace/trace.h"
@@ -847,8 +848,10 @@ static int read_cell(const merge_ctx *m, const char *rname, const char *cell, ch
 	return err;
 }
 
-/* Add a post-warm-up row's metrics (fields f) to its policy x density sums. */
-static int accumulate_row(const merge_ctx *m, run_merge *r, char **f, const char *where, int lineno)
+/* The row's (fields f, parsed into u) policy x density in the experiment, and a post-warm-up row's
+ * metrics added to their sums. */
+static int accumulate_row(const merge_ctx *m, run_merge *r, char **f, const dg_unit *u, bool sum, const char *where,
+			  int lineno)
 {
 	int p = -1, d = -1;
 	for (int i = 0; i < m->np && p < 0; i++)
@@ -860,14 +863,16 @@ static int accumulate_row(const merge_ctx *m, run_merge *r, char **f, const char
 	if (p < 0 || d < 0)
 		return dg_error("%s:%d: policy '%s' at density %s is not in the experiment", where, lineno, f[0],
 				f[1]);
+	if (!sum)
+		return 0;
 	acc *x = &r->a[p * m->nd + d];
 	x->units += 1;
-	x->density += atof(f[2]);
-	x->rel_l1 += atof(f[6]);
-	x->rel_l2 += atof(f[7]);
-	x->cosine += atof(f[8]);
-	x->mass_mean += atof(f[10]);
-	x->staleness += atof(f[12]);
+	x->density += u->density_eff;
+	x->rel_l1 += u->rel_l1;
+	x->rel_l2 += u->rel_l2;
+	x->cosine += u->cosine;
+	x->mass_mean += u->mass_mean;
+	x->staleness += u->staleness;
 	return 0;
 }
 
@@ -894,15 +899,19 @@ static int append_cell_rows(merge_ctx *m, run_merge *r, const char *cell, char *
 			err = dg_error("%s:%d: expected %d fields", where, lineno, NFIELDS);
 			break;
 		}
-		int step = atoi(f[3]), lay = atoi(f[4]), hd = atoi(f[5]);
+		dg_unit u;
+		const char *bad;
+		if (dg_metrics_row_parse(f, &u, &bad)) {
+			err = dg_error("%s:%d: bad %s", where, lineno, bad);
+			break;
+		}
+		int step = u.step, lay = u.layer, hd = u.head;
 		if (lay != layer || hd != head) {
 			err = dg_error("%s:%d: row of layer %d head %d in cell %s", where, lineno, lay, hd, cell);
 			break;
 		}
 		nrows++;
-		if (step < r->warmup || int_in(r->dense_layers, lay))
-			continue;
-		if ((err = accumulate_row(m, r, f, where, lineno)))
+		if ((err = accumulate_row(m, r, f, &u, step >= r->warmup && !int_in(r->dense_layers, lay), where, lineno)))
 			break;
 	}
 	if (!err && nrows != r->want_rows)

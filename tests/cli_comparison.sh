@@ -168,6 +168,23 @@ timeout 60 "$DSGAP" compare "$tmp/fifo" --out "$tmp/fifo_out" 2> "$tmp/fifo.err"
 rc=$?
 check "compare: a run.json that is a FIFO is refused at once (it waited for a writer forever), nothing written" \
   all '[ $rc -eq 1 -a ! -e "$tmp/fifo_out" ]' 'grep -q "fifo/run.json: not a regular file" "$tmp/fifo.err"'
+# values a run could not have written: refused with the file (each was accepted and changed the table)
+n=0
+for case in 'warmup|s/"warmup":[[:space:]]*[0-9]*/"warmup": -1/|0 <= warmup < steps' 'steps|s/"steps":[[:space:]]*\([0-9]*\)/"steps": \1.9/|expected integers' \
+	'psnr|-inf|out of range' 'dup|row 2 twice|again'; do
+	IFS='|' read -r what expr want <<<"$case"
+	vd="$tmp/v$((n++))"; mkdir -p "$vd"; cp "${fcl%/*}/run.json" "$fcl" "$vd/"
+	case $what in
+	warmup | steps) sed -i "$expr" "$vd/run.json" ;;
+	dup) sed -n 2p "$fcl" >> "$vd/closed_loop.csv" ;;
+	psnr) awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) h[i] = $i } NR == 2 { for (i = 1; i <= NF; i++) if (h[i] == "psnr") $i = "-inf" } 1' \
+		"$fcl" > "$vd/closed_loop.csv" ;;
+	esac
+	"$DSGAP" compare "$vd" --out "$vd.out" 2> "$vd.err"
+	rc=$?
+	check "compare: $what ($expr) refused in one line naming the file ($want), nothing written" \
+	  all '[ $rc -eq 1 -a "$(wc -l < "$vd.err")" -eq 1 -a ! -e "$vd.out" ]' 'grep -q "$vd/.*$want" "$vd.err"'
+done
 sha=$(sha256sum < "${fcl%/*}/run.json")
 "$DSGAP" compare "${fcl%/*}" --out "${fcl%/*}" 2> "$tmp/bad5.err"
 rc=$?

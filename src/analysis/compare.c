@@ -72,6 +72,12 @@ static int read_run(const char *dir, rows *rs)
 		dg_error("compare: %s: not a closed-loop run.json (no model.steps or schedule.warmup)", jp);
 		goto done;
 	}
+	if (steps->valuedouble != (double)steps->valueint || steps->valueint < 1 || steps->valueint > 100000 ||
+	    warm->valuedouble != (double)warm->valueint || warm->valueint < 0 || warm->valueint >= steps->valueint) {
+		dg_error("compare: %s: model.steps %g and schedule.warmup %g: expected integers, 0 <= warmup < steps",
+			 jp, steps->valuedouble, warm->valuedouble);
+		goto done;
+	}
 	if (cJSON_GetArraySize(dl) > 0) {
 		dg_error("compare: %s: a schedule with dense layers (the sparse calls' density is not "
 			 "derived for it)", jp);
@@ -142,13 +148,21 @@ static int read_run(const char *dir, rows *rs)
 			 * dense), SSIM and rel-L2 finite (closed_loop.sh compares per-sample differences of
 			 * them too, which may be negative) */
 			const double x = *v[k];
-			const bool ok = k == 0 ? x > 0 && x <= 1 : k == 1 ? x >= 0 && x <= 1 + 1e-9 : k == 2 ? !isnan(x) :
-					k == 4 ? isfinite(x) && x >= 0 : isfinite(x);
+			const bool ok = k == 0 ? x > 0 && x <= 1 : k == 1 ? x >= 0 && x <= 1 + 1e-9 :
+					k == 2 ? x >= -1e4 && (x <= 1e4 || x == INFINITY) : k == 3 ? fabs(x) <= 2 :
+					k == 4 ? isfinite(x) && x >= 0 && x <= 1e12 : isfinite(x) && fabs(x) <= 1e18;
 			if (!ok) {
 				dg_error("compare: %s:%d: %s '%s' is out of range", cp, lineno, need[k + 3], f[col[k + 3]]);
 				goto done;
 			}
 		}
+		for (int i = 0; i < rs->n; i++) /* a sample counted twice would weigh twice */
+			if (!strcmp(rs->r[i].sample, r->sample) && !strcmp(rs->r[i].policy, r->policy) &&
+			    rs->r[i].rho == r->rho) {
+				dg_error("compare: %s:%d: sample %s of %s at %g again", cp, lineno, r->sample, r->policy,
+					 r->rho);
+				goto done;
+			}
 		rs->n++;
 	}
 	if (lineno < 2) {

@@ -154,6 +154,23 @@ EOF
 refused "noise of 3e38 (finite): the latents overflow, an error (NaN latents exited 0 once)" "latents are not finite after step 1" \
   "$tmp/huge_out" "$DSGAP" generate --model "$M" --text "$FIX/text.safetensors" --noise "$tmp/huge_noise.safetensors" --steps 2 \
   --guidance 1 --policies dense --quiet --out "$tmp/huge_out"
+/usr/bin/python3 - "$tmp" <<'EOF'
+import json, struct, sys
+import numpy as np
+def st(path, name, x):
+    x = np.asarray(x, np.float32)
+    h = json.dumps({name: {"dtype": "F32", "shape": list(x.shape), "data_offsets": [0, x.nbytes]}}).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + x.tobytes())
+st(sys.argv[1] + "/noise_oddH.safetensors", "noise", np.random.RandomState(1).randn(4, 2, 7, 12))
+st(sys.argv[1] + "/text_600.safetensors", "text", np.random.RandomState(2).randn(600, 32))
+EOF
+refused "noise whose latent is not a multiple of the patch: the error names the file" \
+  "noise_oddH.safetensors: noise 'noise' has shape [4, 2, 7, 12]: its latent is not a multiple of the patch" "$tmp/huge_out" \
+  "$DSGAP" generate --model "$M" --text "$FIX/text.safetensors" --noise "$tmp/noise_oddH.safetensors" --steps 1 --guidance 1 \
+  --policies dense --quiet --out "$tmp/huge_out"
+refused "text longer than text_len: the error names the file" "text_600.safetensors: text embeddings 'text' have 600 tokens" \
+  "$tmp/huge_out" "$DSGAP" generate --model "$M" --text "$tmp/text_600.safetensors" --latent 1x4x4 --steps 1 --guidance 1 \
+  --policies dense --quiet --out "$tmp/huge_out"
 mkfifo "$tmp/text.fifo"
 refused "--text a FIFO (refused, never waited on)" "$tmp/text.fifo (text embeddings): not a regular file" "$tmp/bad.h5" \
   "$DSGAP" capture --model "$M" --text "$tmp/text.fifo" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"

@@ -144,6 +144,12 @@ int dg_dit_read_text(const dg_wan_model *m, const char *path, float **data, int 
 		dg_tensor_free(&t);
 		return -1;
 	}
+	if (m->cfg.text_len > 0 && t.shape[0] > m->cfg.text_len) { /* dg_wan_context_new's bound, said of the file */
+		dg_error("%s: text embeddings '%s' have %lld tokens, more than the model's text_len %d", path, t.name,
+			 (long long)t.shape[0], m->cfg.text_len);
+		dg_tensor_free(&t);
+		return -1;
+	}
 	*tokens = (int)t.shape[0];
 	*data = t.data;
 	t.data = NULL;
@@ -173,6 +179,13 @@ int dg_dit_read_noise(const dg_wan_model *m, const char *path, int latent[3], fl
 		dg_tensor_free(&t);
 		return -1;
 	}
+	for (int i = 0; i < 3; i++)
+		if (t.shape[1 + i] % m->cfg.patch[i]) { /* dg_wan_grid's rule, said of the file */
+			dg_error("%s: noise '%s' has shape %s: its latent is not a multiple of the patch %dx%dx%d", path,
+				 t.name, shape_str(&t, sb, sizeof sb), m->cfg.patch[0], m->cfg.patch[1], m->cfg.patch[2]);
+			dg_tensor_free(&t);
+			return -1;
+		}
 	for (int i = 0; i < 3; i++)
 		latent[i] = (int)t.shape[1 + i];
 	*data = t.data;

@@ -385,6 +385,10 @@ static void files(void)
 		{ "index: no weight_map", "{\"metadata\":{}}", "no \"weight_map\" object" },
 		{ "index: malformed JSON", "{\"weight_map\":{\"a\":", "malformed JSON" },
 		{ "index: missing shard file", "{\"weight_map\":{\"a\":\"nope.safetensors\"}}", "cannot open" },
+		{ "index: a shard name with a newline (a two-line error once)",
+		  "{\"weight_map\":{\"a\":\"m\\n-1.safetensors\"}}", "the shard name of tensor 'a' holds a control character" },
+		{ "index: bytes after the JSON", "{\"weight_map\":{\"a\":\"m-1.safetensors\"}} trailing",
+		  "bytes after the JSON object, from byte 39" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		snprintf(q, sizeof q, "%s/bad%zu.safetensors.index.json", dir, i);

@@ -449,6 +449,11 @@ static int open_index(dg_safetensors *st, const char *path)
 			 e && e >= text && e <= text + len ? (size_t)(e - text) : (size_t)0);
 		goto done;
 	}
+	end += end ? strspn(end, " \t\r\n") : 0;
+	if (end && end < text + len) {
+		dg_error("%s: bytes after the JSON object, from byte %zu", path, (size_t)(end - text));
+		goto done;
+	}
 	const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
 	if (!cJSON_IsObject(wm)) {
 		dg_error("%s: no \"weight_map\" object: not a safetensors index", path);
@@ -464,6 +469,10 @@ static int open_index(dg_safetensors *st, const char *path)
 			goto done;
 		}
 		const char *s = e->valuestring;
+		if (dg_control_at(s) >= 0) { /* it goes into messages and paths: one line */
+			dg_error("%s: the shard name of tensor '%s' holds a control character", path, NAME(e->string));
+			goto done;
+		}
 		if (s[0] == '/' || strstr(s, "..")) {
 			dg_error("%s: shard name '%s' leaves the index's directory", path, NAME(s));
 			goto done;

@@ -196,6 +196,17 @@ sed -i '2s/"anchors"/anchors/' "$bad/run.json"
 refused "decompose: invalid run.json" "$bad/run.json:2: invalid JSON" - $DSGAP decompose "$bad"
 no_partial "$bad"
 
+bad=$tmp/bad4b # cJSON alone took the first of two keys (Python's json the last) and bytes after the value
+write_results "$bad" est-block oracle-block oracle
+sed -i '0,/"schedule"/s/"schedule"/"schedule": {"warmup": 5, "dense_layers": []}, "schedule"/' "$bad/run.json"
+refused "decompose: a key twice in run.json" "$bad/run.json: the key \"schedule\" twice in one object" - $DSGAP decompose "$bad"
+no_partial "$bad"
+bad=$tmp/bad4c
+write_results "$bad" est-block oracle-block oracle
+echo '{}' >> "$bad/run.json"
+refused "decompose: bytes after run.json's JSON" "bytes after the JSON value" - $DSGAP decompose "$bad"
+no_partial "$bad"
+
 bad=$tmp/bad5
 write_results "$bad" est-block oracle-block oracle
 sed -n 9p "$bad/metrics.csv" >>"$bad/metrics.csv"

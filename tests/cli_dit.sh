@@ -171,6 +171,9 @@ refused "noise whose latent is not a multiple of the patch: the error names the 
 refused "text longer than text_len: the error names the file" "text_600.safetensors: text embeddings 'text' have 600 tokens" \
   "$tmp/huge_out" "$DSGAP" generate --model "$M" --text "$tmp/text_600.safetensors" --latent 1x4x4 --steps 1 --guidance 1 \
   --policies dense --quiet --out "$tmp/huge_out"
+cp -r "$M" "$tmp/cfgdup" && sed -i '0,/{/s/{/{"text_len": 1, /' "$tmp/cfgdup/config.json"
+refused "config.json with a key twice (cJSON took the first, Python's json the last)" "cfgdup/config.json: the key \"text_len\" twice" \
+  "$tmp/bad.h5" "$DSGAP" capture --model "$tmp/cfgdup" --text "$FIX/text.safetensors" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"
 mkfifo "$tmp/text.fifo"
 refused "--text a FIFO (refused, never waited on)" "$tmp/text.fifo (text embeddings): not a regular file" "$tmp/bad.h5" \
   "$DSGAP" capture --model "$M" --text "$tmp/text.fifo" --seed 1 --latent 2x8x12 --out "$tmp/bad.h5"

@@ -18,6 +18,7 @@
 #include "policy/presets.h"
 #include "util/csv.h"
 #include "util/files.h"
+#include "util/json.h"
 #include "util/util.h"
 
 /* one closed_loop.csv row */
@@ -56,10 +57,20 @@ static int read_run(const char *dir, rows *rs)
 {
 	char *jp = dg_path_join(dir, "run.json"), *cp = dg_path_join(dir, "closed_loop.csv");
 	int rc = -1;
-	char *js = dg_read_all(jp, 1 << 24, NULL), *csv = NULL;
-	cJSON *j = js ? cJSON_Parse(js) : NULL;
+	size_t jn = 0;
+	char *js = dg_read_all(jp, 1 << 24, &jn), *csv = NULL;
+	const char *why = NULL;
+	int jline = 0;
+	cJSON *j = js ? dg_json_parse(js, jn, &why, &jline) : NULL;
 	if (!js) {
 		dg_error("compare: cannot read %s: %s", jp, dg_strerror(errno));
+		goto done;
+	}
+	if (!j) {
+		if (jline)
+			dg_error("compare: %s:%d: %s", jp, jline, why);
+		else
+			dg_error("compare: %s: %s", jp, why);
 		goto done;
 	}
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 #include <gsl/gsl_sort.h>
 
+#include "util/json.h"
 #include "util/util.h"
 
 #define METRICS_HEADER "policy,density_target,density,step,layer,head,rel_l1,rel_l2,cosine,psnr," \
@@ -365,15 +366,11 @@ static int load_run(dg_results *r, const char *path)
 	if (!text)
 		return dg_error(errno == EIO || errno == EISDIR ? "cannot read %s: %s" : "cannot open %s: %s",
 				path, dg_strerror(errno));
-	cJSON *root = cJSON_ParseWithLength(text, n);
-	int rc = 0;
-	if (!root) {
-		const char *at = cJSON_GetErrorPtr();
-		int line = 1;
-		for (const char *p = text; at && p < at && *p; p++)
-			line += *p == '\n';
-		rc = dg_error("%s:%d: invalid JSON", path, line);
-	}
+	const char *why;
+	int line, rc = 0;
+	cJSON *root = dg_json_parse(text, n, &why, &line);
+	if (!root)
+		rc = line ? dg_error("%s:%d: %s", path, line, why) : dg_error("%s: %s", path, why);
 	const cJSON *sched = cJSON_GetObjectItemCaseSensitive(root, "schedule");
 	const cJSON *warm = cJSON_GetObjectItemCaseSensitive(sched, "warmup");
 	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(sched, "dense_layers");

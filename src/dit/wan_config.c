@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/json.h"
 #include "util/util.h"
 #include "dit/wan.h"
 
@@ -153,9 +154,13 @@ int dg_wan_config_read_json(dg_wan_config *c, const char *path)
 	char *buf = dg_read_all(path, 1 << 20, &n);
 	if (!buf)
 		return dg_error("cannot read %s: %s", path, errno == EFBIG ? "larger than 1 MiB" : dg_strerror(errno));
-	cJSON *root = cJSON_ParseWithLength(buf, n);
+	const char *why;
+	int line;
+	cJSON *root = dg_json_parse(buf, n, &why, &line);
 	free(buf);
-	if (!root || !cJSON_IsObject(root)) {
+	if (!root)
+		return line ? dg_error("%s:%d: %s", path, line, why) : dg_error("%s: %s", path, why);
+	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return dg_error("%s: not a JSON object", path);
 	}

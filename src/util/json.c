@@ -1,0 +1,59 @@
+/*
+ * json.c: strict JSON parsing over cJSON (json.h).
+ */
+#include "util/json.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int line_at(const char *text, const char *at)
+{
+	int line = 1;
+	for (const char *p = text; at && p < at && *p; p++)
+		line += *p == '\n';
+	return line;
+}
+
+/* the first object below v (v included) with a key twice: one of its two items, or NULL */
+static const cJSON *twice(const cJSON *v)
+{
+	for (const cJSON *a = v ? v->child : NULL; a; a = a->next) {
+		if (cJSON_IsObject(v))
+			for (const cJSON *b = a->next; b; b = b->next)
+				if (a->string && b->string && !strcmp(a->string, b->string))
+					return b;
+		const cJSON *t = twice(a);
+		if (t)
+			return t;
+	}
+	return NULL;
+}
+
+cJSON *dg_json_parse(const char *text, size_t len, const char **why, int *line)
+{
+	const char *end = NULL;
+	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	if (!root) {
+		*why = "invalid JSON";
+		*line = line_at(text, cJSON_GetErrorPtr());
+		return NULL;
+	}
+	while (end && end < text + len && strchr(" \t\r\n", *end) && *end)
+		end++;
+	if (end && end < text + len) {
+		*why = "bytes after the JSON value";
+		*line = line_at(text, end);
+		cJSON_Delete(root);
+		return NULL;
+	}
+	const cJSON *t = twice(root);
+	if (t) {
+		static _Thread_local char msg[160];
+		snprintf(msg, sizeof msg, "the key \"%.100s\" twice in one object", t->string);
+		*why = msg;
+		*line = 0; /* cJSON keeps no positions */
+		cJSON_Delete(root);
+		return NULL;
+	}
+	return root;
+}

@@ -1,0 +1,19 @@
+/*
+ * json.h: the one strict reader of the JSON files dsgap reads (run.json, a model's config.json).
+ * cJSON alone accepts bytes after the value and keeps the first of two equal keys in an object,
+ * where Python's json keeps the last: the two would read one file differently. dg_json_parse
+ * refuses both.
+ */
+#ifndef DG_JSON_H
+#define DG_JSON_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+/* text (len bytes) as one JSON value, nothing but whitespace after it, no object with a key twice;
+ * or NULL with *why (static text: "invalid JSON", "bytes after the JSON value", "the key "K" twice in
+ * one object") and *line (1-based) where the trouble is, 0 for a key twice (no position kept). Free with cJSON_Delete. Reports nothing. */
+cJSON *dg_json_parse(const char *text, size_t len, const char **why, int *line);
+
+#endif

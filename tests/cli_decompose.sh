@@ -178,34 +178,20 @@ no_partial "$bad"
 refused "plot: malformed number" "$bad/metrics.csv:5: bad rel_l2 'abc'" - $DSGAP plot "$bad"
 no_partial "$bad"
 
-bad=$tmp/bad2
-write_results "$bad" est-block oracle-block oracle
-sed -i '7s/,[^,]*$//' "$bad/metrics.csv"
-refused "decompose: a line with 13 fields" "$bad/metrics.csv:7: expected 14 fields, found 13" - $DSGAP decompose "$bad"
-no_partial "$bad"
-
-bad=$tmp/bad3
-write_results "$bad" est-block oracle-block oracle
-sed -i '1s/rel_l2/rel_l3/' "$bad/metrics.csv"
-refused "decompose: wrong header" "$bad/metrics.csv:1: not a dsgap metrics header" - $DSGAP decompose "$bad"
-no_partial "$bad"
-
-bad=$tmp/bad4
-write_results "$bad" est-block oracle-block oracle
-sed -i '2s/"anchors"/anchors/' "$bad/run.json"
-refused "decompose: invalid run.json" "$bad/run.json:2: invalid JSON" - $DSGAP decompose "$bad"
-no_partial "$bad"
-
-bad=$tmp/bad4b # cJSON alone took the first of two keys (Python's json the last) and bytes after the value
-write_results "$bad" est-block oracle-block oracle
-sed -i '0,/"schedule"/s/"schedule"/"schedule": {"warmup": 5, "dense_layers": []}, "schedule"/' "$bad/run.json"
-refused "decompose: a key twice in run.json" "$bad/run.json: the key \"schedule\" twice in one object" - $DSGAP decompose "$bad"
-no_partial "$bad"
-bad=$tmp/bad4c
-write_results "$bad" est-block oracle-block oracle
-echo '{}' >> "$bad/run.json"
-refused "decompose: bytes after run.json's JSON" "bytes after the JSON value" - $DSGAP decompose "$bad"
-no_partial "$bad"
+damaged() { # damaged NAME FILE SED-SCRIPT DESCRIPTION WANT: a good results folder, FILE edited, refused
+	bad=$tmp/$1
+	write_results "$bad" est-block oracle-block oracle
+	sed -i "$3" "$bad/$2"
+	refused "decompose: $4" "$5" - $DSGAP decompose "$bad"
+	no_partial "$bad"
+}
+damaged bad2 metrics.csv '7s/,[^,]*$//' "a line with 13 fields" "$tmp/bad2/metrics.csv:7: expected 14 fields, found 13"
+damaged bad3 metrics.csv '1s/rel_l2/rel_l3/' "wrong header" "$tmp/bad3/metrics.csv:1: not a dsgap metrics header"
+damaged bad4 run.json '2s/"anchors"/anchors/' "invalid run.json" "$tmp/bad4/run.json:2: invalid JSON"
+# cJSON alone took the first of two keys (Python's json the last) and bytes after the value
+damaged bad4b run.json '0,/"schedule"/s/"schedule"/"schedule": {"warmup": 5, "dense_layers": []}, "schedule"/' \
+	"a key twice in run.json" "$tmp/bad4b/run.json: the key \"schedule\" twice in one object"
+damaged bad4c run.json '$a {}' "bytes after run.json's JSON" "bytes after the JSON value"
 
 bad=$tmp/bad5
 write_results "$bad" est-block oracle-block oracle

@@ -73,11 +73,12 @@ steps() { # the device path of experiment $1
   mkdir -p "$w"
   case $1 in
     ladder|ablation|peers|closed_loop)
-      "$DSGAP" run "experiments/$1.ini" --device "$DSGAP_DEVICE" $workers --out "$w" --quiet ;;
+      "$DSGAP" run "experiments/$1.ini" --device "$DSGAP_DEVICE" $workers --out "$w" ;;
     refresh) # refresh.ini's 24 samples (14-step captures), as experiments/refresh.sh makes them
-      rm -rf build/experiments/samples-s14 &&
+      local t=$SECONDS && rm -rf build/experiments/samples-s14 &&
         NAME=refresh T0=$(date +%s) exp_sample_traces 14 "$m" build/experiments/samples-s14 $labels &&
-        "$DSGAP" run experiments/refresh.ini --device "$DSGAP_DEVICE" $workers --out "$w" --quiet ;;
+        echo "refresh: captures $((SECONDS - t)) s" &&
+        "$DSGAP" run experiments/refresh.ini --device "$DSGAP_DEVICE" $workers --out "$w" ;;
     samples)
       bash experiments/samples.sh --stage replay --device "$DSGAP_DEVICE" --classes "$classes" --seeds "$seeds" \
         --out "$w" ;;
@@ -87,7 +88,7 @@ steps() { # the device path of experiment $1
         local t=$SECONDS && NAME=attention T0=$(date +%s) exp_sample_traces 10 "$m" "$w/learned" $labels &&
         NAME=attention T0=$(date +%s) exp_sample_traces 10 "$scratch/random" "$w/random" $labels &&
         echo "attention: captures $((SECONDS - t)) s" &&
-        "$DSGAP" attnstats --density 0.15 --out "$w/attnstats" --quiet \
+        "$DSGAP" attnstats --density 0.15 --out "$w/attnstats" \
           learned="$(printf "$w/learned/%s.h5," $labels | sed 's/,$//')" random="$(printf "$w/random/%s.h5," $labels | sed 's/,$//')" &&
         rm -rf "$w/learned" "$w/random" ;;
     demo)
@@ -117,7 +118,8 @@ for x in "${list[@]}"; do
   rows+=("| $x | $what | $t | $l0 / $l1 |")
   echo "time_experiments.sh: $x: $t s" >&2
   if [ -n "$out" ] && [ -d "$scratch/$x" ]; then
-    mkdir -p "$out/$x" && cp "$scratch/$x"/summary.* "$scratch/$x"/*/run.json "$out/$x/" 2>/dev/null
+    # the step's log (its stages' times, progress lines every 10 s), then its summaries
+    mkdir -p "$out/$x" && cp "$scratch/$x.log" "$out/$x/" && cp "$scratch/$x"/summary.* "$scratch/$x"/*/run.json "$out/$x/" 2>/dev/null
     # the closed loop's whole run folder (its cells' latents make the contact sheet), for
     # experiments/closed_loop.sh --cells DIR on a machine with gnuplot
     [ "$x" != closed_loop ] || [ $rc != 0 ] || tar czf "$out/closed_loop.tgz" -C "$scratch" closed_loop

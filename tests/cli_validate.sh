@@ -77,6 +77,14 @@ refused "one q = 3e38" "unit (step 0, layer 0, head 0): scores reach" "$tmp/o1" 
 edit "$t" "$tmp/v3e38.h5" v3e38
 refused "one v = 3e38 (NaN metrics and exit 0 once)" "unit (step 0, layer 0, head 1): max |v| 3e+38" "$tmp/o1v" \
 	"$DSGAP" replay "$tmp/v3e38.h5" --policies dense,oracle,mc-sparse --density 0.2 --out "$tmp/o1v" --quiet
+# a batch cell reads its cluster once, checking each unit as it comes: the same refusal, naming the
+# trace (not the cell's temporary view of it); the good cluster's cell is kept, the bad one's is not
+printf '[experiment]\nname = v\n[traces]\nbad = %s\n[policies]\nlist = dense, mc-sparse\n[densities]\nlist = 0.2\n' \
+	"$tmp/v3e38.h5" > "$tmp/v.ini"
+refused "one v = 3e38 in a batch cell" "dsgap: error: $tmp/v3e38.h5: unit (step 0, layer 0, head 1): max |v| 3e+38" - \
+	"$DSGAP" run "$tmp/v.ini" --out "$tmp/ov" --quiet
+check "the batch keeps the good cluster's cell only" test -s "$tmp/ov/cells/bad.default/l0-h0/input.sum" -a \
+	! -e "$tmp/ov/cells/bad.default/l0-h1"
 edit "$t" "$tmp/qk.h5" qk1e18
 refused "q, k x 1e18" "qk.h5: unit (step 0, layer 0, head 0): scores reach" "$tmp/o2" \
 	"$DSGAP" replay "$tmp/qk.h5" --policies dense,oracle --density 1 --out "$tmp/o2" --quiet

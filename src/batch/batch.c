@@ -203,45 +203,20 @@ int dg_batch_traces(const dg_experiment *e, const int *idx, int n, bool verbose)
 /* ---------------------------------------------------------------------------------------------- */
 /* what a cell read: resume is exact                                                               */
 
-/* 64-bit FNV-1a over 32-bit words */
-static uint64_t hash_words(uint64_t h, const float *x, size_t n)
-{
-	const uint32_t *w = (const uint32_t *)(const void *)x;
-	for (size_t i = 0; i < n; i++) {
-		h ^= w[i];
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
 /* The checksum of what an open-loop cell reads from the open trace tr: Q, K and V of its cluster
- * (positions l, h) at every step, as the replay receives them. */
+ * (positions l, h) at every step, as the replay receives them (the replay's input_sum). */
 static int cluster_sum(dg_trace *tr, int l, int h, float *buf, uint64_t *sum)
 {
 	size_t n = (size_t)tr->meta.tokens * tr->meta.head_dim;
-	uint64_t x = 1469598103934665603ull;
+	uint64_t x = DG_FNV_OFFSET;
 	for (int s = 0; s < tr->meta.steps; s++)
 		for (int q = 0; q < DG_QKV_COUNT; q++) {
 			if (dg_trace_read(tr, (dg_qkv)q, s, l, h, buf))
 				return -1;
-			x = hash_words(x, buf, n);
+			x = dg_fnv_words(x, buf, n);
 		}
 	*sum = x;
 	return 0;
-}
-
-/* cell k's checksum from its trace (opened here) */
-static int cell_input_sum(const dg_experiment *e, int k, uint64_t *sum)
-{
-	const dg_exp_cell *c = &e->cells[k];
-	dg_trace tr;
-	if (dg_trace_open(&tr, e->traces[e->runs[c->run].trace].path))
-		return -1;
-	float *buf = dg_malloc((size_t)tr.meta.tokens * tr.meta.head_dim * sizeof *buf);
-	int rc = cluster_sum(&tr, c->l, c->h, buf, sum);
-	free(buf);
-	dg_trace_close(&tr);
-	return rc;
 }
 
 /* dir/input.sum: the trace (label, path, bytes) and the checksum of the cell's units */
@@ -345,8 +320,9 @@ int dg_batch_validate(const dg_experiment *e, const char *out)
 /* ---------------------------------------------------------------------------------------------- */
 /* cells                                                                                           */
 
-/* An open-loop cell: replay of a one-cluster view of the trace into the folder dir. */
-static int replay_cell(const dg_batch_opts *o, int k, const char *dir)
+/* An open-loop cell: replay of a one-cluster view of the trace into the folder dir, which reads
+ * the cluster once: its data checked and its checksum (*sum) taken as the replay reads it. */
+static int replay_cell(const dg_batch_opts *o, int k, const char *dir, uint64_t *sum)
 {
 	const dg_experiment *e = o->e;
 	const dg_exp_cell *c = &e->cells[k];
@@ -358,10 +334,10 @@ static int replay_cell(const dg_batch_opts *o, int k, const char *dir)
 	int rc = -1;
 	if (dg_trace_view(t->path, c->l, c->h, view) == 0) {
 		dg_replay_opts ro = {
-			.trace_path = view, .out_dir = dir, .policies = e->policies, .npolicies = e->npolicies,
+			.trace_path = view, .trace_name = t->path, .out_dir = dir, .policies = e->policies, .npolicies = e->npolicies,
 			.densities = e->densities, .ndensities = e->ndensities,
 			.schedule = e->schedules[run->schedule].schedule, .device = o->device, .progress = false,
-			.command_line = o->command_line,
+			.command_line = o->command_line, .check_as_read = true, .input_sum = sum,
 		};
 		rc = dg_replay(&ro);
 		unlink(view);
@@ -406,7 +382,7 @@ static int run_cell(const dg_batch_opts *o, int k)
 		rc = dg_closed_cell(e, k, tmp, o->device, o->command_line, o->progress);
 	} else {
 		uint64_t sum;
-		rc = cell_input_sum(e, k, &sum) || write_cell_input(e, k, tmp, sum) ? -1 : replay_cell(o, k, tmp);
+		rc = replay_cell(o, k, tmp, &sum) || write_cell_input(e, k, tmp, sum) ? -1 : 0;
 	}
 	if (rc == 0 && rename(tmp, final)) {
 		if ((errno == EEXIST || errno == ENOTEMPTY) && cell_dir_done(e, final)) {

@@ -25,8 +25,6 @@ DG_PRINTF(3, 4) int dg_exp_fail(dg_exp_error *err, int line, const char *fmt, ..
 int dg_exp_grid_open(dg_experiment *e, dg_exp_error *err);
 int dg_exp_grid_closed(dg_experiment *e, dg_exp_error *err);
 
-/* FNV-1a of s continuing from h (1469598103934665603 to start). */
-uint64_t dg_exp_hash(uint64_t h, const char *s);
 /* The fingerprint of the rows (open or closed loop); bytes of a checkpoint (file or folder). */
 uint64_t dg_exp_fingerprint(const dg_experiment *e);
 long long dg_exp_model_size(const char *path);

@@ -170,7 +170,7 @@ void dg_experiment_set_out(dg_experiment *e, const char *out_dir)
 		/* the label and a hash of the spec: a changed spec never reuses an old file */
 		char name[DG_EXP_LABEL_MAX + 32];
 		snprintf(name, sizeof name, "%s-%08llx.h5", t->label,
-			 (unsigned long long)(dg_exp_hash(1469598103934665603ull, t->spec) & 0xffffffffull));
+			 (unsigned long long)(dg_fnv_str(DG_FNV_OFFSET, t->spec) & 0xffffffffull));
 		char *dir = e->trace_dir ? dg_strdup(e->trace_dir) : out_dir ? dg_path_join(out_dir, "traces") : NULL;
 		if (!dir)
 			continue;

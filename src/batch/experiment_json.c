@@ -16,15 +16,6 @@
 
 #include "util/util.h"
 
-uint64_t dg_exp_hash(uint64_t h, const char *s)
-{
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
 static void ints_str(char *buf, size_t size, const int *v, int n)
 {
 	int k = snprintf(buf, size, "%s", n ? "" : "-");
@@ -36,14 +27,14 @@ static void ints_str(char *buf, size_t size, const int *v, int n)
 static uint64_t hash_cells(uint64_t h, const dg_experiment *e)
 {
 	char buf[64];
-	h = dg_exp_hash(h, e->device);
-	h = dg_exp_hash(h, "\npolicies");
+	h = dg_fnv_str(h, e->device);
+	h = dg_fnv_str(h, "\npolicies");
 	for (int i = 0; i < e->npolicies; i++)
-		h = dg_exp_hash(dg_exp_hash(h, " "), e->policies[i].name);
-	h = dg_exp_hash(h, "\ndensities");
+		h = dg_fnv_str(dg_fnv_str(h, " "), e->policies[i].name);
+	h = dg_fnv_str(h, "\ndensities");
 	for (int i = 0; i < e->ndensities; i++) {
 		snprintf(buf, sizeof buf, " %.17g", e->densities[i]);
-		h = dg_exp_hash(h, buf);
+		h = dg_fnv_str(h, buf);
 	}
 	return h;
 }
@@ -53,16 +44,16 @@ static uint64_t hash_schedule(uint64_t h, const dg_schedule *s)
 {
 	char buf[4096];
 	ints_str(buf, sizeof buf, s->anchors, s->nanchors);
-	h = dg_exp_hash(dg_exp_hash(h, buf), " ");
+	h = dg_fnv_str(dg_fnv_str(h, buf), " ");
 	ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
-	h = dg_exp_hash(h, buf);
+	h = dg_fnv_str(h, buf);
 	return h;
 }
 
 static uint64_t fingerprint_open(const dg_experiment *e)
 {
 	char buf[4096];
-	uint64_t h = dg_exp_hash(1469598103934665603ull, "dsgap-experiment 1\ndevice ");
+	uint64_t h = dg_fnv_str(DG_FNV_OFFSET, "dsgap-experiment 1\ndevice ");
 	h = hash_cells(h, e);
 	for (int r = 0; r < e->nruns; r++) {
 		const dg_exp_run *run = &e->runs[r];
@@ -76,7 +67,7 @@ static uint64_t fingerprint_open(const dg_experiment *e)
 			 run->name, t->synth ? t->spec : base ? base + 1 : t->spec, 0LL,
 			 t->dtype, t->meta.steps, t->meta.layers, t->meta.heads, t->meta.tokens, t->meta.head_dim,
 			 s->warmup, s->anchors_given);
-		h = dg_exp_hash(h, buf);
+		h = dg_fnv_str(h, buf);
 		h = hash_schedule(h, s);
 	}
 	return h;
@@ -117,27 +108,27 @@ static uint64_t fingerprint_closed(const dg_experiment *e)
 {
 	char buf[4096];
 	const dg_exp_model *m = &e->model;
-	uint64_t h = dg_exp_hash(1469598103934665603ull, "dsgap-experiment closed 1\ndevice ");
+	uint64_t h = dg_fnv_str(DG_FNV_OFFSET, "dsgap-experiment closed 1\ndevice ");
 	h = hash_cells(h, e);
 	snprintf(buf, sizeof buf, "\nmodel %s %s %lld negative %s latent %dx%dx%d steps %d shift %.17g "
 		 "guidance %.17g sampler %s\nseeds", m->label, base_name(m->path), m->size,
 		 m->negative ? base_name(m->negative) : "-", m->latent[0], m->latent[1], m->latent[2],
 		 m->steps, m->shift, m->guidance, dg_sampler_name(m->sampler));
-	h = dg_exp_hash(h, buf);
+	h = dg_fnv_str(h, buf);
 	for (int i = 0; i < m->nseeds; i++) {
 		snprintf(buf, sizeof buf, " %lu", m->seeds[i]);
-		h = dg_exp_hash(h, buf);
+		h = dg_fnv_str(h, buf);
 	}
 	for (int i = 0; i < e->nprompts; i++) {
 		snprintf(buf, sizeof buf, "\nprompt %s %s %lld", e->prompts[i].label,
 			 base_name(e->prompts[i].spec), e->prompts[i].file_size);
-		h = dg_exp_hash(h, buf);
+		h = dg_fnv_str(h, buf);
 	}
 	for (int r = 0; r < e->nruns; r++) {
 		const dg_schedule *s = &e->runs[r].resolved;
 		snprintf(buf, sizeof buf, "\nrun %s warmup=%d given=%d ", e->runs[r].name, s->warmup,
 			 s->anchors_given);
-		h = dg_exp_hash(h, buf);
+		h = dg_fnv_str(h, buf);
 		h = hash_schedule(h, s);
 	}
 	return h;

@@ -332,6 +332,10 @@ int dg_replay(const dg_replay_opts *opt)
 	dg_trace t;
 	if (dg_trace_open(&t, opt->trace_path))
 		return -1;
+	if (opt->trace_name) {
+		free(t.path);
+		t.path = dg_strdup(opt->trace_name);
+	}
 	dg_replay_opts o = *opt;
 	int rc = -1;
 	if (dg_replay_check(&o, &t.meta)) goto out_trace;
@@ -380,6 +384,7 @@ int dg_replay(const dg_replay_opts *opt)
 	long total = (long)t.meta.layers * t.meta.heads * t.meta.steps, done = 0;
 	dg_progress pr = { 0 };
 	int err = 0;
+	uint64_t sum = DG_FNV_OFFSET;
 	/* units in (layer, head, step) order, the next one read while this one runs */
 	unit_read rd[2] = { { .t = &t, .q = c.q, .k = c.k, .v = c.v },
 			    { .t = &t, .q = dg_malloc(nd * sizeof(float)), .k = dg_malloc(nd * sizeof(float)),
@@ -387,8 +392,11 @@ int dg_replay(const dg_replay_opts *opt)
 	read_start(&rd[0], &t.meta, 0);
 	for (long i = 0; i < total && !err; i++) {
 		unit_read *u = &rd[i & 1];
-		if ((err = read_wait(u)))
+		if ((err = read_wait(u)) ||
+		    (o.check_as_read && (err = dg_replay_check_unit(&t, u->s, u->l, u->h, u->q, u->k, u->v))))
 			break;
+		if (o.input_sum)
+			sum = dg_fnv_words(dg_fnv_words(dg_fnv_words(sum, u->q, nd), u->k, nd), u->v, nd);
 		if (i + 1 < total)
 			read_start(&rd[(i + 1) & 1], &t.meta, i + 1);
 		c.q = u->q, c.k = u->k, c.v = u->v;
@@ -408,6 +416,8 @@ int dg_replay(const dg_replay_opts *opt)
 		dg_out_abort(&csv);
 	} else {
 		report_unreached(&c);
+		if (o.input_sum)
+			*o.input_sum = sum;
 		char *json = run_json(&c, dg_now() - start, date);
 		/* metrics.csv and run.json are published together or not at all */
 		if (dg_out_finish(&csv, &pub) == 0 && dg_out_open(&js, json_path) == 0) {

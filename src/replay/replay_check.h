@@ -9,7 +9,9 @@
  *                             cannot resolve (scale * max|q| * max|k| above DG_SCORE_LIMIT, e.g.
  *                             q = 3e38 or q, k x 1e18) and values past DG_VALUE_LIMIT are refused,
  *                             naming the unit (a unit whose V is all zero is replayed and left out of
- *                             metrics.csv: replay.c)
+ *                             metrics.csv: replay.c); with o->check_as_read the data is left to
+ *                             dg_replay_check_unit as the replay reads it
+ *   dg_replay_check_unit      one unit's data, as above
  *   dg_replay_check_schedule  a schedule against the trace's own steps and layers: a warm-up that
  *                             covers every step, anchors and dense layers that do not exist
  *                             (used by `dsgap replay`; a batch cell replays a one-layer view, whose
@@ -42,6 +44,7 @@ void dg_replay_estimate(const dg_replay_opts *o, const dg_trace_meta *m, dg_repl
 double dg_memory_available(void);
 
 int dg_replay_check(const dg_replay_opts *o, const dg_trace_meta *m);
+int dg_replay_check_unit(const dg_trace *t, int s, int l, int h, const float *q, const float *k, const float *v);
 int dg_replay_check_schedule(const char *path, const dg_schedule *s, const dg_trace_meta *m);
 
 #endif

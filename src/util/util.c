@@ -184,9 +184,7 @@ char *dg_tmp_name(const char *path)
 	char base[256];
 	size_t nl = strlen(name);
 	if (nl + 5 + 20 > 255) {
-		uint64_t h = 1469598103934665603ull;
-		for (const char *c = name; *c; c++)
-			h = (h ^ (unsigned char)*c) * 1099511628211ull;
+		uint64_t h = dg_fnv_str(DG_FNV_OFFSET, name);
 		snprintf(base, sizeof base, "%.200s~%016llx", name, (unsigned long long)h);
 	} else {
 		snprintf(base, sizeof base, "%s", name);
@@ -551,4 +549,20 @@ void dg_sb_printf(dg_sbuf *b, const char *fmt, ...)
 	vsnprintf(b->buf + b->n, (size_t)n + 1, fmt, ap);
 	va_end(ap);
 	b->n += (size_t)n;
+}
+
+#define FNV_PRIME 1099511628211ull
+uint64_t dg_fnv_str(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * FNV_PRIME;
+	return h;
+}
+
+uint64_t dg_fnv_words(uint64_t h, const void *x, size_t n)
+{
+	const uint32_t *w = x;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ w[i]) * FNV_PRIME;
+	return h;
 }

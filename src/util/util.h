@@ -51,6 +51,12 @@ static inline uint16_t dg_f32_to_bf16(float f)
 }
 static inline float dg_round_bf16(float f) { return dg_bf16_to_f32(dg_f32_to_bf16(f)); }
 
+/* 64-bit FNV-1a continuing from h (DG_FNV_OFFSET to start): dg_fnv_str over the bytes of s,
+ * dg_fnv_words over n 32-bit words (their bit patterns: the checksum of n floats). */
+#define DG_FNV_OFFSET 1469598103934665603ull
+uint64_t dg_fnv_str(uint64_t h, const char *s);
+uint64_t dg_fnv_words(uint64_t h, const void *x, size_t n);
+
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double dg_now(void);
 /* A task's progress line on stderr (p zeroed at the start). On a terminal dg_progress_show redraws

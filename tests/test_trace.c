@@ -157,6 +157,73 @@ static int fixture_write(fixture *fx, const char *path)
 	return dg_trace_writer_finish(&w);
 }
 
+/* ---- the writer's chunks against HDF5's own filters --------------------------------------------- */
+
+/* The trace's /q, /k, /v chunks (made by trace_chunks.c's workers) are byte for byte the chunks
+ * HDF5's shuffle + deflate 1 filters make of the same bf16 words in a dataset written the usual way
+ * (H5Dwrite), and a unit put twice keeps its last data (chunks are written in submission order). */
+static void test_chunk_bytes(gsl_rng *r)
+{
+	fixture fx;
+	fixture_make(&fx, r);
+	const dg_trace_meta *m = &fx.m;
+	const char *path = tpath("chunks.h5"), *ref = tpath("chunks-ref.h5");
+	dg_trace_writer w;
+	int rc = dg_trace_writer_open(&w, path, m);
+	float *first = dg_malloc(unit_size(m) * sizeof(float)); /* put first, then replaced */
+	for (size_t i = 0; i < unit_size(m); i++)
+		first[i] = (float)gsl_ran_gaussian(r, 1);
+	for (int q = 0; q < DG_QKV_COUNT && !rc; q++)
+		for (int s = 0; s < m->steps && !rc; s++)
+			for (int l = 0; l < m->layers && !rc; l++)
+				for (int h = 0; h < m->heads && !rc; h++)
+					rc = (q == 1 && s == 1 && l == 0 && h == 2 && dg_trace_writer_put(&w, q, s, l, h, first)) ||
+					     dg_trace_writer_put(&w, q, s, l, h, unit_of(&fx, q, s, l, h));
+	CHECK("chunks: the trace is written", rc == 0 && dg_trace_writer_finish(&w) == 0);
+	free(first);
+	hsize_t dims[5] = { m->steps, m->layers, m->heads, m->tokens, m->head_dim };
+	hsize_t chunk[5] = { 1, 1, 1, m->tokens, m->head_dim };
+	hid_t f = H5Fcreate(ref, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), sp = H5Screate_simple(5, dims, NULL),
+	      dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	H5Pset_chunk(dcpl, 5, chunk);
+	H5Pset_shuffle(dcpl);
+	H5Pset_deflate(dcpl, 1);
+	size_t n = (size_t)m->steps * m->layers * m->heads * unit_size(m);
+	uint16_t *words = dg_malloc(n * sizeof *words);
+	for (int q = 0; q < DG_QKV_COUNT; q++) {
+		for (size_t i = 0; i < n; i++)
+			words[i] = dg_f32_to_bf16(fx.data[q][i]);
+		hid_t d = H5Dcreate2(f, dg_qkv_name(q), H5T_STD_U16LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+		H5Dwrite(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, words);
+		H5Dclose(d);
+	}
+	free(words);
+	H5Pclose(dcpl), H5Sclose(sp), H5Fclose(f);
+	hid_t a = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), b = H5Fopen(ref, H5F_ACC_RDONLY, H5P_DEFAULT);
+	size_t units = 0, same = 0, cap = 2 * unit_size(m) * sizeof(uint16_t) + 1024;
+	unsigned char *ca = dg_malloc(cap), *cb = dg_malloc(cap);
+	for (int q = 0; q < DG_QKV_COUNT; q++) {
+		hid_t da = H5Dopen2(a, dg_qkv_name(q), H5P_DEFAULT), db = H5Dopen2(b, dg_qkv_name(q), H5P_DEFAULT);
+		for (int s = 0; s < m->steps; s++)
+			for (int l = 0; l < m->layers; l++)
+				for (int h = 0; h < m->heads; h++, units++) {
+					hsize_t off[5] = { s, l, h, 0, 0 }, na = 0, nb = 0;
+					uint32_t fa = 1, fb = 1;
+					if (H5Dget_chunk_storage_size(da, off, &na) < 0 || H5Dget_chunk_storage_size(db, off, &nb) < 0 ||
+					    na != nb || na > cap || H5Dread_chunk(da, H5P_DEFAULT, off, &fa, ca) < 0 ||
+					    H5Dread_chunk(db, H5P_DEFAULT, off, &fb, cb) < 0)
+						continue;
+					same += fa == 0 && fb == 0 && !memcmp(ca, cb, na);
+				}
+		H5Dclose(da), H5Dclose(db);
+	}
+	free(ca), free(cb);
+	H5Fclose(a), H5Fclose(b);
+	CHECKF(units > 0 && same == units, "chunks: %zu of %zu units byte-identical to HDF5's shuffle + deflate 1 "
+	       "(one unit put twice: its last data)", same, units);
+	fixture_free(&fx);
+}
+
 /* ---- bf16 ------------------------------------------------------------------------------------ */
 
 static uint32_t bits(float f)
@@ -807,6 +874,7 @@ int main(int argc, char **argv)
 	gsl_rng_set(r, seed);
 	test_bf16();
 	test_round_trip(r);
+	test_chunk_bytes(r);
 	test_writer_errors(r);
 	test_bad_input(r);
 	test_synth();

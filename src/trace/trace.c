@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "trace/trace_chunks.h"
 #include "util/files.h"
 #include "util/util.h"
 
@@ -671,6 +672,30 @@ static int create_file(dg_trace_writer *w)
 	return 0;
 }
 
+/* the tag of a unit in the chunk pipe */
+typedef struct {
+	int which, s, l, h;
+} unit_tag;
+
+static size_t unit_id(const dg_trace_meta *m, dg_qkv which, int s, int l, int h);
+
+/* dg_chunk_write_fn: a unit's shuffled, deflated chunk, as the filters of create_qkv make it */
+static int write_chunk(void *ctx, const void *tag, const void *z, size_t zlen)
+{
+	dg_trace_writer *w = ctx;
+	const dg_trace_meta *m = &w->meta;
+	const unit_tag *u = tag;
+	hsize_t off[5] = { u->s, u->l, u->h, 0, 0 };
+	if (H5Dwrite_chunk(w->dset[u->which], H5P_DEFAULT, 0, off, zlen, z) < 0) {
+		h5_failed();
+		return dg_error("cannot write %s: /%s at step %d layer %d head %d: %s", w->path,
+				qkv_names[u->which], m->step_index[u->s], m->layer_index[u->l], m->head_index[u->h],
+				h5_why);
+	}
+	w->written[unit_id(m, u->which, u->s, u->l, u->h)] = 1;
+	return 0;
+}
+
 int dg_trace_writer_open(dg_trace_writer *w, const char *path, const dg_trace_meta *meta)
 {
 	memset(w, 0, sizeof *w);
@@ -682,9 +707,8 @@ int dg_trace_writer_open(dg_trace_writer *w, const char *path, const dg_trace_me
 	w->path = dg_strdup(path);
 	w->tmp = dg_tmp_name(path);
 	meta_copy(&w->meta, meta);
-	w->scratch = dg_malloc(unit_elems(meta) * sizeof(uint16_t));
 	w->written = dg_calloc((size_t)DG_QKV_COUNT * meta->steps * meta->layers, meta->heads);
-	if (create_file(w)) {
+	if (create_file(w) || !(w->pipe = dg_chunk_pipe_new(unit_elems(meta) * sizeof(uint16_t), write_chunk, w))) {
 		dg_trace_writer_abort(w);
 		return -1;
 	}
@@ -702,28 +726,22 @@ int dg_trace_writer_put(dg_trace_writer *w, dg_qkv which, int s, int l, int h, c
 	DG_ASSERT(which >= 0 && which < DG_QKV_COUNT);
 	DG_ASSERT(s >= 0 && s < m->steps && l >= 0 && l < m->layers && h >= 0 && h < m->heads);
 	size_t n = unit_elems(m);
+	uint16_t *words = dg_chunk_pipe_slot(w->pipe); /* (tokens, head_dim) little-endian bf16 */
 	for (size_t i = 0; i < n; i++) {
 		if (!isfinite(data[i]))
 			return dg_error("cannot write %s: non-finite value in /%s at step %d layer %d head %d "
 					"(token %zu, dim %zu)", w->path, qkv_names[which], m->step_index[s],
 					m->layer_index[l], m->head_index[h], i / m->head_dim, i % m->head_dim);
-		w->scratch[i] = dg_f32_to_bf16(data[i]);
+		words[i] = dg_f32_to_bf16(data[i]);
 	}
-	hsize_t start[5] = { s, l, h, 0, 0 }, count[5] = { 1, 1, 1, m->tokens, m->head_dim };
-	hid_t fs = H5Dget_space(w->dset[which]), ms = H5Screate_simple(2, count + 3, NULL);
-	int rc = fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-		 H5Dwrite(w->dset[which], w->bf16, ms, fs, H5P_DEFAULT, w->scratch) < 0 ? h5_failed() : 0;
-	close_id(&fs, H5Sclose);
-	close_id(&ms, H5Sclose);
-	if (rc)
-		return dg_error("cannot write %s: /%s at step %d layer %d head %d: %s", w->path,
-				qkv_names[which], m->step_index[s], m->layer_index[l], m->head_index[h], h5_why);
-	w->written[unit_id(m, which, s, l, h)] = 1;
-	return 0;
+	unit_tag tag = { which, s, l, h };
+	return dg_chunk_pipe_submit(w->pipe, &tag, sizeof tag);
 }
 
 static void writer_free(dg_trace_writer *w)
 {
+	dg_chunk_pipe_free(w->pipe); /* units not yet written are dropped */
+	w->pipe = NULL;
 	for (int i = 0; i < DG_QKV_COUNT; i++)
 		close_id(&w->dset[i], H5Dclose);
 	close_id(&w->bf16, H5Tclose);
@@ -731,16 +749,18 @@ static void writer_free(dg_trace_writer *w)
 	dg_trace_meta_free(&w->meta);
 	free(w->path);
 	free(w->tmp);
-	free(w->scratch);
 	free(w->written);
 	w->path = w->tmp = NULL;
-	w->scratch = NULL;
 	w->written = NULL;
 }
 
 int dg_trace_writer_finish(dg_trace_writer *w)
 {
 	const dg_trace_meta *m = &w->meta;
+	if (dg_chunk_pipe_drain(w->pipe)) {
+		dg_trace_writer_abort(w);
+		return -1;
+	}
 	size_t units = (size_t)DG_QKV_COUNT * m->steps * m->layers * m->heads;
 	for (size_t u = 0; u < units; u++) {
 		if (w->written[u])

@@ -66,14 +66,16 @@ typedef struct {
 	dg_trace_meta meta; /* copy */
 	hid_t file;
 	hid_t dset[DG_QKV_COUNT];
-	hid_t bf16;             /* dsgap's bf16 file type, also the memory type of every write */
-	uint16_t *scratch;      /* (tokens, head_dim) */
+	hid_t bf16;             /* dsgap's bf16 file type */
+	struct dg_chunk_pipe *pipe; /* units compressed on worker threads (trace_chunks.h) */
 	unsigned char *written; /* (3, steps, layers, heads): finish refuses a trace with holes */
 } dg_trace_writer;
 
 /* Create the file with every dataset and attribute of meta (copied). */
 int dg_trace_writer_open(dg_trace_writer *w, const char *path, const dg_trace_meta *meta);
-/* Write one unit (tokens, head_dim) as bf16 (round to nearest even). */
+/* Write one unit (tokens, head_dim) as bf16 (round to nearest even), shuffled and deflated on a
+ * worker thread and written a few units later: a write failure is reported by a later put or by
+ * finish (each -1, the file then left to dg_trace_writer_abort). */
 int dg_trace_writer_put(dg_trace_writer *w, dg_qkv which, int s, int l, int h, const float *data);
 /* Check every unit was put, close and rename to the final path. */
 int dg_trace_writer_finish(dg_trace_writer *w);

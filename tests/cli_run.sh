@@ -96,7 +96,12 @@ echo '{' > "$c/run.json"
 "$DSGAP" merge "$tmp/c2-0" "$tmp/s2-1" --out "$tmp/mbad3" 2>"$tmp/err.txt"
 rc=$?
 check "merge failing on a broken cell: one line naming it, no folder left" \
-  bash -c "[ $rc -eq 1 ] && [ \$(wc -l < '$tmp/err.txt') -eq 1 ] && grep -q 'missing or invalid JSON' '$tmp/err.txt' && [ ! -e '$tmp/mbad3' ]"
+  bash -c "[ $rc -eq 1 ] && [ \$(wc -l < '$tmp/err.txt') -eq 1 ] && grep -q 'run.json:[0-9]*: invalid JSON' '$tmp/err.txt' && [ ! -e '$tmp/mbad3' ]"
+cp "$tmp/s2-0/cells/synthetic.w2/$(basename "$c")/run.json" "$c/run.json" && echo '{}' >> "$c/run.json"
+"$DSGAP" merge "$tmp/c2-0" "$tmp/s2-1" --out "$tmp/mbad3" 2>"$tmp/err.txt"
+rc=$?
+check "merge refuses a cell's run.json with bytes after its JSON (cJSON read the first value)" \
+  bash -c "[ $rc -eq 1 ] && [ \$(wc -l < '$tmp/err.txt') -eq 1 ] && grep -q 'run.json:[0-9]*: bytes after the JSON value' '$tmp/err.txt' && [ ! -e '$tmp/mbad3' ]"
 for bad in "8 0.0x]9 rel_l2" "11 1e999 mass_mean" "4 nan step"; do # a garbled cell row: merged once (atof)
   read -r field value name <<<"$bad"
   rm -rf "$tmp/c2-1" "$tmp/mbad4"

@@ -142,6 +142,9 @@ static void header_rules(void)
 	expect("empty header", b, "is empty");
 	expect("malformed JSON", make("{\"a\":{\"dtype\":\"F32\",", 0, 1), "malformed JSON header near byte");
 	expect("not an object", make("[1,2]", 0, 1), "not a JSON object");
+	expect("a tensor's shape twice (cJSON read the first, safetensors refuses)",
+	       make("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"shape\":[2],\"data_offsets\":[0,4]}}", 4, 1),
+	       "the header has the key \"shape\" twice in one object");
 	expect("junk after the JSON", make("{} x", 0, 0), "unexpected bytes after the JSON header at byte 11");
 	b = make("{\"a\xff\":1}", 0, 1);
 	expect("invalid UTF-8", b, "not valid UTF-8 JSON at byte 11");
@@ -182,7 +185,7 @@ static void header_rules(void)
 	       "5 bytes after the last tensor (from byte 68)");
 	expect("duplicate names", make("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
 				       "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 1),
-	       "duplicate tensor 'a'");
+	       "the header has the key \"a\" twice in one object");
 	expect("metadata not a map of strings", make("{\"__metadata__\":{\"k\":1}}", 0, 1),
 	       "__metadata__ entry 'k' is not a string");
 	expect("empty name", make("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 1),
@@ -387,6 +390,8 @@ static void files(void)
 		{ "index: missing shard file", "{\"weight_map\":{\"a\":\"nope.safetensors\"}}", "cannot open" },
 		{ "index: a shard name with a newline (a two-line error once)",
 		  "{\"weight_map\":{\"a\":\"m\\n-1.safetensors\"}}", "the shard name of tensor 'a' holds a control character" },
+		{ "index: a tensor mapped twice", "{\"weight_map\":{\"a\":\"m-1.safetensors\",\"a\":\"m-2.safetensors\"}}",
+		  "the key \"a\" twice in one object" },
 		{ "index: bytes after the JSON", "{\"weight_map\":{\"a\":\"m-1.safetensors\"}} trailing",
 		  "bytes after the JSON object, from byte 39" },
 	};

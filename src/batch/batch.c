@@ -24,6 +24,7 @@
 #include "trace/trace.h"
 #include "trace/trace_view.h"
 #include "util/files.h"
+#include "util/json.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -144,7 +145,9 @@ int dg_batch_prepare(const dg_experiment *e, const char *out)
 	int rc = 0;
 	char *old = dg_read_all(path, SIZE_MAX, NULL);
 	if (old) {
-		cJSON *j = cJSON_Parse(old);
+		const char *why;
+		int line;
+		cJSON *j = dg_json_parse(old, strlen(old), &why, &line);
 		const char *ofp = json_str(j, "fingerprint"), *oname = json_str(j, "name");
 		if (!ofp)
 			rc = dg_error("%s: not an experiment.json of dsgap run (no fingerprint)", path);
@@ -671,7 +674,9 @@ static int read_plans(char *const *dirs, int ndirs, cJSON **plans)
 			free(p);
 			return -1;
 		}
-		plans[i] = cJSON_Parse(text);
+		const char *why;
+		int line;
+		plans[i] = dg_json_parse(text, strlen(text), &why, &line);
 		free(text);
 		if (!plans[i] || !json_str(plans[i], "fingerprint") ||
 		    !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(plans[i], "runs"))) {
@@ -802,8 +807,11 @@ static int read_cell(const merge_ctx *m, const char *rname, const char *cell, ch
 			snprintf(where, wsize, "%s", path);
 			snprintf(path, sizeof path, "%s/cells/%s/%s/run.json", m->dirs[i], rname, cell);
 			js = dg_read_all(path, SIZE_MAX, NULL);
-			if (!js || !(*json = cJSON_Parse(js)))
-				err = dg_error("merge: %s: missing or invalid JSON", path);
+			const char *why = "missing";
+			int line = 0;
+			if (!js || !(*json = dg_json_parse(js, strlen(js), &why, &line)))
+				err = line ? dg_error("merge: %s:%d: %s", path, line, why)
+					   : dg_error("merge: %s: %s", path, why);
 			continue;
 		}
 		/* the same cell in two inputs: they must hold the same rows */

@@ -14,6 +14,7 @@
 #include "analysis/decompose.h"
 #include "dit/generate.h"
 #include "dit/tensorfile.h"
+#include "util/json.h"
 #include "util/util.h"
 
 static bool exists(const char *path)
@@ -183,10 +184,15 @@ static int load_cell(const char *rname, const char *id, char *const *dirs, int n
 			return found_free(f), -1;
 		if (!f->json) {
 			char *jp = dg_path_join(d, "run.json"), *text = dg_read_all(jp, 1u << 24, NULL);
-			f->json = text ? cJSON_Parse(text) : NULL;
+			const char *why = "missing";
+			int line = 0;
+			f->json = text ? dg_json_parse(text, strlen(text), &why, &line) : NULL;
 			free(text);
 			if (!f->json) {
-				dg_error("merge: %s: missing or invalid JSON", jp);
+				if (line)
+					dg_error("merge: %s:%d: %s", jp, line, why);
+				else
+					dg_error("merge: %s: %s", jp, why);
 				free(jp);
 				dg_tensor_free(&t);
 				return found_free(f), -1;

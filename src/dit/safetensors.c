@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/json.h"
 #include "util/util.h"
 
 static const char *dtype_names[DG_ST_DTYPE_COUNT] = { "F32", "BF16", "F16" };
@@ -254,6 +255,12 @@ int dg_st_parse(const char *label, const unsigned char *data, size_t size, dg_st
 		dg_error("%s: header is not a JSON object", label);
 		goto done;
 	}
+	const cJSON *dup = dg_json_twice(root);
+	if (dup) { /* cJSON would read the first, Python's safetensors refuses the header */
+		dg_error("%s: the header has the key \"%.100s\" twice in one object", label,
+			 dg_control_at(dup->string) < 0 ? dup->string : "(with a control character)");
+		goto done;
+	}
 	for (const cJSON *e = root->child; e; e = e->next) {
 		if (e->string && !strcmp(e->string, "__metadata__")) {
 			if (!cJSON_IsObject(e)) {
@@ -315,13 +322,8 @@ int dg_st_parse(const char *label, const unsigned char *data, size_t size, dg_st
 	}
 	for (int i = 0; i < count; i++)
 		t[i].offset += base;
-	if (count)
+	if (count) /* names are unique: a key twice was refused above */
 		qsort(t, count, sizeof *t, by_name);
-	for (int i = 1; i < count; i++)
-		if (!strcmp(t[i].name, t[i - 1].name)) {
-			dg_error("%s: duplicate tensor '%s' in the header", label, NAME(t[i].name));
-			goto done;
-		}
 	rc = 0;
 done:
 	cJSON_Delete(root);
@@ -452,6 +454,12 @@ static int open_index(dg_safetensors *st, const char *path)
 	end += end ? strspn(end, " \t\r\n") : 0;
 	if (end && end < text + len) {
 		dg_error("%s: bytes after the JSON object, from byte %zu", path, (size_t)(end - text));
+		goto done;
+	}
+	const cJSON *dup = dg_json_twice(root);
+	if (dup) {
+		dg_error("%s: the key \"%.100s\" twice in one object", path,
+			 dg_control_at(dup->string) < 0 ? dup->string : "(with a control character)");
 		goto done;
 	}
 	const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/util.h"
+
 static int line_at(const char *text, const char *at)
 {
 	int line = 1;
@@ -14,15 +16,14 @@ static int line_at(const char *text, const char *at)
 	return line;
 }
 
-/* the first object below v (v included) with a key twice: one of its two items, or NULL */
-static const cJSON *twice(const cJSON *v)
+const cJSON *dg_json_twice(const cJSON *v)
 {
 	for (const cJSON *a = v ? v->child : NULL; a; a = a->next) {
 		if (cJSON_IsObject(v))
 			for (const cJSON *b = a->next; b; b = b->next)
 				if (a->string && b->string && !strcmp(a->string, b->string))
 					return b;
-		const cJSON *t = twice(a);
+		const cJSON *t = dg_json_twice(a);
 		if (t)
 			return t;
 	}
@@ -46,10 +47,11 @@ cJSON *dg_json_parse(const char *text, size_t len, const char **why, int *line)
 		cJSON_Delete(root);
 		return NULL;
 	}
-	const cJSON *t = twice(root);
+	const cJSON *t = dg_json_twice(root);
 	if (t) {
 		static _Thread_local char msg[160];
-		snprintf(msg, sizeof msg, "the key \"%.100s\" twice in one object", t->string);
+		snprintf(msg, sizeof msg, "the key \"%.100s\" twice in one object",
+			 dg_control_at(t->string) < 0 ? t->string : "(with a control character)");
 		*why = msg;
 		*line = 0; /* cJSON keeps no positions */
 		cJSON_Delete(root);

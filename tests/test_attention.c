@@ -89,6 +89,11 @@ static void test_dense(int n, int d)
 	double oerr = max_rel_diff(o, ref, (size_t)n * d);
 	CHECKF(oerr < 2e-5, "dense n=%d d=%d output vs fp64: max rel %.2e", n, d, oerr);
 	CHECKF(lerr < 2e-6, "dense n=%d d=%d lse vs fp64: max rel %.2e", n, d, lerr);
+	float *lse_only = dg_alloc_poisoned(n);
+	dg_attn_dense(q, k, NULL, n, n, d, NULL, lse_only); /* no V, no output: the LSE pass alone */
+	CHECKF(!memcmp(lse_only, lse, (size_t)n * sizeof(float)), "dense n=%d d=%d: the LSE alone (o NULL) has the "
+	       "same bits as with the output", n, d);
+	free(lse_only);
 	/* permuting queries permutes outputs */
 	int *perm = dg_malloc(n * sizeof(int));
 	for (int i = 0; i < n; i++)
@@ -275,6 +280,41 @@ static int cmp_desc(const void *a, const void *b)
 	if (x[0] != y[0])
 		return x[0] > y[0] ? -1 : 1;
 	return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+static int desc(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return x > y ? -1 : x < y ? 1 : 0;
+}
+
+/* dg_topk_sum against a sort: many ties, negatives, -0.0, k from 0 past n */
+static void test_topk_sum(void)
+{
+	int bad = 0, trials = 0;
+	for (int trial = 0; trial < 60; trial++) {
+		int n = 1 + (int)gsl_rng_uniform_int(rng, 3000);
+		float *x = dg_malloc(n * sizeof(float)), *sorted = dg_malloc(n * sizeof(float));
+		for (int j = 0; j < n; j++) {
+			x[j] = trial % 3 == 0 ? (float)gsl_rng_uniform_int(rng, 4) - 1.0f /* ties, -1 */
+			     : (float)(gsl_ran_gaussian(rng, 1) * pow(10, gsl_ran_flat(rng, -8, 2)));
+			if (x[j] == 0.0f && j % 2)
+				x[j] = -0.0f;
+		}
+		memcpy(sorted, x, n * sizeof(float));
+		qsort(sorted, n, sizeof(float), desc);
+		int ks[] = { 0, 1, (int)gsl_rng_uniform_int(rng, n + 1), n - 1, n, n + 5 };
+		for (size_t t = 0; t < sizeof ks / sizeof *ks; t++, trials++) {
+			int k = ks[t] < 0 ? 0 : ks[t];
+			double ref = 0, got = dg_topk_sum(x, n, k);
+			for (int j = 0; j < k && j < n; j++)
+				ref += sorted[j];
+			bad += fabs(got - ref) > 1e-9 * fmax(1, fabs(ref));
+		}
+		free(x), free(sorted);
+	}
+	CHECKF(bad == 0, "topk_sum: the k largest summed, as a sort gives, in %d cases (ties, negatives, k 0..n+5)",
+	       trials - bad);
 }
 
 static void test_budget(void)
@@ -469,6 +509,7 @@ int main(void)
 	test_identities(1100, 64);
 	test_groups();
 	test_budget();
+	test_topk_sum();
 	test_scores(450, 64);
 	test_metrics();
 	gsl_rng_free(rng);

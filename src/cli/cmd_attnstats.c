@@ -19,7 +19,6 @@
  */
 #include <getopt.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,28 +38,22 @@
 #define MAX_Q (4 * MAX_SOURCES)
 
 typedef struct {
-	int n;
-	dg_budget budget;
+	int n, k;               /* keys, and the oracle's K = dg_topk_count(rho, n) */
 	double *entropy, *mass; /* (n) per query */
-	int **idx;              /* per thread: (n) selected keys */
-	void **work;            /* per thread: dg_select_row scratch */
 } row_stats;
 
-/* one probability row p (n) of query i: its entropy / ln n and the mass of its top K */
+/* one probability row p (n) of query i: its entropy / ln n (each term's log in float, summed in
+ * double) and the mass of its top K */
 static void stats_row(void *ctx, int i, const float *p)
 {
 	row_stats *rs = ctx;
-	int t = omp_get_thread_num(), n = rs->n;
+	int n = rs->n;
 	double h = 0;
 	for (int j = 0; j < n; j++)
 		if (p[j] > 0)
-			h -= (double)p[j] * log(p[j]);
+			h -= (double)(p[j] * logf(p[j]));
 	rs->entropy[i] = h / log(n);
-	int c = dg_select_row(p, n, &rs->budget, rs->idx[t], rs->work[t]);
-	double m = 0;
-	for (int j = 0; j < c; j++)
-		m += p[rs->idx[t][j]];
-	rs->mass[i] = m;
+	rs->mass[i] = dg_topk_sum(p, n, rs->k);
 }
 
 static double mean(const double *x, int n)
@@ -85,20 +78,13 @@ static int measure(source *src, double rho, bool quiet)
 		return -1;
 	dg_attn_init_threads(); /* OpenBLAS single-threaded inside the OpenMP rows (else 3x slower) */
 	const dg_trace_meta *m = &t.meta;
-	int n = m->tokens, d = m->head_dim, threads = omp_get_max_threads();
+	int n = m->tokens, d = m->head_dim;
 	size_t units = (size_t)m->steps * m->layers * m->heads, nd = (size_t)n * d;
 	float *q = dg_malloc(nd * sizeof(float)), *k = dg_malloc(nd * sizeof(float)),
-	      *v = dg_malloc(nd * sizeof(float)), *o = dg_malloc(nd * sizeof(float)),
 	      *lse = dg_malloc((size_t)n * sizeof(float));
-	row_stats rs = { .n = n, .budget = { .kv = DG_KV_TOKEN, .budget = DG_BUDGET_TOPK, .rho = rho } };
+	row_stats rs = { .n = n, .k = dg_topk_count(rho, n) };
 	rs.entropy = dg_malloc((size_t)n * sizeof(double));
 	rs.mass = dg_malloc((size_t)n * sizeof(double));
-	rs.idx = dg_malloc((size_t)threads * sizeof *rs.idx);
-	rs.work = dg_malloc((size_t)threads * sizeof *rs.work);
-	for (int i = 0; i < threads; i++) {
-		rs.idx[i] = dg_malloc((size_t)n * sizeof(int));
-		rs.work[i] = dg_malloc(dg_select_work_size(n));
-	}
 	src->entropy = dg_malloc(units * sizeof(double));
 	src->mass = dg_malloc(units * sizeof(double));
 	int rc = 0;
@@ -106,21 +92,18 @@ static int measure(source *src, double rho, bool quiet)
 	for (size_t u = 0; u < units && !rc; u++) {
 		int s = (int)(u / ((size_t)m->layers * m->heads)), l = (int)(u / m->heads % m->layers),
 		    h = (int)(u % m->heads);
-		rc = dg_trace_read(&t, DG_QKV_Q, s, l, h, q) || dg_trace_read(&t, DG_QKV_K, s, l, h, k) ||
-		     dg_trace_read(&t, DG_QKV_V, s, l, h, v);
+		rc = dg_trace_read(&t, DG_QKV_Q, s, l, h, q) || dg_trace_read(&t, DG_QKV_K, s, l, h, k);
 		if (rc)
 			break;
-		dg_attn_dense(q, k, v, n, n, d, o, lse); /* the exact LSE of every row */
+		dg_attn_dense(q, k, NULL, n, n, d, NULL, lse); /* the exact LSE of every row (no P.V) */
 		dg_scores_exact(q, k, lse, n, d, NULL, 0, stats_row, &rs);
 		src->entropy[u] = mean(rs.entropy, n);
 		src->mass[u] = mean(rs.mass, n);
 		if (!quiet)
 			dg_progress_show(&pr, u + 1 == units, "attnstats: %s unit %zu/%zu", src->label, u + 1, units);
 	}
-	for (int i = 0; i < threads; i++)
-		free(rs.idx[i]), free(rs.work[i]);
-	free(rs.idx), free(rs.work), free(rs.entropy), free(rs.mass);
-	free(q), free(k), free(v), free(o), free(lse);
+	free(rs.entropy), free(rs.mass);
+	free(q), free(k), free(lse);
 	if (!rc) { /* keep the metadata: steal it from the trace before closing */
 		src->meta = t.meta;
 		memset(&t.meta, 0, sizeof t.meta);

@@ -66,7 +66,8 @@ static void block_begin(block_state *b, int bq)
 	}
 }
 
-/* One chunk: qb (bq, d) against kc, vc (bk, d). lse_ref (bq) or NULL for the retained mass. */
+/* One chunk: qb (bq, d) against kc, vc (bk, d). lse_ref (bq) or NULL for the retained mass. vc NULL:
+ * the running max and sum only (an LSE pass: no P.V). */
 static void block_chunk(block_state *b, const float *qb, int bq, const float *kc, const float *vc,
 			int bk, const float *lse_ref)
 {
@@ -91,12 +92,13 @@ static void block_chunk(block_state *b, const float *qb, int bq, const float *kc
 		}
 		b->l[i] = b->l[i] * alpha + sum;
 		b->m[i] = mx;
-		if (alpha != 1.0f)
+		if (alpha != 1.0f && vc)
 			for (int c = 0; c < d; c++)
 				b->acc[(size_t)i * d + c] *= alpha;
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, d, bk, 1.0f, b->s, bk, vc, d, 1.0f,
-		    b->acc, d);
+	if (vc)
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, d, bk, 1.0f, b->s, bk, vc, d, 1.0f,
+			    b->acc, d);
 }
 
 void dg_attn_dense(const float *q, const float *k, const float *v, int nq, int nk, int d, float *o,
@@ -114,11 +116,11 @@ void dg_attn_dense(const float *q, const float *k, const float *v, int nq, int n
 			for (int k0 = 0; k0 < nk; k0 += BK) {
 				int bk = nk - k0 < BK ? nk - k0 : BK;
 				block_chunk(&b, q + (size_t)q0 * d, bq, k + (size_t)k0 * d,
-					    v + (size_t)k0 * d, bk, NULL);
+					    o ? v + (size_t)k0 * d : NULL, bk, NULL);
 			}
 			for (int i = 0; i < bq; i++) {
 				float inv = 1.0f / b.l[i];
-				for (int c = 0; c < d; c++)
+				for (int c = 0; o && c < d; c++)
 					o[(size_t)(q0 + i) * d + c] = b.acc[(size_t)i * d + c] * inv;
 				if (lse)
 					lse[q0 + i] = b.m[i] + logf(b.l[i]);

@@ -14,7 +14,8 @@
 #include "policy/groups.h"
 #include "policy/select.h"
 
-/* Dense attention. q (nq, d), k v (nk, d) -> o (nq, d), lse (nq) (may be NULL). */
+/* Dense attention. q (nq, d), k v (nk, d) -> o (nq, d), lse (nq) (may be NULL). o NULL: the LSE
+ * alone, no P.V (v unused, may be NULL); the same LSE bits as with o. */
 void dg_attn_dense(const float *q, const float *k, const float *v, int nq, int nk, int d, float *o,
 		   float *lse);
 

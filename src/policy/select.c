@@ -56,31 +56,66 @@ static inline uint32_t order_key(float f)
 	return x.u & 0x80000000u ? ~x.u : x.u | 0x80000000u;
 }
 
+/* float i of n at base + i * stride bytes (a float array, or the scores of an item array) */
+#define SCORE_AT(base, stride, i) (*(const float *)(const void *)((const char *)(base) + (size_t)(i) * (stride)))
+
+/*
+ * The order key of the k-th largest of n floats (0 < k < n) by a radix select: three histogram
+ * passes (11, 11, 10 bits). *want: how many of the floats with exactly that key belong to the k
+ * largest (every larger key does). O(n).
+ */
+static uint32_t radix_kth(const void *base, size_t stride, int n, int k, int *want)
+{
+	static const int shift[3] = { 21, 10, 0 }, bits[3] = { 11, 11, 10 };
+	uint32_t prefix = 0, mask = 0;
+	*want = k; /* items still to take at or below the prefix */
+	for (int pass = 0; pass < 3; pass++) {
+		int hist[2048] = { 0 }, nb = 1 << bits[pass];
+		for (int i = 0; i < n; i++) {
+			uint32_t u = order_key(SCORE_AT(base, stride, i));
+			if ((u & mask) == prefix)
+				hist[(u >> shift[pass]) & (nb - 1)]++;
+		}
+		int digit = nb - 1;
+		for (; digit > 0 && hist[digit] < *want; digit--)
+			*want -= hist[digit];
+		prefix |= (uint32_t)digit << shift[pass];
+		mask |= (uint32_t)(nb - 1) << shift[pass];
+	}
+	return prefix;
+}
+
+double dg_topk_sum(const float *x, int n, int k)
+{
+	double sum = 0;
+	if (k >= n) {
+		for (int i = 0; i < n; i++)
+			sum += x[i];
+		return sum;
+	}
+	if (k <= 0)
+		return 0;
+	int want;
+	uint32_t t = radix_kth(x, sizeof *x, n, k, &want);
+	for (int i = 0; i < n; i++) {
+		uint32_t u = order_key(x[i]);
+		if (u > t || (u == t && want-- > 0))
+			sum += x[i];
+	}
+	return sum;
+}
+
 /*
  * Rearrange it[0..n) (in ascending index order) so that the k best by `before` come first, in any
- * order: a radix select finds the k-th largest key in three histogram passes (11, 11, 10 bits),
- * then the items above it and the lowest-index items equal to it move to the front. O(n).
+ * order: the k-th largest key (radix_kth), then the items above it and the lowest-index items equal
+ * to it move to the front. O(n).
  */
 static void select_best(item *it, int n, int k)
 {
 	if (k <= 0 || k >= n)
 		return;
-	static const int shift[3] = { 21, 10, 0 }, bits[3] = { 11, 11, 10 };
-	uint32_t prefix = 0, mask = 0;
-	int want = k; /* items still to take at or below the prefix */
-	for (int pass = 0; pass < 3; pass++) {
-		int hist[2048] = { 0 }, nb = 1 << bits[pass];
-		for (int i = 0; i < n; i++) {
-			uint32_t u = order_key(it[i].s);
-			if ((u & mask) == prefix)
-				hist[(u >> shift[pass]) & (nb - 1)]++;
-		}
-		int digit = nb - 1;
-		for (; digit > 0 && hist[digit] < want; digit--)
-			want -= hist[digit];
-		prefix |= (uint32_t)digit << shift[pass];
-		mask |= (uint32_t)(nb - 1) << shift[pass];
-	}
+	int want;
+	uint32_t prefix = radix_kth(&it[0].s, sizeof *it, n, k, &want);
 	/* threshold key = prefix; take every larger key and the first `want` equal ones */
 	int j = 0, equal = 0;
 	for (int i = 0; i < n; i++) {

@@ -42,6 +42,9 @@ void dg_selection_free(dg_selection *s);
 
 /* Keys kept by topk at density rho over n keys (before sinks). */
 int dg_topk_count(double rho, int n);
+/* The sum (in double) of the k largest of x[0..n) (all of them for k >= n): the mass a top-k
+ * selection of a probability row keeps, without listing the keys. O(n), no scratch. */
+double dg_topk_sum(const float *x, int n, int k);
 
 /*
  * Select from one score row: score has n entries (kv=token) or ceil(n/128) (kv=block). Writes the

@@ -153,6 +153,18 @@ sed "s/,mc-sparse,/,mc'.system('touch $(printf '%s' "$tmp" | sed 's/[\/&]/\\&/g'
 rc=$?
 check "compare: a policy name with quotes and system() is drawn as text (exit 0, no command run)" \
   all '[ $rc -eq 0 ]' '[ ! -e "$tmp/PWNED" ]' 'grep -q "system" "$tmp/inj/closed_loop.csv"' '[ -s "$tmp/inj_out/figures/pareto.png" ]'
+# gnuplot failing (here: killed writing the PNG past `ulimit -f`; dsgap ignores SIGXFSZ and gnuplot
+# inherited that: it wrote a cut PNG and exited 0) publishes nothing: the figure is rendered in a
+# scratch folder before anything is renamed into place
+png=$(stat -c %s "$tmp/inj_out/figures/pareto.png")
+big=$(stat -c %s "$tmp/inj_out"/comparison.* "$tmp/inj_out"/run.json "$tmp/inj_out"/figures/*.pdf \
+  "$tmp/inj_out"/figures/*.dat "$tmp/inj_out"/figures/*.gp | sort -n | tail -1)
+lim=$(( (big + png) / 2 / 1024 ))
+(ulimit -f "$lim"; "$DSGAP" compare "$tmp/inj" --speed "${scl%/*}" --out "$tmp/fsz" --boot 20) > /dev/null 2> "$tmp/fsz.err"
+rc=$?
+check "compare: gnuplot stopped by a file size limit ($lim KiB, PNG $png B) publishes nothing: exit 1, one line" \
+  all '[ $rc -eq 1 ]' '[ $big -lt $((lim * 1024)) ]' '[ "$(wc -l < "$tmp/fsz.err")" -eq 1 ]' 'grep -q "gnuplot" "$tmp/fsz.err"' \
+  '[ -z "$(find "$tmp/fsz" -type f 2>/dev/null)" ]'
 sed "s/,mc-sparse,/,mc-$(printf '\033')sparse,/" "$fcl" > "$tmp/ctl/closed_loop.csv"
 "$DSGAP" compare "$tmp/ctl" --out "$tmp/ctl_out" 2> "$tmp/ctl.err"
 rc=$?

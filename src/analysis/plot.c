@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -951,6 +952,30 @@ bool dg_gnuplot_found(void)
 	return false;
 }
 
+/* Whether a figure file ends as a whole one does: a PNG with its IEND chunk, a PDF with %%EOF in
+ * its last kilobyte (gnuplot exits 0 after a write failed: ENOSPC, EFBIG) */
+static bool figure_complete(const char *path, bool png)
+{
+	static const unsigned char iend[12] = { 0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82 };
+	unsigned char tail[1024];
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return false;
+	long at = 0;
+	if (fseek(f, 0, SEEK_END) == 0 && (at = ftell(f)) > (long)sizeof tail)
+		fseek(f, at - (long)sizeof tail, SEEK_SET);
+	else
+		fseek(f, 0, SEEK_SET);
+	size_t n = fread(tail, 1, sizeof tail, f);
+	fclose(f);
+	if (png)
+		return n >= sizeof iend && !memcmp(tail + n - sizeof iend, iend, sizeof iend);
+	for (size_t i = 0; i + 5 <= n; i++)
+		if (!memcmp(tail + i, "%%EOF", 5))
+			return true;
+	return false;
+}
+
 int dg_gnuplot(const char *dir, const char *name)
 {
 	char gp[128];
@@ -967,6 +992,7 @@ int dg_gnuplot(const char *dir, const char *name)
 		return dg_error("plot: cannot run gnuplot on %s: %s", gp, strerror(errno));
 	}
 	if (pid == 0) {
+		signal(SIGXFSZ, SIG_DFL); /* dsgap ignores it; gnuplot then wrote a cut file and exited 0 */
 		dup2(fd[1], STDOUT_FILENO);
 		dup2(fd[1], STDERR_FILENO);
 		close(fd[0]);
@@ -1016,10 +1042,12 @@ int dg_gnuplot(const char *dir, const char *name)
 		snprintf(file, sizeof file, "%s.%s", name, i ? "png" : "pdf");
 		char *path = dg_path_join(dir, file);
 		struct stat st;
-		int bad = stat(path, &st) || st.st_size == 0;
+		int bad = stat(path, &st) || st.st_size == 0 ? 1 : !figure_complete(path, i == 1) ? 2 : 0;
 		free(path);
-		if (bad)
+		if (bad == 1)
 			return dg_error("plot: gnuplot made no figures/%s from %s", file, gp);
+		if (bad == 2)
+			return dg_error("plot: gnuplot left figures/%s cut short (a full disk or a file size limit?)", file);
 	}
 	return 0;
 }

@@ -96,6 +96,17 @@ refused "refreshstats --samples of an empty file: exit 1 (255 once), one line" "
 check "refreshstats --boot 0: exit 0, figures without intervals (gnuplot failed on nan bars once)" \
   bash -c "[ $? -eq 0 ] && ls '$tmp'/b0/figures/error_vs_anchors-*.png >/dev/null && grep -q 'no intervals' '$tmp'/b0/figures/error_vs_anchors-*.gp"
 
+# gnuplot stopped by a file size limit (it wrote a cut PNG and exited 0 once, after the tables were
+# published): nothing is published, the earlier output stays as it was
+png=$(ls -S "$tmp"/b0/figures/*.png | head -1); png=$(stat -c %s "$png")
+big=$(find "$tmp/b0" -type f ! -name '*.png' -printf '%s\n' | sort -n | tail -1)
+lim=$(( (big + png) / 2 / 1024 ))
+sums0=$(cd "$tmp/b0" && find . -type f | sort | xargs md5sum)
+(ulimit -f "$lim"; "$DSGAP" refreshstats --schedules a1,a2 --boot 20 --out "$tmp/b0" "${a1%.a1}") >/dev/null 2>"$tmp/err"
+check "refreshstats: gnuplot stopped by a file size limit ($lim KiB): exit 1, one line, the folder's files unchanged" \
+  bash -c "[ $? -eq 1 ] && [ $big -lt $((lim * 1024)) ] && [ \$(wc -l < '$tmp/err') -eq 1 ] &&
+    [ \"\$(cd '$tmp/b0' && find . -type f | sort | xargs md5sum)\" = '$sums0' ]"
+
 # attnstats over two samples per source, paired by file name
 mkdir -p "$tmp/L" "$tmp/R"
 for s in 1 2; do

@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -394,57 +392,6 @@ static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
 /* pareto.dat: one block per method (its points by density), then the frontier block; pareto.gp;
  * speed_device: the speed runs' device (the x axis names it), NULL for the fidelity runs' own times */
 static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_compare_opts *o,
-			 const char *speed_device, int *nmethods);
-
-/* figures/pareto.{dat,gp}, style.gp and (gnuplot there) pareto.{pdf,png} made in the folder scratch
- * and added to pub for figs/. 0, or -1 reported (scratch emptied). */
-static int figure_scratch(const char *scratch, const char *figs, const entry *e, int ne,
-			  const dg_compare_opts *o, const char *speed_device, int *nm, dg_publish *pub)
-{
-	static const char *const files[] = { "pareto.dat", "pareto.gp", "style.gp", "pareto.pdf", "pareto.png" };
-	enum { NFILES = sizeof files / sizeof *files };
-	char *path[NFILES];
-	for (int i = 0; i < NFILES; i++) {
-		path[i] = dg_path_join(scratch, files[i]);
-		dg_tmp_register(path[i]); /* a signal removes them, then the folder */
-	}
-	int rc = 0;
-	if (mkdir(scratch, 0777))
-		rc = dg_error("cannot create directory %s: %s", scratch, strerror(errno));
-	FILE *f[3] = { NULL, NULL, NULL };
-	for (int i = 0; i < 3 && !rc; i++)
-		if (!(f[i] = fopen(path[i], "w")))
-			rc = dg_error("cannot write %s: %s", path[i], strerror(errno));
-	if (!rc) {
-		write_figure(f[0], f[1], e, ne, o, speed_device, nm);
-		fputs(DG_STYLE_GP, f[2]);
-	}
-	for (int i = 0; i < 3; i++)
-		if (f[i] && dg_out_close_errno(f[i]) && !rc)
-			rc = dg_error("cannot write %s: %s", path[i], strerror(errno));
-	int made = 3;
-	if (!rc && *nm == 0) { /* gnuplot would fail on an empty x range */
-		dg_warn("compare: no method has a speedup at a density it reached: figures/pareto.{pdf,png} not drawn");
-	} else if (!rc && !dg_gnuplot_found()) {
-		dg_warn("compare: no gnuplot: figures/pareto.{pdf,png} not rendered (gnuplot pareto.gp there)");
-	} else if (!rc) {
-		rc = dg_gnuplot(scratch, "pareto");
-		made = NFILES;
-	}
-	for (int i = 0; i < NFILES; i++) {
-		char *final = dg_path_join(figs, files[i]);
-		if (!rc && i < made)
-			dg_publish_add(pub, path[i], final);
-		else
-			unlink(path[i]);
-		if (rc || i >= made)
-			dg_tmp_release(path[i]);
-		free(final), free(path[i]);
-	}
-	return rc;
-}
-
-static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_compare_opts *o,
 			 const char *speed_device, int *nmethods)
 {
 	fprintf(dat, "# pareto.dat: made by dsgap compare (commit %s): %s\n# columns: speedup psnr psnr_lo "
@@ -616,21 +563,19 @@ int dg_compare(const dg_compare_opts *o)
 	if (speed_stats(sp.n ? &sp : &fid, e, ne))
 		goto done;
 
-	/* every file, published together: the tables, and the figure rendered first in a scratch folder
-	 * beside figures/, so that a gnuplot failure publishes nothing */
-	char *figs = dg_path_join(o->out, "figures");
-	if (dg_mkdir_p(figs)) {
-		free(figs);
+	/* every file made whole in a staging folder (the figure rendered there), then published: a
+	 * gnuplot failure publishes nothing */
+	dg_stage st;
+	if (dg_stage_open(&st, o->out, "compare"))
 		goto done;
-	}
-	dg_publish pub = { 0 };
-	dg_out_defer(&pub);
-	const char *names[] = { "comparison.csv", "comparison.md", "comparison.tex", "run.json" };
+	char *figs = dg_path_join(st.path, "figures");
+	const char *names[] = { "comparison.csv", "comparison.md", "comparison.tex", "run.json",
+				"figures/pareto.dat", "figures/pareto.gp", "figures/style.gp" };
 	enum { NF = sizeof names / sizeof *names };
 	dg_out out[NF];
-	int nopen = 0, bad = 0, nm = 0;
+	int nopen = 0, bad = dg_mkdir_p(figs), nm = 0;
 	while (nopen < NF && !bad) {
-		char *path = dg_path_join(o->out, names[nopen]);
+		char *path = dg_path_join(st.path, names[nopen]);
 		bad = dg_out_open(&out[nopen], path);
 		free(path);
 		nopen += !bad;
@@ -640,29 +585,25 @@ int dg_compare(const dg_compare_opts *o)
 		write_md(out[1].f, e, ne, o, &fid, &sp, o->tol);
 		write_tex(out[2].f, e, ne, o);
 		write_json(out[3].f, e, ne, o, &fid, &sp);
+		write_figure(out[4].f, out[5].f, e, ne, o, sp.n ? sp.device : NULL, &nm);
+		fputs(DG_STYLE_GP, out[6].f);
 	}
 	int i = 0;
 	for (; i < nopen && !bad; i++)
 		bad = dg_out_commit(&out[i]);
 	for (; i < nopen; i++)
 		dg_out_abort(&out[i]);
-	dg_out_defer(NULL);
-	char *scratch = dg_tmp_name(figs);
-	if (!bad)
-		bad = figure_scratch(scratch, figs, e, ne, o, sp.n ? sp.device : NULL, &nm, &pub);
-	if (bad || dg_publish_commit(&pub)) {
-		dg_publish_abort(&pub);
-		rmdir(scratch);
-		dg_tmp_release(scratch);
-		free(scratch), free(figs);
+	if (!bad && nm == 0) /* gnuplot would fail on an empty x range */
+		dg_warn("compare: no method has a speedup at a density it reached: figures/pareto.{pdf,png} not drawn");
+	else if (!bad && !dg_gnuplot_found())
+		dg_warn("compare: no gnuplot: figures/pareto.{pdf,png} not rendered (gnuplot pareto.gp there)");
+	else if (!bad)
+		bad = dg_gnuplot(figs, "pareto");
+	free(figs);
+	if (dg_stage_close(&st, bad))
 		goto done;
-	}
-	rmdir(scratch);
-	dg_tmp_release(scratch);
-	free(scratch);
 	printf("compare: %d rows of methods x densities (%d methods in the figure) from %d samples' rows -> "
 	       "%s/comparison.{csv,md,tex}, figures/pareto.png\n", ne, nm, fid.n, o->out);
-	free(figs);
 	rc = 0;
 done:
 	free(e), free(fid.r), free(sp.r);

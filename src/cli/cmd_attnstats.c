@@ -32,6 +32,7 @@
 #include "analysis/style_gp.h"
 #include "trace/trace.h"
 #include "util/csv.h"
+#include "util/files.h"
 #include "util/util.h"
 
 #define MAX_SOURCES 8
@@ -543,8 +544,9 @@ int dg_cmd_attnstats(int argc, char **argv)
 		S.lh = S.src[0].meta.layers * S.src[0].meta.heads;
 		row *rows = dg_malloc((size_t)(1 + S.src[0].meta.layers * (1 + S.src[0].meta.heads)) * sizeof *rows);
 		int nrows = build_rows(&S, rows, (int)boot);
-		if (!(rc = dg_mkdir_p(out) ? 1 : 0))
-			rc = write_outputs(out, &S, rows, nrows, rho, (int)boot, cmdline) ? 1 : 0;
+		dg_stage st; /* made whole in a staging folder, then published */
+		if (!(rc = dg_stage_open(&st, out, "attnstats") ? 1 : 0))
+			rc = dg_stage_close(&st, write_outputs(st.path, &S, rows, nrows, rho, (int)boot, cmdline)) ? 1 : 0;
 		for (int r = 0; r < nrows; r++)
 			free(rows[r].per);
 		free(rows);

@@ -725,15 +725,17 @@ int dg_cmd_refreshstats(int argc, char **argv)
 		C.nc = C.off[C.ns];
 		build(&C, T);
 		T->density_eff = reuse_density(&C, T->policy[0]);
-		dg_publish pub = { 0 };
 		char *cmdline = dg_join_args(argc, argv);
-		dg_out_defer(&pub);
-		rc = dg_mkdir_p(out) || write_csvs(out, &C, T, &l) || write_md(out, &C, T, &l, cmdline) ||
-		     write_tex(out, &C, T) || write_figures(out, &C, T) ? 1 : 0;
-		dg_out_defer(NULL);
-		rc = rc ? (dg_publish_abort(&pub), 1) : dg_publish_commit(&pub) ? 1 : 0;
-		if (!rc)
-			rc = render(out, C.rho) ? 1 : 0;
+		/* the tables and the rendered figures made whole in a staging folder, then published: a
+		 * gnuplot failure publishes nothing */
+		dg_stage st;
+		rc = dg_stage_open(&st, out, "refreshstats") ? 1 : 0;
+		if (!rc) {
+			const char *s = st.path;
+			rc = write_csvs(s, &C, T, &l) || write_md(s, &C, T, &l, cmdline) || write_tex(s, &C, T) ||
+			     write_figures(s, &C, T) || render(s, C.rho);
+			rc = dg_stage_close(&st, rc) ? 1 : 0;
+		}
 		free(cmdline);
 		tables_free(T);
 		if (!rc) {

@@ -89,7 +89,6 @@ int dg_cmd_sheet(int argc, char **argv)
 		return 2;
 	}
 	dg_tensor t[MAX_ROWS] = { 0 };
-	dg_made_dirs made = { 0 };
 	char *labels[MAX_ROWS];
 	int F = 0, H = 0, W = 0, rc = 0;
 	for (int r = 0; r < rows && !rc; r++) {
@@ -150,12 +149,11 @@ int dg_cmd_sheet(int argc, char **argv)
 	}
 	char *rgb = NULL, *gp = NULL, *dir = NULL;
 	const char *name = NULL;
+	dg_stage st = { 0 };
 	if (!rc) {
 		const char *slash = strrchr(out, '/');
 		dir = slash ? strndup(out, (size_t)(slash - out)) : dg_strdup(".");
 		name = slash ? slash + 1 : out;
-		rgb = dg_malloc(strlen(out) + 5), gp = dg_malloc(strlen(out) + 4);
-		sprintf(rgb, "%s.rgb", out), sprintf(gp, "%s.gp", out);
 		/* none of OUT.{rgb,gp,png,pdf} may be an input */
 		static const char *const ext[] = { "rgb", "gp", "png", "pdf" };
 		for (int i = 0; i < 4 && !rc; i++) {
@@ -164,11 +162,13 @@ int dg_cmd_sheet(int argc, char **argv)
 			rc = dg_output_check(p);
 			free(p);
 		}
-		rc = rc ? rc : dg_mkdir_track(dir, &made);
+		/* the four files made in a staging folder in DIR (the image rendered there), then published */
+		rc = rc ? rc : dg_stage_open(&st, dir, "sheet");
 	}
-	/* .rgb and .gp published together, once both are written */
-	dg_publish pub = { 0 };
-	dg_out_defer(&pub);
+	if (!rc) {
+		rgb = dg_malloc(strlen(st.path) + strlen(name) + 6), gp = dg_malloc(strlen(st.path) + strlen(name) + 5);
+		sprintf(rgb, "%s/%s.rgb", st.path, name), sprintf(gp, "%s/%s.gp", st.path, name);
+	}
 	dg_out o;
 	if (!rc && !(rc = dg_out_open(&o, rgb))) {
 		fwrite(img, 3, (size_t)iw * ih, o.f);
@@ -236,16 +236,10 @@ int dg_cmd_sheet(int argc, char **argv)
 			name, name, iw, ih);
 		rc = dg_out_commit(&o);
 	}
-	dg_out_defer(NULL);
-	if (rc)
-		dg_publish_abort(&pub);
-	else
-		rc = dg_publish_commit(&pub);
 	if (!rc)
-		rc = dg_gnuplot(dir, name);
-	if (rc)
-		dg_made_dirs_remove(&made);
-	dg_made_dirs_free(&made);
+		rc = dg_gnuplot(st.path, name);
+	if (st.path)
+		rc = dg_stage_close(&st, rc);
 	if (!rc)
 		printf("sheet: %s.{png,pdf} (%d runs x %d frames)\n", out, rows, nf);
 	for (int r = 0; r < rows; r++)

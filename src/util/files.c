@@ -526,6 +526,70 @@ void dg_publish_abort(dg_publish *p)
 	publish_free(p);
 }
 
+/* stage's files (subfolders too) into p for dir; 0, or -1 reported */
+static int publish_tree(dg_publish *p, const char *stage, const char *dir)
+{
+	DIR *d = opendir(stage);
+	if (!d)
+		return dg_error("cannot read %s: %s", stage, strerror(errno));
+	int rc = dg_mkdir_p(dir);
+	struct dirent *e;
+	while (!rc && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char *from = dg_path_join(stage, e->d_name), *to = dg_path_join(dir, e->d_name);
+		struct stat st;
+		if (lstat(from, &st))
+			rc = dg_error("cannot read %s: %s", from, strerror(errno));
+		else if (S_ISDIR(st.st_mode))
+			rc = publish_tree(p, from, to);
+		else
+			dg_publish_add(p, from, to);
+		free(from), free(to);
+	}
+	closedir(d);
+	return rc;
+}
+
+int dg_stage_open(dg_stage *s, const char *dir, const char *name)
+{
+	memset(s, 0, sizeof *s);
+	if (dg_mkdir_track(dir, &s->made))
+		return -1;
+	char base[256];
+	snprintf(base, sizeof base, ".%s", name);
+	char *p = dg_path_join(dir, base);
+	s->path = dg_tmp_name(p);
+	s->dir = dg_strdup(dir);
+	free(p);
+	if (mkdir(s->path, 0777)) {
+		dg_error("cannot create directory %s: %s", s->path, strerror(errno));
+		dg_stage_close(s, -1);
+		return -1;
+	}
+	return 0;
+}
+
+int dg_stage_close(dg_stage *s, int rc)
+{
+	if (!rc) {
+		dg_publish p = { 0 };
+		rc = publish_tree(&p, s->path, s->dir);
+		if (rc)
+			dg_publish_abort(&p);
+		else
+			rc = dg_publish_commit(&p);
+	}
+	dg_remove_tree(s->path);
+	dg_tmp_release(s->path);
+	if (rc)
+		dg_made_dirs_remove(&s->made);
+	dg_made_dirs_free(&s->made);
+	free(s->path), free(s->dir);
+	s->path = s->dir = NULL;
+	return rc ? -1 : 0;
+}
+
 static dg_publish *deferred;
 void dg_out_defer(dg_publish *p) { deferred = p; }
 dg_publish *dg_out_deferred(void) { return deferred; }

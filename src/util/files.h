@@ -72,6 +72,22 @@ typedef struct {
 void dg_publish_add(dg_publish *p, const char *tmp, const char *final);
 int dg_publish_commit(dg_publish *p);
 void dg_publish_abort(dg_publish *p);
+/* A command's whole output (tables, figures rendered by gnuplot) made in a staging folder inside
+ * its output folder, then published all or nothing:
+ *   dg_stage s;
+ *   if (dg_stage_open(&s, dir, "attnstats")) ...      s.path = DIR/.attnstats.tmp.PID (DIR made)
+ *   rc = write everything under s.path (subfolders too);
+ *   rc = dg_stage_close(&s, rc);
+ * dg_stage_close with rc 0 renames every file of the stage to the same place under DIR (subfolders
+ * made as needed) by one dg_publish_commit; other files of DIR stay. Either way the stage is removed,
+ * and on a failure (rc != 0, or a rename) the folders dg_stage_open made, if empty. Returns 0 or -1
+ * (a failure of its own reported). */
+typedef struct {
+	char *path, *dir;
+	dg_made_dirs made;
+} dg_stage;
+int dg_stage_open(dg_stage *s, const char *dir, const char *name);
+int dg_stage_close(dg_stage *s, int rc);
 /* While P is set (not NULL), dg_out_commit (util.h) does not rename: it adds the finished file to P,
  * so that the files of a command that writes several are published by one dg_publish_commit. */
 void dg_out_defer(dg_publish *p);

@@ -62,6 +62,13 @@ check "attnstats: density outside (0, 1] is exit 2" eval '[ $? -eq 2 ] && [ ! -e
 "$DSGAP" sheet --out "$tmp/sheet/s" --frames 0,3 --scale 2 first="$tmp/trace.h5" again="$tmp/trace.h5" > /dev/null 2>"$tmp/err"
 check "sheet runs (exit 0), png pdf rgb gp written" \
   eval '[ $? -eq 0 ] && [ -s "$tmp/sheet/s.png" ] && [ -s "$tmp/sheet/s.pdf" ] && [ -s "$tmp/sheet/s.gp" ]'
+# a rerun stopped by a file size limit (its .rgb or gnuplot's output cut): nothing published, the
+# earlier sheet of that name kept whole
+sum0=$(cat "$tmp"/sheet/s.* | md5sum)
+(ulimit -f 8; "$DSGAP" sheet --out "$tmp/sheet/s" --frames 0,3 --scale 2 first="$tmp/trace.h5" again="$tmp/trace.h5") \
+  >/dev/null 2>"$tmp/err"
+check "sheet: a rerun past a file size limit: exit 1, one line, the old sheet unchanged, no temporaries" \
+  eval '[ $? -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && [ "$(cat "$tmp"/sheet/s.* | md5sum)" = "$sum0" ] && [ -z "$(ls -A "$tmp/sheet" | grep tmp)" ]'
 # a label is text, never a command: gnuplot expands `...` in double-quoted strings only
 "$DSGAP" sheet --out "$tmp/sheet/q" --frames 0 "it's \`touch $tmp/ran\`=$tmp/trace.h5" > /dev/null 2>"$tmp/err"
 check "sheet: a label with a quote and backquotes is drawn as text (exit 0), nothing run" \

@@ -54,6 +54,11 @@ static void cpu_load(dg_backend *be, const float *q, const float *k, const float
 	cpu *c = be->impl;
 	c->q = q, c->k = k, c->v = v;
 	c->dense_current = false;
+	/* the last unit's dense O and LSE are not this one's: a reader of a skipped dense pass (the
+	 * DiT loop skips it where dg_policy_run_needs_dense says so) gets NaN, not stale numbers */
+	dg_poison(c->o_ref, (size_t)be->n * be->d);
+	dg_poison(c->lse, (size_t)be->n);
+	dg_poison(c->mass, (size_t)be->n);
 }
 
 static double cpu_dense(dg_backend *be)
@@ -177,15 +182,16 @@ static int64_t cpu_attend(dg_backend *be, const dg_bgroups *g, const dg_bsel *se
 	if (sel->bits) /* keys=bitmap: the lists back */
 		dg_bitmap_decode(sel->bits, sel->ngroups, sel->n, &lists);
 	const float *rx = res_values(be, residual);
+	const float *lse = c->dense_current ? c->lse : NULL; /* the retained mass needs the dense LSE */
 	if (new_residual) {
 		/* O_sparse first: the new residual needs it without the old residual */
-		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &lists, NULL, c->lse,
+		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &lists, NULL, lse,
 				       c->o_sp, c->mass);
 		text_rows(be, c->o_sp);
 		for (size_t e = 0; e < nd; e++)
 			c->out[e] = c->o_sp[e] + (rx ? rx[e] : 0.0f);
 	} else {
-		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &lists, rx, c->lse, c->out,
+		pairs = dg_attn_sparse(c->q, c->k, c->v, be->n, be->d, &g->g, &lists, rx, lse, c->out,
 				       c->mass);
 		text_rows(be, c->out);
 	}

@@ -857,6 +857,13 @@ static void text_rows(dg_backend *be, float *o)
 					       (dg_stream)g->stream));
 }
 
+/* the loaded unit's dense LSE for the sparse kernels' retained mass, or NULL where its dense pass did
+ * not run (the DiT loop's reuse steps and refresh=step estimates: mass then unwritten, and unread) */
+static const float *dense_lse(const gpu *g)
+{
+	return g->dense_current ? g->lse : NULL;
+}
+
 /*
  * o_sp and mass = the sparse output without residual of (bg, sel): computed, or kept from an attend
  * of the same grouping and selection on this unit. Returns its device seconds when timed (seconds
@@ -873,7 +880,7 @@ static double sparse_out(dg_backend *be, const dg_bgroups *bg, const dg_bsel *se
 		timed_begin(g);
 	const int32_t *keys = sel_keys(be, sel, 0);
 	KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
-				   sel->off, keys, NULL, g->lse, g->o_sp, g->mass, be->precise,
+				   sel->off, keys, NULL, dense_lse(g), g->o_sp, g->mass, be->precise,
 				   (dg_stream)g->stream));
 	text_rows(be, g->o_sp);
 	double s = timed ? timed_end(g) : 0;
@@ -907,17 +914,21 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 	if (new_residual)
 		(*new_residual)->pk.dirty = true;
 	double s = 0;
-	bool fused = residual && !new_residual && !seconds && !m;
-	if (fused && g->o16 && !g->text) { /* text rows: written after the launch, so not batched */
+	bool fused = !new_residual && !seconds && !m; /* no O_sparse of its own needed */
+	if (fused && residual && g->o16 && !g->text) {
+		/* batched: a site's reuse steps. Not with text rows (written after the launch), nor without a
+		 * residual (then g->out: PISA's term reads it, and a per-step policy's metadata of the next
+		 * head would flush the batch anyway) */
 		batch_add(be, bg, sel, residual);
 	} else if (fused) {
-		/* out = O_sparse + R from the kernel's epilogue (a reuse step of a cached residual: the DiT's
-		 * sparse calls): no O_sparse pass through memory, so none is kept for this unit */
+		/* out = O_sparse (+ R from the kernel's epilogue: a reuse step of a cached residual), the DiT's
+		 * sparse calls: no O_sparse pass through memory, so none is kept for this unit */
 		flush(be);
 		phase_begin(g);
 		const int32_t *keys = sel_keys(be, sel, 0);
 		KERNEL_CHECK(dg_sparse_fwd_rq(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
-					      sel->off, keys, residual->x, res_code(residual->t), g->lse, g->out, g->mass,
+					      sel->off, keys, residual ? residual->x : NULL,
+					      residual ? res_code(residual->t) : DG_RES_F32, dense_lse(g), g->out, g->mass,
 					      be->precise, (dg_stream)g->stream));
 		text_rows(be, g->out);
 		g->kept.unit = -1;

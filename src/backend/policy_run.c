@@ -90,7 +90,10 @@ void dg_policy_run_plan(dg_policy_run *r, const dg_schedule *sc, int step, int l
 
 bool dg_policy_run_needs_dense(const dg_policy_run *r)
 {
-	return r->dense_out || r->make_meta || r->p->approx == DG_APPROX_PISA;
+	const dg_policy *p = r->p;
+	bool exact = !dg_policy_is_peer(p) && p->score == DG_SCORE_EXACT; /* a peer's scores are its own */
+	return r->dense_out || p->approx == DG_APPROX_PISA ||
+	       (r->make_meta && (exact || p->residual == DG_RESIDUAL_CACHED));
 }
 
 bool dg_policy_run_groups_with(dg_policy_run *const *runs, int nruns, dg_group_kind kind)

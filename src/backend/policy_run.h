@@ -58,8 +58,10 @@ void dg_policy_run_init(dg_policy_run *r, const dg_policy *p, double rho);
 /* What the run does at the unit of (step, layer) under schedule sc: sets dense_out, make_meta. */
 void dg_policy_run_plan(dg_policy_run *r, const dg_schedule *sc, int step, int layer);
 /* Whether the run, as planned, reads the unit's dense O or LSE (be->dense must have run): its output
- * is dense, it makes metadata (refresh=step: every step past the warm-up), or PISA's term needs the LSE.
- * Otherwise (a reuse step of refresh=anchor) the dense pass can be skipped, as the DiT loop does. */
+ * is dense, PISA's term needs the LSE, or it makes metadata that reads them: exact scores (from the
+ * dense LSE; not a peer's) or a new residual (O_dense - O_sparse). Otherwise the dense pass can be
+ * skipped, as the DiT loop does: a reuse step of refresh=anchor, and every step of a refresh=step
+ * policy whose metadata is its own estimate (est-block's pooled scores, a peer's masks and scores). */
 bool dg_policy_run_needs_dense(const dg_policy_run *r);
 /* Whether dg_policy_run_metadata, as the runs are planned, groups the unit by kind (be->groups): a
  * run that makes metadata, not a peer's, groups by it. Known before the unit is loaded: the hint of

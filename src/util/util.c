@@ -97,11 +97,16 @@ char *dg_strdup(const char *s)
 	return memcpy(dg_malloc(n), s, n);
 }
 
+void dg_poison(float *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = NAN;
+}
+
 float *dg_alloc_poisoned(size_t n)
 {
 	float *p = dg_malloc(n * sizeof(float));
-	for (size_t i = 0; i < n; i++)
-		p[i] = NAN;
+	dg_poison(p, n);
 	return p;
 }
 

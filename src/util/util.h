@@ -34,6 +34,8 @@ void *dg_realloc(void *p, size_t n);
 char *dg_strdup(const char *s);
 /* n floats, each set to NaN: the poison that every output buffer starts with */
 float *dg_alloc_poisoned(size_t n);
+/* p[0..n) = NaN: a buffer whose contents are no longer valid */
+void dg_poison(float *p, size_t n);
 
 /* bfloat16 <-> float32, round to nearest even (NaN stays NaN). */
 static inline float dg_bf16_to_f32(uint16_t h)

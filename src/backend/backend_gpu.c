@@ -857,11 +857,17 @@ static void text_rows(dg_backend *be, float *o)
 					       (dg_stream)g->stream));
 }
 
-/* the loaded unit's dense LSE for the sparse kernels' retained mass, or NULL where its dense pass did
- * not run (the DiT loop's reuse steps and refresh=step estimates: mass then unwritten, and unread) */
+/* the loaded unit's dense LSE and the retained mass the sparse kernels make from it, or NULL both where
+ * its dense pass did not run (the DiT loop's reuse steps and refresh=step estimates: mass then
+ * unwritten, and unread) */
 static const float *dense_lse(const gpu *g)
 {
 	return g->dense_current ? g->lse : NULL;
+}
+
+static float *mass_out(const gpu *g)
+{
+	return g->dense_current ? g->mass : NULL;
 }
 
 /*
@@ -880,7 +886,7 @@ static double sparse_out(dg_backend *be, const dg_bgroups *bg, const dg_bsel *se
 		timed_begin(g);
 	const int32_t *keys = sel_keys(be, sel, 0);
 	KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
-				   sel->off, keys, NULL, dense_lse(g), g->o_sp, g->mass, be->precise,
+				   sel->off, keys, NULL, dense_lse(g), g->o_sp, mass_out(g), be->precise,
 				   (dg_stream)g->stream));
 	text_rows(be, g->o_sp);
 	double s = timed ? timed_end(g) : 0;
@@ -928,7 +934,7 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 		const int32_t *keys = sel_keys(be, sel, 0);
 		KERNEL_CHECK(dg_sparse_fwd_rq(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
 					      sel->off, keys, residual ? residual->x : NULL,
-					      residual ? res_code(residual->t) : DG_RES_F32, dense_lse(g), g->out, g->mass,
+					      residual ? res_code(residual->t) : DG_RES_F32, dense_lse(g), g->out, mass_out(g),
 					      be->precise, (dg_stream)g->stream));
 		text_rows(be, g->out);
 		g->kept.unit = -1;

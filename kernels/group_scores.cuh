@@ -1,9 +1,9 @@
 /*
  * group_scores.cuh: the exact group scores' kernels and their launches (not a public header), shared
- * by group_scores.cu (the promoted launcher, dg_exact_scores: group_scores_sm90<D, 4, true, true>, and
- * group_scores_kernel<D, 2> for block-only calls) and dev/kernels/group_scores_v.cu (the earlier
- * numbered versions: group_scores_kernel<D, 1>, group_scores_sm90<D, 4, false, false> and
- * group_scores_sm90<D, 4, true, false>).
+ * by group_scores.cu (the promoted launcher, dg_exact_scores: group_scores_sm90<D, 4, true, true, 2>,
+ * and group_scores_kernel<D, 2> for block-only calls) and dev/kernels/group_scores_v.cu (the earlier
+ * numbered versions: group_scores_kernel<D, 1>, group_scores_sm90<D, 4, false, false>,
+ * group_scores_sm90<D, 4, true, false> and group_scores_sm90<D, 4, true, true>).
  *   s(G, j) = mean_{i in G} exp(scale q_i.k_j - LSE_i),  scale = 1/sqrt(d)
  * q, k (n, d) bf16; lse (n) fp32 natural log; scores (ngroups, n) and/or block_scores
  * (ngroups, ceil(n/128)) fp32. Launches are asynchronous on the given stream and return 0, or -1
@@ -170,27 +170,42 @@ int launch(const GSParams &p, cudaStream_t st)
  * it prob_of's hi + lo terms and the accurate exp2f (about 9). The error grows from one rounding of
  * t to roundings of |s c| and |LSE log2(e)| too (tests/gpu_meta.c's error model); probabilities
  * under 2^-126 flush to 0.
+ * NG: groups a CTA (1, or 2 with FAST). With 2, the producer copies chunk c of both groups (Q of 256
+ * queries) and each consumer runs two wgmma turns and their exponentials per K tile, one group each:
+ * every K tile copied from L2 serves twice the queries (v5 at 0.69 ms a head moved 2.1 GB of K a head,
+ * about 3 TB/s, and was bound by neither the MUFU nor the tensor cores: dev/kernels/HISTORY.md).
  * Groups of more than 128 queries: the chunks run one after the other, accumulating in the token
  * scores (so this kernel needs them: block-only calls go to group_scores_kernel); block scores come
- * from the token scores by block_sums.
+ * from the token scores by block_sums. With NG 2 the CTA runs the larger chunk count of its two groups;
+ * a group without chunk c gets zero rows and skips its turns (both consumers alike).
  */
-template <int D, int STAGES, bool PINGPONG, bool FAST>
+template <int D, int STAGES, bool PINGPONG, bool FAST, int NG = 1>
 __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constant__ GSParams p)
 {
+	static_assert(NG == 1 || (NG == 2 && FAST), "two groups a CTA: FAST only (the hi + lo terms would not fit)");
 	using C = dg_sm90_cfg<D, STAGES>;
 	extern __shared__ uint8_t smem_raw[];
 	uint8_t *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-	const uint32_t sQ = smem_u32(base), sK = sQ + C::QB, bar = sK + STAGES * C::KVB;
+	const uint32_t sQ = smem_u32(base), sK = sQ + NG * C::QB, bar = sK + STAGES * C::KVB;
 	const uint32_t fullQ = bar, emptyQ = bar + 8;
 #define FULLK(s) (bar + 16 + 8 * (s))
 #define EMPTYK(s) (bar + 16 + 8 * (STAGES + (s)))
-	const int g = blockIdx.x;
 	const int t0 = blockIdx.y * p.tiles_per_cta, t1 = min(p.ntiles, t0 + p.tiles_per_cta);
 	if (t0 >= t1)
 		return;
 	const int tid = threadIdx.x, wg = tid >> 7;
-	const int q0 = __ldg(p.goff + g), cnt = __ldg(p.goff + g + 1) - q0;
-	const int nchunks = max(1, (cnt + QK_BM - 1) / QK_BM);
+	/* the CTA's groups g0 + x (x < NG; past ngroups: none, nch 0), each in nch[x] chunks of 128 queries;
+	 * chunk c of every group shares the K tiles (the CTA runs max nch chunks) */
+	const int g0 = blockIdx.x * NG;
+	int q0[NG], cnt[NG], nch[NG], nchunks = 0;
+#pragma unroll
+	for (int x = 0; x < NG; x++) {
+		const bool has = g0 + x < p.ngroups;
+		q0[x] = has ? __ldg(p.goff + g0 + x) : 0;
+		cnt[x] = has ? __ldg(p.goff + g0 + x + 1) - q0[x] : 0;
+		nch[x] = has ? max(1, (cnt[x] + QK_BM - 1) / QK_BM) : 0;
+		nchunks = max(nchunks, nch[x]);
+	}
 	if (tid == 0) {
 		mbar_init(fullQ, 128);
 		mbar_init(emptyQ, 8);
@@ -208,8 +223,10 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 		int kvit = 0;
 		for (int c = 0; c < nchunks; c++) {
 			mbar_wait(emptyQ, (c & 1) ^ 1);
-			load_tile<QK_BM, D, 128, true>(sQ, (const bf16 *)p.q, p.perm + q0 + c * QK_BM, 0,
-						       min(QK_BM, cnt - c * QK_BM), tid);
+#pragma unroll
+			for (int x = 0; x < NG; x++) /* a group without chunk c: zeros (its gemm is skipped) */
+				load_tile<QK_BM, D, 128, true>(sQ + x * C::QB, (const bf16 *)p.q, p.perm + q0[x] + c * QK_BM, 0,
+							       c < nch[x] ? min(QK_BM, cnt[x] - c * QK_BM) : 0, tid);
 			mbar_arrive_cpasync(fullQ);
 			for (int t = t0; t < t1; t++, kvit++) {
 				const int st = kvit % STAGES, ph = (kvit / STAGES) & 1;
@@ -226,71 +243,83 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 	reg_alloc<232>();
 	const int cwg = wg - 1, lane = tid & 31, wq = (tid >> 5) & 3, tq = lane & 3;
 	const int krow = cwg * 64 + wq * 16 + (lane >> 2); /* this thread's keys in a tile: krow, krow + 8 */
-	const float inv = 1.0f / (float)cnt;
 	if (PINGPONG && cwg == 0) /* the first turn is WG1's */
 		named_arrive(1, 256);
 	int kvit = 0;
 	for (int c = 0; c < nchunks; c++) {
-		float nh[32], nl[32]; /* -LSE log2(e) of the query at column 8j + 2tq + e, hi + lo (FAST: hi alone) */
+		/* -LSE log2(e) of group x's query at column 8j + 2tq + e, hi + lo (FAST: hi alone) */
+		float nh[NG][32], nl[NG][FAST ? 1 : 32];
 #pragma unroll
-		for (int j = 0; j < 16; j++)
-#pragma unroll
-			for (int e = 0; e < 2; e++) {
-				const int r = c * QK_BM + 8 * j + 2 * tq + e;
-				nh[2 * j + e] = -INFINITY, nl[2 * j + e] = 0.f;
-				if (r < cnt) {
-					const float lse = __ldg(p.lse + __ldg(p.perm + q0 + r));
-					if (FAST)
-						nh[2 * j + e] = (float)(-(double)lse * 1.4426950408889634);
-					else
-						nl_split(lse, nh[2 * j + e], nl[2 * j + e]);
-				}
-			}
-		const bool last = c == nchunks - 1;
-		mbar_wait(fullQ, c & 1);
-		for (int t = t0; t < t1; t++, kvit++) {
-			const int st = kvit % STAGES;
-			float s[64];
-			mbar_wait(FULLK(st), (kvit / STAGES) & 1);
-			fence_proxy_async();
-			if (PINGPONG)
-				named_sync(1 + cwg, 256);
-			wg_fence();
-			qk_gemm<D>(s, sK + st * C::KVB + cwg * 64 * 128, sQ); /* (64 keys, 128 queries) */
-			wg_commit();
-			if (PINGPONG)
-				named_arrive(2 - cwg, 256);
-			wg_wait<0>();
-			reg_fence(s);
-			if (lane == 0) {
-				mbar_arrive(EMPTYK(st));
-				if (t == t1 - 1)
-					mbar_arrive(emptyQ);
-			}
-			float r0 = 0.f, r1 = 0.f;
+		for (int x = 0; x < NG; x++)
 #pragma unroll
 			for (int j = 0; j < 16; j++)
 #pragma unroll
 				for (int e = 0; e < 2; e++) {
-					if (FAST) {
-						r0 += ex2(fmaf(s[4 * j + e], p.chi, nh[2 * j + e]));
-						r1 += ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[2 * j + e]));
-					} else {
-						r0 += prob_of(s[4 * j + e], p.chi, p.clo, nh[2 * j + e], nl[2 * j + e]);
-						r1 += prob_of(s[4 * j + 2 + e], p.chi, p.clo, nh[2 * j + e], nl[2 * j + e]);
+					const int r = c * QK_BM + 8 * j + 2 * tq + e;
+					nh[x][2 * j + e] = -INFINITY;
+					if (!FAST)
+						nl[x][FAST ? 0 : 2 * j + e] = 0.f;
+					if (c < nch[x] && r < cnt[x]) {
+						const float lse = __ldg(p.lse + __ldg(p.perm + q0[x] + r));
+						if (FAST)
+							nh[x][2 * j + e] = (float)(-(double)lse * 1.4426950408889634);
+						else
+							nl_split(lse, nh[x][2 * j + e], nl[x][FAST ? 0 : 2 * j + e]);
 					}
 				}
-			r0 += __shfl_xor_sync(0xffffffffu, r0, 1);
-			r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
-			r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
-			r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
-			if (tq == 0) {
-				const int ka = t * QK_BN + krow, kb = ka + 8;
-				float *row = p.scores + (size_t)g * p.n;
-				if (ka < p.n)
-					row[ka] = (c > 0 ? row[ka] + r0 : r0) * (last ? inv : 1.f);
-				if (kb < p.n)
-					row[kb] = (c > 0 ? row[kb] + r1 : r1) * (last ? inv : 1.f);
+		const int xlast = NG == 2 && c < nch[NG - 1] ? NG - 1 : 0; /* the tile's last gemm */
+		mbar_wait(fullQ, c & 1);
+		for (int t = t0; t < t1; t++, kvit++) {
+			const int st = kvit % STAGES;
+			mbar_wait(FULLK(st), (kvit / STAGES) & 1);
+			fence_proxy_async();
+#pragma unroll
+			for (int x = 0; x < NG; x++) {
+				if (c >= nch[x]) /* the same for both warpgroups: their turns stay paired */
+					continue;
+				float s[64];
+				if (PINGPONG)
+					named_sync(1 + cwg, 256);
+				wg_fence();
+				qk_gemm<D>(s, sK + st * C::KVB + cwg * 64 * 128, sQ + x * C::QB); /* (64 keys, 128 queries) */
+				wg_commit();
+				if (PINGPONG)
+					named_arrive(2 - cwg, 256);
+				wg_wait<0>();
+				reg_fence(s);
+				if (lane == 0 && x == xlast) {
+					mbar_arrive(EMPTYK(st));
+					if (t == t1 - 1)
+						mbar_arrive(emptyQ);
+				}
+				float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+				for (int j = 0; j < 16; j++)
+#pragma unroll
+					for (int e = 0; e < 2; e++) {
+						if (FAST) {
+							r0 += ex2(fmaf(s[4 * j + e], p.chi, nh[x][2 * j + e]));
+							r1 += ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[x][2 * j + e]));
+						} else {
+							r0 += prob_of(s[4 * j + e], p.chi, p.clo, nh[x][2 * j + e],
+								      nl[x][FAST ? 0 : 2 * j + e]);
+							r1 += prob_of(s[4 * j + 2 + e], p.chi, p.clo, nh[x][2 * j + e],
+								      nl[x][FAST ? 0 : 2 * j + e]);
+						}
+					}
+				r0 += __shfl_xor_sync(0xffffffffu, r0, 1);
+				r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
+				r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
+				r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
+				if (tq == 0) {
+					const int ka = t * QK_BN + krow, kb = ka + 8;
+					const float scale = c == nch[x] - 1 ? 1.0f / (float)cnt[x] : 1.f;
+					float *row = p.scores + (size_t)(g0 + x) * p.n;
+					if (ka < p.n)
+						row[ka] = (c > 0 ? row[ka] + r0 : r0) * scale;
+					if (kb < p.n)
+						row[kb] = (c > 0 ? row[kb] + r1 : r1) * scale;
+				}
 			}
 		}
 	}
@@ -316,20 +345,21 @@ __global__ void block_sums(const float *scores, int n, int nb, long long entries
 		block_scores[e] = s;
 }
 
-template <int D, int STAGES, bool PINGPONG, bool FAST>
+template <int D, int STAGES, bool PINGPONG, bool FAST, int NG = 1>
 int launch_sm90(GSParams p, cudaStream_t st)
 {
 	using C = dg_sm90_cfg<D, STAGES>;
-	const size_t smem = 1024 + C::QB + STAGES * C::KVB + 8 * (2 + 2 * STAGES);
-	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES, PINGPONG, FAST>, smem))
+	const size_t smem = 1024 + NG * C::QB + STAGES * C::KVB + 8 * (2 + 2 * STAGES);
+	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES, PINGPONG, FAST, NG>, smem))
 		DGM_ARG(0, "exact group scores: cannot get %zu bytes of shared memory", smem);
 	/* one CTA per SM at a time: runs of equal length, about 8 CTAs per SM in all */
+	const int ctas = (p.ngroups + NG - 1) / NG;
 	const long long want = 8LL * dgm_num_sms();
-	int runs = (int)((want + p.ngroups - 1) / p.ngroups);
+	int runs = (int)((want + ctas - 1) / ctas);
 	runs = runs < 1 ? 1 : runs > p.ntiles ? p.ntiles : runs;
 	p.tiles_per_cta = (p.ntiles + runs - 1) / runs;
-	dim3 grid(p.ngroups, (p.ntiles + p.tiles_per_cta - 1) / p.tiles_per_cta);
-	group_scores_sm90<D, STAGES, PINGPONG, FAST><<<grid, 384, smem, st>>>(p);
+	dim3 grid(ctas, (p.ntiles + p.tiles_per_cta - 1) / p.tiles_per_cta);
+	group_scores_sm90<D, STAGES, PINGPONG, FAST, NG><<<grid, 384, smem, st>>>(p);
 	DGM_LAUNCHED();
 	if (p.block_scores) {
 		const long long entries = (long long)p.ngroups * p.ntiles;

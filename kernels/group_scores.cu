@@ -2,13 +2,12 @@
  * group_scores.cu: exact group scores (docs/spec.md §3, score=exact), GPU twin of dg_scores_exact
  * (src/policy/select.c):
  *   s(G, j) = mean_{i in G} exp(scale q_i.k_j - LSE_i),  scale = 1/sqrt(d)
- * for every group G of a grouping (perm, goff) and every key j, streamed: each CTA takes two groups
+ * for every group G of a grouping (perm, goff) and every key j, streamed: each CTA takes one group
  * and a run of 128-key tiles and computes the 128-key x 128-query probability tile as S^T = K Q^T on
  * wgmma (sm_90a; bf16 in, fp32 accumulate), so that the sum over the group's queries is a row sum in
  * the accumulator: a producer warpgroup and two consumer warpgroups of 64 keys each that take turns
  * to issue their wgmma (ping-pong), 4 K stages, and the attention kernels' arithmetic (one fma and
- * ex2.approx a probability) and two groups a CTA, so that each K tile copied into shared memory serves
- * 256 queries (group_scores_sm90<D, 4, true, true, 2> in group_scores.cuh).
+ * ex2.approx a probability: group_scores_sm90<D, 4, true, true> in group_scores.cuh).
  * Groups of more than 128 queries are done in chunks of 128, accumulated in the token scores; the
  * block form (sums over runs of 128 keys, dg_scores_to_blocks) is summed from the token scores.
  * Calls without token scores (block scores only) run the mma.sync kernel (group_scores_kernel,
@@ -32,5 +31,5 @@ extern "C" int dg_exact_scores(const uint16_t *q, const uint16_t *k, const float
 	cudaStream_t st = (cudaStream_t)stream;
 	if (!scores) /* the wgmma kernel accumulates chunked groups in the token scores */
 		return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);
-	return d == 64 ? launch_sm90<64, 4, true, true, 2>(p, st) : launch_sm90<128, 4, true, true, 2>(p, st);
+	return d == 64 ? launch_sm90<64, 4, true, true>(p, st) : launch_sm90<128, 4, true, true>(p, st);
 }

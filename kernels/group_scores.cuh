@@ -1,9 +1,9 @@
 /*
  * group_scores.cuh: the exact group scores' kernels and their launches (not a public header), shared
- * by group_scores.cu (the promoted launcher, dg_exact_scores: group_scores_sm90<D, 4, true, true, 2>,
- * and group_scores_kernel<D, 2> for block-only calls) and dev/kernels/group_scores_v.cu (the earlier
+ * by group_scores.cu (the promoted launcher, dg_exact_scores: group_scores_sm90<D, 4, true, true>, and
+ * group_scores_kernel<D, 2> for block-only calls) and dev/kernels/group_scores_v.cu (the other
  * numbered versions: group_scores_kernel<D, 1>, group_scores_sm90<D, 4, false, false>,
- * group_scores_sm90<D, 4, true, false> and group_scores_sm90<D, 4, true, true>).
+ * group_scores_sm90<D, 4, true, false> and, not yet run on a GPU, group_scores_sm90<D, 4, true, true, 2>).
  *   s(G, j) = mean_{i in G} exp(scale q_i.k_j - LSE_i),  scale = 1/sqrt(d)
  * q, k (n, d) bf16; lse (n) fp32 natural log; scores (ngroups, n) and/or block_scores
  * (ngroups, ceil(n/128)) fp32. Launches are asynchronous on the given stream and return 0, or -1

@@ -60,29 +60,45 @@ static inline uint32_t order_key(float f)
 #define SCORE_AT(base, stride, i) (*(const float *)(const void *)((const char *)(base) + (size_t)(i) * (stride)))
 
 /*
- * The order key of the k-th largest of n floats (0 < k < n) by a radix select: three histogram
- * passes (11, 11, 10 bits). *want: how many of the floats with exactly that key belong to the k
- * largest (every larger key does). O(n).
+ * The order key of the k-th largest of n floats (0 < k < n) by a radix select on 11, 11 and 10 bits:
+ * a histogram of every key's top digit, then one more pass that copies the keys of the k-th's bucket
+ * out (into a stack buffer, or the heap when it holds more than RADIX_STACK) with the histogram of
+ * their middle digit, and the last digit's histogram over those keys alone. *want: how many of the
+ * floats with exactly that key belong to the k largest (every larger key does). O(n), two passes.
  */
+#define RADIX_STACK 2048
 static uint32_t radix_kth(const void *base, size_t stride, int n, int k, int *want)
 {
-	static const int shift[3] = { 21, 10, 0 }, bits[3] = { 11, 11, 10 };
-	uint32_t prefix = 0, mask = 0;
-	*want = k; /* items still to take at or below the prefix */
-	for (int pass = 0; pass < 3; pass++) {
-		int hist[2048] = { 0 }, nb = 1 << bits[pass];
-		for (int i = 0; i < n; i++) {
-			uint32_t u = order_key(SCORE_AT(base, stride, i));
-			if ((u & mask) == prefix)
-				hist[(u >> shift[pass]) & (nb - 1)]++;
+	int hist[2048] = { 0 }, w = k; /* w: items still to take at or below the prefix */
+	for (int i = 0; i < n; i++)
+		hist[order_key(SCORE_AT(base, stride, i)) >> 21]++;
+	int d1 = 2047;
+	for (; d1 > 0 && hist[d1] < w; d1--)
+		w -= hist[d1];
+	uint32_t small[RADIX_STACK], *cand = hist[d1] <= RADIX_STACK ? small : dg_malloc((size_t)hist[d1] * 4);
+	int m = 0;
+	memset(hist, 0, sizeof hist);
+	for (int i = 0; i < n; i++) {
+		uint32_t u = order_key(SCORE_AT(base, stride, i));
+		if (u >> 21 == (uint32_t)d1) {
+			cand[m++] = u;
+			hist[(u >> 10) & 2047]++;
 		}
-		int digit = nb - 1;
-		for (; digit > 0 && hist[digit] < *want; digit--)
-			*want -= hist[digit];
-		prefix |= (uint32_t)digit << shift[pass];
-		mask |= (uint32_t)(nb - 1) << shift[pass];
 	}
-	return prefix;
+	int d2 = 2047;
+	for (; d2 > 0 && hist[d2] < w; d2--)
+		w -= hist[d2];
+	memset(hist, 0, 1024 * sizeof *hist);
+	for (int i = 0; i < m; i++)
+		if (((cand[i] >> 10) & 2047) == (uint32_t)d2)
+			hist[cand[i] & 1023]++;
+	int d3 = 1023;
+	for (; d3 > 0 && hist[d3] < w; d3--)
+		w -= hist[d3];
+	if (cand != small)
+		free(cand);
+	*want = w;
+	return (uint32_t)d1 << 21 | (uint32_t)d2 << 10 | (uint32_t)d3;
 }
 
 double dg_topk_sum(const float *x, int n, int k)

@@ -43,16 +43,15 @@ typedef struct {
 	double *entropy, *mass; /* (n) per query */
 } row_stats;
 
-/* one probability row p (n) of query i: its entropy / ln n (each term's log in float, summed in
- * double) and the mass of its top K */
-static void stats_row(void *ctx, int i, const float *p)
+/* one probability row p (n) of query i, with its logs lp: its entropy / ln n (summed in double) and
+ * the mass of its top K */
+static void stats_row(void *ctx, int i, const float *p, const float *lp)
 {
 	row_stats *rs = ctx;
 	int n = rs->n;
 	double h = 0;
 	for (int j = 0; j < n; j++)
-		if (p[j] > 0)
-			h -= (double)(p[j] * logf(p[j]));
+		h -= (double)p[j] * lp[j];
 	rs->entropy[i] = h / log(n);
 	rs->mass[i] = dg_topk_sum(p, n, rs->k);
 }
@@ -81,8 +80,7 @@ static int measure(source *src, double rho, bool quiet)
 	const dg_trace_meta *m = &t.meta;
 	int n = m->tokens, d = m->head_dim;
 	size_t units = (size_t)m->steps * m->layers * m->heads, nd = (size_t)n * d;
-	float *q = dg_malloc(nd * sizeof(float)), *k = dg_malloc(nd * sizeof(float)),
-	      *lse = dg_malloc((size_t)n * sizeof(float));
+	float *q = dg_malloc(nd * sizeof(float)), *k = dg_malloc(nd * sizeof(float));
 	row_stats rs = { .n = n, .k = dg_topk_count(rho, n) };
 	rs.entropy = dg_malloc((size_t)n * sizeof(double));
 	rs.mass = dg_malloc((size_t)n * sizeof(double));
@@ -96,15 +94,14 @@ static int measure(source *src, double rho, bool quiet)
 		rc = dg_trace_read(&t, DG_QKV_Q, s, l, h, q) || dg_trace_read(&t, DG_QKV_K, s, l, h, k);
 		if (rc)
 			break;
-		dg_attn_dense(q, k, NULL, n, n, d, NULL, lse); /* the exact LSE of every row (no P.V) */
-		dg_scores_exact(q, k, lse, n, d, NULL, 0, stats_row, &rs);
+		dg_attn_rows(q, k, n, d, stats_row, &rs);
 		src->entropy[u] = mean(rs.entropy, n);
 		src->mass[u] = mean(rs.mass, n);
 		if (!quiet)
 			dg_progress_show(&pr, u + 1 == units, "attnstats: %s unit %zu/%zu", src->label, u + 1, units);
 	}
 	free(rs.entropy), free(rs.mass);
-	free(q), free(k), free(lse);
+	free(q), free(k);
 	if (!rc) { /* keep the metadata: steal it from the trace before closing */
 		src->meta = t.meta;
 		memset(&t.meta, 0, sizeof t.meta);

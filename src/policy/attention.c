@@ -130,6 +130,41 @@ void dg_attn_dense(const float *q, const float *k, const float *v, int nq, int n
 	}
 }
 
+#define ROWS 32 /* query rows per SGEMM of dg_attn_rows: (ROWS, n) scores a thread */
+
+void dg_attn_rows(const float *q, const float *k, int n, int d, dg_attn_row_fn fn, void *ctx)
+{
+	float scale = 1.0f / sqrtf((float)d);
+	int nblocks = (n + ROWS - 1) / ROWS;
+#pragma omp parallel
+	{
+		float *S = dg_malloc((size_t)ROWS * n * sizeof(float)), *p = dg_malloc((size_t)n * sizeof(float));
+#pragma omp for schedule(dynamic)
+		for (int blk = 0; blk < nblocks; blk++) {
+			int q0 = blk * ROWS, bq = n - q0 < ROWS ? n - q0 : ROWS;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, n, d, scale, q + (size_t)q0 * d, d, k,
+				    d, 0.0f, S, n);
+			for (int i = 0; i < bq; i++) {
+				float *s = S + (size_t)i * n, mx = -INFINITY;
+				for (int j = 0; j < n; j++)
+					mx = s[j] > mx ? s[j] : mx;
+				double l = 0;
+				for (int j = 0; j < n; j++) {
+					p[j] = expf(s[j] - mx);
+					l += p[j];
+				}
+				float inv = (float)(1.0 / l), lnl = (float)log(l);
+				for (int j = 0; j < n; j++) {
+					p[j] *= inv;
+					s[j] = (s[j] - mx) - lnl; /* log p */
+				}
+				fn(ctx, q0 + i, p, s);
+			}
+		}
+		free(S), free(p);
+	}
+}
+
 /* A single query against its key list, two passes (scores, then weighted sum): the per-query
  * oracle's path, where a chunked SGEMM of one row would only add gather traffic. */
 static void single_query(const float *qi, const float *k, const float *v, int d, const int *keys,

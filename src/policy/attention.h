@@ -30,6 +30,16 @@ int64_t dg_attn_sparse(const float *q, const float *k, const float *v, int n, in
 		       const dg_groups *g, const dg_selection *sel, const float *residual,
 		       const float *lse_ref, float *o, float *mass);
 
+/*
+ * Every probability row of dense attention, each made once (attention statistics: dsgap attnstats):
+ * per block of query rows, S = scale Q_b K^T by one SGEMM over all n keys, then per row i the
+ * probabilities p (n) = softmax(S_i) and their natural logs lp (n) = S_i - LSE_i (from the scores,
+ * not the log of a rounded p), handed to fn(ctx, i, p, lp). fn runs on several threads at once,
+ * once per row, rows in any order; p and lp are valid during the call. q, k (n, d).
+ */
+typedef void (*dg_attn_row_fn)(void *ctx, int query, const float *p, const float *lp);
+void dg_attn_rows(const float *q, const float *k, int n, int d, dg_attn_row_fn fn, void *ctx);
+
 /* Keep OpenBLAS on one thread: dsgap parallelises across blocks itself. Call once at start. */
 void dg_attn_init_threads(void);
 

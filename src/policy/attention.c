@@ -130,18 +130,19 @@ void dg_attn_dense(const float *q, const float *k, const float *v, int nq, int n
 	}
 }
 
-#define ROWS 32 /* query rows per SGEMM of dg_attn_rows: (ROWS, n) scores a thread */
-
 void dg_attn_rows(const float *q, const float *k, int n, int d, dg_attn_row_fn fn, void *ctx)
 {
 	float scale = 1.0f / sqrtf((float)d);
-	int nblocks = (n + ROWS - 1) / ROWS;
+	/* query rows per SGEMM: 32, fewer where (rows, n) scores a thread would pass 32 MB */
+	int rows = (int)((8u << 20) / (unsigned)n);
+	rows = rows < 1 ? 1 : rows > 32 ? 32 : rows;
+	int nblocks = (n + rows - 1) / rows;
 #pragma omp parallel
 	{
-		float *S = dg_malloc((size_t)ROWS * n * sizeof(float)), *p = dg_malloc((size_t)n * sizeof(float));
+		float *S = dg_malloc((size_t)rows * n * sizeof(float)), *p = dg_malloc((size_t)n * sizeof(float));
 #pragma omp for schedule(dynamic)
 		for (int blk = 0; blk < nblocks; blk++) {
-			int q0 = blk * ROWS, bq = n - q0 < ROWS ? n - q0 : ROWS;
+			int q0 = blk * rows, bq = n - q0 < rows ? n - q0 : rows;
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, n, d, scale, q + (size_t)q0 * d, d, k,
 				    d, 0.0f, S, n);
 			for (int i = 0; i < bq; i++) {

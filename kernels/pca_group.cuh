@@ -398,10 +398,12 @@ typedef void (*pca_gram_kernel)(const uint16_t *q, const int32_t *perm, int n, L
 
 /* the grouping of heads x n queries q (heads, n, D) into perm and goff, on st, with chunks of ch blocks
  * per Gram partial and gram (gram_smem bytes of dynamic shared memory) computing them: 0, or -1
- * after one line */
+ * after one line. phase_ms (dev/kernels' timing, NULL otherwise): PCA_PHASES device times summed over
+ * the levels, from events around each kernel (the call then waits for st) */
+enum { PCA_GRAM, PCA_REDUCE, PCA_POWER, PCA_PROJECT, PCA_SORT, PCA_PHASES };
 template <int D>
 int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, int heads, int n, int32_t *perm,
-	    int32_t *goff, cudaStream_t st)
+	    int32_t *goff, cudaStream_t st, float *phase_ms = nullptr)
 {
 	const int nb = (n + BS - 1) / BS;
 	const int ib = bits_for(n) > 0 ? bits_for(n) : 1;
@@ -467,6 +469,16 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 		DGM_ARG(0, "pca grouping: cannot get shared memory");
 	init_identity<<<(unsigned)((total + 255) / 256), 256, 0, st>>>(perm, goff, n, nb, heads);
 	DGM_LAUNCHED();
+	/* phase timing: event (lev, phase) before each phase's kernels, one more at the end */
+	cudaEvent_t ev[Plan::MAXLEV * PCA_PHASES + 1];
+	const int nev = phase_ms ? P.nlevels * PCA_PHASES + 1 : 0;
+	for (int i = 0; i < nev; i++)
+		DGM_CUDA(cudaEventCreate(&ev[i]));
+#define PCA_MARK(lev, ph)                                                     \
+	do {                                                                  \
+		if (nev)                                                      \
+			DGM_CUDA(cudaEventRecord(ev[(lev) * PCA_PHASES + (ph)], st)); \
+	} while (0)
 	for (int lev = 0; lev < P.nlevels; lev++) {
 		Level L;
 		L.nsplit = P.nsplit[lev];
@@ -481,11 +493,16 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 		L.bslot = L.bnode + nb;
 		const bool by_node = P.maxrows[lev] <= NS_MAX;
 		const int hshift = by_node ? 64 : P.bits[lev] + 32 + ib;
+		PCA_MARK(lev, PCA_GRAM);
 		gram<<<dim3(L.nchunks, heads), 256, gram_smem, st>>>(q, perm, n, L, partial, psum);
+		PCA_MARK(lev, PCA_REDUCE);
 		gram_reduce<D><<<dim3(L.nsplit, (D * D + 255) / 256, heads), 256, 0, st>>>(L, partial, G);
+		PCA_MARK(lev, PCA_POWER);
 		power_iter<D><<<dim3(L.nsplit, heads), D, smem_pow, st>>>(L, n, G, psum, sv, V);
+		PCA_MARK(lev, PCA_PROJECT);
 		project<D><<<dim3((n * 32 + 255) / 256, heads), 256, 0, st>>>(q, perm, n, L, V, ib, hshift, k0);
 		DGM_LAUNCHED();
+		PCA_MARK(lev, PCA_SORT);
 		if (by_node) {
 			node_sort<<<dim3(L.nsplit, heads), NS_NT, 0, st>>>(k0, L, n, ib, perm);
 		} else {
@@ -496,7 +513,21 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 		}
 		DGM_LAUNCHED();
 	}
+#undef PCA_MARK
 	DGM_CUDA(cudaFreeAsync(base, st));
+	if (nev) {
+		DGM_CUDA(cudaEventRecord(ev[nev - 1], st));
+		DGM_CUDA(cudaEventSynchronize(ev[nev - 1]));
+		for (int i = 0; i < PCA_PHASES; i++)
+			phase_ms[i] = 0.f;
+		for (int i = 0; i + 1 < nev; i++) {
+			float ms = 0.f;
+			DGM_CUDA(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+			phase_ms[i % PCA_PHASES] += ms;
+		}
+		for (int i = 0; i < nev; i++)
+			cudaEventDestroy(ev[i]);
+	}
 	return 0;
 }
 

@@ -1484,6 +1484,32 @@ static int b_pca(void *c)
 	return dg_pca_groups_v(x->version, x->heads > 1 ? x->q12 : x->P->dq, x->heads, x->P->n, x->P->d, x->pcaperm,
 			       x->pcagoff, stream);
 }
+#ifdef DG_DEV_KERNELS
+/* the promoted PCA grouping of 12 heads by phase (events around each kernel; the median of 15 calls
+ * per phase after 3 warm-ups) */
+static void bench_pca_phases(bctx *x)
+{
+	static const char *const phase[5] = { "gram partials", "gram reduce", "power iterations", "projections",
+					       "sort" };
+	float t[5][15], ph[5];
+	for (int r = -3; r < 15; r++) {
+		if (dg_pca_groups_phases(0, x->q12, 12, x->P->n, x->P->d, x->pcaperm, x->pcagoff, ph, stream)) {
+			printf("bench pca phases: the call failed\n");
+			return;
+		}
+		for (int i = 0; r >= 0 && i < 5; i++)
+			t[i][r] = ph[i];
+	}
+	float sum = 0;
+	for (int i = 0; i < 5; i++) {
+		qsort(t[i], 15, sizeof(float), cmp_float);
+		sum += t[i][7];
+	}
+	for (int i = 0; i < 5; i++)
+		printf("bench pca_groups promoted, 12 heads, phase %-18s %9.3f ms (%4.1f%%, min %.3f)\n", phase[i],
+		       t[i][7], 100.0 * t[i][7] / sum, t[i][0]);
+}
+#endif
 static int b_pooled(void *c)
 {
 	bctx *x = c;
@@ -1648,6 +1674,9 @@ static void run_bench(void)
 				 x.heads > 1 ? "s" : "");
 			bench(name, b_pca, &x, 0, "");
 		}
+#ifdef DG_DEV_KERNELS
+	bench_pca_phases(&x);
+#endif
 	x.version = 0;
 	x.kv = 0;
 	bench("pooled_scores token", b_pooled, &x, 0, "");

@@ -50,6 +50,11 @@ const char *dg_exact_scores_name(int version);
 int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
 		    dg_stream stream);
 const char *dg_pca_groups_name(int version);
+/* version's call (0: the promoted version, through this file's pipeline) with its device time by phase,
+ * summed over the levels: phase_ms = Gram partials, their reduction, power iterations, projections,
+ * sort; waits for the stream */
+int dg_pca_groups_phases(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
+			 float phase_ms[5], dg_stream stream);
 
 #ifdef __cplusplus
 }

@@ -72,14 +72,15 @@ __global__ void __launch_bounds__(256) gram_partial(const uint16_t *q, const int
 }
 
 template <int D>
-int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
+int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t *goff, cudaStream_t st,
+	float *phase_ms)
 {
-	const int ch = version == 3 ? 8 : 1;
+	const int ch = version == 3 || version == 5 ? 8 : 1;
 	if (version == 1)
-		return pca_run<D>(gram_partial<D>, (size_t)BS * D * 4, ch, q, heads, n, perm, goff, st);
+		return pca_run<D>(gram_partial<D>, (size_t)BS * D * 4, ch, q, heads, n, perm, goff, st, phase_ms);
 	if (version <= 3)
-		return pca_run<D>(gram_partial_mma<D, false>, 0, ch, q, heads, n, perm, goff, st);
-	return pca_run<D>(gram_partial_mma<D, true>, 0, ch, q, heads, n, perm, goff, st);
+		return pca_run<D>(gram_partial_mma<D, false>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
+	return pca_run<D>(gram_partial_mma<D, true>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
 }
 
 } // namespace
@@ -100,14 +101,28 @@ extern "C" const char *dg_pca_groups_name(int version)
 	return version >= 1 && version <= NVERSIONS ? names[version - 1] : NULL;
 }
 
+static int run_version(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
+		       dg_stream stream, float *phase_ms)
+{
+	if (pca_check(q, heads, n, d, perm, goff))
+		return -1;
+	DGM_ARG(version >= 1 && version <= NVERSIONS, "pca grouping: no version %d", version);
+	cudaStream_t st = (cudaStream_t)stream;
+	return d == 64 ? run<64>(version, q, heads, n, perm, goff, st, phase_ms)
+		       : run<128>(version, q, heads, n, perm, goff, st, phase_ms);
+}
+
 extern "C" int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm,
 			       int32_t *goff, dg_stream stream)
 {
 	if (version == 0 || version == DG_PCA_GROUPS_PROMOTED)
 		return dg_pca_groups(q, heads, n, d, perm, goff, stream);
-	if (pca_check(q, heads, n, d, perm, goff))
-		return -1;
-	DGM_ARG(version >= 1 && version <= NVERSIONS, "pca grouping: no version %d", version);
-	cudaStream_t st = (cudaStream_t)stream;
-	return d == 64 ? run<64>(version, q, heads, n, perm, goff, st) : run<128>(version, q, heads, n, perm, goff, st);
+	return run_version(version, q, heads, n, d, perm, goff, stream, NULL);
+}
+
+extern "C" int dg_pca_groups_phases(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm,
+				    int32_t *goff, float phase_ms[5], dg_stream stream)
+{
+	static_assert(PCA_PHASES == 5, "dsgap_kernels_dev.h: phase_ms[5]");
+	return run_version(version ? version : DG_PCA_GROUPS_PROMOTED, q, heads, n, d, perm, goff, stream, phase_ms);
 }

@@ -33,6 +33,6 @@ extern "C" int dg_pca_groups(const uint16_t *q, int heads, int n, int d, int32_t
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
 	if (d == 64)
-		return pca_run<64>(gram_partial_mma<64, true>, 0, 8, q, heads, n, perm, goff, st);
-	return pca_run<128>(gram_partial_mma<128, true>, 0, 8, q, heads, n, perm, goff, st);
+		return pca_run<64>(gram_partial_mma<64, STAGE_BATCHED>, 0, 8, q, heads, n, perm, goff, st);
+	return pca_run<128>(gram_partial_mma<128, STAGE_BATCHED>, 0, 8, q, heads, n, perm, goff, st);
 }

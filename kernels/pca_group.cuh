@@ -1,8 +1,9 @@
 /*
  * pca_group.cuh: the PCA grouping's kernels and its level-by-level pipeline (not a public header),
- * shared by pca_group.cu (the promoted launcher, dg_pca_groups: pca_run with gram_partial_mma<D, true>
- * and chunks of 8 blocks) and dev/kernels/pca_group_v.cu (the earlier numbered versions: other
- * Gram-partial kernels and chunk sizes through pca_run's arguments).
+ * shared by pca_group.cu (the promoted launcher, dg_pca_groups: pca_run with
+ * gram_partial_mma<D, STAGE_BATCHED>, chunks of 8 blocks and a warp per projection) and
+ * dev/kernels/pca_group_v.cu (the other numbered versions: other Gram-partial kernels, chunk sizes
+ * and lanes per projection through pca_run's arguments).
  * The algorithm and its layouts: pca_group.cu.
  */
 #ifndef DG_PCA_GROUP_CUH
@@ -55,17 +56,51 @@ __global__ void init_identity(int32_t *perm, int32_t *goff, int n, int nb, int h
  */
 #define XT_LD (BS + 8) /* padded row: fragment loads of 8 rows x 4 words hit 32 banks */
 
-/* X_b^T (D, XT_LD) of block rows [r0, r0 + rows) into xt, zeros past rows. Thread tid always stages
- * column tid % D of rows tid / D + i * (256 / D). batched (the promoted kernel): each thread first
- * loads 16 rows' perm entries, then their 16 values, then stores them (two latencies per 16 rows
- * instead of two per row); not batched (dev/kernels' v2, v3): a dependent perm -> q load pair per
- * element */
-template <int D, bool batched>
+/* how a Gram-partial kernel stages a block's rows (stage_xt) */
+enum pca_stage {
+	STAGE_PAIRS,   /* dev/kernels' v2, v3: a dependent perm -> q load pair per element */
+	STAGE_BATCHED, /* the promoted kernel (v4, v5): 16 rows' perm entries, then their 16 values, then
+			* the stores (two latencies per 16 rows instead of two per row) */
+	STAGE_VEC,     /* dev/kernels' v6: 16-byte loads, lane = row: 4 perm entries, then all the
+			* thread's D/8 vectors, then their stores (consecutive lanes, consecutive halfwords) */
+};
+
+/* X_b^T (D, XT_LD) of block rows [r0, r0 + rows) into xt, zeros past rows. PAIRS and BATCHED: thread
+ * tid stages column tid % D of rows tid / D + i * (256 / D); VEC: warp w the 16-byte column vectors
+ * w * D / 64 .. of rows lane + 32 i */
+template <int D, int STAGE>
 __device__ __forceinline__ void stage_xt(const uint16_t *q, const int32_t *perm, int r0, int rows, uint16_t *xt)
 {
 	const int tid = threadIdx.x, cc = tid % D;
+	if (STAGE == STAGE_VEC) {
+		constexpr int VPW = D / 64, RG = BS / 32; /* vectors of a row per warp; row groups */
+		const int warp = tid >> 5, lane = tid & 31;
+		int idx[RG];
+		uint4 val[RG][VPW];
+#pragma unroll
+		for (int i = 0; i < RG; i++)
+			idx[i] = lane + 32 * i < rows ? perm[r0 + lane + 32 * i] : -1;
+#pragma unroll
+		for (int i = 0; i < RG; i++)
+#pragma unroll
+			for (int v = 0; v < VPW; v++)
+				val[i][v] = idx[i] >= 0 ? __ldg(reinterpret_cast<const uint4 *>(q + (size_t)idx[i] * D) +
+								warp * VPW + v)
+							: make_uint4(0, 0, 0, 0);
+#pragma unroll
+		for (int i = 0; i < RG; i++)
+#pragma unroll
+			for (int v = 0; v < VPW; v++) {
+				const uint32_t w[4] = { val[i][v].x, val[i][v].y, val[i][v].z, val[i][v].w };
+				uint16_t *col = xt + (size_t)(warp * VPW + v) * 8 * XT_LD + lane + 32 * i;
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					col[j * XT_LD] = (uint16_t)(w[j >> 1] >> (16 * (j & 1)));
+			}
+		return;
+	}
 	constexpr int STEP = 256 / D, NR = BS / STEP, B = 16;
-	if (!batched) {
+	if (STAGE == STAGE_PAIRS) {
 		for (int e = tid; e < BS * D; e += 256) {
 			const int r = e / D, c = e % D;
 			xt[c * XT_LD + r] = r < rows ? q[(size_t)perm[r0 + r] * D + c] : (uint16_t)0;
@@ -90,7 +125,7 @@ __device__ __forceinline__ void stage_xt(const uint16_t *q, const int32_t *perm,
 	}
 }
 
-template <int D, bool batched>
+template <int D, int STAGE>
 __global__ void __launch_bounds__(256) gram_partial_mma(const uint16_t *q, const int32_t *perm, int n, Level L,
 							float *partial, float *psum)
 {
@@ -108,7 +143,7 @@ __global__ void __launch_bounds__(256) gram_partial_mma(const uint16_t *q, const
 	for (int b = L.cb0[c]; b < L.cb1[c]; b++) {
 		const int r0 = b * BS, rows = min(BS, n - r0);
 		__syncthreads(); /* the last block's fragments are read */
-		stage_xt<D, batched>(q, perm, r0, rows, xt);
+		stage_xt<D, STAGE>(q, perm, r0, rows, xt);
 		__syncthreads();
 		if (tid < D)
 			for (int r = 0; r < rows; r++)
@@ -219,30 +254,52 @@ __global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, 
 }
 
 /* sort keys (heads, n): head | node | orderable(projection) | query (split nodes), head | node | row |
- * query (the others); hshift: where the head bits start (64: none) */
-template <int D>
+ * query (the others); hshift: where the head bits start (64: none). LANES lanes a row: 32 (the
+ * promoted kernel: lane c's scalar columns c, c + 32, ..., summed in that order, then the butterfly),
+ * or 8 (dev/kernels' v6: lane l's D/8 columns l D/8 .. as 16-byte loads, summed in column order,
+ * then the butterfly over the 8 lanes) */
+template <int D, int LANES>
 __global__ void project(const uint16_t *q, const int32_t *perm, int n, Level L, const float *V, int ib, int hshift,
 			unsigned long long *keys)
 {
-	const int lane = threadIdx.x & 31;
-	const int r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, h = blockIdx.y;
-	if (r >= n)
+	static_assert(LANES == 32 || LANES == 8, "project: 32 or 8 lanes a row");
+	const int lane = threadIdx.x % LANES;
+	const int r0 = (blockIdx.x * blockDim.x + threadIdx.x) / LANES, h = blockIdx.y;
+	if (LANES == 32 && r0 >= n)
 		return;
+	/* LANES 8: a warp's rows past n work on row n - 1 (its block, so the warp's branch, is theirs too)
+	 * and store nothing: the shuffles see the whole warp */
+	const bool live = r0 < n;
+	const int r = live ? r0 : n - 1;
 	const int b = r / BS, slot = L.bslot[b], qi = perm[(size_t)h * n + r];
 	uint32_t mid = (uint32_t)r;
 	if (slot >= 0) {
 		const uint16_t *x = q + ((size_t)h * n + qi) * D;
 		const float *v = V + ((size_t)h * L.nsplit + slot) * D;
 		float acc = 0.f;
+		if constexpr (LANES == 32) {
 #pragma unroll
-		for (int c = lane; c < D; c += 32)
-			acc = fmaf(bf2f(x[c]), v[c], acc);
+			for (int c = lane; c < D; c += 32)
+				acc = fmaf(bf2f(x[c]), v[c], acc);
+		} else {
+			constexpr int CPL = D / LANES; /* columns a lane: 16 or 8 */
 #pragma unroll
-		for (int o = 16; o > 0; o >>= 1)
-			acc += __shfl_xor_sync(0xffffffffu, acc, o);
+			for (int u = 0; u < CPL / 8; u++) {
+				const uint4 w = __ldg(reinterpret_cast<const uint4 *>(x + lane * CPL) + u);
+				const uint32_t ws[4] = { w.x, w.y, w.z, w.w };
+				const float *vv = v + lane * CPL + 8 * u;
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					acc = fmaf(__uint_as_float(j & 1 ? ws[j >> 1] & 0xffff0000u : ws[j >> 1] << 16),
+						   vv[j], acc);
+			}
+		}
+#pragma unroll
+		for (int o = LANES / 2; o > 0; o >>= 1)
+			acc += __shfl_xor_sync(0xffffffffu, acc, o, LANES);
 		mid = f2key(acc);
 	}
-	if (lane == 0)
+	if (lane == 0 && live)
 		keys[(size_t)h * n + r] = (hshift < 64 ? (unsigned long long)h << hshift : 0ull) |
 					  ((unsigned long long)L.bnode[b] << (32 + ib)) |
 					  ((unsigned long long)mid << ib) | (unsigned long long)qi;
@@ -397,11 +454,12 @@ typedef void (*pca_gram_kernel)(const uint16_t *q, const int32_t *perm, int n, L
 				float *psum);
 
 /* the grouping of heads x n queries q (heads, n, D) into perm and goff, on st, with chunks of ch blocks
- * per Gram partial and gram (gram_smem bytes of dynamic shared memory) computing them: 0, or -1
+ * per Gram partial and gram (gram_smem bytes of dynamic shared memory) computing them, PROJ_LANES lanes
+ * a projection (project): 0, or -1
  * after one line. phase_ms (dev/kernels' timing, NULL otherwise): PCA_PHASES device times summed over
  * the levels, from events around each kernel (the call then waits for st) */
 enum { PCA_GRAM, PCA_REDUCE, PCA_POWER, PCA_PROJECT, PCA_SORT, PCA_PHASES };
-template <int D>
+template <int D, int PROJ_LANES = 32>
 int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, int heads, int n, int32_t *perm,
 	    int32_t *goff, cudaStream_t st, float *phase_ms = nullptr)
 {
@@ -500,7 +558,8 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 		PCA_MARK(lev, PCA_POWER);
 		power_iter<D><<<dim3(L.nsplit, heads), D, smem_pow, st>>>(L, n, G, psum, sv, V);
 		PCA_MARK(lev, PCA_PROJECT);
-		project<D><<<dim3((n * 32 + 255) / 256, heads), 256, 0, st>>>(q, perm, n, L, V, ib, hshift, k0);
+		project<D, PROJ_LANES><<<dim3((unsigned)(((size_t)n * PROJ_LANES + 255) / 256), heads), 256, 0, st>>>(
+			q, perm, n, L, V, ib, hshift, k0);
 		DGM_LAUNCHED();
 		PCA_MARK(lev, PCA_SORT);
 		if (by_node) {

@@ -5,12 +5,15 @@
  *   v2  gram_partial_mma (tensor cores, X_b^T staged as bf16), one block per chunk;
  *   v3  v2 with chunks of 8 blocks accumulated in the MMA registers;
  *   v4  v2 with the rows gathered 16 at a time per thread (gram_partial_mma's batched stage);
- *   v5  v3 with v4's gather: the promoted one, kernels/pca_group.cu's launcher.
+ *   v5  v3 with v4's gather: the promoted one, kernels/pca_group.cu's launcher;
+ *   v6  v5 with 16-byte loads: the Gram stage a row per lane (STAGE_VEC), the projections 8 lanes a
+ *       row instead of a warp (the projections' fp32 sums in another order, so near-ties may split
+ *       differently from v5).
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
-/* v2 and v3 instantiate stage_xt unbatched, which returns before the batched loop: "loop is not
- * reachable" (#128) there, by design */
+/* v2, v3 and v6 instantiate stage_xt with STAGE_PAIRS or STAGE_VEC, which return before the batched
+ * loop: "loop is not reachable" (#128) there, by design */
 #pragma nv_diag_suppress 128
 #include "pca_group.cuh"
 
@@ -79,8 +82,10 @@ int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t
 	if (version == 1)
 		return pca_run<D>(gram_partial<D>, (size_t)BS * D * 4, ch, q, heads, n, perm, goff, st, phase_ms);
 	if (version <= 3)
-		return pca_run<D>(gram_partial_mma<D, false>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
-	return pca_run<D>(gram_partial_mma<D, true>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
+		return pca_run<D>(gram_partial_mma<D, STAGE_PAIRS>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
+	if (version == 6)
+		return pca_run<D, 8>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st, phase_ms);
+	return pca_run<D>(gram_partial_mma<D, STAGE_BATCHED>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
 }
 
 } // namespace
@@ -91,6 +96,7 @@ static const char *const names[] = {
 	"v3: v2 over chunks of 8 blocks per CTA",
 	"v4: v2 with the rows gathered 16 at a time (loads batched ahead of the stores)",
 	"v5: v3 with v4's gather",
+	"v6: v5 with 16-byte loads (Gram stage a row per lane, projections 8 lanes a row)",
 };
 #define NVERSIONS ((int)(sizeof names / sizeof names[0]))
 

@@ -305,14 +305,14 @@ __global__ void project(const uint16_t *q, const int32_t *perm, int n, Level L, 
 					  ((unsigned long long)mid << ib) | (unsigned long long)qi;
 }
 
-/* levels whose split nodes hold <= NS_MAX rows: one CTA per (split node, head) sorts its keys in
- * shared memory (bitonic, ascending; keys are unique) and writes the node's new order */
-#define NS_MAX 4096
+/* levels whose split nodes hold at most pca_run's NS_ROWS rows: one CTA per (split node, head) sorts
+ * its keys in shared memory (bitonic, ascending; keys are unique) and writes the node's new order.
+ * Dynamic shared memory: 8 bytes a key of the level's largest node, rounded up to a power of two */
 #define NS_NT 1024
 __global__ void __launch_bounds__(NS_NT) node_sort(const unsigned long long *keys, Level L, int n, int ib,
 						   int32_t *perm)
 {
-	__shared__ unsigned long long sk[NS_MAX];
+	extern __shared__ unsigned long long sk[];
 	const int slot = blockIdx.x, tid = threadIdx.x;
 	keys += (size_t)blockIdx.y * n;
 	perm += (size_t)blockIdx.y * n;
@@ -455,11 +455,12 @@ typedef void (*pca_gram_kernel)(const uint16_t *q, const int32_t *perm, int n, L
 
 /* the grouping of heads x n queries q (heads, n, D) into perm and goff, on st, with chunks of ch blocks
  * per Gram partial and gram (gram_smem bytes of dynamic shared memory) computing them, PROJ_LANES lanes
- * a projection (project): 0, or -1
+ * a projection (project), and the levels whose nodes hold at most NS_ROWS rows sorted node by node
+ * (node_sort; the others by one CUB sort of all heads' keys): 0, or -1
  * after one line. phase_ms (dev/kernels' timing, NULL otherwise): PCA_PHASES device times summed over
  * the levels, from events around each kernel (the call then waits for st) */
 enum { PCA_GRAM, PCA_REDUCE, PCA_POWER, PCA_PROJECT, PCA_SORT, PCA_PHASES };
-template <int D, int PROJ_LANES = 32>
+template <int D, int PROJ_LANES = 32, int NS_ROWS = 4096>
 int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, int heads, int n, int32_t *perm,
 	    int32_t *goff, cudaStream_t st, float *phase_ms = nullptr)
 {
@@ -470,7 +471,7 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 	/* key bits: node | projection | query, plus the head on top at the levels sorted by CUB */
 	const int hb = bits_for(heads);
 	for (int lev = 0; lev < P.nlevels; lev++)
-		if (P.bits[lev] + 32 + ib + (P.maxrows[lev] > NS_MAX ? hb : 0) > 64) {
+		if (P.bits[lev] + 32 + ib + (P.maxrows[lev] > NS_ROWS ? hb : 0) > 64) {
 			free(P.tab);
 			DGM_ARG(0, "pca grouping: %d queries x %d heads too many (sort key over 64 bits)", n, heads);
 		}
@@ -523,7 +524,9 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 	void *tmp = p;
 
 	const size_t smem_pow = (size_t)D * (D + 1) * 4;
-	if (dgm_dyn_smem((const void *)gram, gram_smem) || dgm_dyn_smem((const void *)power_iter<D>, smem_pow))
+	static_assert(NS_ROWS >= 1 && (NS_ROWS & (NS_ROWS - 1)) == 0 && NS_ROWS <= 16384, "node sorts of 2^k <= 16384 keys");
+	if (dgm_dyn_smem((const void *)gram, gram_smem) || dgm_dyn_smem((const void *)power_iter<D>, smem_pow) ||
+	    dgm_dyn_smem((const void *)node_sort, (size_t)NS_ROWS * 8))
 		DGM_ARG(0, "pca grouping: cannot get shared memory");
 	init_identity<<<(unsigned)((total + 255) / 256), 256, 0, st>>>(perm, goff, n, nb, heads);
 	DGM_LAUNCHED();
@@ -549,7 +552,7 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 		L.sc1 = L.sc0 + L.nsplit;
 		L.bnode = L.sc1 + L.nsplit;
 		L.bslot = L.bnode + nb;
-		const bool by_node = P.maxrows[lev] <= NS_MAX;
+		const bool by_node = P.maxrows[lev] <= NS_ROWS;
 		const int hshift = by_node ? 64 : P.bits[lev] + 32 + ib;
 		PCA_MARK(lev, PCA_GRAM);
 		gram<<<dim3(L.nchunks, heads), 256, gram_smem, st>>>(q, perm, n, L, partial, psum);
@@ -563,7 +566,10 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 		DGM_LAUNCHED();
 		PCA_MARK(lev, PCA_SORT);
 		if (by_node) {
-			node_sort<<<dim3(L.nsplit, heads), NS_NT, 0, st>>>(k0, L, n, ib, perm);
+			size_t p2 = 1;
+			while (p2 < (size_t)P.maxrows[lev])
+				p2 <<= 1;
+			node_sort<<<dim3(L.nsplit, heads), NS_NT, p2 * 8, st>>>(k0, L, n, ib, perm);
 		} else {
 			size_t sb = sort_bytes;
 			DGM_CUDA(cub::DeviceRadixSort::SortKeys(tmp, sb, k0, k1, total, 0,

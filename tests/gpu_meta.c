@@ -1485,15 +1485,15 @@ static int b_pca(void *c)
 			       x->pcagoff, stream);
 }
 #ifdef DG_DEV_KERNELS
-/* the promoted PCA grouping of 12 heads by phase (events around each kernel; the median of 15 calls
- * per phase after 3 warm-ups) */
-static void bench_pca_phases(bctx *x)
+/* PCA grouping version v (0: promoted) of 12 heads by phase (events around each kernel; the median of
+ * 15 calls per phase after 3 warm-ups) */
+static void bench_pca_phases(bctx *x, int v)
 {
 	static const char *const phase[5] = { "gram partials", "gram reduce", "power iterations", "projections",
 					       "sort" };
 	float t[5][15], ph[5];
 	for (int r = -3; r < 15; r++) {
-		if (dg_pca_groups_phases(0, x->q12, 12, x->P->n, x->P->d, x->pcaperm, x->pcagoff, ph, stream)) {
+		if (dg_pca_groups_phases(v, x->q12, 12, x->P->n, x->P->d, x->pcaperm, x->pcagoff, ph, stream)) {
 			printf("bench pca phases: the call failed\n");
 			return;
 		}
@@ -1506,7 +1506,7 @@ static void bench_pca_phases(bctx *x)
 		sum += t[i][7];
 	}
 	for (int i = 0; i < 5; i++)
-		printf("bench pca_groups promoted, 12 heads, phase %-18s %9.3f ms (%4.1f%%, min %.3f)\n", phase[i],
+		printf("bench pca_groups v%d, 12 heads, phase %-18s %9.3f ms (%4.1f%%, min %.3f)\n", v, phase[i],
 		       t[i][7], 100.0 * t[i][7] / sum, t[i][0]);
 }
 #endif
@@ -1675,7 +1675,9 @@ static void run_bench(void)
 			bench(name, b_pca, &x, 0, "");
 		}
 #ifdef DG_DEV_KERNELS
-	bench_pca_phases(&x);
+	for (int v = 0; dg_pca_groups_name(v); v++)
+		if (v == 0 || !dg_pca_groups_name(v + 1))
+			bench_pca_phases(&x, v); /* the promoted version and the newest */
 #endif
 	x.version = 0;
 	x.kv = 0;

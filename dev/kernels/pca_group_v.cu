@@ -8,7 +8,9 @@
  *   v5  v3 with v4's gather: the promoted one, kernels/pca_group.cu's launcher;
  *   v6  v5 with 16-byte loads: the Gram stage a row per lane (STAGE_VEC), the projections 8 lanes a
  *       row instead of a warp (the projections' fp32 sums in another order, so near-ties may split
- *       differently from v5).
+ *       differently from v5);
+ *   v7  v6 with the levels of nodes up to 16384 rows (not 4096) sorted node by node in shared memory
+ *       (128 KB), so at n = 32760 only the first level's keys go through the CUB sort of all heads.
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
@@ -85,6 +87,8 @@ int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t
 		return pca_run<D>(gram_partial_mma<D, STAGE_PAIRS>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
 	if (version == 6)
 		return pca_run<D, 8>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st, phase_ms);
+	if (version == 7)
+		return pca_run<D, 8, 16384>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st, phase_ms);
 	return pca_run<D>(gram_partial_mma<D, STAGE_BATCHED>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
 }
 
@@ -97,6 +101,7 @@ static const char *const names[] = {
 	"v4: v2 with the rows gathered 16 at a time (loads batched ahead of the stores)",
 	"v5: v3 with v4's gather",
 	"v6: v5 with 16-byte loads (Gram stage a row per lane, projections 8 lanes a row)",
+	"v7: v6 with node sorts in shared memory up to 16384 rows",
 };
 #define NVERSIONS ((int)(sizeof names / sizeof names[0]))
 

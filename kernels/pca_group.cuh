@@ -192,10 +192,12 @@ __global__ void gram_reduce(Level L, const float *partial, float *G)
 	G[((size_t)h * L.nsplit + slot) * D * D + e] = s;
 }
 
-/* centre the node's Gram matrix and run 4 power iterations; v[h][slot] (D). D threads. */
+/* centre the node's Gram matrix and run 4 power iterations; v[h][slot] (D). D threads. direct: every
+ * split node of the level is one chunk, whose partial is the Gram matrix (gram_reduce not run: G is
+ * the partials) */
 template <int D>
 __global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, const float *psum, StartVec start,
-						float *V)
+						float *V, bool direct)
 {
 	extern __shared__ float gs[]; /* (D, D+1) */
 	__shared__ float s[D], v[D], w[D];
@@ -212,7 +214,7 @@ __global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, 
 	v[a] = start.v[a];
 	__syncthreads();
 	const size_t node = (size_t)h * L.nsplit + slot;
-	const float *g = G + node * D * D;
+	const float *g = G + (direct ? (size_t)h * L.nchunks + L.sc0[slot] : node) * D * D;
 	const float fc = (float)cnt;
 	/* the upper triangle is the Gram matrix (as on the CPU): rows read whole (coalesced), then the
 	 * lower triangle mirrored from the upper one in shared memory, then centred */
@@ -456,11 +458,12 @@ typedef void (*pca_gram_kernel)(const uint16_t *q, const int32_t *perm, int n, L
 /* the grouping of heads x n queries q (heads, n, D) into perm and goff, on st, with chunks of ch blocks
  * per Gram partial and gram (gram_smem bytes of dynamic shared memory) computing them, PROJ_LANES lanes
  * a projection (project), and the levels whose nodes hold at most NS_ROWS rows sorted node by node
- * (node_sort; the others by one CUB sort of all heads' keys): 0, or -1
+ * (node_sort; the others by one CUB sort of all heads' keys); DIRECT: the levels whose split nodes are
+ * one chunk each skip gram_reduce (power_iter reads the partials): 0, or -1
  * after one line. phase_ms (dev/kernels' timing, NULL otherwise): PCA_PHASES device times summed over
  * the levels, from events around each kernel (the call then waits for st) */
 enum { PCA_GRAM, PCA_REDUCE, PCA_POWER, PCA_PROJECT, PCA_SORT, PCA_PHASES };
-template <int D, int PROJ_LANES = 32, int NS_ROWS = 4096>
+template <int D, int PROJ_LANES = 32, int NS_ROWS = 4096, bool DIRECT = false>
 int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, int heads, int n, int32_t *perm,
 	    int32_t *goff, cudaStream_t st, float *phase_ms = nullptr)
 {
@@ -557,9 +560,11 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 		PCA_MARK(lev, PCA_GRAM);
 		gram<<<dim3(L.nchunks, heads), 256, gram_smem, st>>>(q, perm, n, L, partial, psum);
 		PCA_MARK(lev, PCA_REDUCE);
-		gram_reduce<D><<<dim3(L.nsplit, (D * D + 255) / 256, heads), 256, 0, st>>>(L, partial, G);
+		const bool direct = DIRECT && P.maxrows[lev] <= ch * BS; /* every split node one chunk */
+		if (!direct)
+			gram_reduce<D><<<dim3(L.nsplit, (D * D + 255) / 256, heads), 256, 0, st>>>(L, partial, G);
 		PCA_MARK(lev, PCA_POWER);
-		power_iter<D><<<dim3(L.nsplit, heads), D, smem_pow, st>>>(L, n, G, psum, sv, V);
+		power_iter<D><<<dim3(L.nsplit, heads), D, smem_pow, st>>>(L, n, direct ? partial : G, psum, sv, V, direct);
 		PCA_MARK(lev, PCA_PROJECT);
 		project<D, PROJ_LANES><<<dim3((unsigned)(((size_t)n * PROJ_LANES + 255) / 256), heads), 256, 0, st>>>(
 			q, perm, n, L, V, ib, hshift, k0);

@@ -10,7 +10,9 @@
  *       row instead of a warp (the projections' fp32 sums in another order, so near-ties may split
  *       differently from v5);
  *   v7  v6 with the levels of nodes up to 16384 rows (not 4096) sorted node by node in shared memory
- *       (128 KB), so at n = 32760 only the first level's keys go through the CUB sort of all heads.
+ *       (128 KB), so at n = 32760 only the first level's keys go through the CUB sort of all heads;
+ *   v8  v7 without gram_reduce at the levels whose split nodes are one chunk of 8 blocks each (power_iter
+ *       reads the partial: the same Gram matrix, one launch and 2 x 64 KB a node of traffic less).
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
@@ -89,6 +91,9 @@ int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t
 		return pca_run<D, 8>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st, phase_ms);
 	if (version == 7)
 		return pca_run<D, 8, 16384>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st, phase_ms);
+	if (version == 8)
+		return pca_run<D, 8, 16384, true>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st,
+						  phase_ms);
 	return pca_run<D>(gram_partial_mma<D, STAGE_BATCHED>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
 }
 
@@ -102,6 +107,7 @@ static const char *const names[] = {
 	"v5: v3 with v4's gather",
 	"v6: v5 with 16-byte loads (Gram stage a row per lane, projections 8 lanes a row)",
 	"v7: v6 with node sorts in shared memory up to 16384 rows",
+	"v8: v7 without the Gram reduction at levels of one-chunk nodes",
 };
 #define NVERSIONS ((int)(sizeof names / sizeof names[0]))
 

@@ -7,7 +7,10 @@ block keeps ceil(rho*n/128) random 128-key blocks, the same computed pairs as ds
 at densities 0.05..0.5. bf16, (1, heads, n, d), non-causal; warm-up, CUDA events, median of --reps.
 Prints and appends CSV lines name,value,unit,device,date,commit. With --ours FILE (the CSV written by
 dsgap-bench-kernels in the same device call) it also writes the side-by-side ratios:
-dense_over_cudnn, sparse_over_cudnn@rho, sparse_over_flex@rho, sparse_block_over_cudnn@0.15.
+dense_over_cudnn, sparse_over_cudnn@rho, sparse_over_flex@rho, sparse_block_over_cudnn@0.15, and
+sparse_over_cudnn_pairs@rho: cuDNN dense on the same (query, key) pairs as the sparse kernel (every
+query against the first ceil(rho*n/128)*128 keys, contiguous: cudnn_pairs_ms@rho) over our sparse time,
+i.e. how near the gather kernel comes to a dense kernel doing its work (above 1: faster than cuDNN).
 With --sweep NS (a comma list of token counts) it measures only cuDNN SDPA dense at every n of NS and
 every head count of --sweep-heads (default 12,24,40) and appends rows n,heads,d,cudnn_ms,reps,device,date,
 commit to --csv (a header first when the file is new): the dense reference of `dsgap callspeed`
@@ -120,6 +123,14 @@ def main():
         emit(f"flex_ms@{rho:g}", t, "ms")
         emit(f"flex_eff_tflops@{rho:g}", 4.0 * d * h * n * keep * 128 / t * 1e-9, "TFLOP/s")
         emit(f"flex_over_cudnn@{rho:g}", res["cudnn"] / t, "x")
+        kv = keep * 128
+        kp, vp = k[:, :, :kv].contiguous(), v[:, :, :kv].contiguous()
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            t = bench(lambda: F.scaled_dot_product_attention(q, kp, vp))
+        del kp, vp
+        res[f"cudnn_pairs@{rho:g}"] = t
+        emit(f"cudnn_pairs_ms@{rho:g}", t, "ms")
+        emit(f"cudnn_pairs_tflops@{rho:g}", 4.0 * d * h * n * kv / t * 1e-9, "TFLOP/s")
         del bm, blocks, order
 
     if a.ours and os.path.exists(a.ours):
@@ -141,6 +152,9 @@ def main():
                 tf = res.get(f"flex@{float(rho):g}")
                 if tf:
                     emit(f"sparse_over_flex@{rho}", tf / t, "x")
+                tp = res.get(f"cudnn_pairs@{float(rho):g}")
+                if tp:
+                    emit(f"sparse_over_cudnn_pairs@{rho}", tp / t, "x")
         if "sparse_block_ms@0.15" in ours:
             emit("sparse_block_over_cudnn@0.15", tc / ours["sparse_block_ms@0.15"], "x")
         if "sparse_query_ms@0.15" in ours:

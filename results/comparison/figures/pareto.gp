@@ -1,11 +1,11 @@
-# pareto.gp: made by dsgap compare (commit 613ac56cb45b+wip): bundled model, 24 samples
+# pareto.gp: made by dsgap compare (commit 155a89a3da98): bundled model, 24 samples
 # re-render inside this directory: gnuplot pareto.gp   (writes pareto.pdf and pareto.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {
 if (fmt eq "pdf") { set terminal pdfcairo size 6.5in,4.6in font 'Liberation Sans,8' } else { set terminal pngcairo size 1950,1380 font 'Liberation Sans,8' fontscale 3 linewidth 2 }
 set output 'pareto.'.fmt
 set title 'bundled model, 24 samples'.': fidelity against measured speedup' noenhanced
-set xlabel 'measured speedup of the denoising loop over dense ('.'gpu: NVIDIA H200 (sm_90, 132 SMs, 140 GiB)'.')' noenhanced
+set xlabel 'measured speedup of the denoising loop over dense ('.'gpu: NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79 GiB)'.')' noenhanced
 set ylabel 'PSNR of the final latents against dense (dB), 95% CI over samples' noenhanced
 set bmargin 9
 set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 2 Left reverse noenhanced font ',7' samplen 2 width 1

@@ -6,8 +6,10 @@
  * and a run of 128-key tiles and computes the 128-key x 128-query probability tile as S^T = K Q^T on
  * wgmma (sm_90a; bf16 in, fp32 accumulate), so that the sum over the group's queries is a row sum in
  * the accumulator: a producer warpgroup and two consumer warpgroups of 64 keys each that take turns
- * to issue their wgmma (ping-pong), 4 K stages, and the attention kernels' arithmetic (one fma and
- * ex2.approx a probability: group_scores_sm90<D, 4, true, true> in group_scores.cuh).
+ * to issue their wgmma (ping-pong), 4 K stages, two groups a CTA (the producer copies both groups'
+ * 128-query chunks and each K tile serves both: half the K traffic from L2), and the attention
+ * kernels' arithmetic (one fma and ex2.approx a probability: group_scores_sm90<D, 4, true, true, 2>
+ * in group_scores.cuh).
  * Groups of more than 128 queries are done in chunks of 128, accumulated in the token scores; the
  * block form (sums over runs of 128 keys, dg_scores_to_blocks) is summed from the token scores.
  * Calls without token scores (block scores only) run the mma.sync kernel (group_scores_kernel,
@@ -31,5 +33,5 @@ extern "C" int dg_exact_scores(const uint16_t *q, const uint16_t *k, const float
 	cudaStream_t st = (cudaStream_t)stream;
 	if (!scores) /* the wgmma kernel accumulates chunked groups in the token scores */
 		return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);
-	return d == 64 ? launch_sm90<64, 4, true, true>(p, st) : launch_sm90<128, 4, true, true>(p, st);
+	return d == 64 ? launch_sm90<64, 4, true, true, 2>(p, st) : launch_sm90<128, 4, true, true, 2>(p, st);
 }

@@ -1,9 +1,10 @@
 /*
  * pca_group.cuh: the PCA grouping's kernels and its level-by-level pipeline (not a public header),
- * shared by pca_group.cu (the promoted launcher, dg_pca_groups: pca_run with
- * gram_partial_mma<D, STAGE_BATCHED>, chunks of 8 blocks and a warp per projection) and
- * dev/kernels/pca_group_v.cu (the other numbered versions: other Gram-partial kernels, chunk sizes
- * and lanes per projection through pca_run's arguments).
+ * shared by pca_group.cu (the promoted launcher, dg_pca_groups: pca_run<D, 8, 16384, true> with
+ * gram_partial_mma<D, STAGE_VEC>: chunks of 8 blocks, 8 lanes a projection, node sorts in shared
+ * memory up to 16384 rows, no Gram reduction at one-chunk levels) and dev/kernels/pca_group_v.cu (the
+ * other numbered versions: other Gram-partial kernels, chunk sizes, lanes per projection, node-sort
+ * sizes and reductions through pca_run's arguments).
  * The algorithm and its layouts: pca_group.cu.
  */
 #ifndef DG_PCA_GROUP_CUH

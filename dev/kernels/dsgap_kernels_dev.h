@@ -37,16 +37,16 @@ int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uin
 		    int precise, dg_stream stream);
 const char *dg_sparse_fwd_name(int version);
 
-/* exact group scores (dg_exact_scores), versions 1..6; v3, v4 and v6 send block-only calls (scores NULL)
- * to v2, as the promoted v5 does */
-#define DG_EXACT_SCORES_PROMOTED 5
+/* exact group scores (dg_exact_scores), versions 1..6; v3, v4 and v5 send block-only calls (scores NULL)
+ * to v2, as the promoted v6 does */
+#define DG_EXACT_SCORES_PROMOTED 6
 int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t *k, const float *lse, int n,
 		      int d, const int32_t *perm, const int32_t *goff, int ngroups, float *scores,
 		      float *block_scores, dg_stream stream);
 const char *dg_exact_scores_name(int version);
 
 /* PCA grouping (dg_pca_groups), versions 1..8 */
-#define DG_PCA_GROUPS_PROMOTED 5
+#define DG_PCA_GROUPS_PROMOTED 8
 int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
 		    dg_stream stream);
 const char *dg_pca_groups_name(int version);

@@ -4,11 +4,10 @@
  *   v1, v2  group_scores_kernel (mma.sync 128x128 tiles, 8 warps) with 1 and 2 CTAs per SM;
  *   v3      group_scores_sm90 without ping-pong (the two consumer warpgroups issue independently);
  *   v4      with ping-pong (prob_of's hi + lo terms and exp2f);
- *   v5      v4 with the attention kernels' arithmetic (FAST): the promoted one, kernels/group_scores.cu's
- *           launcher;
- *   v6      v5 with two groups a CTA against each K tile (half the K traffic from L2); built, not yet run
- *           on a GPU (HISTORY.md: its prediction).
- * v3, v4 and v6 accumulate chunked groups in the token scores, so block-only calls (scores NULL) run v2.
+ *   v5      v4 with the attention kernels' arithmetic (FAST);
+ *   v6      v5 with two groups a CTA against each K tile (half the K traffic from L2): the promoted one,
+ *           kernels/group_scores.cu's launcher.
+ * v3 to v6 accumulate chunked groups in the token scores, so block-only calls (scores NULL) run v2.
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
@@ -46,8 +45,8 @@ extern "C" int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t 
 		return d == 64 ? launch_sm90<64, 4, false, false>(p, st) : launch_sm90<128, 4, false, false>(p, st);
 	if (version == 4 && scores)
 		return d == 64 ? launch_sm90<64, 4, true, false>(p, st) : launch_sm90<128, 4, true, false>(p, st);
-	if (version == 6 && scores)
-		return d == 64 ? launch_sm90<64, 4, true, true, 2>(p, st) : launch_sm90<128, 4, true, true, 2>(p, st);
+	if (version == 5 && scores)
+		return d == 64 ? launch_sm90<64, 4, true, true>(p, st) : launch_sm90<128, 4, true, true>(p, st);
 	if (version == 1)
 		return d == 64 ? launch<64, 1>(p, st) : launch<128, 1>(p, st);
 	return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);

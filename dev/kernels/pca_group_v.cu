@@ -5,14 +5,15 @@
  *   v2  gram_partial_mma (tensor cores, X_b^T staged as bf16), one block per chunk;
  *   v3  v2 with chunks of 8 blocks accumulated in the MMA registers;
  *   v4  v2 with the rows gathered 16 at a time per thread (gram_partial_mma's batched stage);
- *   v5  v3 with v4's gather: the promoted one, kernels/pca_group.cu's launcher;
+ *   v5  v3 with v4's gather;
  *   v6  v5 with 16-byte loads: the Gram stage a row per lane (STAGE_VEC), the projections 8 lanes a
  *       row instead of a warp (the projections' fp32 sums in another order, so near-ties may split
  *       differently from v5);
  *   v7  v6 with the levels of nodes up to 16384 rows (not 4096) sorted node by node in shared memory
  *       (128 KB), so at n = 32760 only the first level's keys go through the CUB sort of all heads;
  *   v8  v7 without gram_reduce at the levels whose split nodes are one chunk of 8 blocks each (power_iter
- *       reads the partial: the same Gram matrix, one launch and 2 x 64 KB a node of traffic less).
+ *       reads the partial: the same Gram matrix, one launch and 2 x 64 KB a node of traffic less): the
+ *       promoted one, kernels/pca_group.cu's launcher.
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"

@@ -5,7 +5,7 @@
 # checks all at once (they only need right answers, so they share the GPU), then the selected
 # benchmarks one after the other, alone on the GPU. Logs and CSVs go to $OUT; at the end (or when
 # DEADLINE runs out) everything is also packed into $OUT/device.tgz (the device tool returns at
-# most 8 files).
+# most 8 files: where $OUT holds more than 7, only device.tgz and summary.txt are left there).
 #   (here)   cmake --build --preset default && scripts/device_pack.sh
 #   (device) OUT=dir [DEADLINE=540] [CHECKS=...] [BENCHES=...] [STEPS=...] bash scripts/device_all.sh
 #            with carry [".carry"]; --help prints this header, --list the steps a call would run.
@@ -123,7 +123,13 @@ S=$OUT/summary.txt
 		--format=csv
 	command -v nvcc >/dev/null && nvcc --version | tail -1
 } 2>&1 | tee "$S"
-pack() { tar -C "$OUT" -czf /tmp/device.tgz --exclude device.tgz . && mv /tmp/device.tgz "$OUT/"; }
+# device.tgz holds everything; with more than 6 other entries in $OUT the loose copies go (summary.txt
+# stays), so that the tgz is among the at most 8 files a device call returns
+pack() {
+	tar -C "$OUT" -czf /tmp/device.tgz --exclude device.tgz . && mv /tmp/device.tgz "$OUT/" || return
+	[ "$(find "$OUT" -mindepth 1 -maxdepth 1 ! -name device.tgz | wc -l)" -le 6 ] ||
+		find "$OUT" -mindepth 1 -maxdepth 1 ! -name device.tgz ! -name summary.txt -exec rm -rf {} +
+}
 trap pack EXIT
 run() { # name timeout command...: one step, its output in $OUT/name.log, a line in the summary
 	local name=$1 to=$2; shift 2

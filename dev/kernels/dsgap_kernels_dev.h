@@ -45,7 +45,7 @@ int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t *k, const f
 		      float *block_scores, dg_stream stream);
 const char *dg_exact_scores_name(int version);
 
-/* PCA grouping (dg_pca_groups), versions 1..8 */
+/* PCA grouping (dg_pca_groups), versions 1..9 */
 #define DG_PCA_GROUPS_PROMOTED 8
 int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
 		    dg_stream stream);

@@ -13,7 +13,11 @@
  *       (128 KB), so at n = 32760 only the first level's keys go through the CUB sort of all heads;
  *   v8  v7 without gram_reduce at the levels whose split nodes are one chunk of 8 blocks each (power_iter
  *       reads the partial: the same Gram matrix, one launch and 2 x 64 KB a node of traffic less): the
- *       promoted one, kernels/pca_group.cu's launcher.
+ *       promoted one, kernels/pca_group.cu's launcher;
+ *   v9  v8 with node sorts only up to 4096 rows again (v6's; CUB's sort of all keys above): at the
+ *       levels of 8192- and 16384-row nodes a node sort is one CTA per (node, head), too few to fill
+ *       the GPU (v8's sort phase is 0.1 ms over v5's at 12 heads, and v7/v8 are slower than v6 at one
+ *       head). Built, not yet run on a GPU (HISTORY.md: its prediction).
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
@@ -95,6 +99,9 @@ int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t
 	if (version == 8)
 		return pca_run<D, 8, 16384, true>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st,
 						  phase_ms);
+	if (version == 9)
+		return pca_run<D, 8, 4096, true>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st,
+						 phase_ms);
 	return pca_run<D>(gram_partial_mma<D, STAGE_BATCHED>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
 }
 
@@ -109,6 +116,7 @@ static const char *const names[] = {
 	"v6: v5 with 16-byte loads (Gram stage a row per lane, projections 8 lanes a row)",
 	"v7: v6 with node sorts in shared memory up to 16384 rows",
 	"v8: v7 without the Gram reduction at levels of one-chunk nodes",
+	"v9: v8 with node sorts only up to 4096 rows (v6's)",
 };
 #define NVERSIONS ((int)(sizeof names / sizeof names[0]))
 

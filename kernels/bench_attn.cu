@@ -9,6 +9,10 @@
  *   sparse_ms@rho, sparse_eff_tflops@rho (4 d sum(queries x keys) / time), sparse_over_dense@rho
  *   (our dense time / our sparse time; scripts/gpu_bench_torch.py adds the cuDNN ratios),
  *   sparse_block_over_dense@0.15 (block-run lists),
+ *   dense_pairs_ms@0.15, dense_pairs_tflops@0.15, sparse_over_dense_pairs@0.15 (our dense kernel,
+ *   dg_flash_fwd_kv, on the sparse call's (query, key) pairs with the keys contiguous: every query
+ *   against the first 128*ceil(0.15*n/128) keys of its head; the last ratio below 1 is what gathering
+ *   the rows costs),
  *   sparse_query_ms@0.15, sparse_query_over_dense@0.15 (per-query oracle, groups of one),
  *   sparse_perhead_ms@0.15, sparse_perhead_over_one@0.15 (the same work as one launch per head); all in the
  *   fast P.V mode (P rounded to bf16), and the precise mode (P as bf16 hi + lo, dsgap_kernels.h) as
@@ -292,6 +296,7 @@ static void bench_promoted(Bench &B)
 
 	/* sparse: groups of 128, token lists, densities */
 	const double rhos[] = {0.05, 0.1, 0.15, 0.2, 0.3, 0.5};
+	double t15 = 0; /* the sparse call at 0.15 */
 	for (double rho : rhos) {
 		if (B.quick && rho != 0.15)
 			continue;
@@ -304,6 +309,8 @@ static void bench_promoted(Bench &B)
 			});
 		};
 		const double t = run(0), tp = run(1);
+		if (rho == 0.15)
+			t15 = t;
 		snprintf(name, sizeof name, "sparse_ms@%.2g", rho);
 		emit(name, t, "ms");
 		snprintf(name, sizeof name, "sparse_eff_tflops@%.2g", rho);
@@ -341,6 +348,22 @@ static void bench_promoted(Bench &B)
 		emit("sparse_block_ms@0.15", t, "ms");
 		emit("sparse_block_over_dense@0.15", B.t_dense / t, "x");
 		G.free_all();
+	}
+	{ /* our dense kernel on the same pairs as the sparse call at 0.15, keys contiguous */
+		const int count = std::min(n, 128 * (int)ceil(0.15 * n / 128.0));
+		uint16_t *kc = NULL, *vc = NULL; /* (heads, count, d): each head's first count rows */
+		const size_t row = (size_t)count * d * 2, pitch = (size_t)n * d * 2;
+		CUDA_CHECK(cudaMalloc((void **)&kc, heads * row));
+		CUDA_CHECK(cudaMalloc((void **)&vc, heads * row));
+		CUDA_CHECK(cudaMemcpy2D(kc, row, k, pitch, row, heads, cudaMemcpyDeviceToDevice));
+		CUDA_CHECK(cudaMemcpy2D(vc, row, v, pitch, row, heads, cudaMemcpyDeviceToDevice));
+		const double t = time_ms([&] { return dg_flash_fwd_kv(q, kc, vc, heads, n, count, d, NULL, ob, lse, NULL); });
+		emit("dense_pairs_ms@0.15", t, "ms");
+		emit("dense_pairs_tflops@0.15", 4.0 * n * (double)count * d * heads / t * 1e-9, "TFLOP/s");
+		if (t15 > 0)
+			emit("sparse_over_dense_pairs@0.15", t / t15, "x");
+		cudaFree(kc);
+		cudaFree(vc);
 	}
 	if (!B.quick) { /* per-query oracle: groups of one query, each with its own list */
 		const int count = 128 * (int)ceil(0.15 * n / 128.0);

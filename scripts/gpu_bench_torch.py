@@ -10,7 +10,8 @@ dsgap-bench-kernels in the same device call) it also writes the side-by-side rat
 dense_over_cudnn, sparse_over_cudnn@rho, sparse_over_flex@rho, sparse_block_over_cudnn@0.15, and
 sparse_over_cudnn_pairs@rho: cuDNN dense on the same (query, key) pairs as the sparse kernel (every
 query against the first ceil(rho*n/128)*128 keys, contiguous: cudnn_pairs_ms@rho) over our sparse time,
-i.e. how near the gather kernel comes to a dense kernel doing its work (above 1: faster than cuDNN).
+i.e. how near the gather kernel comes to a dense kernel doing its work (above 1: faster than cuDNN),
+and dense_pairs_over_cudnn_pairs@0.15: our dense kernel on those pairs (dense_pairs_ms@0.15) against cuDNN's.
 With --sweep NS (a comma list of token counts) it measures only cuDNN SDPA dense at every n of NS and
 every head count of --sweep-heads (default 12,24,40) and appends rows n,heads,d,cudnn_ms,reps,device,date,
 commit to --csv (a header first when the file is new): the dense reference of `dsgap callspeed`
@@ -155,6 +156,9 @@ def main():
                 tp = res.get(f"cudnn_pairs@{float(rho):g}")
                 if tp:
                     emit(f"sparse_over_cudnn_pairs@{rho}", tp / t, "x")
+        tp = res.get("cudnn_pairs@0.15")
+        if tp and "dense_pairs_ms@0.15" in ours:
+            emit("dense_pairs_over_cudnn_pairs@0.15", tp / ours["dense_pairs_ms@0.15"], "x")
         if "sparse_block_ms@0.15" in ours:
             emit("sparse_block_over_cudnn@0.15", tc / ours["sparse_block_ms@0.15"], "x")
         if "sparse_query_ms@0.15" in ours:

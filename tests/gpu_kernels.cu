@@ -565,7 +565,7 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 			if (with_residual)
 				rh.assign(res.begin() + (size_t)h * n * d, res.begin() + (size_t)(h + 1) * n * d);
 			tab[h] = { dev_upload(ph), dev_upload(gh), dev_upload(sh), dev_upload(ih),
-				   with_residual ? dev_upload(rh) : NULL };
+				   with_residual ? dev_upload(rh) : NULL, DG_RES_F32 };
 			owned.insert(owned.end(), { (void *)tab[h].perm, (void *)tab[h].goff, (void *)tab[h].soff,
 						    (void *)tab[h].sidx, (void *)tab[h].residual });
 		}
@@ -682,7 +682,7 @@ static void test_bad_args(void)
 	CHECK("sparse rejects mass without lse_ref",
 	      dg_sparse_fwd(x, x, x, 1, 16, 64, (int32_t *)x, (int32_t *)x, 1, (int64_t *)x, (int32_t *)x, NULL, NULL,
 			    o, o, 0, NULL) == -1);
-	dg_sparse_head t = { (int32_t *)x, (int32_t *)x, (int64_t *)x, (int32_t *)x, NULL };
+	dg_sparse_head t = { (int32_t *)x, (int32_t *)x, (int64_t *)x, (int32_t *)x, NULL, DG_RES_F32 };
 	CHECK("sparse_fwd_heads rejects a row stride below heads x d",
 	      dg_sparse_fwd_heads(x, x, x, 1, 16, 64, &t, 1, x, 32, 0, NULL) == -1);
 	CHECK("sparse_fwd_heads rejects more than DG_SPARSE_HEADS_MAX heads",

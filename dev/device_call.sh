@@ -9,7 +9,10 @@
 #   3. each .carry/dsgap_NAME.xz (a dsgap built with a candidate launcher) against .carry/bin/dsgap:
 #      mc-sparse's DiT call at 32760 tokens, 12/24/40 heads, ROUNDS (default 2) interleaved rounds;
 #   4. the 720p kernel shape (N720, default 75600 tokens): dsgap-bench-kernels and
-#      scripts/gpu_bench_torch.py (our gather kernel against cuDNN on the same pairs); N720=0: skipped.
+#      scripts/gpu_bench_torch.py (our gather kernel against cuDNN on the same pairs); N720=0: skipped;
+#   5. .carry/gpu_kernels_dev.xz and .carry/dsgap-bench-kernels-dev.xz (xz of build-dev/dev/kernels/
+#      gpu_kernels_dev and build-dev/dsgap-bench-kernels-dev), where present: the attention versions'
+#      checks (--quick) and their times at 32760 and N720 tokens.
 # Everything goes into $OUT/call.tgz; $OUT/call.txt is the headline lines (a device call returns at
 # most 8 files). Run (device tool, carry [".carry"]): bash dev/device_call.sh
 cd "$(dirname "$0")/.." || exit 2
@@ -48,6 +51,22 @@ if [ "${N720:-75600}" != 0 ]; then
 	echo "gpu_bench_torch.py rc $?" >> "$T"
 	grep -E "^(dense_tflops,|sparse_ms@0.15|sparse_eff_tflops@0.15|cudnn_tflops|cudnn_pairs|sparse_over_cudnn)" "$W/k720.csv" |
 		cut -d, -f1-3 >> "$T"
+fi
+if [ -f .carry/gpu_kernels_dev.xz ]; then
+	xz -dc .carry/gpu_kernels_dev.xz > /tmp/gpu_kernels_dev && chmod +x /tmp/gpu_kernels_dev
+	timeout 150 /tmp/gpu_kernels_dev --quick > "$W/kernels_dev_check.log" 2>&1
+	echo "gpu_kernels_dev --quick rc $?: $(tail -1 "$W/kernels_dev_check.log")" >> "$T"
+	grep -E "^FAIL|fail" "$W/kernels_dev_check.log" | head -5 >> "$T"
+fi
+if [ -f .carry/dsgap-bench-kernels-dev.xz ]; then
+	xz -dc .carry/dsgap-bench-kernels-dev.xz > /tmp/bench_kernels_dev && chmod +x /tmp/bench_kernels_dev
+	for nn in 32760 "${N720:-75600}"; do
+		[ "$nn" = 0 ] && continue
+		timeout 120 /tmp/bench_kernels_dev --n "$nn" --quick --csv "$W/kernels_dev_$nn.csv" > "$W/kernels_dev_$nn.log" 2>&1
+		echo "dsgap-bench-kernels-dev --n $nn rc $?" >> "$T"
+		grep -E "^(sparse_over_dense_v[0-9]|sparse_ms@0.15|dense_ms|dense_pairs|sparse_over_dense_pairs)" "$W/kernels_dev_$nn.csv" |
+			cut -d, -f1-3 >> "$T"
+	done
 fi
 if [ -x /tmp/gpu_meta_dev ]; then
 	timeout 60 /tmp/gpu_meta_dev --quick > "$W/meta_dev_check.log" 2>&1

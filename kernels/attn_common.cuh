@@ -209,6 +209,21 @@ DG_DEV void mbar_arrive_cpasync(uint32_t bar)
 {
 	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+/* TMA (dev/kernels' TMA gather): this thread's arrival on bar, which then also waits for bytes more
+ * of asynchronous copies in its current phase */
+DG_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+/* TMA copy of the box at (c0, c1, c2) of the 3-D tensor map at tmap (the generic address of a
+ * __grid_constant__ CUtensorMap parameter) into shared memory at dst, its bytes completing on bar */
+DG_DEV void tma_load_3d(uint32_t dst, const void *tmap, int c0, int c1, int c2, uint32_t bar)
+{
+	asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+		     " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+		     "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+		     : "memory");
+}
 DG_DEV void mbar_wait(uint32_t bar, int parity)
 {
 	asm volatile("{\n"
@@ -553,9 +568,9 @@ static inline int dg_check_qkv(const char *op, const void *q, const void *k, con
 	return 0;
 }
 
-template <typename Kern>
-static int dg_launch(const char *op, Kern kernel, dim3 grid, int threads, size_t smem, const dg_attn_params &p,
-		     cudaStream_t st)
+template <typename Kern, typename... Args>
+static int dg_launch_args(const char *op, Kern kernel, dim3 grid, int threads, size_t smem, cudaStream_t st,
+			  const Args &...args)
 {
 	if (smem > 48 * 1024) {
 		cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -564,13 +579,19 @@ static int dg_launch(const char *op, Kern kernel, dim3 grid, int threads, size_t
 			return -1;
 		}
 	}
-	kernel<<<grid, threads, smem, st>>>(p);
+	kernel<<<grid, threads, smem, st>>>(args...);
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess) {
 		fprintf(stderr, "%s: launch failed: %s\n", op, cudaGetErrorString(e));
 		return -1;
 	}
 	return 0;
+}
+template <typename Kern>
+static int dg_launch(const char *op, Kern kernel, dim3 grid, int threads, size_t smem, const dg_attn_params &p,
+		     cudaStream_t st)
+{
+	return dg_launch_args(op, kernel, grid, threads, smem, st, p);
 }
 
 /*

@@ -20,6 +20,8 @@
  *   FAST      (sparse) the producer holds the key-list entries one tile ahead in registers and takes
  *             each row index by warp shuffle, and the grid is persistent (one CTA per SM walks the
  *             flattened (head, group) items), so the next item's Q and K/V load under this epilogue.
+ *   TMAG      (dg_attn_sm90_body only; dev/kernels' sparse v9) K and V rows gathered by TMA instead of
+ *             cp.async: warp 0 of the producer, one 64-column box a row half.
  *   PRECISE   P.V as hi.V + lo.V, P split into two bf16 register operands (pack_p): a second wgmma
  *             chain per tile on the same accumulator, P exact to 2^-16 instead of 2^-8 (the precise
  *             mode of the launchers); 32 more live registers per consumer thread, so with FAST at
@@ -70,9 +72,13 @@ DG_DEV void pv_gemm(float (&o)[D / 2], const uint32_t (&pr)[32], const uint32_t 
 	}
 }
 
-template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES = DG_RES_F32>
-__global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_constant__ dg_attn_params p)
+/* The kernel's body; TMAG (dev/kernels' sparse v9 only; SPARSE and FAST): warp 0 of the producer copies
+ * each K and V row by TMA (a 64-column box a row half, from the tensor maps at tmk, tmv: kernel
+ * parameters), the mbarriers of the K and V stages counting that warp's one arrival and the bytes. */
+template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES, bool TMAG>
+DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const void *tmv)
 {
+	static_assert(!TMAG || (SPARSE && FAST), "TMA gather: the sparse FAST kernel only");
 	/* FAST consumers have 200 registers: at d=128 they cannot hold S, O and both P halves at once
 	 * (ptxas spills and serialises the wgmmas), so PRECISE runs there without the overlap */
 	constexpr bool OVERLAP = OVERLAP_ && !(PRECISE && FAST && D == 128);
@@ -92,9 +98,9 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 		mbar_init(fullQ, 128);
 		mbar_init(emptyQ, 8);
 		for (int s = 0; s < STAGES; s++) {
-			mbar_init(FULLK(s), 128);
+			mbar_init(FULLK(s), TMAG ? 1 : 128);
 			mbar_init(EMPTYK(s), 8);
-			mbar_init(FULLV(s), 128);
+			mbar_init(FULLV(s), TMAG ? 1 : 128);
 			mbar_init(EMPTYV(s), 8);
 		}
 		mbar_fence_init();
@@ -123,7 +129,51 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 			iq++;
 			const int ntiles = (it.nkeys + BN - 1) / BN;
 			const int32_t *klist = SPARSE ? head_sidx(p, it.h) + it.kbase : nullptr;
-			if constexpr (SPARSE && FAST) {
+			if constexpr (TMAG) {
+				/* warp 0: lane l copies rows l + 32 j of each tile, their list entries a tile ahead;
+				 * rows past the list copy the tile's first row (finite values under P = 0, and
+				 * every stage takes one tile's bytes) */
+				if (tid < 32) {
+					int e[4];
+#pragma unroll
+					for (int j = 0; j < 4; j++)
+						e[j] = 32 * j + tid < it.nkeys ? __ldg(klist + 32 * j + tid) : -1;
+					for (int t = 0; t < ntiles; t++, kvit++) {
+						const int s = kvit % STAGES, ph = (kvit / STAGES) & 1;
+						const int first = __shfl_sync(0xffffffffu, e[0], 0);
+						int row[4], ne[4];
+#pragma unroll
+						for (int j = 0; j < 4; j++) {
+							const int rn = (t + 1) * BN + 32 * j + tid;
+							ne[j] = rn < it.nkeys ? __ldg(klist + rn) : -1;
+							row[j] = e[j] >= 0 ? e[j] : first;
+						}
+						mbar_wait(EMPTYK(s), ph ^ 1);
+						if (tid == 0)
+							mbar_arrive_expect_tx(FULLK(s), C::KVB);
+						__syncwarp();
+#pragma unroll
+						for (int j = 0; j < 4; j++)
+#pragma unroll
+							for (int hf = 0; hf < D / 64; hf++)
+								tma_load_3d(sK + s * C::KVB + hf * (BN * 128) + (32 * j + tid) * 128,
+									    tmk, hf * 64, row[j], it.h, FULLK(s));
+						mbar_wait(EMPTYV(s), ph ^ 1);
+						if (tid == 0)
+							mbar_arrive_expect_tx(FULLV(s), C::KVB);
+						__syncwarp();
+#pragma unroll
+						for (int j = 0; j < 4; j++)
+#pragma unroll
+							for (int hf = 0; hf < D / 64; hf++)
+								tma_load_3d(sV + s * C::KVB + hf * (BN * 128) + (32 * j + tid) * 128,
+									    tmv, hf * 64, row[j], it.h, FULLV(s));
+#pragma unroll
+						for (int j = 0; j < 4; j++)
+							e[j] = ne[j];
+					}
+				}
+			} else if constexpr (SPARSE && FAST) {
 				/* list entries one tile ahead, rows by shuffle: no dependent load before a copy */
 				const int myr = tile_lane_row<D, 128>(tid);
 				int idx = myr < it.nkeys ? __ldg(klist + myr) : 0;
@@ -301,6 +351,12 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 #undef EMPTYK
 #undef FULLV
 #undef EMPTYV
+}
+
+template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES = DG_RES_F32>
+__global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_constant__ dg_attn_params p)
+{
+	dg_attn_sm90_body<D, STAGES, OVERLAP_, PINGPONG_, SPARSE, FAST, PRECISE, RES, false>(p, nullptr, nullptr);
 }
 
 #endif

@@ -29,7 +29,7 @@ int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint
 		   float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
 const char *dg_flash_fwd_name(int version);
 
-/* gather-KV sparse attention (dg_sparse_fwd), versions 1..8; the small-group kernel is the same in all */
+/* gather-KV sparse attention (dg_sparse_fwd), versions 1..9; the small-group kernel is the same in all */
 #define DG_SPARSE_FWD_PROMOTED 7
 int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
 		    int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,

@@ -2,7 +2,9 @@
  * sparse_fwd_v.cu: the numbered versions of gather-KV sparse attention (dg_sparse_fwd_v,
  * dsgap_kernels_dev.h). The tensor-core kernel differs between versions: v1 is attn_fa2.cuh's kernel,
  * v2..v8 kernels/attn_sm90.cuh's with other template switches; v7, the promoted one, is
- * kernels/sparse_fwd.cu's launcher. The small-group kernel (kernels/sparse_small.cuh) is the same in
+ * kernels/sparse_fwd.cu's launcher; v9 is v7 with the rows gathered by TMA (dg_attn_sm90_body's TMAG:
+ * tensor maps of K and V made here, 64-column boxes of one row, 128B swizzle, each landing at its
+ * row of the swizzled tile: TMA swizzles by the shared-memory address). The small-group kernel (kernels/sparse_small.cuh) is the same in
  * all. Arguments are checked and the parameter block filled as the promoted launcher does
  * (dg_sparse_fwd_params). Measured times: HISTORY.md.
  */
@@ -10,6 +12,8 @@
 #include "attn_fa2.cuh"
 #include "attn_sm90.cuh"
 #include "sparse_small.cuh"
+
+#include <cuda.h>
 
 static const char *const sparse_names[] = {
 	"v1 fa2 gather: 64-query x 64-key tiles, mma.sync, cp.async row gather",
@@ -20,6 +24,7 @@ static const char *const sparse_names[] = {
 	"v6 sm90 gather: v2 + list entries prefetched a tile ahead (rows by shuffle) + persistent grid",
 	"v7 sm90 gather: v4 + list prefetch + persistent grid",
 	"v8 sm90 gather: v7 with 3 stages (4 at d=64)",
+	"v9 sm90 gather: v7 with the K/V rows copied by TMA (one warp, a box a row half)",
 };
 #define SPARSE_NVER ((int)(sizeof sparse_names / sizeof sparse_names[0]))
 
@@ -28,6 +33,45 @@ extern "C" const char *dg_sparse_fwd_name(int version)
 	if (version == 0)
 		version = DG_SPARSE_FWD_PROMOTED;
 	return version >= 1 && version <= SPARSE_NVER ? sparse_names[version - 1] : NULL;
+}
+
+/* v9's kernel: v7's body with TMA gathers from the tensor maps tmk, tmv */
+template <int D, bool PR>
+__global__ void __launch_bounds__(384, 1)
+	sparse_tma_kernel(const __grid_constant__ dg_attn_params p, const __grid_constant__ CUtensorMap tmk,
+			  const __grid_constant__ CUtensorMap tmv)
+{
+	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, true>(p, &tmk, &tmv);
+}
+
+/* the tensor map of k or v (heads, nk, d) bf16 for v9: boxes of 64 columns x 1 row, 128B swizzle; 0 or -1 */
+static int row_map(CUtensorMap *m, const void *base, int heads, int nk, int d)
+{
+	typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+				      const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+				      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+	static encode_fn encode = NULL;
+	if (!encode) {
+		cudaDriverEntryPointQueryResult q;
+		if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000, cudaEnableDefault,
+						     &q) != cudaSuccess ||
+		    q != cudaDriverEntryPointSuccess) {
+			fprintf(stderr, "sparse_fwd v9: no cuTensorMapEncodeTiled in the driver\n");
+			encode = NULL;
+			return -1;
+		}
+	}
+	const cuuint64_t dim[3] = {(cuuint64_t)d, (cuuint64_t)nk, (cuuint64_t)heads};
+	const cuuint64_t stride[2] = {(cuuint64_t)d * 2, (cuuint64_t)nk * d * 2};
+	const cuuint32_t box[3] = {64, 1, 1}, step[3] = {1, 1, 1};
+	const CUresult r = encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dim, stride, box, step,
+				  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+				  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	if (r != CUDA_SUCCESS) {
+		fprintf(stderr, "sparse_fwd v9: cuTensorMapEncodeTiled failed (%d)\n", (int)r);
+		return -1;
+	}
+	return 0;
 }
 
 /* the versions other than the promoted one: the tensor-core kernel, then the small groups */
@@ -66,6 +110,13 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 		constexpr int S = D == 128 ? 3 : 4;
 		rc = dg_launch(op, dg_attn_sm90_kernel<D, S, true, true, true, true, PR>, pgrid, 384,
 			       dg_sm90_cfg<D, S>::SMEM, p, st);
+		break;
+	}
+	case 9: {
+		CUtensorMap tmk, tmv;
+		if (row_map(&tmk, p.k, p.heads, p.n, D) || row_map(&tmv, p.v, p.heads, p.n, D))
+			return -1;
+		rc = dg_launch_args(op, sparse_tma_kernel<D, PR>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, st, p, tmk, tmv);
 		break;
 	}
 	}

@@ -148,26 +148,21 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 							ne[j] = rn < it.nkeys ? __ldg(klist + rn) : -1;
 							row[j] = e[j] >= 0 ? e[j] : first;
 						}
-						mbar_wait(EMPTYK(s), ph ^ 1);
-						if (tid == 0)
-							mbar_arrive_expect_tx(FULLK(s), C::KVB);
-						__syncwarp();
+						/* one stage of K or V: wait for the slot, expect the tile's bytes, copy */
+						auto stage = [&](uint32_t dst, const void *tm, uint32_t full, uint32_t empty) {
+							mbar_wait(empty, ph ^ 1);
+							if (tid == 0)
+								mbar_arrive_expect_tx(full, C::KVB);
+							__syncwarp();
 #pragma unroll
-						for (int j = 0; j < 4; j++)
+							for (int j = 0; j < 4; j++)
 #pragma unroll
-							for (int hf = 0; hf < D / 64; hf++)
-								tma_load_3d(sK + s * C::KVB + hf * (BN * 128) + (32 * j + tid) * 128,
-									    tmk, hf * 64, row[j], it.h, FULLK(s));
-						mbar_wait(EMPTYV(s), ph ^ 1);
-						if (tid == 0)
-							mbar_arrive_expect_tx(FULLV(s), C::KVB);
-						__syncwarp();
-#pragma unroll
-						for (int j = 0; j < 4; j++)
-#pragma unroll
-							for (int hf = 0; hf < D / 64; hf++)
-								tma_load_3d(sV + s * C::KVB + hf * (BN * 128) + (32 * j + tid) * 128,
-									    tmv, hf * 64, row[j], it.h, FULLV(s));
+								for (int hf = 0; hf < D / 64; hf++)
+									tma_load_3d(dst + hf * (BN * 128) + (32 * j + tid) * 128, tm,
+										    hf * 64, row[j], it.h, full);
+						};
+						stage(sK + s * C::KVB, tmk, FULLK(s), EMPTYK(s));
+						stage(sV + s * C::KVB, tmv, FULLV(s), EMPTYV(s));
 #pragma unroll
 						for (int j = 0; j < 4; j++)
 							e[j] = ne[j];

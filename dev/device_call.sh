@@ -6,8 +6,9 @@
 #   2. .carry/gpu_meta_dev.xz (xz of build-dev/dev/kernels/gpu_meta_dev, -DDSGAP_DEV_KERNELS=ON):
 #      --bench (every version of exact scores and PCA grouping, PCA by phase), then --quick (the
 #      versions against the CPU twin);
-#   3. each .carry/dsgap_NAME.xz (a dsgap built with a candidate launcher) against .carry/bin/dsgap:
-#      mc-sparse's DiT call at 32760 tokens, 12/24/40 heads, ROUNDS (default 2) interleaved rounds;
+#   3. each .carry/dsgap_NAME.xz (a dsgap built with a candidate launcher) against .carry/bin/dsgap
+#      (with DIT5X=1 and no candidate: .carry/bin/dsgap alone): cuDNN dense at 32760 tokens, 12/24/40
+#      heads, then mc-sparse's DiT call there, ROUNDS (default 2) interleaved rounds;
 #   4. the 720p kernel shape (N720, default 75600 tokens): dsgap-bench-kernels and
 #      scripts/gpu_bench_torch.py (our gather kernel against cuDNN on the same pairs); N720=0: skipped;
 #   5. .carry/gpu_kernels_dev.xz and .carry/dsgap-bench-kernels-dev.xz (xz of build-dev/dev/kernels/
@@ -32,7 +33,10 @@ if [ -f .carry/gpu_meta_dev.xz ]; then
 	grep -E "^bench (exact_scores|pca_groups)" "$W/meta_dev_bench.log" >> "$T"
 fi
 cands=$(cd .carry && ls dsgap_*.xz 2>/dev/null | sed 's/^dsgap_//; s/\.xz$//')
-if [ -n "$cands" ]; then
+if [ -n "$cands" ] || [ "${DIT5X:-0}" = 1 ]; then
+	timeout 90 python3 scripts/gpu_bench_torch.py --sweep 32760 --csv "$W/cudnn32760.csv" > "$W/cudnn32760.log" 2>&1
+	echo "cuDNN at 32760 rc $?" >> "$T"
+	cut -d, -f1-4 "$W/cudnn32760.csv" >> "$T"
 	for c in $cands; do xz -dc ".carry/dsgap_$c.xz" > "/tmp/dsgap_$c" && chmod +x "/tmp/dsgap_$c"; done
 	for r in $(seq "${ROUNDS:-2}"); do for b in base $cands; do
 		x=.carry/bin/dsgap; [ "$b" = base ] || x=/tmp/dsgap_$b

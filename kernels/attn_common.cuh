@@ -354,7 +354,8 @@ DG_DEV void load_tile(uint32_t sdst, const bf16 *base, const int32_t *idx, int r
 /*
  * Gather loader with the list entries prefetched: for a tile of 128 rows copied by 128 threads, each
  * warp needs 32 list entries; lane l of warp w holds entry tile_lane_row(tid) (loaded a tile ahead),
- * and each copy pass takes its row index by warp shuffle instead of a dependent global load.
+ * and each copy pass takes its row index by warp shuffle instead of a dependent global load; UNROLL
+ * passes are unrolled (all by default; fewer need fewer of the producer's registers).
  */
 template <int D, int NT> DG_DEV int tile_lane_row(int tid)
 {
@@ -362,18 +363,26 @@ template <int D, int NT> DG_DEV int tile_lane_row(int tid)
 	const int lane = tid & 31, w = tid >> 5;
 	return (lane / RPW) * RPP + w * RPW + lane % RPW;
 }
-template <int R, int D, int NT>
+template <int R, int D, int NT, int UNROLL = 0 /* every pass */>
 DG_DEV void load_tile_shfl(uint32_t sdst, const bf16 *base, int idx, int nvalid, int tid)
 {
 	constexpr int CPR = D / 8, RPP = NT / CPR, RPW = 32 / CPR;
 	static_assert(R == NT && (R / RPP) * RPW == 32, "one list entry per lane");
 	const int c = tid % CPR, rin = tid / CPR, lane = tid & 31;
-#pragma unroll
-	for (int i = 0; i < R / RPP; i++) {
+	auto pass = [&](int i) {
 		const int r = i * RPP + rin;
 		const int row = __shfl_sync(0xffffffffu, idx, i * RPW + lane / CPR);
 		const bool ok = r < nvalid;
 		cp_async16(sdst + swz<R>(r, c), base + (size_t)(ok ? row : 0) * D + c * 8, ok ? 16 : 0);
+	};
+	if constexpr (UNROLL == 0) {
+#pragma unroll
+		for (int i = 0; i < R / RPP; i++)
+			pass(i);
+	} else {
+#pragma unroll UNROLL
+		for (int i = 0; i < R / RPP; i++)
+			pass(i);
 	}
 }
 

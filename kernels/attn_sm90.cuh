@@ -20,13 +20,16 @@
  *   FAST      (sparse) the producer holds the key-list entries one tile ahead in registers and takes
  *             each row index by warp shuffle, and the grid is persistent (one CTA per SM walks the
  *             flattened (head, group) items), so the next item's Q and K/V load under this epilogue.
- *   TMAG      (dg_attn_sm90_body only; dev/kernels' sparse v9) K and V rows gathered by TMA instead of
- *             cp.async: warp 0 of the producer, one 64-column box a row half.
+ *   GATHER    (dg_attn_sm90_body only; FAST) how the producer gathers: DG_GATHER_SHFL (the kernel's:
+ *             every copy pass unrolled, producer 96 registers, consumers 200), DG_GATHER_LEAN (dev/kernels'
+ *             sparse v10: passes unrolled by 4, so the producer fits 40 registers and the consumers
+ *             get 232, as the dense kernel's), DG_GATHER_TMA (sparse v9: K and V rows by TMA, warp 0 of
+ *             the producer, one 64-column box a row half).
  *   PRECISE   P.V as hi.V + lo.V, P split into two bf16 register operands (pack_p): a second wgmma
  *             chain per tile on the same accumulator, P exact to 2^-16 instead of 2^-8 (the precise
- *             mode of the launchers); 32 more live registers per consumer thread, so with FAST at
- *             d=128 (200 registers) it drops OVERLAP and PINGPONG (the promoted sparse kernel's
- *             precise mode at d=128 runs without overlap).
+ *             mode of the launchers); 32 more live registers per consumer thread, so with 200
+ *             consumer registers (FAST but not LEAN) at d=128 it drops OVERLAP and PINGPONG (the
+ *             promoted sparse kernel's precise mode at d=128 runs without overlap).
  */
 #ifndef DG_ATTN_SM90_CUH
 #define DG_ATTN_SM90_CUH
@@ -72,16 +75,25 @@ DG_DEV void pv_gemm(float (&o)[D / 2], const uint32_t (&pr)[32], const uint32_t 
 	}
 }
 
-/* The kernel's body; TMAG (dev/kernels' sparse v9 only; SPARSE and FAST): warp 0 of the producer copies
- * each K and V row by TMA (a 64-column box a row half, from the tensor maps at tmk, tmv: kernel
- * parameters), the mbarriers of the K and V stages counting that warp's one arrival and the bytes. */
-template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES, bool TMAG>
+/* how the sparse FAST producer gathers K and V rows (GATHER: the header comment) */
+enum { DG_GATHER_SHFL, DG_GATHER_LEAN, DG_GATHER_TMA };
+
+/* The kernel's body; GATHER (SPARSE and FAST only when not DG_GATHER_SHFL). DG_GATHER_TMA: warp 0 of the
+ * producer copies each K and V row by TMA (a 64-column box a row half, from the tensor maps at tmk,
+ * tmv: kernel parameters), the mbarriers of the K and V stages counting that warp's one arrival and
+ * the bytes. */
+template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES, int GATHER>
 DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const void *tmv)
 {
-	static_assert(!TMAG || (SPARSE && FAST), "TMA gather: the sparse FAST kernel only");
-	/* FAST consumers have 200 registers: at d=128 they cannot hold S, O and both P halves at once
-	 * (ptxas spills and serialises the wgmmas), so PRECISE runs there without the overlap */
-	constexpr bool OVERLAP = OVERLAP_ && !(PRECISE && FAST && D == 128);
+	constexpr bool TMAG = GATHER == DG_GATHER_TMA, LEAN = GATHER == DG_GATHER_LEAN;
+	static_assert(GATHER == DG_GATHER_SHFL || (SPARSE && FAST), "another gather: the sparse FAST kernel only");
+	/* registers of the producer and of each consumer: the FAST producer's fully unrolled shuffle
+	 * loops need 96 (released (168-P)*128 must cover (C-168)*256) */
+	constexpr int PREGS = FAST && !LEAN ? 96 : 40, CREGS = FAST && !LEAN ? 200 : 232;
+	constexpr int SHFL_UNROLL = LEAN ? 4 : 0; /* load_tile_shfl's copy passes unrolled (0: all) */
+	/* 200 consumer registers cannot hold S, O and both P halves at once at d=128 (ptxas spills and
+	 * serialises the wgmmas), so PRECISE runs there without the overlap */
+	constexpr bool OVERLAP = OVERLAP_ && !(PRECISE && CREGS < 232 && D == 128);
 	constexpr bool PINGPONG = PINGPONG_ && OVERLAP;
 	using C = dg_sm90_cfg<D, STAGES>;
 	constexpr int BM = C::BM, BN = C::BN;
@@ -109,7 +121,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 
 	if (wg == 0) {
 		/* ------------------------------------------------------------------ producer */
-		reg_dealloc<FAST ? 96 : 40>(); /* released (168-P)*128 must cover (C-168)*256 */
+		reg_dealloc<PREGS>();
 		int kvit = 0, iq = 0;
 		dg_for_each_item<SPARSE, BM, FAST>(p, [&](const dg_item &it) {
 			const size_t hoff = (size_t)it.h * p.n * D, kvoff = (size_t)it.h * dg_kv_len(p) * D;
@@ -118,7 +130,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 				const int myr = tile_lane_row<D, 128>(tid);
 				const int qidx = myr < it.qcount ? __ldg(head_perm(p, it.h) + it.qpos + myr) : 0;
 				mbar_wait(emptyQ, (iq & 1) ^ 1);
-				load_tile_shfl<BM, D, 128>(sQ, p.q + hoff, qidx, it.qcount, tid);
+				load_tile_shfl<BM, D, 128, SHFL_UNROLL>(sQ, p.q + hoff, qidx, it.qcount, tid);
 			} else {
 				mbar_wait(emptyQ, (iq & 1) ^ 1);
 				load_tile<BM, D, 128, SPARSE>(sQ, p.q + hoff,
@@ -178,10 +190,10 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 					const int rn = (t + 1) * BN + myr;
 					const int nidx = rn < it.nkeys ? __ldg(klist + rn) : 0;
 					mbar_wait(EMPTYK(s), ph ^ 1);
-					load_tile_shfl<BN, D, 128>(sK + s * C::KVB, kh, idx, nv, tid);
+					load_tile_shfl<BN, D, 128, SHFL_UNROLL>(sK + s * C::KVB, kh, idx, nv, tid);
 					mbar_arrive_cpasync(FULLK(s));
 					mbar_wait(EMPTYV(s), ph ^ 1);
-					load_tile_shfl<BN, D, 128>(sV + s * C::KVB, vh, idx, nv, tid);
+					load_tile_shfl<BN, D, 128, SHFL_UNROLL>(sV + s * C::KVB, vh, idx, nv, tid);
 					mbar_arrive_cpasync(FULLV(s));
 					idx = nidx;
 				}
@@ -203,7 +215,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 		asm volatile("cp.async.wait_all;\n" ::: "memory"); /* the copies above were never committed to groups */
 	} else {
 		/* ------------------------------------------------------------------ consumers */
-		reg_alloc<FAST ? 200 : 232>();
+		reg_alloc<CREGS>();
 		const int cwg = wg - 1, lane = tid & 31, wq = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
 		const uint32_t sQw = sQ + cwg * 64 * 128;
 		const float sl2 = p.scale_log2;
@@ -351,7 +363,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES = DG_RES_F32>
 __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_constant__ dg_attn_params p)
 {
-	dg_attn_sm90_body<D, STAGES, OVERLAP_, PINGPONG_, SPARSE, FAST, PRECISE, RES, false>(p, nullptr, nullptr);
+	dg_attn_sm90_body<D, STAGES, OVERLAP_, PINGPONG_, SPARSE, FAST, PRECISE, RES, DG_GATHER_SHFL>(p, nullptr, nullptr);
 }
 
 #endif

@@ -16,9 +16,9 @@
  * is the Gram matrix), power_iter (one CTA per node: centre, 4 iterations, norm in double), project
  * (8 lanes a row, 16-byte loads: a 64-bit sort key head | node | orderable(projection) | query index;
  * rows of unsplit nodes keep their order) and one CUB radix sort of all heads' keys, whose low bits
- * are the new order (levels whose nodes hold at most 16384 rows: a bitonic sort per node in shared
- * memory instead, without the head bits). Tuned for the 12-head batch the anchor and the DiT make:
- * at one head of 32760 tokens v6 (4096-row node sorts) is faster (dev/kernels/HISTORY.md).
+ * are the new order (levels whose nodes hold at most 4096 rows: a bitonic sort per node in shared
+ * memory instead, without the head bits; larger node sorts are one CTA per (node, head), too few to
+ * fill the GPU, so CUB sorts those levels: dev/kernels/HISTORY.md, v7 to v9).
  * fp32 sums are ordered differently from OpenBLAS, so near-ties of projection may order
  * differently from the CPU (tests/gpu_meta.c).
  *
@@ -36,6 +36,6 @@ extern "C" int dg_pca_groups(const uint16_t *q, int heads, int n, int d, int32_t
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
 	if (d == 64)
-		return pca_run<64, 8, 16384, true>(gram_partial_mma<64, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st);
-	return pca_run<128, 8, 16384, true>(gram_partial_mma<128, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st);
+		return pca_run<64, 8, 4096, true>(gram_partial_mma<64, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st);
+	return pca_run<128, 8, 4096, true>(gram_partial_mma<128, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st);
 }

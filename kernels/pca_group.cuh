@@ -1,8 +1,8 @@
 /*
  * pca_group.cuh: the PCA grouping's kernels and its level-by-level pipeline (not a public header),
- * shared by pca_group.cu (the promoted launcher, dg_pca_groups: pca_run<D, 8, 16384, true> with
+ * shared by pca_group.cu (the promoted launcher, dg_pca_groups: pca_run<D, 8, 4096, true> with
  * gram_partial_mma<D, STAGE_VEC>: chunks of 8 blocks, 8 lanes a projection, node sorts in shared
- * memory up to 16384 rows, no Gram reduction at one-chunk levels) and dev/kernels/pca_group_v.cu (the
+ * memory up to 4096 rows, no Gram reduction at one-chunk levels) and dev/kernels/pca_group_v.cu (the
  * other numbered versions: other Gram-partial kernels, chunk sizes, lanes per projection, node-sort
  * sizes and reductions through pca_run's arguments).
  * The algorithm and its layouts: pca_group.cu.

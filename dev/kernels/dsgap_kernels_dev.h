@@ -29,7 +29,7 @@ int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint
 		   float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
 const char *dg_flash_fwd_name(int version);
 
-/* gather-KV sparse attention (dg_sparse_fwd), versions 1..9; the small-group kernel is the same in all */
+/* gather-KV sparse attention (dg_sparse_fwd), versions 1..10; the small-group kernel is the same in all */
 #define DG_SPARSE_FWD_PROMOTED 7
 int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
 		    int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
@@ -46,7 +46,7 @@ int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t *k, const f
 const char *dg_exact_scores_name(int version);
 
 /* PCA grouping (dg_pca_groups), versions 1..9 */
-#define DG_PCA_GROUPS_PROMOTED 8
+#define DG_PCA_GROUPS_PROMOTED 9
 int dg_pca_groups_v(int version, const uint16_t *q, int heads, int n, int d, int32_t *perm, int32_t *goff,
 		    dg_stream stream);
 const char *dg_pca_groups_name(int version);

@@ -12,12 +12,11 @@
  *   v7  v6 with the levels of nodes up to 16384 rows (not 4096) sorted node by node in shared memory
  *       (128 KB), so at n = 32760 only the first level's keys go through the CUB sort of all heads;
  *   v8  v7 without gram_reduce at the levels whose split nodes are one chunk of 8 blocks each (power_iter
- *       reads the partial: the same Gram matrix, one launch and 2 x 64 KB a node of traffic less): the
- *       promoted one, kernels/pca_group.cu's launcher;
+ *       reads the partial: the same Gram matrix, one launch and 2 x 64 KB a node of traffic less);
  *   v9  v8 with node sorts only up to 4096 rows again (v6's; CUB's sort of all keys above): at the
  *       levels of 8192- and 16384-row nodes a node sort is one CTA per (node, head), too few to fill
  *       the GPU (v8's sort phase is 0.1 ms over v5's at 12 heads, and v7/v8 are slower than v6 at one
- *       head). Built, not yet run on a GPU (HISTORY.md: its prediction).
+ *       head): the promoted one, kernels/pca_group.cu's launcher.
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"

@@ -2,10 +2,12 @@
  * sparse_fwd_v.cu: the numbered versions of gather-KV sparse attention (dg_sparse_fwd_v,
  * dsgap_kernels_dev.h). The tensor-core kernel differs between versions: v1 is attn_fa2.cuh's kernel,
  * v2..v8 kernels/attn_sm90.cuh's with other template switches; v7, the promoted one, is
- * kernels/sparse_fwd.cu's launcher; v9 is v7 with the rows gathered by TMA (dg_attn_sm90_body's TMAG:
- * tensor maps of K and V made here, 64-column boxes of one row, 128B swizzle, each landing at its
- * row of the swizzled tile: TMA swizzles by the shared-memory address). The small-group kernel (kernels/sparse_small.cuh) is the same in
- * all. Arguments are checked and the parameter block filled as the promoted launcher does
+ * kernels/sparse_fwd.cu's launcher; v9 is v7 with the rows gathered by TMA (dg_attn_sm90_body's
+ * DG_GATHER_TMA: tensor maps of K and V made here, 64-column boxes of one row, 128B swizzle, each
+ * landing at its row of the swizzled tile: TMA swizzles by the shared-memory address); v10 is v7 with
+ * the producer's copy passes unrolled by 4, not 16, so that it fits 40 registers and the consumers get
+ * 232 instead of 200 (DG_GATHER_LEAN; at d=128 its precise mode keeps the overlap). The small-group
+ * kernel (kernels/sparse_small.cuh) is the same in all. Arguments are checked and the parameter block filled as the promoted launcher does
  * (dg_sparse_fwd_params). Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
@@ -25,6 +27,7 @@ static const char *const sparse_names[] = {
 	"v7 sm90 gather: v4 + list prefetch + persistent grid",
 	"v8 sm90 gather: v7 with 3 stages (4 at d=64)",
 	"v9 sm90 gather: v7 with the K/V rows copied by TMA (one warp, a box a row half)",
+	"v10 sm90 gather: v7 with the producer in 40 registers (copy passes unrolled by 4), consumers 232",
 };
 #define SPARSE_NVER ((int)(sizeof sparse_names / sizeof sparse_names[0]))
 
@@ -41,7 +44,14 @@ __global__ void __launch_bounds__(384, 1)
 	sparse_tma_kernel(const __grid_constant__ dg_attn_params p, const __grid_constant__ CUtensorMap tmk,
 			  const __grid_constant__ CUtensorMap tmv)
 {
-	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, true>(p, &tmk, &tmv);
+	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, DG_GATHER_TMA>(p, &tmk, &tmv);
+}
+
+/* v10's kernel: v7's body with the lean producer */
+template <int D, bool PR>
+__global__ void __launch_bounds__(384, 1) sparse_lean_kernel(const __grid_constant__ dg_attn_params p)
+{
+	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, DG_GATHER_LEAN>(p, nullptr, nullptr);
 }
 
 /* the tensor map of k or v (heads, nk, d) bf16 for v9: boxes of 64 columns x 1 row, 128B swizzle; 0 or -1 */
@@ -119,6 +129,9 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 		rc = dg_launch_args(op, sparse_tma_kernel<D, PR>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, st, p, tmk, tmv);
 		break;
 	}
+	case 10:
+		rc = dg_launch(op, sparse_lean_kernel<D, PR>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
+		break;
 	}
 	if (rc)
 		return rc;

@@ -208,7 +208,9 @@ static void device_used(size_t *driver, uint64_t *pool)
 /* 100 contexts of several kinds, each made, attended (2 steps x 2 layers x 2 branches) and destroyed,
  * after one round of every kind (kernels loaded, the pool grown): the device memory in use comes
  * back to where it was (the driver's count within 2 MiB, its page; the pool's exactly). A leaked
- * context would hold at least its operand buffers, 4 x 2 heads x 1024 tokens x 128 x 4 B = 4 MiB. */
+ * context would hold at least its operand buffers, 4 x 2 heads x 1024 tokens x 128 x 4 B = 4 MiB.
+ * The driver's count is the device's (every process's): run this test with the GPU to itself
+ * (scripts/device_all.sh runs it after the other checks). */
 static void contexts(const int grid[3])
 {
 	static const struct { const char *spec, *sched; } kinds[] = {

@@ -8,7 +8,8 @@
 #      versions against the CPU twin);
 #   3. each .carry/dsgap_NAME.xz (a dsgap built with a candidate launcher) against .carry/bin/dsgap
 #      (with DIT5X=1 and no candidate: .carry/bin/dsgap alone): cuDNN dense at 32760 tokens, 12/24/40
-#      heads, then mc-sparse's DiT call there, ROUNDS (default 2) interleaved rounds;
+#      heads, then mc-sparse's DiT call there (and at the latent grids GRIDS, default 21x30x52), ROUNDS
+#      (default 2) interleaved rounds;
 #   4. the 720p kernel shape (N720, default 75600 tokens): dsgap-bench-kernels and
 #      scripts/gpu_bench_torch.py (our gather kernel against cuDNN on the same pairs); N720=0: skipped;
 #   5. .carry/gpu_kernels_dev.xz and .carry/dsgap-bench-kernels-dev.xz (xz of build-dev/dev/kernels/
@@ -40,7 +41,7 @@ if [ -n "$cands" ] || [ "${DIT5X:-0}" = 1 ]; then
 	for c in $cands; do xz -dc ".carry/dsgap_$c.xz" > "/tmp/dsgap_$c" && chmod +x "/tmp/dsgap_$c"; done
 	for r in $(seq "${ROUNDS:-2}"); do for b in base $cands; do
 		x=.carry/bin/dsgap; [ "$b" = base ] || x=/tmp/dsgap_$b
-		timeout 60 "$x" callspeed --device gpu --path dit --grids 21x30x52 --heads 12,24,40 --policies mc-sparse \
+		timeout 60 "$x" callspeed --device gpu --path dit --grids "${GRIDS:-21x30x52}" --heads 12,24,40 --policies mc-sparse \
 			--reps 5 --csv "$W/cand_$b.csv" >> "$W/cand.log" 2>&1
 		echo "callspeed $b round $r rc $?" >> "$T"
 	done; done

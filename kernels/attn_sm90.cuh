@@ -20,16 +20,17 @@
  *   FAST      (sparse) the producer holds the key-list entries one tile ahead in registers and takes
  *             each row index by warp shuffle, and the grid is persistent (one CTA per SM walks the
  *             flattened (head, group) items), so the next item's Q and K/V load under this epilogue.
- *   GATHER    (dg_attn_sm90_body only; FAST) how the producer gathers: DG_GATHER_SHFL (the kernel's,
- *             sparse v10: rows by shuffle, load_tile_shfl's copy passes unrolled by 4, so the producer
- *             fits 40 registers and the consumers get 232, as the dense kernel's), DG_GATHER_SHFL96
- *             (dev/kernels' sparse v6-v8: every pass unrolled, producer 96 registers, consumers 200),
- *             DG_GATHER_TMA (sparse v9: K and V rows by TMA, warp 0 of the producer, one 64-column
- *             box a row half; 96 / 200 registers).
+ *   GATHER    (dg_attn_sm90_body only; FAST) how the producer gathers: DG_GATHER_SHFL (the kernel's:
+ *             every copy pass unrolled, producer 96 registers, consumers 200), DG_GATHER_LEAN (dev/kernels'
+ *             sparse v10: passes unrolled by 4, so the producer fits 40 registers and the consumers
+ *             get 232, as the dense kernel's; faster in the kernel bench, slower in the DiT call:
+ *             dev/kernels/HISTORY.md), DG_GATHER_TMA (sparse v9: K and V rows by TMA, warp 0 of the
+ *             producer, one 64-column box a row half).
  *   PRECISE   P.V as hi.V + lo.V, P split into two bf16 register operands (pack_p): a second wgmma
  *             chain per tile on the same accumulator, P exact to 2^-16 instead of 2^-8 (the precise
  *             mode of the launchers); 32 more live registers per consumer thread, so with 200
- *             consumer registers (DG_GATHER_SHFL96 or _TMA) at d=128 it drops OVERLAP and PINGPONG.
+ *             consumer registers (FAST but not LEAN) at d=128 it drops OVERLAP and PINGPONG (the
+ *             promoted sparse kernel's precise mode at d=128 runs without overlap).
  */
 #ifndef DG_ATTN_SM90_CUH
 #define DG_ATTN_SM90_CUH
@@ -76,7 +77,7 @@ DG_DEV void pv_gemm(float (&o)[D / 2], const uint32_t (&pr)[32], const uint32_t 
 }
 
 /* how the sparse FAST producer gathers K and V rows (GATHER: the header comment) */
-enum { DG_GATHER_SHFL, DG_GATHER_SHFL96, DG_GATHER_TMA };
+enum { DG_GATHER_SHFL, DG_GATHER_LEAN, DG_GATHER_TMA };
 
 /* The kernel's body; GATHER (SPARSE and FAST only when not DG_GATHER_SHFL). DG_GATHER_TMA: warp 0 of the
  * producer copies each K and V row by TMA (a 64-column box a row half, from the tensor maps at tmk,
@@ -85,13 +86,12 @@ enum { DG_GATHER_SHFL, DG_GATHER_SHFL96, DG_GATHER_TMA };
 template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES, int GATHER>
 DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const void *tmv)
 {
-	constexpr bool TMAG = GATHER == DG_GATHER_TMA;
+	constexpr bool TMAG = GATHER == DG_GATHER_TMA, LEAN = GATHER == DG_GATHER_LEAN;
 	static_assert(GATHER == DG_GATHER_SHFL || (SPARSE && FAST), "another gather: the sparse FAST kernel only");
-	/* registers of the producer and of each consumer (released (168-P)*128 must cover (C-168)*256):
-	 * fully unrolled shuffle loops (SHFL96) need 96 in the producer, 4 passes at a time fit 40 */
-	constexpr bool WIDE = FAST && GATHER != DG_GATHER_SHFL;
-	constexpr int PREGS = WIDE ? 96 : 40, CREGS = WIDE ? 200 : 232;
-	constexpr int SHFL_UNROLL = GATHER == DG_GATHER_SHFL96 ? 0 : 4; /* load_tile_shfl's passes (0: all) */
+	/* registers of the producer and of each consumer: the FAST producer's fully unrolled shuffle
+	 * loops need 96 (released (168-P)*128 must cover (C-168)*256) */
+	constexpr int PREGS = FAST && !LEAN ? 96 : 40, CREGS = FAST && !LEAN ? 200 : 232;
+	constexpr int SHFL_UNROLL = LEAN ? 4 : 0; /* load_tile_shfl's copy passes unrolled (0: all) */
 	/* 200 consumer registers cannot hold S, O and both P halves at once at d=128 (ptxas spills and
 	 * serialises the wgmmas), so PRECISE runs there without the overlap */
 	constexpr bool OVERLAP = OVERLAP_ && !(PRECISE && CREGS < 232 && D == 128);

@@ -9,14 +9,14 @@
  * oracle) to the warp-per-group CUDA-core kernel of sparse_small.cuh.
  * The tensor-core kernel: attn_sm90.cuh's Hopper kernel (producer warpgroup + 2 consumer warpgroups,
  * wgmma 128x128 tiles, 2 stages of K/V, intra-warpgroup overlap, ping-pong consumers) with the key-list
- * entries prefetched a tile ahead (row indices by warp shuffle, no dependent load before each copy;
- * the copy passes unrolled by 4, so the producer fits 40 registers and the consumers get 232) and a
- * persistent grid (one CTA per SM over the flattened (head, group) items). One CTA walks a
+ * entries prefetched a tile ahead (row indices by warp shuffle, no dependent load before each copy)
+ * and a persistent grid (one CTA per SM over the flattened (head, group) items). One CTA walks a
  * group's list in tiles of 128 gathered keys (cp.async 16-byte rows into swizzled shared memory);
  * groups over 128 queries in chunks of 128.
  * Modes (per call, as dg_flash_fwd): the tensor-core kernel rounds P to bf16 before P.V, or (precise)
  * splits it into bf16 hi + lo for two P.V products; the small-group kernel keeps P in fp32 in both
  * (CUDA-core fmaf), so it is already at the precise level. Row sums, LSE and retained mass: fp32 P.
+ * At d=128 the precise mode runs without the overlap (registers: attn_sm90.cuh).
  * Stored residuals (issue 21): bf16 or fp8 e4m3 with row scales, read in their dtype by the epilogue
  * (template parameter RES; the fp32 kernels are the RES = DG_RES_F32 instances, unchanged).
  * Launchers: dg_sparse_fwd, dg_sparse_fwd_rq, dg_sparse_fwd_heads (dsgap_kernels.h). Test: tests/gpu_kernels.cu.

@@ -30,7 +30,7 @@ int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint
 const char *dg_flash_fwd_name(int version);
 
 /* gather-KV sparse attention (dg_sparse_fwd), versions 1..10; the small-group kernel is the same in all */
-#define DG_SPARSE_FWD_PROMOTED 10
+#define DG_SPARSE_FWD_PROMOTED 7
 int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
 		    int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 		    const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,

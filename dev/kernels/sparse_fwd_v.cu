@@ -1,14 +1,13 @@
 /*
  * sparse_fwd_v.cu: the numbered versions of gather-KV sparse attention (dg_sparse_fwd_v,
  * dsgap_kernels_dev.h). The tensor-core kernel differs between versions: v1 is attn_fa2.cuh's kernel,
- * v2..v10 kernels/attn_sm90.cuh's with other template switches: v6..v8 with the fully unrolled
- * producer (dg_attn_sm90_body's DG_GATHER_SHFL96: 96 producer and 200 consumer registers, so their
- * precise mode at d=128 runs without the overlap); v9 is v7 with the rows gathered by TMA
- * (DG_GATHER_TMA: tensor maps of K and V made here, 64-column boxes of one row, 128B swizzle, each
- * landing at its row of the swizzled tile: TMA swizzles by the shared-memory address); v10, the
- * promoted one, kernels/sparse_fwd.cu's launcher, is v7 with the producer's copy passes unrolled by 4,
- * so that it fits 40 registers and the consumers get 232. The small-group kernel
- * (kernels/sparse_small.cuh) is the same in all. Arguments are checked and the parameter block filled as the promoted launcher does
+ * v2..v10 kernels/attn_sm90.cuh's with other template switches; v7, the promoted one, is
+ * kernels/sparse_fwd.cu's launcher; v9 is v7 with the rows gathered by TMA (dg_attn_sm90_body's
+ * DG_GATHER_TMA: tensor maps of K and V made here, 64-column boxes of one row, 128B swizzle, each
+ * landing at its row of the swizzled tile: TMA swizzles by the shared-memory address); v10 is v7 with
+ * the producer's copy passes unrolled by 4, not 16, so that it fits 40 registers and the consumers get
+ * 232 instead of 200 (DG_GATHER_LEAN; at d=128 its precise mode keeps the overlap). The small-group
+ * kernel (kernels/sparse_small.cuh) is the same in all. Arguments are checked and the parameter block filled as the promoted launcher does
  * (dg_sparse_fwd_params). Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
@@ -39,13 +38,6 @@ extern "C" const char *dg_sparse_fwd_name(int version)
 	return version >= 1 && version <= SPARSE_NVER ? sparse_names[version - 1] : NULL;
 }
 
-/* v6..v8's kernel: the persistent gather kernel with the fully unrolled producer */
-template <int D, int STAGES, bool OVERLAP, bool PR>
-__global__ void __launch_bounds__(384, 1) sparse_shfl96_kernel(const __grid_constant__ dg_attn_params p)
-{
-	dg_attn_sm90_body<D, STAGES, OVERLAP, OVERLAP, true, true, PR, DG_RES_F32, DG_GATHER_SHFL96>(p, nullptr, nullptr);
-}
-
 /* v9's kernel: v7's body with TMA gathers from the tensor maps tmk, tmv */
 template <int D, bool PR>
 __global__ void __launch_bounds__(384, 1)
@@ -55,6 +47,12 @@ __global__ void __launch_bounds__(384, 1)
 	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, DG_GATHER_TMA>(p, &tmk, &tmv);
 }
 
+/* v10's kernel: v7's body with the lean producer */
+template <int D, bool PR>
+__global__ void __launch_bounds__(384, 1) sparse_lean_kernel(const __grid_constant__ dg_attn_params p)
+{
+	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, DG_GATHER_LEAN>(p, nullptr, nullptr);
+}
 
 /* the tensor map of k or v (heads, nk, d) bf16 for v9: boxes of 64 columns x 1 row, 128B swizzle; 0 or -1 */
 static int row_map(CUtensorMap *m, const void *base, int heads, int nk, int d)
@@ -115,14 +113,13 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 		break;
 	}
 	case 6:
-		rc = dg_launch(op, sparse_shfl96_kernel<D, 2, false, PR>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
-		break;
-	case 7:
-		rc = dg_launch(op, sparse_shfl96_kernel<D, 2, true, PR>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
+		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, false, false, true, true, PR>, pgrid, 384,
+			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 8: {
 		constexpr int S = D == 128 ? 3 : 4;
-		rc = dg_launch(op, sparse_shfl96_kernel<D, S, true, PR>, pgrid, 384, dg_sm90_cfg<D, S>::SMEM, p, st);
+		rc = dg_launch(op, dg_attn_sm90_kernel<D, S, true, true, true, true, PR>, pgrid, 384,
+			       dg_sm90_cfg<D, S>::SMEM, p, st);
 		break;
 	}
 	case 9: {
@@ -132,6 +129,9 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 		rc = dg_launch_args(op, sparse_tma_kernel<D, PR>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, st, p, tmk, tmv);
 		break;
 	}
+	case 10:
+		rc = dg_launch(op, sparse_lean_kernel<D, PR>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
+		break;
 	}
 	if (rc)
 		return rc;

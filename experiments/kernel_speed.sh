@@ -15,7 +15,8 @@
 # scripts/gpu_bench_torch.py --sweep, 1k..128k tokens, 12/24/40 heads) -> crossover.{csv,md,tex},
 # length.csv, figures/speed_vs_length-PATH-PV.* (experiments/kernel_speed_length.sh), the two CSVs kept
 # as callspeed.csv and cudnn_length.csv. CUDNN.csv `ours` (no cuDNN sweep measured): the same against
-# our dense kernel, into DIR/length-ours-dense/ (callspeed.csv kept there).
+# our dense kernel, into DIR/length-ours-dense/ (callspeed.csv kept there). LENGTH_DIR=NAME: into
+# DIR/NAME/ instead (a sweep on another card than the main tables').
 # README.md keeps the hand-written text between <!-- length:begin --> and <!-- length:end --> when
 # the speed-vs-density part rewrites it.
 source "$(dirname "$0")/lib.sh"
@@ -25,22 +26,22 @@ if [ "${1:-}" = --length ]; then
   [ "$cudnn" = ours ] || cudnn=$(realpath "$cudnn")
   shift 3
   exp_init kernel_speed "$@"
-  if [ "$cudnn" = ours ]; then
-    # no cuDNN sweep: against our dense kernel, in a folder of its own (crossover.csv of DIR itself
-    # stays the cuDNN one, which experiments/who_wins.sh reads)
-    dest=$RESULTS/length-ours-dense
-    mkdir -p "$dest"
-    bash "$ROOT/experiments/kernel_speed_length.sh" "$calls" ours "$dest"
-    [ "$calls" -ef "$dest/callspeed.csv" ] || cp "$calls" "$dest/callspeed.csv"
-    printf '\nRegenerate: `experiments/kernel_speed.sh --length %s ours --update-results` (seconds, any machine); the timings: `STEPS=length scripts/device_all.sh` on the H200 (`dsgap callspeed`). Made %s.\n' \
-      "$(realpath --relative-to="$ROOT" "$dest/callspeed.csv")" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$dest/crossover.md"
-    exit 0
+  # a sweep against our dense kernel, or LENGTH_DIR's (another card's): a folder of its own, so that
+  # crossover.csv of DIR itself stays the main cuDNN one, which experiments/who_wins.sh reads
+  sub=${LENGTH_DIR:-}
+  [ "$cudnn" = ours ] && sub=${sub:-length-ours-dense}
+  dest=$RESULTS${sub:+/$sub}
+  mkdir -p "$dest"
+  bash "$ROOT/experiments/kernel_speed_length.sh" "$calls" "$cudnn" "$dest"
+  [ "$calls" -ef "$dest/callspeed.csv" ] || cp "$calls" "$dest/callspeed.csv"
+  against="ours"
+  if [ "$cudnn" != ours ]; then
+    [ "$cudnn" -ef "$dest/cudnn_length.csv" ] || cp "$cudnn" "$dest/cudnn_length.csv"
+    against=$(realpath --relative-to="$ROOT" "$dest/cudnn_length.csv")
   fi
-  bash "$ROOT/experiments/kernel_speed_length.sh" "$calls" "$cudnn" "$RESULTS"
-  [ "$calls" -ef "$RESULTS/callspeed.csv" ] || cp "$calls" "$RESULTS/callspeed.csv"
-  [ "$cudnn" -ef "$RESULTS/cudnn_length.csv" ] || cp "$cudnn" "$RESULTS/cudnn_length.csv"
-  printf '\nRegenerate: `experiments/kernel_speed.sh --length callspeed.csv cudnn_length.csv --update-results` (seconds, any machine); the timings: `STEPS=length scripts/device_all.sh` on the H200 (`dsgap callspeed`, `scripts/gpu_bench_torch.py --sweep`). Made %s.\n' \
-    "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$RESULTS/crossover.md"
+  printf '\nRegenerate: `%sexperiments/kernel_speed.sh --length %s %s --update-results` (seconds, any machine); the timings: `STEPS=length scripts/device_all.sh` (`dsgap callspeed`, `scripts/gpu_bench_torch.py --sweep`). Made %s.\n' \
+    "${LENGTH_DIR:+LENGTH_DIR=$LENGTH_DIR }" "$(realpath --relative-to="$ROOT" "$dest/callspeed.csv")" "$against" \
+    "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$dest/crossover.md"
   exit 0
 fi
 measure=0

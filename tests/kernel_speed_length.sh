@@ -91,6 +91,15 @@ rc=$?
 onen_ok() { [ $rc -eq 1 ] && [ "$(wc -l < "$tmp/onen.err")" -eq 1 ] && [ ! -e "$tmp/onen" ] && grep -q "one n" "$tmp/onen.err"; }
 check "a one-n benchmark CSV as the sweep: exit 1, one line naming it, nothing written" onen_ok
 
+# experiments/kernel_speed.sh --length: LENGTH_DIR puts the tables (and the two CSVs) in a folder of their
+# own under the output, the output's own crossover.csv untouched, and says how to regenerate them
+LENGTH_DIR=card2 DSGAP_WORK=$tmp/work bash "$DSGAP_SOURCE/experiments/kernel_speed.sh" --length "$tmp/calls.csv" "$tmp/cudnn.csv" \
+  --out "$tmp/wrap" > /dev/null 2>&1
+wrap_ok() { [ -s "$tmp/wrap/card2/crossover.csv" ] && [ ! -e "$tmp/wrap/crossover.csv" ] &&
+  cmp -s "$tmp/wrap/card2/crossover.csv" "$tmp/out/crossover.csv" && cmp -s "$tmp/wrap/card2/cudnn_length.csv" "$tmp/cudnn.csv" &&
+  grep -q 'Regenerate: `LENGTH_DIR=card2 experiments/kernel_speed.sh --length' "$tmp/wrap/card2/crossover.md"; }
+check "kernel_speed.sh --length with LENGTH_DIR: its own folder, the same tables" wrap_ok
+
 printf '<!-- who-wins:begin -->\n<!-- who-wins:end -->\n' > "$tmp/README.md"
 bash "$DSGAP_SOURCE/experiments/who_wins.sh" --comparison "$tmp/none" --length "$tmp/out" --readme "$tmp/README.md" 2> /dev/null
 check "who_wins.sh: a line per mode, the policies that always and never beat dense" \

@@ -79,12 +79,54 @@ DG_DEV void pv_gemm(float (&o)[D / 2], const uint32_t (&pr)[32], const uint32_t 
 /* how the sparse FAST producer gathers K and V rows (GATHER: the header comment) */
 enum { DG_GATHER_SHFL, DG_GATHER_LEAN, DG_GATHER_TMA };
 
+/* Phase clock (PROBE, dev/kernels' sparse v11 and v12 only): thread 0 of each warpgroup adds the SM
+ * clocks since its last lap to the phase's counter (shared memory, one set a warpgroup) and, at the
+ * end, the counters to out[wg * DG_PROBE_N + phase] in global memory. Off (ON false): no code. */
+enum { DG_PROBE_ITEM, DG_PROBE_FULLK, DG_PROBE_TURN, DG_PROBE_ISSUE, DG_PROBE_FULLV, DG_PROBE_QKWAIT,
+       DG_PROBE_SOFTMAX, DG_PROBE_PVWAIT, DG_PROBE_RESCALE, DG_PROBE_EPILOGUE, DG_PROBE_EMPTY, DG_PROBE_COPY,
+       DG_PROBE_N };
+template <bool ON> struct dg_probe {
+	uint32_t *cnt = nullptr, t = 0;
+	__device__ __forceinline__ void init(int tid)
+	{
+		if constexpr (ON) {
+			__shared__ uint32_t c[3 * DG_PROBE_N];
+			if (tid < 3 * DG_PROBE_N)
+				c[tid] = 0;
+			cnt = c + (tid >> 7) * DG_PROBE_N;
+		}
+	}
+	__device__ __forceinline__ void start()
+	{
+		if constexpr (ON)
+			t = (uint32_t)clock();
+	}
+	__device__ __forceinline__ void lap(int phase)
+	{
+		if constexpr (ON) {
+			const uint32_t n = (uint32_t)clock();
+			if ((threadIdx.x & 127) == 0)
+				cnt[phase] += n - t;
+			t = n;
+		}
+	}
+	__device__ __forceinline__ void flush(unsigned long long *out)
+	{
+		if constexpr (ON)
+			if ((threadIdx.x & 127) == 0)
+				for (int k = 0; k < DG_PROBE_N; k++)
+					atomicAdd(out + (threadIdx.x >> 7) * DG_PROBE_N + k, (unsigned long long)cnt[k]);
+	}
+};
+
 /* The kernel's body; GATHER (SPARSE and FAST only when not DG_GATHER_SHFL). DG_GATHER_TMA: warp 0 of the
  * producer copies each K and V row by TMA (a 64-column box a row half, from the tensor maps at tmk,
  * tmv: kernel parameters), the mbarriers of the K and V stages counting that warp's one arrival and
  * the bytes. */
-template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES, int GATHER>
-DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const void *tmv)
+template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES, int GATHER,
+	  bool PROBE = false>
+DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const void *tmv,
+			      unsigned long long *probe_out = nullptr)
 {
 	constexpr bool TMAG = GATHER == DG_GATHER_TMA, LEAN = GATHER == DG_GATHER_LEAN;
 	static_assert(GATHER == DG_GATHER_SHFL || (SPARSE && FAST), "another gather: the sparse FAST kernel only");
@@ -107,6 +149,8 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 #define FULLV(s) (bar + 16 + 8 * (2 * STAGES + (s)))
 #define EMPTYV(s) (bar + 16 + 8 * (3 * STAGES + (s)))
 	const int tid = threadIdx.x, wg = tid >> 7;
+	dg_probe<PROBE> pb;
+	pb.init(tid);
 	if (tid == 0) {
 		mbar_init(fullQ, 128);
 		mbar_init(emptyQ, 8);
@@ -123,6 +167,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 	if (wg == 0) {
 		/* ------------------------------------------------------------------ producer */
 		reg_dealloc<PREGS>();
+		pb.start();
 		int kvit = 0, iq = 0;
 		dg_for_each_item<SPARSE, BM, FAST>(p, [&](const dg_item &it) {
 			const size_t hoff = (size_t)it.h * p.n * D, kvoff = (size_t)it.h * dg_kv_len(p) * D;
@@ -190,12 +235,17 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 					const int nv = min(BN, it.nkeys - t * BN);
 					const int rn = (t + 1) * BN + myr;
 					const int nidx = rn < it.nkeys ? __ldg(klist + rn) : 0;
+					pb.lap(DG_PROBE_ITEM);
 					mbar_wait(EMPTYK(s), ph ^ 1);
+					pb.lap(DG_PROBE_EMPTY);
 					load_tile_shfl<BN, D, 128, SHFL_UNROLL>(sK + s * C::KVB, kh, idx, nv, tid);
 					mbar_arrive_cpasync(FULLK(s));
+					pb.lap(DG_PROBE_COPY);
 					mbar_wait(EMPTYV(s), ph ^ 1);
+					pb.lap(DG_PROBE_EMPTY);
 					load_tile_shfl<BN, D, 128, SHFL_UNROLL>(sV + s * C::KVB, vh, idx, nv, tid);
 					mbar_arrive_cpasync(FULLV(s));
+					pb.lap(DG_PROBE_COPY);
 					idx = nidx;
 				}
 			} else {
@@ -214,9 +264,12 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 			}
 		});
 		asm volatile("cp.async.wait_all;\n" ::: "memory"); /* the copies above were never committed to groups */
+		pb.lap(DG_PROBE_ITEM);
+		pb.flush(probe_out);
 	} else {
 		/* ------------------------------------------------------------------ consumers */
 		reg_alloc<CREGS>();
+		pb.start();
 		const int cwg = wg - 1, lane = tid & 31, wq = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
 		const uint32_t sQw = sQ + cwg * 64 * 128;
 		const float sl2 = p.scale_log2;
@@ -274,17 +327,22 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 				}
 			} else {
 				int st = kvit % STAGES, ph = (kvit / STAGES) & 1;
+				pb.lap(DG_PROBE_ITEM);
 				mbar_wait(FULLK(st), ph);
 				fence_proxy_async();
+				pb.lap(DG_PROBE_FULLK);
 				if (PINGPONG)
 					named_sync(1 + cwg, 256);
+				pb.lap(DG_PROBE_TURN);
 				wg_fence();
 				qk_gemm<D>(s, sQw, sK + st * C::KVB);
 				wg_commit();
 				if (PINGPONG)
 					named_arrive(2 - cwg, 256);
+				pb.lap(DG_PROBE_ISSUE);
 				wg_wait<0>();
 				reg_fence(s);
+				pb.lap(DG_PROBE_QKWAIT);
 				if (lane == 0) {
 					mbar_arrive(EMPTYK(st));
 					if (ntiles == 1)
@@ -294,6 +352,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 					mask_cols<64>(s, it.nkeys, t4);
 				softmax_step<64>(s, m0, m1, l0, l1, a0, a1, sl2);
 				pack_p<PRECISE>(pr, pl, s);
+				pb.lap(DG_PROBE_SOFTMAX);
 				for (int t = 1; t < ntiles; t++) {
 					const int sp = st, php = ph;
 					kvit++;
@@ -301,20 +360,26 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 					ph = (kvit / STAGES) & 1;
 					mbar_wait(FULLK(st), ph);
 					fence_proxy_async();
+					pb.lap(DG_PROBE_FULLK);
 					if (PINGPONG)
 						named_sync(1 + cwg, 256);
+					pb.lap(DG_PROBE_TURN);
 					wg_fence();
 					qk_gemm<D>(s, sQw, sK + st * C::KVB);
 					wg_commit();
+					pb.lap(DG_PROBE_ISSUE);
 					mbar_wait(FULLV(sp), php);
 					fence_proxy_async();
+					pb.lap(DG_PROBE_FULLV);
 					wg_fence();
 					pv_gemm<D, PRECISE>(o, pr, pl, sV + sp * C::KVB);
 					wg_commit();
 					if (PINGPONG)
 						named_arrive(2 - cwg, 256);
+					pb.lap(DG_PROBE_ISSUE);
 					wg_wait<1>();
 					reg_fence(s);
+					pb.lap(DG_PROBE_QKWAIT);
 					if (lane == 0) {
 						mbar_arrive(EMPTYK(st));
 						if (t == ntiles - 1)
@@ -324,15 +389,18 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 					if (nv < BN)
 						mask_cols<64>(s, nv, t4);
 					softmax_step<64>(s, m0, m1, l0, l1, a0, a1, sl2);
+					pb.lap(DG_PROBE_SOFTMAX);
 					wg_wait<0>();
 					reg_fence(o);
 					reg_fence(pr);
 					if constexpr (PRECISE)
 						reg_fence(pl);
+					pb.lap(DG_PROBE_PVWAIT);
 					if (lane == 0)
 						mbar_arrive(EMPTYV(sp));
 					rescale<D / 2>(o, a0, a1);
 					pack_p<PRECISE>(pr, pl, s);
+					pb.lap(DG_PROBE_RESCALE);
 				}
 				mbar_wait(FULLV(st), ph);
 				fence_proxy_async();
@@ -352,8 +420,11 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 					mbar_arrive(EMPTYV(st));
 				kvit++;
 			}
+			pb.lap(DG_PROBE_ITEM);
 			write_rows<D, SPARSE, RES>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1);
+			pb.lap(DG_PROBE_EPILOGUE);
 		});
+		pb.flush(probe_out);
 	}
 #undef FULLK
 #undef EMPTYK

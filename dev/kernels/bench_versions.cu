@@ -4,6 +4,8 @@
  * (dsgap_kernels_dev.h), against the promoted dense time:
  *   dense_tflops_v<i>, dense_precise_over_fast_v<i>                   (bf16 output + LSE)
  *   sparse_over_dense_v<i>@0.15, sparse_precise_over_fast_v<i>@0.15   (groups of 128, token lists)
+ *   probe_v<i>_<warpgroup>_<phase>@0.15  (v11, v12: the share of each phase in that warpgroup's clocks,
+ *                                         fast mode; warpgroup producer or consumers, the two summed)
  *   dsgap-bench-kernels-dev [--n 32760] [--heads 12] [--d 128] [--reps 30] [--csv FILE] [--quick]
  * The promoted version's number runs the promoted launcher: its lines repeat the promoted ones (a
  * view of the run-to-run spread).
@@ -48,6 +50,32 @@ int main(int argc, char **argv)
 		emit(name, B.t_dense / t, "x");
 		snprintf(name, sizeof name, "sparse_precise_over_fast_v%d@0.15", ver);
 		emit(name, tp / t, "x");
+	}
+	for (int ver = 11; ver <= 12 && dg_sparse_fwd_name(ver); ver++) {
+		unsigned long long c[3 * DG_SPARSE_PROBE_PHASES];
+		if (dg_sparse_probe_read(c)) /* zeroes the counters */
+			return 1;
+		time_ms([&] {
+			return dg_sparse_fwd_v(ver, B.q, B.k, B.v, heads, n, d, G.perm, G.goff, G.ngroups, G.soff, G.sidx, B.res,
+					       B.lse, B.o, NULL, 0, NULL);
+		});
+		if (dg_sparse_probe_read(c))
+			return 1;
+		double tot[2] = {0, 0};
+		for (int k = 0; k < DG_SPARSE_PROBE_PHASES; k++) {
+			tot[0] += (double)c[k];
+			tot[1] += (double)c[DG_SPARSE_PROBE_PHASES + k] + (double)c[2 * DG_SPARSE_PROBE_PHASES + k];
+		}
+		for (int w = 0; w < 2; w++)
+			for (int k = 0; k < DG_SPARSE_PROBE_PHASES; k++) {
+				const double v = w == 0 ? (double)c[k]
+							: (double)c[DG_SPARSE_PROBE_PHASES + k] + (double)c[2 * DG_SPARSE_PROBE_PHASES + k];
+				if (v == 0)
+					continue; /* a phase this warpgroup has no lap for */
+				snprintf(name, sizeof name, "probe_v%d_%s_%s@0.15", ver, w ? "consumers" : "producer",
+					 dg_sparse_probe_phase(k));
+				emit(name, tot[w] > 0 ? v / tot[w] : 0, "share");
+			}
 	}
 	G.free_all();
 	bench_free(B);

@@ -29,13 +29,19 @@ int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint
 		   float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
 const char *dg_flash_fwd_name(int version);
 
-/* gather-KV sparse attention (dg_sparse_fwd), versions 1..10; the small-group kernel is the same in all */
+/* gather-KV sparse attention (dg_sparse_fwd), versions 1..12; the small-group kernel is the same in all */
 #define DG_SPARSE_FWD_PROMOTED 7
 int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
 		    int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 		    const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
 		    int precise, dg_stream stream);
 const char *dg_sparse_fwd_name(int version);
+/* v11 and v12's phase clock: SM clocks by phase (dg_sparse_probe_phase(k), k < DG_SPARSE_PROBE_PHASES), in
+ * out[w * DG_SPARSE_PROBE_PHASES + k] for warpgroup w (0 the producer, 1 and 2 the consumers), summed
+ * over the CTAs of every v11/v12 call since the last read (which zeroes them); 0 or -1 */
+#define DG_SPARSE_PROBE_PHASES 12
+int dg_sparse_probe_read(unsigned long long *out);
+const char *dg_sparse_probe_phase(int phase);
 
 /* exact group scores (dg_exact_scores), versions 1..6; v3, v4 and v5 send block-only calls (scores NULL)
  * to v2, as the promoted v6 does */

@@ -6,8 +6,10 @@
  * DG_GATHER_TMA: tensor maps of K and V made here, 64-column boxes of one row, 128B swizzle, each
  * landing at its row of the swizzled tile: TMA swizzles by the shared-memory address); v10 is v7 with
  * the producer's copy passes unrolled by 4, not 16, so that it fits 40 registers and the consumers get
- * 232 instead of 200 (DG_GATHER_LEAN; at d=128 its precise mode keeps the overlap). The small-group
- * kernel (kernels/sparse_small.cuh) is the same in all. Arguments are checked and the parameter block filled as the promoted launcher does
+ * 232 instead of 200 (DG_GATHER_LEAN; at d=128 its precise mode keeps the overlap); v11 and v12 are v7
+ * and v10 with dg_attn_sm90_body's phase clock (PROBE: SM clocks by phase of the producer and of the
+ * consumers' overlapped loop, read by dg_sparse_probe_read). The small-group kernel
+ * (kernels/sparse_small.cuh) is the same in all. Arguments are checked and the parameter block filled as the promoted launcher does
  * (dg_sparse_fwd_params). Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
@@ -28,6 +30,8 @@ static const char *const sparse_names[] = {
 	"v8 sm90 gather: v7 with 3 stages (4 at d=64)",
 	"v9 sm90 gather: v7 with the K/V rows copied by TMA (one warp, a box a row half)",
 	"v10 sm90 gather: v7 with the producer in 40 registers (copy passes unrolled by 4), consumers 232",
+	"v11 sm90 gather: v7 with the phase clock",
+	"v12 sm90 gather: v10 with the phase clock",
 };
 #define SPARSE_NVER ((int)(sizeof sparse_names / sizeof sparse_names[0]))
 
@@ -47,11 +51,36 @@ __global__ void __launch_bounds__(384, 1)
 	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, DG_GATHER_TMA>(p, &tmk, &tmv);
 }
 
-/* v10's kernel: v7's body with the lean producer */
-template <int D, bool PR>
-__global__ void __launch_bounds__(384, 1) sparse_lean_kernel(const __grid_constant__ dg_attn_params p)
+/* the phase counters of v11 and v12: (producer, consumer 1, consumer 2) x phase, summed over CTAs */
+static_assert(DG_PROBE_N == DG_SPARSE_PROBE_PHASES, "dsgap_kernels_dev.h's phase count");
+__device__ unsigned long long g_probe[3 * DG_PROBE_N];
+
+/* v10, v11 and v12's kernel: v7's body with the producer GATHER, the phase clock when PROBE */
+template <int D, bool PR, int GATHER, bool PROBE>
+__global__ void __launch_bounds__(384, 1) sparse_body_kernel(const __grid_constant__ dg_attn_params p)
 {
-	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, DG_GATHER_LEAN>(p, nullptr, nullptr);
+	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, GATHER, PROBE>(p, nullptr, nullptr,
+										     PROBE ? g_probe : nullptr);
+}
+
+static const char *const probe_names[DG_PROBE_N] = {
+	"item", "fullk", "turn", "issue", "fullv", "qkwait", "softmax", "pvwait", "rescale", "epilogue", "empty", "copy",
+};
+
+extern "C" const char *dg_sparse_probe_phase(int phase)
+{
+	return phase >= 0 && phase < DG_PROBE_N ? probe_names[phase] : NULL;
+}
+
+extern "C" int dg_sparse_probe_read(unsigned long long *out)
+{
+	static const unsigned long long zero[3 * DG_PROBE_N] = {0};
+	if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(out, g_probe, sizeof zero) != cudaSuccess ||
+	    cudaMemcpyToSymbol(g_probe, zero, sizeof zero) != cudaSuccess) {
+		fprintf(stderr, "sparse_fwd: the phase counters could not be read\n");
+		return -1;
+	}
+	return 0;
 }
 
 /* the tensor map of k or v (heads, nk, d) bf16 for v9: boxes of 64 columns x 1 row, 128B swizzle; 0 or -1 */
@@ -130,7 +159,16 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 		break;
 	}
 	case 10:
-		rc = dg_launch(op, sparse_lean_kernel<D, PR>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
+		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_LEAN, false>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, p,
+			       st);
+		break;
+	case 11:
+		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, true>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, p,
+			       st);
+		break;
+	case 12:
+		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_LEAN, true>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, p,
+			       st);
 		break;
 	}
 	if (rc)

@@ -69,7 +69,7 @@ if [ -f .carry/dsgap-bench-kernels-dev.xz ]; then
 		[ "$nn" = 0 ] && continue
 		timeout 120 /tmp/bench_kernels_dev --n "$nn" --quick --csv "$W/kernels_dev_$nn.csv" > "$W/kernels_dev_$nn.log" 2>&1
 		echo "dsgap-bench-kernels-dev --n $nn rc $?" >> "$T"
-		grep -E "^(sparse_over_dense_v[0-9]|sparse_ms@0.15|dense_ms|dense_pairs|sparse_over_dense_pairs|probe_)" "$W/kernels_dev_$nn.csv" |
+		grep -E "^(sparse_over_dense_v[0-9]|sparse_ms@0.15|dense_ms|dense_pairs|sparse_over_dense_pairs|sparse_heads_over|probe_)" "$W/kernels_dev_$nn.csv" |
 			cut -d, -f1-3 >> "$T"
 	done
 fi

@@ -692,6 +692,49 @@ static inline int dg_sparse_fwd_params(dg_attn_params &p, const uint16_t *q, con
 	return dg_sparse_params(p, q, k, v, heads, n, d, ngroups);
 }
 
+static inline bool dg_res_dtype_ok(int t) { return t == DG_RES_F32 || t == DG_RES_BF16 || t == DG_RES_FP8; }
+
+/* sparse, dg_sparse_fwd_heads's arguments: each head's arrays and residual from tab, bf16 token-major
+ * output (row stride ldo), one residual dtype for all heads */
+static inline int dg_sparse_heads_params(dg_attn_params &p, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+					 int heads, int n, int d, const dg_sparse_head *tab, int ngroups, uint16_t *o16,
+					 int ldo)
+{
+	if (heads < 1 || heads > DG_SPARSE_HEADS_MAX || !tab || !o16) {
+		fprintf(stderr, "sparse_fwd_heads: %d heads (1..%d), tab and o16 needed\n", heads, DG_SPARSE_HEADS_MAX);
+		return -1;
+	}
+	if (ldo < heads * d || (ldo & 1) || ((uintptr_t)o16 & 3)) {
+		fprintf(stderr, "sparse_fwd_heads: row stride %d below %d x %d, odd, or o16 not 4-byte aligned\n", ldo,
+			heads, d);
+		return -1;
+	}
+	p = dg_attn_params{};
+	int rdt = -1; /* the heads' residual dtype */
+	for (int h = 0; h < heads; h++) {
+		const dg_sparse_head &t = tab[h];
+		if (!t.perm || !t.goff || !t.soff || !t.sidx || ((uintptr_t)t.residual & 7)) {
+			fprintf(stderr, "sparse_fwd_heads: head %d: perm, goff, soff, sidx missing or residual misaligned\n", h);
+			return -1;
+		}
+		if (t.residual && (!dg_res_dtype_ok(t.residual_dtype) || (rdt >= 0 && rdt != t.residual_dtype))) {
+			fprintf(stderr, "sparse_fwd_heads: head %d: residual dtype %d (0..2, the same for every head)\n", h,
+				t.residual_dtype);
+			return -1;
+		}
+		if (t.residual)
+			rdt = t.residual_dtype;
+		p.tab[h] = t;
+	}
+	p.ntab = heads;
+	p.o_bf16 = reinterpret_cast<bf16 *>(o16);
+	p.ldo = ldo;
+	if (dg_sparse_params(p, q, k, v, heads, n, d, ngroups))
+		return -1;
+	p.residual_dtype = rdt < 0 ? DG_RES_F32 : rdt;
+	return 0;
+}
+
 /* the persistent sparse kernels' grid: one CTA per SM (132 if the device does not say), at most
  * one per (head, group) item */
 static inline dim3 dg_sparse_persistent_grid(const dg_attn_params &p)

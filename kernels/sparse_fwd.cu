@@ -59,44 +59,13 @@ static int sparse_launch(const dg_attn_params &p, int d, int precise, dg_stream 
 	return sparse_run_res<DG_RES_F32>(p, d, precise, st);
 }
 
-static bool res_dtype_ok(int t) { return t == DG_RES_F32 || t == DG_RES_BF16 || t == DG_RES_FP8; }
-
 extern "C" int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 				   const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
 				   dg_stream stream)
 {
-	if (heads < 1 || heads > DG_SPARSE_HEADS_MAX || !tab || !o16) {
-		fprintf(stderr, "sparse_fwd_heads: %d heads (1..%d), tab and o16 needed\n", heads, DG_SPARSE_HEADS_MAX);
+	dg_attn_params p;
+	if (dg_sparse_heads_params(p, q, k, v, heads, n, d, tab, ngroups, o16, ldo))
 		return -1;
-	}
-	if (ldo < heads * d || (ldo & 1) || ((uintptr_t)o16 & 3)) {
-		fprintf(stderr, "sparse_fwd_heads: row stride %d below %d x %d, odd, or o16 not 4-byte aligned\n", ldo,
-			heads, d);
-		return -1;
-	}
-	dg_attn_params p = {};
-	int rdt = -1; /* the heads' residual dtype */
-	for (int h = 0; h < heads; h++) {
-		const dg_sparse_head &t = tab[h];
-		if (!t.perm || !t.goff || !t.soff || !t.sidx || ((uintptr_t)t.residual & 7)) {
-			fprintf(stderr, "sparse_fwd_heads: head %d: perm, goff, soff, sidx missing or residual misaligned\n", h);
-			return -1;
-		}
-		if (t.residual && (!res_dtype_ok(t.residual_dtype) || (rdt >= 0 && rdt != t.residual_dtype))) {
-			fprintf(stderr, "sparse_fwd_heads: head %d: residual dtype %d (0..2, the same for every head)\n", h,
-				t.residual_dtype);
-			return -1;
-		}
-		if (t.residual)
-			rdt = t.residual_dtype;
-		p.tab[h] = t;
-	}
-	p.ntab = heads;
-	p.o_bf16 = reinterpret_cast<bf16 *>(o16);
-	p.ldo = ldo;
-	if (dg_sparse_params(p, q, k, v, heads, n, d, ngroups))
-		return -1;
-	p.residual_dtype = rdt < 0 ? DG_RES_F32 : rdt;
 	return sparse_launch(p, d, precise, stream);
 }
 
@@ -105,7 +74,7 @@ extern "C" int dg_sparse_fwd_rq(const uint16_t *q, const uint16_t *k, const uint
 				const int32_t *sidx, const void *residual, int residual_dtype, const float *lse_ref,
 				float *o, float *mass, int precise, dg_stream stream)
 {
-	if (!res_dtype_ok(residual_dtype)) {
+	if (!dg_res_dtype_ok(residual_dtype)) {
 		fprintf(stderr, "sparse_fwd: residual dtype %d (0..2)\n", residual_dtype);
 		return -1;
 	}

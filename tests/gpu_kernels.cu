@@ -244,10 +244,14 @@ typedef int (*sparse_fn)(const uint16_t *q, const uint16_t *k, const uint16_t *v
 			 const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 			 const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
 			 int precise, dg_stream stream);
+typedef int (*sparse_heads_fn)(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+			       const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
+			       dg_stream stream);
 struct Kernels {
 	const char *name;
 	flash_fn flash;   /* or NULL: no dense kernel of this name */
 	sparse_fn sparse; /* or NULL: no sparse kernel */
+	sparse_heads_fn heads; /* or NULL: the same sparse kernel through a table of heads (DiT layouts) */
 };
 static std::vector<Kernels> g_kernels;
 static bool g_promoted = true; /* also check the launchers of the promoted kernels alone (DiT layouts) */
@@ -548,8 +552,11 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 			report(what, em);
 		}
 	}
-	if (g_promoted) { /* one launch over heads whose metadata and residuals live apart, output bf16 merged
-			* (with 8 columns of padding, which stay untouched): the promoted fp32 output rounded */
+	/* each kernel with a heads launcher: one launch over heads whose metadata and residuals live apart,
+	 * output bf16 merged (with 8 columns of padding, which stay untouched): its fp32 output rounded */
+	for (const Kernels &K : g_kernels) {
+		if (!K.sparse || !K.heads)
+			continue;
 		const int ldo = heads * d + 8;
 		std::vector<dg_sparse_head> tab(heads);
 		std::vector<void *> owned;
@@ -576,9 +583,9 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 		for (int pm = 0; pm < 2; pm++) {
 			CUDA_CHECK(cudaMemset(dout, 0xff, no * 4));
 			CUDA_CHECK(cudaMemset(d16, 0xff, n16 * 2));
-			int rc = dg_sparse_fwd(dq, dk, dv, heads, n, d, dperm, dgoff, ngroups, dsoff, dsidx, dres, NULL, dout,
-					       NULL, pm, NULL);
-			rc |= dg_sparse_fwd_heads(dq, dk, dv, heads, n, d, tab.data(), ngroups, d16, ldo, pm, NULL);
+			int rc = K.sparse(dq, dk, dv, heads, n, d, dperm, dgoff, ngroups, dsoff, dsidx, dres, NULL, dout, NULL,
+					  pm, NULL);
+			rc |= K.heads(dq, dk, dv, heads, n, d, tab.data(), ngroups, d16, ldo, pm, NULL);
 			CUDA_CHECK(cudaDeviceSynchronize());
 			CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
 			CUDA_CHECK(cudaMemcpy(o16.data(), d16, n16 * 2, cudaMemcpyDeviceToHost));
@@ -591,9 +598,9 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 					pad += o16[(size_t)r * ldo + c] != 0xffff;
 			}
 			CHECKF(rc == 0 && differ == 0 && pad == 0,
-			       "sparse_fwd_heads%s %s n=%d d=%d%s: bf16 of the per-head output, heads merged, bit for bit "
+			       "sparse_fwd_heads %s%s %s n=%d d=%d%s: bf16 of the per-head output, heads merged, bit for bit "
 			       "(%ld values differ, %ld padding values written)",
-			       pm ? " precise" : "", kn[kind], n, d, with_residual ? " +R" : "", differ, pad);
+			       K.name, pm ? " precise" : "", kn[kind], n, d, with_residual ? " +R" : "", differ, pad);
 		}
 		for (void *p : owned)
 			cudaFree(p);
@@ -756,7 +763,7 @@ int main(int argc, char **argv)
 		printf("skipped: the kernels are built for sm_90a, the device is sm_%d%d\n", prop.major, prop.minor);
 		return 77;
 	}
-	g_kernels = {{"promoted", dg_flash_fwd, dg_sparse_fwd}};
+	g_kernels = {{"promoted", dg_flash_fwd, dg_sparse_fwd, dg_sparse_fwd_heads}};
 	test_bad_args();
 	run_checks(quick);
 	return test_report();

@@ -4,6 +4,8 @@
  * (dsgap_kernels_dev.h), against the promoted dense time:
  *   dense_tflops_v<i>, dense_precise_over_fast_v<i>                   (bf16 output + LSE)
  *   sparse_over_dense_v<i>@0.15, sparse_precise_over_fast_v<i>@0.15   (groups of 128, token lists)
+ *   sparse_heads_over_dense_v<i>@0.15  (the same groups and lists through dg_sparse_fwd_heads_v: the DiT's
+ *                                       call, a table of heads and bf16 token-major output; fast mode)
  *   probe_v<i>_<warpgroup>_<phase>@0.15  (v11, v12: the share of each phase in that warpgroup's clocks,
  *                                         fast mode; warpgroup producer or consumers, the two summed)
  *   dsgap-bench-kernels-dev [--n 32760] [--heads 12] [--d 128] [--reps 30] [--csv FILE] [--quick]
@@ -50,6 +52,27 @@ int main(int argc, char **argv)
 		emit(name, B.t_dense / t, "x");
 		snprintf(name, sizeof name, "sparse_precise_over_fast_v%d@0.15", ver);
 		emit(name, tp / t, "x");
+	}
+	{ /* the DiT's call: head h's arrays from G at h, its residual, output (n, heads * d) bf16 */
+		const int ng = G.ngroups;
+		std::vector<dg_sparse_head> tab(heads);
+		for (int h = 0; h < heads; h++) {
+			tab[h] = dg_sparse_head{};
+			tab[h].perm = G.perm + (size_t)h * n;
+			tab[h].goff = G.goff + (size_t)h * (ng + 1);
+			tab[h].soff = G.soff + (size_t)h * (ng + 1);
+			tab[h].sidx = G.sidx;
+			tab[h].residual = B.res + (size_t)h * n * d;
+			tab[h].residual_dtype = DG_RES_F32;
+		}
+		for (int ver = 1; dg_sparse_fwd_name(ver); ver++) {
+			const double t = time_ms([&] {
+				return dg_sparse_fwd_heads_v(ver, B.q, B.k, B.v, heads, n, d, tab.data(), ng, B.ob, heads * d, 0,
+							     NULL);
+			});
+			snprintf(name, sizeof name, "sparse_heads_over_dense_v%d@0.15", ver);
+			emit(name, B.t_dense / t, "x");
+		}
 	}
 	for (int ver = 11; ver <= 12 && dg_sparse_fwd_name(ver); ver++) {
 		unsigned long long c[3 * DG_SPARSE_PROBE_PHASES];

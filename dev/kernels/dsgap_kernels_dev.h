@@ -36,6 +36,11 @@ int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uin
 		    const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
 		    int precise, dg_stream stream);
 const char *dg_sparse_fwd_name(int version);
+/* dg_sparse_fwd_heads (the DiT's sparse call: a table of heads, bf16 token-major output) by version;
+ * versions other than the promoted one take fp32 residuals only */
+int dg_sparse_fwd_heads_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
+			  int d, const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
+			  dg_stream stream);
 /* v11 and v12's phase clock: SM clocks by phase (dg_sparse_probe_phase(k), k < DG_SPARSE_PROBE_PHASES), in
  * out[w * DG_SPARSE_PROBE_PHASES + k] for warpgroup w (0 the producer, 1 and 2 the consumers), summed
  * over the CTAs of every v11/v12 call since the last read (which zeroes them); 0 or -1 */

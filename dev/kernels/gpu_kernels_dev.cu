@@ -2,8 +2,8 @@
  * gpu_kernels_dev.cu: tests/gpu_kernels.cu's checks (fp64 reference, FA3 tolerance rule, every output
  * written, sparse with all keys = dense bit for bit) on every numbered version of the dense and sparse
  * attention kernels (dsgap_kernels_dev.h), in both P.V modes; the versions' own argument checks.
- * The promoted launchers' layouts for the DiT (dg_flash_fwd_kv, dg_sparse_fwd_heads) are
- * tests/gpu_kernels.cu's alone.
+ * Every sparse version through the DiT's table of heads (dg_sparse_fwd_heads_v) equals its own
+ * per-head output rounded to bf16, bit for bit; dg_flash_fwd_kv is tests/gpu_kernels.cu's alone.
  *   gpu_kernels_dev [--quick] [--version V]   (V: that version alone)
  *   env: DG_SEED, DG_WATCHDOG_S as gpu_kernels
  * Exits 77 (skipped) when there is no CUDA device. On a device other than sm_90 only version 1 is run.
@@ -29,12 +29,21 @@ static int sparse_v(const uint16_t *q, const uint16_t *k, const uint16_t *v, int
 	return dg_sparse_fwd_v(V, q, k, v, heads, n, d, perm, goff, ngroups, soff, sidx, residual, lse_ref, o, mass,
 			       precise, stream);
 }
+template <int V>
+static int heads_v(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+		   const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise, dg_stream stream)
+{
+	return dg_sparse_fwd_heads_v(V, q, k, v, heads, n, d, tab, ngroups, o16, ldo, precise, stream);
+}
 static const flash_fn flash_versions[MAXV + 1] = {NULL,	     flash_v<1>, flash_v<2>, flash_v<3>, flash_v<4>,
 						  flash_v<5>, flash_v<6>, flash_v<7>, flash_v<8>, flash_v<9>, flash_v<10>,
 						  flash_v<11>, flash_v<12>};
 static const sparse_fn sparse_versions[MAXV + 1] = {NULL,	sparse_v<1>, sparse_v<2>, sparse_v<3>, sparse_v<4>,
 						    sparse_v<5>, sparse_v<6>, sparse_v<7>, sparse_v<8>, sparse_v<9>, sparse_v<10>,
 						    sparse_v<11>, sparse_v<12>};
+static const sparse_heads_fn heads_versions[MAXV + 1] = {NULL,	  heads_v<1>, heads_v<2>, heads_v<3>, heads_v<4>,
+							 heads_v<5>, heads_v<6>, heads_v<7>, heads_v<8>, heads_v<9>, heads_v<10>,
+							 heads_v<11>, heads_v<12>};
 static const char *const version_names[MAXV + 1] = {"", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12"};
 
 static void test_versions_args(void)
@@ -84,7 +93,8 @@ int main(int argc, char **argv)
 		const bool f = dg_flash_fwd_name(v) != NULL, s = dg_sparse_fwd_name(v) != NULL;
 		if ((only && v != only) || !(f || s))
 			continue;
-		g_kernels.push_back({version_names[v], f ? flash_versions[v] : NULL, s ? sparse_versions[v] : NULL});
+		g_kernels.push_back({version_names[v], f ? flash_versions[v] : NULL, s ? sparse_versions[v] : NULL,
+				     s ? heads_versions[v] : NULL});
 	}
 	g_promoted = false;
 	test_bad_args();

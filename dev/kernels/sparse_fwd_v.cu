@@ -176,6 +176,19 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 	return dg_sparse_small_launch<D>(p, st);
 }
 
+/* p checked and filled: version (not the promoted one) of the tensor-core kernel, then the small groups */
+static int sparse_version(int version, const dg_attn_params &p, int d, int precise, dg_stream stream)
+{
+	if (version < 1 || version > SPARSE_NVER) {
+		fprintf(stderr, "sparse_fwd: no version %d (1..%d)\n", version, SPARSE_NVER);
+		return -1;
+	}
+	cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
+	if (precise)
+		return d == 128 ? sparse_run<128, true>(version, p, st) : sparse_run<64, true>(version, p, st);
+	return d == 128 ? sparse_run<128, false>(version, p, st) : sparse_run<64, false>(version, p, st);
+}
+
 extern "C" int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n,
 			       int d, const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 			       const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
@@ -187,12 +200,21 @@ extern "C" int dg_sparse_fwd_v(int version, const uint16_t *q, const uint16_t *k
 	dg_attn_params p;
 	if (dg_sparse_fwd_params(p, q, k, v, heads, n, d, perm, goff, ngroups, soff, sidx, residual, lse_ref, o, mass))
 		return -1;
-	if (version < 1 || version > SPARSE_NVER) {
-		fprintf(stderr, "sparse_fwd: no version %d (1..%d)\n", version, SPARSE_NVER);
+	return sparse_version(version, p, d, precise, stream);
+}
+
+extern "C" int dg_sparse_fwd_heads_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads,
+				     int n, int d, const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo,
+				     int precise, dg_stream stream)
+{
+	if (version == 0 || version == DG_SPARSE_FWD_PROMOTED)
+		return dg_sparse_fwd_heads(q, k, v, heads, n, d, tab, ngroups, o16, ldo, precise, stream);
+	dg_attn_params p;
+	if (dg_sparse_heads_params(p, q, k, v, heads, n, d, tab, ngroups, o16, ldo))
+		return -1;
+	if (p.residual_dtype != DG_RES_F32) {
+		fprintf(stderr, "sparse_fwd_heads: version %d takes fp32 residuals only\n", version);
 		return -1;
 	}
-	cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-	if (precise)
-		return d == 128 ? sparse_run<128, true>(version, p, st) : sparse_run<64, true>(version, p, st);
-	return d == 128 ? sparse_run<128, false>(version, p, st) : sparse_run<64, false>(version, p, st);
+	return sparse_version(version, p, d, precise, stream);
 }

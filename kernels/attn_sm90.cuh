@@ -26,6 +26,9 @@
  *             get 232, as the dense kernel's; faster in the kernel bench, slower in the DiT call:
  *             dev/kernels/HISTORY.md), DG_GATHER_TMA (sparse v9: K and V rows by TMA, warp 0 of the
  *             producer, one 64-column box a row half).
+ *   KAHEAD    (dg_attn_sm90_body only; not with DG_GATHER_TMA) the producer copies K one tile ahead of V:
+ *             K(0), then K(t+1) and V(t), the consumers' order (dev/kernels' sparse v13, v14);
+ *             otherwise K(t) and V(t) in turn.
  *   PRECISE   P.V as hi.V + lo.V, P split into two bf16 register operands (pack_p): a second wgmma
  *             chain per tile on the same accumulator, P exact to 2^-16 instead of 2^-8 (the precise
  *             mode of the launchers); 32 more live registers per consumer thread, so with 200
@@ -124,12 +127,13 @@ template <bool ON> struct dg_probe {
  * tmv: kernel parameters), the mbarriers of the K and V stages counting that warp's one arrival and
  * the bytes. */
 template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES, int GATHER,
-	  bool PROBE = false>
+	  bool PROBE = false, bool KAHEAD = false>
 DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const void *tmv,
 			      unsigned long long *probe_out = nullptr)
 {
 	constexpr bool TMAG = GATHER == DG_GATHER_TMA, LEAN = GATHER == DG_GATHER_LEAN;
 	static_assert(GATHER == DG_GATHER_SHFL || (SPARSE && FAST), "another gather: the sparse FAST kernel only");
+	static_assert(!(KAHEAD && TMAG), "K ahead: the cp.async producers only");
 	/* registers of the producer and of each consumer: the FAST producer's fully unrolled shuffle
 	 * loops need 96 (released (168-P)*128 must cover (C-168)*256) */
 	constexpr int PREGS = FAST && !LEAN ? 96 : 40, CREGS = FAST && !LEAN ? 200 : 232;
@@ -225,6 +229,49 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 						for (int j = 0; j < 4; j++)
 							e[j] = ne[j];
 					}
+				}
+			} else if constexpr (KAHEAD) {
+				/* K one tile ahead of V: K(0), then K(t+1) and V(t) for each t, the order in which the
+				 * consumers take them (Q K(t+1)^T is issued before P(t) V(t)), so that no K copy waits
+				 * behind a V slot that P V still reads (the sparse FAST path: list entries two tiles
+				 * ahead, rows by shuffle) */
+				[[maybe_unused]] const int myr = tile_lane_row<D, 128>(tid);
+				auto entry = [&](int t) {
+					const int r = t * BN + myr;
+					return r < it.nkeys ? __ldg(klist + r) : 0;
+				};
+				auto stage = [&](bool isk, int t, int kv, int rows) {
+					const int s = kv % STAGES, ph = (kv / STAGES) & 1, nv = min(BN, it.nkeys - t * BN);
+					const uint32_t dst = (isk ? sK : sV) + s * C::KVB;
+					const bf16 *src = isk ? kh : vh;
+					pb.lap(DG_PROBE_ITEM);
+					mbar_wait(isk ? EMPTYK(s) : EMPTYV(s), ph ^ 1);
+					pb.lap(DG_PROBE_EMPTY);
+					if constexpr (SPARSE && FAST)
+						load_tile_shfl<BN, D, 128, SHFL_UNROLL>(dst, src, rows, nv, tid);
+					else
+						load_tile<BN, D, 128, SPARSE>(dst, src, SPARSE ? klist + t * BN : nullptr, t * BN,
+									      nv, tid);
+					mbar_arrive_cpasync(isk ? FULLK(s) : FULLV(s));
+					pb.lap(DG_PROBE_COPY);
+				};
+				int idx = 0, nidx = 0; /* FAST: the lane's list entries of tiles t and t + 1 */
+				if (ntiles > 0) {
+					if constexpr (SPARSE && FAST) {
+						idx = entry(0);
+						nidx = entry(1);
+					}
+					stage(true, 0, kvit, idx);
+				}
+				for (int t = 0; t < ntiles; t++, kvit++) {
+					int nnidx = 0;
+					if constexpr (SPARSE && FAST)
+						nnidx = entry(t + 2);
+					if (t + 1 < ntiles)
+						stage(true, t + 1, kvit + 1, nidx);
+					stage(false, t, kvit, idx);
+					idx = nidx;
+					nidx = nnidx;
 				}
 			} else if constexpr (SPARSE && FAST) {
 				/* list entries one tile ahead, rows by shuffle: no dependent load before a copy */

@@ -254,6 +254,80 @@ static void meta(const char *spec, unsigned seed, int nn, const int gr[3], dg_gr
 	free(x);
 }
 
+/* Radial's block mask written out as the released code builds it (§2.6: get_window_width,
+ * get_diagonal_split_mask over every token pair of every frame pair, then shrinkMaskStrict over whole
+ * 128 x 128 blocks of that token mask): the reference of peers.c's interval-counting form */
+static int ref_bitlen(long x)
+{
+	int b = 0;
+	for (; x > 0; x >>= 1)
+		b++;
+	return b;
+}
+static void radial_ref_mask(int F, int video, double decay, unsigned char *mask)
+{
+	const int KB = 128, G = (video + KB - 1) / KB;
+	long tpf = video / F, bl = ref_bitlen(tpf), pad = ((tpf - 1) / KB + 1) * KB;
+	memset(mask, 0, (size_t)G * G);
+	unsigned char *local = malloc((size_t)(KB + pad) * (KB + pad));
+	for (int i = 0; i < F; i++)
+		for (int j = 0; j < F; j++) {
+			long dist = labs((long)i - j), rr = (long)i * tpf % KB, rc = (long)j * tpf % KB;
+			long rows = rr + pad, cols = rc + pad;
+			double len = ldexp(1.0, (int)bl - ref_bitlen(dist));
+			double width = dist == 0 ? (double)tpf : dist == 1 ? (double)(tpf / 2) : len * decay >= KB ? len * decay : KB;
+			int split = len >= KB || dist % (long)(KB / len) == 0;
+			memset(local, 0, (size_t)rows * cols);
+			for (long a = 0; a < tpf; a++)
+				for (long c = 0; c < tpf; c++)
+					local[(rr + a) * cols + rc + c] = j == 0 || (split && fabs((double)(c - a)) <= width);
+			for (long x = 0; x < rows / KB; x++)
+				for (long y = 0; y < cols / KB; y++) {
+					int nonzero = 0, high = 0;
+					for (long c = 0; c < KB; c++) {
+						int cnt = 0;
+						for (long a = 0; a < KB; a++)
+							cnt += local[(x * KB + a) * cols + y * KB + c];
+						nonzero += cnt > 0;
+						high += cnt * 3 > KB;
+					}
+					long R = (long)i * tpf / KB + x, C = (long)j * tpf / KB + y;
+					if (R < G && C < G && high > 0.6 * (nonzero + 1e-9))
+						mask[R * G + C] = 1;
+				}
+		}
+	free(local);
+}
+
+/* radial's selection (policy spec, F frames of hw tokens, no text) against radial_ref_mask with
+ * decay: 1 when its lists are exactly the reference mask's blocks */
+static int radial_matches_ref(const char *spec, int F, int hh, int ww, double decay)
+{
+	const int KB = 128, video = F * hh * ww, G = (video + KB - 1) / KB, gr[3] = { F, hh, ww };
+	dg_groups g;
+	dg_selection s;
+	meta(spec, 1, video, gr, &g, &s);
+	unsigned char *ref = malloc((size_t)G * G), *got = calloc((size_t)G * G, 1);
+	radial_ref_mask(F, video, decay, ref);
+	int ok = g.ngroups == G;
+	for (int t = 0; ok && t < G; t++) {
+		for (int64_t e = s.off[t]; e < s.off[t + 1]; e++)
+			got[(size_t)t * G + s.idx[e] / KB] = 1;
+		for (int C = 0; C < G; C++) /* a kept block's every key is listed */
+			if (ref[(size_t)t * G + C]) {
+				int lo = C * KB, hi = C * KB + KB < video ? C * KB + KB : video;
+				int64_t e = s.off[t];
+				while (e < s.off[t + 1] && s.idx[e] < lo)
+					e++;
+				ok &= s.off[t + 1] - e >= hi - lo && s.idx[e] == lo && s.idx[e + hi - lo - 1] == hi - 1;
+			}
+	}
+	ok &= ok && !memcmp(ref, got, (size_t)G * G);
+	free(ref), free(got);
+	dg_groups_free(&g), dg_selection_free(&s);
+	return ok;
+}
+
 static int same_meta(const dg_groups *a, const dg_selection *sa, const dg_groups *b, const dg_selection *sb)
 {
 	return a->ngroups == b->ngroups && !memcmp(a->perm, b->perm, sizeof(int) * a->n) &&
@@ -456,6 +530,21 @@ int main(void)
 		}
 		CHECK("radial: sink frame, own and neighbouring frames kept, bands narrower with distance", ok);
 		dg_groups_free(&g), dg_selection_free(&s);
+	}
+	{ /* radial's block mask = the token-mask form's, frames of 1024, 390, 520 and 77 tokens (not
+	   * multiples of 128, some under it), three decays */
+		const int shapes[4][3] = { { 12, 32, 32 }, { 6, 13, 30 }, { 9, 20, 26 }, { 5, 7, 11 } };
+		const double decays[3] = { 1.0, 0.3, 4.0 };
+		int bad = 0, runs = 0;
+		for (int sh = 0; sh < 4; sh++)
+			for (int de = 0; de < 3; de++) {
+				char spec[64];
+				snprintf(spec, sizeof spec, "radial/decay=%g", decays[de]);
+				bad += !radial_matches_ref(spec, shapes[sh][0], shapes[sh][1], shapes[sh][2], decays[de]);
+				runs++;
+			}
+		CHECKF(bad == 0, "radial: the block mask equals the token-mask reference (%d of %d shapes x decays differ)",
+		       bad, runs);
 	}
 
 	/* a synthetic unit: 4x16x20 = 1280 tokens, head_dim 32 */

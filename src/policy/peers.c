@@ -675,38 +675,49 @@ static void sel_from_block_mask(const unsigned char *mask, int G, int P, int n, 
 	}
 }
 
-/* Radial attention (§2.6) for Wan: the block mask (G, G) of the video tokens (F frames) */
+/*
+ * Radial attention (§2.6) for Wan: the block mask (G, G) of the video tokens (F frames). Per frame
+ * pair (i, j) the released code builds a token mask local (rows, cols) (get_window_width,
+ * get_diagonal_split_mask): entry (rr + a, rc + c) for frame tokens a, c < tpf is set when j == 0 or
+ * (split and |c - a| <= width), rr and rc the frames' offsets in their first 128-block; then
+ * shrinkMaskStrict keeps the block (x, y) (whole 128 x 128 blocks of local) whose columns with
+ * more than KB/3 set entries exceed 0.6 of its non-empty columns. A column's count is the length of
+ * an interval (the block's rows, the frame's rows and the band |c - a| <= floor(width)), so each
+ * block is counted in O(KB) instead of building the O(tpf^2) token mask: the same counts, the same
+ * mask (tests/test_peers.c checks it against the token-mask form).
+ */
 static void radial_mask(int F, int video, double decay, unsigned char *mask)
 {
 	int G = (video + KB - 1) / KB;
 	long tpf = video / F;
 	long bl = bitlen(tpf), pad = ((tpf - 1) / KB + 1) * KB;
 	memset(mask, 0, (size_t)G * G);
-	unsigned char *local = dg_malloc((size_t)(KB + pad) * (KB + pad));
 	for (int i = 0; i < F; i++)
 		for (int j = 0; j < F; j++) {
 			long dist = labs((long)i - j), rr = (long)i * tpf % KB, rc = (long)j * tpf % KB;
 			long rows = rr + pad, cols = rc + pad;
-			/* get_window_width and get_diagonal_split_mask */
 			double len = ldexp(1.0, (int)bl - bitlen(dist));
 			double width = dist == 0 ? (double)tpf : dist == 1 ? (double)(tpf / 2)
 					: len * decay >= KB ? len * decay : KB;
 			bool split = len >= KB || dist % (long)(KB / len) == 0;
-			memset(local, 0, (size_t)rows * cols);
-			for (long a = 0; a < tpf; a++)
-				for (long c = 0; c < tpf; c++)
-					local[(rr + a) * cols + rc + c] =
-						j == 0 || (split && fabs((double)(c - a)) <= width);
-			/* shrinkMaskStrict: per block, the fraction of non-empty columns that are
-			 * more than 1/3 dense must exceed 0.6 */
+			if (j != 0 && !split)
+				continue; /* an empty token mask keeps no block */
+			long w = (long)floor(width); /* |c - a| <= width for integers */
 			long br = rows / KB, bc = cols / KB;
-			for (long x = 0; x < br; x++)
+			for (long x = 0; x < br; x++) {
+				/* frame rows a of block x: [a0, a1] */
+				long a0 = x * KB - rr > 0 ? x * KB - rr : 0, a1 = x * KB + KB - 1 - rr < tpf - 1 ? x * KB + KB - 1 - rr : tpf - 1;
 				for (long y = 0; y < bc; y++) {
 					int nonzero = 0, high = 0;
-					for (long c = 0; c < KB; c++) {
-						int cnt = 0;
-						for (long a = 0; a < KB; a++)
-							cnt += local[(x * KB + a) * cols + y * KB + c];
+					for (long cc = 0; cc < KB; cc++) {
+						long c = y * KB + cc - rc, lo = a0, hi = a1;
+						if (c < 0 || c >= tpf || lo > hi)
+							continue;
+						if (j != 0) { /* the band */
+							lo = c - w > lo ? c - w : lo;
+							hi = c + w < hi ? c + w : hi;
+						}
+						long cnt = hi >= lo ? hi - lo + 1 : 0;
 						nonzero += cnt > 0;
 						high += cnt * 3 > KB;
 					}
@@ -714,8 +725,8 @@ static void radial_mask(int F, int video, double decay, unsigned char *mask)
 					if (R < G && C < G && high > 0.6 * (nonzero + 1e-9))
 						mask[R * G + C] = 1;
 				}
+			}
 		}
-	free(local);
 }
 
 /* Radial's computed density from its block mask (G, G) of the video tokens: text rows and columns

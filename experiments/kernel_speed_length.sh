@@ -14,7 +14,10 @@
 # --max-call), DEST/crossover.{csv,md,tex} (per path, P.V mode, policy, density and heads: the
 # crossover N below which the policy stops beating the reference: the smallest measured N from which
 # it is faster at every larger N, interpolated log-log against the largest N below it where it is
-# slower; "below N_min" when it wins at every N, "never" when it loses at the largest N; the speedup
+# slower; "below N_min" when it wins at every N, "never" when it loses at the largest N; rows whose
+# computed density is more than 0.02 from the target (off budget, issue 23 item 0) are left out of the
+# crossovers and figures and named under each table, "off-budget" (crossover.md: "cannot reach ρ")
+# when a policy has no other row at that head count; the speedup
 # at 32760 tokens beside it; the last column names the reference, cudnn_dense or our_dense;
 # crossover.md also: each policy's metadata beside its attention at the N nearest 32760, fewest
 # heads), DEST/figures/speed_vs_length-PATH-PV.{dat,gp,png,pdf} (speedup over the reference against
@@ -66,6 +69,12 @@ awk -F, -v ref=$ref -v cf="$cudnn" 'FILENAME == cf { if (FNR > 1) c[$1 "," $2] =
       (ref == "cudnn" ? sprintf("%.6g", c[k] / $14) : "nan"), $11 / $14, $15, $16) }
   END { if (bad) exit 1; for (i = 1; i <= n; i++) print order[i] "," row[order[i]] }' "$cudnn" "$calls" > "$tmp/length.csv"
 sort -t, -k1,1 -k2,2 -k5,5n -k3,3 -k4,4g -k6,6n -s <(tail -n +2 "$tmp/length.csv") > "$tmp/sorted"
+# matched budgets (issue 23 item 0): a policy's row whose computed density is more than 0.02 from its
+# target is off budget: left out of the crossovers and the figures, and named instead ($tmp/offrows:
+# path,pv,policy,rho,heads,n,density); $tmp/onb: the rows compared (dense's and the on-budget ones)
+awk -F, -v off="$tmp/offrows" '$3 != "dense" && ($8 - $4 > 0.02 + 1e-9 || $4 - $8 > 0.02 + 1e-9) {
+    print $1 "," $2 "," $3 "," $4 "," $5 "," $6 "," $8 > off; next } { print }' "$tmp/sorted" > "$tmp/onb"
+touch "$tmp/offrows"
 # crossovers, per (path, pv, policy, rho, heads); rows of one key by n ascending
 awk -F, -v sc=$sc -v rs=$rshort 'function flush(   i, j, lo, x) {
     if (!nk) return
@@ -80,7 +89,12 @@ awk -F, -v sc=$sc -v rs=$rshort 'function flush(   i, j, lo, x) {
     if (key != last) { flush(); last = key; kp = $1; kv = $2; kpol = $3; krho = $4; kh = $5 }
     N[++nk] = $6; s[nk] = $sc; if ($6 == 32760) at32 = $sc }
   BEGIN { print "path,pv,policy,density_target,heads,crossover_n,first_winning_n,speedup_at_32760,n_min,n_max,reference"; at32 = "nan" }
-  END { flush() }' <(grep -v ',dense,' "$tmp/sorted") > "$tmp/crossover.csv"
+  END { flush() }' <(grep -v ',dense,' "$tmp/onb") > "$tmp/crossover.csv"
+# a (path, pv, policy, rho, heads) off budget at every N: crossover_n "off-budget" (its N range measured)
+awk -F, -v rs=$rshort 'FILENAME == ARGV[1] { if (FNR > 1) has[$1 "," $2 "," $3 "," $4 "," $5] = 1; next }
+  { k = $1 "," $2 "," $3 "," $4 "," $5; if (k in has) next
+    if (!(k in lo)) { o[++n] = k; lo[k] = $6 }; hi[k] = $6 }
+  END { for (i = 1; i <= n; i++) printf "%s,off-budget,,nan,%s,%s,%s\n", o[i], lo[o[i]], hi[o[i]], rs }' "$tmp/crossover.csv" "$tmp/offrows" >> "$tmp/crossover.csv"
 {
   echo "# Speed against sequence length: where each policy stops beating $rname"
   echo
@@ -89,7 +103,7 @@ awk -F, -v sc=$sc -v rs=$rshort 'function flush(   i, j, lo, x) {
   else
     refline="cuDNN: PyTorch SDPA's cuDNN backend, all heads in one call."
   fi
-  echo "Per attention call (all heads of a site), d = $(awk -F, 'NR == 2 { print $8 }' "$calls"), bf16, random Q/K/V; each policy's metadata amortised over its refresh schedule (refresh=anchor: the anchor's cost beyond a dense call spread over $(awk -F, 'NR > 1 && $9 > 1 { print $9; exit }' "$calls") calls, a 50-step run with warm-up 10 and one anchor; refresh=step: metadata in every call). $refline Crossover N: below it the policy is slower than $rname (log-log interpolation between the measured N); \"below N\" = faster at every measured N, \"never (to N)\" = slower at the largest N it was measured at; — = not measured (the sweep drops a policy after a call over its --max-call, and stops at its --budget). Device: $device; measured $runs. Times and ratios to 3 significant figures (\`length.csv\`, \`crossover.csv\`: as computed)."
+  echo "Per attention call (all heads of a site), d = $(awk -F, 'NR == 2 { print $8 }' "$calls"), bf16, random Q/K/V; each policy's metadata amortised over its refresh schedule (refresh=anchor: the anchor's cost beyond a dense call spread over $(awk -F, 'NR > 1 && $9 > 1 { print $9; exit }' "$calls") calls, a 50-step run with warm-up 10 and one anchor; refresh=step: metadata in every call). $refline Crossover N: below it the policy is slower than $rname (log-log interpolation between the measured N); \"below N\" = faster at every measured N, \"never (to N)\" = slower at the largest N it was measured at; \"cannot reach ρ\" = its computed density was more than 0.02 from ρ at every measured N (its rows are named below the table; a policy off budget at some N only is compared at the others); — = not measured (the sweep drops a policy after a call over its --max-call, and stops at its --budget). Device: $device; measured $runs. Times and ratios to 3 significant figures (\`length.csv\`, \`crossover.csv\`: as computed)."
   for mode in $(cut -d, -f1,2 "$tmp/crossover.csv" | tail -n +2 | sort -u); do
     p=${mode%,*} v=${mode#*,}
     heads=$(awk -F, -v p="$p" -v v="$v" 'NR > 1 && $1 == p && $2 == v { print $5 }' "$tmp/crossover.csv" | sort -n -u | tr '\n' ' ')
@@ -103,21 +117,32 @@ awk -F, -v sc=$sc -v rs=$rshort 'function flush(   i, j, lo, x) {
         if ($10 + 0 > nmax[$5]) nmax[$5] = $10 + 0 }
       END { for (i = 1; i <= n; i++) { split(o[i], kk, ","); printf "| `%s` | %s |", kk[1], kk[2]
         for (j = 1; j <= nh; j++) { c = x[o[i], H[j]]   # measured only to a smaller N than the others: say to which
-          if (c == "never" || (c != "" && top[o[i], H[j]] + 0 < nmax[H[j]])) c = c " (to " top[o[i], H[j]] ")"
+          if (c == "off-budget") c = "cannot reach ρ"
+          else if (c == "never" || (c != "" && top[o[i], H[j]] + 0 < nmax[H[j]])) c = c " (to " top[o[i], H[j]] ")"
           printf " %s | %s |", (c == "" ? "—" : c), (s[o[i], H[j]] == "" || s[o[i], H[j]] == "nan" ? "—" : sig3(s[o[i], H[j]]) "×") }
         print "" } }' "$tmp/crossover.csv"
+    # the rows left out: per policy, its computed densities and where
+    # (one entry per policy and its densities, the head counts that share them named together)
+    awk -F, -v p="$p" -v v="$v" "$EXP_AWK_SIG3"' $1 == p && $2 == v { k = $3 SUBSEP $4 SUBSEP $5; if (!(k in d)) o[++n] = k
+        d[k] = d[k] (d[k] == "" ? "" : ", ") sig3($7) " at " $6 }
+      END { if (!n) exit
+        for (i = 1; i <= n; i++) { split(o[i], f, SUBSEP); e = "`" f[1] "` (ρ " f[2] ") " d[o[i]]
+          if (!(e in hs)) eo[++m] = e; hs[e] = hs[e] (hs[e] == "" ? "" : ", ") f[3] }
+        printf "\nOff budget (computed density more than 0.02 from ρ: not compared above, nor drawn in the figure):"
+        for (i = 1; i <= m; i++) { e = eo[i]; j = index(e, ") "); printf "%s %s; %s heads): %s", (i > 1 ? ";" : ""), substr(e, 1, j - 1), hs[e], substr(e, j + 2) }
+        print "." }' "$tmp/offrows"
   done
   # the metadata beside the attention at the N nearest 32760 and the fewest heads (issue 23's table)
   read -r mn mh < <(awk -F, '{ d = $6 - 32760; d = d < 0 ? -d : d; if (!n || d < bd || (d == bd && $5 < h)) { bd = d; n = $6; h = $5 } } END { print n, h }' "$tmp/sorted")
   echo
   echo "## Metadata beside attention at $mn tokens, $mh heads"
   echo
-  echo "Per call. Metadata of one refresh: for refresh=anchor policies the anchor's cost beyond a dense call (path dit) or the anchor's metadata (path backend), spread over its calls; for refresh=step policies a call's metadata (meta_ms), inside the call. Attention = the call without that metadata. Path backend's metadata is wall time (device and host); path dit's meta_ms is the metadata's device time only, so a refresh=step policy's host-side selection stays in its \"attention\" there (compare path backend). A ratio above 1: the policy's metadata costs more than its own attention. reps 1 (*): the row is the warm-up instance's first call (it took over --max-call), one-time costs (calibration, cold caches, cold k-means) included."
+  echo "Per call. Metadata of one refresh: for refresh=anchor policies the anchor's cost beyond a dense call (path dit) or the anchor's metadata (path backend), spread over its calls; for refresh=step policies a call's metadata (meta_ms), inside the call. Attention = the call without that metadata. Path backend's metadata is wall time (device and host); path dit's meta_ms is the metadata's device time only, so a refresh=step policy's host-side selection stays in its \"attention\" there (compare path backend). A ratio above 1: the policy's metadata costs more than its own attention. reps 1 (*): the row is the warm-up instance's first call (it took over --max-call), one-time costs (calibration, cold caches, cold k-means) included. Density †: more than 0.02 from ρ (off budget: not compared above)."
   echo
   echo "| path | P·V | policy | ρ | attention ms | metadata ms a refresh | refresh every | metadata ms a call | metadata / attention | call ms | density |"
   echo "|:--|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|"
   awk -F, -v n="$mn" -v h="$mh" "$EXP_AWK_SIG3"' $6 == n && $5 == h && $3 != "dense" { m = ($7 > 1 && $1 == "dit" ? $10 : $16); att = $9 - ($7 == 1 ? m : 0); pc = m / $7
-    printf "| %s | %s | `%s`%s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, ($17 == 1 ? " *" : ""), $4, sig3(att), sig3(m), $7, sig3(pc), (att > 0 ? sig3(pc / att) : "—"), sig3($9), sig3($8) }' "$tmp/sorted"
+    printf "| %s | %s | `%s`%s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, ($17 == 1 ? " *" : ""), $4, sig3(att), sig3(m), $7, sig3(pc), (att > 0 ? sig3(pc / att) : "—"), sig3($9), sig3($8) ($8 - $4 > 0.02 + 1e-9 || $4 - $8 > 0.02 + 1e-9 ? " †" : "") }' "$tmp/sorted"
 } > "$tmp/crossover.md"
 {
   echo "% crossover.tex: made by experiments/kernel_speed_length.sh from $(basename "$calls")$([ $ref = ours ] && echo " (reference: our dense kernel, no cuDNN sweep)" || echo " and $(basename "$cudnn")"). Needs \\usepackage{booktabs}."
@@ -134,18 +159,18 @@ awk -F, -v sc=$sc -v rs=$rshort 'function flush(   i, j, lo, x) {
 # block per panel of the rows of reps 1 (the warm-up instance's call: one-time costs included), ringed
 mkdir -p "$tmp/figures"
 styles=(1 2 3 4 5 6 10 11 12 13 14 15 7) # line styles of style.gp for the policies: black (8) is the reference's, grey (9) and yellow (7, last) read poorly
-for mode in $(cut -d, -f1,2 "$tmp/sorted" | sort -u); do
+for mode in $(cut -d, -f1,2 "$tmp/onb" | sort -u); do
   p=${mode%,*} v=${mode#*,} name=speed_vs_length-${mode/,/-}
-  heads=$(awk -F, -v p="$p" -v v="$v" '$1 == p && $2 == v { print $5 }' "$tmp/sorted" | sort -n -u | tr '\n' ' ')
+  heads=$(awk -F, -v p="$p" -v v="$v" '$1 == p && $2 == v { print $5 }' "$tmp/onb" | sort -n -u | tr '\n' ' ')
   # the policies of this mode in one order (the same line style in every panel); dense is the
   # reference line itself when the reference is our dense kernel
-  pols=$(awk -F, -v p="$p" -v v="$v" -v ref=$ref '$1 == p && $2 == v && !seen[$3 "@" $4]++ && !(ref == "ours" && $3 == "dense") { print $3 "@" $4 }' "$tmp/sorted")
+  pols=$(awk -F, -v p="$p" -v v="$v" -v ref=$ref '$1 == p && $2 == v && !seen[$3 "@" $4]++ && !(ref == "ours" && $3 == "dense") { print $3 "@" $4 }' "$tmp/onb")
   # axes: y from a 1-2-5 value at least 1.5x below the smallest speedup of the mode (a point at
   # the floor would hide in the axis) to the whole decade above the largest, x to a third past
   # its largest N
   read -r ylo yhi xmax < <(awk -F, -v p="$p" -v v="$v" -v sc=$sc '$1 == p && $2 == v && $sc > 0 { if (!lo || $sc < lo) lo = $sc; if ($sc > hi) hi = $sc; if ($6 > nx) nx = $6 }
     END { if (!lo) lo = 0.1; if (!hi) hi = 10; f = lo / 1.5; a = 1; while (a > f) a /= 10; if (5 * a <= f) a *= 5; else if (2 * a <= f) a *= 2
-      b = 1; while (b < hi) b *= 10; print a, b, int(nx * 4 / 3) }' "$tmp/sorted")
+      b = 1; while (b < hi) b *= 10; print a, b, int(nx * 4 / 3) }' "$tmp/onb")
   xt=$(awk -v m="$xmax" 'BEGIN { for (n = 1024; n < m; n *= 2) printf "%s\x27%dk\x27 %d", (n > 1024 ? ", " : ""), n / 1024, n }')
   {
     echo "# $name.dat: speedup over $rname ($([ $ref = ours ] && echo dense_ms || echo cudnn_ms) / amortised_ms) against n; path $p, P.V $v"
@@ -153,13 +178,13 @@ for mode in $(cut -d, -f1,2 "$tmp/sorted" | sort -u); do
     for h in $heads; do
       for k in $pols; do
         echo "# heads $h policy $k"
-        awk -F, -v p="$p" -v v="$v" -v h="$h" -v k="$k" -v sc=$sc -v ref=$ref '$1 == p && $2 == v && $5 == h && $3 "@" $4 == k { print $6, $sc, $11, (ref == "ours" ? $12 : $13), $17; r++ } END { if (!r) print "nan nan nan nan nan" }' "$tmp/sorted"
+        awk -F, -v p="$p" -v v="$v" -v h="$h" -v k="$k" -v sc=$sc -v ref=$ref '$1 == p && $2 == v && $5 == h && $3 "@" $4 == k { print $6, $sc, $11, (ref == "ours" ? $12 : $13), $17; r++ } END { if (!r) print "nan nan nan nan nan" }' "$tmp/onb"
         printf '\n\n'
       done
     done
     for h in $heads; do
       echo "# reps 1, heads $h"
-      awk -F, -v p="$p" -v v="$v" -v h="$h" -v sc=$sc -v ref=$ref '$1 == p && $2 == v && $5 == h && $17 == 1 { print $6, $sc, $11, (ref == "ours" ? $12 : $13), $17; r++ } END { if (!r) print "nan nan nan nan nan" }' "$tmp/sorted"
+      awk -F, -v p="$p" -v v="$v" -v h="$h" -v sc=$sc -v ref=$ref '$1 == p && $2 == v && $5 == h && $17 == 1 { print $6, $sc, $11, (ref == "ours" ? $12 : $13), $17; r++ } END { if (!r) print "nan nan nan nan nan" }' "$tmp/onb"
       printf '\n\n'
     done
   } > "$tmp/figures/$name.dat"
@@ -199,18 +224,23 @@ for mode in $(cut -d, -f1,2 "$tmp/sorted" | sort -u); do
         [ "$k" = dense@1 ] && t="our dense kernel"
         ls=${styles[(j - ${jd:-0}) % ${#styles[@]}]}
         [ "$k" = dense@1 ] && ls=9 jd=1 # our dense kernel (against cuDNN): grey, the policies keep their colours
-        rows=$(awk -F, -v p="$p" -v v="$v" -v h="$h" -v k="$k" '$1 == p && $2 == v && $5 == h && $3 "@" $4 == k' "$tmp/sorted" | wc -l)
+        rows=$(awk -F, -v p="$p" -v v="$v" -v h="$h" -v k="$k" '$1 == p && $2 == v && $5 == h && $3 "@" $4 == k' "$tmp/onb" | wc -l)
         # steady-state rows joined; a reps-1 row (the warm-up instance's call) a point of its own, ringed below
         if [ "$rows" -gt 0 ]; then printf ", \\\\\n  '%s.dat' index %d using 1:(\$5 == 1 ? NaN : \$2) with linespoints ls %d notitle, \\\\\n  '%s.dat' index %d using 1:(\$5 == 1 ? \$2 : NaN) with points ls %d notitle" "$name" $((idx - 1)) "$ls" "$name" $((idx - 1)) "$ls"; fi
         if [ $last = 1 ]; then printf ", \\\\\n  NaN with linespoints ls %d title '%s'" "$ls" "$t"; fi
         j=$((j + 1))
       done
       idx=$((nh * npols + i + 1))
-      if [ -n "$(awk -F, -v p="$p" -v v="$v" -v h="$h" '$1 == p && $2 == v && $5 == h && $17 == 1' "$tmp/sorted")" ]; then
+      if [ -n "$(awk -F, -v p="$p" -v v="$v" -v h="$h" '$1 == p && $2 == v && $5 == h && $17 == 1' "$tmp/onb")" ]; then
         printf ", \\\\\n  '%s.dat' index %d using 1:2 with points pt 6 ps 2.2 lc rgb '#000000' notitle" "$name" $((idx - 1))
       fi
-      if [ $last = 1 ] && [ -n "$(awk -F, -v p="$p" -v v="$v" '$1 == p && $2 == v && $17 == 1' "$tmp/sorted")" ]; then
+      if [ $last = 1 ] && [ -n "$(awk -F, -v p="$p" -v v="$v" '$1 == p && $2 == v && $17 == 1' "$tmp/onb")" ]; then
         printf ", \\\\\n  NaN with points pt 6 ps 2.2 lc rgb '#000000' title 'first call only (reps 1), not joined'"
+      fi
+      # the policies off budget at every N of this mode: named in the key, not drawn
+      offp=$(awk -F, -v p="$p" -v v="$v" '$1 == p && $2 == v && $6 == "off-budget" && !seen[$3]++ { sub(/\/budget=matched/, "", $3); printf "%s%s", (n++ ? ", " : ""), $3 }' "$tmp/crossover.csv")
+      if [ $last = 1 ] && [ -n "$offp" ]; then
+        printf ", \\\\\n  NaN with dots lc rgb '#ffffff' title 'not drawn, off budget: %s'" "$offp"
       fi
       echo
       i=$((i + 1))

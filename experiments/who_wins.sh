@@ -109,10 +109,12 @@ trap 'rm -f "$sec" "$new"' EXIT
     awk -F, 'NR > 1 { k = $1 " " $2; if (!(k in seen)) { seen[k] = 1; mode[++nm] = k }
         if ($3 == "mc-sparse") mc[k] = mc[k] (mc[k] == "" ? "" : ", ") $5 " heads: " $6 " (" ($8 == "nan" ? "—" : sprintf("%.2f×", $8)) " at 32760)"
         if ($6 ~ /^below/ && !(k SUBSEP $3 in aw)) { aw[k SUBSEP $3] = 1; always[k] = always[k] (always[k] == "" ? "" : ", ") "`" $3 "`" }
-        if ($6 == "never" && !(k SUBSEP $3 in nv)) { nv[k SUBSEP $3] = 1; never[k] = never[k] (never[k] == "" ? "" : ", ") "`" $3 "`" } }
+        if ($6 == "never" && !(k SUBSEP $3 in nv)) { nv[k SUBSEP $3] = 1; never[k] = never[k] (never[k] == "" ? "" : ", ") "`" $3 "`" }
+        if ($6 == "off-budget" && !(k SUBSEP $3 in ob)) { ob[k SUBSEP $3] = 1; off[k] = off[k] (off[k] == "" ? "" : ", ") "`" $3 "`" } }
       END { for (i = 1; i <= nm; i++) { k = mode[i]; split(k, pv, " ")
-        printf "- path `%s`, P·V %s: mc-sparse crossover N %s. Faster than dense at every N: %s. Never faster: %s.\n", pv[1], pv[2],
-          (mc[k] == "" ? "not measured" : mc[k]), (always[k] == "" ? "none" : always[k]), (never[k] == "" ? "none" : never[k]) } }' "$x"
+        printf "- path `%s`, P·V %s: mc-sparse crossover N %s. Faster than dense at every N measured at ρ: %s. Never faster: %s.%s\n", pv[1], pv[2],
+          (mc[k] == "" ? "not measured" : mc[k]), (always[k] == "" ? "none" : always[k]), (never[k] == "" ? "none" : never[k]),
+          (off[k] == "" ? "" : " Cannot reach ρ (computed density more than 0.02 from it at every N; not compared): " off[k] ".") } }' "$x"
   else
     echo "- Where sparse stops paying: *pending*: \`STEPS=length scripts/device_all.sh\` on the H200, then"
     echo "  \`experiments/kernel_speed.sh --length callspeed.csv cudnn_length.csv --update-results\` and this script."

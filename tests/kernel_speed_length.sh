@@ -25,24 +25,36 @@ c=6.3e-8 # ms per N^2 per head
     awk -v n=$n -v h=$h -v c=$c -v v=$v 'BEGIN { d = c * n * n * h * 1.1
       printf "backend,%s,dense,1,%d,1x1x%d,%d,128,1,1,%.6g,%.6g,0,%.6g,0,5,test,2026,x\n", v, n, n, h, d, d, d
       s = 0.15 * c * n * n * h; a = 5 * h * 40 # anchor spread over 40 calls: 5 h ms a call
-      printf "backend,%s,slow,0.15,%d,1x1x%d,%d,128,40,0.15,%.6g,%.6g,%.6g,%.6g,%.6g,5,test,2026,x\n", v, n, n, h, d, s, a, s + a / 40, a
+      printf "backend,%s,slow,0.15,%d,1x1x%d,%d,128,40,%s,%.6g,%.6g,%.6g,%.6g,%.6g,5,test,2026,x\n", v, n, n, h, (n == 1024 ? "0.25" : "0.15"), d, s, a, s + a / 40, a
       printf "backend,%s,fast,0.15,%d,1x1x%d,%d,128,1,0.15,%.6g,%.6g,0,%.6g,%.6g,5,test,2026,x\n", v, n, n, h, d, 0.5 * c * n * n * h, 0.5 * c * n * n * h, 0.1 * c * n * n * h
-      printf "backend,%s,never,0.15,%d,1x1x%d,%d,128,1,0.15,%.6g,%.6g,0,%.6g,0,5,test,2026,x\n", v, n, n, h, d, 2 * c * n * n * h, 2 * c * n * n * h }'
+      printf "backend,%s,never,0.15,%d,1x1x%d,%d,128,1,0.15,%.6g,%.6g,0,%.6g,0,5,test,2026,x\n", v, n, n, h, d, 2 * c * n * n * h, 2 * c * n * n * h
+      printf "backend,%s,offb,0.15,%d,1x1x%d,%d,128,1,0.45,%.6g,%.6g,0,%.6g,0,5,test,2026,x\n", v, n, n, h, d, 0.2 * c * n * n * h, 0.2 * c * n * n * h }'
   done; done; done
 } > "$tmp/calls.csv"
 bash "$S" "$tmp/calls.csv" "$tmp/cudnn.csv" "$tmp/out" 2> "$tmp/err"
 check "analysis: exit 0" [ $? -eq 0 ] || cat "$tmp/err"
 x=$tmp/out/crossover.csv
-check "length.csv: every row joined (2 modes x 2 heads x 8 N x 4 policies)" [ "$(($(wc -l < "$tmp/out/length.csv") - 1))" -eq 128 ]
+check "length.csv: every row joined (2 modes x 2 heads x 8 N x 5 policies)" [ "$(($(wc -l < "$tmp/out/length.csv") - 1))" -eq 160 ]
 check "speedup = cudnn_ms / amortised_ms (slow at 32760, 12 heads)" [ "$(awk -F, '$3 == "slow" && $5 == 12 && $6 == 32760 && $2 == "fast" {
   e = 6.3e-8 * 32760 * 32760 * 12 / (0.15 * 6.3e-8 * 32760 * 32760 * 12 + 60); d = $14 - e; print (d < 1e-3 * e && -d < 1e-3 * e) }' "$tmp/out/length.csv")" = 1 ]
-rows_ok() { [ "$(($(wc -l < "$x") - 1))" -eq 12 ] && ! grep -q ',dense,' "$x"; }
+rows_ok() { [ "$(($(wc -l < "$x") - 1))" -eq 16 ] && ! grep -q ',dense,' "$x"; }
 check "crossover.csv: one row per mode x policy x heads, dense left out" rows_ok
 nstar=$(awk 'BEGIN { printf "%.0f", sqrt(5 / (0.85 * 6.3e-8)) }')
 check "slow: the crossover between 8192 and 16384, within 15% of N* = $nstar (log-log interpolation)" [ "$(awk -F, -v s=$nstar '$3 == "slow" {
   ok += ($6 > 8192 && $6 < 16384 && $6 > 0.85 * s && $6 < 1.15 * s && $7 == 16384); n++ } END { print ok "/" n }' "$x")" = 4/4 ]
 check "fast: below 1024 (wins at every N); never: never" [ "$(awk -F, '($3 == "fast" && $6 == "below 1024") || ($3 == "never" && $6 == "never")' "$x" | wc -l)" -eq 8 ]
 check "speedup at 32760 beside each crossover" [ "$(awk -F, '$3 == "fast" && $8 - 2 < 1e-3 && 2 - $8 < 1e-3' "$x" | wc -l)" -eq 4 ]
+# matched budgets: offb (density 0.45 for 0.15 everywhere) is off budget: no crossover, "cannot reach ρ", not
+# drawn; slow's row at 1024 (0.25) is left out: its n_min is 2048, its crossover unchanged (above)
+off_ok() { [ "$(awk -F, '$3 == "offb" && $6 == "off-budget" && $8 == "nan"' "$x" | wc -l)" -eq 4 ] &&
+  [ "$(awk -F, '$3 == "slow" && $9 == 2048' "$x" | wc -l)" -eq 4 ] &&
+  grep -q '^| `offb` | 0.15 | cannot reach ρ | — |' "$tmp/out/crossover.md" &&
+  grep -q '^Off budget .*`slow` (ρ 0.15; 12, 40 heads): 0.250 at 1024[.;]' "$tmp/out/crossover.md" &&
+  grep -q '^Off budget .*`offb` (ρ 0.15; 12, 40 heads): 0.450 at 1024, 0.450 at 2048' "$tmp/out/crossover.md" &&
+  ! grep -q 'policy offb' "$tmp/out/figures/speed_vs_length-backend-fast.dat" &&
+  ! grep -q '^1024 ' <(awk '/policy slow/ { on = 1; next } /^#/ { on = 0 } on' "$tmp/out/figures/speed_vs_length-backend-fast.dat") &&
+  grep -q "title 'not drawn, off budget: offb'" "$tmp/out/figures/speed_vs_length-backend-fast.gp"; }
+check "off budget (|density - rho| > 0.02): left out of crossovers and figures, named in crossover.md and the key" off_ok
 md_ok() { [ "$(grep -c '^## path' "$tmp/out/crossover.md")" -eq 2 ] && grep -q 'crossover N (40 heads)' "$tmp/out/crossover.md" &&
   grep -q '^| `never` | 0.15 | never (to 131072) | 0.500× |' "$tmp/out/crossover.md"; }
 check "crossover.md: a table per mode, a column pair per head count" md_ok
@@ -50,7 +62,7 @@ check "crossover.md: a table per mode, a column pair per head count" md_ok
 meta_ok() { awk -F'|' '$4 ~ /`slow`/ { s = ($7 + 0 == 2400 && $8 + 0 == 40 && $9 + 0 == 60) } $4 ~ /`fast`/ { f = ($10 + 0 == 0.25) }
   END { exit !(s && f) }' "$tmp/out/crossover.md" && grep -q "^## Metadata beside attention at 32760 tokens, 12 heads" "$tmp/out/crossover.md"; }
 check "crossover.md: metadata beside attention at 32760 tokens, 12 heads (per refresh, per call, over attention)" meta_ok
-check "crossover.tex: a line per crossover" [ "$(grep -c '\\texttt' "$tmp/out/crossover.tex")" -eq 12 ]
+check "crossover.tex: a line per crossover" [ "$(grep -c '\\texttt' "$tmp/out/crossover.tex")" -eq 16 ]
 # the tables' numbers: lib.sh's sig3 writes dg_sig3's (tests/test_bootstrap.c's cases; nan, inf from CSVs)
 sig3_ok() ( . "$DSGAP_SOURCE/experiments/lib.sh"
   printf '%s\n' '0.0000985312 0.0000985' '0.12549 0.125' '12.34 12.3' '0.09996 0.100' '-0.0034567 -0.00346' \
@@ -102,8 +114,8 @@ check "kernel_speed.sh --length with LENGTH_DIR: its own folder, the same tables
 
 printf '<!-- who-wins:begin -->\n<!-- who-wins:end -->\n' > "$tmp/README.md"
 bash "$DSGAP_SOURCE/experiments/who_wins.sh" --comparison "$tmp/none" --length "$tmp/out" --readme "$tmp/README.md" 2> /dev/null
-check "who_wins.sh: a line per mode, the policies that always and never beat dense" \
-  [ "$(grep -c '^- path `backend`, P·V .*Faster than dense at every N: `fast`\. Never faster: `never`\.' "$tmp/README.md")" -eq 2 ]
+check "who_wins.sh: a line per mode, the policies that always and never beat dense, those off budget" \
+  [ "$(grep -c '^- path `backend`, P·V .*Faster than dense at every N measured at ρ: `fast`\. Never faster: `never`\. Cannot reach ρ .*: `offb`\.$' "$tmp/README.md")" -eq 2 ]
 
 # --- 2. dsgap callspeed on the CPU ------------------------------------------------------------------
 cs=$tmp/cs.csv

@@ -10,8 +10,8 @@
 #              word `ours` where no sweep was measured: the reference is then each path's own dense
 #              call (our flash kernel: the dense rows of CALLS.csv), and every table and figure says so
 # Writes DEST/length.csv (every joined row: speedup = cudnn_ms / amortised_ms, and over our dense;
-# reps: a row of reps 1 is the warm-up instance's call, one-time costs included: callspeed's
-# --max-call), DEST/crossover.{csv,md,tex} (per path, P.V mode, policy, density and heads: the
+# reps: a row of reps 1 is the warm-up instance's one timed call: callspeed's --max-call),
+# DEST/crossover.{csv,md,tex} (per path, P.V mode, policy, density and heads: the
 # crossover N below which the policy stops beating the reference: the smallest measured N from which
 # it is faster at every larger N, interpolated log-log against the largest N below it where it is
 # slower; "below N_min" when it wins at every N, "never" when it loses at the largest N; rows whose
@@ -137,7 +137,7 @@ awk -F, -v rs=$rshort 'FILENAME == ARGV[1] { if (FNR > 1) has[$1 "," $2 "," $3 "
   echo
   echo "## Metadata beside attention at $mn tokens, $mh heads"
   echo
-  echo "Per call. Metadata of one refresh: for refresh=anchor policies the anchor's cost beyond a dense call (path dit) or the anchor's metadata (path backend), spread over its calls; for refresh=step policies a call's metadata (meta_ms), inside the call. Attention = the call without that metadata. Path backend's metadata is wall time (device and host); path dit's meta_ms is the metadata's device time only, so a refresh=step policy's host-side selection stays in its \"attention\" there (compare path backend). A ratio above 1: the policy's metadata costs more than its own attention. reps 1 (*): the row is the warm-up instance's first call (it took over --max-call), one-time costs (calibration, cold caches, cold k-means) included. Density †: more than 0.02 from ρ (off budget: not compared above)."
+  echo "Per call. Metadata of one refresh: for refresh=anchor policies the anchor's cost beyond a dense call (path dit) or the anchor's metadata (path backend), spread over its calls; for refresh=step policies a call's metadata (meta_ms), inside the call. Attention = the call without that metadata. Path backend's metadata is wall time (device and host); path dit's meta_ms is the metadata's device time only, so a refresh=step policy's host-side selection stays in its \"attention\" there (compare path backend). A ratio above 1: the policy's metadata costs more than its own attention. reps 1 (*): one call timed, the warm-up instance's, which took over --max-call (rows of dsgap before 2026-12-06T06:20Z: the policy's first call, one-time costs such as a cold k-means or a static mask's first build included; since: its second call, those costs left out of every row). Density †: more than 0.02 from ρ (off budget: not compared above)."
   echo
   echo "| path | P·V | policy | ρ | attention ms | metadata ms a refresh | refresh every | metadata ms a call | metadata / attention | call ms | density |"
   echo "|:--|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|"
@@ -156,7 +156,7 @@ awk -F, -v rs=$rshort 'FILENAME == ARGV[1] { if (FNR > 1) has[$1 "," $2 "," $3 "
   echo "\\end{tabular}"
 } > "$tmp/crossover.tex"
 # figures: one per (path, pv); panels per heads; one block per policy@rho within a panel, then one
-# block per panel of the rows of reps 1 (the warm-up instance's call: one-time costs included), ringed
+# block per panel of the rows of reps 1 (the warm-up instance's one timed call), ringed
 mkdir -p "$tmp/figures"
 styles=(1 2 3 4 5 6 10 11 12 13 14 15 7) # line styles of style.gp for the policies: black (8) is the reference's, grey (9) and yellow (7, last) read poorly
 for mode in $(cut -d, -f1,2 "$tmp/onb" | sort -u); do
@@ -225,7 +225,7 @@ for mode in $(cut -d, -f1,2 "$tmp/onb" | sort -u); do
         ls=${styles[(j - ${jd:-0}) % ${#styles[@]}]}
         [ "$k" = dense@1 ] && ls=9 jd=1 # our dense kernel (against cuDNN): grey, the policies keep their colours
         rows=$(awk -F, -v p="$p" -v v="$v" -v h="$h" -v k="$k" '$1 == p && $2 == v && $5 == h && $3 "@" $4 == k' "$tmp/onb" | wc -l)
-        # steady-state rows joined; a reps-1 row (the warm-up instance's call) a point of its own, ringed below
+        # steady-state rows joined; a reps-1 row (the warm-up instance's timed call) a point of its own, ringed below
         if [ "$rows" -gt 0 ]; then printf ", \\\\\n  '%s.dat' index %d using 1:(\$5 == 1 ? NaN : \$2) with linespoints ls %d notitle, \\\\\n  '%s.dat' index %d using 1:(\$5 == 1 ? \$2 : NaN) with points ls %d notitle" "$name" $((idx - 1)) "$ls" "$name" $((idx - 1)) "$ls"; fi
         if [ $last = 1 ]; then printf ", \\\\\n  NaN with linespoints ls %d title '%s'" "$ls" "$t"; fi
         j=$((j + 1))
@@ -235,7 +235,7 @@ for mode in $(cut -d, -f1,2 "$tmp/onb" | sort -u); do
         printf ", \\\\\n  '%s.dat' index %d using 1:2 with points pt 6 ps 2.2 lc rgb '#000000' notitle" "$name" $((idx - 1))
       fi
       if [ $last = 1 ] && [ -n "$(awk -F, -v p="$p" -v v="$v" '$1 == p && $2 == v && $17 == 1' "$tmp/onb")" ]; then
-        printf ", \\\\\n  NaN with points pt 6 ps 2.2 lc rgb '#000000' title 'first call only (reps 1), not joined'"
+        printf ", \\\\\n  NaN with points pt 6 ps 2.2 lc rgb '#000000' title 'one call timed (reps 1), not joined'"
       fi
       # the policies off budget at every N of this mode: named in the key, not drawn
       offp=$(awk -F, -v p="$p" -v v="$v" '$1 == p && $2 == v && $6 == "off-budget" && !seen[$3]++ { sub(/\/budget=matched/, "", $3); printf "%s%s", (n++ ? ", " : ""), $3 }' "$tmp/crossover.csv")

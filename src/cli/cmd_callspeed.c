@@ -16,16 +16,17 @@
  *            backend's own (device events on the GPU): dense = be->dense, sparse = the attend's, metadata
  *            = dg_policy_run's meta_s, summed over heads.
  * Schedule: warm-up 1 (step 0 = the anchor of refresh=anchor policies: dense + metadata + the sparse
- * pass for the residual; refresh=step policies make metadata at every step), then --reps timed calls
- * (steps 1..R; median). refresh=anchor: amortised = call + anchor / K, anchor = what the anchor step
+ * pass for the residual; refresh=step policies make metadata at every step), one untimed call (step
+ * 1: a refresh=step policy's first metadata, cold k-means or a static mask's first build, a one-time
+ * cost of a run, left out), then --reps timed calls (steps 2..R+1; median). refresh=anchor: amortised = call + anchor / K, anchor = what the anchor step
  * costs beyond a dense call (dit) or its metadata (backend), K = --every (default 40: 50 steps, warm-up
  * 10, one anchor, as scripts/gpu_dit.sh's Wan2.1 runs); refresh=step: amortised = call (metadata
- * inside), refresh_every 1. A warm-up instance (anchor + one call) runs untimed first.
+ * inside), refresh_every 1. A warm-up instance (anchor, the untimed call, one timed call) runs first.
  * Inputs: random Q/K/V with row scales in [0.5, 2) (a hash generator: fast at 128k tokens x 40 heads;
  * flat attention rows, so data-dependent selections run at their budgets, not at a model's
  * sparsity). --max-call S: a policy whose call took more than S seconds (default 5) at n tokens is not
  * run at n tokens or more from then on, at this or a later head count (one over it in the warm-up
- * instance: that instance's one call is its row, reps 1); --budget S: no configuration starts after S seconds (0: none).
+ * instance: that instance's one timed call is its row, reps 1); --budget S: no configuration starts after S seconds (0: none).
  * Rows (CSV, appended as they are measured, so that a run cut short keeps them):
  *   path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,
  *   amortised_ms,meta_ms,reps,device,date,commit
@@ -115,9 +116,11 @@ typedef struct {
 	float *q, *k, *v, *out; /* (heads, n, d) operand buffers; out (n, heads*d) */
 } dit_bufs;
 
-/* One instance of the entry point for p (NULL: dense) run for 1 + reps steps: t->call the median of
- * steps 1..reps, t->anchor step 0's wall seconds, t->density that of steps 1..reps, t->meta the
- * metadata seconds of step 0 (refresh=anchor) or a timed step's mean (refresh=step). 0 or -1. */
+/* One instance of the entry point for p (NULL: dense) run for 2 + reps steps: step 0 (the anchor of a
+ * refresh=anchor policy), step 1 untimed (a refresh=step policy's first metadata: cold k-means, a
+ * static mask's first build), steps 2..reps+1 timed: t->call their median, t->anchor step 0's wall
+ * seconds, t->density that of the timed steps, t->meta the metadata seconds of steps 0 and 1
+ * (refresh=anchor: the anchor's) or a timed step's mean (refresh=step). 0 or -1. */
 static int dit_steps(dit_bufs *b, const dg_policy *p, double rho, const int grid[3], int heads, int d,
 		     int reps, cs_times *t)
 {
@@ -126,13 +129,13 @@ static int dit_steps(dit_bufs *b, const dg_policy *p, double rho, const int grid
 	dg_dit_attn *a = dg_dit_attn_new(b->ops, p, rho, &sc, grid, 1, heads, d, 1);
 	if (!a)
 		return -1;
-	double *w = dg_malloc((size_t)(reps + 1) * sizeof *w);
+	double *w = dg_malloc((size_t)(reps + 2) * sizeof *w);
 	dg_dit_attn_stats s0 = { 0 }, s1;
 	int rc = 0;
-	for (int step = 0; step <= reps && !rc; step++) {
-		if (step == 1)
+	for (int step = 0; step <= reps + 1 && !rc; step++) {
+		if (step == 2)
 			dg_dit_attn_get_stats(a, &s0);
-		dg_attn_site site = { step, 0, 0, 1.0 - (double)step / (reps + 1) };
+		dg_attn_site site = { step, 0, 0, 1.0 - (double)step / (reps + 2) };
 		b->ops->sync(b->ops);
 		double t0 = dg_now();
 		rc = dg_dit_attention(a, &site, b->q, b->k, b->v, b->out);
@@ -142,7 +145,7 @@ static int dit_steps(dit_bufs *b, const dg_policy *p, double rho, const int grid
 	dg_dit_attn_get_stats(a, &s1);
 	if (!rc) {
 		t->anchor = w[0];
-		t->call = median(w + 1, reps);
+		t->call = median(w + 2, reps);
 		t->meta = p && p->refresh == DG_REFRESH_STEP ? (s1.meta_seconds - s0.meta_seconds) / reps : s0.meta_seconds;
 		double full = s1.full_pairs - s0.full_pairs;
 		t->density = full > 0 ? (s1.pairs - s0.pairs) / full : 1;
@@ -154,10 +157,11 @@ static int dit_steps(dit_bufs *b, const dg_policy *p, double rho, const int grid
 
 /* --- path backend: the replay's backend, one head at a time ------------------------------------------ */
 
-/* Policy p (NULL: dense) on every head of q, k, v (heads, n, d) host for 1 + reps steps on be:
- * t->dense the median dense seconds of a call (summed over heads), t->call the median sparse seconds
- * of steps 1..reps (with their metadata for refresh=step), t->anchor step 0's metadata seconds, t->meta
- * that (refresh=anchor) or a timed step's mean metadata seconds (refresh=step). */
+/* Policy p (NULL: dense) on every head of q, k, v (heads, n, d) host for 2 + reps steps on be (step 1
+ * untimed, as dit_steps): t->dense the median dense seconds of a call (summed over heads), t->call the
+ * median sparse seconds of steps 2..reps+1 (with their metadata for refresh=step), t->anchor step 0's
+ * metadata seconds, t->meta that (refresh=anchor) or a timed step's mean metadata seconds
+ * (refresh=step). */
 static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const int grid[3], int heads,
 			 const float *q, const float *k, const float *v, int reps, cs_times *t)
 {
@@ -166,12 +170,12 @@ static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const i
 	dg_schedule sc;
 	dg_schedule_parse("warmup=1", &sc);
 	dg_schedule_resolve_anchors(&sc, NULL, INT_MAX);
-	double *dense = dg_calloc((size_t)reps + 1, sizeof *dense), *call = dg_calloc((size_t)reps + 1, sizeof *call);
+	double *dense = dg_calloc((size_t)reps + 2, sizeof *dense), *call = dg_calloc((size_t)reps + 2, sizeof *call);
 	double meta0 = 0, meta = 0, pairs = 0, full = 0;
 	int rc = 0;
 	for (int h = 0; p && h < heads; h++)
 		dg_policy_run_init(&runs[h], p, rho);
-	for (int step = 0; step <= reps && !rc; step++) {
+	for (int step = 0; step <= reps + 1 && !rc; step++) {
 		for (int h = 0; h < heads && !rc; h++) {
 			be->load(be, q + h * nd, k + h * nd, v + h * nd);
 			dense[step] += be->dense(be);
@@ -185,7 +189,7 @@ static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const i
 			dg_policy_out o = dg_policy_run_apply(be, r, step, NULL, NULL, true);
 			if (step == 0)
 				meta0 += r->meta_s - m;
-			else {
+			else if (step >= 2) {
 				call[step] += o.seconds + (r->p->refresh == DG_REFRESH_STEP ? r->meta_s - m : 0);
 				meta += r->meta_s - m;
 				pairs += (double)o.pairs, full += (double)be->n * be->n;
@@ -193,8 +197,8 @@ static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const i
 		}
 	}
 	if (!rc) {
-		t->dense = median(dense + 1, reps);
-		t->call = p ? median(call + 1, reps) : t->dense;
+		t->dense = median(dense + 2, reps);
+		t->call = p ? median(call + 2, reps) : t->dense;
 		t->anchor = meta0;
 		t->meta = p && p->refresh == DG_REFRESH_STEP ? meta / reps : meta0;
 		t->density = full > 0 ? pairs / full : 1;
@@ -283,7 +287,7 @@ static int sweep(const cs_opts *o, cs_sink *s, bool gpu)
 						cs_times t;
 						if ((rc = dit_steps(&b, &o->pol[p], o->dens[r], g, H, d, 1, &warm)))
 							break;
-						/* a call over --max-call in the warm-up: its one call is the row */
+						/* a call over --max-call in the warm-up: its one timed call is the row */
 						bool once = warm.call > o->max_call;
 						if (once)
 							t = warm;

@@ -172,10 +172,16 @@ static void row_ref(const uint16_t *q, const uint16_t *k, const uint16_t *v, int
 	r.massn = l32 * exp2f(m2 - (float)lse_ref * 1.4426950408889634f);
 }
 
-/* Accumulates max errors of one check under the FA3 rule. */
+/* Accumulates max errors of one check under the FA3 rule. fn: the relative error allowed for the
+ * kernels' approximate transcendentals where no low-precision rounding hides them (the LSE and the
+ * retained mass, fp32 throughout: ex2.approx and lg2.approx are within 2^-22 relative, PTX ISA;
+ * fn = 2^-20 allows four such roundings of the row's largest term), times the check's largest
+ * |ref|; the naive computation uses the accurate exp2f and log2f, so at small n its own error can be
+ * below theirs (a row of 77 keys: naive 9.1e-7, the kernel's LSE 3.2e-6 off, 3.4 ulps of 8). */
 struct Err {
-	double err = 0, nerr = 0, floor = 0, sumsq = 0, refsq = 0;
+	double err = 0, nerr = 0, floor = 0, sumsq = 0, refsq = 0, refmax = 0, fn = 0;
 	long bad = 0; /* NaN / unwritten */
+	explicit Err(double fn_rel = 0) : fn(fn_rel) {}
 	void add(double out, double ref, double naive)
 	{
 		const double e = fabs(out - ref);
@@ -188,10 +194,11 @@ struct Err {
 		nerr = std::max(nerr, fabs(naive - ref));
 		const float r = (float)ref, f = (r + 0.3f) - 0.3f;
 		floor = std::max(floor, fabs((double)f - ref));
+		refmax = std::max(refmax, fabs(ref));
 		sumsq += e * e;
 		refsq += ref * ref;
 	}
-	double tol() const { return 2 * nerr + 2 * floor; }
+	double tol() const { return 2 * nerr + 2 * floor + fn * refmax; }
 	bool ok() const { return bad == 0 && err <= tol(); }
 };
 
@@ -301,7 +308,7 @@ static void test_dense(int heads, int n, int d)
 			exit(1);
 		CUDA_CHECK(cudaMemcpy(of.data(), dof, no * 4, cudaMemcpyDeviceToHost));
 		CUDA_CHECK(cudaMemcpy(lse.data(), dlse, nl * 4, cudaMemcpyDeviceToHost));
-		Err eo, el;
+		Err eo, el(0x1p-20);
 		for (int h = 0; h < heads; h++)
 			for (size_t ri = 0; ri < rows.size(); ri++) {
 				const RowRef &r = ref[h * rows.size() + ri];
@@ -534,7 +541,7 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 			exit(1);
 		CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
 		CUDA_CHECK(cudaMemcpy(mass.data(), dmass, nl * 4, cudaMemcpyDeviceToHost));
-		Err eo, em;
+		Err eo, em(0x1p-20);
 		for (size_t r = 0; r < nl; r++) {
 			for (int c = 0; c < d; c++) {
 				const double rv = with_residual ? res[r * d + c] : 0.0;

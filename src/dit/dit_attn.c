@@ -89,9 +89,11 @@ dg_dit_attn *dg_dit_attn_new_opts(dg_wan_ops *ops, const dg_policy *policy, doub
 	a->be = be;
 	a->host_unit = be && !host && needs_host_unit(policy);
 	a->no_wait = opts && opts->no_wait;
-	if (be && be->phases) { /* start its device-time accounting (the metadata's share) */
+	if (be && be->phases) { /* start its device-time accounting (the metadata's share): events from
+				 * the first call on (a sync alone would start it at the first call's end, and
+				 * that call's metadata, an anchor's or a first refresh=step call's, went uncounted) */
 		double ph[DG_PHASE_COUNT];
-		be->phases(be, a->no_wait ? ph : NULL); /* no_wait: events from the first call on */
+		be->phases(be, ph);
 	}
 	if (policy)
 		a->policy = *policy;

@@ -152,6 +152,26 @@ int launch(const GSParams &p, cudaStream_t st)
 	return 0;
 }
 
+/* 2^x on the FMA pipe, for the exponentials the MUFU does not take (PX): j = rint(x) by the 1.5 2^23
+ * shift, f = x - j in [-0.5, 0.5], 2^f by its Taylor polynomial of degree 7 (remainder under 2^-27
+ * there; Horner's roundings about 2^-23), 2^j added to the exponent; x < -125 gives 0 (ex2.approx.ftz
+ * flushes below 2^-126) */
+DGM_DEV float poly_ex2(float x)
+{
+	const float xc = fmaxf(x, -127.f), t = __fadd_rn(xc, 12582912.f), j = __fsub_rn(t, 12582912.f);
+	const float f = __fsub_rn(xc, j);
+	float q = 1.525273380405984e-05f;
+	q = fmaf(q, f, 1.5403530393381608e-04f);
+	q = fmaf(q, f, 1.3333558146428443e-03f);
+	q = fmaf(q, f, 9.618129107628477e-03f);
+	q = fmaf(q, f, 5.550410866482158e-02f);
+	q = fmaf(q, f, 2.402265069591007e-01f);
+	q = fmaf(q, f, 6.931471805599453e-01f);
+	q = fmaf(q, f, 1.0f);
+	const unsigned e = ((unsigned)__float_as_int(t) - 0x4B400000u) << 23;
+	return x < -125.f ? 0.f : __int_as_float((int)((unsigned)__float_as_int(q) + e));
+}
+
 /*
  * group_scores_sm90 (sm_90a): S^T = K Q^T on wgmma, so that the sum over the group's queries is a row sum in the
  * accumulator (each thread adds its 32 columns, then 2 quad shuffles) and no warp waits for another.
@@ -165,6 +185,9 @@ int launch(const GSParams &p, cudaStream_t st)
  * ping-pong): without it they start each tile together on the same K tile, both wait for the
  * tensor cores, then both exponentiate while the tensor cores idle; in turns, one's exponentials
  * (the issue-bound part: ~9 instructions per probability) run under the other's wgmma.
+ * PX (dev/kernels' v7, v8; FAST only): the probabilities of every PX-th column block j (j % PX == PX - 1: a
+ * quarter or an eighth of them) take poly_ex2 on the FMA pipe instead of the MUFU's ex2 (FlashAttention-4's
+ * split), which with the tensor cores bounds the exponentials' turn.
  * FAST: the attention kernels' arithmetic, p = ex2.approx.ftz(fma(s, c, -LSE log2(e))) with c and the
  * column term one fp32 value each (3 instructions per probability with the row sum's add); without
  * it prob_of's hi + lo terms and the accurate exp2f (about 9). The error grows from one rounding of
@@ -179,9 +202,10 @@ int launch(const GSParams &p, cudaStream_t st)
  * from the token scores by block_sums. With NG 2 the CTA runs the larger chunk count of its two groups;
  * a group without chunk c gets zero rows and skips its turns (both consumers alike).
  */
-template <int D, int STAGES, bool PINGPONG, bool FAST, int NG = 1>
+template <int D, int STAGES, bool PINGPONG, bool FAST, int NG = 1, int PX = 0>
 __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constant__ GSParams p)
 {
+	static_assert(PX == 0 || FAST, "exponentials on the FMA pipe: FAST only");
 	static_assert(NG == 1 || (NG == 2 && FAST), "two groups a CTA: FAST only (the hi + lo terms would not fit)");
 	using C = dg_sm90_cfg<D, STAGES>;
 	extern __shared__ uint8_t smem_raw[];
@@ -297,7 +321,10 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 				for (int j = 0; j < 16; j++)
 #pragma unroll
 					for (int e = 0; e < 2; e++) {
-						if (FAST) {
+						if (FAST && PX > 0 && j % (PX > 0 ? PX : 1) == PX - 1) {
+							r0 += poly_ex2(fmaf(s[4 * j + e], p.chi, nh[x][2 * j + e]));
+							r1 += poly_ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[x][2 * j + e]));
+						} else if (FAST) {
 							r0 += ex2(fmaf(s[4 * j + e], p.chi, nh[x][2 * j + e]));
 							r1 += ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[x][2 * j + e]));
 						} else {
@@ -345,12 +372,12 @@ __global__ void block_sums(const float *scores, int n, int nb, long long entries
 		block_scores[e] = s;
 }
 
-template <int D, int STAGES, bool PINGPONG, bool FAST, int NG = 1>
+template <int D, int STAGES, bool PINGPONG, bool FAST, int NG = 1, int PX = 0>
 int launch_sm90(GSParams p, cudaStream_t st)
 {
 	using C = dg_sm90_cfg<D, STAGES>;
 	const size_t smem = 1024 + NG * C::QB + STAGES * C::KVB + 8 * (2 + 2 * STAGES);
-	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES, PINGPONG, FAST, NG>, smem))
+	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES, PINGPONG, FAST, NG, PX>, smem))
 		DGM_ARG(0, "exact group scores: cannot get %zu bytes of shared memory", smem);
 	/* one CTA per SM at a time: runs of equal length, about 8 CTAs per SM in all */
 	const int ctas = (p.ngroups + NG - 1) / NG;
@@ -359,7 +386,7 @@ int launch_sm90(GSParams p, cudaStream_t st)
 	runs = runs < 1 ? 1 : runs > p.ntiles ? p.ntiles : runs;
 	p.tiles_per_cta = (p.ntiles + runs - 1) / runs;
 	dim3 grid(ctas, (p.ntiles + p.tiles_per_cta - 1) / p.tiles_per_cta);
-	group_scores_sm90<D, STAGES, PINGPONG, FAST, NG><<<grid, 384, smem, st>>>(p);
+	group_scores_sm90<D, STAGES, PINGPONG, FAST, NG, PX><<<grid, 384, smem, st>>>(p);
 	DGM_LAUNCHED();
 	if (p.block_scores) {
 		const long long entries = (long long)p.ngroups * p.ntiles;

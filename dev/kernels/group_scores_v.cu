@@ -6,8 +6,9 @@
  *   v4      with ping-pong (prob_of's hi + lo terms and exp2f);
  *   v5      v4 with the attention kernels' arithmetic (FAST);
  *   v6      v5 with two groups a CTA against each K tile (half the K traffic from L2): the promoted one,
- *           kernels/group_scores.cu's launcher.
- * v3 to v6 accumulate chunked groups in the token scores, so block-only calls (scores NULL) run v2.
+ *           kernels/group_scores.cu's launcher;
+ *   v7, v8  v6 with a quarter (v7) or an eighth (v8) of the exponentials on the FMA pipe (poly_ex2, PX).
+ * v3 to v8 accumulate chunked groups in the token scores, so block-only calls (scores NULL) run v2.
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
@@ -20,6 +21,8 @@ static const char *const names[] = {
 	"v4: v3 with the consumer warpgroups' wgmma in turns (ping-pong)",
 	"v5: v4 with one fma and ex2.approx a probability (the attention kernels' arithmetic)",
 	"v6: v5 with two groups a CTA against each K tile (half the K traffic)",
+	"v7: v6 with a quarter of the exponentials on the FMA pipe (a degree-7 polynomial)",
+	"v8: v6 with an eighth of the exponentials on the FMA pipe",
 };
 #define NVERSIONS ((int)(sizeof names / sizeof names[0]))
 
@@ -47,6 +50,10 @@ extern "C" int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t 
 		return d == 64 ? launch_sm90<64, 4, true, false>(p, st) : launch_sm90<128, 4, true, false>(p, st);
 	if (version == 5 && scores)
 		return d == 64 ? launch_sm90<64, 4, true, true>(p, st) : launch_sm90<128, 4, true, true>(p, st);
+	if (version == 7 && scores)
+		return d == 64 ? launch_sm90<64, 4, true, true, 2, 4>(p, st) : launch_sm90<128, 4, true, true, 2, 4>(p, st);
+	if (version == 8 && scores)
+		return d == 64 ? launch_sm90<64, 4, true, true, 2, 8>(p, st) : launch_sm90<128, 4, true, true, 2, 8>(p, st);
 	if (version == 1)
 		return d == 64 ? launch<64, 1>(p, st) : launch<128, 1>(p, st);
 	return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);

@@ -265,6 +265,9 @@ int main(void)
 							!strcmp(pn, "mc-residual") || !strcmp(pn, "mc-sr");
 						int dense_out = !strcmp(pn, "dense") || l == 1 || s == 0;
 						int tie = 0;
+						/* a per-step residual policy's residual came from the previous step:
+						 * whether that step was a near tie (read before this step overwrites it) */
+						const int tie_before = tie_state[p][di];
 						double m[6] = { 0, 0, 1, INFINITY, 1, 1 }, density = 1;
 						int staleness = 0;
 						if (l != 1 && strcmp(pn, "dense")) {
@@ -305,7 +308,7 @@ int main(void)
 						}
 						/* a residual made at a near tie taints the next step too */
 						if (res && !anchor_pol && s > 0)
-							tie |= tie_state[p][di];
+							tie |= tie_before;
 						/* find the row */
 						row *r = NULL;
 						for (int x = 0; x < nrows && !r; x++)
@@ -341,7 +344,9 @@ int main(void)
 	CHECKF(structural == 0, "rows present with the schedule's dense units, densities and staleness (%d off)",
 	       structural);
 	CHECKF(bad == 0 && checked > 0, "every metric of %d rows agrees with fp64 to 1e-4 (%d bad)", checked, bad);
-	CHECKF(ties * 20 < checked, "near-tie rows skipped are rare (%d of %d)", ties, checked + ties);
+	/* per-step residual rows after a near tie are skipped too (the residual came from it): over 420
+	 * seeds at most 34 of 576 rows were skipped, most 8-20 */
+	CHECKF(ties * 10 < checked, "near-tie rows skipped are rare (%d of %d)", ties, checked + ties);
 	dg_trace_close(&t);
 	free(q), free(k), free(v), free(u.P), free(u.O), free(os), free(out64), free(mass), free(sel);
 	free(rows);

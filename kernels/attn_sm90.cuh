@@ -10,7 +10,8 @@
  *       m64n{D}k16 (P from registers, V as an MN-major B operand), empty-slot mbarriers back to
  *       the producer.
  * Template switches: flash_fwd.cu instantiates <D, 2, OVERLAP, PINGPONG, dense, !FAST>, sparse_fwd.cu
- * <D, 2, OVERLAP, PINGPONG, SPARSE, FAST>, each with PRECISE both ways; the other combinations are
+ * <D, 2, OVERLAP, PINGPONG, SPARSE, FAST>, window_fwd.cu the dense one with WINDOW, each with PRECISE
+ * both ways; the other combinations are
  * the earlier numbered versions in dev/kernels/ (flash_fwd_v.cu, sparse_fwd_v.cu):
  *   STAGES    depth of the K/V ring (shared-memory stages);
  *   OVERLAP   issue S(t+1) = Q K(t+1)^T and O += P(t) V(t) back to back, do softmax(t+1) while the
@@ -29,6 +30,9 @@
  *   KAHEAD    (dg_attn_sm90_body only; not with DG_GATHER_TMA) the producer copies K one tile ahead of V:
  *             K(0), then K(t+1) and V(t), the consumers' order (dev/kernels' sparse v13, v14);
  *             otherwise K(t) and V(t) in turn.
+ *   WINDOW    (dense walk) DiTFastAttn's window: each item walks its window's key tiles
+ *             (attn_common.cuh dg_window_tiles: contiguous rows, no list), the tiles that cross the
+ *             window's edge masked per pair (mask_window), and the sparse epilogue in place.
  *   PRECISE   P.V as hi.V + lo.V, P split into two bf16 register operands (pack_p): a second wgmma
  *             chain per tile on the same accumulator, P exact to 2^-16 instead of 2^-8 (the precise
  *             mode of the launchers); 32 more live registers per consumer thread, so with 200
@@ -127,13 +131,14 @@ template <bool ON> struct dg_probe {
  * tmv: kernel parameters), the mbarriers of the K and V stages counting that warp's one arrival and
  * the bytes. */
 template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES, int GATHER,
-	  bool PROBE = false, bool KAHEAD = false>
+	  bool PROBE = false, bool KAHEAD = false, bool WINDOW = false>
 DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const void *tmv,
 			      unsigned long long *probe_out = nullptr)
 {
 	constexpr bool TMAG = GATHER == DG_GATHER_TMA, LEAN = GATHER == DG_GATHER_LEAN;
 	static_assert(GATHER == DG_GATHER_SHFL || (SPARSE && FAST), "another gather: the sparse FAST kernel only");
 	static_assert(!(KAHEAD && TMAG), "K ahead: the cp.async producers only");
+	static_assert(!(WINDOW && (SPARSE || FAST || KAHEAD)), "window: the dense walk's items");
 	/* registers of the producer and of each consumer: the FAST producer's fully unrolled shuffle
 	 * loops need 96 (released (168-P)*128 must cover (C-168)*256) */
 	constexpr int PREGS = FAST && !LEAN ? 96 : 40, CREGS = FAST && !LEAN ? 200 : 232;
@@ -189,7 +194,8 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 			}
 			mbar_arrive_cpasync(fullQ);
 			iq++;
-			const int ntiles = (it.nkeys + BN - 1) / BN;
+			const dg_window_tiles<BN> wt(p, it); /* WINDOW only */
+			const int ntiles = WINDOW ? wt.count() : (it.nkeys + BN - 1) / BN;
 			const int32_t *klist = SPARSE ? head_sidx(p, it.h) + it.kbase : nullptr;
 			if constexpr (TMAG) {
 				/* warp 0: lane l copies rows l + 32 j of each tile, their list entries a tile ahead;
@@ -298,13 +304,15 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 			} else {
 				for (int t = 0; t < ntiles; t++, kvit++) {
 					const int s = kvit % STAGES, ph = (kvit / STAGES) & 1;
-					const int nv = min(BN, it.nkeys - t * BN);
+					int row0 = t * BN, nv = min(BN, it.nkeys - t * BN);
+					if constexpr (WINDOW)
+						wt.tile(t, row0, nv);
 					mbar_wait(EMPTYK(s), ph ^ 1);
-					load_tile<BN, D, 128, SPARSE>(sK + s * C::KVB, kh, SPARSE ? klist + t * BN : nullptr, t * BN,
+					load_tile<BN, D, 128, SPARSE>(sK + s * C::KVB, kh, SPARSE ? klist + t * BN : nullptr, row0,
 								      nv, tid);
 					mbar_arrive_cpasync(FULLK(s));
 					mbar_wait(EMPTYV(s), ph ^ 1);
-					load_tile<BN, D, 128, SPARSE>(sV + s * C::KVB, vh, SPARSE ? klist + t * BN : nullptr, t * BN,
+					load_tile<BN, D, 128, SPARSE>(sV + s * C::KVB, vh, SPARSE ? klist + t * BN : nullptr, row0,
 								      nv, tid);
 					mbar_arrive_cpasync(FULLV(s));
 				}
@@ -334,7 +342,22 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 			float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, a0, a1;
 			float s[64];
 			uint32_t pr[32], pl[32]; /* P hi, lo (PRECISE) */
-			const int ntiles = (it.nkeys + BN - 1) / BN;
+			const dg_window_tiles<BN> wt(p, it); /* WINDOW only */
+			const int ntiles = WINDOW ? wt.count() : (it.nkeys + BN - 1) / BN;
+			/* tile t's scores past the keys (or, WINDOW, outside the window) to -inf */
+			auto mask_tile = [&](int t) {
+				if constexpr (WINDOW) {
+					int j0, nv;
+					wt.tile(t, j0, nv);
+					const int ia = it.qpos + cwg * 64 + wq * 16 + g;
+					if (nv < BN || !wt.full(j0, nv))
+						mask_window<64>(s, j0, nv, ia, ia + 8, wt.text, wt.w, t4);
+				} else {
+					const int nv = it.nkeys - t * BN;
+					if (nv < BN)
+						mask_cols<64>(s, nv, t4);
+				}
+			};
 			if (ntiles == 0) {
 				if (lane == 0)
 					mbar_arrive(emptyQ);
@@ -353,9 +376,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 						if (t == ntiles - 1)
 							mbar_arrive(emptyQ);
 					}
-					const int nv = it.nkeys - t * BN;
-					if (nv < BN)
-						mask_cols<64>(s, nv, t4);
+					mask_tile(t);
 					softmax_step<64>(s, m0, m1, l0, l1, a0, a1, sl2);
 					rescale<D / 2>(o, a0, a1);
 					pack_p<PRECISE>(pr, pl, s);
@@ -395,8 +416,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 					if (ntiles == 1)
 						mbar_arrive(emptyQ);
 				}
-				if (it.nkeys < BN)
-					mask_cols<64>(s, it.nkeys, t4);
+				mask_tile(0);
 				softmax_step<64>(s, m0, m1, l0, l1, a0, a1, sl2);
 				pack_p<PRECISE>(pr, pl, s);
 				pb.lap(DG_PROBE_SOFTMAX);
@@ -432,9 +452,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 						if (t == ntiles - 1)
 							mbar_arrive(emptyQ);
 					}
-					const int nv = it.nkeys - t * BN;
-					if (nv < BN)
-						mask_cols<64>(s, nv, t4);
+					mask_tile(t);
 					softmax_step<64>(s, m0, m1, l0, l1, a0, a1, sl2);
 					pb.lap(DG_PROBE_SOFTMAX);
 					wg_wait<0>();
@@ -468,7 +486,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 				kvit++;
 			}
 			pb.lap(DG_PROBE_ITEM);
-			write_rows<D, SPARSE, RES>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1);
+			write_rows<D, SPARSE || WINDOW, RES, SPARSE>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1);
 			pb.lap(DG_PROBE_EPILOGUE);
 		});
 		pb.flush(probe_out);
@@ -483,6 +501,15 @@ template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FA
 __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_constant__ dg_attn_params p)
 {
 	dg_attn_sm90_body<D, STAGES, OVERLAP_, PINGPONG_, SPARSE, FAST, PRECISE, RES, DG_GATHER_SHFL>(p, nullptr, nullptr);
+}
+
+/* window attention (window_fwd.cu): the dense kernel's walk over the window's key tiles, the sparse
+ * epilogue (residual, retained mass) in place */
+template <int D, bool PRECISE, int RES>
+__global__ void __launch_bounds__(384, 1) dg_attn_sm90_window_kernel(const __grid_constant__ dg_attn_params p)
+{
+	dg_attn_sm90_body<D, 2, true, true, false, false, PRECISE, RES, DG_GATHER_SHFL, false, false, true>(p, nullptr,
+													    nullptr);
 }
 
 #endif

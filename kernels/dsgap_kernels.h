@@ -257,6 +257,14 @@ int dg_pisa_first_order(const uint16_t *q, const uint16_t *k, const uint16_t *v,
  * and sidx (soff[n] entries, the caller's count of them: text n + sum over video rows of text + the
  * window's keys). */
 int dg_peer_window(int n, int text, int w, int64_t *soff, int32_t *sidx, dg_stream stream);
+/* Window attention: query i attends key j iff i < text, j < text or |i - j| <= w (0 <= text <= n,
+ * w >= 0): dg_sparse_fwd on dg_peer_window's lists, without the lists, at the dense kernel's speed.
+ * q, k, v (heads, n, d) bf16; o (heads, n, d) fp32 (8-byte aligned); optional residual (heads, n, d)
+ * stored as residual_dtype says (8-byte aligned, added in the epilogue), lse_ref and mass as
+ * dg_sparse_fwd's; precise as dg_flash_fwd. */
+int dg_window_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d, int text, int w,
+		  const void *residual, int residual_dtype, const float *lse_ref, float *o, float *mass, int precise,
+		  dg_stream stream);
 
 /* Metrics (dg_metrics_compute) of o against ref (count fp32 values each) and the retained mass
  * (nq values, or NULL: mean = p5 = 1), accumulated in double. out: 6 device doubles in the order of

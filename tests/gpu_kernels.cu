@@ -1,5 +1,6 @@
 /*
- * gpu_kernels.cu: checks dsgap's CUDA attention kernels (kernels/flash_fwd.cu, kernels/sparse_fwd.cu),
+ * gpu_kernels.cu: checks dsgap's CUDA attention kernels (kernels/flash_fwd.cu, kernels/sparse_fwd.cu,
+ * kernels/window_fwd.cu),
  * the promoted launchers in both P.V modes, against an fp64 CPU reference with the FlashAttention-3
  * rule (docs/spec.md §9):
  *   max|out - ref64| <= 2 max|naive - ref64| + 2 floor,
@@ -15,7 +16,9 @@
  * Inputs are fresh random bf16 with varied row scales (peaked and flat softmax rows), N not a multiple
  * of 128, d = 64 and 128; sparse: random query permutations, groups of 1..200 queries, random sorted
  * key lists of varying lengths (empty and full included), block-run lists, per-query groups, residual
- * and retained mass. Outputs are poisoned (NaN) before each run and every element must be written.
+ * and retained mass; window attention (its key sets per row) with text prefixes, narrow, zero and
+ * past-n half-widths, residuals in fp32 and bf16. Outputs are poisoned (NaN) before each run and every
+ * element must be written.
  * Also: sparse attention with every key of every group equals dense attention bit for bit; the DiT's
  * launchers (dg_flash_fwd_kv, dg_sparse_fwd_heads) equal the per-head outputs bit for bit.
  *   gpu_kernels [--quick]     (--quick: small sizes, for compute-sanitizer)
@@ -685,6 +688,89 @@ static void test_sparse_equals_dense(int heads, int n, int d)
 	cudaFree(b);
 }
 
+/* window attention (dg_window_fwd): query i attends key j iff i < text, j < text or |i - j| <= w; each
+ * row against the fp64 reference of its key set, O (+ a residual stored in fp32 or bf16) and the
+ * retained mass, both modes; outputs poisoned. Windows narrower than a tile (a row's window inside
+ * one tile), w = 0 (the diagonal alone), w past n (dense), text rows in the first CTAs. */
+static void test_window(int heads, int n, int d, int text, int w, int res_dtype)
+{
+	printf("# window heads=%d n=%d d=%d text=%d w=%d residual=%s\n", heads, n, d, text, w,
+	       res_dtype < 0 ? "none" : res_dtype == DG_RES_BF16 ? "bf16" : "fp32");
+	std::vector<uint16_t> q = gen_tensor(heads, n, d, -1.0, 1.0, 0.0);
+	std::vector<uint16_t> k = gen_tensor(heads, n, d, -0.5, 0.5, 0.0);
+	std::vector<uint16_t> v = gen_tensor(heads, n, d, -0.3, 0.3, 0.2);
+	const size_t no = (size_t)heads * n * d, nl = (size_t)heads * n;
+	/* the residual's values as the kernel reads them (fp32, or bf16 words) */
+	std::vector<float> res(res_dtype < 0 ? 0 : no);
+	std::vector<uint16_t> res16(res_dtype == DG_RES_BF16 ? no : 0);
+	for (size_t e = 0; e < res.size(); e++) {
+		res[e] = (float)rng_normal();
+		if (res_dtype == DG_RES_BF16) {
+			res16[e] = f2bf(res[e]);
+			res[e] = bf2f(res16[e]);
+		}
+	}
+	std::vector<float> lse_ref(nl);
+	std::vector<RowRef> ref(nl);
+	std::vector<int> keys;
+	RowRef r;
+	for (int h = 0; h < heads; h++) {
+		const size_t off = (size_t)h * n * d;
+		for (int i = 0; i < n; i++) {
+			row_ref(&q[off + (size_t)i * d], &k[off], &v[off], n, d, NULL, n, 0.0, r);
+			lse_ref[(size_t)h * n + i] = (float)r.lse64;
+			keys.clear();
+			for (int j = 0; j < n; j++)
+				if (i < text || j < text || abs(i - j) <= w)
+					keys.push_back(j);
+			row_ref(&q[off + (size_t)i * d], &k[off], &v[off], n, d, keys.data(), (int)keys.size(),
+				(double)lse_ref[(size_t)h * n + i], ref[(size_t)h * n + i]);
+		}
+	}
+	uint16_t *dq = dev_upload(q), *dk = dev_upload(k), *dv = dev_upload(v);
+	void *dres = res_dtype == DG_RES_BF16 ? (void *)dev_upload(res16) : res_dtype == DG_RES_F32 ? (void *)dev_upload(res)
+											   : NULL;
+	float *dlref = dev_upload(lse_ref), *dout, *dmass;
+	CUDA_CHECK(cudaMalloc(&dout, no * 4));
+	CUDA_CHECK(cudaMalloc(&dmass, nl * 4));
+	std::vector<float> out(no), mass(nl);
+	for (int pm = 0; pm < 2; pm++) {
+		char what[160];
+		CUDA_CHECK(cudaMemset(dout, 0xff, no * 4));
+		CUDA_CHECK(cudaMemset(dmass, 0xff, nl * 4));
+		const int rc = dg_window_fwd(dq, dk, dv, heads, n, d, text, w, dres, res_dtype < 0 ? DG_RES_F32 : res_dtype,
+					     dlref, dout, dmass, pm, NULL);
+		snprintf(what, sizeof what, "window%s n=%d d=%d text=%d w=%d", pm ? " precise" : "", n, d, text, w);
+		cudaError_t ce = sync_watchdog(what);
+		CHECKF(rc == 0 && ce == cudaSuccess, "%s launch (%s)", what, cudaGetErrorString(ce));
+		if (ce != cudaSuccess)
+			exit(1);
+		CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
+		CUDA_CHECK(cudaMemcpy(mass.data(), dmass, nl * 4, cudaMemcpyDeviceToHost));
+		Err eo, em(0x1p-20);
+		for (size_t e = 0; e < nl; e++) {
+			for (int c = 0; c < d; c++) {
+				const double rv = res.empty() ? 0.0 : res[e * d + c];
+				const float naive = pm ? ref[e].onp[c] : ref[e].on[c];
+				eo.add(out[e * d + c], ref[e].o64[c] + rv, (double)(naive + (float)rv));
+			}
+			em.add(mass[e], ref[e].mass64, ref[e].massn);
+		}
+		snprintf(what, sizeof what, "window%s n=%d d=%d text=%d w=%d O%s", pm ? " precise" : "", n, d, text, w,
+			 res.empty() ? "" : "+R");
+		report(what, eo);
+		snprintf(what, sizeof what, "window%s n=%d d=%d text=%d w=%d mass", pm ? " precise" : "", n, d, text, w);
+		report(what, em);
+	}
+	cudaFree(dq);
+	cudaFree(dk);
+	cudaFree(dv);
+	cudaFree(dres);
+	cudaFree(dlref);
+	cudaFree(dout);
+	cudaFree(dmass);
+}
+
 static void test_bad_args(void)
 {
 	uint16_t *x = NULL;
@@ -704,6 +790,12 @@ static void test_bad_args(void)
 	t.sidx = NULL;
 	CHECK("sparse_fwd_heads rejects a head without key lists", dg_sparse_fwd_heads(x, x, x, 1, 16, 64, &t, 1, x, 64, 0,
 										      NULL) == -1);
+	CHECK("window rejects a text prefix past n", dg_window_fwd(x, x, x, 1, 16, 64, 17, 4, NULL, DG_RES_F32, NULL, o, NULL,
+								 0, NULL) == -1);
+	CHECK("window rejects a negative half-width", dg_window_fwd(x, x, x, 1, 16, 64, 0, -1, NULL, DG_RES_F32, NULL, o,
+								     NULL, 0, NULL) == -1);
+	CHECK("window rejects mass without lse_ref", dg_window_fwd(x, x, x, 1, 16, 64, 0, 4, NULL, DG_RES_F32, NULL, o, o,
+								    0, NULL) == -1);
 	cudaFree(x);
 }
 
@@ -734,6 +826,8 @@ static void run_checks(bool quick)
 		test_dense(1, 130, 64);
 		test_sparse(1, 300, 128, LISTS_MIXED, true, true);
 		test_sparse(1, 150, 64, LISTS_MIXED, false, true);
+		if (g_promoted)
+			test_window(1, 300, 128, 30, 50, DG_RES_F32);
 	} else {
 		test_dense(2, 1000, 128);
 		test_dense(2, 1000, 64);
@@ -748,6 +842,14 @@ static void run_checks(bool quick)
 		test_sparse(2, 200, 64, LISTS_QUERY, false, true);
 		test_sparse_equals_dense(2, 1000, 128);
 		test_sparse_equals_dense(1, 700, 64);
+		if (g_promoted) {
+			test_window(1, 1000, 128, 0, 100, -1);
+			test_window(2, 1000, 64, 77, 300, DG_RES_F32);
+			test_window(1, 2100, 128, 200, 20, DG_RES_BF16);
+			test_window(1, 700, 64, 0, 0, -1);
+			test_window(1, 600, 128, 50, 5000, -1);
+			test_window(1, 4100, 128, 0, 700, DG_RES_F32);
+		}
 	}
 }
 

@@ -23,6 +23,8 @@
  * first (PCA of the video rows alone, pca_joint), every selection made joint on the device
  * (joint_keys), the text rows of every output the dense pass's (text_rows); such units' sparse
  * calls are not batched (their text rows are written after the launch).
+ * DiTFastAttn's window keeps its lists (shared by every selection of one (n, text, w)) for the
+ * metrics, but attends through the window kernel (dg_window_fwd: contiguous key tiles, no gather).
  */
 #include "backend/backend.h"
 
@@ -870,6 +872,24 @@ static float *mass_out(const gpu *g)
 	return g->dense_current ? g->mass : NULL;
 }
 
+/* o = the sparse attention of (bg, sel) on the loaded unit (+ residual), with the retained mass where
+ * the dense pass ran: DiTFastAttn's window (its lists are the shared window lists) by the window kernel,
+ * which walks the window's key tiles without a list, any other selection by the gather kernel */
+static void attend_into(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, const dg_bvec *residual, float *o)
+{
+	gpu *g = be->impl;
+	const void *r = residual ? residual->x : NULL;
+	const int rdt = residual ? res_code(residual->t) : DG_RES_F32;
+	if (sel->shared) {
+		KERNEL_CHECK(dg_window_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, sel->shared->text, sel->shared->w, r, rdt,
+					   dense_lse(g), o, mass_out(g), be->precise, (dg_stream)g->stream));
+		return;
+	}
+	const int32_t *keys = sel_keys(be, sel, 0);
+	KERNEL_CHECK(dg_sparse_fwd_rq(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups, sel->off,
+				      keys, r, rdt, dense_lse(g), o, mass_out(g), be->precise, (dg_stream)g->stream));
+}
+
 /*
  * o_sp and mass = the sparse output without residual of (bg, sel): computed, or kept from an attend
  * of the same grouping and selection on this unit. Returns its device seconds when timed (seconds
@@ -884,10 +904,7 @@ static double sparse_out(dg_backend *be, const dg_bgroups *bg, const dg_bsel *se
 		return g->kept.seconds;
 	if (timed)
 		timed_begin(g);
-	const int32_t *keys = sel_keys(be, sel, 0);
-	KERNEL_CHECK(dg_sparse_fwd(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
-				   sel->off, keys, NULL, dense_lse(g), g->o_sp, mass_out(g), be->precise,
-				   (dg_stream)g->stream));
+	attend_into(be, bg, sel, NULL, g->o_sp);
 	text_rows(be, g->o_sp);
 	double s = timed ? timed_end(g) : 0;
 	g->kept.unit = g->unit, g->kept.groups = bg->id, g->kept.sel = sel->id;
@@ -921,21 +938,17 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 		(*new_residual)->pk.dirty = true;
 	double s = 0;
 	bool fused = !new_residual && !seconds && !m; /* no O_sparse of its own needed */
-	if (fused && residual && g->o16 && !g->text) {
+	if (fused && residual && g->o16 && !g->text && !sel->shared) {
 		/* batched: a site's reuse steps. Not with text rows (written after the launch), nor without a
 		 * residual (then g->out: PISA's term reads it, and a per-step policy's metadata of the next
-		 * head would flush the batch anyway) */
+		 * head would flush the batch anyway), nor DiTFastAttn's window (its own kernel) */
 		batch_add(be, bg, sel, residual);
 	} else if (fused) {
 		/* out = O_sparse (+ R from the kernel's epilogue: a reuse step of a cached residual), the DiT's
 		 * sparse calls: no O_sparse pass through memory, so none is kept for this unit */
 		flush(be);
 		phase_begin(g);
-		const int32_t *keys = sel_keys(be, sel, 0);
-		KERNEL_CHECK(dg_sparse_fwd_rq(g->dq, g->dk, g->dv, 1, be->n, be->d, bg->perm, bg->off, bg->g.ngroups,
-					      sel->off, keys, residual ? residual->x : NULL,
-					      residual ? res_code(residual->t) : DG_RES_F32, dense_lse(g), g->out, mass_out(g),
-					      be->precise, (dg_stream)g->stream));
+		attend_into(be, bg, sel, residual, g->out);
 		text_rows(be, g->out);
 		g->kept.unit = -1;
 		phase_end(g, DG_PHASE_ATTEND);

@@ -747,7 +747,11 @@ static void test_window(int heads, int n, int d, int text, int w, int res_dtype)
 			exit(1);
 		CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
 		CUDA_CHECK(cudaMemcpy(mass.data(), dmass, nl * 4, cudaMemcpyDeviceToHost));
-		Err eo, em(0x1p-20);
+		/* O too allows the transcendentals' 2^-20: at w = 0 a row has one key and the naive error is 0
+		 * (its P exactly 1), while the kernel's P = ex2.approx(fma residual of s sl2 - m) is within
+		 * 2^-22 of 1: rounded to bf16 in P.V (fast mode), but not in the row sum (seed
+		 * 7029929120286145716: err 1.2e-6, 2.4e-7 of max|ref|) */
+		Err eo(0x1p-20), em(0x1p-20);
 		for (size_t e = 0; e < nl; e++) {
 			for (int c = 0; c < d; c++) {
 				const double rv = res.empty() ? 0.0 : res[e * d + c];

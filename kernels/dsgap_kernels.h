@@ -265,6 +265,13 @@ int dg_peer_window(int n, int text, int w, int64_t *soff, int32_t *sidx, dg_stre
 int dg_window_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d, int text, int w,
 		  const void *residual, int residual_dtype, const float *lse_ref, float *o, float *mass, int precise,
 		  dg_stream stream);
+/* dg_window_fwd of `heads` (1 .. DG_SPARSE_HEADS_MAX) heads in one launch, as dg_sparse_fwd_heads: head
+ * h's residual residual[h] (NULL, or residual NULL: none; 8-byte aligned; one residual_dtype), output
+ * bf16 token-major, head h's query r at o16[r * ldo + h * d] (o16 4-byte aligned, ldo >= heads * d,
+ * even; other columns untouched); no mass. Each head's output is the bf16 of dg_window_fwd's. */
+int dg_window_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d, int text,
+			int w, const void *const *residual, int residual_dtype, uint16_t *o16, int ldo, int precise,
+			dg_stream stream);
 
 /* Metrics (dg_metrics_compute) of o against ref (count fp32 values each) and the retained mass
  * (nq values, or NULL: mean = p5 = 1), accumulated in double. out: 6 device doubles in the order of

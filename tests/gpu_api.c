@@ -2,17 +2,18 @@
  * gpu_api.c: libdsgap's C ABI on the GPU against the same ABI on the CPU (include/dsgap.h). Device
  * tensors in strided layouts (token-major padded, head-major, an element stride of 2, and torch's
  * (tokens, heads, dim) contiguous and padded to 16 bytes, which take the conversions' 16-byte path;
- * each case turns the layouts one place on, so that each of q, k, v, o meets each), bf16 and fp16, on a non-blocking stream whose copies of the inputs are still queued when dsgap_attend is
- * called (the call must order itself after them), under dense, a ladder rung, mc-sparse (warm-up,
- * anchor, residual reused) and peers whose metadata runs on the device with no host copy of Q/K/V
- * (svg2's k-means, pisa's block scores and first-order term), two CFG branches, several
+ * each case turns the layouts one place on, so that each of q, k, v, o meets each), bf16 and fp16, on a
+ * non-blocking stream whose copies of the inputs are still queued when dsgap_attend is called (the
+ * call must order itself after them), under dense, a ladder rung, mc-sparse (warm-up, anchor, residual
+ * reused) and peers whose metadata runs on the device with no host copy of Q/K/V (svg2's k-means,
+ * pisa's block scores and first-order term; DiTFastAttn's window kernel), two CFG branches, several
  * steps and layers. The GPU computes on bf16 Q/K/V with P rounded to bf16 (the closed loop's fast
  * mode), the CPU in fp32: per call, rel_l2(GPU, CPU) <= 2e-2 (bf16 attention is ~4e-3; a selection
  * that differs at a near tie moves a few keys), every output element finite and the positions
  * between them untouched; the same with a text prefix (joint attention, docs/spec.md §3.7: mc-sparse,
- * a ladder rung and pisa, the text rows dense on reuse steps without a dense pass too). Also fp32
- * refused on the GPU, and 100 contexts of several kinds made,
- * used and freed with the device memory in use back where it was (contexts()).
+ * a ladder rung, pisa and ditfastattn, the text rows dense on reuse steps without a dense pass too).
+ * Also fp32 refused on the GPU, and 100 contexts of several kinds made, used and freed with the
+ * device memory in use back where it was (contexts()).
  * Exits 77 (skipped) without a device.
  *   build/tests/gpu_api      (on the GPU machine: scripts/device_all.sh, step gpu_api)
  */
@@ -271,6 +272,7 @@ int main(void)
 		{ "mc-sparse/budget=topp:0.9", "warmup=2" },
 		{ "svg2", "warmup=1" },
 		{ "pisa", "warmup=1" },
+		{ "ditfastattn", "warmup=1" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
 		run_case(cases[i].spec, cases[i].sched, 0.2, grid, DSGAP_BF16);
@@ -283,6 +285,7 @@ int main(void)
 	run_case("mc-sparse", "warmup=2", 0.2, grid, DSGAP_BF16);
 	run_case("oracle-tile", "warmup=1", 0.2, grid, DSGAP_BF16);
 	run_case("pisa", "warmup=1", 0.2, grid, DSGAP_BF16);
+	run_case("ditfastattn", "warmup=1", 0.2, grid, DSGAP_BF16);
 	T = 0;
 
 	/* fp32 is the CPU's only */

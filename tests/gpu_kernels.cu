@@ -765,6 +765,36 @@ static void test_window(int heads, int n, int d, int text, int w, int res_dtype)
 		report(what, eo);
 		snprintf(what, sizeof what, "window%s n=%d d=%d text=%d w=%d mass", pm ? " precise" : "", n, d, text, w);
 		report(what, em);
+		if (heads < 2)
+			continue;
+		/* the heads launcher (each head's residual apart, bf16 merged output with 8 columns of padding
+		 * that stay untouched): the fp32 output above rounded, bit for bit */
+		const int ldo = heads * d + 8;
+		const size_t n16 = (size_t)n * ldo, rb = (size_t)n * d * (res_dtype == DG_RES_BF16 ? 2 : 4);
+		std::vector<const void *> rh(heads);
+		for (int h = 0; h < heads; h++)
+			rh[h] = dres ? (const char *)dres + h * rb : NULL;
+		uint16_t *d16;
+		CUDA_CHECK(cudaMalloc(&d16, n16 * 2));
+		CUDA_CHECK(cudaMemset(d16, 0xff, n16 * 2));
+		const int rch = dg_window_fwd_heads(dq, dk, dv, heads, n, d, text, w, dres ? rh.data() : NULL,
+						    res_dtype < 0 ? DG_RES_F32 : res_dtype, d16, ldo, pm, NULL);
+		CUDA_CHECK(cudaDeviceSynchronize());
+		std::vector<uint16_t> o16(n16);
+		CUDA_CHECK(cudaMemcpy(o16.data(), d16, n16 * 2, cudaMemcpyDeviceToHost));
+		long differ = 0, pad = 0;
+		for (int r = 0; r < n; r++) {
+			for (int h = 0; h < heads; h++)
+				for (int c = 0; c < d; c++)
+					differ += o16[(size_t)r * ldo + h * d + c] != f2bf(out[((size_t)h * n + r) * d + c]);
+			for (int c = heads * d; c < ldo; c++)
+				pad += o16[(size_t)r * ldo + c] != 0xffff;
+		}
+		CHECKF(rch == 0 && differ == 0 && pad == 0,
+		       "window_fwd_heads%s n=%d d=%d text=%d w=%d%s: bf16 of the per-head output, heads merged, bit for bit "
+		       "(%ld values differ, %ld padding values written)", pm ? " precise" : "", n, d, text, w,
+		       res.empty() ? "" : " +R", differ, pad);
+		cudaFree(d16);
 	}
 	cudaFree(dq);
 	cudaFree(dk);
@@ -798,6 +828,8 @@ static void test_bad_args(void)
 								 0, NULL) == -1);
 	CHECK("window rejects a negative half-width", dg_window_fwd(x, x, x, 1, 16, 64, 0, -1, NULL, DG_RES_F32, NULL, o,
 								     NULL, 0, NULL) == -1);
+	CHECK("window_fwd_heads rejects a row stride below heads x d",
+	      dg_window_fwd_heads(x, x, x, 2, 16, 64, 0, 4, NULL, DG_RES_F32, x, 64, 0, NULL) == -1);
 	CHECK("window rejects mass without lse_ref", dg_window_fwd(x, x, x, 1, 16, 64, 0, 4, NULL, DG_RES_F32, NULL, o, o,
 								    0, NULL) == -1);
 	cudaFree(x);
@@ -849,8 +881,8 @@ static void run_checks(bool quick)
 		if (g_promoted) {
 			test_window(1, 1000, 128, 0, 100, -1);
 			test_window(2, 1000, 64, 77, 300, DG_RES_F32);
-			test_window(1, 2100, 128, 200, 20, DG_RES_BF16);
-			test_window(1, 700, 64, 0, 0, -1);
+			test_window(2, 2100, 128, 200, 20, DG_RES_BF16);
+			test_window(3, 700, 64, 0, 0, -1);
 			test_window(1, 600, 128, 50, 5000, -1);
 			test_window(1, 4100, 128, 0, 700, DG_RES_F32);
 		}

@@ -24,7 +24,8 @@
  * (joint_keys), the text rows of every output the dense pass's (text_rows); such units' sparse
  * calls are not batched (their text rows are written after the launch).
  * DiTFastAttn's window keeps its lists (shared by every selection of one (n, text, w)) for the
- * metrics, but attends through the window kernel (dg_window_fwd: contiguous key tiles, no gather).
+ * metrics, but attends through the window kernel (dg_window_fwd, batched dg_window_fwd_heads:
+ * contiguous key tiles, no gather).
  */
 #include "backend/backend.h"
 
@@ -134,7 +135,8 @@ typedef struct {
 		uint16_t *o16;             /* the first head's; head i's columns are i d further */
 		int ldo;
 		dg_resdtype rdt;           /* the heads' residual storage */
-		dg_sparse_head tab[DG_SPARSE_HEADS_MAX];
+		const shared_lists *win;   /* DiTFastAttn's window of every head (dg_window_fwd_heads), or NULL */
+		dg_sparse_head tab[DG_SPARSE_HEADS_MAX]; /* a window's: the residual alone */
 	} batch;
 	double *dmet;            /* device (6) */
 	float *res_old, *res_new; /* device (n, d) fp32, made when first needed: a stored residual other
@@ -294,9 +296,18 @@ static void flush(dg_backend *be)
 	if (!g->batch.count)
 		return;
 	phase_begin(g);
-	KERNEL_CHECK(dg_sparse_fwd_heads(g->batch.q, g->batch.k, g->batch.v, g->batch.count, be->n, be->d, g->batch.tab,
-					 g->batch.ngroups, g->batch.o16, g->batch.ldo, g->batch.precise,
-					 (dg_stream)g->stream));
+	if (g->batch.win) {
+		const void *res[DG_SPARSE_HEADS_MAX];
+		for (int i = 0; i < g->batch.count; i++)
+			res[i] = g->batch.tab[i].residual;
+		KERNEL_CHECK(dg_window_fwd_heads(g->batch.q, g->batch.k, g->batch.v, g->batch.count, be->n, be->d,
+						 g->batch.win->text, g->batch.win->w, res, g->batch.tab[0].residual_dtype,
+						 g->batch.o16, g->batch.ldo, g->batch.precise, (dg_stream)g->stream));
+	} else {
+		KERNEL_CHECK(dg_sparse_fwd_heads(g->batch.q, g->batch.k, g->batch.v, g->batch.count, be->n, be->d,
+						 g->batch.tab, g->batch.ngroups, g->batch.o16, g->batch.ldo, g->batch.precise,
+						 (dg_stream)g->stream));
+	}
 	phase_end(g, DG_PHASE_ATTEND);
 	CUDA_CHECK(cudaEventRecord(g->ev_out, g->stream));
 	CUDA_CHECK(cudaStreamWaitEvent(0, g->ev_out, 0));
@@ -330,7 +341,7 @@ static const int32_t *sel_keys(dg_backend *be, const dg_bsel *csel, int slot)
 }
 
 /* the loaded unit's sparse attention with its cached residual into o16, joining the batch when it
- * is the next head of the batch's buffers */
+ * is the next head of the batch's buffers (and, DiTFastAttn's window, of the batch's window) */
 static void batch_add(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, const dg_bvec *residual)
 {
 	gpu *g = be->impl;
@@ -339,7 +350,7 @@ static void batch_add(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, 
 	bool next = c < DG_SPARSE_HEADS_MAX && g->batch.ngroups == bg->g.ngroups && g->batch.precise == be->precise &&
 		    g->batch.ldo == g->ldo && g->dq == g->batch.q + c * hs && g->dk == g->batch.k + c * hs &&
 		    g->dv == g->batch.v + c * hs && g->o16 == g->batch.o16 + (size_t)c * be->d &&
-		    g->batch.rdt == residual->t;
+		    g->batch.rdt == residual->t && g->batch.win == sel->shared;
 	if (c && !next)
 		flush(be);
 	if (!g->batch.count) {
@@ -347,8 +358,9 @@ static void batch_add(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, 
 		g->batch.q = g->dq, g->batch.k = g->dk, g->batch.v = g->dv;
 		g->batch.o16 = g->o16, g->batch.ldo = g->ldo;
 		g->batch.rdt = residual->t;
+		g->batch.win = sel->shared;
 	}
-	const int32_t *keys = sel_keys(be, sel, g->batch.count);
+	const int32_t *keys = sel->shared ? NULL : sel_keys(be, sel, g->batch.count);
 	g->batch.tab[g->batch.count++] = (dg_sparse_head){ bg->perm, bg->off, sel->off, keys, residual->x,
 							   res_code(residual->t) };
 	g->batched = g->unit;
@@ -938,10 +950,10 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 		(*new_residual)->pk.dirty = true;
 	double s = 0;
 	bool fused = !new_residual && !seconds && !m; /* no O_sparse of its own needed */
-	if (fused && residual && g->o16 && !g->text && !sel->shared) {
+	if (fused && residual && g->o16 && !g->text) {
 		/* batched: a site's reuse steps. Not with text rows (written after the launch), nor without a
 		 * residual (then g->out: PISA's term reads it, and a per-step policy's metadata of the next
-		 * head would flush the batch anyway), nor DiTFastAttn's window (its own kernel) */
+		 * head would flush the batch anyway) */
 		batch_add(be, bg, sel, residual);
 	} else if (fused) {
 		/* out = O_sparse (+ R from the kernel's epilogue: a reuse step of a cached residual), the DiT's

@@ -83,7 +83,6 @@ plot 1 with lines lc rgb '#000000' lw 1 dt 2 title 'cuDNN dense = 1', \
   'speed_vs_length-dit-fast.dat' index 23 using 1:($5 == 1 ? NaN : $2) with linespoints ls 10 notitle, \
   'speed_vs_length-dit-fast.dat' index 23 using 1:($5 == 1 ? $2 : NaN) with points ls 10 notitle, \
   NaN with linespoints ls 10 title 'xattention (matched), ρ 0.15', \
-  'speed_vs_length-dit-fast.dat' index 26 using 1:2 with points pt 6 ps 2.2 lc rgb '#000000' notitle, \
   NaN with points pt 6 ps 2.2 lc rgb '#000000' title 'one call timed (reps 1), not joined', \
   NaN with dots lc rgb '#ffffff' title 'not drawn, off budget: radial, spargeattn, svg2'
 unset multiplot

@@ -199,19 +199,23 @@ int dg_pca_groups(const uint16_t *q, int heads, int n, int d, int32_t *perm, int
 int dg_pooled_scores(const uint16_t *q, const uint16_t *k, int n, int d, const int32_t *perm,
 		     const int32_t *goff, int ngroups, int kv, float *scores, dg_stream stream);
 
-/* Block peers' scores (peer_scores.cu), bit for bit the CPU twin's (peers.c dg_peer_block_scores):
+/* Block peers' scores (peer_scores.cu), bit for bit the CPU twin's (peers.c dg_peer_block_scores) but
+ * xattention's in fast mode (below):
  * scores (G, G), G = ceil(n/bs), of raster blocks of bs queries against raster blocks of bs keys:
  *   DG_PEER_SPARGE    spargeattn (bs 128): softmax over key blocks of the mean-pooled logits, key
  *                     blocks of self-similarity below theta -INF there, then +INF (always kept) where
  *                     the query or key block's self-similarity is below theta;
  *   DG_PEER_ANTIDIAG  xattention (bs 128): stride `stride`, the softmax of the antidiagonal reduced
- *                     rows summed into blocks (scratch: ceil(n/stride)^2 fp32);
+ *                     rows summed into blocks (scratch: ceil(n/stride)^2 fp32); fast (the closed loop's
+ *                     P.V mode): the reduced logits by a tensor-core GEMM (cuBLASLt, bf16 products, fp32
+ *                     accumulation; scratch 2 n d bf16 more), as XAttention computes them: within fp32
+ *                     accumulation of the twin's, not bit for bit; fast 0: bit for bit;
  *   DG_PEER_POOLED    pisa (bs = its block): scale * qbar . kbar, no softmax. */
 #define DG_PEER_SPARGE 0
 #define DG_PEER_ANTIDIAG 1
 #define DG_PEER_POOLED 2
 int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d, int kind, int bs, int stride,
-		   double theta, float *scores, dg_stream stream);
+		   double theta, int fast, float *scores, dg_stream stream);
 /* A peer's key lists as bitmaps (the keys=bitmap layout below) from the key parts each score row keeps,
  * take (rows, nparts) bytes: key j's part is pmap[part[j]] (part (n) svg2's key cluster labels, pmap
  * (clusters) a label's column of take), part[j] (pmap NULL) or, part NULL, its block j / bs

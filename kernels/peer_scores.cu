@@ -10,7 +10,10 @@
  *             self-similarity +INF;
  *   antidiag  the reduced logits (R, R), R = ceil(n/S), of the antidiagonal gathers (queries of a
  *             stride reversed, zero past n) as one fmaf chain over (t, component); softmax_det per
- *             reduced row; each 128 x 128 block the fp32 sum over its reduced rows, then columns;
+ *             reduced row; each 128 x 128 block the fp32 sum over its reduced rows, then columns.
+ *             fast: the reduced logits instead by one tensor-core GEMM of the gathers (bf16 copies,
+ *             cuBLASLt, fp32 accumulation: XAttention's own arithmetic), not bit for bit the twin's
+ *             fmaf chain (its order of additions is the GEMM's), the rest as above;
  *   pooled    (pisa) block means of Q and K over bs (any size), logits.
  * softmax_det: a warp per row; the max; e = peer_expf(x - max) (peers.c det_expf, operation for
  * operation); lane l sums e_j for j = l, l+32, .. in double, the 32 lane sums added in lane order;
@@ -21,6 +24,9 @@
  */
 #include "dsgap_kernels.h"
 #include "pooled_common.cuh"
+
+#include <cublasLt.h>
+#include <mutex>
 
 namespace {
 
@@ -175,6 +181,60 @@ struct stride_rows {
 	}
 };
 
+/* xr (R, S*D) bf16: reduced row r of x as stride_rows<D, REV> reads it (zero past n); grid R, 128 threads */
+template <int D, bool REV>
+__global__ void stride_gather(const uint16_t *x, int n, int S, uint16_t *xr)
+{
+	const int r = blockIdx.x;
+	for (int kk = threadIdx.x; kk < S * D; kk += blockDim.x) {
+		const int t = kk / D, e = kk % D, i = REV ? r * S + S - 1 - t : r * S + t;
+		xr[(size_t)r * S * D + kk] = i < n ? x[(size_t)i * D + e] : (uint16_t)0;
+	}
+}
+
+/* the process's cuBLASLt handle, made once (never destroyed: it lives as long as the CUDA context) */
+static cublasLtHandle_t lt_handle(void)
+{
+	static std::once_flag once;
+	static cublasLtHandle_t h = NULL;
+	std::call_once(once, [] {
+		if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS)
+			h = NULL;
+	});
+	return h;
+}
+
+/* L (R, R) fp32 row-major = scale * Qr Kr^T (Qr, Kr (R, K) bf16 row-major): one cuBLASLt GEMM, bf16
+ * products exact in its fp32 accumulator (column-major: L^T = Kr^T' Qr', i.e. op(A) = T on Kr as (K, R)) */
+static int gemm_logits(const uint16_t *qr, const uint16_t *kr, int R, int K, float scale, float *L, cudaStream_t st)
+{
+	cublasLtHandle_t h = lt_handle();
+	DGM_ARG(h, "xattention scores: cuBLASLt could not be initialised");
+	cublasLtMatmulDesc_t op = NULL;
+	cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
+	cublasLtMatmulPreference_t pref = NULL;
+	const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+	const float beta = 0.f;
+	cublasLtMatmulHeuristicResult_t res;
+	int nres = 0;
+	bool ok = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+		  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
+		  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
+		  cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, K, R, K) == CUBLAS_STATUS_SUCCESS &&
+		  cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, K, R, K) == CUBLAS_STATUS_SUCCESS &&
+		  cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, R, R, R) == CUBLAS_STATUS_SUCCESS &&
+		  cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
+		  cublasLtMatmulAlgoGetHeuristic(h, op, a, b, c, c, pref, 1, &res, &nres) == CUBLAS_STATUS_SUCCESS && nres > 0 &&
+		  cublasLtMatmul(h, op, &scale, kr, a, qr, b, &beta, L, c, L, c, &res.algo, NULL, 0, st) == CUBLAS_STATUS_SUCCESS;
+	cublasLtMatmulPreferenceDestroy(pref);
+	cublasLtMatrixLayoutDestroy(c);
+	cublasLtMatrixLayoutDestroy(b);
+	cublasLtMatrixLayoutDestroy(a);
+	cublasLtMatmulDescDestroy(op);
+	DGM_ARG(ok, "xattention scores: the cuBLASLt GEMM of the reduced logits (%d x %d over %d) failed", R, R, K);
+	return 0;
+}
+
 /* scores (G, G): block (rb, cb) = sum over the reduced rows r with rS/128 = rb, in order, of the
  * reduced columns c with cS/128 = cb, in order, of L (R, R); grid (ceil(G/128), G), 128 threads */
 __global__ void antidiag_blocks(const float *L, int R, int S, int G, float *scores)
@@ -192,7 +252,7 @@ __global__ void antidiag_blocks(const float *L, int R, int S, int G, float *scor
 }
 
 template <int D>
-int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, double theta, float *scores,
+int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, double theta, int fast, float *scores,
 	cudaStream_t st)
 {
 	const int G = (n + bs - 1) / bs;
@@ -201,8 +261,23 @@ int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, do
 		float *L = NULL;
 		DGM_CUDA(cudaMallocAsync((void **)&L, (size_t)R * R * 4, st));
 		const float scale = 1.0f / (sqrtf((float)D) * S);
-		pooled::launch_logits(stride_rows<D, true>{ q, n, S }, R, stride_rows<D, false>{ k, n, S }, R, S * D, scale,
-				      NULL, L, st);
+		if (fast) {
+			uint16_t *qr = NULL, *kr = NULL;
+			DGM_CUDA(cudaMallocAsync((void **)&qr, (size_t)2 * R * S * D * 2, st));
+			kr = qr + (size_t)R * S * D;
+			stride_gather<D, true><<<R, 128, 0, st>>>(q, n, S, qr);
+			stride_gather<D, false><<<R, 128, 0, st>>>(k, n, S, kr);
+			DGM_LAUNCHED();
+			const int rc = gemm_logits(qr, kr, R, S * D, scale, L, st);
+			DGM_CUDA(cudaFreeAsync(qr, st));
+			if (rc) {
+				cudaFreeAsync(L, st);
+				return rc;
+			}
+		} else {
+			pooled::launch_logits(stride_rows<D, true>{ q, n, S }, R, stride_rows<D, false>{ k, n, S }, R, S * D,
+					      scale, NULL, L, st);
+		}
 		launch_softmax_det(L, R, R, NULL, st);
 		antidiag_blocks<<<dim3((G + 127) / 128, G), 128, 0, st>>>(L, R, S, G, scores);
 		DGM_LAUNCHED();
@@ -323,7 +398,7 @@ extern "C" int dg_peer_window(int n, int text, int w, int64_t *soff, int32_t *si
 }
 
 extern "C" int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d, int kind, int bs, int stride,
-			      double theta, float *scores, dg_stream stream)
+			      double theta, int fast, float *scores, dg_stream stream)
 {
 	DGM_ARG(d == 64 || d == 128, "peer scores: head_dim %d (64 or 128 supported)", d);
 	DGM_ARG(kind == DG_PEER_SPARGE || kind == DG_PEER_ANTIDIAG || kind == DG_PEER_POOLED, "peer scores: kind %d",
@@ -333,8 +408,8 @@ extern "C" int dg_peer_scores(const uint16_t *q, const uint16_t *k, int n, int d
 	DGM_ARG(kind != DG_PEER_ANTIDIAG || (stride >= 1 && stride <= 128), "peer scores: stride %d (1 .. 128)", stride);
 	DGM_ARG(q && k && scores, "peer scores: NULL argument");
 	cudaStream_t st = (cudaStream_t)stream;
-	return d == 64 ? run<64>(q, k, n, kind, bs, stride, theta, scores, st)
-		       : run<128>(q, k, n, kind, bs, stride, theta, scores, st);
+	return d == 64 ? run<64>(q, k, n, kind, bs, stride, theta, fast, scores, st)
+		       : run<128>(q, k, n, kind, bs, stride, theta, fast, scores, st);
 }
 
 extern "C" int dg_peer_svg2_scores(const float *cq, const int32_t *qkeep, int G, const float *ck,

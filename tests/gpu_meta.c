@@ -23,7 +23,8 @@
  *     byte for byte dg_peer_take on adversarial random parts and on those scores at every n; and,
  *     from the scores, the device's take and expansion (the GPU backend's gpu_peer_blocks) give groups and key lists identical
  *     to the CPU's dg_peer_metadata: budgets topp, topk, matched, sinks, text prefixes 77 and 300
- *     (n <= 4100; at 32760 the scores only); DiTFastAttn's window lists (dg_peer_window) identical;
+ *     (n <= 4100; at 32760 the scores only); xattention's fast scores (tensor-core logits) within
+ *     2^-13 of the twin's and their lists within 1% of its keys; DiTFastAttn's window lists (dg_peer_window) identical;
  *     and through the GPU backend's peer primitive (svg2's device k-means over a cold and a warm step,
  *     the block peers, the window) the key lists identical to dg_peer_metadata's (n <= 4100). svg2's
  *     guarantee: identical unless two clusters' k-means scores tie within fp64 rounding of the dots;
@@ -888,12 +889,12 @@ static dg_policy peer_policy(const char *spec)
 	return p;
 }
 
-/* the device's block scores of peer p into host hs (G, G) */
-static int gpu_peer_scores(const problem *P, const dg_policy *p, float *hs)
+/* the device's block scores of peer p into host hs (G, G); fast: xattention's tensor-core logits */
+static int gpu_peer_scores(const problem *P, const dg_policy *p, float *hs, int fast)
 {
 	const int bs = dg_peer_block_size(p), G = (P->n + bs - 1) / bs;
 	float *ds = dmalloc((size_t)G * G * 4);
-	int rc = dg_peer_scores(P->dq, P->dk, P->n, P->d, peer_kind(p), bs, p->stride, p->theta, ds, stream);
+	int rc = dg_peer_scores(P->dq, P->dk, P->n, P->d, peer_kind(p), bs, p->stride, p->theta, fast, ds, stream);
 	download(hs, ds, (size_t)G * G * 4);
 	cudaFree(ds);
 	return rc;
@@ -980,7 +981,7 @@ static void check_peer_take(const problem *P)
 		const dg_policy p = peer_policy(specs[i]);
 		const int n = P->n, bs = dg_peer_block_size(&p), G = (n + bs - 1) / bs;
 		float *hs = dg_malloc((size_t)G * G * 4), *ds = dmalloc((size_t)G * G * 4);
-		int rc = gpu_peer_scores(P, &p, hs);
+		int rc = gpu_peer_scores(P, &p, hs, 0);
 		CUDA_CHECK(cudaMemcpy(ds, hs, (size_t)G * G * 4, cudaMemcpyHostToDevice));
 		for (int sk = 0; sk < 2; sk++) {
 			dg_budget b = { p.kv, p.budget, sk ? 0.1 : 0.15, p.topp, 0, sk ? 64 : 0 };
@@ -1050,6 +1051,64 @@ static long peer_score_diff(const float *a, const float *b, size_t cnt, double *
 	return bad;
 }
 
+/*
+ * xattention's fast scores (the reduced logits by a tensor-core GEMM: bf16 products exact, fp32
+ * accumulation in the GEMM's order) against the CPU twin's cs (G, G): each within 2^-13 relative
+ * (the logits' error is fp32 accumulation, ~2^-24 of the sum of |products| per addition, and a
+ * block score is a sum of softmax values, each off by about its logit's error: 1e-6 relative here;
+ * a wrong stride, reversal, scale or padding is off by O(1)), and the fast path taken (some score
+ * differs from the exact path's bits, with G*G >= 64 scores). full: the lists made from them under
+ * the default and matched budgets differ from the CPU's own in at most 1% of the keys (a block at
+ * the selection's edge may flip where two scores, or a cumulative sum and the threshold, lie within
+ * that error); the device's take of given scores is the CPU's byte for byte (check_peer_take).
+ */
+static void check_antidiag_fast(const problem *P, const dg_policy *p, const float *cs, bool full)
+{
+	const int n = P->n, G = (n + 127) / 128;
+	float *fs = dg_malloc((size_t)G * G * 4);
+	int rc = gpu_peer_scores(P, p, fs, 1);
+	double rel = 0;
+	long far = 0, differ = 0;
+	for (size_t e = 0; e < (size_t)G * G; e++) {
+		const double dl = fabs((double)fs[e] - cs[e]);
+		rel = fmax(rel, dl / fmax(fabs((double)cs[e]), 1e-30));
+		far += !(dl <= 0x1p-13 * fabs((double)cs[e]) + 1e-12);
+		differ += fs[e] != cs[e];
+	}
+	CHECKF(rc == 0 && far == 0 && (differ > 0 || G * G < 64),
+	       "peer %.40s n=%d d=%d fast: %dx%d scores (tensor-core logits) within 2^-13 of the twin's (max rel %.2g, "
+	       "%ld out; %ld differ from exact)", p->name, n, P->d, G, G, rel, far, differ);
+	static const struct {
+		const char *budget;
+		double rho;
+	} cases[] = { { "", 0.15 }, { "/budget=matched", 0.1 }, { "/budget=matched", 0.25 } };
+	for (size_t c = 0; full && c < sizeof cases / sizeof *cases; c++) {
+		char spec[128];
+		snprintf(spec, sizeof spec, "%s%s", p->name, cases[c].budget);
+		dg_policy pc;
+		DG_ASSERT(dg_policy_parse(spec, &pc) == 0);
+		dg_budget b = { pc.kv, pc.budget, cases[c].rho, pc.topp, 0, 0 };
+		const int grid[3] = { 1, 1, n };
+		dg_peer_state *st = NULL;
+		dg_groups cg, gg;
+		dg_selection csel, gsel;
+		DG_ASSERT(dg_peer_metadata(P->q, P->k, n, P->d, &pc, &b, grid, 0, &st, &cg, &csel) == 0);
+		int rc2 = gpu_peer_lists(P, &pc, &b, 0, fs, &gg, &gsel);
+		const int ng = cg.ngroups;
+		bool same_g = rc2 == 0 && gg.ngroups == ng && !memcmp(gg.off, cg.off, (size_t)(ng + 1) * 4);
+		long long diff = 0;
+		for (int r = 0; same_g && r < ng; r++)
+			diff += sym_diff(csel.idx + csel.off[r], csel.off[r + 1] - csel.off[r], gsel.idx + gsel.off[r],
+					 gsel.off[r + 1] - gsel.off[r]);
+		CHECKF(same_g && diff <= csel.off[ng] / 100, "peer %s rho %.2f n=%d d=%d fast: lists within 1%% of the "
+		       "twin's keys (%lld of %lld differ)", spec, cases[c].rho, n, P->d, diff, (long long)csel.off[ng]);
+		dg_groups_free(&cg), dg_groups_free(&gg);
+		dg_selection_free(&csel), dg_selection_free(&gsel);
+		dg_peer_state_free(st);
+	}
+	free(fs);
+}
+
 /* every block peer's scores, and (full: the CPU's whole dg_peer_metadata, else only the scores) its
  * groups and lists under each budget, with and without a text prefix, against the CPU twin */
 static void check_peers(const problem *P, bool full)
@@ -1067,13 +1126,15 @@ static void check_peers(const problem *P, bool full)
 		double t0 = dg_now();
 		dg_peer_block_scores(P->q, P->k, n, d, &p, cs);
 		double tc = dg_now() - t0;
-		int rc = gpu_peer_scores(P, &p, gs);
+		int rc = gpu_peer_scores(P, &p, gs, 0);
 		double err;
 		long bad = peer_score_diff(gs, cs, (size_t)G * G, &err), forced = 0;
 		for (size_t e = 0; e < (size_t)G * G; e++)
 			forced += isinf(cs[e]);
 		CHECKF(rc == 0 && bad == 0, "peer %s n=%d d=%d: %dx%d block scores bit for bit the CPU twin's (%ld differ, "
 		       "max %.3g; %ld infinite; cpu %.2f s)", specs[i], n, d, G, G, bad, err, forced, tc);
+		if (peer_kind(&p) == DG_PEER_ANTIDIAG)
+			check_antidiag_fast(P, &p, cs, full);
 		if (full) {
 			const struct {
 				const char *budget;

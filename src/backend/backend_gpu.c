@@ -1007,7 +1007,8 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 }
 
 /* a block peer's metadata (spargeattn, xattention, pisa; peers.h dg_peer_block_*): the block scores
- * on the device (dg_peer_scores, bit for bit the CPU twin's), the block selection on the device
+ * on the device (dg_peer_scores, bit for bit the CPU twin's; xattention's in the fast P.V mode by a
+ * tensor-core GEMM, within fp32 accumulation of them), the block selection on the device
  * (dg_peer_take_dev, byte for byte dg_peer_block_take: the budget, matched included) and the key
  * lists made on the device as bitmaps (dg_peer_expand). The query groups are the shape's (raster,
  * split at the text; their rows to the device). Q, K, scores and take stay on the device. */
@@ -1022,7 +1023,8 @@ static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *
 	float *ds = dmalloc(g, gg * 4);
 	uint8_t *dtake = dmalloc(g, gg);
 	phase_begin(g);
-	KERNEL_CHECK(dg_peer_scores(g->dq, g->dk, n, be->d, kind, bs, p->stride, p->theta, ds, (dg_stream)g->stream));
+	KERNEL_CHECK(dg_peer_scores(g->dq, g->dk, n, be->d, kind, bs, p->stride, p->theta, !be->precise, ds,
+				    (dg_stream)g->stream));
 	phase_end(g, DG_PHASE_SCORES);
 	phase_begin(g);
 	KERNEL_CHECK(dg_peer_take_dev(ds, G, G, NULL, NULL, NULL, bs, n, b->budget == DG_BUDGET_TOPK,

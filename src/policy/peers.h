@@ -137,7 +137,8 @@ void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, con
 /*
  * The block peers (spargeattn, xattention, pisa): raster blocks of bs queries scored against raster
  * blocks of bs keys, in two halves that the GPU backend makes on the device (kernels/peer_scores.cu
- * dg_peer_scores, kernels/peer_take.cu dg_peer_take_dev), bit for bit these.
+ * dg_peer_scores, kernels/peer_take.cu dg_peer_take_dev), bit for bit these (but xattention's scores
+ * in the GPU's fast P.V mode: a tensor-core GEMM's reduced logits, within fp32 accumulation).
  *   dg_peer_block_size     bs (128, pisa's block), or 0 for a peer that is not a block peer;
  *   dg_peer_block_scores   the scores (G, G), G = ceil(n/bs), bit for bit the device's: fp32 block
  *                          means (sums in token order, then / count), logits as fmaf chains in

@@ -237,6 +237,16 @@ static cudaError_t sync_watchdog(const char *what)
 	return e == cudaSuccess ? cudaDeviceSynchronize() : e;
 }
 
+/* a launch returned rc and, synchronised under the watchdog, ran without a CUDA error (else the run
+ * ends: the device is unusable after one) */
+static void check_launch(const char *what, int rc)
+{
+	const cudaError_t ce = sync_watchdog(what);
+	CHECKF(rc == 0 && ce == cudaSuccess, "%s launch (%s)", what, cudaGetErrorString(ce));
+	if (ce != cudaSuccess)
+		exit(1);
+}
+
 template <typename T> static T *dev_upload(const std::vector<T> &h)
 {
 	T *d = NULL;
@@ -304,11 +314,8 @@ static void test_dense(int heads, int n, int d)
 		CUDA_CHECK(cudaMemset(dof, 0xff, no * 4));
 		CUDA_CHECK(cudaMemset(dlse, 0xff, nl * 4));
 		int rc = K.flash(dq, dk, dv, heads, n, d, dof, NULL, dlse, pm, NULL);
-		snprintf(what, sizeof what, "flash %s%s n=%d d=%d launch", kn, mode, n, d);
-		cudaError_t ce = sync_watchdog(what);
-		CHECKF(rc == 0 && ce == cudaSuccess, "%s (%s)", what, cudaGetErrorString(ce));
-		if (ce != cudaSuccess)
-			exit(1);
+		snprintf(what, sizeof what, "flash %s%s n=%d d=%d", kn, mode, n, d);
+		check_launch(what, rc);
 		CUDA_CHECK(cudaMemcpy(of.data(), dof, no * 4, cudaMemcpyDeviceToHost));
 		CUDA_CHECK(cudaMemcpy(lse.data(), dlse, nl * 4, cudaMemcpyDeviceToHost));
 		Err eo, el(0x1p-20);
@@ -406,6 +413,22 @@ static std::vector<int> block_list(int n, int nblocks_sel)
  * subsets of many lengths incl. 0, 1, n; block runs); LISTS_BLOCKS: raster groups of 128 with block
  * lists at ~15% density (first block always kept, a sink); LISTS_QUERY: one query per group.
  */
+/* a heads launcher's bf16 output o16 (n rows of stride ldo, head h in columns h*d..) against the bf16
+ * of the per-head fp32 output out (heads, n, d): values that differ, and padding columns (past
+ * heads*d, poisoned 0xffff before the launch) written */
+static void merged_diff(const std::vector<uint16_t> &o16, const std::vector<float> &out, int n, int heads, int d,
+			int ldo, long *differ, long *pad)
+{
+	*differ = *pad = 0;
+	for (int r = 0; r < n; r++) {
+		for (int h = 0; h < heads; h++)
+			for (int c = 0; c < d; c++)
+				*differ += o16[(size_t)r * ldo + h * d + c] != f2bf(out[((size_t)h * n + r) * d + c]);
+		for (int c = heads * d; c < ldo; c++)
+			*pad += o16[(size_t)r * ldo + c] != 0xffff;
+	}
+}
+
 static void test_sparse(int heads, int n, int d, int kind, bool with_residual, bool with_mass)
 {
 	static const char *kn[] = {"mixed", "blocks", "per-query"};
@@ -538,10 +561,7 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 		const int rc = K.sparse(dq, dk, dv, heads, n, d, dperm, dgoff, ngroups, dsoff, dsidx, dres,
 					with_mass ? dlref : NULL, dout, with_mass ? dmass : NULL, pm, NULL);
 		snprintf(what, sizeof what, "sparse %s%s %s n=%d d=%d", ver, mode, kn[kind], n, d);
-		cudaError_t ce = sync_watchdog(what);
-		CHECKF(rc == 0 && ce == cudaSuccess, "%s launch (%s)", what, cudaGetErrorString(ce));
-		if (ce != cudaSuccess)
-			exit(1);
+		check_launch(what, rc);
 		CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
 		CUDA_CHECK(cudaMemcpy(mass.data(), dmass, nl * 4, cudaMemcpyDeviceToHost));
 		Err eo, em(0x1p-20);
@@ -599,14 +619,8 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 			CUDA_CHECK(cudaDeviceSynchronize());
 			CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
 			CUDA_CHECK(cudaMemcpy(o16.data(), d16, n16 * 2, cudaMemcpyDeviceToHost));
-			long differ = 0, pad = 0;
-			for (int r = 0; r < n; r++) {
-				for (int h = 0; h < heads; h++)
-					for (int c = 0; c < d; c++)
-						differ += o16[(size_t)r * ldo + h * d + c] != f2bf(out[((size_t)h * n + r) * d + c]);
-				for (int c = heads * d; c < ldo; c++)
-					pad += o16[(size_t)r * ldo + c] != 0xffff;
-			}
+			long differ, pad;
+			merged_diff(o16, out, n, heads, d, ldo, &differ, &pad);
 			CHECKF(rc == 0 && differ == 0 && pad == 0,
 			       "sparse_fwd_heads %s%s %s n=%d d=%d%s: bf16 of the per-head output, heads merged, bit for bit "
 			       "(%ld values differ, %ld padding values written)",
@@ -741,10 +755,7 @@ static void test_window(int heads, int n, int d, int text, int w, int res_dtype)
 		const int rc = dg_window_fwd(dq, dk, dv, heads, n, d, text, w, dres, res_dtype < 0 ? DG_RES_F32 : res_dtype,
 					     dlref, dout, dmass, pm, NULL);
 		snprintf(what, sizeof what, "window%s n=%d d=%d text=%d w=%d", pm ? " precise" : "", n, d, text, w);
-		cudaError_t ce = sync_watchdog(what);
-		CHECKF(rc == 0 && ce == cudaSuccess, "%s launch (%s)", what, cudaGetErrorString(ce));
-		if (ce != cudaSuccess)
-			exit(1);
+		check_launch(what, rc);
 		CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
 		CUDA_CHECK(cudaMemcpy(mass.data(), dmass, nl * 4, cudaMemcpyDeviceToHost));
 		/* O too allows the transcendentals' 2^-20: at w = 0 a row has one key and the naive error is 0
@@ -782,14 +793,8 @@ static void test_window(int heads, int n, int d, int text, int w, int res_dtype)
 		CUDA_CHECK(cudaDeviceSynchronize());
 		std::vector<uint16_t> o16(n16);
 		CUDA_CHECK(cudaMemcpy(o16.data(), d16, n16 * 2, cudaMemcpyDeviceToHost));
-		long differ = 0, pad = 0;
-		for (int r = 0; r < n; r++) {
-			for (int h = 0; h < heads; h++)
-				for (int c = 0; c < d; c++)
-					differ += o16[(size_t)r * ldo + h * d + c] != f2bf(out[((size_t)h * n + r) * d + c]);
-			for (int c = heads * d; c < ldo; c++)
-				pad += o16[(size_t)r * ldo + c] != 0xffff;
-		}
+		long differ, pad;
+		merged_diff(o16, out, n, heads, d, ldo, &differ, &pad);
 		CHECKF(rch == 0 && differ == 0 && pad == 0,
 		       "window_fwd_heads%s n=%d d=%d text=%d w=%d%s: bf16 of the per-head output, heads merged, bit for bit "
 		       "(%ld values differ, %ld padding values written)", pm ? " precise" : "", n, d, text, w,

@@ -49,16 +49,31 @@ DGM_DEV float peer_expf(float x)
 }
 
 /* softmax of each of rows rows of S (rows, cols) in place, a warp per row (see the top); each e_j
- * weighted by w[j] (cols) where w is given (svg2's cluster sizes) */
+ * weighted by w[j] (cols) where w is given (svg2's cluster sizes). Each pass reads its lane's
+ * entries SOFTMAX_U at a time (loads in flight together; stores would otherwise order every load
+ * after the last store), and the third recomputes e_j from the logit instead of reading it back
+ * (the same operations: the same bits), so the row is read three times and written once. */
+constexpr int SOFTMAX_U = 8;
 __global__ void softmax_det(float *S, int rows, int cols, const double *w)
 {
 	const int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
 	if (row >= rows)
 		return;
 	float *x = S + (size_t)row * cols;
+	float v[SOFTMAX_U];
+	/* the lane's entries j0, j0 + 32, .. (SOFTMAX_U of them) into v, -INF past cols */
+	auto load = [&](int j0) {
+#pragma unroll
+		for (int u = 0; u < SOFTMAX_U; u++)
+			v[u] = j0 + 32 * u < cols ? x[j0 + 32 * u] : -INFINITY;
+	};
 	float mx = -INFINITY;
-	for (int j = lane; j < cols; j += 32)
-		mx = fmaxf(mx, x[j]);
+	for (int j0 = lane; j0 < cols; j0 += 32 * SOFTMAX_U) {
+		load(j0);
+#pragma unroll
+		for (int u = 0; u < SOFTMAX_U; u++)
+			mx = fmaxf(mx, v[u]);
+	}
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1)
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -68,16 +83,31 @@ __global__ void softmax_det(float *S, int rows, int cols, const double *w)
 		return;
 	}
 	double part = 0;
-	for (int j = lane; j < cols; j += 32) {
-		const float e = peer_expf(__fsub_rn(x[j], mx));
-		x[j] = e;
-		part = __dadd_rn(part, w ? __dmul_rn((double)e, w[j]) : (double)e);
+	for (int j0 = lane; j0 < cols; j0 += 32 * SOFTMAX_U) {
+		load(j0);
+#pragma unroll
+		for (int u = 0; u < SOFTMAX_U; u++) {
+			const int j = j0 + 32 * u;
+			if (j < cols) {
+				const float e = peer_expf(__fsub_rn(v[u], mx));
+				part = __dadd_rn(part, w ? __dmul_rn((double)e, w[j]) : (double)e);
+			}
+		}
 	}
 	double sum = 0;
 	for (int l = 0; l < 32; l++)
 		sum = __dadd_rn(sum, __shfl_sync(0xffffffffu, part, l));
-	for (int j = lane; j < cols; j += 32)
-		x[j] = (float)__ddiv_rn(w ? __dmul_rn((double)x[j], w[j]) : (double)x[j], sum);
+	for (int j0 = lane; j0 < cols; j0 += 32 * SOFTMAX_U) {
+		load(j0);
+#pragma unroll
+		for (int u = 0; u < SOFTMAX_U; u++) {
+			const int j = j0 + 32 * u;
+			if (j < cols) {
+				const float e = peer_expf(__fsub_rn(v[u], mx));
+				x[j] = (float)__ddiv_rn(w ? __dmul_rn((double)e, w[j]) : (double)e, sum);
+			}
+		}
+	}
 }
 
 static void launch_softmax_det(float *S, int rows, int cols, const double *w, cudaStream_t st)
@@ -192,45 +222,51 @@ __global__ void stride_gather(const uint16_t *x, int n, int S, uint16_t *xr)
 	}
 }
 
-/* the process's cuBLASLt handle, made once (never destroyed: it lives as long as the CUDA context) */
-static cublasLtHandle_t lt_handle(void)
-{
-	static std::once_flag once;
-	static cublasLtHandle_t h = NULL;
-	std::call_once(once, [] {
-		if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS)
-			h = NULL;
-	});
-	return h;
-}
-
 /* L (R, R) fp32 row-major = scale * Qr Kr^T (Qr, Kr (R, K) bf16 row-major): one cuBLASLt GEMM, bf16
- * products exact in its fp32 accumulator (column-major: L^T = Kr^T' Qr', i.e. op(A) = T on Kr as (K, R)) */
+ * products exact in its fp32 accumulator (column-major: L^T = op(A) B with op(A) = T on Kr as (K, R)).
+ * The handle, descriptors and algorithm of the last shape are kept (a heuristic query costs more than
+ * the GEMM): made under a lock, which the enqueue holds too, so that no other thread's new shape
+ * destroys them meanwhile; never destroyed (they live as long as the CUDA context). */
 static int gemm_logits(const uint16_t *qr, const uint16_t *kr, int R, int K, float scale, float *L, cudaStream_t st)
 {
-	cublasLtHandle_t h = lt_handle();
-	DGM_ARG(h, "xattention scores: cuBLASLt could not be initialised");
-	cublasLtMatmulDesc_t op = NULL;
-	cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
-	cublasLtMatmulPreference_t pref = NULL;
-	const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+	static std::mutex mu;
+	static struct {
+		cublasLtHandle_t h;
+		int R, K;
+		cublasLtMatmulDesc_t op;
+		cublasLtMatrixLayout_t a, b, c;
+		cublasLtMatmulAlgo_t algo;
+	} plan;
+	std::lock_guard<std::mutex> lock(mu);
+	bool ok = plan.h || cublasLtCreate(&plan.h) == CUBLAS_STATUS_SUCCESS;
+	if (ok && !(plan.op && plan.R == R && plan.K == K)) {
+		cublasLtMatmulDescDestroy(plan.op);
+		cublasLtMatrixLayoutDestroy(plan.a);
+		cublasLtMatrixLayoutDestroy(plan.b);
+		cublasLtMatrixLayoutDestroy(plan.c);
+		plan.op = NULL, plan.a = plan.b = plan.c = NULL;
+		const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+		cublasLtMatmulPreference_t pref = NULL;
+		cublasLtMatmulHeuristicResult_t res;
+		int nres = 0;
+		ok = cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+		     cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
+		     cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
+		     cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, K, R, K) == CUBLAS_STATUS_SUCCESS &&
+		     cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, K, R, K) == CUBLAS_STATUS_SUCCESS &&
+		     cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, R, R, R) == CUBLAS_STATUS_SUCCESS &&
+		     cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
+		     cublasLtMatmulAlgoGetHeuristic(plan.h, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &res, &nres) ==
+			     CUBLAS_STATUS_SUCCESS && nres > 0;
+		cublasLtMatmulPreferenceDestroy(pref);
+		if (ok)
+			plan.R = R, plan.K = K, plan.algo = res.algo;
+		else
+			plan.R = plan.K = 0;
+	}
 	const float beta = 0.f;
-	cublasLtMatmulHeuristicResult_t res;
-	int nres = 0;
-	bool ok = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
-		  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
-		  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
-		  cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, K, R, K) == CUBLAS_STATUS_SUCCESS &&
-		  cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, K, R, K) == CUBLAS_STATUS_SUCCESS &&
-		  cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, R, R, R) == CUBLAS_STATUS_SUCCESS &&
-		  cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
-		  cublasLtMatmulAlgoGetHeuristic(h, op, a, b, c, c, pref, 1, &res, &nres) == CUBLAS_STATUS_SUCCESS && nres > 0 &&
-		  cublasLtMatmul(h, op, &scale, kr, a, qr, b, &beta, L, c, L, c, &res.algo, NULL, 0, st) == CUBLAS_STATUS_SUCCESS;
-	cublasLtMatmulPreferenceDestroy(pref);
-	cublasLtMatrixLayoutDestroy(c);
-	cublasLtMatrixLayoutDestroy(b);
-	cublasLtMatrixLayoutDestroy(a);
-	cublasLtMatmulDescDestroy(op);
+	ok = ok && cublasLtMatmul(plan.h, plan.op, &scale, kr, plan.a, qr, plan.b, &beta, L, plan.c, L, plan.c, &plan.algo,
+				  NULL, 0, st) == CUBLAS_STATUS_SUCCESS;
 	DGM_ARG(ok, "xattention scores: the cuBLASLt GEMM of the reduced logits (%d x %d over %d) failed", R, R, K);
 	return 0;
 }

@@ -24,6 +24,7 @@
 #include <math.h>
 
 #include "dsgap_kernels.h"
+#include "window_tiles.h"
 
 #define DG_DEV static __device__ __forceinline__
 
@@ -134,46 +135,6 @@ struct dg_item {
 	int qcount;      /* valid query rows */
 	long long kbase; /* sparse: offset of the key list in sidx */
 	int nkeys;       /* keys in the list (dense: n) */
-};
-
-/*
- * Window attention's key tiles for one item (rows r0 .. r1-1 of a head; dg_window_fwd): an item holding
- * a text row walks every key; any other the text keys [0, text), then [r0, min(n, r1 + w)) (its first
- * tile the diagonal one: every row meets a key of its own in its first tile, so no running max starts
- * at -inf), then [max(text, r0 - w), r0); each segment in tiles of BN from its start, the last short.
- */
-template <int BN> struct dg_window_tiles {
-	int r0, r1, text, w;    /* rows [r0, r1); w clipped to n */
-	int la, b0, lb, c0, lc; /* segments [0, la), [b0, b0 + lb), [c0, c0 + lc) */
-	int na, nb, nc;         /* their tiles */
-	__device__ __forceinline__ dg_window_tiles(const dg_attn_params &p, const dg_item &it)
-	{
-		r0 = it.qpos, r1 = it.qpos + it.qcount, text = p.win_text, w = min(p.win_w, p.n);
-		if (r0 < text) {
-			la = p.n, b0 = lb = c0 = lc = 0;
-		} else {
-			la = text, b0 = r0, lb = min(p.n, r1 + w) - r0;
-			c0 = max(text, r0 - w), lc = r0 - c0;
-		}
-		na = (la + BN - 1) / BN, nb = (lb + BN - 1) / BN, nc = (lc + BN - 1) / BN;
-	}
-	__device__ __forceinline__ int count() const { return na + nb + nc; }
-	/* tile t: its first key and its keys */
-	__device__ __forceinline__ void tile(int t, int &start, int &nv) const
-	{
-		if (t < na) {
-			start = t * BN, nv = min(BN, la - start);
-		} else if (t < na + nb) {
-			start = b0 + (t - na) * BN, nv = min(BN, b0 + lb - start);
-		} else {
-			start = c0 + (t - na - nb) * BN, nv = min(BN, c0 + lc - start);
-		}
-	}
-	/* every (row, key) pair of the tile's nv keys from start attended */
-	__device__ __forceinline__ bool full(int start, int nv) const
-	{
-		return r1 <= text || start + nv <= text || (r1 - 1 - start <= w && start + nv - 1 - r0 <= w);
-	}
 };
 
 /* The work items of this CTA, in order (producer and consumers walk the same sequence).
@@ -457,7 +418,7 @@ template <int NS> DG_DEV void mask_cols(float (&s)[NS], int nvalid, int t4)
 	}
 }
 
-/* window attention's mask (dg_window_tiles): of the scores of rows ia and ib against keys j0 + column,
+/* window attention's mask (window_tiles.h): of the scores of rows ia and ib against keys j0 + column,
  * -inf where the column is >= nvalid or the pair is outside the window */
 template <int NS>
 DG_DEV void mask_window(float (&s)[NS], int j0, int nvalid, int ia, int ib, int text, int w, int t4)
@@ -467,10 +428,10 @@ DG_DEV void mask_window(float (&s)[NS], int j0, int nvalid, int ia, int ib, int 
 #pragma unroll
 		for (int e = 0; e < 2; e++) {
 			const int col = 8 * j + 2 * t4 + e, key = j0 + col;
-			const bool in = col < nvalid, kt = key < text;
-			if (!(in && (kt || ia < text || abs(ia - key) <= w)))
+			const bool in = col < nvalid;
+			if (!(in && dg_window_attends(ia, key, text, w)))
 				s[4 * j + e] = -INFINITY;
-			if (!(in && (kt || ib < text || abs(ib - key) <= w)))
+			if (!(in && dg_window_attends(ib, key, text, w)))
 				s[4 * j + 2 + e] = -INFINITY;
 		}
 }

@@ -31,7 +31,7 @@
  *             K(0), then K(t+1) and V(t), the consumers' order (dev/kernels' sparse v13, v14);
  *             otherwise K(t) and V(t) in turn.
  *   WINDOW    (dense walk) DiTFastAttn's window: each item walks its window's key tiles
- *             (attn_common.cuh dg_window_tiles: contiguous rows, no list), the tiles that cross the
+ *             (window_tiles.h: contiguous rows, no list), the tiles that cross the
  *             window's edge masked per pair (mask_window), and the sparse epilogue in place.
  *   PRECISE   P.V as hi.V + lo.V, P split into two bf16 register operands (pack_p): a second wgmma
  *             chain per tile on the same accumulator, P exact to 2^-16 instead of 2^-8 (the precise
@@ -194,8 +194,8 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 			}
 			mbar_arrive_cpasync(fullQ);
 			iq++;
-			const dg_window_tiles<BN> wt(p, it); /* WINDOW only */
-			const int ntiles = WINDOW ? wt.count() : (it.nkeys + BN - 1) / BN;
+			const dg_window_tiles wt = dg_window_tiles_of(p.n, p.win_text, p.win_w, it.qpos, it.qcount, BN);
+			const int ntiles = WINDOW ? dg_window_tiles_count(&wt) : (it.nkeys + BN - 1) / BN; /* wt: WINDOW only */
 			const int32_t *klist = SPARSE ? head_sidx(p, it.h) + it.kbase : nullptr;
 			if constexpr (TMAG) {
 				/* warp 0: lane l copies rows l + 32 j of each tile, their list entries a tile ahead;
@@ -306,7 +306,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 					const int s = kvit % STAGES, ph = (kvit / STAGES) & 1;
 					int row0 = t * BN, nv = min(BN, it.nkeys - t * BN);
 					if constexpr (WINDOW)
-						wt.tile(t, row0, nv);
+						dg_window_tile(&wt, t, BN, &row0, &nv);
 					mbar_wait(EMPTYK(s), ph ^ 1);
 					load_tile<BN, D, 128, SPARSE>(sK + s * C::KVB, kh, SPARSE ? klist + t * BN : nullptr, row0,
 								      nv, tid);
@@ -342,15 +342,15 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 			float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, a0, a1;
 			float s[64];
 			uint32_t pr[32], pl[32]; /* P hi, lo (PRECISE) */
-			const dg_window_tiles<BN> wt(p, it); /* WINDOW only */
-			const int ntiles = WINDOW ? wt.count() : (it.nkeys + BN - 1) / BN;
+			const dg_window_tiles wt = dg_window_tiles_of(p.n, p.win_text, p.win_w, it.qpos, it.qcount, BN);
+			const int ntiles = WINDOW ? dg_window_tiles_count(&wt) : (it.nkeys + BN - 1) / BN; /* wt: WINDOW only */
 			/* tile t's scores past the keys (or, WINDOW, outside the window) to -inf */
 			auto mask_tile = [&](int t) {
 				if constexpr (WINDOW) {
 					int j0, nv;
-					wt.tile(t, j0, nv);
+					dg_window_tile(&wt, t, BN, &j0, &nv);
 					const int ia = it.qpos + cwg * 64 + wq * 16 + g;
-					if (nv < BN || !wt.full(j0, nv))
+					if (nv < BN || !dg_window_tile_full(&wt, j0, nv))
 						mask_window<64>(s, j0, nv, ia, ia + 8, wt.text, wt.w, t4);
 				} else {
 					const int nv = it.nkeys - t * BN;

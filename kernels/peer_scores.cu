@@ -48,18 +48,18 @@ DGM_DEV float peer_expf(float x)
 	return ldexpf(p, (int)kf);
 }
 
-/* softmax of each of rows rows of S (rows, cols) in place, a warp per row (see the top); each e_j
- * weighted by w[j] (cols) where w is given (svg2's cluster sizes). Each pass reads its lane's
+/* softmax of each of rows rows of S (rows, cols; row stride ld) in place, a warp per row (see the
+ * top); each e_j weighted by w[j] (cols) where w is given (svg2's cluster sizes). Each pass reads its lane's
  * entries SOFTMAX_U at a time (loads in flight together; stores would otherwise order every load
  * after the last store), and the third recomputes e_j from the logit instead of reading it back
  * (the same operations: the same bits), so the row is read three times and written once. */
 constexpr int SOFTMAX_U = 8;
-__global__ void softmax_det(float *S, int rows, int cols, const double *w)
+__global__ void softmax_det(float *S, int rows, int cols, int ld, const double *w)
 {
 	const int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
 	if (row >= rows)
 		return;
-	float *x = S + (size_t)row * cols;
+	float *x = S + (size_t)row * ld;
 	float v[SOFTMAX_U];
 	/* the lane's entries j0, j0 + 32, .. (SOFTMAX_U of them) into v, -INF past cols */
 	auto load = [&](int j0) {
@@ -110,9 +110,9 @@ __global__ void softmax_det(float *S, int rows, int cols, const double *w)
 	}
 }
 
-static void launch_softmax_det(float *S, int rows, int cols, const double *w, cudaStream_t st)
+static void launch_softmax_det(float *S, int rows, int cols, int ld, const double *w, cudaStream_t st)
 {
-	softmax_det<<<(int)(((size_t)rows * 32 + 255) / 256), 256, 0, st>>>(S, rows, cols, w);
+	softmax_det<<<(int)(((size_t)rows * 32 + 255) / 256), 256, 0, st>>>(S, rows, cols, ld, w);
 }
 
 /* ---- sparge ---- */
@@ -222,24 +222,27 @@ __global__ void stride_gather(const uint16_t *x, int n, int S, uint16_t *xr)
 	}
 }
 
-/* L (R, R) fp32 row-major = scale * Qr Kr^T (Qr, Kr (R, K) bf16 row-major): one cuBLASLt GEMM, bf16
- * products exact in its fp32 accumulator (column-major: L^T = op(A) B with op(A) = T on Kr as (K, R)).
+/* L (R, R; row stride ld) fp32 row-major = scale * Qr Kr^T (Qr, Kr (R, K) bf16 row-major): one
+ * cuBLASLt GEMM, bf16 products exact in its fp32 accumulator (column-major: L^T = op(A) B with op(A) = T
+ * on Kr as (K, R)). ld is a multiple of 32, so that every row of L starts 128-byte aligned: R is odd
+ * at n = 32760, stride 8 (4095), and with ld = R the GEMM took ~0.33 ms for 34 GFLOP (2026-12-06).
  * The handle, descriptors and algorithm of the last shape are kept (a heuristic query costs more than
  * the GEMM): made under a lock, which the enqueue holds too, so that no other thread's new shape
  * destroys them meanwhile; never destroyed (they live as long as the CUDA context). */
-static int gemm_logits(const uint16_t *qr, const uint16_t *kr, int R, int K, float scale, float *L, cudaStream_t st)
+static int gemm_logits(const uint16_t *qr, const uint16_t *kr, int R, int K, float scale, float *L, int ld,
+		       cudaStream_t st)
 {
 	static std::mutex mu;
 	static struct {
 		cublasLtHandle_t h;
-		int R, K;
+		int R, K, ld;
 		cublasLtMatmulDesc_t op;
 		cublasLtMatrixLayout_t a, b, c;
 		cublasLtMatmulAlgo_t algo;
 	} plan;
 	std::lock_guard<std::mutex> lock(mu);
 	bool ok = plan.h || cublasLtCreate(&plan.h) == CUBLAS_STATUS_SUCCESS;
-	if (ok && !(plan.op && plan.R == R && plan.K == K)) {
+	if (ok && !(plan.op && plan.R == R && plan.K == K && plan.ld == ld)) {
 		cublasLtMatmulDescDestroy(plan.op);
 		cublasLtMatrixLayoutDestroy(plan.a);
 		cublasLtMatrixLayoutDestroy(plan.b);
@@ -254,13 +257,13 @@ static int gemm_logits(const uint16_t *qr, const uint16_t *kr, int R, int K, flo
 		     cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
 		     cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, K, R, K) == CUBLAS_STATUS_SUCCESS &&
 		     cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, K, R, K) == CUBLAS_STATUS_SUCCESS &&
-		     cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, R, R, R) == CUBLAS_STATUS_SUCCESS &&
+		     cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, R, R, ld) == CUBLAS_STATUS_SUCCESS &&
 		     cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
 		     cublasLtMatmulAlgoGetHeuristic(plan.h, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &res, &nres) ==
 			     CUBLAS_STATUS_SUCCESS && nres > 0;
 		cublasLtMatmulPreferenceDestroy(pref);
 		if (ok)
-			plan.R = R, plan.K = K, plan.algo = res.algo;
+			plan.R = R, plan.K = K, plan.ld = ld, plan.algo = res.algo;
 		else
 			plan.R = plan.K = 0;
 	}
@@ -272,8 +275,9 @@ static int gemm_logits(const uint16_t *qr, const uint16_t *kr, int R, int K, flo
 }
 
 /* scores (G, G): block (rb, cb) = sum over the reduced rows r with rS/128 = rb, in order, of the
- * reduced columns c with cS/128 = cb, in order, of L (R, R); grid (ceil(G/128), G), 128 threads */
-__global__ void antidiag_blocks(const float *L, int R, int S, int G, float *scores)
+ * reduced columns c with cS/128 = cb, in order, of L (R, R; row stride ld); grid (ceil(G/128), G),
+ * 128 threads */
+__global__ void antidiag_blocks(const float *L, int R, int ld, int S, int G, float *scores)
 {
 	const int rb = blockIdx.y, cb = blockIdx.x * blockDim.x + threadIdx.x;
 	if (cb >= G)
@@ -283,7 +287,7 @@ __global__ void antidiag_blocks(const float *L, int R, int S, int G, float *scor
 	float s = 0.f;
 	for (int r = r0; r < r1; r++)
 		for (int c = c0; c < c1; c++)
-			s = __fadd_rn(s, L[(size_t)r * R + c]);
+			s = __fadd_rn(s, L[(size_t)r * ld + c]);
 	scores[(size_t)rb * G + cb] = s;
 }
 
@@ -293,9 +297,9 @@ int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, do
 {
 	const int G = (n + bs - 1) / bs;
 	if (kind == DG_PEER_ANTIDIAG) {
-		const int R = (n + S - 1) / S;
+		const int R = (n + S - 1) / S, ld = fast ? (R + 31) / 32 * 32 : R; /* L (R, R), row stride ld */
 		float *L = NULL;
-		DGM_CUDA(cudaMallocAsync((void **)&L, (size_t)R * R * 4, st));
+		DGM_CUDA(cudaMallocAsync((void **)&L, (size_t)R * ld * 4, st));
 		const float scale = 1.0f / (sqrtf((float)D) * S);
 		if (fast) {
 			uint16_t *qr = NULL, *kr = NULL;
@@ -304,7 +308,7 @@ int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, do
 			stride_gather<D, true><<<R, 128, 0, st>>>(q, n, S, qr);
 			stride_gather<D, false><<<R, 128, 0, st>>>(k, n, S, kr);
 			DGM_LAUNCHED();
-			const int rc = gemm_logits(qr, kr, R, S * D, scale, L, st);
+			const int rc = gemm_logits(qr, kr, R, S * D, scale, L, ld, st);
 			DGM_CUDA(cudaFreeAsync(qr, st));
 			if (rc) {
 				cudaFreeAsync(L, st);
@@ -314,8 +318,8 @@ int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, do
 			pooled::launch_logits(stride_rows<D, true>{ q, n, S }, R, stride_rows<D, false>{ k, n, S }, R, S * D,
 					      scale, NULL, L, st);
 		}
-		launch_softmax_det(L, R, R, NULL, st);
-		antidiag_blocks<<<dim3((G + 127) / 128, G), 128, 0, st>>>(L, R, S, G, scores);
+		launch_softmax_det(L, R, R, ld, NULL, st);
+		antidiag_blocks<<<dim3((G + 127) / 128, G), 128, 0, st>>>(L, R, ld, S, G, scores);
 		DGM_LAUNCHED();
 		DGM_CUDA(cudaFreeAsync(L, st));
 		return 0;
@@ -341,7 +345,7 @@ int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, do
 		self_sim<D><<<G, D, 0, st>>>(k, n, bs, sub, ksim);
 		const dim3 grid((G + 127) / 128, G);
 		sparge_mark<<<grid, 128, 0, st>>>(scores, G, qsim, ksim, theta, 0);
-		launch_softmax_det(scores, G, G, NULL, st);
+		launch_softmax_det(scores, G, G, G, NULL, st);
 		sparge_mark<<<grid, 128, 0, st>>>(scores, G, qsim, ksim, theta, 1);
 	}
 	DGM_LAUNCHED();
@@ -461,7 +465,7 @@ extern "C" int dg_peer_svg2_scores(const float *cq, const int32_t *qkeep, int G,
 	else
 		pooled::launch_logits(kept_rows<128>{ cq, qkeep }, G, kept_rows<128>{ ck, kkeep }, P, 128, scale, NULL, scores,
 				      st);
-	launch_softmax_det(scores, G, P, psize, st);
+	launch_softmax_det(scores, G, P, P, psize, st);
 	DGM_LAUNCHED();
 	return 0;
 }

@@ -13,8 +13,8 @@
  *     budgets, sinks, quantised scores with many ties, -0.0); near-identical (boundary near-ties
  *     only) when each side computes its own scores; the per-query oracle identical to dg_select_row
  *     run on the GPU's own probabilities (dg_query_probs), and near-identical to the CPU's;
- *   - PCA: identical perm on well-separated (lattice) queries; on random queries a small fraction of
- *     queries in another leaf and the inertia within 1%;
+ *   - PCA: identical perm on well-separated (lattice) queries; on random queries a permutation with
+ *     the CPU's leaves and the inertia within 0.5% (queries in another leaf counted, not bounded);
  *   - joint attention (joint.cu): dg_joint_keys identical to dg_joint_selection on the same lists
  *     (text prefixes 77, 200, 300; joint raster and per-query groups), dg_joint_perm exact (n <= 4100);
  *   - metrics: within count 2^-52 relative (double sums in another order), p5 exact;
@@ -712,7 +712,12 @@ static void check_pca(const problem *P, int version)
 		dg_groups gg = { n, nb, perm, goff };
 		const double ic = dg_groups_inertia(&cg, P->q, d), ig = ok ? dg_groups_inertia(&gg, P->q, d) : NAN;
 		int same = ok && !memcmp(perm, cg.perm, (size_t)n * 4);
-		CHECKF(ok && moved <= n / 20 && fabs(ig - ic) <= 0.01 * ic,
+		/* On isotropic random queries two split directions can be equally good to fp32 rounding, and
+		 * the GPU's may take the other (2026-12-06, n = 32760: 20% of the queries in another leaf,
+		 * inertia +0.005%): the count of moved queries is reported, the grouping's quality judged.
+		 * 0.5% is well under what a wrong split costs (random leaves here: ~6% more inertia than
+		 * PCA's; a level split wrongly: ~0.75%); the lattice case above checks the splits exactly. */
+		CHECKF(ok && fabs(ig - ic) <= 0.005 * ic,
 		       "pca v%d n=%d d=%d random queries: %d of %d queries in another leaf (%.2f%%), inertia %.5g vs cpu "
 		       "%.5g (%+.3f%%)%s", version, n, d, moved, n, 100.0 * moved / n, ig, ic, 100 * (ig - ic) / ic,
 		       same ? ", identical perm" : "");

@@ -222,27 +222,27 @@ __global__ void stride_gather(const uint16_t *x, int n, int S, uint16_t *xr)
 	}
 }
 
-/* L (R, R; row stride ld) fp32 row-major = scale * Qr Kr^T (Qr, Kr (R, K) bf16 row-major): one
- * cuBLASLt GEMM, bf16 products exact in its fp32 accumulator (column-major: L^T = op(A) B with op(A) = T
- * on Kr as (K, R)). ld is a multiple of 32, so that every row of L starts 128-byte aligned: R is odd
- * at n = 32760, stride 8 (4095), and with ld = R the GEMM took ~0.33 ms for 34 GFLOP (2026-12-06).
+/* L (R, R) fp32 row-major = scale * Qr Kr^T (Qr, Kr (R, K) bf16 row-major): one cuBLASLt GEMM, bf16
+ * products exact in its fp32 accumulator (column-major: L^T = op(A) B with op(A) = T on Kr as (K, R)).
+ * The caller pads R to a multiple of 32 with zero rows: cuBLASLt's fast Hopper kernels want D's rows a
+ * multiple of 4 (its heuristic says so; at R = 4095, n = 32760 stride 8, the GEMM took ~0.33 ms for
+ * 34 GFLOP, 2026-12-06).
  * The handle, descriptors and algorithm of the last shape are kept (a heuristic query costs more than
  * the GEMM): made under a lock, which the enqueue holds too, so that no other thread's new shape
  * destroys them meanwhile; never destroyed (they live as long as the CUDA context). */
-static int gemm_logits(const uint16_t *qr, const uint16_t *kr, int R, int K, float scale, float *L, int ld,
-		       cudaStream_t st)
+static int gemm_logits(const uint16_t *qr, const uint16_t *kr, int R, int K, float scale, float *L, cudaStream_t st)
 {
 	static std::mutex mu;
 	static struct {
 		cublasLtHandle_t h;
-		int R, K, ld;
+		int R, K;
 		cublasLtMatmulDesc_t op;
 		cublasLtMatrixLayout_t a, b, c;
 		cublasLtMatmulAlgo_t algo;
 	} plan;
 	std::lock_guard<std::mutex> lock(mu);
 	bool ok = plan.h || cublasLtCreate(&plan.h) == CUBLAS_STATUS_SUCCESS;
-	if (ok && !(plan.op && plan.R == R && plan.K == K && plan.ld == ld)) {
+	if (ok && !(plan.op && plan.R == R && plan.K == K)) {
 		cublasLtMatmulDescDestroy(plan.op);
 		cublasLtMatrixLayoutDestroy(plan.a);
 		cublasLtMatrixLayoutDestroy(plan.b);
@@ -257,13 +257,13 @@ static int gemm_logits(const uint16_t *qr, const uint16_t *kr, int R, int K, flo
 		     cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
 		     cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, K, R, K) == CUBLAS_STATUS_SUCCESS &&
 		     cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, K, R, K) == CUBLAS_STATUS_SUCCESS &&
-		     cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, R, R, ld) == CUBLAS_STATUS_SUCCESS &&
+		     cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, R, R, R) == CUBLAS_STATUS_SUCCESS &&
 		     cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
 		     cublasLtMatmulAlgoGetHeuristic(plan.h, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &res, &nres) ==
 			     CUBLAS_STATUS_SUCCESS && nres > 0;
 		cublasLtMatmulPreferenceDestroy(pref);
 		if (ok)
-			plan.R = R, plan.K = K, plan.ld = ld, plan.algo = res.algo;
+			plan.R = R, plan.K = K, plan.algo = res.algo;
 		else
 			plan.R = plan.K = 0;
 	}
@@ -297,18 +297,22 @@ int run(const uint16_t *q, const uint16_t *k, int n, int kind, int bs, int S, do
 {
 	const int G = (n + bs - 1) / bs;
 	if (kind == DG_PEER_ANTIDIAG) {
-		const int R = (n + S - 1) / S, ld = fast ? (R + 31) / 32 * 32 : R; /* L (R, R), row stride ld */
+		/* L (R, R) in a buffer of ld x ld; the fast mode's GEMM fills all of it from ld - R zero rows */
+		const int R = (n + S - 1) / S, ld = fast ? (R + 31) / 32 * 32 : R;
 		float *L = NULL;
-		DGM_CUDA(cudaMallocAsync((void **)&L, (size_t)R * ld * 4, st));
+		DGM_CUDA(cudaMallocAsync((void **)&L, (size_t)ld * ld * 4, st));
 		const float scale = 1.0f / (sqrtf((float)D) * S);
 		if (fast) {
+			const size_t width = (size_t)S * D; /* bf16 entries of a reduced row */
 			uint16_t *qr = NULL, *kr = NULL;
-			DGM_CUDA(cudaMallocAsync((void **)&qr, (size_t)2 * R * S * D * 2, st));
-			kr = qr + (size_t)R * S * D;
+			DGM_CUDA(cudaMallocAsync((void **)&qr, (size_t)2 * ld * width * 2, st));
+			kr = qr + (size_t)ld * width;
+			DGM_CUDA(cudaMemsetAsync(qr + (size_t)R * width, 0, (size_t)(ld - R) * width * 2, st));
+			DGM_CUDA(cudaMemsetAsync(kr + (size_t)R * width, 0, (size_t)(ld - R) * width * 2, st));
 			stride_gather<D, true><<<R, 128, 0, st>>>(q, n, S, qr);
 			stride_gather<D, false><<<R, 128, 0, st>>>(k, n, S, kr);
 			DGM_LAUNCHED();
-			const int rc = gemm_logits(qr, kr, R, S * D, scale, L, ld, st);
+			const int rc = gemm_logits(qr, kr, ld, S * D, scale, L, st);
 			DGM_CUDA(cudaFreeAsync(qr, st));
 			if (rc) {
 				cudaFreeAsync(L, st);

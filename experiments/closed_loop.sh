@@ -338,7 +338,9 @@ sheet_what=$([ -s "$tmp/sheet-rows.csv" ] && awk -F, '!($1 in ps) { ps[$1] = 1; 
     printf "%s for %d prompt%s with seed 1 (%s)", s, np, (np > 1 ? "s" : ""), pl }' "$tmp/sheet-rows.csv" ||
   echo "the dense run and the methods its row labels name")
 first=$(ls -d "$RESULTS"/*/run.json | head -1)
-exp_readme "# Experiment 4: the closed loop ($mlabel model, $samples_txt)
+title="Experiment 4: the closed loop"
+[ -n "${EXP_INI:-}" ] && title="The closed loop of \`$(basename "$EXP_INI")\`"
+exp_readme "# $title ($mlabel model, $samples_txt)
 
 Source: **model** \`$model\` (label $mlabel); cells: $made_by.
 Every sample (prompt, seed) is generated densely and with each method inside every self-attention
@@ -356,6 +358,12 @@ values with their computed density); a method that runs at one density whatever 
 drawn; both are listed under the plot).
 $([ -n "$sheet_note" ] && echo "\`sheet.png\`: 8 evenly spaced frames of $sheet_what, every tile with its PSNR against the dense frame; the PSNR beside a row is the mean over its 8 shown frames, not the clip's over all its frames (the tables', and \`sheet-closed_loop.csv\`'s); $sheet_note.")" "$first"
 
+# another experiment file: say how to make it again
+if [ -n "${EXP_INI:-}" ] && [ -z "$EXP_CELLS" ]; then
+  regen="EXP_INI=${EXP_INI#$ROOT/}${CLOSED_LOOP_REF:+ CLOSED_LOOP_REF=$CLOSED_LOOP_REF} experiments/closed_loop.sh --out DIR"
+  awk -v r="$regen" '/^Regenerate: / { printf "Regenerate: `%s` (DIR outside results/; the cells go to the scratch folder `build/experiments/closed_loop/`).\n", r; next } { print }' \
+    "$RESULTS/README.md" > "$tmp/README.md" && cp "$tmp/README.md" "$RESULTS/README.md"
+fi
 # a run made elsewhere: say so where exp_readme speaks of this machine
 if [ -n "$EXP_CELLS" ]; then
   sheet_opt="" sheet_doc=""

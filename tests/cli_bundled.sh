@@ -98,6 +98,13 @@ check "sheet: every tile equals the frame's RGB (fp32 -> uint8), gaps white" eva
 check "sheet: a frame outside the clip is one line, exit 1, nothing written" \
   eval '[ $? -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && [ ! -e "$tmp/sheet2" ]'
 
+rows=(); for i in $(seq 33); do rows+=("r$i=$tmp/trace.h5"); done
+"$DSGAP" sheet --out "$tmp/sheet3/s" --frames 0 "${rows[@]:0:18}" > /dev/null 2>"$tmp/err"
+check "sheet: 18 rows (a closed loop's 6 prompts x 3 runs) drawn, exit 0" eval '[ $? -eq 0 ] && [ -s "$tmp/sheet3/s.png" ]'
+"$DSGAP" sheet --out "$tmp/sheet4/s" --frames 0 "${rows[@]}" > /dev/null 2>"$tmp/err"
+check "sheet: 33 rows refused in one line naming the count, exit 2, nothing written" \
+  eval '[ $? -eq 2 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && grep -q "33 runs" "$tmp/err" && [ ! -e "$tmp/sheet4" ]'
+
 # --- demo: a model that is not there ---------------------------------------------------------------
 "$DSGAP" demo --model "$tmp/nomodel" --out "$tmp/demo" 2>"$tmp/err"
 check "demo: a missing model is one line naming it, exit 1, no output folder" \

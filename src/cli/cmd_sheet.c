@@ -24,7 +24,7 @@
 #include "util/files.h"
 #include "util/util.h"
 
-#define MAX_ROWS 16
+#define MAX_ROWS 32 /* 6 prompts x (dense, two methods) of a closed loop, with room */
 #define MAX_FRAMES 64
 #define GAP 2 /* pixels between tiles, before scaling */
 
@@ -84,8 +84,12 @@ int dg_cmd_sheet(int argc, char **argv)
 		}
 	}
 	int rows = argc - optind;
-	if (!out || rows < 1 || rows > MAX_ROWS) {
+	if (!out || rows < 1) {
 		usage(stderr);
+		return 2;
+	}
+	if (rows > MAX_ROWS) {
+		dg_error("sheet: %d runs; at most %d rows", rows, MAX_ROWS);
 		return 2;
 	}
 	dg_tensor t[MAX_ROWS] = { 0 };

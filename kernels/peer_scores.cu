@@ -82,32 +82,26 @@ __global__ void softmax_det(float *S, int rows, int cols, int ld, const double *
 			x[j] = 0.f;
 		return;
 	}
-	double part = 0;
-	for (int j0 = lane; j0 < cols; j0 += 32 * SOFTMAX_U) {
-		load(j0);
+	/* f(j, e_j weighted) over the lane's entries, SOFTMAX_U loads at a time */
+	auto each = [&](auto f) {
+		for (int j0 = lane; j0 < cols; j0 += 32 * SOFTMAX_U) {
+			load(j0);
 #pragma unroll
-		for (int u = 0; u < SOFTMAX_U; u++) {
-			const int j = j0 + 32 * u;
-			if (j < cols) {
-				const float e = peer_expf(__fsub_rn(v[u], mx));
-				part = __dadd_rn(part, w ? __dmul_rn((double)e, w[j]) : (double)e);
+			for (int u = 0; u < SOFTMAX_U; u++) {
+				const int j = j0 + 32 * u;
+				if (j < cols) {
+					const float e = peer_expf(__fsub_rn(v[u], mx));
+					f(j, w ? __dmul_rn((double)e, w[j]) : (double)e);
+				}
 			}
 		}
-	}
+	};
+	double part = 0;
+	each([&](int, double e) { part = __dadd_rn(part, e); });
 	double sum = 0;
 	for (int l = 0; l < 32; l++)
 		sum = __dadd_rn(sum, __shfl_sync(0xffffffffu, part, l));
-	for (int j0 = lane; j0 < cols; j0 += 32 * SOFTMAX_U) {
-		load(j0);
-#pragma unroll
-		for (int u = 0; u < SOFTMAX_U; u++) {
-			const int j = j0 + 32 * u;
-			if (j < cols) {
-				const float e = peer_expf(__fsub_rn(v[u], mx));
-				x[j] = (float)__ddiv_rn(w ? __dmul_rn((double)e, w[j]) : (double)e, sum);
-			}
-		}
-	}
+	each([&](int j, double e) { x[j] = (float)__ddiv_rn(e, sum); });
 }
 
 static void launch_softmax_det(float *S, int rows, int cols, int ld, const double *w, cudaStream_t st)

@@ -6,3 +6,7 @@ set_tests_properties(cli_closed_loop PROPERTIES FIXTURES_REQUIRED wan_models)
 # experiments/closed_loop.sh --cells DIR on a synthetic run folder (no model): the tables with
 # dsgap compare's intervals and the sign counts, the figure, the README (issue 19).   ctest -R exp_closed_loop
 dg_test(exp_closed_loop COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/exp_closed_loop.sh LABELS cpu)
+# experiments/cfg_meta_guidance.sh made small (1024 tokens, 3 steps, one guidance scale) on the bundled
+# model: its PSNRs against an independent dsgap generate, its table against its rows, a failing run
+# in one line.   ctest -R exp_cfg_meta_guidance
+dg_test(exp_cfg_meta_guidance COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/exp_cfg_meta_guidance.sh LABELS cpu)

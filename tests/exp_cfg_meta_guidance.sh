@@ -10,6 +10,7 @@ src=$DSGAP_SOURCE
 [ -f "$src/data/model/config.json" ] || { echo "skipped: no bundled model in data/model"; exit 77; }
 command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
 export CMG_LATENT=4x32x32 CMG_STEPS=3
+unset OMP_NUM_THREADS # ctest sets 2 a test: the script shares the cores out among its six runs itself
 DSGAP=$DSGAP bash "$src/experiments/cfg_meta_guidance.sh" "$tmp/out" 2 > "$tmp/log" 2>&1
 check "runs (exit 0), csv and md written" eval '[ $? -eq 0 ] && [ -s "$tmp/out/cfg_meta_guidance.csv" ] && [ -s "$tmp/out/cfg_meta_guidance.md" ]'
 check "6 rows at guidance 2, one per prompt" eval '[ $(grep -c "^2,.*,1," "$tmp/out/cfg_meta_guidance.csv") -eq 6 ]'

@@ -571,6 +571,73 @@ DG_DEV void write_rows(const dg_attn_params &p, const dg_item &it, int rbase, in
 	}
 }
 
+/*
+ * write_rows through shared memory (the sparse kernel's STAGED epilogue, dev/kernels' sparse v15): the
+ * warp's 16 rows of O / l go to its 16 x D fp32 staging rows in stage (16-byte chunks XOR-swizzled by
+ * row: no bank conflicts either way), then each row is written whole: lane c takes chunk c (4 columns)
+ * of a row (two rows a pass at D = 64), so a row's residual is one coalesced read, all the warp's
+ * residual reads are in flight before the first add, and its output is one coalesced store. The same
+ * values as write_rows (fp32 O / l + fp32 residual, rounded once); the retained mass as write_rows.
+ */
+template <int D, int RES, bool PERMUTED>
+DG_DEV void write_rows_staged(const dg_attn_params &p, const dg_item &it, int rbase, int g, int t4,
+			      const float (&o)[D / 2], float m0, float m1, float l0, float l1, float *stage)
+{
+	static_assert(RES == DG_RES_F32, "the staged epilogue reads fp32 residuals");
+	constexpr int CPR = D / 4, RPP = 32 / CPR, PASSES = 16 / RPP; /* chunks a row, rows a pass, passes */
+	const int lane = (threadIdx.x & 31);
+	l0 = quad_sum(l0);
+	l1 = quad_sum(l1);
+	/* this warp's row r (0..15) in the head, or -1 past the item: lane r loads it */
+	int myrow = -1;
+	if (lane < 16 && rbase + lane < it.qcount)
+		myrow = PERMUTED ? __ldg(head_perm(p, it.h) + it.qpos + rbase + lane) : it.qpos + rbase + lane;
+#pragma unroll
+	for (int half = 0; half < 2; half++) {
+		const int r = g + 8 * half;
+		const float l = half ? l1 : l0, inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+		for (int j = 0; j < D / 8; j++) {
+			const int chunk = (2 * j + (t4 >> 1)) ^ (r & 7);
+			*reinterpret_cast<float2 *>(stage + r * D + 4 * chunk + 2 * (t4 & 1)) =
+				make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+		}
+	}
+	__syncwarp();
+	const float *res = head_residual<D>(p, it.h);
+	const int c = lane % CPR, rsub = lane / CPR;
+	int rows[PASSES];
+	float4 rv[PASSES];
+#pragma unroll
+	for (int k = 0; k < PASSES; k++) {
+		rows[k] = __shfl_sync(0xffffffffu, myrow, k * RPP + rsub);
+		rv[k] = res && rows[k] >= 0 ? __ldg(reinterpret_cast<const float4 *>(res + (size_t)rows[k] * D) + c)
+					     : make_float4(0.f, 0.f, 0.f, 0.f);
+	}
+#pragma unroll
+	for (int k = 0; k < PASSES; k++) {
+		const int r = k * RPP + rsub, row = rows[k];
+		if (row < 0)
+			continue;
+		float4 v = *reinterpret_cast<const float4 *>(stage + r * D + 4 * (c ^ (r & 7)));
+		v = make_float4(v.x + rv[k].x, v.y + rv[k].y, v.z + rv[k].z, v.w + rv[k].w);
+		const size_t oi = out_offset<D>(p, it.h, row) + 4 * c;
+		if (p.o_f32)
+			*reinterpret_cast<float4 *>(p.o_f32 + oi) = v;
+		else
+			*reinterpret_cast<uint2 *>(p.o_bf16 + oi) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+	}
+	__syncwarp(); /* the staging rows are read before the next item's writes */
+#pragma unroll
+	for (int half = 0; half < 2; half++) {
+		const int row = __shfl_sync(0xffffffffu, myrow, g + 8 * half);
+		if (t4 == 0 && row >= 0 && p.mass && p.lse_ref) {
+			const size_t ri = (size_t)it.h * p.n + row;
+			p.mass[ri] = dg_mass(half ? l1 : l0, half ? m1 : m0, __ldg(p.lse_ref + ri));
+		}
+	}
+}
+
 
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -49,6 +49,8 @@ template <int D, int STAGES> struct dg_sm90_cfg {
 	static constexpr uint32_t QB = BM * D * 2, KVB = BN * D * 2;
 	static constexpr uint32_t BARS = 8 * (2 + 4 * STAGES);
 	static constexpr size_t SMEM = 1024 + QB + 2 * STAGES * KVB + BARS;
+	static constexpr uint32_t STG = 8 * 16 * D * 4; /* STAGED: 16 fp32 rows of O for each consumer warp */
+	static constexpr size_t SMEM_STAGED = SMEM + STG;
 };
 
 /* S (64 x 128, fp32) = Q rows of this warpgroup (64 x D) times K tile^T (D x 128) */
@@ -131,7 +133,7 @@ template <bool ON> struct dg_probe {
  * tmv: kernel parameters), the mbarriers of the K and V stages counting that warp's one arrival and
  * the bytes. */
 template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES, int GATHER,
-	  bool PROBE = false, bool KAHEAD = false, bool WINDOW = false>
+	  bool PROBE = false, bool KAHEAD = false, bool WINDOW = false, bool STAGED = false>
 DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const void *tmv,
 			      unsigned long long *probe_out = nullptr)
 {
@@ -139,6 +141,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 	static_assert(GATHER == DG_GATHER_SHFL || (SPARSE && FAST), "another gather: the sparse FAST kernel only");
 	static_assert(!(KAHEAD && TMAG), "K ahead: the cp.async producers only");
 	static_assert(!(WINDOW && (SPARSE || FAST || KAHEAD)), "window: the dense walk's items");
+	static_assert(!STAGED || SPARSE, "the staged epilogue: the sparse kernel's");
 	/* registers of the producer and of each consumer: the FAST producer's fully unrolled shuffle
 	 * loops need 96 (released (168-P)*128 must cover (C-168)*256) */
 	constexpr int PREGS = FAST && !LEAN ? 96 : 40, CREGS = FAST && !LEAN ? 200 : 232;
@@ -486,7 +489,12 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 				kvit++;
 			}
 			pb.lap(DG_PROBE_ITEM);
-			write_rows<D, SPARSE || WINDOW, RES, SPARSE>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1);
+			if constexpr (STAGED)
+				write_rows_staged<D, RES, true>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1,
+								reinterpret_cast<float *>(smem_raw + (bar + C::BARS - smem_u32(smem_raw))) +
+									(cwg * 4 + wq) * 16 * D);
+			else
+				write_rows<D, SPARSE || WINDOW, RES, SPARSE>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1);
 			pb.lap(DG_PROBE_EPILOGUE);
 		});
 		pb.flush(probe_out);

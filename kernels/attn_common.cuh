@@ -571,27 +571,35 @@ DG_DEV void write_rows(const dg_attn_params &p, const dg_item &it, int rbase, in
 	}
 }
 
+/* The sparse kernel's epilogue (dg_attn_sm90_body's EPI): write_rows from the registers, or
+ * write_rows_staged (the residual read by the consumers, or prefetched by the producer) */
+enum { DG_EPI_DIRECT, DG_EPI_STAGED, DG_EPI_PREFETCH };
+
 /*
- * write_rows through shared memory (the sparse kernel's STAGED epilogue, dev/kernels' sparse v15): the
- * warp's 16 rows of O / l go to its 16 x D fp32 staging rows in stage (16-byte chunks XOR-swizzled by
- * row: no bank conflicts either way), then each row is written whole: lane c takes chunk c (4 columns)
- * of a row (two rows a pass at D = 64), so a row's residual is one coalesced read, all the warp's
- * residual reads are in flight before the first add, and its output is one coalesced store. The same
- * values as write_rows (fp32 O / l + fp32 residual, rounded once); the retained mass as write_rows.
+ * write_rows through shared memory (the sparse kernel's staged epilogues, dev/kernels' sparse v15 and
+ * v17): the warp's 16 rows of O / l go to its 16 x D fp32 staging rows in stage (16-byte chunks
+ * XOR-swizzled by row: no bank conflicts either way), then each row is written whole: lane c takes
+ * chunk c (4 columns) of a row (two rows a pass at D = 64), so its output is one coalesced store.
+ * The residual (fp32): RPRE, already in the staging rows (the producer's cp.async, item row r's chunk
+ * c at r * D + 4 (c ^ (r & 7))), added in place; rows are myrow (lane r holds row r, -1 past the
+ * item); otherwise read a whole row at a time, every read of the warp in flight before the first add,
+ * rows loaded here. The same values as write_rows (fp32 O / l + fp32 residual, rounded once); the
+ * retained mass as write_rows.
  */
-template <int D, int RES, bool PERMUTED>
+template <int D, bool RPRE>
 DG_DEV void write_rows_staged(const dg_attn_params &p, const dg_item &it, int rbase, int g, int t4,
-			      const float (&o)[D / 2], float m0, float m1, float l0, float l1, float *stage)
+			      const float (&o)[D / 2], float m0, float m1, float l0, float l1, float *stage, int myrow)
 {
-	static_assert(RES == DG_RES_F32, "the staged epilogue reads fp32 residuals");
 	constexpr int CPR = D / 4, RPP = 32 / CPR, PASSES = 16 / RPP; /* chunks a row, rows a pass, passes */
 	const int lane = (threadIdx.x & 31);
+	const float *res = head_residual<D>(p, it.h);
 	l0 = quad_sum(l0);
 	l1 = quad_sum(l1);
-	/* this warp's row r (0..15) in the head, or -1 past the item: lane r loads it */
-	int myrow = -1;
-	if (lane < 16 && rbase + lane < it.qcount)
-		myrow = PERMUTED ? __ldg(head_perm(p, it.h) + it.qpos + rbase + lane) : it.qpos + rbase + lane;
+	if (!RPRE) {
+		myrow = -1;
+		if (lane < 16 && rbase + lane < it.qcount)
+			myrow = __ldg(head_perm(p, it.h) + it.qpos + rbase + lane);
+	}
 #pragma unroll
 	for (int half = 0; half < 2; half++) {
 		const int r = g + 8 * half;
@@ -599,20 +607,26 @@ DG_DEV void write_rows_staged(const dg_attn_params &p, const dg_item &it, int rb
 #pragma unroll
 		for (int j = 0; j < D / 8; j++) {
 			const int chunk = (2 * j + (t4 >> 1)) ^ (r & 7);
-			*reinterpret_cast<float2 *>(stage + r * D + 4 * chunk + 2 * (t4 & 1)) =
-				make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+			float2 *at = reinterpret_cast<float2 *>(stage + r * D + 4 * chunk + 2 * (t4 & 1));
+			float2 v = make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+			if (RPRE && res) {
+				const float2 rv = *at;
+				v.x += rv.x;
+				v.y += rv.y;
+			}
+			*at = v;
 		}
 	}
 	__syncwarp();
-	const float *res = head_residual<D>(p, it.h);
 	const int c = lane % CPR, rsub = lane / CPR;
 	int rows[PASSES];
 	float4 rv[PASSES];
 #pragma unroll
 	for (int k = 0; k < PASSES; k++) {
 		rows[k] = __shfl_sync(0xffffffffu, myrow, k * RPP + rsub);
-		rv[k] = res && rows[k] >= 0 ? __ldg(reinterpret_cast<const float4 *>(res + (size_t)rows[k] * D) + c)
-					     : make_float4(0.f, 0.f, 0.f, 0.f);
+		rv[k] = !RPRE && res && rows[k] >= 0
+				? __ldg(reinterpret_cast<const float4 *>(res + (size_t)rows[k] * D) + c)
+				: make_float4(0.f, 0.f, 0.f, 0.f);
 	}
 #pragma unroll
 	for (int k = 0; k < PASSES; k++) {
@@ -620,14 +634,15 @@ DG_DEV void write_rows_staged(const dg_attn_params &p, const dg_item &it, int rb
 		if (row < 0)
 			continue;
 		float4 v = *reinterpret_cast<const float4 *>(stage + r * D + 4 * (c ^ (r & 7)));
-		v = make_float4(v.x + rv[k].x, v.y + rv[k].y, v.z + rv[k].z, v.w + rv[k].w);
+		if (!RPRE)
+			v = make_float4(v.x + rv[k].x, v.y + rv[k].y, v.z + rv[k].z, v.w + rv[k].w);
 		const size_t oi = out_offset<D>(p, it.h, row) + 4 * c;
 		if (p.o_f32)
 			*reinterpret_cast<float4 *>(p.o_f32 + oi) = v;
 		else
 			*reinterpret_cast<uint2 *>(p.o_bf16 + oi) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
 	}
-	__syncwarp(); /* the staging rows are read before the next item's writes */
+	__syncwarp(); /* the staging rows are read before they are written again */
 #pragma unroll
 	for (int half = 0; half < 2; half++) {
 		const int row = __shfl_sync(0xffffffffu, myrow, g + 8 * half);

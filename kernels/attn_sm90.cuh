@@ -49,8 +49,9 @@ template <int D, int STAGES> struct dg_sm90_cfg {
 	static constexpr uint32_t QB = BM * D * 2, KVB = BN * D * 2;
 	static constexpr uint32_t BARS = 8 * (2 + 4 * STAGES);
 	static constexpr size_t SMEM = 1024 + QB + 2 * STAGES * KVB + BARS;
-	static constexpr uint32_t STG = 8 * 16 * D * 4; /* STAGED: 16 fp32 rows of O for each consumer warp */
-	static constexpr size_t SMEM_STAGED = SMEM + STG;
+	/* EPI staged: 16 fp32 rows of O for each consumer warp (128 rows a CTA), then fullR and emptyR */
+	static constexpr uint32_t STG = 8 * 16 * D * 4;
+	static constexpr size_t SMEM_STAGED = SMEM + STG + 16;
 };
 
 /* S (64 x 128, fp32) = Q rows of this warpgroup (64 x D) times K tile^T (D x 128) */
@@ -133,7 +134,7 @@ template <bool ON> struct dg_probe {
  * tmv: kernel parameters), the mbarriers of the K and V stages counting that warp's one arrival and
  * the bytes. */
 template <int D, int STAGES, bool OVERLAP_, bool PINGPONG_, bool SPARSE, bool FAST, bool PRECISE, int RES, int GATHER,
-	  bool PROBE = false, bool KAHEAD = false, bool WINDOW = false, bool STAGED = false>
+	  bool PROBE = false, bool KAHEAD = false, bool WINDOW = false, int EPI = DG_EPI_DIRECT>
 DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const void *tmv,
 			      unsigned long long *probe_out = nullptr)
 {
@@ -141,7 +142,9 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 	static_assert(GATHER == DG_GATHER_SHFL || (SPARSE && FAST), "another gather: the sparse FAST kernel only");
 	static_assert(!(KAHEAD && TMAG), "K ahead: the cp.async producers only");
 	static_assert(!(WINDOW && (SPARSE || FAST || KAHEAD)), "window: the dense walk's items");
-	static_assert(!STAGED || SPARSE, "the staged epilogue: the sparse kernel's");
+	static_assert(EPI == DG_EPI_DIRECT || (SPARSE && FAST && RES == DG_RES_F32 && !KAHEAD && !TMAG),
+		      "the staged epilogues: the sparse FAST kernel's, fp32 residuals");
+	constexpr bool STAGED = EPI != DG_EPI_DIRECT, RPRE = EPI == DG_EPI_PREFETCH;
 	/* registers of the producer and of each consumer: the FAST producer's fully unrolled shuffle
 	 * loops need 96 (released (168-P)*128 must cover (C-168)*256) */
 	constexpr int PREGS = FAST && !LEAN ? 96 : 40, CREGS = FAST && !LEAN ? 200 : 232;
@@ -156,6 +159,8 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 	const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
 	const uint32_t sK = sQ + C::QB, sV = sK + STAGES * C::KVB, bar = sV + STAGES * C::KVB;
 	const uint32_t fullQ = bar, emptyQ = bar + 8;
+	/* EPI staged: the staging rows (item row r at sStage + r * D * 4 bytes) and, RPRE, their barriers */
+	const uint32_t sStage = bar + C::BARS, fullR = sStage + C::STG, emptyR = fullR + 8;
 #define FULLK(s) (bar + 16 + 8 * (s))
 #define EMPTYK(s) (bar + 16 + 8 * (STAGES + (s)))
 #define FULLV(s) (bar + 16 + 8 * (2 * STAGES + (s)))
@@ -172,6 +177,10 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 			mbar_init(FULLV(s), TMAG ? 1 : 128);
 			mbar_init(EMPTYV(s), 8);
 		}
+		if (RPRE) {
+			mbar_init(fullR, 128);
+			mbar_init(emptyR, 8);
+		}
 		mbar_fence_init();
 	}
 	__syncthreads();
@@ -180,13 +189,15 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 		/* ------------------------------------------------------------------ producer */
 		reg_dealloc<PREGS>();
 		pb.start();
-		int kvit = 0, iq = 0;
+		int kvit = 0, iq = 0, ir = 0;
 		dg_for_each_item<SPARSE, BM, FAST>(p, [&](const dg_item &it) {
+			[[maybe_unused]] int qrow = 0; /* SPARSE FAST: this thread's Q row (item row tile_lane_row(tid)) */
 			const size_t hoff = (size_t)it.h * p.n * D, kvoff = (size_t)it.h * dg_kv_len(p) * D;
 			const bf16 *kh = p.k + kvoff, *vh = p.v + kvoff;
 			if constexpr (SPARSE && FAST) { /* one perm load per thread, rows by shuffle */
 				const int myr = tile_lane_row<D, 128>(tid);
 				const int qidx = myr < it.qcount ? __ldg(head_perm(p, it.h) + it.qpos + myr) : 0;
+				qrow = qidx;
 				mbar_wait(emptyQ, (iq & 1) ^ 1);
 				load_tile_shfl<BM, D, 128, SHFL_UNROLL>(sQ, p.q + hoff, qidx, it.qcount, tid);
 			} else {
@@ -200,6 +211,28 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 			const dg_window_tiles wt = dg_window_tiles_of(p.n, p.win_text, p.win_w, it.qpos, it.qcount, BN);
 			const int ntiles = WINDOW ? dg_window_tiles_count(&wt) : (it.nkeys + BN - 1) / BN; /* wt: WINDOW only */
 			const int32_t *klist = SPARSE ? head_sidx(p, it.h) + it.kbase : nullptr;
+			/* RPRE: the item's residual rows into the staging rows once the consumers are done with the
+			 * last item's (after tile min(2, ntiles - 1)'s copies, by when they are: the slot of tile 2
+			 * frees only after this item's tile 0), each warp the 32 rows its lanes hold */
+			[[maybe_unused]] auto copy_residual = [&]() {
+				mbar_wait(emptyR, (ir & 1) ^ 1);
+				const float *res = head_residual<D>(p, it.h);
+				if (res) {
+					constexpr int RPW = 32 / (D / 8), RPP = 128 / (D / 8), RCH = D / 4;
+					const int lane = tid & 31, w = tid >> 5;
+#pragma unroll 4
+					for (int i = 0; i < 32; i++) {
+						const int row = __shfl_sync(0xffffffffu, qrow, i);
+						const int r = (i / RPW) * RPP + w * RPW + i % RPW;
+						const bool ok = r < it.qcount;
+						if (lane < RCH)
+							cp_async16(sStage + (r * D + 4 * (lane ^ (r & 7))) * 4,
+								   res + (size_t)(ok ? row : 0) * D + 4 * lane, ok ? 16 : 0);
+					}
+				}
+				mbar_arrive_cpasync(fullR);
+				ir++;
+			};
 			if constexpr (TMAG) {
 				/* warp 0: lane l copies rows l + 32 j of each tile, their list entries a tile ahead;
 				 * rows past the list copy the tile's first row (finite values under P = 0, and
@@ -303,7 +336,11 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 					mbar_arrive_cpasync(FULLV(s));
 					pb.lap(DG_PROBE_COPY);
 					idx = nidx;
+					if (RPRE && t == min(2, ntiles - 1))
+						copy_residual();
 				}
+				if (RPRE && ntiles == 0)
+					copy_residual();
 			} else {
 				for (int t = 0; t < ntiles; t++, kvit++) {
 					const int s = kvit % STAGES, ph = (kvit / STAGES) & 1;
@@ -333,8 +370,13 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 		const float sl2 = p.scale_log2;
 		if (PINGPONG && cwg == 0)
 			named_arrive(1, 256);
-		int kvit = 0, iq = 0;
+		int kvit = 0, iq = 0, ir = 0;
 		dg_for_each_item<SPARSE, BM, FAST>(p, [&](const dg_item &it) {
+			/* RPRE: lane r's row (r < 16) of this warp's 16, loaded under the item's tiles */
+			[[maybe_unused]] int myrow = -1;
+			if constexpr (RPRE)
+				if (lane < 16 && cwg * 64 + wq * 16 + lane < it.qcount)
+					myrow = __ldg(head_perm(p, it.h) + it.qpos + cwg * 64 + wq * 16 + lane);
 			mbar_wait(fullQ, iq & 1);
 			fence_proxy_async();
 			iq++;
@@ -489,11 +531,17 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 				kvit++;
 			}
 			pb.lap(DG_PROBE_ITEM);
-			if constexpr (STAGED)
-				write_rows_staged<D, RES, true>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1,
-								reinterpret_cast<float *>(smem_raw + (bar + C::BARS - smem_u32(smem_raw))) +
-									(cwg * 4 + wq) * 16 * D);
-			else
+			if constexpr (STAGED) {
+				float *stage = reinterpret_cast<float *>(smem_raw + (sStage - smem_u32(smem_raw))) +
+					       (cwg * 4 + wq) * 16 * D;
+				if constexpr (RPRE) {
+					mbar_wait(fullR, ir & 1);
+					ir++;
+				}
+				write_rows_staged<D, RPRE>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1, stage, myrow);
+				if (RPRE && lane == 0)
+					mbar_arrive(emptyR); /* after write_rows_staged's last __syncwarp */
+			} else
 				write_rows<D, SPARSE || WINDOW, RES, SPARSE>(p, it, cwg * 64 + wq * 16, g, t4, o, m0, m1, l0, l1);
 			pb.lap(DG_PROBE_EPILOGUE);
 		});

@@ -6,7 +6,7 @@
  *   sparse_over_dense_v<i>@0.15, sparse_precise_over_fast_v<i>@0.15   (groups of 128, token lists)
  *   sparse_heads_over_dense_v<i>@0.15  (the same groups and lists through dg_sparse_fwd_heads_v: the DiT's
  *                                       call, a table of heads and bf16 token-major output; fast mode)
- *   probe_v<i>_<warpgroup>_<phase>@0.15  (v11, v12, v14, v16: the share of each phase in that warpgroup's clocks,
+ *   probe_v<i>_<warpgroup>_<phase>@0.15  (v11, v16, v18: the share of each phase in that warpgroup's clocks,
  *                                         fast mode; warpgroup producer or consumers, the two summed)
  *   dsgap-bench-kernels-dev [--n 32760] [--heads 12] [--d 128] [--reps 30] [--csv FILE] [--quick]
  * The promoted version's number runs the promoted launcher: its lines repeat the promoted ones (a
@@ -74,7 +74,7 @@ int main(int argc, char **argv)
 			emit(name, B.t_dense / t, "x");
 		}
 	}
-	for (int ver : {11, 12, 14, 16}) {
+	for (int ver : {11, 16, 18}) {
 		unsigned long long c[3 * DG_SPARSE_PROBE_PHASES];
 		if (dg_sparse_probe_read(c)) /* zeroes the counters */
 			return 1;

@@ -13,7 +13,7 @@
 
 #include "dsgap_kernels_dev.h"
 
-#define MAXV 16 /* the versions this test lists (checked against the names) */
+#define MAXV 18 /* the versions this test lists (checked against the names) */
 
 template <int V>
 static int flash_v(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d, float *o_f32,
@@ -37,14 +37,14 @@ static int heads_v(const uint16_t *q, const uint16_t *k, const uint16_t *v, int 
 }
 static const flash_fn flash_versions[MAXV + 1] = {NULL,	     flash_v<1>, flash_v<2>, flash_v<3>, flash_v<4>,
 						  flash_v<5>, flash_v<6>, flash_v<7>, flash_v<8>, flash_v<9>, flash_v<10>,
-						  flash_v<11>, flash_v<12>, flash_v<13>, flash_v<14>, flash_v<15>, flash_v<16>};
+						  flash_v<11>, flash_v<12>, flash_v<13>, flash_v<14>, flash_v<15>, flash_v<16>, flash_v<17>, flash_v<18>};
 static const sparse_fn sparse_versions[MAXV + 1] = {NULL,	sparse_v<1>, sparse_v<2>, sparse_v<3>, sparse_v<4>,
 						    sparse_v<5>, sparse_v<6>, sparse_v<7>, sparse_v<8>, sparse_v<9>, sparse_v<10>,
-						    sparse_v<11>, sparse_v<12>, sparse_v<13>, sparse_v<14>, sparse_v<15>, sparse_v<16>};
+						    sparse_v<11>, sparse_v<12>, sparse_v<13>, sparse_v<14>, sparse_v<15>, sparse_v<16>, sparse_v<17>, sparse_v<18>};
 static const sparse_heads_fn heads_versions[MAXV + 1] = {NULL,	  heads_v<1>, heads_v<2>, heads_v<3>, heads_v<4>,
 							 heads_v<5>, heads_v<6>, heads_v<7>, heads_v<8>, heads_v<9>, heads_v<10>,
-							 heads_v<11>, heads_v<12>, heads_v<13>, heads_v<14>, heads_v<15>, heads_v<16>};
-static const char *const version_names[MAXV + 1] = {"", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16"};
+							 heads_v<11>, heads_v<12>, heads_v<13>, heads_v<14>, heads_v<15>, heads_v<16>, heads_v<17>, heads_v<18>};
+static const char *const version_names[MAXV + 1] = {"", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18"};
 
 static void test_versions_args(void)
 {

@@ -10,9 +10,10 @@
  * and v10 with dg_attn_sm90_body's phase clock (PROBE: SM clocks by phase of the producer and of the
  * consumers' overlapped loop, read by dg_sparse_probe_read); v13 is v7 with the producer copying K one
  * tile ahead of V (dg_attn_sm90_body's KAHEAD: K(t+1) before V(t), the consumers' order), v14 v13 with
- * the phase clock; v15 is v7 with the staged epilogue (dg_attn_sm90_body's STAGED: O through shared memory,
- * each row's residual read and output written whole by one warp, write_rows_staged), v16 v15 with the
- * phase clock. The small-group kernel
+ * the phase clock; v15 is v7 with the staged epilogue (dg_attn_sm90_body's EPI = DG_EPI_STAGED: O through
+ * shared memory, each row's residual read and output written whole by one warp, write_rows_staged), v16
+ * v15 with the phase clock; v17 is v15 with the residual rows prefetched into the staging rows by the
+ * producer during the item (DG_EPI_PREFETCH), v18 v17 with the phase clock. The small-group kernel
  * (kernels/sparse_small.cuh) is the same in all. Arguments are checked and the parameter block filled as the promoted launcher does
  * (dg_sparse_fwd_params). Measured times: HISTORY.md.
  */
@@ -40,6 +41,8 @@ static const char *const sparse_names[] = {
 	"v14 sm90 gather: v13 with the phase clock",
 	"v15 sm90 gather: v7 with the epilogue staged through shared memory (whole-row residual reads and stores)",
 	"v16 sm90 gather: v15 with the phase clock",
+	"v17 sm90 gather: v15 with the residual rows prefetched into shared memory by the producer",
+	"v18 sm90 gather: v17 with the phase clock",
 };
 #define SPARSE_NVER ((int)(sizeof sparse_names / sizeof sparse_names[0]))
 
@@ -63,12 +66,12 @@ __global__ void __launch_bounds__(384, 1)
 static_assert(DG_PROBE_N == DG_SPARSE_PROBE_PHASES, "dsgap_kernels_dev.h's phase count");
 __device__ unsigned long long g_probe[3 * DG_PROBE_N];
 
-/* v10..v16's kernel: v7's body with the producer GATHER, the phase clock when PROBE, K a tile ahead when
- * KAHEAD, the staged epilogue when STAGED */
-template <int D, bool PR, int GATHER, bool PROBE, bool KAHEAD = false, bool STAGED = false>
+/* v10..v18's kernel: v7's body with the producer GATHER, the phase clock when PROBE, K a tile ahead when
+ * KAHEAD, the epilogue EPI */
+template <int D, bool PR, int GATHER, bool PROBE, bool KAHEAD = false, int EPI = DG_EPI_DIRECT>
 __global__ void __launch_bounds__(384, 1) sparse_body_kernel(const __grid_constant__ dg_attn_params p)
 {
-	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, GATHER, PROBE, KAHEAD, false, STAGED>(
+	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, GATHER, PROBE, KAHEAD, false, EPI>(
 		p, nullptr, nullptr, PROBE ? g_probe : nullptr);
 }
 
@@ -188,11 +191,19 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 15:
-		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, false, false, true>, pgrid, 384,
+		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, false, false, DG_EPI_STAGED>, pgrid, 384,
 			       dg_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
 		break;
 	case 16:
-		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, true, false, true>, pgrid, 384,
+		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, true, false, DG_EPI_STAGED>, pgrid, 384,
+			       dg_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
+		break;
+	case 17:
+		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, false, false, DG_EPI_PREFETCH>, pgrid, 384,
+			       dg_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
+		break;
+	case 18:
+		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, true, false, DG_EPI_PREFETCH>, pgrid, 384,
 			       dg_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
 		break;
 	}

@@ -30,6 +30,11 @@
  *   KAHEAD    (dg_attn_sm90_body only; not with DG_GATHER_TMA) the producer copies K one tile ahead of V:
  *             K(0), then K(t+1) and V(t), the consumers' order (dev/kernels' sparse v13, v14);
  *             otherwise K(t) and V(t) in turn.
+ *   EPI       (dg_attn_sm90_body only; the sparse FAST kernel, fp32 residuals) the epilogue: DG_EPI_DIRECT
+ *             (the kernels': write_rows from the registers), DG_EPI_STAGED (dev/kernels' sparse v15:
+ *             write_rows_staged, whole rows through 64 KiB more shared memory), DG_EPI_PREFETCH (v17: the
+ *             producer copies the item's residual rows into the staging rows); neither faster where it
+ *             counts (dev/kernels/HISTORY.md).
  *   WINDOW    (dense walk) DiTFastAttn's window: each item walks its window's key tiles
  *             (window_tiles.h: contiguous rows, no list), the tiles that cross the
  *             window's edge masked per pair (mask_window), and the sparse epilogue in place.

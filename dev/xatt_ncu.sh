@@ -11,6 +11,8 @@ for g in 21x30x52 4x16x16; do for b in new old; do
 	timeout 120 /usr/local/cuda/bin/ncu --kernel-name regex:"choose_keeps|softmax_det|rank_groups|write_take|antidiag|stride_gather|expand" \
 		--launch-count 40 --metrics gpu__time_duration.sum --csv \
 		"$x" callspeed --device gpu --path dit --grids $g --heads 12 --policies xattention/budget=matched --reps 1 \
-		--csv /tmp/ncu_$b.csv 2>/dev/null | grep gpu__time | awk -F'","' '{print $5, $NF}' | sed 's/"//g' |
-		awk '{n[$1]++; s[$1]+=$NF} END {for (k in n) printf "%s n=%d mean_us=%.1f\n", k, n[k], s[k]/n[k]/1000}' | sort
+		--csv /tmp/ncu_$b.csv 2>/dev/null | grep gpu__time | awk -F'","' '{name = $5; v = $NF; u = $(NF - 1); gsub(/"/, "", v); gsub(/,/, "", v)
+			if (match(name, /choose_keeps|softmax_det_reg|softmax_det|rank_groups|write_take|antidiag_blocks|stride_gather|expand_bits/)) {
+				k = substr(name, RSTART, RLENGTH); n[k]++; s[k] += v; unit[k] = u } }
+		END { for (k in n) printf "%s n=%d mean=%.2f %s\n", k, n[k], s[k] / n[k], unit[k] }' | sort
 done; done

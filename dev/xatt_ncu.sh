@@ -8,7 +8,7 @@ xz -dc .carry/dsgap_old.xz > /tmp/dsgap_old && chmod +x /tmp/dsgap_old
 for g in 21x30x52 4x16x16; do for b in new old; do
 	x=/tmp/xb/bin/dsgap; [ "$b" = old ] && x=/tmp/dsgap_old
 	echo "== $b $g"
-	timeout 120 /usr/local/cuda/bin/ncu --kernel-name regex:"choose_keeps|softmax_det|rank_groups|write_take|antidiag|stride_gather|expand" \
+	timeout 70 /usr/local/cuda/bin/ncu --kernel-name regex:"choose_keeps|softmax_det|rank_groups|write_take|antidiag|stride_gather|expand" \
 		--launch-count 40 --metrics gpu__time_duration.sum --csv \
 		"$x" callspeed --device gpu --path dit --grids $g --heads 12 --policies xattention/budget=matched --reps 1 \
 		--csv /tmp/ncu_$b.csv 2>/dev/null | grep gpu__time | awk -F'","' '{name = $5; v = $NF; u = $(NF - 1); gsub(/"/, "", v); gsub(/,/, "", v)

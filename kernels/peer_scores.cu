@@ -104,58 +104,9 @@ __global__ void softmax_det(float *S, int rows, int cols, int ld, const double *
 	each([&](int j, double e) { x[j] = (float)__ddiv_rn(e, sum); });
 }
 
-/* softmax_det for rows of at most 32 NV entries, held in registers: the row read once and written once
- * (the same operations in the same order as softmax_det: the same bits) */
-template <int NV>
-__global__ void __launch_bounds__(128) softmax_det_reg(float *S, int rows, int cols, int ld, const double *w)
-{
-	const int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
-	if (row >= rows)
-		return;
-	float *x = S + (size_t)row * ld;
-	float v[NV];
-	float mx = -INFINITY;
-#pragma unroll
-	for (int u = 0; u < NV; u++) {
-		v[u] = lane + 32 * u < cols ? x[lane + 32 * u] : -INFINITY;
-		mx = fmaxf(mx, v[u]);
-	}
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1)
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-	if (mx == -INFINITY) {
-		for (int j = lane; j < cols; j += 32)
-			x[j] = 0.f;
-		return;
-	}
-	double part = 0;
-#pragma unroll
-	for (int u = 0; u < NV; u++) {
-		const int j = lane + 32 * u;
-		if (j < cols) {
-			const float e = peer_expf(__fsub_rn(v[u], mx));
-			part = __dadd_rn(part, w ? __dmul_rn((double)e, w[j]) : (double)e);
-		}
-	}
-	double sum = 0;
-	for (int l = 0; l < 32; l++)
-		sum = __dadd_rn(sum, __shfl_sync(0xffffffffu, part, l));
-#pragma unroll
-	for (int u = 0; u < NV; u++) {
-		const int j = lane + 32 * u;
-		if (j < cols) {
-			const float e = peer_expf(__fsub_rn(v[u], mx));
-			x[j] = (float)__ddiv_rn(w ? __dmul_rn((double)e, w[j]) : (double)e, sum);
-		}
-	}
-}
-
 static void launch_softmax_det(float *S, int rows, int cols, int ld, const double *w, cudaStream_t st)
 {
-	if (cols > 32 * SOFTMAX_U && cols <= 32 * 128) /* xattention's reduced rows up to 32760 tokens */
-		softmax_det_reg<128><<<(int)(((size_t)rows * 32 + 127) / 128), 128, 0, st>>>(S, rows, cols, ld, w);
-	else
-		softmax_det<<<(int)(((size_t)rows * 32 + 255) / 256), 256, 0, st>>>(S, rows, cols, ld, w);
+	softmax_det<<<(int)(((size_t)rows * 32 + 255) / 256), 256, 0, st>>>(S, rows, cols, ld, w);
 }
 
 /* ---- sparge ---- */

@@ -184,36 +184,35 @@ __device__ void keep_counts(const ranked &r, int ngroups, int P, const parts &pt
 
 /*
  * The computed densities of the takes at the T mass fractions t (shared memory) into d (shared
- * memory): (T x ngroups) items, each thread's KS at a time (keep_topp), their pairs summed exactly in
- * int64 (shared-memory atomics: the order does not matter), over n^2 as peers.c's density. All threads.
+ * memory): a warp per fraction, its lanes KS groups each at a time (keep_topp), the pairs summed exactly
+ * in int64 (the order does not matter) over n^2 as peers.c's density. All threads.
  */
 constexpr int KS = 8;
 __device__ void densities(const ranked &r, int ngroups, int P, const parts &pt, const budget &b, const double *t, int T,
-			  unsigned long long *acc, double *d)
+			  double *d)
 {
-	for (int i = threadIdx.x; i < T; i += blockDim.x)
-		acc[i] = 0;
-	__syncthreads();
-	const int items = T * ngroups;
-	for (int i0 = threadIdx.x * KS; i0 < items; i0 += blockDim.x * KS) {
-		int g[KS], k[KS];
-		double tp[KS];
-		const int ns = min(KS, items - i0);
+	const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+	for (int i = threadIdx.x >> 5; i < T; i += nw) {
+		long long pairs = 0;
+		for (int g0 = lane; g0 < ngroups; g0 += 32 * KS) {
+			int g[KS], k[KS];
+			double tp[KS];
+			const int ns = min(KS, (ngroups - g0 + 31) / 32); /* groups g0, g0 + 32, .. below ngroups */
 #pragma unroll
-		for (int i = 0; i < KS; i++) {
-			const int it = i < ns ? i0 + i : i0;
-			g[i] = it % ngroups;
-			tp[i] = t[it / ngroups];
+			for (int u = 0; u < KS; u++)
+				g[u] = g0 + 32 * u, tp[u] = t[i];
+			keep_topp<KS>(r, P, b, g, tp, ns, k);
+#pragma unroll
+			for (int u = 0; u < KS; u++)
+				if (u < ns)
+					pairs += group_pairs(r, P, pt, b, g[u], k[u]);
 		}
-		keep_topp<KS>(r, P, b, g, tp, ns, k);
 #pragma unroll
-		for (int i = 0; i < KS; i++)
-			if (i < ns)
-				atomicAdd(&acc[(i0 + i) / ngroups], (unsigned long long)group_pairs(r, P, pt, b, g[i], k[i]));
+		for (int o = 16; o > 0; o >>= 1)
+			pairs += __shfl_down_sync(0xffffffffu, pairs, o);
+		if (lane == 0)
+			d[i] = (double)pairs / ((double)pt.n * pt.n);
 	}
-	__syncthreads();
-	for (int i = threadIdx.x; i < T; i += blockDim.x)
-		d[i] = (double)(long long)acc[i] / ((double)pt.n * pt.n);
 	__syncthreads();
 }
 
@@ -229,14 +228,13 @@ constexpr int LEVELS = 5, NODES = (1 << LEVELS) - 1;
 __global__ void __launch_bounds__(512) choose_keeps(ranked r, int ngroups, int P, parts pt, budget b, int *keep)
 {
 	__shared__ double t[NODES + 1], lo_t[NODES + 1], hi_t[NODES + 1], d[NODES];
-	__shared__ unsigned long long acc[NODES];
 	double topp = b.topp;
 	if (b.matched && !b.topk) {
 		double lo = ldexp(1.0, -30), hi = 1, dlo = 0, dhi;
 		if (threadIdx.x == 0)
 			t[0] = hi, t[1] = lo;
 		__syncthreads();
-		densities(r, ngroups, P, pt, b, t, 2, acc, d); /* dlo is read only where dhi > rho */
+		densities(r, ngroups, P, pt, b, t, 2, d); /* dlo is read only where dhi > rho */
 		dhi = d[0];
 		bool take_lo = false;
 		if (dhi > b.rho) {
@@ -249,7 +247,7 @@ __global__ void __launch_bounds__(512) choose_keeps(ranked r, int ngroups, int P
 						lo_t[k] = a, hi_t[k] = e, t[k - 1] = 0.5 * (a + e);
 					}
 				__syncthreads();
-				densities(r, ngroups, P, pt, b, t, NODES, acc, d);
+				densities(r, ngroups, P, pt, b, t, NODES, d);
 				for (int k = 1, lv = 0; lv < LEVELS && it < b.steps && dlo < b.rho; lv++, it++) {
 					const double tm = t[k - 1], dm = d[k - 1];
 					if (dm >= b.rho)

@@ -2,7 +2,8 @@
 # dev/xatt_call.sh: one device call (carry .carry of scripts/device_pack.sh plus .carry/dsgap_old.xz, a
 # dsgap before the change): gpu_meta (the peers' device metadata against their CPU twins) and gpu_replay,
 # then xattention's DiT call (dsgap callspeed, 12 heads, at 1024, 32760 and 75600 tokens) with the new
-# and the old binary, ROUNDS (default 3) interleaved rounds. $OUT/call.tgz, $OUT/call.txt.
+# and the old binary, ROUNDS (default 3) interleaved rounds; NCU=1 (default): dev/xatt_ncu.sh after.
+# $OUT/call.tgz, $OUT/call.txt.
 cd "$(dirname "$0")/.." || exit 2
 W=/tmp/xatt_call
 rm -rf "$W" && mkdir -p "$W"
@@ -22,5 +23,6 @@ for r in $(seq "${ROUNDS:-3}"); do for b in new old; do
 done; done
 for b in new old; do echo "== $b: n heads dense call meta amortised" >> "$T"
 	grep xattention "$W/xatt_$b.csv" | cut -d, -f5,7,11,12,15,14 >> "$T"; done
+[ "${NCU:-1}" = 1 ] && bash dev/xatt_ncu.sh >> "$T" 2>&1 # the metadata kernels' durations
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv >> "$T"
 cat "$T"

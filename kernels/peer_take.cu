@@ -8,8 +8,8 @@
  *            running key counts (the forced parts' keys plus the ranked parts', sinks excluded);
  *   budget   one CTA: every group's keep count (top-k: ranked parts until K keys; top-p: the first k
  *            with cum[k] >= mass by a binary search over the nonnegative prefix, else all; at least
- *            min_parts), and under budget=matched the CPU's bisection of the top-p mass, five halvings a
- *            round (the 31 midpoints they can visit evaluated together, choose_keeps): the computed
+ *            min_parts), and under budget=matched the CPU's bisection of the top-p mass, four halvings a
+ *            round (the 15 midpoints they can visit evaluated together, choose_keeps): the computed
  *            density of a take is an exact int64 sum of gsize x keys over n^2 (every partial sum an
  *            integer below 2^53, so the CPU's double sum in group order is the same number);
  *   write    a CTA per group: take = the forced parts and the first keep ranked parts.
@@ -120,7 +120,8 @@ __device__ int keep_topk(const ranked &r, int P, const parts &pt, const budget &
 /*
  * peers.c keep_count under top-p for NS (group, mass fraction) items of this thread at once: the first
  * k with cum[k] >= topp x total by a binary search over the nonnegative prefix (else all ranked parts),
- * at least min_parts. The NS searches step together, so their loads of cum are in flight together.
+ * at least min_parts. The NS searches step together, each step's NS loads of cum issued before any is
+ * used (a search that is done loads its own index again), so that they are in flight together.
  */
 template <int NS>
 __device__ void keep_topp(const ranked &r, int P, const budget &b, const int (&g)[NS], const double (&topp)[NS],
@@ -128,34 +129,39 @@ __device__ void keep_topp(const ranked &r, int P, const budget &b, const int (&g
 {
 	int lo[NS], hi[NS];
 	double mass[NS];
+	bool all[NS];
+	const double *cum[NS];
 #pragma unroll
 	for (int i = 0; i < NS; i++) {
-		lo[i] = hi[i] = 0;
-		if (i >= ns)
-			continue;
-		const double *cum = r.cum + (size_t)g[i] * (P + 1);
-		mass[i] = topp[i] * r.total[g[i]];
-		hi[i] = r.nonneg[g[i]];
-		if (cum[hi[i]] < mass[i])
-			lo[i] = hi[i] = -1; /* every ranked part */
+		const int gi = i < ns ? g[i] : g[0];
+		cum[i] = r.cum + (size_t)gi * (P + 1);
+		mass[i] = topp[i] * r.total[gi];
+		lo[i] = 0, hi[i] = r.nonneg[gi];
+		all[i] = cum[i][hi[i]] < mass[i];
+		if (all[i] || i >= ns)
+			hi[i] = 0;
 	}
 	for (bool any = true; any;) {
+		double c[NS];
+#pragma unroll
+		for (int i = 0; i < NS; i++)
+			c[i] = cum[i][lo[i] + (hi[i] - lo[i]) / 2];
 		any = false;
 #pragma unroll
 		for (int i = 0; i < NS; i++)
 			if (lo[i] < hi[i]) {
 				const int mid = lo[i] + (hi[i] - lo[i]) / 2;
-				if (r.cum[(size_t)g[i] * (P + 1) + mid] < mass[i])
+				if (c[i] < mass[i])
 					lo[i] = mid + 1;
 				else
 					hi[i] = mid;
-				any = true;
+				any |= lo[i] < hi[i];
 			}
 	}
 #pragma unroll
 	for (int i = 0; i < NS; i++)
 		if (i < ns) {
-			const int m = r.m[g[i]], k = lo[i] < 0 ? m : lo[i];
+			const int m = r.m[g[i]], k = all[i] ? m : lo[i];
 			keep[i] = k > b.min_parts ? k : b.min_parts < m ? b.min_parts : m;
 		}
 }
@@ -222,9 +228,10 @@ __device__ void densities(const ranked &r, int ngroups, int P, const parts &pt, 
  * low end reaches rho; then the end nearer rho), LEVELS halvings a round: the round evaluates the
  * 2^LEVELS - 1 midpoints the next LEVELS halvings can visit (node k of the tree the midpoint of its
  * interval, 0.5 (lo + hi) as the CPU computes it: the same doubles), then walks the tree as the CPU's
- * loop would. 30 halvings take 6 rounds of 31 densities instead of 30 of one.
+ * loop would. 30 halvings take 8 rounds of 15 densities (a warp each, with 512 threads) instead of
+ * 30 of one.
  */
-constexpr int LEVELS = 5, NODES = (1 << LEVELS) - 1;
+constexpr int LEVELS = 4, NODES = (1 << LEVELS) - 1;
 __global__ void __launch_bounds__(512) choose_keeps(ranked r, int ngroups, int P, parts pt, budget b, int *keep)
 {
 	__shared__ double t[NODES + 1], lo_t[NODES + 1], hi_t[NODES + 1], d[NODES];

@@ -8,8 +8,7 @@
  *            running key counts (the forced parts' keys plus the ranked parts', sinks excluded);
  *   budget   one CTA: every group's keep count (top-k: ranked parts until K keys; top-p: the first k
  *            with cum[k] >= mass by a binary search over the nonnegative prefix, else all; at least
- *            min_parts), and under budget=matched the CPU's bisection of the top-p mass, four halvings a
- *            round (the 15 midpoints they can visit evaluated together, choose_keeps): the computed
+ *            min_parts), and under budget=matched the CPU's bisection of the top-p mass: the computed
  *            density of a take is an exact int64 sum of gsize x keys over n^2 (every partial sum an
  *            integer below 2^53, so the CPU's double sum in group order is the same number);
  *   write    a CTA per group: take = the forced parts and the first keep ranked parts.
@@ -106,177 +105,98 @@ struct budget {
 	double topp, rho;
 };
 
-/* peers.c keep_count under top-k: the ranked parts group g keeps until K keys (at least min_parts) */
-__device__ int keep_topk(const ranked &r, int P, const parts &pt, const budget &b, int g)
+/* peers.c keep_count: the ranked parts group g keeps at mass fraction topp */
+__device__ int keep_count(const ranked &r, int P, const parts &pt, const budget &b, int g, double topp)
 {
 	const int32_t *idx = r.idx + (size_t)g * P;
-	const int m = r.m[g];
-	int keep = 0;
-	for (int held = 0; keep < m && held < b.K; keep++)
-		held += pt.size(idx[keep]);
+	const double *cum = r.cum + (size_t)g * (P + 1);
+	int m = r.m[g], keep = 0;
+	if (b.topk) {
+		for (int held = 0; keep < m && held < b.K; keep++)
+			held += pt.size(idx[keep]);
+	} else {
+		double mass = topp * r.total[g];
+		int lo = 0, hi = r.nonneg[g];
+		if (!(cum[hi] < mass)) {
+			while (lo < hi) {
+				int mid = lo + (hi - lo) / 2;
+				if (cum[mid] < mass)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			keep = lo;
+		} else {
+			keep = m;
+		}
+	}
 	return keep > b.min_parts ? keep : b.min_parts < m ? b.min_parts : m;
 }
 
-/*
- * peers.c keep_count under top-p for NS (group, mass fraction) items of this thread at once: the first
- * k with cum[k] >= topp x total by a binary search over the nonnegative prefix (else all ranked parts),
- * at least min_parts. The NS searches step together, each step's NS loads of cum issued before any is
- * used (a search that is done loads its own index again), so that they are in flight together.
- */
-template <int NS>
-__device__ void keep_topp(const ranked &r, int P, const budget &b, const int (&g)[NS], const double (&topp)[NS],
-			  int ns, int (&keep)[NS])
+/* every group's keep count at topp into keep (ngroups); returns the computed density (all threads) */
+__device__ double keep_counts(const ranked &r, int ngroups, int P, const parts &pt, const budget &b, double topp,
+			      int *keep, long long *red)
 {
-	int lo[NS], hi[NS];
-	double mass[NS];
-	bool all[NS];
-	const double *cum[NS];
-#pragma unroll
-	for (int i = 0; i < NS; i++) {
-		const int gi = i < ns ? g[i] : g[0];
-		cum[i] = r.cum + (size_t)gi * (P + 1);
-		mass[i] = topp[i] * r.total[gi];
-		lo[i] = 0, hi[i] = r.nonneg[gi];
-		all[i] = cum[i][hi[i]] < mass[i];
-		if (all[i] || i >= ns)
-			hi[i] = 0;
-	}
-	for (bool any = true; any;) {
-		double c[NS];
-#pragma unroll
-		for (int i = 0; i < NS; i++)
-			c[i] = cum[i][lo[i] + (hi[i] - lo[i]) / 2];
-		any = false;
-#pragma unroll
-		for (int i = 0; i < NS; i++)
-			if (lo[i] < hi[i]) {
-				const int mid = lo[i] + (hi[i] - lo[i]) / 2;
-				if (c[i] < mass[i])
-					lo[i] = mid + 1;
-				else
-					hi[i] = mid;
-				any |= lo[i] < hi[i];
-			}
-	}
-#pragma unroll
-	for (int i = 0; i < NS; i++)
-		if (i < ns) {
-			const int m = r.m[g[i]], k = all[i] ? m : lo[i];
-			keep[i] = k > b.min_parts ? k : b.min_parts < m ? b.min_parts : m;
-		}
-}
-
-/* group g's pairs when it keeps keep ranked parts */
-__device__ long long group_pairs(const ranked &r, int P, const parts &pt, const budget &b, int g, int keep)
-{
-	return (long long)pt.group(g) * (b.sinks + r.keys[(size_t)g * (P + 1) + keep]);
-}
-
-/* every group's keep count at mass fraction topp (or top-k) into keep (ngroups) */
-__device__ void keep_counts(const ranked &r, int ngroups, int P, const parts &pt, const budget &b, double topp,
-			    int *keep)
-{
+	long long pairs = 0;
 	for (int g = threadIdx.x; g < ngroups; g += blockDim.x) {
-		if (b.topk) {
-			keep[g] = keep_topk(r, P, pt, b, g);
-		} else {
-			int gg[1] = {g}, k[1];
-			const double tp[1] = {topp};
-			keep_topp<1>(r, P, b, gg, tp, 1, k);
-			keep[g] = k[0];
-		}
+		keep[g] = keep_count(r, P, pt, b, g, topp);
+		pairs += (long long)pt.group(g) * (b.sinks + r.keys[(size_t)g * (P + 1) + keep[g]]);
 	}
-}
-
-/*
- * The computed densities of the takes at the T mass fractions t (shared memory) into d (shared
- * memory): a warp per fraction, its lanes KS groups each at a time (keep_topp), the pairs summed exactly
- * in int64 (the order does not matter) over n^2 as peers.c's density. All threads.
- */
-constexpr int KS = 8;
-__device__ void densities(const ranked &r, int ngroups, int P, const parts &pt, const budget &b, const double *t, int T,
-			  double *d)
-{
-	const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-	for (int i = threadIdx.x >> 5; i < T; i += nw) {
-		long long pairs = 0;
-		for (int g0 = lane; g0 < ngroups; g0 += 32 * KS) {
-			int g[KS], k[KS];
-			double tp[KS];
-			const int ns = min(KS, (ngroups - g0 + 31) / 32); /* groups g0, g0 + 32, .. below ngroups */
-#pragma unroll
-			for (int u = 0; u < KS; u++)
-				g[u] = g0 + 32 * u, tp[u] = t[i];
-			keep_topp<KS>(r, P, b, g, tp, ns, k);
-#pragma unroll
-			for (int u = 0; u < KS; u++)
-				if (u < ns)
-					pairs += group_pairs(r, P, pt, b, g[u], k[u]);
-		}
-#pragma unroll
-		for (int o = 16; o > 0; o >>= 1)
-			pairs += __shfl_down_sync(0xffffffffu, pairs, o);
-		if (lane == 0)
-			d[i] = (double)pairs / ((double)pt.n * pt.n);
+	for (int o = 16; o > 0; o >>= 1)
+		pairs += __shfl_down_sync(0xffffffffu, pairs, o);
+	if ((threadIdx.x & 31) == 0)
+		red[threadIdx.x >> 5] = pairs;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		long long t = 0;
+		for (int w = 0; w < (int)(blockDim.x >> 5); w++)
+			t += red[w];
+		red[32] = t;
 	}
 	__syncthreads();
+	double d = (double)red[32] / ((double)pt.n * pt.n);
+	__syncthreads(); /* red is reused by the next call */
+	return d;
 }
 
-/*
- * peers.c dg_peer_take's budget, keep (ngroups) at the chosen mass fraction. budget=matched: the CPU's
- * bisection of the top-p mass between 2^-30 and 1 (DG_PEER_MATCH_STEPS halvings, stopping once the
- * low end reaches rho; then the end nearer rho), LEVELS halvings a round: the round evaluates the
- * 2^LEVELS - 1 midpoints the next LEVELS halvings can visit (node k of the tree the midpoint of its
- * interval, 0.5 (lo + hi) as the CPU computes it: the same doubles), then walks the tree as the CPU's
- * loop would. 30 halvings take 8 rounds of 15 densities (a warp each, with 512 threads) instead of
- * 30 of one.
- */
-constexpr int LEVELS = 4, NODES = (1 << LEVELS) - 1;
-__global__ void __launch_bounds__(512) choose_keeps(ranked r, int ngroups, int P, parts pt, budget b, int *keep)
+/* peers.c dg_peer_take's budget: keep (3, ngroups) scratch; *chosen: the row of keep to write */
+__global__ void __launch_bounds__(1024) choose_keeps(ranked r, int ngroups, int P, parts pt, budget b, int *keep,
+						      int *chosen)
 {
-	__shared__ double t[NODES + 1], lo_t[NODES + 1], hi_t[NODES + 1], d[NODES];
-	double topp = b.topp;
-	if (b.matched && !b.topk) {
-		double lo = ldexp(1.0, -30), hi = 1, dlo = 0, dhi;
-		if (threadIdx.x == 0)
-			t[0] = hi, t[1] = lo;
-		__syncthreads();
-		densities(r, ngroups, P, pt, b, t, 2, d); /* dlo is read only where dhi > rho */
-		dhi = d[0];
+	__shared__ long long red[33];
+	int lo_k = 0, hi_k = 1, mid_k = 2;
+	if (!b.matched || b.topk) {
+		keep_counts(r, ngroups, P, pt, b, b.topp, keep + (size_t)hi_k * ngroups, red);
+	} else {
+		double lo = ldexp(1.0, -30), hi = 1, dlo = 0;
+		double dhi = keep_counts(r, ngroups, P, pt, b, hi, keep + (size_t)hi_k * ngroups, red);
 		bool take_lo = false;
 		if (dhi > b.rho) {
-			dlo = d[1];
-			for (int it = 0; it < b.steps && dlo < b.rho;) {
-				if (threadIdx.x == 0) /* the tree of midpoints, node k (1-based) at t[k - 1] */
-					for (int k = 1; k <= NODES; k++) {
-						const double a = k == 1 ? lo : (k & 1) ? t[k / 2 - 1] : lo_t[k / 2];
-						const double e = k == 1 ? hi : (k & 1) ? hi_t[k / 2] : t[k / 2 - 1];
-						lo_t[k] = a, hi_t[k] = e, t[k - 1] = 0.5 * (a + e);
-					}
-				__syncthreads();
-				densities(r, ngroups, P, pt, b, t, NODES, d);
-				for (int k = 1, lv = 0; lv < LEVELS && it < b.steps && dlo < b.rho; lv++, it++) {
-					const double tm = t[k - 1], dm = d[k - 1];
-					if (dm >= b.rho)
-						hi = tm, dhi = dm, k = 2 * k;
-					else
-						lo = tm, dlo = dm, k = 2 * k + 1;
-				}
-				__syncthreads(); /* t and d are read before the next round writes them */
+			dlo = keep_counts(r, ngroups, P, pt, b, lo, keep + (size_t)lo_k * ngroups, red);
+			for (int it = 0; it < b.steps && dlo < b.rho; it++) {
+				double t = 0.5 * (lo + hi);
+				double dm = keep_counts(r, ngroups, P, pt, b, t, keep + (size_t)mid_k * ngroups, red);
+				int x = mid_k;
+				if (dm >= b.rho)
+					mid_k = hi_k, hi_k = x, hi = t, dhi = dm;
+				else
+					mid_k = lo_k, lo_k = x, lo = t, dlo = dm;
 			}
 			take_lo = dlo >= b.rho || b.rho - dlo <= dhi - b.rho;
 		}
-		topp = take_lo ? lo : hi;
+		hi_k = take_lo ? lo_k : hi_k;
 	}
-	keep_counts(r, ngroups, P, pt, b, topp, keep);
+	if (threadIdx.x == 0)
+		*chosen = hi_k;
 }
 
-__global__ void write_take(const float *scores, int P, ranked r, const int *keep, uint8_t *take)
+__global__ void write_take(const float *scores, int P, ranked r, const int *keep, const int *chosen, int ngroups,
+			   uint8_t *take)
 {
 	const int g = blockIdx.x;
 	const float *s = scores + (size_t)g * P;
 	const int32_t *idx = r.idx + (size_t)g * P;
-	const int kg = keep[g];
+	const int kg = keep[(size_t)*chosen * ngroups + g];
 	uint8_t *t = take + (size_t)g * P;
 	for (int c = threadIdx.x; c < P; c += blockDim.x)
 		t[c] = s[c] == INFINITY;
@@ -306,7 +226,7 @@ extern "C" int dg_peer_take_dev(const float *scores, int ngroups, int P, const i
 	parts pt = { gsize, psize, psink, n, bs, slo, shi };
 	budget b = { topk, K, min_parts, matched, steps, shi > slo ? shi - slo : 0, topp, rho };
 	const size_t ng = (size_t)ngroups, cells = ng * P, cells1 = ng * (P + 1);
-	const size_t bytes = dgm_align(cells * 4) + 2 * dgm_align(cells1 * 8) + dgm_align(ng * 8) + dgm_align(3 * ng * 4);
+	const size_t bytes = dgm_align(cells * 4) + 2 * dgm_align(cells1 * 8) + dgm_align(ng * 8) + dgm_align(5 * ng * 4) + 256;
 	char *w = NULL;
 	DGM_CUDA(cudaMallocAsync((void **)&w, bytes, st));
 	ranked r;
@@ -316,10 +236,10 @@ extern "C" int dg_peer_take_dev(const float *scores, int ngroups, int P, const i
 	r.keys = (long long *)(w + at), at += dgm_align(cells1 * 8);
 	r.total = (double *)(w + at), at += dgm_align(ng * 8);
 	r.m = (int32_t *)(w + at), r.nonneg = r.m + ng;
-	int *keep = r.nonneg + ng;
+	int *keep = r.nonneg + ng, *chosen = (int *)(w + at + dgm_align(5 * ng * 4));
 	rank_groups<<<ngroups, kRankThreads, smem, st>>>(scores, P, P2, pt, r);
-	choose_keeps<<<1, 512, 0, st>>>(r, ngroups, P, pt, b, keep);
-	write_take<<<ngroups, 256, 0, st>>>(scores, P, r, keep, take);
+	choose_keeps<<<1, 1024, 0, st>>>(r, ngroups, P, pt, b, keep, chosen);
+	write_take<<<ngroups, 256, 0, st>>>(scores, P, r, keep, chosen, ngroups, take);
 	DGM_LAUNCHED();
 	DGM_CUDA(cudaFreeAsync(w, st));
 	return 0;

@@ -8,7 +8,8 @@
 #      versions against the CPU twin);
 #   3. each .carry/dsgap_NAME.xz (a dsgap built with a candidate launcher) against .carry/bin/dsgap
 #      (with DIT5X=1 and no candidate: .carry/bin/dsgap alone): cuDNN dense at 32760 tokens, 12/24/40
-#      heads, then mc-sparse's DiT call there (and at the latent grids GRIDS, default 21x30x52), ROUNDS
+#      heads, then mc-sparse's DiT call there (and at the token grids GRIDS, default 21x30x52: the latent
+#      grid after the 1x2x2 patches, 480p 21x30x52, 720p 21x45x80, not the latent's 21x90x160), ROUNDS
 #      (default 2) interleaved rounds;
 #   4. the 720p kernel shape (N720, default 75600 tokens): dsgap-bench-kernels and
 #      scripts/gpu_bench_torch.py (our gather kernel against cuDNN on the same pairs); N720=0: skipped;

@@ -87,6 +87,7 @@ struct dg_bsel {
 	long id;
 	parking pk;      /* of idx or bits */
 	struct shared_lists *shared; /* off and idx are its (never parked, compacted or freed here), or NULL */
+	long made;       /* > 0: made on side as selection `made` of made_ahead (sel_ready), else on stream */
 };
 struct dg_bvec {
 	void *x;         /* device: dg_res_bytes(t, n, d), stored as t says (cache_store.h); NULL parked */
@@ -98,6 +99,7 @@ struct dg_bvec {
 #define OFF_PAIRS 1024 /* timed event pairs between two reads of the offload's times (~3 a site) */
 
 #define PHASE_MAX 64 /* event pairs recorded between two reads of the phase times */
+#define MADE_RING 16 /* selections made on side whose events are kept (a later one implies an earlier) */
 #define MASKS_KEPT 4 /* static masks kept on the device (gpu_peer_static) */
 
 /* a static mask's metadata on the device (radial, sta: dg_peer_static_key) */
@@ -152,6 +154,11 @@ typedef struct {
 	cudaEvent_t ev_legacy;   /* recorded on the default stream (the DiT op table's) to order against it */
 	cudaEvent_t ev_out;      /* an output_device copy done (stream) */
 	cudaEvent_t ev_ahead;    /* the groupings ahead done (side) */
+	struct {                 /* selections made on side (gpu_peer_blocks): the stream waits at first use */
+		cudaEvent_t fork;          /* the stream's work so far (the scores), which side waits for */
+		cudaEvent_t ev[MADE_RING]; /* selection seq done: ev[seq % MADE_RING] */
+		long seq, waited;          /* the last made; the last the stream waited for */
+	} made;
 	long unit, next_id;      /* loads so far (every load of Q/K/V bumps it); the next handle id */
 	struct {                 /* PCA groupings made ahead on side (prefetch_groups) */
 		int count;       /* bg[i] is for the unit loaded from the Q buffer q[i], until loaded */
@@ -192,6 +199,7 @@ static void flush(dg_backend *be);
 static const int64_t *sel_hoff(gpu *g, dg_bsel *s);
 static void vec_resident(dg_backend *be, dg_bvec *v);
 static void sel_resident(dg_backend *be, dg_bsel *s);
+static void sel_ready(gpu *g, const dg_bsel *s);
 static void settle(gpu *g, parking *pk);
 static void unpin(gpu *g, parking *pk);
 static void gpu_vec_free(dg_backend *be, dg_bvec *v);
@@ -685,13 +693,22 @@ static dg_bsel *sel_fixed(gpu *g, int ngroups, int64_t cnt, bool fill)
 	return s;
 }
 
+/* a selection made on side usable on the stream: its event waited for there once */
+static void sel_ready(gpu *g, const dg_bsel *s)
+{
+	if (s->made <= g->made.waited)
+		return;
+	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->made.ev[s->made % MADE_RING], 0));
+	g->made.waited = s->made;
+}
+
 /* the host offsets of a selection, read from the device the first time they are needed */
 static const int64_t *sel_hoff(gpu *g, dg_bsel *s)
 {
-	if (!s->hoff_known) {
-		CUDA_CHECK(cudaMemcpyAsync(s->hoff, s->off, (size_t)(s->ngroups + 1) * 8, cudaMemcpyDeviceToHost,
-					   g->stream));
-		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	if (!s->hoff_known) { /* a selection made on side: read there (the stream's later work not waited for) */
+		cudaStream_t st = s->made ? g->side : g->stream;
+		CUDA_CHECK(cudaMemcpyAsync(s->hoff, s->off, (size_t)(s->ngroups + 1) * 8, cudaMemcpyDeviceToHost, st));
+		CUDA_CHECK(cudaStreamSynchronize(st));
 		s->hoff_known = true;
 	}
 	return s->hoff;
@@ -1011,7 +1028,10 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
  * tensor-core GEMM, within fp32 accumulation of them), the block selection on the device
  * (dg_peer_take_dev, byte for byte dg_peer_block_take: the budget, matched included) and the key
  * lists made on the device as bitmaps (dg_peer_expand). The query groups are the shape's (raster,
- * split at the text; their rows to the device). Q, K, scores and take stay on the device. */
+ * split at the text; their rows to the device). Q, K, scores and take stay on the device.
+ * The take (one CTA a group row block: a long serial bisection) and the expansion run on side, after
+ * the scores: the stream goes on to the next unit's scores meanwhile (dit_attn.c makes a site's
+ * metadata for every head before its attends); the selection's users wait for it (sel_ready). */
 static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *b, int text, dg_bgroups **groups,
 			   dg_bsel **sel)
 {
@@ -1020,36 +1040,38 @@ static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *
 	int kind = p->score == DG_SCORE_SPARGE ? DG_PEER_SPARGE : p->score == DG_SCORE_ANTIDIAG ? DG_PEER_ANTIDIAG
 												  : DG_PEER_POOLED;
 	size_t gg = (size_t)G * G;
-	float *ds = dmalloc(g, gg * 4);
-	uint8_t *dtake = dmalloc(g, gg);
-	phase_begin(g);
-	KERNEL_CHECK(dg_peer_scores(g->dq, g->dk, n, be->d, kind, bs, p->stride, p->theta, !be->precise, ds,
-				    (dg_stream)g->stream));
-	phase_end(g, DG_PHASE_SCORES);
-	phase_begin(g);
-	KERNEL_CHECK(dg_peer_take_dev(ds, G, G, NULL, NULL, NULL, bs, n, b->budget == DG_BUDGET_TOPK,
-				      dg_topk_count(b->rho, n), b->topp, p->matched, b->rho, DG_PEER_MATCH_STEPS,
-				      b->sink_lo, b->sink_hi, 0, dtake, (dg_stream)g->stream));
-	phase_end(g, DG_PHASE_SELECT);
-	dfree(g, ds);
+	float *ds = dmalloc(g, gg * 4);       /* (G, G) block scores */
+	uint8_t *dtake = dmalloc(g, gg);      /* (G, G) taken blocks */
 	dg_bgroups *bg = dg_calloc(1, sizeof *bg);
 	int *row;
 	int forced = dg_peer_block_groups(n, p, text, &bg->g, &row);
 	bg->id = g->next_id++;
 	groups_upload(g, bg);
 	int ng = bg->g.ngroups;
-	int32_t *drow = dmalloc(g, (size_t)ng * 4);
+	int32_t *drow = dmalloc(g, (size_t)ng * 4); /* (ng) each group's block row */
 	CUDA_CHECK(cudaMemcpyAsync(drow, row, (size_t)ng * 4, cudaMemcpyHostToDevice, g->stream));
+	free(row);
 	dg_bsel *s = sel_new(g, ng);
 	s->n = n;
 	s->bits = dmalloc(g, (size_t)ng * dg_bitmap_words(n) * 4);
 	phase_begin(g);
-	KERNEL_CHECK(dg_peer_expand(dtake, G, bs, NULL, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, s->bits, s->off,
+	KERNEL_CHECK(dg_peer_scores(g->dq, g->dk, n, be->d, kind, bs, p->stride, p->theta, !be->precise, ds,
 				    (dg_stream)g->stream));
-	phase_end(g, DG_PHASE_SELECT);
-	dfree(g, dtake);
-	dfree(g, drow);
-	free(row);
+	phase_end(g, DG_PHASE_SCORES);
+	CUDA_CHECK(cudaEventRecord(g->made.fork, g->stream)); /* the scores, and every buffer above, made */
+	CUDA_CHECK(cudaStreamWaitEvent(g->side, g->made.fork, 0));
+	phase_begin_on(g, g->side);
+	KERNEL_CHECK(dg_peer_take_dev(ds, G, G, NULL, NULL, NULL, bs, n, b->budget == DG_BUDGET_TOPK,
+				      dg_topk_count(b->rho, n), b->topp, p->matched, b->rho, DG_PEER_MATCH_STEPS,
+				      b->sink_lo, b->sink_hi, 0, dtake, (dg_stream)g->side));
+	KERNEL_CHECK(dg_peer_expand(dtake, G, bs, NULL, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, s->bits, s->off,
+				    (dg_stream)g->side));
+	phase_end_on(g, g->side, DG_PHASE_SELECT);
+	CUDA_CHECK(cudaFreeAsync(ds, g->side));
+	CUDA_CHECK(cudaFreeAsync(dtake, g->side));
+	CUDA_CHECK(cudaFreeAsync(drow, g->side));
+	s->made = ++g->made.seq;
+	CUDA_CHECK(cudaEventRecord(g->made.ev[s->made % MADE_RING], g->side));
 	*groups = bg;
 	*sel = s;
 	return 0;
@@ -1515,6 +1537,7 @@ static void sel_resident(dg_backend *be, dg_bsel *s)
 {
 	gpu *g = be->impl;
 	bool any = false;
+	sel_ready(g, s);
 	fetch_one(g, &s->pk, sel_dev(s), &any);
 	fetch_end(g, any);
 	settle(g, &s->pk);
@@ -1562,6 +1585,8 @@ static void gpu_park(dg_backend *be, int count, dg_bvec *const *vecs, dg_bsel *c
 		dg_bsel *s = sels ? sels[i] : NULL;
 		if (v)
 			park_one(g, &v->pk, &v->x, dg_res_bytes(res_code(v->t), be->n, be->d), &any);
+		if (s)
+			sel_ready(g, s); /* the write-back follows the stream's work */
 		if (s && s->bits) /* compacted, or made as bitmaps (the peers') */
 			s->compact = true;
 		if (s && !s->shared && *sel_dev(s)) /* shared lists: one copy for every site, kept */
@@ -1595,6 +1620,7 @@ static void gpu_sel_free(dg_backend *be, dg_bsel *s)
 	if (!s)
 		return;
 	flush(be);
+	sel_ready(be->impl, s); /* freed in the stream's order, after side's writes */
 	settle(be->impl, &s->pk);
 	unpin(be->impl, &s->pk);
 	free(s->hoff);
@@ -1652,6 +1678,9 @@ static void gpu_destroy(dg_backend *be)
 	CUDA_CHECK(cudaEventDestroy(g->ev_legacy));
 	CUDA_CHECK(cudaEventDestroy(g->ev_out));
 	CUDA_CHECK(cudaEventDestroy(g->ev_ahead));
+	CUDA_CHECK(cudaEventDestroy(g->made.fork));
+	for (int i = 0; i < MADE_RING; i++)
+		CUDA_CHECK(cudaEventDestroy(g->made.ev[i]));
 	for (int i = 0; g->profiling && i < 2 * PHASE_MAX; i++)
 		CUDA_CHECK(cudaEventDestroy(g->pev[i]));
 	if (g->off.on) {
@@ -1711,6 +1740,9 @@ dg_backend *dg_backend_gpu(int n, int d)
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_legacy, cudaEventDisableTiming));
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_out, cudaEventDisableTiming));
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_ahead, cudaEventDisableTiming));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->made.fork, cudaEventDisableTiming));
+	for (int i = 0; i < MADE_RING; i++)
+		CUDA_CHECK(cudaEventCreateWithFlags(&g->made.ev[i], cudaEventDisableTiming));
 	CUDA_CHECK(cudaMallocHost((void **)&g->hq, 3 * nd * 2));
 	CUDA_CHECK(cudaMallocHost((void **)&g->h_lse, (size_t)n * 4));
 	g->bq = dmalloc(g, nd * 2), g->bk = dmalloc(g, nd * 2), g->bv = dmalloc(g, nd * 2);

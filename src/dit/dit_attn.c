@@ -223,6 +223,34 @@ static void to_host(dg_dit_attn *a, const float *q, const float *k, const float 
 	a->ops->download(a->ops, a->hv, v, all);
 }
 
+/* head h of a site into the backend: from the host copies (host_load), else the table's bf16 copies
+ * b16 with its output straight into out16 (in place), else the fp32 buffers q, k, v (heads, n, d);
+ * order: the backend first waits for the table's work (a site's first load) */
+static void load_head(dg_dit_attn *a, int h, bool host_load, const float *q, const float *k, const float *v,
+		      const uint16_t *const b16[3], uint16_t *out16, bool order)
+{
+	dg_backend *be = a->be;
+	size_t hs = (size_t)a->n * a->d;
+	if (host_load)
+		be->load(be, a->hq + h * hs, a->hk + h * hs, a->hv + h * hs);
+	else if (out16)
+		be->load_device_bf16(be, q + h * hs, b16[0] + h * hs, b16[1] + h * hs, b16[2] + h * hs,
+				     out16 + (size_t)h * a->d, a->heads * a->d, order);
+	else
+		be->load_device(be, q + h * hs, k + h * hs, v + h * hs);
+}
+
+/* the loaded head's metadata (what its run makes at this step); -1 after reporting */
+static int site_metadata(dg_dit_attn *a, dg_policy_run *r)
+{
+	double t0 = dg_now();
+	if (dg_policy_run_metadata(a->be, &r, 1, a->grid, a->text))
+		return -1;
+	if (!a->be->phases)
+		a->stats.meta_seconds += dg_now() - t0;
+	return 0;
+}
+
 int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, const float *k,
 		     const float *v, float *out)
 {
@@ -305,24 +333,28 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 					       !a->host && !host_load);
 		free(qh), free(qh16);
 	}
+	/* every head's metadata before the first attend, where a head makes some, none needs its dense
+	 * pass and a load costs nothing (in place, or on the host): a backend may then make one head's
+	 * selection while the next head's scores run (the GPU's block peers) */
+	bool ahead = false, no_dense = true;
+	for (int h = 0; policy && H > 1 && (out16 || a->host) && h < H; h++) {
+		ahead |= runs[h].make_meta;
+		no_dense &= !dg_policy_run_needs_dense(&runs[h]);
+	}
+	ahead &= no_dense;
+	for (int h = 0; ahead && h < H; h++) {
+		load_head(a, h, host_load, q, k, v, b16, out16, h == 0);
+		if (site_metadata(a, &runs[h]))
+			return -1;
+	}
 	for (int h = 0; policy && h < H; h++) {
 		dg_backend *be = a->be;
 		dg_policy_run *r = &runs[h];
-		if (host_load)
-			be->load(be, a->hq + h * hs, a->hk + h * hs, a->hv + h * hs);
-		else if (out16)
-			be->load_device_bf16(be, q + h * hs, b16[0] + h * hs, b16[1] + h * hs, b16[2] + h * hs,
-					     out16 + (size_t)h * d, H * d, h == 0); /* the table queues nothing
-										  * between the heads */
-		else
-			be->load_device(be, q + h * hs, k + h * hs, v + h * hs);
+		load_head(a, h, host_load, q, k, v, b16, out16, h == 0 && !ahead);
 		if (dg_policy_run_needs_dense(r))
 			be->dense(be);
-		double tm = dg_now();
-		if (dg_policy_run_metadata(be, &r, 1, a->grid, a->text))
+		if (!ahead && site_metadata(a, r))
 			return -1;
-		if (!be->phases)
-			a->stats.meta_seconds += dg_now() - tm;
 		dg_policy_out po = dg_policy_run_apply(be, r, s->step, NULL, NULL, false);
 		be->output_device(be, po.dense, out16 ? NULL : a->oh + h * hs);
 		a->stats.pairs += (double)po.pairs;

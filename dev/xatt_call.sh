@@ -22,6 +22,17 @@ for r in $(seq "${ROUNDS:-3}"); do for b in new old; do
 		--policies "${POLICIES:-xattention/budget=matched}" --reps 5 --csv "$W/xatt_$b.csv" >> "$W/callspeed.log" 2>&1
 	echo "callspeed $b round $r rc $?" >> "$T"
 done; done
+# the same closed loop (bundled model, every peer, CFG) with both binaries: the same final latents
+for b in new old; do
+	x=/tmp/xb/bin/dsgap; [ "$b" = old ] && x=/tmp/dsgap_old
+	timeout 120 "$x" generate --model data/model --text data/model/conds.safetensors:cockatoo \
+		--negative data/model/conds.safetensors:null --out "$W/gen_$b" --latent 16x32x32 --steps 4 --guidance 3 \
+		--policies peers --density 0.15 --schedule warmup=1 --device gpu --quiet >> "$W/generate.log" 2>&1
+	echo "generate $b rc $?" >> "$T"
+done
+cut -d, -f1-7 "$W/gen_new/generate.csv" > "$W/gen_new.cut"; cut -d, -f1-7 "$W/gen_old/generate.csv" > "$W/gen_old.cut"
+cmp "$W/gen_new.cut" "$W/gen_old.cut" >> "$T" 2>&1 && echo "generate: new and old latents' PSNR/SSIM columns identical" >> "$T"
+cat "$W/gen_new.cut" >> "$T"
 for b in new old; do echo "== $b: policy n heads dense call amortised meta" >> "$T"
 	grep -v '^path' "$W/xatt_$b.csv" | cut -d, -f3,5,7,11,12,14,15 >> "$T"; done
 [ "${NCU:-1}" = 1 ] && bash dev/xatt_ncu.sh >> "$T" 2>&1 # the metadata kernels' durations

@@ -1728,11 +1728,15 @@ dg_backend *dg_backend_gpu(int n, int d)
 	CUDA_CHECK(cudaDeviceGetStreamPriorityRange(NULL, &greatest));
 	CUDA_CHECK(cudaStreamCreateWithPriority(&g->side, cudaStreamNonBlocking, greatest));
 	/* the stream-ordered pool keeps what is freed (handles, the kernels' scratch) for reuse
-	 * instead of returning it to the driver at every synchronisation */
+	 * instead of returning it to the driver at every synchronisation; and it does not hand one
+	 * stream memory that another freed by inserting a wait for that stream (its default): the
+	 * stream would wait for the side's work (a take's scratch freed there), which is to overlap it */
 	cudaMemPool_t pool;
 	uint64_t keep = UINT64_MAX;
+	int no = 0;
 	CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
 	CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+	CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no));
 	g->kept.unit = -1;
 	g->batched = -1;
 	CUDA_CHECK(cudaEventCreate(&g->ev[0]));

@@ -4,7 +4,7 @@
 # metadata against their CPU twins, GPU replay against CPU), then the DiT call of each of POLICIES
 # (default xattention/budget=matched; dsgap callspeed, 12 heads, at 1024, 32760 and 75600 tokens) with
 # the new and the old binary, ROUNDS (default 3) interleaved rounds; NCU=1 (default): dev/xatt_ncu.sh
-# after. $OUT/call.tgz, $OUT/call.txt.
+# after; CUDNN=1: cuDNN SDPA at 32760 tokens first. $OUT/call.tgz, $OUT/call.txt.
 cd "$(dirname "$0")/.." || exit 2
 W=/tmp/xatt_call
 rm -rf "$W" && mkdir -p "$W"
@@ -16,6 +16,10 @@ cat "$W/device_all/summary.txt" >> "$T"
 export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64
 xz -dc .carry/dsgap_old.xz > /tmp/dsgap_old && chmod +x /tmp/dsgap_old
 mkdir -p /tmp/xb && tar -C /tmp/xb -xJf .carry/bin.tar.xz
+if [ "${CUDNN:-0}" = 1 ]; then # cuDNN SDPA at 32760 tokens (the 5x target's reference)
+	timeout 90 python3 scripts/gpu_bench_torch.py --sweep 32760 --csv "$W/cudnn32760.csv" > "$W/cudnn32760.log" 2>&1
+	echo "cuDNN at 32760 rc $?" >> "$T"; cut -d, -f1-4 "$W/cudnn32760.csv" >> "$T"
+fi
 for r in $(seq "${ROUNDS:-3}"); do for b in new old; do
 	x=/tmp/xb/bin/dsgap; [ "$b" = old ] && x=/tmp/dsgap_old
 	timeout 150 "$x" callspeed --device gpu --path dit --grids 4x16x16,21x30x52,21x45x80 --heads 12 \

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.." || exit 2
 W=/tmp/xatt_call
 rm -rf "$W" && mkdir -p "$W"
 T=$OUT/call.txt
-trap 'tar -C "$W" -czf "$OUT/call.tgz" .' EXIT
+trap 'tar -C "$W" --exclude="*.h5" -czf "$OUT/call.tgz" .' EXIT
 STEPS="${STEPS:-gpu_meta gpu_replay}" DEADLINE=${DEADLINE:-300} OUT=$W/device_all bash scripts/device_all.sh > "$W/device_all.log" 2>&1
 echo "device_all rc $?" | tee "$T"
 cat "$W/device_all/summary.txt" >> "$T"

@@ -48,8 +48,11 @@ static dg_policy_meta *meta_new(shared_groups *g, dg_bsel *sel)
 
 /* the seconds since t0 with the device work enqueued so far done (a backend with asynchronous
  * primitives waits here, so that metadata times hold its work) */
-static double since(dg_backend *be, double t0)
+/* wall seconds since t0 with the backend's work done (0 untimed: no wait) */
+static double since(dg_backend *be, bool timed, double t0)
 {
+	if (!timed)
+		return 0;
 	if (be->phases)
 		be->phases(be, NULL);
 	return dg_now() - t0;
@@ -109,6 +112,9 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 {
 	shared_groups *groups[DG_GROUP_COUNT] = { 0 };
 	double group_s[DG_GROUP_COUNT] = { 0 };
+	bool timed = false;
+	for (int i = 0; i < nruns; i++)
+		timed |= !runs[i]->untimed;
 	/* 1. groupings */
 	for (int i = 0; i < nruns; i++) {
 		dg_group_kind gk = runs[i]->p->group;
@@ -123,7 +129,7 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 		}
 		groups[gk] = dg_malloc(sizeof *groups[gk]);
 		*groups[gk] = (shared_groups){ 1, g };
-		group_s[gk] = since(be, t0);
+		group_s[gk] = since(be, timed, t0);
 	}
 	/* 2. exact scores: one pass for every grouping that needs them, plus per-query selections */
 	dg_bscores *exact[DG_GROUP_COUNT] = { 0 };
@@ -166,7 +172,7 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 			exact[acc_kind[a]] = out[a];
 		for (int b = 0; b < nq; b++)
 			qmeta[b] = meta_new(groups[DG_GROUP_QUERY], qsel[b]);
-		exact_s = since(be, t0);
+		exact_s = since(be, timed, t0);
 	}
 	/* 3. selections, shared by runs with the same key; a peer's made alone */
 	int rc = 0;
@@ -206,7 +212,7 @@ int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns
 				be->scores_free(be, scores);
 		}
 		r->fresh = m;
-		r->meta_s += since(be, t0) + (dg_policy_is_peer(p) ? 0 : group_s[p->group] +
+		r->meta_s += since(be, timed, t0) + (dg_policy_is_peer(p) ? 0 : group_s[p->group] +
 					      (p->score == DG_SCORE_EXACT ? exact_s : 0));
 	}
 	for (int i = 0; rc && i < nruns; i++) { /* a failed peer: no run keeps half-made metadata */
@@ -262,7 +268,7 @@ dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg
 		double t0 = dg_now();
 		be->approx(be, meta->groups->g, meta->sel, p->block, m);
 		if (timed) /* the term's kernels run asynchronously on a device: waited for (since) */
-			out.seconds += since(be, t0);
+			out.seconds += since(be, timed, t0);
 	}
 	if (per_step) {
 		meta_unref(be, r->fresh);

@@ -47,6 +47,8 @@ typedef struct {
 	int meta_step;         /* the step it was made at */
 	dg_bvec *residual;     /* R, or NULL */
 	double meta_s;         /* metadata seconds summed over units, as if made alone */
+	bool untimed;          /* meta_s not kept: dg_policy_run_metadata does not wait for the backend's
+				* work to time it (the DiT entry point, which times by phases) */
 	dg_peer_state *peer;   /* a peer's state carried across steps (svg2's centroids), or NULL */
 	/* the current unit, from dg_policy_run_plan */
 	bool dense_out, make_meta;

@@ -112,8 +112,10 @@ dg_dit_attn *dg_dit_attn_new_opts(dg_wan_ops *ops, const dg_policy *policy, doub
 	if (sparse) {
 		size_t units = (size_t)passes * layers * heads;
 		a->runs = dg_malloc(units * sizeof *a->runs);
-		for (size_t u = 0; u < units; u++) /* u = (pass, layer, head) */
+		for (size_t u = 0; u < units; u++) { /* u = (pass, layer, head) */
 			dg_policy_run_init(&a->runs[u], &a->policy, lrho ? lrho[u / heads % layers] : rho);
+			a->runs[u].untimed = true; /* timed here (site_metadata): no wait a head */
+		}
 	}
 	return a;
 }

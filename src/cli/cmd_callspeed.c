@@ -35,8 +35,8 @@
  * for refresh=anchor, a call's for refresh=step (inside call_ms there). Path dit, refresh=step: the
  * call less its sparse attention's device time, i.e. what the metadata adds to the call (its host
  * share in, its work overlapped with the attention or other heads' metadata not counted: the GPU
- * makes a head's block take on a side stream during the next head's scores). Rows of commits up to
- * 0994fb4 have the metadata's device time there, the same while nothing overlapped.
+ * makes a head's block take on a side stream during the next head's scores). Rows dated before
+ * 2026-12-06T14:00Z have the metadata's device time there, the same while nothing overlapped.
  */
 #include <errno.h>
 #include <getopt.h>

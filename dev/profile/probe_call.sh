@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# probe_call.sh (dev): one device call of measurements before a change (issue 21/23, 2026-12-06):
+# cuBLASLt's algorithms on the Wan GEMM shapes (gemm_probe), the replay backend's anchor by phase at
+# 32760 and 75600 tokens x 12 heads (dsgap bench), and every metadata kernel at 32760 (gpu_meta --bench).
+# On the GPU machine with .carry/ from scripts/device_pack.sh plus .carry/probe/gemm_probe.
+cd "$(dirname "$0")/../.." || exit 2
+mkdir -p /tmp/dglib && tar -C /tmp/dglib -xJf .carry/lib.tar.xz && tar -C .carry -xJf .carry/bin.tar.xz
+export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} DG_COMMIT=$(cat .carry/COMMIT)
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
+date -u +%FT%TZ >> "$OUT/device.txt"
+timeout 200 .carry/probe/gemm_probe 16 > "$OUT/gemm_probe.csv" 2>&1; echo "gemm_probe rc $?"
+for n in 32760 75600; do
+	timeout 120 .carry/bin/dsgap bench --device gpu --tokens $n --heads 12 --layer-step none --reps 3 \
+		--csv "$OUT/bench$n.csv" > "$OUT/bench$n.log" 2>&1; echo "bench $n rc $?"
+done
+timeout 120 .carry/bin/gpu_meta --bench > "$OUT/meta_bench.log" 2>&1; echo "gpu_meta --bench rc $?"
+grep -E "^bench" "$OUT/meta_bench.log" | head -60

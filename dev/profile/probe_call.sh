@@ -15,3 +15,12 @@ for n in 32760 75600; do
 done
 timeout 120 .carry/bin/gpu_meta --bench > "$OUT/meta_bench.log" 2>&1; echo "gpu_meta --bench rc $?"
 grep -E "^bench" "$OUT/meta_bench.log" | head -60
+# the DiT path's mc-sparse call at 720p's token count, kernel by kernel where the machine has nsys
+echo "tools: $(for t in nsys ncu; do command -v $t >/dev/null && printf '%s ' $t; done)"
+P=(.carry/bin/dsgap callspeed --device gpu --path both --grids 21x45x80,21x30x52 --heads 12 --policies mc-sparse --reps 3)
+timeout 120 "${P[@]}" --csv "$OUT/callspeed.csv" > "$OUT/callspeed.log" 2>&1; echo "callspeed rc $?"
+if command -v nsys >/dev/null; then
+	timeout 150 nsys profile -q -o /tmp/cs --stats=false "${P[@]}" --csv /tmp/cs.csv > /dev/null 2>&1
+	nsys stats -q --report cuda_gpu_kern_sum --format csv /tmp/cs.nsys-rep > "$OUT/nsys_kern.csv" 2>&1
+	echo "nsys rc $?"; head -25 "$OUT/nsys_kern.csv" | cut -c1-220
+fi

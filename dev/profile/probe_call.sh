@@ -24,3 +24,20 @@ if command -v nsys >/dev/null; then
 	nsys stats -q --report cuda_gpu_kern_sum --format csv /tmp/cs.nsys-rep > "$OUT/nsys_kern.csv" 2>&1
 	echo "nsys rc $?"; head -25 "$OUT/nsys_kern.csv" | cut -c1-220
 fi
+# the Wan2.1-1.3B architecture at 720p: 3 steps dense, then mc-sparse (step 0 the anchor, 1-2 reuse),
+# GEMM and elementwise times per forward (generate.json), kernel by kernel under nsys where it exists
+if [ "${DIT720:-1}" = 1 ]; then
+	B=/tmp/w720
+	timeout 200 python3 scripts/gpu_dit.py make 1.3b $B --seed 2 --latent 21x90x160 > "$OUT/make.log" 2>&1; echo "make rc $?"
+	G=(.carry/bin/dsgap generate --model $B/model --text $B/text.safetensors --noise $B/noise.safetensors --steps 3
+	   --guidance 5 --shift 5 --device gpu --policies dense,mc-sparse --density 0.15
+	   --schedule warmup=1,anchors=0,dense_layers=0 --quiet)
+	if command -v nsys >/dev/null; then
+		timeout 200 nsys profile -q -o /tmp/g720 --stats=false "${G[@]}" --out /tmp/g720out > "$OUT/gen720.log" 2>&1
+		echo "nsys generate rc $?"
+		nsys stats -q --report cuda_gpu_trace --format csv /tmp/g720.nsys-rep 2>/dev/null | xz > "$OUT/gen720_trace.csv.xz"
+	else
+		timeout 200 "${G[@]}" --out /tmp/g720out > "$OUT/gen720.log" 2>&1; echo "generate rc $?"
+	fi
+	cp /tmp/g720out/generate.json "$OUT/gen720.json" 2>/dev/null
+fi

@@ -12,32 +12,52 @@
 #                     computed density misses its target by more than run.json's tolerance says "at
 #                     computed D". Without speed (run.json's speed_status not_measured, or no speedup
 #                     at that density) no method is called fastest: the methods by PSNR instead
-#   --length DIR      experiments/kernel_speed.sh --length's output (default results/kernel_speed):
-#                     crossover.csv: per head count, mc-sparse's crossover N against cuDNN dense (the
-#                     DiT entry point, fast P.V; the per-head backend in both modes), the policies that
-#                     beat dense at every N, those that never do, the speedup at 32760 tokens
+#   --length DIR      experiments/kernel_speed.sh --length's output (default results/kernel_speed;
+#                     repeatable, newest sweep first): crossover.csv: per head count, mc-sparse's
+#                     crossover N against cuDNN dense (the DiT entry point, fast P.V; the per-head
+#                     backend in both modes), the policies that beat dense at every N, those that never
+#                     do, the speedup at 32760 tokens. Each (path, P.V, heads) comes from the first DIR
+#                     that has it; each line names its sweep (folder, device, dates and commits of its
+#                     callspeed.csv)
 #   --readme FILE     default README.md
 # An input that is not there yet leaves a "pending" line naming the command that makes it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cmp=$ROOT/results/comparison len=$ROOT/results/kernel_speed readme=$ROOT/README.md
+cmp=$ROOT/results/comparison readme=$ROOT/README.md lens=()
 while [ $# -gt 0 ]; do
   case $1 in
     --comparison) cmp=${2:?}; shift ;;
-    --length) len=${2:?}; shift ;;
+    --length) lens+=("${2:?}"); shift ;;
     --readme) readme=${2:?}; shift ;;
     *) echo "who_wins.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
+[ ${#lens[@]} -gt 0 ] || lens=("$ROOT/results/kernel_speed")
 grep -qx '<!-- who-wins:begin -->' "$readme" && grep -qx '<!-- who-wins:end -->' "$readme" ||
   { echo "who_wins.sh: $readme: no <!-- who-wins:begin --> ... <!-- who-wins:end --> lines" >&2; exit 1; }
-sec=$(mktemp)
+sec=$(mktemp) cross=$(mktemp)
 new=$readme.tmp.$$
-trap 'rm -f "$sec" "$new"' EXIT
+trap 'rm -f "$sec" "$cross" "$new"' EXIT
+# the sweeps' crossover rows, each (path, pv, heads) from the first sweep that has it, with a last
+# column naming the sweep: folder; device, first and last date, commits (its callspeed.csv)
+srcs=
+for d in "${lens[@]}"; do
+  [ -s "$d/crossover.csv" ] || continue
+  rel=$(realpath --relative-to="$ROOT" "$d")
+  srcs="$srcs${srcs:+, }$rel/crossover.csv"
+  label="\`$rel/\`"
+  [ -s "$d/callspeed.csv" ] && label=$(awk -F'"' -v rel="$rel" 'NR > 1 { split($3, t, ","); dev = $2; sub(/^gpu: /, "", dev); sub(/ \(.*/, "", dev)
+      devs[dev] = 1; if (first == "" || t[2] < first) first = t[2]; if (t[2] > last) last = t[2]
+      commits[substr(t[3], 1, 7) (index(t[3], "+wip") ? "+wip" : "")] = 1 }
+    END { s = ""; for (k in devs) s = s (s == "" ? "" : "/") k; cs = ""; for (k in commits) cs = cs (cs == "" ? "" : ", ") k
+      f = substr(first, 1, 16) "Z"; l = substr(last, 12, 5) "Z"; printf "%s, %s%s, %s; `%s/`", s, f, (l == substr(f, 12) ? "" : "–" l), cs, rel }' "$d/callspeed.csv")
+  awk -F, -v OFS=, -v label="$label" -v seenf="$cross" 'BEGIN { while ((getline l < seenf) > 0) { split(l, a, ","); taken[a[1] FS a[2] FS a[5]] = 1 } }
+    NR > 1 && !(($1 FS $2 FS $5) in taken) { print $0, label }' "$d/crossover.csv" >> "$cross"
+done
 {
   echo "<!-- who-wins:begin -->"
-  echo "<!-- made by experiments/who_wins.sh from $(realpath --relative-to="$ROOT" "$cmp")/comparison.csv and $(realpath --relative-to="$ROOT" "$len")/crossover.csv; edit the script, not these lines -->"
+  echo "<!-- made by experiments/who_wins.sh from $(realpath --relative-to="$ROOT" "$cmp")/comparison.csv and ${srcs:-no crossover.csv}; edit the script, not these lines -->"
   echo
   c=$cmp/comparison.csv
   if [ -s "$c" ]; then
@@ -101,20 +121,25 @@ trap 'rm -f "$sec" "$new"' EXIT
     echo "  \`experiments/comparison.sh --stage analyse --from comparison.tar.gz --update-results\` and this script."
   fi
   echo
-  x=$len/crossover.csv
-  if [ -s "$x" ]; then
-    echo "**Where sparse stops paying** (\`results/kernel_speed/crossover.md\`: one attention call, d 128, metadata"
-    echo "amortised over its refresh schedule, against cuDNN dense; crossover N = below it the policy is slower):"
+  if [ -s "$cross" ]; then
+    echo "**Where sparse stops paying** (\`experiments/kernel_speed.sh --length\`'s \`crossover.md\`: one attention call,"
+    echo "d 128, metadata amortised over its refresh schedule, against cuDNN dense on the same card; crossover N ="
+    echo "below it the policy is slower; each line names its sweep):"
     echo
-    awk -F, 'NR > 1 { k = $1 " " $2; if (!(k in seen)) { seen[k] = 1; mode[++nm] = k }
+    awk -F, '{ src = $0; for (i = 1; i <= 11; i++) sub(/^[^,]*,/, "", src); k = $1 " " $2 " " src; if (!(k in seen)) { seen[k] = 1; mode[++nm] = k; p[k] = $1; v[k] = $2; from[k] = src }
         if ($3 == "mc-sparse") mc[k] = mc[k] (mc[k] == "" ? "" : ", ") $5 " heads: " $6 " (" ($8 == "nan" ? "—" : sprintf("%.2f×", $8)) " at 32760)"
+        if ($3 != "mc-sparse" && $6 ~ /^[0-9]+$/) { had = (k SUBSEP $3) in xo; if (!had) ord[k] = ord[k] SUBSEP $3
+          xo[k SUBSEP $3] = xo[k SUBSEP $3] (had ? "/" : "") $6 }
+        if (!(k SUBSEP $5 in hs)) { hs[k SUBSEP $5] = 1; heads[k] = heads[k] (heads[k] == "" ? "" : "/") $5; nh[k]++ }
         if ($6 ~ /^below/ && !(k SUBSEP $3 in aw)) { aw[k SUBSEP $3] = 1; always[k] = always[k] (always[k] == "" ? "" : ", ") "`" $3 "`" }
         if ($6 == "never" && !(k SUBSEP $3 in nv)) { nv[k SUBSEP $3] = 1; never[k] = never[k] (never[k] == "" ? "" : ", ") "`" $3 "`" }
         if ($6 == "off-budget" && !(k SUBSEP $3 in ob)) { ob[k SUBSEP $3] = 1; off[k] = off[k] (off[k] == "" ? "" : ", ") "`" $3 "`" } }
-      END { for (i = 1; i <= nm; i++) { k = mode[i]; split(k, pv, " ")
-        printf "- path `%s`, P·V %s: mc-sparse crossover N %s. Faster than dense at every N measured at ρ: %s. Never faster: %s.%s\n", pv[1], pv[2],
-          (mc[k] == "" ? "not measured" : mc[k]), (always[k] == "" ? "none" : always[k]), (never[k] == "" ? "none" : never[k]),
-          (off[k] == "" ? "" : " Cannot reach ρ (computed density more than 0.02 from it at every N; not compared): " off[k] ".") } }' "$x"
+      END { for (i = 1; i <= nm; i++) { k = mode[i]; others = ""; n = split(substr(ord[k], 2), po, SUBSEP)
+          for (j = 1; j <= n; j++) others = others (j > 1 ? ", " : "") "`" po[j] "` " xo[k SUBSEP po[j]]
+          if (others != "" && nh[k] > 1) others = others " (" heads[k] " heads)"
+        printf "- path `%s`, P·V %s (%s): mc-sparse crossover N %s. Crossover N of the others: %s. Faster than dense at every N measured at ρ: %s. Never faster: %s.%s\n", p[k], v[k], from[k],
+          (mc[k] == "" ? "not measured" : mc[k]), (others == "" ? "none" : others), (always[k] == "" ? "none" : always[k]), (never[k] == "" ? "none" : never[k]),
+          (off[k] == "" ? "" : " Cannot reach ρ (computed density more than 0.02 from it at every N; not compared): " off[k] ".") } }' "$cross"
   else
     echo "- Where sparse stops paying: *pending*: \`STEPS=length scripts/device_all.sh\` on the H200, then"
     echo "  \`experiments/kernel_speed.sh --length callspeed.csv cudnn_length.csv --update-results\` and this script."

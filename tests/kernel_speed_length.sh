@@ -116,6 +116,19 @@ printf '<!-- who-wins:begin -->\n<!-- who-wins:end -->\n' > "$tmp/README.md"
 bash "$DSGAP_SOURCE/experiments/who_wins.sh" --comparison "$tmp/none" --length "$tmp/out" --readme "$tmp/README.md" 2> /dev/null
 check "who_wins.sh: a line per mode, the policies that always and never beat dense, those off budget" \
   [ "$(grep -c '^- path `backend`, P·V .*Faster than dense at every N measured at ρ: `fast`\. Never faster: `never`\. Cannot reach ρ .*: `offb`\.$' "$tmp/README.md")" -eq 2 ]
+# two sweeps, the newer first: each (path, P.V, heads) from the first that has it, each line naming its
+# sweep (folder; device, dates and commit of its callspeed.csv), the others' crossover N listed
+mkdir -p "$tmp/sweeps/new"
+awk -F, -v OFS=, 'NR > 1 && $3 == "slow" { $6 = 777 } NR == 1 || $2 == "fast"' "$tmp/out/crossover.csv" > "$tmp/sweeps/new/crossover.csv"
+printf 'path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,amortised_ms,meta_ms,reps,device,date,commit\n' > "$tmp/sweeps/new/callspeed.csv"
+printf 'backend,fast,x,0.15,1024,4x16x16,12,128,1,1,1,1,0,1,0,5,"gpu: NVIDIA H999 (sm_90, 132 SMs, 79 GiB)",2026-01-02T03:04:05Z,abcdef123456+wip\n' >> "$tmp/sweeps/new/callspeed.csv"
+printf 'backend,fast,x,0.15,2048,4x16x32,12,128,1,1,1,1,0,1,0,5,"gpu: NVIDIA H999 (sm_90, 132 SMs, 79 GiB)",2026-01-02T05:06:07Z,abcdef123456+wip\n' >> "$tmp/sweeps/new/callspeed.csv"
+printf '<!-- who-wins:begin -->\n<!-- who-wins:end -->\n' > "$tmp/R2.md"
+bash "$DSGAP_SOURCE/experiments/who_wins.sh" --comparison "$tmp/none" --length "$tmp/sweeps/new" --length "$tmp/out" --readme "$tmp/R2.md" 2> /dev/null
+two_ok() { local f=$tmp/R2.md
+  [ "$(grep -c '^- path `backend`, P·V fast (NVIDIA H999, 2026-01-02T03:04Z–05:06Z, abcdef1+wip; `.*sweeps/new/`): .*Crossover N of the others: `slow` 777' "$f")" -eq 1 ] &&
+  [ "$(grep -c '^- path `backend`, P·V precise (`.*/out/`): ' "$f")" -eq 1 ] && [ "$(grep -c '^- path `backend`, P·V fast' "$f")" -eq 1 ]; }
+check "who_wins.sh with two sweeps: each mode from the first that has it, each line naming its sweep" two_ok
 
 # --- 2. dsgap callspeed on the CPU ------------------------------------------------------------------
 cs=$tmp/cs.csv

@@ -1,9 +1,8 @@
 /*
  * group_scores.cuh: the exact group scores' kernels and their launches (not a public header), shared
- * by group_scores.cu (the promoted launcher, dg_exact_scores: group_scores_sm90<D, 4, true, true>, and
+ * by group_scores.cu (the promoted launcher, dg_exact_scores: group_scores_sm90<D, 4, true, true, 2>, and
  * group_scores_kernel<D, 2> for block-only calls) and dev/kernels/group_scores_v.cu (the other
- * numbered versions: group_scores_kernel<D, 1>, group_scores_sm90<D, 4, false, false>,
- * group_scores_sm90<D, 4, true, false> and, not yet run on a GPU, group_scores_sm90<D, 4, true, true, 2>).
+ * numbered versions: group_scores_kernel<D, 1> and group_scores_sm90 with the other switches).
  *   s(G, j) = mean_{i in G} exp(scale q_i.k_j - LSE_i),  scale = 1/sqrt(d)
  * q, k (n, d) bf16; lse (n) fp32 natural log; scores (ngroups, n) and/or block_scores
  * (ngroups, ceil(n/128)) fp32. Launches are asynchronous on the given stream and return 0, or -1
@@ -197,16 +196,21 @@ DGM_DEV float poly_ex2(float x)
  * queries) and each consumer runs two wgmma turns and their exponentials per K tile, one group each:
  * every K tile copied from L2 serves twice the queries (v5 at 0.69 ms a head moved 2.1 GB of K a head,
  * about 3 TB/s, and was bound by neither the MUFU nor the tensor cores: dev/kernels/HISTORY.md).
+ * OVL (NG 2 only; dev/kernels' v9, v10): each consumer holds two accumulators and issues both
+ * groups' wgmma chains on a K tile in one turn, taking group 0's exponentials while group 1's chain
+ * runs (the attention kernels' intra-warpgroup overlap); both groups' chains run for every chunk (an
+ * absent group's are zeros and write nothing). The same arithmetic in the same order: its scores equal NG 2's bit for bit.
  * Groups of more than 128 queries: the chunks run one after the other, accumulating in the token
  * scores (so this kernel needs them: block-only calls go to group_scores_kernel); block scores come
  * from the token scores by block_sums. With NG 2 the CTA runs the larger chunk count of its two groups;
  * a group without chunk c gets zero rows and skips its turns (both consumers alike).
  */
-template <int D, int STAGES, bool PINGPONG, bool FAST, int NG = 1, int PX = 0>
+template <int D, int STAGES, bool PINGPONG, bool FAST, int NG = 1, int PX = 0, bool OVL = false>
 __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constant__ GSParams p)
 {
 	static_assert(PX == 0 || FAST, "exponentials on the FMA pipe: FAST only");
 	static_assert(NG == 1 || (NG == 2 && FAST), "two groups a CTA: FAST only (the hi + lo terms would not fit)");
+	static_assert(!OVL || (NG == 2 && PX == 0), "the overlapped turns: two groups a CTA, exponentials on the MUFU");
 	using C = dg_sm90_cfg<D, STAGES>;
 	extern __shared__ uint8_t smem_raw[];
 	uint8_t *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -270,6 +274,74 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 	if (PINGPONG && cwg == 0) /* the first turn is WG1's */
 		named_arrive(1, 256);
 	int kvit = 0;
+	if constexpr (OVL) {
+		/* two accumulators: each K tile's two wgmma chains (group 0, group 1) issued in one turn, group
+		 * 0's exponentials under group 1's chain; nothing in flight at the loop's back edge (else ptxas
+		 * serialises the wgmmas: C7514) */
+		for (int c = 0; c < nchunks; c++) {
+			float nh[2][32];
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+#pragma unroll
+				for (int i = 0; i < 32; i++) {
+					const int r = c * QK_BM + 8 * (i >> 1) + 2 * tq + (i & 1);
+					nh[x][i] = c < nch[x] && r < cnt[x]
+							   ? (float)(-(double)__ldg(p.lse + __ldg(p.perm + q0[x] + r)) * 1.4426950408889634)
+							   : -INFINITY;
+				}
+			mbar_wait(fullQ, c & 1);
+			/* group x's probabilities of this thread's two keys of tile t, summed over its queries */
+			auto take = [&](const float (&s)[64], int t, int x) {
+				float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+				for (int i = 0; i < 32; i++) {
+					const int j = i >> 1, e = i & 1;
+					r0 += ex2(fmaf(s[4 * j + e], p.chi, nh[x][i]));
+					r1 += ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[x][i]));
+				}
+				r0 += __shfl_xor_sync(0xffffffffu, r0, 1);
+				r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
+				r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
+				r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
+				if (tq == 0 && c < nch[x]) {
+					const int ka = t * QK_BN + krow, kb = ka + 8;
+					const float scale = c == nch[x] - 1 ? 1.0f / (float)cnt[x] : 1.f;
+					float *row = p.scores + (size_t)(g0 + x) * p.n;
+					if (ka < p.n)
+						row[ka] = (c > 0 ? row[ka] + r0 : r0) * scale;
+					if (kb < p.n)
+						row[kb] = (c > 0 ? row[kb] + r1 : r1) * scale;
+				}
+			};
+			float sa[64], sb[64];
+			for (int t = t0; t < t1; t++, kvit++) {
+				const int st = kvit % STAGES;
+				mbar_wait(FULLK(st), (kvit / STAGES) & 1);
+				fence_proxy_async();
+				if (PINGPONG)
+					named_sync(1 + cwg, 256);
+				wg_fence();
+				qk_gemm<D>(sa, sK + st * C::KVB + cwg * 64 * 128, sQ);
+				wg_commit();
+				qk_gemm<D>(sb, sK + st * C::KVB + cwg * 64 * 128, sQ + C::QB);
+				wg_commit();
+				if (PINGPONG)
+					named_arrive(2 - cwg, 256);
+				wg_wait<1>();
+				reg_fence(sa);
+				take(sa, t, 0);
+				wg_wait<0>();
+				reg_fence(sb);
+				if (lane == 0) {
+					mbar_arrive(EMPTYK(st));
+					if (t == t1 - 1)
+						mbar_arrive(emptyQ);
+				}
+				take(sb, t, 1);
+			}
+		}
+		return;
+	}
 	for (int c = 0; c < nchunks; c++) {
 		/* -LSE log2(e) of group x's query at column 8j + 2tq + e, hi + lo (FAST: hi alone) */
 		float nh[NG][32], nl[NG][FAST ? 1 : 32];
@@ -372,12 +444,12 @@ __global__ void block_sums(const float *scores, int n, int nb, long long entries
 		block_scores[e] = s;
 }
 
-template <int D, int STAGES, bool PINGPONG, bool FAST, int NG = 1, int PX = 0>
+template <int D, int STAGES, bool PINGPONG, bool FAST, int NG = 1, int PX = 0, bool OVL = false>
 int launch_sm90(GSParams p, cudaStream_t st)
 {
 	using C = dg_sm90_cfg<D, STAGES>;
 	const size_t smem = 1024 + NG * C::QB + STAGES * C::KVB + 8 * (2 + 2 * STAGES);
-	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES, PINGPONG, FAST, NG, PX>, smem))
+	if (dgm_dyn_smem((const void *)group_scores_sm90<D, STAGES, PINGPONG, FAST, NG, PX, OVL>, smem))
 		DGM_ARG(0, "exact group scores: cannot get %zu bytes of shared memory", smem);
 	/* one CTA per SM at a time: runs of equal length, about 8 CTAs per SM in all */
 	const int ctas = (p.ngroups + NG - 1) / NG;
@@ -386,7 +458,7 @@ int launch_sm90(GSParams p, cudaStream_t st)
 	runs = runs < 1 ? 1 : runs > p.ntiles ? p.ntiles : runs;
 	p.tiles_per_cta = (p.ntiles + runs - 1) / runs;
 	dim3 grid(ctas, (p.ntiles + p.tiles_per_cta - 1) / p.tiles_per_cta);
-	group_scores_sm90<D, STAGES, PINGPONG, FAST, NG, PX><<<grid, 384, smem, st>>>(p);
+	group_scores_sm90<D, STAGES, PINGPONG, FAST, NG, PX, OVL><<<grid, 384, smem, st>>>(p);
 	DGM_LAUNCHED();
 	if (p.block_scores) {
 		const long long entries = (long long)p.ngroups * p.ntiles;

@@ -273,6 +273,16 @@ static void check_exact(const problem *P, const dg_groups *g, const char *gname,
 	       "exact scores v%d n=%d d=%d %s: every score written", version, n, P->d, gname);
 	CHECKF(!memcmp(gpu, gpu2, (size_t)G * n * 4), "exact scores v%d n=%d d=%d %s: deterministic", version, n, P->d,
 	       gname);
+#ifdef DG_EXACT_SCORES_SAME_BITS
+	const int twin = DG_EXACT_SCORES_SAME_BITS(version);
+	if (twin) {
+		poison(dsc, (size_t)G * n * 4);
+		rc = dg_exact_scores_v(twin, P->dq, P->dk, P->dlse, n, P->d, dperm, dgoff, G, dsc, NULL, stream);
+		download(gpu2, dsc, (size_t)G * n * 4);
+		CHECKF(rc == 0 && !memcmp(gpu, gpu2, (size_t)G * n * 4), "exact scores v%d n=%d d=%d %s: v%d's bits", version,
+		       n, P->d, gname, twin);
+	}
+#endif
 	/* sampled groups against fp64: the FA3 rule, or else the error model of ref_group_scores */
 	const int ns = n <= 4100 ? G : 3;
 	double eg = 0, ec = 0, mx = 0, ebg = 0, ebc = 0, bmx = 0, rel = 0, worst = 0, bworst = 0;

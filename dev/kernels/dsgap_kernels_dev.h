@@ -48,9 +48,11 @@ int dg_sparse_fwd_heads_v(int version, const uint16_t *q, const uint16_t *k, con
 int dg_sparse_probe_read(unsigned long long *out);
 const char *dg_sparse_probe_phase(int phase);
 
-/* exact group scores (dg_exact_scores), versions 1..8; v3, v4, v5, v7 and v8 send block-only calls (scores NULL)
+/* exact group scores (dg_exact_scores), versions 1..10; v3, v4, v5, v7 to v10 send block-only calls (scores NULL)
  * to v2, as the promoted v6 does */
 #define DG_EXACT_SCORES_PROMOTED 6
+/* the version whose token scores version v's equal bit for bit (the same arithmetic in the same order), or 0 */
+#define DG_EXACT_SCORES_SAME_BITS(v) ((v) == 9 || (v) == 10 ? 6 : 0)
 int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t *k, const float *lse, int n,
 		      int d, const int32_t *perm, const int32_t *goff, int ngroups, float *scores,
 		      float *block_scores, dg_stream stream);

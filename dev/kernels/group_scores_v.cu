@@ -7,8 +7,10 @@
  *   v5      v4 with the attention kernels' arithmetic (FAST);
  *   v6      v5 with two groups a CTA against each K tile (half the K traffic from L2): the promoted one,
  *           kernels/group_scores.cu's launcher;
- *   v7, v8  v6 with a quarter (v7) or an eighth (v8) of the exponentials on the FMA pipe (poly_ex2, PX).
- * v3 to v8 accumulate chunked groups in the token scores, so block-only calls (scores NULL) run v2.
+ *   v7, v8  v6 with a quarter (v7) or an eighth (v8) of the exponentials on the FMA pipe (poly_ex2, PX);
+ *   v9, v10 v6 with two accumulators a consumer (OVL): one group's wgmma runs under the exponentials of
+ *           the other group's turn, with (v9) and without (v10) the ping-pong between the warpgroups.
+ * v3 to v10 accumulate chunked groups in the token scores, so block-only calls (scores NULL) run v2.
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
@@ -23,6 +25,8 @@ static const char *const names[] = {
 	"v6: v5 with two groups a CTA against each K tile (half the K traffic)",
 	"v7: v6 with a quarter of the exponentials on the FMA pipe (a degree-7 polynomial)",
 	"v8: v6 with an eighth of the exponentials on the FMA pipe",
+	"v9: v6 with two accumulators a consumer (a group's wgmma under the other group's exponentials)",
+	"v10: v9 without the ping-pong",
 };
 #define NVERSIONS ((int)(sizeof names / sizeof names[0]))
 
@@ -54,6 +58,12 @@ extern "C" int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t 
 		return d == 64 ? launch_sm90<64, 4, true, true, 2, 4>(p, st) : launch_sm90<128, 4, true, true, 2, 4>(p, st);
 	if (version == 8 && scores)
 		return d == 64 ? launch_sm90<64, 4, true, true, 2, 8>(p, st) : launch_sm90<128, 4, true, true, 2, 8>(p, st);
+	if (version == 9 && scores)
+		return d == 64 ? launch_sm90<64, 4, true, true, 2, 0, true>(p, st)
+			       : launch_sm90<128, 4, true, true, 2, 0, true>(p, st);
+	if (version == 10 && scores)
+		return d == 64 ? launch_sm90<64, 4, false, true, 2, 0, true>(p, st)
+			       : launch_sm90<128, 4, false, true, 2, 0, true>(p, st);
 	if (version == 1)
 		return d == 64 ? launch<64, 1>(p, st) : launch<128, 1>(p, st);
 	return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);

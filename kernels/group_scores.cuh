@@ -340,84 +340,84 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 				take(sb, t, 1);
 			}
 		}
-		return;
-	}
-	for (int c = 0; c < nchunks; c++) {
-		/* -LSE log2(e) of group x's query at column 8j + 2tq + e, hi + lo (FAST: hi alone) */
-		float nh[NG][32], nl[NG][FAST ? 1 : 32];
-#pragma unroll
-		for (int x = 0; x < NG; x++)
-#pragma unroll
-			for (int j = 0; j < 16; j++)
-#pragma unroll
-				for (int e = 0; e < 2; e++) {
-					const int r = c * QK_BM + 8 * j + 2 * tq + e;
-					nh[x][2 * j + e] = -INFINITY;
-					if (!FAST)
-						nl[x][FAST ? 0 : 2 * j + e] = 0.f;
-					if (c < nch[x] && r < cnt[x]) {
-						const float lse = __ldg(p.lse + __ldg(p.perm + q0[x] + r));
-						if (FAST)
-							nh[x][2 * j + e] = (float)(-(double)lse * 1.4426950408889634);
-						else
-							nl_split(lse, nh[x][2 * j + e], nl[x][FAST ? 0 : 2 * j + e]);
-					}
-				}
-		const int xlast = NG == 2 && c < nch[NG - 1] ? NG - 1 : 0; /* the tile's last gemm */
-		mbar_wait(fullQ, c & 1);
-		for (int t = t0; t < t1; t++, kvit++) {
-			const int st = kvit % STAGES;
-			mbar_wait(FULLK(st), (kvit / STAGES) & 1);
-			fence_proxy_async();
-#pragma unroll
-			for (int x = 0; x < NG; x++) {
-				if (c >= nch[x]) /* the same for both warpgroups: their turns stay paired */
-					continue;
-				float s[64];
-				if (PINGPONG)
-					named_sync(1 + cwg, 256);
-				wg_fence();
-				qk_gemm<D>(s, sK + st * C::KVB + cwg * 64 * 128, sQ + x * C::QB); /* (64 keys, 128 queries) */
-				wg_commit();
-				if (PINGPONG)
-					named_arrive(2 - cwg, 256);
-				wg_wait<0>();
-				reg_fence(s);
-				if (lane == 0 && x == xlast) {
-					mbar_arrive(EMPTYK(st));
-					if (t == t1 - 1)
-						mbar_arrive(emptyQ);
-				}
-				float r0 = 0.f, r1 = 0.f;
-#pragma unroll
+	} else {
+		for (int c = 0; c < nchunks; c++) {
+			/* -LSE log2(e) of group x's query at column 8j + 2tq + e, hi + lo (FAST: hi alone) */
+			float nh[NG][32], nl[NG][FAST ? 1 : 32];
+	#pragma unroll
+			for (int x = 0; x < NG; x++)
+	#pragma unroll
 				for (int j = 0; j < 16; j++)
-#pragma unroll
+	#pragma unroll
 					for (int e = 0; e < 2; e++) {
-						if (FAST && PX > 0 && j % (PX > 0 ? PX : 1) == PX - 1) {
-							r0 += poly_ex2(fmaf(s[4 * j + e], p.chi, nh[x][2 * j + e]));
-							r1 += poly_ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[x][2 * j + e]));
-						} else if (FAST) {
-							r0 += ex2(fmaf(s[4 * j + e], p.chi, nh[x][2 * j + e]));
-							r1 += ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[x][2 * j + e]));
-						} else {
-							r0 += prob_of(s[4 * j + e], p.chi, p.clo, nh[x][2 * j + e],
-								      nl[x][FAST ? 0 : 2 * j + e]);
-							r1 += prob_of(s[4 * j + 2 + e], p.chi, p.clo, nh[x][2 * j + e],
-								      nl[x][FAST ? 0 : 2 * j + e]);
+						const int r = c * QK_BM + 8 * j + 2 * tq + e;
+						nh[x][2 * j + e] = -INFINITY;
+						if (!FAST)
+							nl[x][FAST ? 0 : 2 * j + e] = 0.f;
+						if (c < nch[x] && r < cnt[x]) {
+							const float lse = __ldg(p.lse + __ldg(p.perm + q0[x] + r));
+							if (FAST)
+								nh[x][2 * j + e] = (float)(-(double)lse * 1.4426950408889634);
+							else
+								nl_split(lse, nh[x][2 * j + e], nl[x][FAST ? 0 : 2 * j + e]);
 						}
 					}
-				r0 += __shfl_xor_sync(0xffffffffu, r0, 1);
-				r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
-				r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
-				r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
-				if (tq == 0) {
-					const int ka = t * QK_BN + krow, kb = ka + 8;
-					const float scale = c == nch[x] - 1 ? 1.0f / (float)cnt[x] : 1.f;
-					float *row = p.scores + (size_t)(g0 + x) * p.n;
-					if (ka < p.n)
-						row[ka] = (c > 0 ? row[ka] + r0 : r0) * scale;
-					if (kb < p.n)
-						row[kb] = (c > 0 ? row[kb] + r1 : r1) * scale;
+			const int xlast = NG == 2 && c < nch[NG - 1] ? NG - 1 : 0; /* the tile's last gemm */
+			mbar_wait(fullQ, c & 1);
+			for (int t = t0; t < t1; t++, kvit++) {
+				const int st = kvit % STAGES;
+				mbar_wait(FULLK(st), (kvit / STAGES) & 1);
+				fence_proxy_async();
+	#pragma unroll
+				for (int x = 0; x < NG; x++) {
+					if (c >= nch[x]) /* the same for both warpgroups: their turns stay paired */
+						continue;
+					float s[64];
+					if (PINGPONG)
+						named_sync(1 + cwg, 256);
+					wg_fence();
+					qk_gemm<D>(s, sK + st * C::KVB + cwg * 64 * 128, sQ + x * C::QB); /* (64 keys, 128 queries) */
+					wg_commit();
+					if (PINGPONG)
+						named_arrive(2 - cwg, 256);
+					wg_wait<0>();
+					reg_fence(s);
+					if (lane == 0 && x == xlast) {
+						mbar_arrive(EMPTYK(st));
+						if (t == t1 - 1)
+							mbar_arrive(emptyQ);
+					}
+					float r0 = 0.f, r1 = 0.f;
+	#pragma unroll
+					for (int j = 0; j < 16; j++)
+	#pragma unroll
+						for (int e = 0; e < 2; e++) {
+							if (FAST && PX > 0 && j % (PX > 0 ? PX : 1) == PX - 1) {
+								r0 += poly_ex2(fmaf(s[4 * j + e], p.chi, nh[x][2 * j + e]));
+								r1 += poly_ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[x][2 * j + e]));
+							} else if (FAST) {
+								r0 += ex2(fmaf(s[4 * j + e], p.chi, nh[x][2 * j + e]));
+								r1 += ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[x][2 * j + e]));
+							} else {
+								r0 += prob_of(s[4 * j + e], p.chi, p.clo, nh[x][2 * j + e],
+									      nl[x][FAST ? 0 : 2 * j + e]);
+								r1 += prob_of(s[4 * j + 2 + e], p.chi, p.clo, nh[x][2 * j + e],
+									      nl[x][FAST ? 0 : 2 * j + e]);
+							}
+						}
+					r0 += __shfl_xor_sync(0xffffffffu, r0, 1);
+					r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
+					r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
+					r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
+					if (tq == 0) {
+						const int ka = t * QK_BN + krow, kb = ka + 8;
+						const float scale = c == nch[x] - 1 ? 1.0f / (float)cnt[x] : 1.f;
+						float *row = p.scores + (size_t)(g0 + x) * p.n;
+						if (ka < p.n)
+							row[ka] = (c > 0 ? row[ka] + r0 : r0) * scale;
+						if (kb < p.n)
+							row[kb] = (c > 0 ? row[kb] + r1 : r1) * scale;
+					}
 				}
 			}
 		}

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """gen_steps.py (dev): per-run step times and per-forward op times of generate.json files, and the
 50-step total projected from a short run's steps (warm-up W: 9 dense steps, the anchor, 40 reuse
-steps, as the 720p bench's schedule warmup=10,anchors=9). Usage: gen_steps.py GEN.json..."""
+steps, as the 720p bench's schedule warmup=10,anchors=9); a file without a dense run takes the dense
+step of the last file before it that has one. Usage: gen_steps.py GEN.json..."""
 import json, sys
+dense = None
 for f in sys.argv[1:]:
     d = json.load(open(f))
     print(f'== {f}: {d.get("device", "")[:40]} {d.get("git_commit", "")} {d.get("date", "")}')
-    dense = None
     for r in d['runs']:
         st = r.get('step_s') or []
         fw = r['forwards']

@@ -171,6 +171,27 @@ DGM_DEV float poly_ex2(float x)
 	return x < -125.f ? 0.f : __int_as_float((int)((unsigned)__float_as_int(q) + e));
 }
 
+/* a consumer thread's sums of its two keys' probabilities (keys t * 128 + krow and + 8) over its
+ * query columns, reduced over the quad, into group g's token scores: chunk c > 0 adds to what the
+ * earlier chunks wrote, the group's last chunk (c == nch - 1) scales by 1 / cnt; write false: none */
+DGM_DEV void put_key_sums(float r0, float r1, const GSParams &p, int g, int c, int nch, int cnt, int t, int krow,
+			  int tq, bool write)
+{
+	r0 += __shfl_xor_sync(0xffffffffu, r0, 1);
+	r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
+	r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
+	r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
+	if (tq == 0 && write) {
+		const int ka = t * QK_BN + krow, kb = ka + 8;
+		const float scale = c == nch - 1 ? 1.0f / (float)cnt : 1.f;
+		float *row = p.scores + (size_t)g * p.n;
+		if (ka < p.n)
+			row[ka] = (c > 0 ? row[ka] + r0 : r0) * scale;
+		if (kb < p.n)
+			row[kb] = (c > 0 ? row[kb] + r1 : r1) * scale;
+	}
+}
+
 /*
  * group_scores_sm90 (sm_90a): S^T = K Q^T on wgmma, so that the sum over the group's queries is a row sum in the
  * accumulator (each thread adds its 32 columns, then 2 quad shuffles) and no warp waits for another.
@@ -299,19 +320,7 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 					r0 += ex2(fmaf(s[4 * j + e], p.chi, nh[x][i]));
 					r1 += ex2(fmaf(s[4 * j + 2 + e], p.chi, nh[x][i]));
 				}
-				r0 += __shfl_xor_sync(0xffffffffu, r0, 1);
-				r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
-				r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
-				r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
-				if (tq == 0 && c < nch[x]) {
-					const int ka = t * QK_BN + krow, kb = ka + 8;
-					const float scale = c == nch[x] - 1 ? 1.0f / (float)cnt[x] : 1.f;
-					float *row = p.scores + (size_t)(g0 + x) * p.n;
-					if (ka < p.n)
-						row[ka] = (c > 0 ? row[ka] + r0 : r0) * scale;
-					if (kb < p.n)
-						row[kb] = (c > 0 ? row[kb] + r1 : r1) * scale;
-				}
+				put_key_sums(r0, r1, p, g0 + x, c, nch[x], cnt[x], t, krow, tq, c < nch[x]);
 			};
 			float sa[64], sb[64];
 			for (int t = t0; t < t1; t++, kvit++) {
@@ -405,19 +414,7 @@ __global__ void __launch_bounds__(384, 1) group_scores_sm90(const __grid_constan
 									      nl[x][FAST ? 0 : 2 * j + e]);
 							}
 						}
-					r0 += __shfl_xor_sync(0xffffffffu, r0, 1);
-					r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
-					r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
-					r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
-					if (tq == 0) {
-						const int ka = t * QK_BN + krow, kb = ka + 8;
-						const float scale = c == nch[x] - 1 ? 1.0f / (float)cnt[x] : 1.f;
-						float *row = p.scores + (size_t)(g0 + x) * p.n;
-						if (ka < p.n)
-							row[ka] = (c > 0 ? row[ka] + r0 : r0) * scale;
-						if (kb < p.n)
-							row[kb] = (c > 0 ? row[kb] + r1 : r1) * scale;
-					}
+					put_key_sums(r0, r1, p, g0 + x, c, nch[x], cnt[x], t, krow, tq, true);
 				}
 			}
 		}

@@ -138,24 +138,12 @@ struct dg_item {
 };
 
 /* The work items of this CTA, in order (producer and consumers walk the same sequence).
- * Dense: blockIdx.x = query block, blockIdx.y = head; persistent (PERSIST, the window kernel): the
- * (head, query block) items flattened, CTA b takes b, b + gridDim.x, ... Sparse, persistent (the
- * promoted sparse kernel): see below. Sparse, not persistent (dev/kernels' sparse v1..v5):
- * blockIdx.y = head, groups blockIdx.x, +gridDim.x, ...; a group of more than BM queries is done in
- * chunks of BM. Item counts are below 2^31 (checked by the launchers). */
+ * Dense: blockIdx.x = query block, blockIdx.y = head. Sparse, persistent (PERSIST, the promoted
+ * sparse kernel): see below. Sparse, not persistent (dev/kernels' sparse v1..v5): blockIdx.y = head,
+ * groups blockIdx.x, +gridDim.x, ...; a group of more than BM queries is done in chunks of BM. */
 template <bool SPARSE, int BM, bool PERSIST = false, typename F>
 DG_DEV void dg_for_each_item(const dg_attn_params &p, F &&f)
 {
-	if (!SPARSE && PERSIST) {
-		/* consecutive items are neighbouring query blocks of one head: their windows share K/V in L2 */
-		const int blocks = (p.n + BM - 1) / BM, total = p.heads * blocks;
-		for (int i = blockIdx.x; i < total; i += gridDim.x) {
-			const int h = i / blocks, m0 = (i - h * blocks) * BM;
-			dg_item it = {h, m0, min(BM, p.n - m0), 0, dg_kv_len(p)};
-			f(it);
-		}
-		return;
-	}
 	if (SPARSE && PERSIST) {
 		/* persistent: items (h, g) flattened, CTA b takes b, b + gridDim.x, ... (consecutive items are
 		 * in the same head, so the CTAs in flight share one or two heads' K/V in L2) */
@@ -851,9 +839,9 @@ static inline int dg_sparse_heads_params(dg_attn_params &p, const uint16_t *q, c
 	return 0;
 }
 
-/* the persistent kernels' grid: one CTA per SM (132 if the device does not say), at most one per
- * item (items < 2^31: checked by the launchers) */
-static inline dim3 dg_persistent_grid(long long items)
+/* the persistent sparse kernels' grid: one CTA per SM (132 if the device does not say), at most
+ * one per (head, group) item */
+static inline dim3 dg_sparse_persistent_grid(const dg_attn_params &p)
 {
 	static int nsm = 0;
 	if (!nsm) {
@@ -862,6 +850,7 @@ static inline dim3 dg_persistent_grid(long long items)
 		    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || nsm < 1)
 			nsm = 132;
 	}
+	const long long items = (long long)p.ngroups * p.heads;
 	return dim3((unsigned)(items < nsm ? items : nsm));
 }
 #endif

@@ -35,8 +35,7 @@
  *             write_rows_staged, whole rows through 64 KiB more shared memory), DG_EPI_PREFETCH (v17: the
  *             producer copies the item's residual rows into the staging rows); neither faster where it
  *             counts (dev/kernels/HISTORY.md).
- *   WINDOW    (dense walk, persistent: one CTA per SM over the (head, query block) items)
- *             DiTFastAttn's window: each item walks its window's key tiles
+ *   WINDOW    (dense walk) DiTFastAttn's window: each item walks its window's key tiles
  *             (window_tiles.h: contiguous rows, no list), the tiles that cross the
  *             window's edge masked per pair (mask_window), and the sparse epilogue in place.
  *   PRECISE   P.V as hi.V + lo.V, P split into two bf16 register operands (pack_p): a second wgmma
@@ -196,7 +195,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 		reg_dealloc<PREGS>();
 		pb.start();
 		int kvit = 0, iq = 0, ir = 0;
-		dg_for_each_item<SPARSE, BM, FAST || WINDOW>(p, [&](const dg_item &it) {
+		dg_for_each_item<SPARSE, BM, FAST>(p, [&](const dg_item &it) {
 			[[maybe_unused]] int qrow = 0; /* SPARSE FAST: this thread's Q row (item row tile_lane_row(tid)) */
 			const size_t hoff = (size_t)it.h * p.n * D, kvoff = (size_t)it.h * dg_kv_len(p) * D;
 			const bf16 *kh = p.k + kvoff, *vh = p.v + kvoff;
@@ -377,7 +376,7 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p, const void *tmk, const vo
 		if (PINGPONG && cwg == 0)
 			named_arrive(1, 256);
 		int kvit = 0, iq = 0, ir = 0;
-		dg_for_each_item<SPARSE, BM, FAST || WINDOW>(p, [&](const dg_item &it) {
+		dg_for_each_item<SPARSE, BM, FAST>(p, [&](const dg_item &it) {
 			/* RPRE: lane r's row (r < 16) of this warp's 16, loaded under the item's tiles */
 			[[maybe_unused]] int myrow = -1;
 			if constexpr (RPRE)

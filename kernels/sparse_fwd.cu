@@ -30,7 +30,7 @@
 template <int D, bool PR, int RES> static int sparse_run(const dg_attn_params &p, cudaStream_t st)
 {
 	const int rc = dg_launch("sparse_fwd", dg_attn_sm90_kernel<D, 2, true, true, true, true, PR, RES>,
-				 dg_persistent_grid((long long)p.ngroups * p.heads), 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
+				 dg_sparse_persistent_grid(p), 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
 	if (rc)
 		return rc;
 	return dg_sparse_small_launch<D, RES>(p, st);

@@ -2,11 +2,10 @@
  * window_fwd.cu: window attention, DiTFastAttn's window (docs/spec.md §2.9, src/policy/peers.h
  * dg_peer_window_width) at dense-kernel speed. Query i attends key j iff i < text, j < text or
  * |i - j| <= w: the same key sets as dg_peer_window's lists through dg_sparse_fwd, without a list.
- * The kernel: attn_sm90.cuh's dense Hopper kernel with WINDOW, persistent (one CTA per SM over the
- * (head, query block) items, so that one item's Q load and epilogue run under another's tiles): an
- * item of 128 query rows walks only its window's key tiles (contiguous rows: the text keys, the
- * diagonal tile, the keys after it, the keys before it; attn_common.cuh dg_window_tiles), masks per
- * pair only the tiles that cross the window's edge, and ends with the sparse epilogue: output fp32 in place, + residual of any stored dtype, and
+ * The kernel: attn_sm90.cuh's dense Hopper kernel with WINDOW: a CTA of 128 query rows walks only its
+ * window's key tiles (contiguous rows: the text keys, the diagonal tile, the keys after it, the keys
+ * before it; attn_common.cuh dg_window_tiles), masks per pair only the tiles that cross the window's
+ * edge, and ends with the sparse epilogue: output fp32 in place, + residual of any stored dtype, and
  * the retained mass against lse_ref. Modes as dg_flash_fwd (P to bf16, or precise hi + lo).
  * Launchers: dg_window_fwd, and dg_window_fwd_heads (the DiT's reuse steps: a site's heads in one
  * launch, each with its own residual, bf16 output with the heads merged) (dsgap_kernels.h). Test: tests/gpu_kernels.cu (fp64 reference of the
@@ -15,10 +14,9 @@
 #include "dsgap_kernels.h"
 #include "attn_sm90.cuh"
 
-/* persistent: one CTA per SM walks the (head, query block) items (dg_for_each_item) */
 template <int D, bool PR, int RES> static int window_run(const dg_attn_params &p, cudaStream_t st)
 {
-	const dim3 grid = dg_persistent_grid((long long)p.heads * ((p.n + 127) / 128));
+	const dim3 grid((p.n + 127) / 128, p.heads);
 	return dg_launch("window_fwd", dg_attn_sm90_window_kernel<D, PR, RES>, grid, 384, dg_sm90_cfg<D, 2>::SMEM, p,
 			 st);
 }
@@ -35,10 +33,6 @@ static int window_launch(dg_attn_params &p, int d, int text, int w, int residual
 {
 	if (text < 0 || text > p.n || w < 0) {
 		fprintf(stderr, "window_fwd: text %d of %d tokens, half-width %d\n", text, p.n, w);
-		return -1;
-	}
-	if ((long long)p.heads * ((p.n + 127) / 128) > 2147483647LL) {
-		fprintf(stderr, "window_fwd: %d heads of %d tokens: more than 2^31 - 1 query blocks\n", p.heads, p.n);
 		return -1;
 	}
 	if (!dg_res_dtype_ok(residual_dtype)) {

@@ -129,7 +129,7 @@ static int row_map(CUtensorMap *m, const void *base, int heads, int nk, int d)
 template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p, cudaStream_t st)
 {
 	const char *op = "sparse_fwd";
-	const dim3 grid(min(p.ngroups, 2048), p.heads), pgrid = dg_persistent_grid((long long)p.ngroups * p.heads);
+	const dim3 grid(min(p.ngroups, 2048), p.heads), pgrid = dg_sparse_persistent_grid(p);
 	int rc = -1;
 	switch (ver) {
 	case 1:

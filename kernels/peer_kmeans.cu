@@ -4,16 +4,21 @@
  *   norms    |c_a|^2 in double, components in order (exact products: the CPU's bits);
  *   assign   a thread per token: argmax_a 2 x.c_a - |c_a|^2, the dot in double from exact products
  *            in component order (the CPU's dgemm adds them in its own order: equal but at fp64
- *            near-ties), ties to the lower cluster;
- *   runs     the tokens ordered by (cluster, j >= text, j): counts per run (integer atomics), their
- *            prefix sums, then a thread per run placing its tokens in token order (stable);
+ *            near-ties), ties to the lower cluster; four clusters' chains at once (the same sums,
+ *            compared in cluster order);
+ *   runs     each token's run key 2 cluster + (j >= text) and the runs' counts (integer atomics),
+ *            their prefix sums, then the tokens ordered by run with CUB's stable radix sort (token
+ *            order within a run: the keys' values are the tokens in ascending order);
  *   update   a CTA per cluster, a thread per component: the double sum of its members in token
- *            order over their count, rounded to fp32 (the CPU's bits given the same labels); an
- *            empty cluster keeps its centroid.
- * Build: part of dsgapkernels; test: tests/gpu_meta.c (--peers).
+ *            order over their count, rounded to fp32 (the CPU's bits given the same labels), the
+ *            members' rows loaded eight ahead of the sum; an empty cluster keeps its centroid.
+ * Build: part of dsgapkernels; test: tests/gpu_meta.c (--peers: svg2's key lists identical to the
+ * CPU's over a cold and a warm step).
  */
 #include "dsgap_kernels.h"
 #include "meta_common.cuh"
+
+#include <cub/cub.cuh>
 
 namespace {
 
@@ -38,8 +43,10 @@ __global__ void norms(const float *c, int kc, double *cn)
 	cn[a] = s;
 }
 
-/* labels (n): a thread per token, its row staged in shared memory (padded against bank conflicts) */
+/* labels (n): a thread per token, its row staged in shared memory (padded against bank conflicts);
+ * KM_CHAINS clusters' dots at once (independent fp64 chains), each still summed in component order */
 #define KM_TOK 64
+#define KM_CHAINS 4
 template <int D>
 __global__ void __launch_bounds__(KM_TOK) assign(const uint16_t *x, int n, const float *c, const double *cn, int kc,
 						 int32_t *labels)
@@ -55,23 +62,38 @@ __global__ void __launch_bounds__(KM_TOK) assign(const uint16_t *x, int n, const
 		return;
 	int best = 0;
 	double bs = 0;
-	for (int a = 0; a < kc; a++) {
-		double dot = 0;
-		for (int e = 0; e < D; e++)
-			dot = __fma_rn((double)xs[t][e], (double)c[(size_t)a * D + e], dot); /* exact products */
-		const double s = __dsub_rn(2.0 * dot, cn[a]);
-		if (a == 0 || s > bs)
-			best = a, bs = s;
+	for (int a = 0; a < kc; a += KM_CHAINS) {
+		const int m = min(KM_CHAINS, kc - a);
+		double dot[KM_CHAINS] = {};
+		const float *ca = c + (size_t)a * D;
+#pragma unroll 4
+		for (int e = 0; e < D; e++) {
+			const double xe = xs[t][e];
+#pragma unroll
+			for (int u = 0; u < KM_CHAINS; u++) /* exact products; rows past kc read row a's */
+				dot[u] = __fma_rn(xe, (double)ca[(size_t)(u < m ? u : 0) * D + e], dot[u]);
+		}
+#pragma unroll
+		for (int u = 0; u < KM_CHAINS; u++) {
+			if (u >= m)
+				break;
+			const double s = __dsub_rn(2.0 * dot[u], cn[a + u]);
+			if (a + u == 0 || s > bs)
+				best = a + u, bs = s;
+		}
 	}
 	labels[i0 + t] = best;
 }
 
-/* cnt (2 kc): tokens per (cluster, side) run */
-__global__ void count_runs(const int32_t *labels, int n, int text, int32_t *cnt)
+/* key (n) = the token's run 2 labels[j] + (j >= text); cnt (2 kc) += tokens per run */
+__global__ void run_keys(const int32_t *labels, int n, int text, uint32_t *key, int32_t *cnt)
 {
 	const int j = blockIdx.x * blockDim.x + threadIdx.x;
-	if (j < n)
-		atomicAdd(&cnt[2 * labels[j] + (j >= text)], 1);
+	if (j >= n)
+		return;
+	const uint32_t r = 2u * (uint32_t)labels[j] + (j >= text);
+	key[j] = r;
+	atomicAdd(&cnt[r], 1);
 }
 
 /* off (runs + 1) = prefix sums of cnt; one thread */
@@ -83,21 +105,17 @@ __global__ void run_offsets(const int32_t *cnt, int runs, int32_t *off)
 		off[r + 1] = at += cnt[r];
 }
 
-/* perm: a thread per run writes its tokens in token order */
-__global__ void place_runs(const int32_t *labels, int n, int text, const int32_t *off, int runs, int32_t *perm)
+/* tok (n) = 0 .. n-1, the sort's values */
+__global__ void iota(int32_t *tok, int n)
 {
-	const int r = blockIdx.x * blockDim.x + threadIdx.x;
-	if (r >= runs)
-		return;
-	int at = off[r];
-	const int lo = r & 1 ? text : 0, hi = r & 1 ? n : min(text, n);
-	for (int j = lo; j < hi; j++)
-		if (2 * labels[j] + (r & 1) == r)
-			perm[at++] = j;
+	const int j = blockIdx.x * blockDim.x + threadIdx.x;
+	if (j < n)
+		tok[j] = j;
 }
 
 /* c[a] = the double sum of cluster a's members (positions off[2a] .. off[2a+2] of perm: token order)
  * over their count; grid kc, D threads */
+#define KM_AHEAD 8
 template <int D>
 __global__ void update(const uint16_t *x, const int32_t *perm, const int32_t *off, float *c)
 {
@@ -105,7 +123,17 @@ __global__ void update(const uint16_t *x, const int32_t *perm, const int32_t *of
 	if (hi == lo)
 		return;
 	double s = 0;
-	for (int p = lo; p < hi; p++)
+	int p = lo;
+	for (; p + KM_AHEAD <= hi; p += KM_AHEAD) {
+		float v[KM_AHEAD];
+#pragma unroll
+		for (int u = 0; u < KM_AHEAD; u++)
+			v[u] = bf2f(x[(size_t)perm[p + u] * D + e]);
+#pragma unroll
+		for (int u = 0; u < KM_AHEAD; u++)
+			s = __dadd_rn(s, (double)v[u]);
+	}
+	for (; p < hi; p++)
 		s = __dadd_rn(s, (double)bf2f(x[(size_t)perm[p] * D + e]));
 	c[(size_t)a * D + e] = (float)__ddiv_rn(s, (double)(hi - lo));
 }
@@ -115,24 +143,34 @@ int run(const uint16_t *x, int n, float *c, int kc, int iters, int init, int tex
 	int32_t *cnt, cudaStream_t st)
 {
 	const int runs = 2 * kc;
-	double *cn = NULL;
-	int32_t *off = NULL;
-	DGM_CUDA(cudaMallocAsync((void **)&cn, (size_t)kc * 8, st));
-	DGM_CUDA(cudaMallocAsync((void **)&off, (size_t)(runs + 1) * 4, st));
+	int bits = 1;
+	while ((1 << bits) < runs)
+		bits++;
+	size_t sort_bytes = 0;
+	DGM_CUDA(cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, (const uint32_t *)NULL, (uint32_t *)NULL,
+						 (const int32_t *)NULL, (int32_t *)NULL, n, 0, bits, st));
+	/* scratch: cn (kc) | key, sorted key, tok (n each) | off (runs + 1) | the sort's temporary */
+	const size_t a_cn = (size_t)kc * 8, a_keys = (size_t)3 * n * 4, a_off = ((size_t)runs + 1) * 4;
+	char *base = NULL;
+	DGM_CUDA(cudaMallocAsync((void **)&base, a_cn + a_keys + a_off + sort_bytes + 256, st));
+	double *cn = (double *)base;
+	uint32_t *key = (uint32_t *)(base + a_cn), *sorted = key + n;
+	int32_t *tok = (int32_t *)(sorted + n), *off = tok + n;
+	void *tmp = base + ((a_cn + a_keys + a_off + 255) & ~(size_t)255);
+	iota<<<(n + 255) / 256, 256, 0, st>>>(tok, n);
 	if (init)
 		init_rows<D><<<kc, D, 0, st>>>(x, n, kc, c);
 	for (int it = 0; it < iters; it++) {
 		norms<D><<<(kc + 127) / 128, 128, 0, st>>>(c, kc, cn);
 		assign<D><<<(n + KM_TOK - 1) / KM_TOK, KM_TOK, 0, st>>>(x, n, c, cn, kc, labels);
 		DGM_CUDA(cudaMemsetAsync(cnt, 0, (size_t)runs * 4, st));
-		count_runs<<<(n + 255) / 256, 256, 0, st>>>(labels, n, text, cnt);
+		run_keys<<<(n + 255) / 256, 256, 0, st>>>(labels, n, text, key, cnt);
 		run_offsets<<<1, 1, 0, st>>>(cnt, runs, off);
-		place_runs<<<(runs + 127) / 128, 128, 0, st>>>(labels, n, text, off, runs, perm);
+		DGM_CUDA(cub::DeviceRadixSort::SortPairs(tmp, sort_bytes, key, sorted, tok, perm, n, 0, bits, st));
 		update<D><<<kc, D, 0, st>>>(x, perm, off, c);
 	}
 	DGM_LAUNCHED();
-	DGM_CUDA(cudaFreeAsync(cn, st));
-	DGM_CUDA(cudaFreeAsync(off, st));
+	DGM_CUDA(cudaFreeAsync(base, st));
 	return 0;
 }
 

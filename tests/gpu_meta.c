@@ -31,7 +31,7 @@
  *     PISA's first-order term (dg_pisa_first_order) within 1e-4 of dg_pisa_combine's output scale.
  * Inputs are fresh random bf16 values every run (the seed is printed; --seed S repeats one), N not a
  * multiple of 128, d = 64 and 128, outputs poisoned (NaN / -1) before every run.
- *   gpu_meta [--quick | --tiny | --bench | --peers | --pca V H] [--seed S]
+ *   gpu_meta [--quick | --tiny | --bench | --bench-peers [SPEC] | --peers | --pca V H] [--seed S]
  *   --pca V H: two calls of PCA grouping version V (0: the promoted one; the numbered versions of
  *   dev/kernels in gpu_meta_dev) on H heads of 32760 random queries (d = 128)
  *   and nothing else, for a per-kernel profile (ncu) of one batched grouping
@@ -42,6 +42,8 @@
  *              compute-sanitizer)
  *     --bench  only time every kernel at n = 32760, d = 128 (events, 3 warm-ups, median of 15), and
  *              each peer's metadata call (GPU backend) next to its sparse attention and the dense pass
+ *     --bench-peers [SPEC]  only that last part (each peer's metadata call beside its attention;
+ *              SPEC: that policy alone, any peer spec)
  *     --peers  only the block peers' checks (n = 1000 d = 64, 128; 4100; 32760 scores only)
  * Exits 77 (skipped) when there is no CUDA device.
  */
@@ -1641,7 +1643,7 @@ static void pca_once(int version, int heads)
  * of the block or cluster scores to the host, the host's selection and the copies back; svg2's is a
  * warm step (2 Lloyd iterations from the last centroids; its cold first step is printed too);
  * radial's and sta's masks are cached per shape after the first call (its time is printed too). */
-static void run_peer_bench(problem *P)
+static void run_peer_bench(problem *P, const char *only)
 {
 	const int n = P->n, d = P->d, grid[3] = { 21, 30, 52 };
 	DG_ASSERT(grid[0] * grid[1] * grid[2] == n);
@@ -1651,9 +1653,11 @@ static void run_peer_bench(problem *P)
 	double dense_s = 0;
 	for (int r = 0; r < 4; r++)
 		dense_s = be->dense(be); /* the last of 4; lse for the sparse passes' mass */
-	static const char *const specs[] = { "svg2", "spargeattn", "spargeattn/theta=-0.1", "xattention", "pisa",
-					     "ditfastattn", "sta", "radial", "xattention/budget=matched" };
-	for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+	static const char *const all[] = { "svg2", "spargeattn", "spargeattn/theta=-0.1", "xattention", "pisa",
+					   "ditfastattn", "sta", "radial", "xattention/budget=matched" };
+	const char *const *specs = only ? &only : all;
+	const size_t nspecs = only ? 1 : sizeof all / sizeof *all;
+	for (size_t i = 0; i < nspecs; i++) {
 		const dg_policy p = peer_policy_any(specs[i]);
 		dg_budget b = { p.kv, p.budget, 0.15, p.topp, p.sink_lo, p.sink_hi };
 		dg_peer_state *st = NULL;
@@ -1791,7 +1795,7 @@ static void run_bench(void)
 	bench("peer_scores xattention fast (tensor cores)", b_antidiag, &x, red * 1e-12, "TFLOP/s (reduced QK^T)");
 	x.take = dmalloc((size_t)nb * nb);
 	bench("peer_take xattention matched 0.15", b_peer_take, &x, 0, "");
-	run_peer_bench(&P);
+	run_peer_bench(&P, NULL);
 	dg_groups_free(&raster);
 	problem_free(&P);
 }
@@ -1799,6 +1803,7 @@ static void run_bench(void)
 int main(int argc, char **argv)
 {
 	int quick = 0, tiny = 0, do_bench = 0, peers_only = 0, pca_v = -1, pca_h = 0;
+	const char *bench_only = NULL;
 	uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
@@ -1809,12 +1814,17 @@ int main(int argc, char **argv)
 			do_bench = 1;
 		else if (!strcmp(argv[i], "--peers"))
 			peers_only = 1;
+		else if (!strcmp(argv[i], "--bench-peers")) {
+			do_bench = 2;
+			if (i + 1 < argc && argv[i + 1][0] != '-')
+				bench_only = argv[++i];
+		}
 		else if (!strcmp(argv[i], "--pca") && i + 2 < argc)
 			pca_v = atoi(argv[i + 1]), pca_h = atoi(argv[i + 2]), i += 2;
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			seed = strtoull(argv[++i], NULL, 0);
 		else {
-			fprintf(stderr, "usage: gpu_meta [--quick | --tiny | --bench | --peers | --pca V H] [--seed S]\n");
+			fprintf(stderr, "usage: gpu_meta [--quick | --tiny | --bench | --bench-peers [SPEC] | --peers | --pca V H] [--seed S]\n");
 			return 2;
 		}
 	}
@@ -1847,6 +1857,11 @@ int main(int argc, char **argv)
 		}
 	} else if (pca_v >= 0) {
 		pca_once(pca_v, pca_h);
+	} else if (do_bench == 2) {
+		problem P;
+		problem_make(&P, 32760, 128);
+		run_peer_bench(&P, bench_only);
+		problem_free(&P);
 	} else if (do_bench) {
 		run_bench();
 	} else {

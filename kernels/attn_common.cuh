@@ -53,6 +53,10 @@ struct dg_attn_params {
 	const float *lse_ref;
 	float *mass;
 	int small_max;         /* groups of <= small_max queries are left to the small-group kernel */
+	/* the persistent sparse kernel's chunks (or NULL: an item is walked whole by one CTA):
+	 * chunk_off (heads * ngroups + 2) = the exclusive prefix sums over the items (h, g) of their
+	 * chunks of up to 128 queries (0 for a small group), then 1 if some item has more than one */
+	const int32_t *chunk_off;
 	int ntab;
 	dg_sparse_head tab[DG_SPARSE_HEADS_MAX];
 	/* window attention (dg_window_fwd; read by its kernels only): query i attends key j iff
@@ -145,10 +149,26 @@ template <bool SPARSE, int BM, bool PERSIST = false, typename F>
 DG_DEV void dg_for_each_item(const dg_attn_params &p, F &&f)
 {
 	if (SPARSE && PERSIST) {
-		/* persistent: items (h, g) flattened, CTA b takes b, b + gridDim.x, ... (consecutive items are
-		 * in the same head, so the CTAs in flight share one or two heads' K/V in L2) */
+		/* persistent: CTA b takes items b, b + gridDim.x, ... of the (h, g) items flattened
+		 * (consecutive items are in the same head, so the CTAs in flight share one or two heads' K/V
+		 * in L2); where a group has more than BM queries (chunk_off's flag), the items are its chunks
+		 * instead, so that one large group is spread over the CTAs rather than walked by one */
 		const int total = p.heads * p.ngroups; /* < 2^31, checked by the launcher */
-		for (int i = blockIdx.x; i < total; i += gridDim.x) {
+		const bool chunked = p.chunk_off && __ldg(p.chunk_off + total + 1);
+		const int nitems = chunked ? __ldg(p.chunk_off + total) : total;
+		for (int t = blockIdx.x; t < nitems; t += gridDim.x) {
+			int i = t, c0 = 0;
+			if (chunked) { /* the item whose chunks hold t: chunk_off[i] <= t < chunk_off[i + 1] */
+				int lo = 0, hi = total;
+				while (hi - lo > 1) {
+					const int mid = (lo + hi) >> 1;
+					if (__ldg(p.chunk_off + mid) <= t)
+						lo = mid;
+					else
+						hi = mid;
+				}
+				i = lo, c0 = (t - __ldg(p.chunk_off + lo)) * BM;
+			}
 			const int h = i / p.ngroups, g = i - h * p.ngroups;
 			const int32_t *goff = head_goff(p, h);
 			const int q0 = __ldg(goff + g), gs = __ldg(goff + g + 1) - q0;
@@ -157,9 +177,11 @@ DG_DEV void dg_for_each_item(const dg_attn_params &p, F &&f)
 			const int64_t *soff = head_soff(p, h);
 			const long long s0 = __ldg(soff + g);
 			const int nk = (int)(__ldg(soff + g + 1) - s0);
-			for (int c0 = 0; c0 < gs; c0 += BM) {
+			for (; c0 < gs; c0 += BM) {
 				dg_item it = {h, q0 + c0, min(BM, gs - c0), s0, nk};
 				f(it);
+				if (chunked)
+					break;
 			}
 		}
 		return;
@@ -839,8 +861,8 @@ static inline int dg_sparse_heads_params(dg_attn_params &p, const uint16_t *q, c
 	return 0;
 }
 
-/* the persistent sparse kernels' grid: one CTA per SM (132 if the device does not say), at most
- * one per (head, group) item */
+/* the persistent sparse kernels' grid: one CTA per SM (132 if the device does not say); without a
+ * chunk table at most one per (head, group) item */
 static inline dim3 dg_sparse_persistent_grid(const dg_attn_params &p)
 {
 	static int nsm = 0;
@@ -851,6 +873,6 @@ static inline dim3 dg_sparse_persistent_grid(const dg_attn_params &p)
 			nsm = 132;
 	}
 	const long long items = (long long)p.ngroups * p.heads;
-	return dim3((unsigned)(items < nsm ? items : nsm));
+	return dim3((unsigned)(items < nsm && !p.chunk_off ? items : nsm));
 }
 #endif

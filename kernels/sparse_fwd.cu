@@ -12,7 +12,10 @@
  * entries prefetched a tile ahead (row indices by warp shuffle, no dependent load before each copy)
  * and a persistent grid (one CTA per SM over the flattened (head, group) items). One CTA walks a
  * group's list in tiles of 128 gathered keys (cp.async 16-byte rows into swizzled shared memory);
- * groups over 128 queries in chunks of 128.
+ * groups over 128 queries in chunks of 128. Where some group has more than one chunk (svg2's
+ * k-means clusters: thousands of queries in one), the items are the chunks instead, so a large
+ * group is spread over the CTAs: a one-CTA kernel before the launch (sparse_chunks) writes every
+ * item's first chunk (a block scan), and each CTA finds its chunks' items by binary search.
  * Modes (per call, as dg_flash_fwd): the tensor-core kernel rounds P to bf16 before P.V, or (precise)
  * splits it into bf16 hi + lo for two P.V products; the small-group kernel keeps P in fp32 in both
  * (CUDA-core fmaf), so it is already at the precise level. Row sums, LSE and retained mass: fp32 P.
@@ -26,6 +29,53 @@
 #include "dsgap_kernels.h"
 #include "attn_sm90.cuh"
 #include "sparse_small.cuh"
+
+#include <cub/cub.cuh>
+
+/* chunk_off (items + 2, dg_attn_params) of the launch's (h, g) items: one CTA, CHUNK_THREADS x
+ * CHUNK_PER items a round (a block-wide scan each), the total and the flag last */
+#define CHUNK_THREADS 1024
+#define CHUNK_PER 4
+__global__ void __launch_bounds__(CHUNK_THREADS) sparse_chunks(const __grid_constant__ dg_attn_params p, int32_t *chunk_off)
+{
+	typedef cub::BlockScan<int, CHUNK_THREADS> scan;
+	__shared__ typename scan::TempStorage tmp;
+	__shared__ int carry_s, multi_s;
+	const int total = p.heads * p.ngroups, tid = threadIdx.x;
+	if (tid == 0)
+		carry_s = 0, multi_s = 0;
+	__syncthreads();
+	for (int base = 0; base < total; base += CHUNK_THREADS * CHUNK_PER) {
+		int cnt[CHUNK_PER], multi = 0;
+		for (int u = 0; u < CHUNK_PER; u++) {
+			const int i = base + tid * CHUNK_PER + u;
+			cnt[u] = 0;
+			if (i < total) {
+				const int h = i / p.ngroups, g = i - h * p.ngroups;
+				const int32_t *goff = head_goff(p, h);
+				const int gs = __ldg(goff + g + 1) - __ldg(goff + g);
+				cnt[u] = gs > p.small_max ? (gs + 127) / 128 : 0;
+				multi |= cnt[u] > 1;
+			}
+		}
+		int agg;
+		scan(tmp).ExclusiveSum(cnt, cnt, agg);
+		const int carry = carry_s;
+		for (int u = 0; u < CHUNK_PER; u++) {
+			const int i = base + tid * CHUNK_PER + u;
+			if (i < total)
+				chunk_off[i] = carry + cnt[u];
+		}
+		if (multi)
+			multi_s = 1;
+		__syncthreads(); /* every thread has read carry_s and the scan's storage */
+		if (tid == 0)
+			carry_s = carry + agg;
+		__syncthreads();
+	}
+	if (tid == 0)
+		chunk_off[total] = carry_s, chunk_off[total + 1] = multi_s;
+}
 
 template <int D, bool PR, int RES> static int sparse_run(const dg_attn_params &p, cudaStream_t st)
 {
@@ -48,15 +98,22 @@ template <int RES> static int sparse_run_res(const dg_attn_params &p, int d, int
 
 /* p checked and filled (dg_sparse_params); d is 64 or 128. A stored residual other than fp32
  * (p.residual_dtype) takes the epilogue that reads its dtype; fp32 or none, the fp32 kernels. */
-static int sparse_launch(const dg_attn_params &p, int d, int precise, dg_stream stream)
+static int sparse_launch(dg_attn_params &p, int d, int precise, dg_stream stream)
 {
 	cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
+	int32_t *chunk_off = NULL;
+	if (cudaMallocAsync((void **)&chunk_off, ((size_t)p.heads * p.ngroups + 2) * 4, st) != cudaSuccess) {
+		fprintf(stderr, "sparse_fwd: no device memory for the chunk table (%s)\n", cudaGetErrorString(cudaGetLastError()));
+		return -1;
+	}
+	sparse_chunks<<<1, CHUNK_THREADS, 0, st>>>(p, chunk_off);
+	p.chunk_off = chunk_off;
 	const bool any = p.residual || p.ntab; /* with tab: some head may have one */
-	if (any && p.residual_dtype == DG_RES_BF16)
-		return sparse_run_res<DG_RES_BF16>(p, d, precise, st);
-	if (any && p.residual_dtype == DG_RES_FP8)
-		return sparse_run_res<DG_RES_FP8>(p, d, precise, st);
-	return sparse_run_res<DG_RES_F32>(p, d, precise, st);
+	const int rc = any && p.residual_dtype == DG_RES_BF16  ? sparse_run_res<DG_RES_BF16>(p, d, precise, st)
+		       : any && p.residual_dtype == DG_RES_FP8 ? sparse_run_res<DG_RES_FP8>(p, d, precise, st)
+							     : sparse_run_res<DG_RES_F32>(p, d, precise, st);
+	cudaFreeAsync(chunk_off, st);
+	return rc;
 }
 
 extern "C" int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,

@@ -449,11 +449,12 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 			for (int g = 0; g < ngroups; g++)
 				sizes[h].push_back(std::min(128, n - g * 128));
 	} else {
-		static const int pick[] = {128, 128, 128, 200, 37, 5, 1, 8, 9, 64, 127, 129, 3, 128};
+		/* 200, 129, 700: groups of 2 and 6 chunks, spread over the persistent kernel's CTAs */
+		static const int pick[] = {128, 128, 128, 200, 37, 5, 1, 8, 9, 64, 127, 129, 3, 128, 700};
 		std::vector<int> base;
 		int tot = 0;
 		while (tot < n) {
-			int s = std::min(pick[rng_int(14)], n - tot);
+			int s = std::min(pick[rng_int(15)], n - tot);
 			base.push_back(s);
 			tot += s;
 		}

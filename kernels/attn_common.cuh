@@ -55,7 +55,9 @@ struct dg_attn_params {
 	int small_max;         /* groups of <= small_max queries are left to the small-group kernel */
 	/* the persistent sparse kernel's chunks (or NULL: an item is walked whole by one CTA):
 	 * chunk_off (heads * ngroups + 2) = the exclusive prefix sums over the items (h, g) of their
-	 * chunks of up to 128 queries (0 for a small group), then 1 if some item has more than one */
+	 * chunks of up to 128 queries (a small group: 0, or 1 where the launch has at most
+	 * DG_SPARSE_SMALL_PROMOTE of them), then 1 if the chunks are the items (some item has more than
+	 * one, or small groups are the tensor-core kernel's) */
 	const int32_t *chunk_off;
 	int ntab;
 	dg_sparse_head tab[DG_SPARSE_HEADS_MAX];
@@ -172,7 +174,7 @@ DG_DEV void dg_for_each_item(const dg_attn_params &p, F &&f)
 			const int h = i / p.ngroups, g = i - h * p.ngroups;
 			const int32_t *goff = head_goff(p, h);
 			const int q0 = __ldg(goff + g), gs = __ldg(goff + g + 1) - q0;
-			if (gs <= p.small_max)
+			if (!chunked && gs <= p.small_max) /* the small-group kernel's */
 				continue;
 			const int64_t *soff = head_soff(p, h);
 			const long long s0 = __ldg(soff + g);

@@ -82,9 +82,12 @@ int dg_flash_fwd_rows(const uint16_t *q, const uint16_t *k, const uint16_t *v, i
  * in no group are not written. Groups of any size (more than 128 queries are done in chunks of 128)
  * and empty key lists (output = residual, mass 0) are accepted; groups of at most
  * DG_SPARSE_SMALL_GROUP queries (the per-query oracle) go to a warp-per-group kernel that keeps P in
- * fp32 in both modes. precise: see above.
+ * fp32 in both modes, unless the launch has at most DG_SPARSE_SMALL_PROMOTE of them (a few small
+ * k-means clusters with long lists, where one warp each would be the launch's tail): the tensor-core
+ * kernel then takes them like any other group. precise: see above.
  */
 #define DG_SPARSE_SMALL_GROUP 8
+#define DG_SPARSE_SMALL_PROMOTE 512
 int dg_sparse_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 		  const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 		  const int32_t *sidx, const float *residual, const float *lse_ref, float *o,

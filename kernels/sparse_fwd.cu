@@ -15,7 +15,9 @@
  * groups over 128 queries in chunks of 128. Where some group has more than one chunk (svg2's
  * k-means clusters: thousands of queries in one), the items are the chunks instead, so a large
  * group is spread over the CTAs: a one-CTA kernel before the launch (sparse_chunks) writes every
- * item's first chunk (a block scan), and each CTA finds its chunks' items by binary search.
+ * item's first chunk (a block scan), and each CTA finds its chunks' items by binary search. A launch
+ * with at most DG_SPARSE_SMALL_PROMOTE small groups gives them a chunk each there too (the small-group
+ * kernel then skips them).
  * Modes (per call, as dg_flash_fwd): the tensor-core kernel rounds P to bf16 before P.V, or (precise)
  * splits it into bf16 hi + lo for two P.V products; the small-group kernel keeps P in fp32 in both
  * (CUDA-core fmaf), so it is already at the precise level. Row sums, LSE and retained mass: fp32 P.
@@ -32,19 +34,33 @@
 
 #include <cub/cub.cuh>
 
-/* chunk_off (items + 2, dg_attn_params) of the launch's (h, g) items: one CTA, CHUNK_THREADS x
- * CHUNK_PER items a round (a block-wide scan each), the total and the flag last */
+/* chunk_off (items + 2, dg_attn_params) of the launch's (h, g) items: one CTA; a first pass counts
+ * the small groups (block reduce), a second writes the offsets, CHUNK_THREADS x CHUNK_PER items a
+ * round (a block-wide scan each); the total and the flag last */
 #define CHUNK_THREADS 1024
 #define CHUNK_PER 4
 __global__ void __launch_bounds__(CHUNK_THREADS) sparse_chunks(const __grid_constant__ dg_attn_params p, int32_t *chunk_off)
 {
 	typedef cub::BlockScan<int, CHUNK_THREADS> scan;
-	__shared__ typename scan::TempStorage tmp;
-	__shared__ int carry_s, multi_s;
+	typedef cub::BlockReduce<int, CHUNK_THREADS> reduce;
+	__shared__ union {
+		typename scan::TempStorage scan;
+		typename reduce::TempStorage reduce;
+	} tmp;
+	__shared__ int carry_s, multi_s, promote_s;
 	const int total = p.heads * p.ngroups, tid = threadIdx.x;
+	int small = 0;
+	for (int i = tid; i < total; i += CHUNK_THREADS) {
+		const int h = i / p.ngroups, g = i - h * p.ngroups;
+		const int32_t *goff = head_goff(p, h);
+		const int gs = __ldg(goff + g + 1) - __ldg(goff + g);
+		small += gs >= 1 && gs <= p.small_max;
+	}
+	small = reduce(tmp.reduce).Sum(small);
 	if (tid == 0)
-		carry_s = 0, multi_s = 0;
+		carry_s = 0, promote_s = small > 0 && small <= DG_SPARSE_SMALL_PROMOTE, multi_s = promote_s;
 	__syncthreads();
+	const bool promote = promote_s;
 	for (int base = 0; base < total; base += CHUNK_THREADS * CHUNK_PER) {
 		int cnt[CHUNK_PER], multi = 0;
 		for (int u = 0; u < CHUNK_PER; u++) {
@@ -54,12 +70,12 @@ __global__ void __launch_bounds__(CHUNK_THREADS) sparse_chunks(const __grid_cons
 				const int h = i / p.ngroups, g = i - h * p.ngroups;
 				const int32_t *goff = head_goff(p, h);
 				const int gs = __ldg(goff + g + 1) - __ldg(goff + g);
-				cnt[u] = gs > p.small_max ? (gs + 127) / 128 : 0;
+				cnt[u] = gs > p.small_max ? (gs + 127) / 128 : promote && gs >= 1;
 				multi |= cnt[u] > 1;
 			}
 		}
 		int agg;
-		scan(tmp).ExclusiveSum(cnt, cnt, agg);
+		scan(tmp.scan).ExclusiveSum(cnt, cnt, agg);
 		const int carry = carry_s;
 		for (int u = 0; u < CHUNK_PER; u++) {
 			const int i = base + tid * CHUNK_PER + u;

@@ -3,7 +3,8 @@
  * Groups of at most DG_SPARSE_SMALL_GROUP queries (the per-query oracle's groups of one) are left by
  * the tensor-core kernels (p.small_max) to this warp-per-group CUDA-core kernel, which reads each
  * selected key once per group instead of once per 128-row tile. It keeps P in fp32 (fmaf), so both
- * P.V modes get the precise result. Every sparse launch runs it after its tensor-core kernel:
+ * P.V modes get the precise result. Groups the launch's chunk table gives a chunk (p.chunk_off: a
+ * launch with few small groups) are the tensor-core kernel's and skipped here. Every sparse launch runs it after its tensor-core kernel:
  * kernels/sparse_fwd.cu and dev/kernels/sparse_fwd_v.cu (dg_sparse_small_launch).
  */
 #ifndef DG_SPARSE_SMALL_CUH
@@ -31,6 +32,8 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 	const int32_t *goff = head_goff(p, h);
 	const int q0 = __ldg(goff + g), qn = __ldg(goff + g + 1) - q0;
 	if (qn <= 0 || qn > p.small_max)
+		return;
+	if (p.chunk_off && __ldg(p.chunk_off + gw + 1) > __ldg(p.chunk_off + gw)) /* the tensor-core kernel's */
 		return;
 	const int32_t *perm = head_perm(p, h) + q0, *sidx = head_sidx(p, h);
 	const size_t hoff = (size_t)h * p.n * D;

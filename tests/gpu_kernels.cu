@@ -880,7 +880,9 @@ static void run_checks(bool quick)
 		test_sparse(2, 1000, 64, LISTS_MIXED, true, false);
 		test_sparse(1, 2100, 128, LISTS_BLOCKS, false, true);
 		test_sparse(1, 2100, 64, LISTS_BLOCKS, true, true);
-		test_sparse(1, 300, 128, LISTS_QUERY, true, true);
+		/* groups of one: 1000 of them go to the small-group kernel, 2 x 200 (at most
+		 * DG_SPARSE_SMALL_PROMOTE) to the tensor-core kernel */
+		test_sparse(1, 1000, 128, LISTS_QUERY, true, true);
 		test_sparse(2, 200, 64, LISTS_QUERY, false, true);
 		test_sparse_equals_dense(2, 1000, 128);
 		test_sparse_equals_dense(1, 700, 64);

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# svg2_call.sh (dev): one device call after svg2's k-means rewrite and the sparse kernel's chunk table
-# (2026-12-06): the GPU checks of scripts/device_all.sh ($OUT/all); svg2's bench before
-# (.carry/bin/gpu_meta_old: this test, the k-means and sparse kernels of c8e9b84~) and after, two
-# interleaved rounds; `dsgap callspeed --path dit` at 32760 x 12, mc-sparse and svg2 matched at
-# rho 0.15, before (.carry/bin/dsgap_old: the kernels of c8e9b84, k-means new, no chunk table) and
-# after, three interleaved rounds; then the comparison's speed stage ($OUT/cmp).
-# Pack: scripts/device_pack.sh, then gpu_meta_old and dsgap_old added to .carry/bin.tar.xz.
+# svg2_call.sh (dev): one device call for svg2's speed (2026-12-06): the GPU checks of
+# scripts/device_all.sh ($OUT/all); svg2's bench (gpu_meta --bench-peers) for each binary of
+# GPU_METAS, two interleaved rounds; the kernels of svg2's matched bench under Nsight Compute (NCU=1);
+# `dsgap callspeed --path dit` at 32760 x 12, mc-sparse and svg2 matched at rho 0.15, for each binary
+# of DSGAPS, three interleaved rounds; then the comparison's speed stage ($OUT/cmp).
+# Call 1 (19:33Z, H100): GPU_METAS="gpu_meta_old gpu_meta" (c8e9b84~ against the k-means rewrite
+# and the chunk table), DSGAPS="dsgap_old dsgap" (c8e9b84 against a0671d2), NCU=0.
+# Call 2: GPU_METAS="gpu_meta_old gpu_meta_chunk gpu_meta", DSGAPS="dsgap_chunk dsgap" (a0671d2
+# against 434cd9f: small groups promoted), NCU=1.
+# Pack: scripts/device_pack.sh, then the other binaries added to .carry/bin.tar.xz.
 cd "$(dirname "$0")/../.." || exit 2
 mkdir -p /tmp/dglib "$OUT/r" && tar -C /tmp/dglib -xJf .carry/lib.tar.xz && tar -C .carry -xJf .carry/bin.tar.xz
 B=.carry/bin R=$OUT/r
@@ -13,22 +16,28 @@ OUT=$OUT/all STEPS="gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache" D
 	CHECK_CAP=130 bash scripts/device_all.sh 2>&1 | tail -12
 export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 for r in 1 2; do
-	for b in gpu_meta_old gpu_meta; do
+	for b in ${GPU_METAS:-gpu_meta_old gpu_meta}; do
 		for s in svg2 svg2/budget=matched; do
 			timeout 60 $B/$b --bench-peers $s >> "$R/bench_$b.log" 2>&1
 			echo "round $r $b $s rc $?" >> "$R/steps.txt"
 		done
 	done
 done
-grep -h "bench peer" "$R"/bench_*.log | cut -c1-230
+for b in ${GPU_METAS:-gpu_meta_old gpu_meta}; do echo "== $b"; grep -h "bench peer" "$R/bench_$b.log" | cut -c1-200; done
+if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
+	timeout 120 ncu --metrics gpu__time_duration.sum -k 'regex:attn|small|keys|chunks' -c 40 \
+		$B/gpu_meta --bench-peers svg2/budget=matched > "$R/ncu.log" 2>&1
+	echo "ncu rc $?" >> "$R/steps.txt"
+	grep -E "^  [a-z_].*\(|gpu__time_duration" "$R/ncu.log" | tail -24
+fi
 for r in 1 2 3; do
-	for b in dsgap_old dsgap; do
+	for b in ${DSGAPS:-dsgap_old dsgap}; do
 		timeout 90 $B/$b callspeed --device gpu --path dit --grids 21x30x52 --heads 12 \
 			--policies mc-sparse,svg2/budget=matched --density 0.15 --reps 5 --csv "$R/ab_$b.csv" >> "$R/ab.log" 2>&1
 		echo "round $r $b callspeed rc $?" >> "$R/steps.txt"
 	done
 done
-grep -h "mc-sparse\|svg2" "$R"/ab_dsgap_old.csv "$R"/ab_dsgap.csv | cut -d, -f3,5,10,12,13,14,15
+for b in ${DSGAPS:-dsgap_old dsgap}; do echo "== $b"; grep -h "mc-sparse\|svg2" "$R/ab_$b.csv" | cut -d, -f3,5,10,12,13,14,15; done
 cat "$R/steps.txt"
 OUT=$OUT/cmp STEPS=comparison COMPARISON_STAGE=speed DEADLINE=${CMP_DEADLINE:-330} bash scripts/device_all.sh 2>&1 | tail -6
 tar -C "$OUT" -czf "$OUT/r.tgz" r && rm -rf "$R"

@@ -24,11 +24,14 @@ for r in 1 2; do
 	done
 done
 for b in ${GPU_METAS:-gpu_meta_old gpu_meta}; do echo "== $b"; grep -h "bench peer" "$R/bench_$b.log" | cut -c1-200; done
-if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
-	timeout 120 ncu --metrics gpu__time_duration.sum -k 'regex:attn|small|keys|chunks' -c 40 \
-		$B/gpu_meta --bench-peers svg2/budget=matched > "$R/ncu.log" 2>&1
-	echo "ncu rc $?" >> "$R/steps.txt"
-	grep -E "^  [a-z_].*\(|gpu__time_duration" "$R/ncu.log" | tail -24
+if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then # the attends' kernels, then one cold k-means iteration's
+	timeout 100 ncu --metrics gpu__time_duration.sum -k 'regex:attn|small|keys|chunks' -c 16 \
+		$B/gpu_meta --bench-peers svg2/budget=matched > "$R/ncu_attend.log" 2>&1
+	echo "ncu attend rc $?" >> "$R/steps.txt"
+	timeout 60 ncu --metrics gpu__time_duration.sum -k 'regex:assign|update|run_|norms|iota|Radix|Onesweep|Histogram|Exclusive' \
+		-c 24 $B/gpu_meta --bench-peers svg2/budget=matched > "$R/ncu_kmeans.log" 2>&1
+	echo "ncu kmeans rc $?" >> "$R/steps.txt"
+	grep -hE "^  [A-Za-z_].*\(|gpu__time_duration" "$R/ncu_attend.log" "$R/ncu_kmeans.log" | cut -c1-110
 fi
 for r in 1 2 3; do
 	for b in ${DSGAPS:-dsgap_old dsgap}; do

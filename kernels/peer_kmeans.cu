@@ -4,8 +4,9 @@
  *   norms    |c_a|^2 in double, components in order (exact products: the CPU's bits);
  *   assign   a thread per token: argmax_a 2 x.c_a - |c_a|^2, the dot in double from exact products
  *            in component order (the CPU's dgemm adds them in its own order: equal but at fp64
- *            near-ties), ties to the lower cluster; four clusters' chains at once (the same sums,
- *            compared in cluster order);
+ *            near-ties), ties to the lower cluster; the centroids in tiles of eight rows as
+ *            doubles in shared memory, eight chains at once (the same sums, compared in cluster
+ *            order);
  *   runs     each token's run key 2 cluster + (j >= text) and the runs' counts (integer atomics),
  *            their prefix sums, then the tokens ordered by run with CUB's stable radix sort (token
  *            order within a run: the keys' values are the tokens in ascending order);
@@ -44,34 +45,42 @@ __global__ void norms(const float *c, int kc, double *cn)
 }
 
 /* labels (n): a thread per token, its row staged in shared memory (padded against bank conflicts);
- * KM_CHAINS clusters' dots at once (independent fp64 chains), each still summed in component order */
+ * the centroids in tiles of KM_CHAINS rows, converted to double once into shared memory (each read is
+ * a broadcast: every thread of the CTA reads the same entry), one fp64 chain per row of the tile, each
+ * summed in component order */
 #define KM_TOK 64
-#define KM_CHAINS 4
+#define KM_CHAINS 8
 template <int D>
 __global__ void __launch_bounds__(KM_TOK) assign(const uint16_t *x, int n, const float *c, const double *cn, int kc,
 						 int32_t *labels)
 {
 	__shared__ float xs[KM_TOK][D + 1];
+	__shared__ __align__(16) double cs[KM_CHAINS][D];
 	const int t = threadIdx.x, i0 = blockIdx.x * KM_TOK;
 	for (int e = t; e < KM_TOK * D; e += KM_TOK) {
 		const int r = e / D, col = e % D;
 		xs[r][col] = i0 + r < n ? bf2f(x[(size_t)(i0 + r) * D + col]) : 0.f;
 	}
-	__syncthreads();
-	if (i0 + t >= n)
-		return;
+	const bool live = i0 + t < n;
 	int best = 0;
 	double bs = 0;
 	for (int a = 0; a < kc; a += KM_CHAINS) {
 		const int m = min(KM_CHAINS, kc - a);
+		__syncthreads(); /* the last tile is read (and, the first time, xs written) */
+		for (int e = t; e < KM_CHAINS * D; e += KM_TOK) /* rows past kc: zeros, never compared */
+			cs[e / D][e % D] = e / D < m ? (double)c[(size_t)(a + e / D) * D + e % D] : 0.0;
+		__syncthreads();
+		if (!live)
+			continue;
 		double dot[KM_CHAINS] = {};
-		const float *ca = c + (size_t)a * D;
-#pragma unroll 4
-		for (int e = 0; e < D; e++) {
-			const double xe = xs[t][e];
+#pragma unroll 2
+		for (int e = 0; e < D; e += 2) {
+			const double x0 = xs[t][e], x1 = xs[t][e + 1];
 #pragma unroll
-			for (int u = 0; u < KM_CHAINS; u++) /* exact products; rows past kc read row a's */
-				dot[u] = __fma_rn(xe, (double)ca[(size_t)(u < m ? u : 0) * D + e], dot[u]);
+			for (int u = 0; u < KM_CHAINS; u++) { /* exact products, in component order */
+				const double2 cv = *reinterpret_cast<const double2 *>(&cs[u][e]);
+				dot[u] = __fma_rn(x1, cv.y, __fma_rn(x0, cv.x, dot[u]));
+			}
 		}
 #pragma unroll
 		for (int u = 0; u < KM_CHAINS; u++) {
@@ -82,7 +91,8 @@ __global__ void __launch_bounds__(KM_TOK) assign(const uint16_t *x, int n, const
 				best = a + u, bs = s;
 		}
 	}
-	labels[i0 + t] = best;
+	if (live)
+		labels[i0 + t] = best;
 }
 
 /* key (n) = the token's run 2 labels[j] + (j >= text); cnt (2 kc) += tokens per run */

@@ -6,8 +6,9 @@
 # of DSGAPS, three interleaved rounds; then the comparison's speed stage ($OUT/cmp).
 # Call 1 (19:33Z, H100): GPU_METAS="gpu_meta_old gpu_meta" (c8e9b84~ against the k-means rewrite
 # and the chunk table), DSGAPS="dsgap_old dsgap" (c8e9b84 against a0671d2), NCU=0.
-# Call 2: GPU_METAS="gpu_meta_old gpu_meta_chunk gpu_meta", DSGAPS="dsgap_chunk dsgap" (a0671d2
-# against 434cd9f: small groups promoted), NCU=1.
+# Call 2: GPU_METAS="gpu_meta_chunk gpu_meta", DSGAPS="dsgap_chunk dsgap" (a0671d2 against the
+# small groups promoted, 434cd9f, and the k-means assign from shared-memory doubles, the commit after),
+# NCU=1 NCU_BEFORE=gpu_meta_chunk.
 # Pack: scripts/device_pack.sh, then the other binaries added to .carry/bin.tar.xz.
 cd "$(dirname "$0")/../.." || exit 2
 mkdir -p /tmp/dglib "$OUT/r" && tar -C /tmp/dglib -xJf .carry/lib.tar.xz && tar -C .carry -xJf .carry/bin.tar.xz
@@ -31,6 +32,11 @@ if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then # the attends' kernel
 	timeout 60 ncu --metrics gpu__time_duration.sum -k 'regex:assign|update|run_|norms|iota|Radix|Onesweep|Histogram|Exclusive' \
 		-c 24 $B/gpu_meta --bench-peers svg2/budget=matched > "$R/ncu_kmeans.log" 2>&1
 	echo "ncu kmeans rc $?" >> "$R/steps.txt"
+	if [ -n "${NCU_BEFORE:-}" ]; then # the same k-means iteration of another binary
+		timeout 60 ncu --metrics gpu__time_duration.sum -k 'regex:assign|update|run_|norms|iota|Radix|Onesweep|Histogram|Exclusive' \
+			-c 24 $B/$NCU_BEFORE --bench-peers svg2/budget=matched > "$R/ncu_kmeans_before.log" 2>&1
+		echo "ncu kmeans $NCU_BEFORE rc $?" >> "$R/steps.txt"
+	fi
 	grep -hE "^  [A-Za-z_].*\(|gpu__time_duration" "$R/ncu_attend.log" "$R/ncu_kmeans.log" | cut -c1-110
 fi
 for r in 1 2 3; do

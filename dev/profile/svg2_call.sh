@@ -16,7 +16,7 @@ B=.carry/bin R=$OUT/r
 OUT=$OUT/all STEPS="gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache" DEADLINE=${CHECK_DEADLINE:-150} \
 	CHECK_CAP=130 bash scripts/device_all.sh 2>&1 | tail -12
 export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-for r in 1 2; do
+for r in $(seq ${BENCH_ROUNDS:-2}); do
 	for b in ${GPU_METAS:-gpu_meta_old gpu_meta}; do
 		for s in svg2 svg2/budget=matched; do
 			timeout 60 $B/$b --bench-peers $s >> "$R/bench_$b.log" 2>&1
@@ -39,7 +39,7 @@ if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then # the attends' kernel
 	fi
 	grep -hE "^  [A-Za-z_].*\(|gpu__time_duration" "$R/ncu_attend.log" "$R/ncu_kmeans.log" | cut -c1-110
 fi
-for r in 1 2 3; do
+for r in $(seq ${AB_ROUNDS:-3}); do
 	for b in ${DSGAPS:-dsgap_old dsgap}; do
 		timeout 90 $B/$b callspeed --device gpu --path dit --grids 21x30x52 --heads 12 \
 			--policies mc-sparse,svg2/budget=matched --density 0.15 --reps 5 --csv "$R/ab_$b.csv" >> "$R/ab.log" 2>&1

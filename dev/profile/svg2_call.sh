@@ -8,7 +8,8 @@
 # and the chunk table), DSGAPS="dsgap_old dsgap" (c8e9b84 against a0671d2), NCU=0.
 # Call 2: GPU_METAS="gpu_meta_chunk gpu_meta", DSGAPS="dsgap_chunk dsgap" (a0671d2 against the
 # small groups promoted, 434cd9f, and the k-means assign from shared-memory doubles, the commit after),
-# NCU=1 NCU_BEFORE=gpu_meta_chunk.
+# NCU=1 NCU_BEFORE=gpu_meta_chunk (run 20:51Z, BENCH_ROUNDS=1 AB_ROUNDS=1 CMP_DEADLINE=0; its attend filter `keys`
+# caught the k-means' run_keys: now cs_keys).
 # Pack: scripts/device_pack.sh, then the other binaries added to .carry/bin.tar.xz.
 cd "$(dirname "$0")/../.." || exit 2
 mkdir -p /tmp/dglib "$OUT/r" && tar -C /tmp/dglib -xJf .carry/lib.tar.xz && tar -C .carry -xJf .carry/bin.tar.xz
@@ -26,7 +27,7 @@ for r in $(seq ${BENCH_ROUNDS:-2}); do
 done
 for b in ${GPU_METAS:-gpu_meta_old gpu_meta}; do echo "== $b"; grep -h "bench peer" "$R/bench_$b.log" | cut -c1-200; done
 if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then # the attends' kernels, then one cold k-means iteration's
-	timeout 100 ncu --metrics gpu__time_duration.sum -k 'regex:attn|small|keys|chunks' -c 16 \
+	timeout 100 ncu --metrics gpu__time_duration.sum -k 'regex:attn|small|cs_keys|sparse_chunks' -c 16 \
 		$B/gpu_meta --bench-peers svg2/budget=matched > "$R/ncu_attend.log" 2>&1
 	echo "ncu attend rc $?" >> "$R/steps.txt"
 	timeout 60 ncu --metrics gpu__time_duration.sum -k 'regex:assign|update|run_|norms|iota|Radix|Onesweep|Histogram|Exclusive' \

@@ -12,7 +12,8 @@
  *            order within a run: the keys' values are the tokens in ascending order);
  *   update   a CTA per cluster, a thread per component: the double sum of its members in token
  *            order over their count, rounded to fp32 (the CPU's bits given the same labels), the
- *            members' rows loaded eight ahead of the sum; an empty cluster keeps its centroid.
+ *            members' rows staged through shared memory a tile ahead of the sum; an empty cluster
+ *            keeps its centroid.
  * Build: part of dsgapkernels; test: tests/gpu_meta.c (--peers: svg2's key lists identical to the
  * CPU's over a cold and a warm step).
  */
@@ -124,27 +125,47 @@ __global__ void iota(int32_t *tok, int n)
 }
 
 /* c[a] = the double sum of cluster a's members (positions off[2a] .. off[2a+2] of perm: token order)
- * over their count; grid kc, D threads */
-#define KM_AHEAD 8
+ * over their count; grid kc, D threads. The members' rows come through shared memory in tiles of
+ * KM_TILE (every thread loads 16 bytes of a row), the next tile's loads in flight while each thread adds
+ * its component of the current one in order (a cluster of thousands of members is one CTA's chain) */
+#define KM_TILE 64
 template <int D>
-__global__ void update(const uint16_t *x, const int32_t *perm, const int32_t *off, float *c)
+__global__ void __launch_bounds__(D) update(const uint16_t *x, const int32_t *perm, const int32_t *off, float *c)
 {
+	constexpr int TPR = D / 8, RPP = D / TPR, PASSES = KM_TILE / RPP; /* threads a row, rows a pass */
+	__shared__ __align__(16) uint16_t xs[2][KM_TILE][D];
 	const int a = blockIdx.x, e = threadIdx.x, lo = off[2 * a], hi = off[2 * a + 2];
 	if (hi == lo)
 		return;
+	const int ntiles = (hi - lo + KM_TILE - 1) / KM_TILE, rr = e / TPR, col = e % TPR * 8;
+	uint4 next[PASSES];
+	auto load = [&](int t) { /* tile t's rows into registers */
+#pragma unroll
+		for (int u = 0; u < PASSES; u++) {
+			const int q = lo + t * KM_TILE + u * RPP + rr;
+			next[u] = q < hi ? *reinterpret_cast<const uint4 *>(x + (size_t)__ldg(perm + q) * D + col)
+					 : make_uint4(0, 0, 0, 0);
+		}
+	};
+	auto store = [&](int buf) {
+#pragma unroll
+		for (int u = 0; u < PASSES; u++)
+			*reinterpret_cast<uint4 *>(&xs[buf][u * RPP + rr][col]) = next[u];
+	};
+	load(0);
+	store(0);
+	__syncthreads();
 	double s = 0;
-	int p = lo;
-	for (; p + KM_AHEAD <= hi; p += KM_AHEAD) {
-		float v[KM_AHEAD];
-#pragma unroll
-		for (int u = 0; u < KM_AHEAD; u++)
-			v[u] = bf2f(x[(size_t)perm[p + u] * D + e]);
-#pragma unroll
-		for (int u = 0; u < KM_AHEAD; u++)
-			s = __dadd_rn(s, (double)v[u]);
+	for (int t = 0; t < ntiles; t++) {
+		if (t + 1 < ntiles)
+			load(t + 1);
+		const int m = min(KM_TILE, hi - lo - t * KM_TILE);
+		for (int r = 0; r < m; r++)
+			s = __dadd_rn(s, (double)bf2f(xs[t & 1][r][e]));
+		if (t + 1 < ntiles)
+			store((t + 1) & 1);
+		__syncthreads();
 	}
-	for (; p < hi; p++)
-		s = __dadd_rn(s, (double)bf2f(x[(size_t)perm[p] * D + e]));
 	c[(size_t)a * D + e] = (float)__ddiv_rn(s, (double)(hi - lo));
 }
 

@@ -159,8 +159,10 @@ __global__ void __launch_bounds__(D) update(const uint16_t *x, const int32_t *pe
 	for (int t = 0; t < ntiles; t++) {
 		if (t + 1 < ntiles)
 			load(t + 1);
-		const int m = min(KM_TILE, hi - lo - t * KM_TILE);
-		for (int r = 0; r < m; r++)
+		/* the whole tile, its shared loads issued ahead of the chain of adds: the rows past hi are
+		 * loaded as +0, and s + 0 = s exactly (s is never -0: it starts at +0) */
+#pragma unroll 16
+		for (int r = 0; r < KM_TILE; r++)
 			s = __dadd_rn(s, (double)bf2f(xs[t & 1][r][e]));
 		if (t + 1 < ntiles)
 			store((t + 1) & 1);

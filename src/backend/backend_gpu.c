@@ -154,6 +154,7 @@ typedef struct {
 	cudaEvent_t ev_legacy;   /* recorded on the default stream (the DiT op table's) to order against it */
 	cudaEvent_t ev_out;      /* an output_device copy done (stream) */
 	cudaEvent_t ev_ahead;    /* the groupings ahead done (side) */
+	cudaEvent_t ev_join;     /* svg2's k-means of K done (side): the stream waits before its counts */
 	struct {                 /* selections made on side (gpu_peer_blocks): the stream waits at first use */
 		cudaEvent_t fork;          /* the stream's work so far (the scores), which side waits for */
 		cudaEvent_t ev[MADE_RING]; /* selection seq done: ev[seq % MADE_RING] */
@@ -1136,12 +1137,12 @@ static void centroids_free(void *c)
 }
 
 /* svg2 on the device (peers.h dg_peer_svg2_clusters, dg_peer_state_slot): the k-means of Q and K
- * (dg_peer_kmeans, the centroids kept in the run's state on the device), the run counts and the
- * sinks' key labels to the host (the groups' shape: clusters and sinks only), the kept clusters'
- * scores (dg_peer_svg2_scores), the cluster selection (dg_peer_take_dev, byte for byte dg_peer_take:
- * per query cluster, matched included) and the key lists made by the key labels (dg_peer_expand,
- * a label's column of the take by kidx), all on the device. The groups are the query clusters,
- * split at the text (runs by (cluster, side): perm stays on the device). */
+ * (dg_peer_kmeans, K's on side beside Q's; the centroids kept in the run's state on the device),
+ * the run counts and the sinks' key labels to the host (the groups' shape: clusters and sinks
+ * only), the kept clusters' scores (dg_peer_svg2_scores), the cluster selection (dg_peer_take_dev,
+ * byte for byte dg_peer_take: per query cluster, matched included) and the key lists made by the
+ * key labels (dg_peer_expand, a label's column of the take by kidx), all on the device. The groups
+ * are the query clusters, split at the text (runs by (cluster, side): perm stays on the device). */
 static int gpu_peer_svg2(dg_backend *be, const dg_policy *p, const dg_budget *b, int text, dg_peer_state **state,
 			 dg_bgroups **groups, dg_bsel **sel)
 {
@@ -1156,10 +1157,16 @@ static int gpu_peer_svg2(dg_backend *be, const dg_policy *p, const dg_budget *b,
 	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n, nsink = hi > lo ? hi - lo : 0;
 	int32_t *qperm = dmalloc(g, (size_t)n * 4), *scratch = dmalloc(g, ((size_t)3 * n + 2 * qc + 2 * kc) * 4);
 	int32_t *ql = scratch, *kl = ql + n, *kperm = kl + n, *cnt = kperm + n;
+	/* K's k-means on side while Q's runs on the stream: a cluster's update is one CTA's chain, and a
+	 * launch of either has ~100 CTAs, so the two fill the device together */
 	phase_begin(g);
-	KERNEL_CHECK(dg_peer_kmeans(g->dq, n, d, cq, qc, cold ? 50 : 2, cold, text, ql, qperm, cnt, (dg_stream)g->stream));
+	CUDA_CHECK(cudaEventRecord(g->made.fork, g->stream)); /* the scratch above, and Q and K, made */
+	CUDA_CHECK(cudaStreamWaitEvent(g->side, g->made.fork, 0));
 	KERNEL_CHECK(dg_peer_kmeans(g->dk, n, d, ck, kc, cold ? 50 : 2, cold, 0, kl, kperm, cnt + 2 * qc,
-				    (dg_stream)g->stream));
+				    (dg_stream)g->side));
+	CUDA_CHECK(cudaEventRecord(g->ev_join, g->side));
+	KERNEL_CHECK(dg_peer_kmeans(g->dq, n, d, cq, qc, cold ? 50 : 2, cold, text, ql, qperm, cnt, (dg_stream)g->stream));
+	CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_join, 0));
 	phase_end(g, DG_PHASE_GROUPS);
 	int *hc = dg_malloc(((size_t)2 * qc + 2 * kc + nsink + 1) * sizeof(int)), *hsl = hc + 2 * qc + 2 * kc;
 	CUDA_CHECK(cudaMemcpyAsync(hc, cnt, ((size_t)2 * qc + 2 * kc) * 4, cudaMemcpyDeviceToHost, g->stream));
@@ -1678,6 +1685,7 @@ static void gpu_destroy(dg_backend *be)
 	CUDA_CHECK(cudaEventDestroy(g->ev_legacy));
 	CUDA_CHECK(cudaEventDestroy(g->ev_out));
 	CUDA_CHECK(cudaEventDestroy(g->ev_ahead));
+	CUDA_CHECK(cudaEventDestroy(g->ev_join));
 	CUDA_CHECK(cudaEventDestroy(g->made.fork));
 	for (int i = 0; i < MADE_RING; i++)
 		CUDA_CHECK(cudaEventDestroy(g->made.ev[i]));
@@ -1744,6 +1752,7 @@ dg_backend *dg_backend_gpu(int n, int d)
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_legacy, cudaEventDisableTiming));
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_out, cudaEventDisableTiming));
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_ahead, cudaEventDisableTiming));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->made.fork, cudaEventDisableTiming));
 	for (int i = 0; i < MADE_RING; i++)
 		CUDA_CHECK(cudaEventCreateWithFlags(&g->made.ev[i], cudaEventDisableTiming));

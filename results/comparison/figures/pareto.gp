@@ -1,4 +1,4 @@
-# pareto.gp: made by dsgap compare (commit f23330bb43ca+wip): bundled model, 24 samples
+# pareto.gp: made by dsgap compare (commit f45eeb83a843+wip): bundled model, 24 samples
 # re-render inside this directory: gnuplot pareto.gp   (writes pareto.pdf and pareto.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {

@@ -15,35 +15,52 @@
 #include "analysis/decompose.h"
 #include "analysis/plot.h"
 #include "analysis/style_gp.h"
+#include "policy/policy.h"
 #include "policy/presets.h"
 #include "util/csv.h"
 #include "util/files.h"
 #include "util/json.h"
 #include "util/util.h"
 
-/* one closed_loop.csv row */
+enum { DG_SCHED_DESC_MAX = 64 };
+
+/* one run's schedule (its run.json): which of its steps are dense, anchors or sparse */
+typedef struct {
+	int steps, warmup, nanchors, ndense_layers;
+	int anchors[DG_SCHEDULE_MAX], dense_layers[DG_SCHEDULE_MAX];
+} run_sched;
+
+/* one closed_loop.csv row; run: its run's index in rows.runs */
 typedef struct {
 	char sample[160]; /* prompt/seed */
 	char policy[DG_POLICY_NAME_MAX];
+	char sched[DG_SCHED_DESC_MAX]; /* the schedule as it acts on the policy (sched_desc) */
+	int run;
 	double rho, density, psnr, ssim, rel_l2, time;
 } row;
 
 typedef struct {
 	row *r;
 	int n, cap;
-	int steps, warmup; /* of the first run read */
+	run_sched *runs;
+	int nruns;
+	int steps; /* of every run read (runs of one set share their step count) */
+	int repeated; /* rows of a (sample, policy, schedule, density) read before: left out */
 	char device[192];
 } rows;
 
-/* one policy x density of the table */
+/* one policy x schedule x density of the table */
 typedef struct {
 	char policy[DG_POLICY_NAME_MAX];
+	char sched[DG_SCHED_DESC_MAX];
+	run_sched rs; /* the schedule (of its first row's run) */
 	double rho;
 	int samples;
 	double density, sparse_density;
 	double est[3], lo[3], hi[3]; /* psnr, ssim, rel_l2 */
 	double speedup, speed_density; /* NaN without a speed row */
 	int speed_samples;
+	bool projected; /* speedup from step costs (speed_stats), not a run of this very schedule */
 	int reached; /* 0: a peer that cannot reach rho */
 	char source[80]; /* where the method comes from */
 } entry;
@@ -53,6 +70,35 @@ static const char *const need[COLS] = { "prompt", "seed", "policy", "density_tar
 					"psnr", "ssim", "transformer_s", "rel_l2" };
 
 /* the rows of RUN/closed_loop.csv into rs; the run's steps and warm-up checked against rs's. 0 or -1. */
+/* The schedule as it acts on policy into out[DG_SCHED_DESC_MAX]: "—" for dense; "wW" for a
+ * refresh=step policy (anchors do not act on it); "wW once", "wW every:N" (anchors W-1, W-1+N, ...
+ * to the last step) or "wW a=a;b;c" for refresh=anchor; " dl=K" for K dense layers. */
+static void sched_desc(const char *policy, const run_sched *r, char *out)
+{
+	dg_policy p;
+	if (!strcmp(policy, "dense") || dg_policy_parse(policy, &p)) {
+		snprintf(out, DG_SCHED_DESC_MAX, "—");
+		return;
+	}
+	int n = snprintf(out, DG_SCHED_DESC_MAX, "w%d", r->warmup);
+	if (p.refresh == DG_REFRESH_ANCHOR) {
+		int step = r->nanchors > 1 ? r->anchors[1] - r->anchors[0] : 0;
+		bool every = r->nanchors > 1 && r->anchors[0] == (r->warmup ? r->warmup - 1 : 0) &&
+			     r->anchors[r->nanchors - 1] + step >= r->steps;
+		for (int i = 1; i < r->nanchors && every; i++)
+			every = r->anchors[i] - r->anchors[i - 1] == step;
+		if (r->nanchors <= 1)
+			n += snprintf(out + n, DG_SCHED_DESC_MAX - n, " once");
+		else if (every)
+			n += snprintf(out + n, DG_SCHED_DESC_MAX - n, " every:%d", step);
+		else
+			for (int i = 0; i < r->nanchors && n < DG_SCHED_DESC_MAX - 12; i++)
+				n += snprintf(out + n, DG_SCHED_DESC_MAX - n, "%s%d", i ? ";" : " a=", r->anchors[i]);
+	}
+	for (int i = 0; i < r->ndense_layers && n < DG_SCHED_DESC_MAX - 12; i++)
+		n += snprintf(out + n, DG_SCHED_DESC_MAX - n, "%s%d", i ? ";" : " dl=", r->dense_layers[i]);
+}
+
 static int read_run(const char *dir, rows *rs)
 {
 	char *jp = dg_path_join(dir, "run.json"), *cp = dg_path_join(dir, "closed_loop.csv");
@@ -77,6 +123,7 @@ static int read_run(const char *dir, rows *rs)
 	const cJSON *sched = cJSON_GetObjectItemCaseSensitive(j, "schedule");
 	const cJSON *steps = cJSON_GetObjectItemCaseSensitive(model, "steps");
 	const cJSON *warm = cJSON_GetObjectItemCaseSensitive(sched, "warmup");
+	const cJSON *anc = cJSON_GetObjectItemCaseSensitive(sched, "anchors");
 	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(sched, "dense_layers");
 	const cJSON *dev = cJSON_GetObjectItemCaseSensitive(j, "device");
 	if (!cJSON_IsNumber(steps) || !cJSON_IsNumber(warm)) {
@@ -89,17 +136,39 @@ static int read_run(const char *dir, rows *rs)
 			 jp, steps->valuedouble, warm->valuedouble);
 		goto done;
 	}
-	if (cJSON_GetArraySize(dl) > 0) {
-		dg_error("compare: %s: a schedule with dense layers (the sparse calls' density is not "
-			 "derived for it)", jp);
+	if (rs->nruns && rs->steps != steps->valueint) {
+		dg_error("compare: %s: %d steps, but an earlier run of the same set had %d (compare runs of one "
+			 "step count together)", jp, steps->valueint, rs->steps);
 		goto done;
 	}
-	if (rs->steps && (rs->steps != steps->valueint || rs->warmup != warm->valueint)) {
-		dg_error("compare: %s: %d steps with warm-up %d, but an earlier run had %d with %d", jp,
-			 steps->valueint, warm->valueint, rs->steps, rs->warmup);
+	run_sched rsc = { .steps = steps->valueint, .warmup = warm->valueint };
+	int na = cJSON_GetArraySize(anc), nd = cJSON_GetArraySize(dl);
+	if (na > DG_SCHEDULE_MAX || nd > DG_SCHEDULE_MAX || (anc && !cJSON_IsArray(anc)) || (dl && !cJSON_IsArray(dl))) {
+		dg_error("compare: %s: schedule.anchors or schedule.dense_layers is not a list of at most %d steps",
+			 jp, DG_SCHEDULE_MAX);
 		goto done;
 	}
-	rs->steps = steps->valueint, rs->warmup = warm->valueint;
+	for (int i = 0; i < na; i++) {
+		const cJSON *a = cJSON_GetArrayItem(anc, i);
+		if (!cJSON_IsNumber(a) || a->valueint < 0 || a->valueint >= rsc.steps ||
+		    (i && a->valueint <= rsc.anchors[i - 1])) {
+			dg_error("compare: %s: schedule.anchors[%d] is not a step of 0..%d in ascending order", jp, i,
+				 rsc.steps - 1);
+			goto done;
+		}
+		rsc.anchors[rsc.nanchors++] = a->valueint;
+	}
+	for (int i = 0; i < nd; i++) {
+		const cJSON *a = cJSON_GetArrayItem(dl, i);
+		if (!cJSON_IsNumber(a) || a->valueint < 0) {
+			dg_error("compare: %s: schedule.dense_layers[%d] is not a layer number", jp, i);
+			goto done;
+		}
+		rsc.dense_layers[rsc.ndense_layers++] = a->valueint;
+	}
+	rs->steps = steps->valueint;
+	rs->runs = dg_realloc(rs->runs, (size_t)(rs->nruns + 1) * sizeof *rs->runs);
+	rs->runs[rs->nruns++] = rsc;
 	if (!*rs->device && cJSON_IsString(dev))
 		snprintf(rs->device, sizeof rs->device, "%s", dev->valuestring);
 	if (!(csv = dg_read_all(cp, 1 << 28, NULL))) {
@@ -146,6 +215,8 @@ static int read_run(const char *dir, rows *rs)
 			dg_error("compare: %s:%d: policy name with a control character", cp, lineno);
 			goto done;
 		}
+		r->run = rs->nruns - 1;
+		sched_desc(r->policy, &rs->runs[r->run], r->sched);
 		double *v[] = { &r->rho, &r->density, &r->psnr, &r->ssim, &r->time, &r->rel_l2 };
 		for (int k = 0; k < 6; k++) {
 			char *e;
@@ -167,13 +238,15 @@ static int read_run(const char *dir, rows *rs)
 				goto done;
 			}
 		}
-		for (int i = 0; i < rs->n; i++) /* a sample counted twice would weigh twice */
-			if (!strcmp(rs->r[i].sample, r->sample) && !strcmp(rs->r[i].policy, r->policy) &&
-			    rs->r[i].rho == r->rho) {
-				dg_error("compare: %s:%d: sample %s of %s at %g again", cp, lineno, r->sample, r->policy,
-					 r->rho);
-				goto done;
-			}
+		bool again = false; /* a sample counted twice would weigh twice */
+		for (int i = 0; i < rs->n && !again; i++)
+			again = !strcmp(rs->r[i].sample, r->sample) && !strcmp(rs->r[i].policy, r->policy) &&
+				!strcmp(rs->r[i].sched, r->sched) && rs->r[i].rho == r->rho;
+		if (again) { /* the dense reference of every run, or a policy that does not read the
+			      * anchors under two schedules that differ only in them: counted once */
+			rs->repeated++;
+			continue;
+		}
 		rs->n++;
 	}
 	if (lineno < 2) {
@@ -187,10 +260,10 @@ done:
 	return rc;
 }
 
-static int find_entry(entry *e, int n, const char *policy, double rho)
+static int find_entry(entry *e, int n, const char *policy, const char *sched, double rho)
 {
 	for (int i = 0; i < n; i++)
-		if (!strcmp(e[i].policy, policy) && e[i].rho == rho)
+		if (!strcmp(e[i].policy, policy) && !strcmp(e[i].sched, sched) && e[i].rho == rho)
 			return i;
 	return -1;
 }
@@ -238,36 +311,89 @@ static void copy_stat(const double *E, double *q)
 	memcpy(q, E, (size_t)n_stat * sizeof *q);
 }
 
-/* means over the samples of statistic k (0 psnr, 1 ssim, 2 rel_l2) of every entry, with intervals */
-static void fidelity_stats(const rows *rs, entry *e, int ne, int k, int boot, unsigned long seed)
+/* statistic k (0 psnr, 1 ssim, 2 rel_l2) of every entry per sample: sum and count (ne, ns) */
+static void sample_table(const rows *rs, const entry *e, int ne, int k, double **sum, double **cnt, int *nsamples)
 {
 	char(*samples)[160] = dg_malloc((size_t)rs->n * sizeof *samples);
 	int ns = 0;
 	for (int i = 0; i < rs->n; i++)
 		if (find_sample(samples, ns, rs->r[i].sample) < 0)
 			snprintf(samples[ns++], 160, "%s", rs->r[i].sample);
-	double *sum = dg_calloc((size_t)ne * ns, sizeof *sum), *cnt = dg_calloc((size_t)ne * ns, sizeof *cnt);
+	*sum = dg_calloc((size_t)ne * ns, sizeof **sum), *cnt = dg_calloc((size_t)ne * ns, sizeof **cnt);
+	for (int i = 0; i < rs->n; i++) {
+		const row *r = &rs->r[i];
+		int p = find_entry((entry *)e, ne, r->policy, r->sched, r->rho), c = find_sample(samples, ns, r->sample);
+		double v = k == 0 ? r->psnr : k == 1 ? r->ssim : r->rel_l2;
+		(*sum)[(size_t)p * ns + c] += v, (*cnt)[(size_t)p * ns + c] += 1;
+	}
+	free(samples);
+	*nsamples = ns;
+}
+
+/* statistic fn of the entries' means over the samples, with 95% bootstrap intervals (samples
+ * resampled, paired across entries): est, lo, hi (n_q each) */
+static void boot_samples(const rows *rs, const entry *e, int ne, int k, dg_boot_stat_fn fn, int n_q, int boot,
+			 unsigned long seed, double *est, double *lo, double *hi)
+{
+	double *sum, *cnt;
+	int ns;
+	sample_table(rs, e, ne, k, &sum, &cnt, &ns);
 	int *member = dg_malloc((size_t)ns * sizeof *member);
 	for (int c = 0; c < ns; c++)
 		member[c] = c;
-	for (int i = 0; i < rs->n; i++) {
-		const row *r = &rs->r[i];
-		int p = find_entry(e, ne, r->policy, r->rho), c = find_sample(samples, ns, r->sample);
-		double v = k == 0 ? r->psnr : k == 1 ? r->ssim : r->rel_l2;
-		sum[(size_t)p * ns + c] += v, cnt[(size_t)p * ns + c] += 1;
-	}
 	dg_boot_data d = { .n_pol = ne, .n_clusters = ns, .sum = sum, .count = cnt, .member = member,
 			   .n_member = ns };
-	double *est = dg_malloc((size_t)ne * 3 * sizeof *est);
-	n_stat = ne;
-	dg_boot_stat(&d, copy_stat, ne, boot, seed, est, est + ne, est + 2 * ne);
-	for (int p = 0; p < ne; p++)
-		e[p].est[k] = est[p], e[p].lo[k] = est[ne + p], e[p].hi[k] = est[2 * ne + p];
-	free(est), free(member), free(sum), free(cnt), free(samples);
+	dg_boot_stat(&d, fn, n_q, boot, seed, est, lo, hi);
+	free(member), free(sum), free(cnt);
 }
 
-/* speedup of every entry from the speed runs: mean dense time / mean time (over their samples) */
-static int speed_stats(const rows *sp, entry *e, int ne)
+/* means over the samples of statistic k (0 psnr, 1 ssim, 2 rel_l2) of every entry, with intervals */
+static void fidelity_stats(const rows *rs, entry *e, int ne, int k, int boot, unsigned long seed)
+{
+	double *est = dg_malloc((size_t)ne * 3 * sizeof *est);
+	n_stat = ne;
+	boot_samples(rs, e, ne, k, copy_stat, ne, boot, seed, est, est + ne, est + 2 * ne);
+	for (int p = 0; p < ne; p++)
+		e[p].est[k] = est[p], e[p].lo[k] = est[ne + p], e[p].hi[k] = est[2 * ne + p];
+	free(est);
+}
+
+static int pair_a, pair_b;
+static void pair_stat(const double *E, double *q)
+{
+	q[0] = E[pair_a] - E[pair_b];
+}
+
+/* the steps of schedule r as a policy sees them: *nd dense (warm-up steps that are not anchors),
+ * *na anchors (dense + metadata; refresh=anchor only), *ns sparse */
+static void step_counts(const run_sched *r, bool cached, int *nd, int *na, int *ns)
+{
+	int early = 0;
+	for (int i = 0; i < r->nanchors; i++)
+		early += r->anchors[i] < r->warmup;
+	*na = cached ? r->nanchors : 0;
+	*nd = r->warmup - (cached ? early : 0);
+	*ns = r->steps - *nd - *na;
+}
+
+static bool is_cached(const char *policy)
+{
+	dg_policy p;
+	return strcmp(policy, "dense") && !dg_policy_parse(policy, &p) && p.refresh == DG_REFRESH_ANCHOR;
+}
+
+/*
+ * Speedup of every entry: dense time / the entry's time of the denoising loop.
+ *   own (no speed runs): the fidelity runs' own times, mean over the entry's samples.
+ *   speed runs: a speed row of the entry's very schedule (same steps and sched_desc) is used as
+ *   measured; otherwise the entry's time is projected from step costs fitted to the speed runs:
+ *   t_d = dense time / steps; per policy and density, each speed run j of it gives
+ *   T_j - nd_j t_d = na_j t_a + ns_j t_s (step_counts), solved by least squares for the anchor
+ *   step's cost t_a and the sparse step's t_s (t_s alone for refresh=step policies; a refresh=anchor
+ *   policy needs two schedules of different anchor shares, else NaN); the entry's time is then
+ *   nd t_d + na t_a + ns t_s at its own steps. Schedules with dense layers are not projected.
+ */
+static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 {
 	double dense_t = 0;
 	int dense_n = 0;
@@ -276,32 +402,89 @@ static int speed_stats(const rows *sp, entry *e, int ne)
 			dense_t += sp->r[i].time, dense_n++;
 	if (!dense_n)
 		return dg_error("compare: the speed runs have no dense rows");
+	dense_t /= dense_n;
+	const double td = dense_t / sp->steps;
+	double *tj = dg_malloc((size_t)(sp->nruns + 1) * sizeof *tj);
+	int *nj = dg_malloc((size_t)(sp->nruns + 1) * sizeof *nj);
 	for (int p = 0; p < ne; p++) {
-		double t = 0, dn = 0;
-		int n = 0;
-		for (int i = 0; i < sp->n; i++)
-			if (!strcmp(sp->r[i].policy, e[p].policy) && (sp->r[i].rho == e[p].rho ||
-								     !strcmp(e[p].policy, "dense")))
-				t += sp->r[i].time, dn += sp->r[i].density, n++;
-		e[p].speed_samples = n;
-		e[p].speedup = n ? (dense_t / dense_n) / (t / n) : NAN;
-		e[p].speed_density = n ? dn / n : NAN;
+		entry *x = &e[p];
+		x->speedup = x->speed_density = NAN, x->speed_samples = 0, x->projected = false;
+		if (!strcmp(x->policy, "dense")) {
+			x->speedup = 1, x->speed_samples = dense_n;
+			continue;
+		}
+		double t = 0, dn = 0, dall = 0;
+		int n = 0, nall = 0;
+		memset(tj, 0, (size_t)sp->nruns * sizeof *tj), memset(nj, 0, (size_t)sp->nruns * sizeof *nj);
+		for (int i = 0; i < sp->n; i++) {
+			const row *r = &sp->r[i];
+			if (strcmp(r->policy, x->policy) || r->rho != x->rho)
+				continue;
+			tj[r->run] += r->time, nj[r->run]++, dall += r->density, nall++;
+			if ((own || sp->steps == x->rs.steps) && !strcmp(r->sched, x->sched))
+				t += r->time, dn += r->density, n++;
+		}
+		if (n) { /* measured at this very schedule */
+			x->speed_samples = n;
+			x->speedup = dense_t / (t / n);
+			x->speed_density = dn / n;
+			continue;
+		}
+		if (own || !nall || x->rs.ndense_layers)
+			continue;
+		bool cached = is_cached(x->policy);
+		double saa = 0, sas = 0, sss = 0, say = 0, ssy = 0;
+		for (int j = 0; j < sp->nruns; j++) {
+			if (!nj[j] || sp->runs[j].ndense_layers)
+				continue;
+			int nd, na, ns;
+			step_counts(&sp->runs[j], cached, &nd, &na, &ns);
+			double y = tj[j] / nj[j] - nd * td;
+			saa += (double)na * na, sas += (double)na * ns, sss += (double)ns * ns;
+			say += na * y, ssy += ns * y;
+		}
+		double ta = 0, ts;
+		if (!cached) {
+			if (sss <= 0)
+				continue;
+			ts = ssy / sss;
+		} else {
+			double det = saa * sss - sas * sas;
+			if (!(fabs(det) > 1e-9 * (saa * sss)))
+				continue; /* one anchor share only: the anchor's and the sparse step's costs not separated */
+			ta = (say * sss - ssy * sas) / det;
+			ts = (saa * ssy - sas * say) / det;
+		}
+		int nd, na, ns;
+		step_counts(&x->rs, cached, &nd, &na, &ns);
+		double tp = nd * td + na * ta + ns * ts;
+		if (!(tp > 0))
+			continue;
+		x->speedup = x->rs.steps * td / tp;
+		x->speed_density = dall / nall;
+		x->speed_samples = nall;
+		x->projected = true;
 	}
+	free(tj), free(nj);
 	return 0;
 }
 
 static void write_csv(FILE *f, const entry *e, int ne)
 {
-	fprintf(f, "policy,source,density_target,samples,density,sparse_density,reached,psnr,psnr_lo,psnr_hi,"
-		   "ssim,ssim_lo,ssim_hi,rel_l2,rel_l2_lo,rel_l2_hi,speedup,speed_density,speed_samples\n");
+	fprintf(f, "policy,schedule,source,steps,warmup,anchors,density_target,samples,density,sparse_density,"
+		   "reached,psnr,psnr_lo,psnr_hi,ssim,ssim_lo,ssim_hi,rel_l2,rel_l2_lo,rel_l2_hi,speedup,"
+		   "speed_density,speed_samples,speed_projected\n");
 	for (int p = 0; p < ne; p++) {
 		const entry *x = &e[p];
 		fprintf(f, "%s,", x->policy);
+		dg_csv_field(f, x->sched);
+		fputc(',', f);
 		dg_csv_field(f, x->source);
-		fprintf(f, ",%g,%d,%.6g,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d\n", x->rho,
-			x->samples, x->density, x->sparse_density, x->reached, x->est[0], x->lo[0], x->hi[0],
-			x->est[1], x->lo[1], x->hi[1], x->est[2], x->lo[2], x->hi[2], x->speedup, x->speed_density,
-			x->speed_samples);
+		fprintf(f, ",%d,%d,%d,%g,%d,%.6g,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d\n",
+			x->rs.steps, x->rs.warmup, is_cached(x->policy) ? x->rs.nanchors : 0, x->rho, x->samples,
+			x->density, x->sparse_density, x->reached, x->est[0], x->lo[0], x->hi[0], x->est[1], x->lo[1],
+			x->hi[1], x->est[2], x->lo[2], x->hi[2], x->speedup, x->speed_density, x->speed_samples,
+			x->projected);
 	}
 }
 
@@ -312,24 +495,28 @@ static void write_md(FILE *f, const entry *e, int ne, const dg_compare_opts *o, 
 	fprintf(f, "Fidelity: closed loop over %s (device: %s); means over the samples of PSNR (dB), SSIM and "
 		   "rel-L2 of the final latents against the dense run of the same sample, with 95%% percentile "
 		   "bootstrap intervals over the samples (%d replicates, seed %lu, paired across methods). "
-		   "Density: computed pairs / N² over every self-attention call (%d of %d steps are warm-up, "
-		   "dense); sparse: over the calls past the warm-up. ",
-		o->title, fid->device, o->boot, o->seed, fid->warmup, fid->steps);
+		   "Schedule (%d steps): `wW` W warm-up steps (dense); for a method with cached metadata its "
+		   "anchors, `once` (step W−1), `every:N` (W−1, W−1+N, … to the last step) or a list; `dl=` "
+		   "dense layers. Density: computed pairs / N² over every self-attention call (warm-up and "
+		   "anchors included); sparse: over the calls past the warm-up. ",
+		o->title, fid->device, o->boot, o->seed, fid->steps);
 	if (sp->n)
 		fprintf(f, "Speedup: the denoising loop's transformer time, dense / method, of the speed run "
-			   "(%d steps, warm-up %d; device: %s). ", sp->steps, sp->warmup, sp->device);
+			   "(%d steps; device: %s); ᵖ: projected to the row's schedule from the step costs fitted to "
+			   "the speed runs (dense step, anchor step, sparse step: `dsgap compare --help`). ",
+			sp->steps, sp->device);
 	else
 		fprintf(f, "Speedup: the fidelity runs' own transformer times (dense / method). ");
 	fprintf(f, "A peer whose sparse density is more than %.2g from the target cannot reach it: no fidelity "
 		   "is given for it. Speedup — : no speed run at that density. Numbers to 3 significant "
 		   "figures.\n\n", tol);
-	fprintf(f, "| method | source | target ρ | samples | density | sparse density | PSNR | 95%% CI | SSIM | "
-		   "95%% CI | rel-L2 | 95%% CI | speedup |\n");
-	fprintf(f, "|:--|:--|--:|--:|--:|--:|--:|:-:|--:|:-:|--:|:-:|--:|\n");
+	fprintf(f, "| method | schedule | source | target ρ | samples | density | sparse density | PSNR | 95%% CI | "
+		   "SSIM | 95%% CI | rel-L2 | 95%% CI | speedup |\n");
+	fprintf(f, "|:--|:--|:--|--:|--:|--:|--:|--:|:-:|--:|:-:|--:|:-:|--:|\n");
 	for (int p = 0; p < ne; p++) {
 		const entry *x = &e[p];
 		char a[32], b[32], c[32], d[32], g[32], h[32], k[32], l[32], m[32], s[32], t[32];
-		fprintf(f, "| `%s` | %s | %g | %d | %s | %s | ", x->policy, x->source, x->rho, x->samples,
+		fprintf(f, "| `%s` | %s | %s | %g | %d | %s | %s | ", x->policy, x->sched, x->source, x->rho, x->samples,
 			dg_sig3(a, x->density), dg_sig3(b, x->sparse_density));
 		if (!x->reached)
 			fprintf(f, "cannot reach ρ | — | — | — | — | — | ");
@@ -342,7 +529,7 @@ static void write_md(FILE *f, const entry *e, int ne, const dg_compare_opts *o, 
 		if (isnan(x->speedup))
 			fputs("— |\n", f);
 		else
-			fprintf(f, "%s× |\n", dg_sig3(a, x->speedup));
+			fprintf(f, "%s×%s |\n", dg_sig3(a, x->speedup), x->projected ? "ᵖ" : "");
 	}
 }
 
@@ -371,7 +558,13 @@ static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
 		char a[32], b[32], c[32], d[32], g[32], h[32];
 		fputs("\\texttt{", f);
 		tex_str(f, x->policy);
-		fputs("} & ", f);
+		fputs("}", f);
+		if (strcmp(x->sched, "—")) {
+			fputs(" (", f);
+			tex_str(f, x->sched);
+			fputs(")", f);
+		}
+		fputs(" & ", f);
 		tex_str(f, x->source);
 		fprintf(f, " & %g & %d & $%s$ & ", x->rho, x->samples, dg_sig3(a, x->sparse_density));
 		if (!x->reached)
@@ -384,7 +577,7 @@ static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
 		if (isnan(x->speedup))
 			fputs(" & --- \\\\\n", f);
 		else
-			fprintf(f, " & $%s$ \\\\\n", dg_sig3(h, x->speedup));
+			fprintf(f, " & $%s%s$ \\\\\n", dg_sig3(h, x->speedup), x->projected ? "^p" : "");
 	}
 	fputs("\\bottomrule\n\\end{tabular}\n\\end{table}\n", f);
 }
@@ -415,8 +608,9 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 			const entry *x = &e[p];
 			if (strcmp(x->policy, methods[m]) || !x->reached || isnan(x->speedup) || !isfinite(x->est[0]))
 				continue;
-			fprintf(dat, "%.6g %.6g %.6g %.6g %.3f %g\n", x->speedup, x->est[0], x->lo[0], x->hi[0],
-				x->sparse_density, x->rho);
+			fprintf(dat, "%.6g %.6g %.6g %.6g %.3f %g \"%s%s%.2f\"\n", x->speedup, x->est[0], x->lo[0],
+				x->hi[0], x->sparse_density, x->rho, strcmp(x->sched, "—") ? x->sched : "",
+				strcmp(x->sched, "—") ? " " : "", x->density);
 		}
 		fputs("\n\n", dat);
 	}
@@ -475,12 +669,204 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 		fprintf(gp, "%s'pareto.dat' index %d using 1:2:3:4 with yerrorbars ls %d ps 1.4 title ",
 			m ? ", \\\n  " : "", m, m % 15 + 1);
 		dg_gp_string(gp, methods[m]); /* a name from the input file: quoted, never code */
-		fprintf(gp, ", \\\n  '' index %d using 1:2:(sprintf('%%.2f', $5)) with labels offset 0.6, 0.6 left "
+		fprintf(gp, ", \\\n  '' index %d using 1:2:7 with labels offset 0.6, 0.6 left "
 			    "font ',6' textcolor rgb '#444444' notitle", m);
 	}
 	fprintf(gp, "%s'pareto.dat' index %d using 1:2 with lines ls 8 dt 2 lw 1 title 'frontier (labels: "
-		    "computed density)'\nunset output\n}\n", nm ? ", \\\n  " : "", nm);
+		    "schedule, computed density over every call)'\nunset output\n}\n", nm ? ", \\\n  " : "", nm);
 	*nmethods = nm;
+}
+
+/* matched cost: kind 0 "speedup >= t", kind 1 "density over every call <= t" */
+static bool qualifies(const entry *x, int kind, double t)
+{
+	if (!x->reached || !strcmp(x->policy, "dense") || isnan(x->est[0]))
+		return false;
+	/* densities are compared at the tables' precision (3 figures): 0.4003 counts as 0.400 */
+	return kind == 0 ? isfinite(x->speedup) && x->speedup >= t - 5e-4 : x->density <= t + 5e-4;
+}
+
+/* the entry of best PSNR of policy (any when NULL) that qualifies, or -1; skip: a policy left out */
+static int best_of(const entry *e, int ne, const char *policy, const char *skip, int kind, double t)
+{
+	int b = -1;
+	for (int p = 0; p < ne; p++)
+		if ((!policy || !strcmp(e[p].policy, policy)) && (!skip || strcmp(e[p].policy, skip)) &&
+		    qualifies(&e[p], kind, t) && (b < 0 || e[p].est[0] > e[b].est[0]))
+			b = p;
+	return b;
+}
+
+/* the methods of the table (policy names but dense, in table order) into m; their number */
+static int methods_of(const entry *e, int ne, const char **m)
+{
+	int nm = 0;
+	for (int p = 0; p < ne; p++) {
+		int i = 0;
+		while (i < nm && strcmp(m[i], e[p].policy))
+			i++;
+		if (i == nm && strcmp(e[p].policy, "dense"))
+			m[nm++] = e[p].policy;
+	}
+	return nm;
+}
+
+typedef struct {
+	int best, next;           /* the best entry, the best entry of another method (-1: none) */
+	double d, d_lo, d_hi;     /* the paired PSNR difference best - next over the samples */
+} matched_col;
+
+static void matched_cols(const rows *fid, const entry *e, int ne, int kind, const double *t, int nt,
+			 const dg_compare_opts *o, matched_col *c)
+{
+	for (int i = 0; i < nt; i++) {
+		c[i].best = best_of(e, ne, NULL, NULL, kind, t[i]);
+		c[i].next = c[i].best < 0 ? -1 : best_of(e, ne, NULL, e[c[i].best].policy, kind, t[i]);
+		c[i].d = c[i].d_lo = c[i].d_hi = NAN;
+		if (c[i].next >= 0) {
+			pair_a = c[i].best, pair_b = c[i].next;
+			boot_samples(fid, e, ne, 0, pair_stat, 1, o->boot, o->seed, &c[i].d, &c[i].d_lo, &c[i].d_hi);
+		}
+	}
+}
+
+static const char *const matched_kind[2] = { "speedup", "density" };
+
+static void matched_csv(FILE *f, const entry *e, int ne, const char **m, int nm, int kind, const double *t,
+			int nt, const matched_col *c)
+{
+	for (int i = 0; i < nt; i++)
+		for (int k = 0; k < nm; k++) {
+			int b = best_of(e, ne, m[k], NULL, kind, t[i]);
+			if (b < 0)
+				continue;
+			const entry *x = &e[b];
+			fprintf(f, "%s,%g,%s,", matched_kind[kind], t[i], x->policy);
+			dg_csv_field(f, x->sched);
+			bool top = b == c[i].best;
+			fprintf(f, ",%g,%.6g,%.6g,%.6g,%d,%.6g,%.6g,%.6g,%d,%.6g,%.6g,%.6g\n", x->rho, x->density,
+				x->sparse_density, x->speedup, x->projected, x->est[0], x->lo[0], x->hi[0], top,
+				top ? c[i].d : NAN, top ? c[i].d_lo : NAN, top ? c[i].d_hi : NAN);
+		}
+}
+
+static void matched_md(FILE *f, const entry *e, int ne, const char **m, int nm, int kind, const double *t,
+		       int nt, const matched_col *c)
+{
+	char a[32], b[32], d[32], g[32], h[32];
+	fprintf(f, "| method |");
+	for (int i = 0; i < nt; i++)
+		fprintf(f, kind == 0 ? " speedup ≥ %s× |" : " density ≤ %s |", dg_sig3(a, t[i]));
+	fputs("\n|:--|", f);
+	for (int i = 0; i < nt; i++)
+		fputs(":--|", f);
+	fputc('\n', f);
+	for (int k = 0; k < nm; k++) {
+		fprintf(f, "| `%s` |", m[k]);
+		for (int i = 0; i < nt; i++) {
+			int p = best_of(e, ne, m[k], NULL, kind, t[i]);
+			if (p < 0) {
+				fputs(" — |", f);
+				continue;
+			}
+			const entry *x = &e[p];
+			const char *bold = p == c[i].best ? "**" : "";
+			fprintf(f, " %s%s%s [%s, %s] %s, ρ %g, density %s, %s×%s |", bold, dg_sig3(a, x->est[0]), bold,
+				dg_sig3(b, x->lo[0]), dg_sig3(d, x->hi[0]), x->sched, x->rho, dg_sig3(g, x->density),
+				dg_sig3(h, x->speedup), x->projected ? "ᵖ" : "");
+		}
+		fputc('\n', f);
+	}
+	fputs("| best − next method (paired) |", f);
+	for (int i = 0; i < nt; i++) {
+		if (c[i].next < 0)
+			fputs(" — |", f);
+		else
+			fprintf(f, " %s [%s, %s] dB (`%s` over `%s`) |", dg_sig3(a, c[i].d), dg_sig3(b, c[i].d_lo),
+				dg_sig3(d, c[i].d_hi), e[c[i].best].policy, e[c[i].next].policy);
+	}
+	fputs("\n\n", f);
+}
+
+static void matched_tex(FILE *f, const entry *e, int ne, const char **m, int nm, int kind, const double *t,
+			int nt, const matched_col *c, const dg_compare_opts *o)
+{
+	char a[32], b[32], d[32];
+	fprintf(f, "\\begin{table*}[t]\n\\centering\n\\small\n\\caption{Matched %s: each method's best PSNR (dB, "
+		   "95\\%% bootstrap interval over the samples) among its schedules and densities at %s (", kind == 0 ?
+		   "speed" : "computed density", kind == 0 ? "a measured or projected ($^p$) speedup of at least the "
+		   "column's" : "a computed density over every call of at most the column's");
+	tex_str(f, o->title);
+	fprintf(f, "); the last row: the paired difference of the best method over the next.}\n\\label{tab:matched-%s}\n"
+		   "\\begin{tabular}{l", matched_kind[kind]);
+	for (int i = 0; i < nt; i++)
+		fputs("l", f);
+	fputs("}\n\\toprule\nMethod", f);
+	for (int i = 0; i < nt; i++)
+		fprintf(f, kind == 0 ? " & $\\geq %s\\times$" : " & $\\leq %s$", dg_sig3(a, t[i]));
+	fputs(" \\\\\n\\midrule\n", f);
+	for (int k = 0; k < nm; k++) {
+		fputs("\\texttt{", f);
+		tex_str(f, m[k]);
+		fputs("}", f);
+		for (int i = 0; i < nt; i++) {
+			int p = best_of(e, ne, m[k], NULL, kind, t[i]);
+			if (p < 0) {
+				fputs(" & ---", f);
+				continue;
+			}
+			const entry *x = &e[p];
+			fprintf(f, " & %s$%s$%s {\\scriptsize [%s, %s] ", p == c[i].best ? "\\textbf{" : "", dg_sig3(a, x->est[0]),
+				p == c[i].best ? "}" : "", dg_sig3(b, x->lo[0]), dg_sig3(d, x->hi[0]));
+			tex_str(f, x->sched);
+			fprintf(f, ", $\\rho$ %g}", x->rho);
+		}
+		fputs(" \\\\\n", f);
+	}
+	fputs("\\midrule\nBest $-$ next", f);
+	for (int i = 0; i < nt; i++)
+		if (c[i].next < 0)
+			fputs(" & ---", f);
+		else
+			fprintf(f, " & $%s$ {\\scriptsize [%s, %s]}", dg_sig3(a, c[i].d), dg_sig3(b, c[i].d_lo),
+				dg_sig3(d, c[i].d_hi));
+	fputs(" \\\\\n\\bottomrule\n\\end{tabular}\n\\end{table*}\n\n", f);
+}
+
+/* matched.{csv,md,tex}: both kinds of matched cost */
+static void write_matched(FILE *csv, FILE *md, FILE *tex, const rows *fid, const entry *e, int ne,
+			  const dg_compare_opts *o, const rows *sp)
+{
+	const char **m = dg_malloc((size_t)(ne + 1) * sizeof *m);
+	int nm = methods_of(e, ne, m);
+	fprintf(csv, "matched,threshold,policy,schedule,density_target,density,sparse_density,speedup,"
+		     "speed_projected,psnr,psnr_lo,psnr_hi,best,best_minus_next,best_minus_next_lo,"
+		     "best_minus_next_hi\n");
+	fprintf(md, "# Matched cost: each method's best schedule and density at a given cost (%s)\n\n"
+		    "Each cell: the method's row of best mean PSNR (dB, final latents against dense, 95%% bootstrap "
+		    "interval over the samples) among its schedules and target densities that reach their target, "
+		    "at a speedup of at least the column's (measured, or projected ᵖ from step costs: "
+		    "comparison.md), or at a computed density over every self-attention call (warm-up and "
+		    "anchors included) of at most the column's; then its schedule, target ρ, computed density "
+		    "and speedup. Bold: the column's best; last row: the paired PSNR difference of the best "
+		    "method over the best of any other method (%d bootstrap replicates over the samples, seed "
+		    "%lu). Fidelity: %s; speed: %s.\n\n## At matched speed\n\n",
+		o->title, o->boot, o->seed, fid->device, sp->n ? sp->device : "the fidelity runs' own times");
+	fprintf(tex, "%% matched.tex: made by dsgap compare (commit %s). Needs \\usepackage{booktabs}.\n",
+		dg_git_commit());
+	const double *t[2] = { o->at_speedup, o->at_density };
+	const int nt[2] = { o->nat_speedup, o->nat_density };
+	for (int kind = 0; kind < 2; kind++) {
+		matched_col *c = dg_calloc((size_t)nt[kind] + 1, sizeof *c);
+		matched_cols(fid, e, ne, kind, t[kind], nt[kind], o, c);
+		if (kind == 1)
+			fputs("## At matched computed density\n\n", md);
+		matched_md(md, e, ne, m, nm, kind, t[kind], nt[kind], c);
+		matched_csv(csv, e, ne, m, nm, kind, t[kind], nt[kind], c);
+		matched_tex(tex, e, ne, m, nm, kind, t[kind], nt[kind], c, o);
+		free(c);
+	}
+	free(m);
 }
 
 static void write_json(FILE *f, const entry *e, int ne, const dg_compare_opts *o, const rows *fid,
@@ -502,7 +888,6 @@ static void write_json(FILE *f, const entry *e, int ne, const dg_compare_opts *o
 	cJSON_AddStringToObject(j, "fidelity_device", fid->device);
 	cJSON_AddStringToObject(j, "speed_device", sp->n ? sp->device : fid->device);
 	cJSON_AddNumberToObject(j, "steps", fid->steps);
-	cJSON_AddNumberToObject(j, "warmup", fid->warmup);
 	cJSON_AddNumberToObject(j, "boot", o->boot);
 	cJSON_AddNumberToObject(j, "seed", (double)o->seed);
 	cJSON_AddNumberToObject(j, "tolerance", o->tol);
@@ -511,6 +896,7 @@ static void write_json(FILE *f, const entry *e, int ne, const dg_compare_opts *o
 		if (!e[p].reached) {
 			cJSON *u = cJSON_CreateObject();
 			cJSON_AddStringToObject(u, "policy", e[p].policy);
+			cJSON_AddStringToObject(u, "schedule", e[p].sched);
 			cJSON_AddNumberToObject(u, "density_target", e[p].rho);
 			cJSON_AddNumberToObject(u, "sparse_density", e[p].sparse_density);
 			cJSON_AddItemToArray(a, u);
@@ -533,34 +919,35 @@ int dg_compare(const dg_compare_opts *o)
 	for (int i = 0; i < o->nspeed; i++)
 		if (read_run(o->speed[i], &sp))
 			goto done;
-	if (fid.warmup >= fid.steps) {
-		dg_error("compare: %s: warm-up %d of %d steps leaves no sparse call", o->fidelity[0], fid.warmup,
-			 fid.steps);
-		goto done;
-	}
 	e = dg_calloc((size_t)fid.n, sizeof *e);
 	for (int i = 0; i < fid.n; i++) {
 		const row *r = &fid.r[i];
-		int p = find_entry(e, ne, r->policy, r->rho);
+		int p = find_entry(e, ne, r->policy, r->sched, r->rho);
 		if (p < 0) {
 			p = ne++;
 			snprintf(e[p].policy, sizeof e[p].policy, "%s", r->policy);
+			snprintf(e[p].sched, sizeof e[p].sched, "%s", r->sched);
+			e[p].rs = fid.runs[r->run];
 			e[p].rho = r->rho;
 			source_of(r->policy, e[p].source, sizeof e[p].source);
 		}
 		e[p].samples++;
 		e[p].density += r->density;
 	}
-	double wf = (double)fid.warmup / fid.steps; /* the warm-up's share of the calls, all dense */
 	for (int p = 0; p < ne; p++) {
+		double wf = (double)e[p].rs.warmup / e[p].rs.steps; /* the warm-up's share of the calls, all dense */
 		e[p].density /= e[p].samples;
 		e[p].sparse_density = (e[p].density - wf) / (1 - wf);
-		e[p].reached = !is_peer(e[p].policy) || fabs(e[p].sparse_density - e[p].rho) <= o->tol + 1e-12;
-		e[p].speedup = e[p].speed_density = NAN;
+		e[p].reached = !is_peer(e[p].policy) || e[p].rs.ndense_layers ||
+			       fabs(e[p].sparse_density - e[p].rho) <= o->tol + 1e-12;
 	}
+	if (fid.repeated)
+		printf("compare: %d rows repeated across the runs (each run's dense reference, or a policy the "
+		       "anchors do not act on under schedules that differ only in them): counted once\n",
+		       fid.repeated);
 	for (int k = 0; k < 3; k++)
 		fidelity_stats(&fid, e, ne, k, o->boot, o->seed);
-	if (speed_stats(sp.n ? &sp : &fid, e, ne))
+	if (speed_stats(sp.n ? &sp : &fid, e, ne, !sp.n))
 		goto done;
 
 	/* every file made whole in a staging folder (the figure rendered there), then published: a
@@ -570,7 +957,8 @@ int dg_compare(const dg_compare_opts *o)
 		goto done;
 	char *figs = dg_path_join(st.path, "figures");
 	const char *names[] = { "comparison.csv", "comparison.md", "comparison.tex", "run.json",
-				"figures/pareto.dat", "figures/pareto.gp", "figures/style.gp" };
+				"figures/pareto.dat", "figures/pareto.gp", "figures/style.gp",
+				"matched.csv", "matched.md", "matched.tex" };
 	enum { NF = sizeof names / sizeof *names };
 	dg_out out[NF];
 	int nopen = 0, bad = dg_mkdir_p(figs), nm = 0;
@@ -587,6 +975,7 @@ int dg_compare(const dg_compare_opts *o)
 		write_json(out[3].f, e, ne, o, &fid, &sp);
 		write_figure(out[4].f, out[5].f, e, ne, o, sp.n ? sp.device : NULL, &nm);
 		fputs(DG_STYLE_GP, out[6].f);
+		write_matched(out[7].f, out[8].f, out[9].f, &fid, e, ne, o, &sp);
 	}
 	int i = 0;
 	for (; i < nopen && !bad; i++)
@@ -602,10 +991,10 @@ int dg_compare(const dg_compare_opts *o)
 	free(figs);
 	if (dg_stage_close(&st, bad))
 		goto done;
-	printf("compare: %d rows of methods x densities (%d methods in the figure) from %d samples' rows -> "
-	       "%s/comparison.{csv,md,tex}, figures/pareto.png\n", ne, nm, fid.n, o->out);
+	printf("compare: %d rows of methods x schedules x densities (%d methods in the figure) from %d samples' rows -> "
+	       "%s/comparison.{csv,md,tex}, matched.{csv,md,tex}, figures/pareto.png\n", ne, nm, fid.n, o->out);
 	rc = 0;
 done:
-	free(e), free(fid.r), free(sp.r);
+	free(e), free(fid.r), free(sp.r), free(fid.runs), free(sp.runs);
 	return rc;
 }

@@ -23,7 +23,17 @@
  *   speedup             from the speed runs: mean dense transformer time / mean policy time over
  *                       their samples (speed_density: that run's computed density); without
  *                       --speed, the fidelity runs' own
- * Writes DIR/comparison.{csv,md,tex}, DIR/run.json (inputs, settings, unreached densities) and
+ * Runs may differ in schedule (warm-up, anchors, dense layers; not in steps): a table row is a
+ * policy x schedule x density, the schedule written as it acts on the policy ("w10 every:10" for a
+ * refresh=anchor policy, "w10" for a refresh=step one, which the anchors do not change: its rows
+ * repeated under schedules that differ only in anchors are counted once). A speed run of another
+ * step count or schedule gives a projected speedup (step costs fitted to the speed runs: speed_stats
+ * in compare.c), marked so in every table.
+ *   matched cost        per method, the row of best PSNR among those at speedup >= each of
+ *                       at_speedup, and among those at computed density <= each of at_density, with
+ *                       the paired PSNR difference of the best method over the next (bootstrap)
+ * Writes DIR/comparison.{csv,md,tex}, DIR/matched.{csv,md,tex}, DIR/run.json (inputs, settings,
+ * unreached densities) and
  * DIR/figures/pareto.{dat,gp} (+ style.gp), published together, then renders figures/pareto.{pdf,png}
  * with gnuplot (plot.h): speedup against PSNR, one marker per method, error bars, each point labelled
  * with its computed density, the non-dominated points joined as the frontier, dense as the line at 1x.
@@ -42,6 +52,10 @@ typedef struct {
 	int boot;
 	unsigned long seed;
 	double tol;
+	const double *at_speedup; /* matched-cost columns: best PSNR at speedup >= each (1.5, 1.8, 2) */
+	int nat_speedup;
+	const double *at_density; /* ... at computed density (every call) <= each (0.3 ... 0.5) */
+	int nat_density;
 } dg_compare_opts;
 
 /* The whole comparison: 0, or -1 after one line. */

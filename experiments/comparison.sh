@@ -204,7 +204,7 @@ done
 
 # --- comparison.csv and run.json: the speed's state --------------------------------------------------------
 if [ $speed_state = not_measured ]; then
-  awk -F, -v OFS=, 'NR > 1 { $(NF - 2) = "nan"; $(NF - 1) = "nan"; $NF = 0 } 1' "$csv" > "$csv.tmp.$$" && mv "$csv.tmp.$$" "$csv"
+  awk -F, -v OFS=, 'NR > 1 { $17 = "nan"; $18 = "nan"; $19 = 0; $24 = 0 } 1' "$csv" > "$csv.tmp.$$" && mv "$csv.tmp.$$" "$csv"
 fi
 sdev_nm=""
 [ $speed_state != not_measured ] || sdev_nm="not measured (the speed run${smodel:+ of $smodel} did not finish)"
@@ -234,7 +234,7 @@ SP=$speed_md OFFNP=$offnp_md awk -F, -v tol="$tol" -v state="$speed_state" -v sl
     -v n_off="$n_off" "$off_awk$EXP_AWK_SIG3"'
   BEGIN { sp = ENVIRON["SP"]; offnp = ENVIRON["OFFNP"] }
   function fmt(x) { return x == "nan" ? "—" : sig3(x) }
-  NR == FNR { if (FNR > 1) { k = $1 SUBSEP ($3 + 0); if (off() && $7 == 1) np[k] = 1
+  NR == FNR { if (FNR > 1) { k = $1 SUBSEP $20 SUBSEP ($3 + 0); if (off() && $7 == 1) np[k] = 1
       if (off()) offrow[++no] = $0 } next }
   /^Fidelity:/ { if (state == "not_measured") { sub(/Speedup: the fidelity runs. own transformer times \(dense \/ method\)\. /, "")
         sub(/ Speedup — : no speed run at that density\./, "") }
@@ -242,7 +242,7 @@ SP=$speed_md OFFNP=$offnp_md awk -F, -v tol="$tol" -v state="$speed_state" -v sl
     print; if (sp != "") { print ""; print sp }; next }
   /^\| method \|/ { if (state == "not_measured") sub(/\| speedup \|$/, "| speedup (" slabel ") |"); print; next }
   /^\| `/ { n = split($0, f, " \\| "); p = f[1]; sub(/^\| `/, "", p); sub(/`$/, "", p)
-    if ((p SUBSEP (f[3] + 0)) in np) f[6] = f[6] " ‡"
+    if ((p SUBSEP f[2] SUBSEP (f[4] + 0)) in np) f[7] = f[7] " ‡"
     if (state == "not_measured") f[n] = "not measured |"
     s = f[1]; for (i = 2; i <= n; i++) s = s " | " f[i]; print s; tbl = 1; next }
   { print }
@@ -260,14 +260,17 @@ SP=$speed_tex OFFNP=$offnp_tex awk -F, -v tol="$tol" -v state="$speed_state" -v 
     "$off_awk"'
   BEGIN { sp = ENVIRON["SP"]; offnp = ENVIRON["OFFNP"] }
   function esc(s) { gsub(/[_%&#]/, "\\\\&", s); return s }
-  NR == FNR { if (FNR > 1 && off() && $7 == 1) np[$1 SUBSEP ($3 + 0)] = 1; next }
+  NR == FNR { if (FNR > 1 && off() && $7 == 1) np[$1 SUBSEP $20 SUBSEP ($3 + 0)] = 1; next }
   /^\\caption\{/ { if (state == "not_measured") sub(/, and the measured speedup of the denoising loop\.\}/, "; the speedup was not measured (see the note).}")
     print; next }
   /^Method & / { n = split($0, f, " & "); f[5] = "Density (past the warm-up)"
     if (state == "not_measured") f[n] = "Speedup (" esc(slabel) ") \\\\"
     s = f[1]; for (i = 2; i <= n; i++) s = s " & " f[i]; print s; next }
-  /^\\texttt\{/ { n = split($0, f, " & "); p = f[1]; sub(/^\\texttt\{/, "", p); sub(/\}$/, "", p); gsub(/\\_/, "_", p)
-    if ((p SUBSEP (f[3] + 0)) in np) f[5] = substr(f[5], 1, length(f[5]) - 1) "^{\\ddagger}$"
+  /^\\texttt\{/ { n = split($0, f, " & "); p = f[1]; sub(/^\\texttt\{/, "", p); sched = "—"
+    if (match(p, /\} \(.*\)$/)) { sched = substr(p, RSTART + 3, RLENGTH - 4); p = substr(p, 1, RSTART - 1) }
+    else sub(/\}$/, "", p)
+    gsub(/\\_/, "_", p)
+    if ((p SUBSEP sched SUBSEP (f[3] + 0)) in np) f[5] = substr(f[5], 1, length(f[5]) - 1) "^{\\ddagger}$"
     if (state == "not_measured") f[n] = "--- \\\\"
     s = f[1]; for (i = 2; i <= n; i++) s = s " & " f[i]; print s; next }
   /^\\end\{tabular\}/ { print; note = esc(sp)

@@ -70,18 +70,28 @@ static const char *const need[COLS] = { "prompt", "seed", "policy", "density_tar
 					"psnr", "ssim", "transformer_s", "rel_l2" };
 
 /* the rows of RUN/closed_loop.csv into rs; the run's steps and warm-up checked against rs's. 0 or -1. */
+/* policy's refresh kind: DG_REFRESH_STEP for dense and for a name that is no policy spec (checked
+ * for the spec alphabet first: a name from the input file never reaches the parser's messages) */
+static dg_refresh_kind refresh_of(const char *policy)
+{
+	if (!strcmp(policy, "dense") || !*policy || strspn(policy, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+							 "0123456789-_/=.:;") != strlen(policy))
+		return DG_REFRESH_STEP;
+	dg_policy p;
+	return dg_policy_parse(policy, &p) ? DG_REFRESH_STEP : p.refresh;
+}
+
 /* The schedule as it acts on policy into out[DG_SCHED_DESC_MAX]: "—" for dense; "wW" for a
  * refresh=step policy (anchors do not act on it); "wW once", "wW every:N" (anchors W-1, W-1+N, ...
  * to the last step) or "wW a=a;b;c" for refresh=anchor; " dl=K" for K dense layers. */
 static void sched_desc(const char *policy, const run_sched *r, char *out)
 {
-	dg_policy p;
-	if (!strcmp(policy, "dense") || dg_policy_parse(policy, &p)) {
+	if (!strcmp(policy, "dense")) {
 		snprintf(out, DG_SCHED_DESC_MAX, "—");
 		return;
 	}
 	int n = snprintf(out, DG_SCHED_DESC_MAX, "w%d", r->warmup);
-	if (p.refresh == DG_REFRESH_ANCHOR) {
+	if (refresh_of(policy) == DG_REFRESH_ANCHOR) {
 		int step = r->nanchors > 1 ? r->anchors[1] - r->anchors[0] : 0;
 		bool every = r->nanchors > 1 && r->anchors[0] == (r->warmup ? r->warmup - 1 : 0) &&
 			     r->anchors[r->nanchors - 1] + step >= r->steps;
@@ -242,6 +252,14 @@ static int read_run(const char *dir, rows *rs)
 		for (int i = 0; i < rs->n && !again; i++)
 			again = !strcmp(rs->r[i].sample, r->sample) && !strcmp(rs->r[i].policy, r->policy) &&
 				!strcmp(rs->r[i].sched, r->sched) && rs->r[i].rho == r->rho;
+		bool same_run = false;
+		for (int i = 0; i < rs->n && again && !same_run; i++)
+			same_run = rs->r[i].run == r->run && !strcmp(rs->r[i].sample, r->sample) &&
+				   !strcmp(rs->r[i].policy, r->policy) && rs->r[i].rho == r->rho;
+		if (same_run) {
+			dg_error("compare: %s:%d: sample %s of %s at %g again", cp, lineno, r->sample, r->policy, r->rho);
+			goto done;
+		}
 		if (again) { /* the dense reference of every run, or a policy that does not read the
 			      * anchors under two schedules that differ only in them: counted once */
 			rs->repeated++;
@@ -378,8 +396,7 @@ static void step_counts(const run_sched *r, bool cached, int *nd, int *na, int *
 
 static bool is_cached(const char *policy)
 {
-	dg_policy p;
-	return strcmp(policy, "dense") && !dg_policy_parse(policy, &p) && p.refresh == DG_REFRESH_ANCHOR;
+	return refresh_of(policy) == DG_REFRESH_ANCHOR;
 }
 
 /*
@@ -471,19 +488,19 @@ static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 
 static void write_csv(FILE *f, const entry *e, int ne)
 {
-	fprintf(f, "policy,schedule,source,steps,warmup,anchors,density_target,samples,density,sparse_density,"
-		   "reached,psnr,psnr_lo,psnr_hi,ssim,ssim_lo,ssim_hi,rel_l2,rel_l2_lo,rel_l2_hi,speedup,"
-		   "speed_density,speed_samples,speed_projected\n");
+	fprintf(f, "policy,source,density_target,samples,density,sparse_density,reached,psnr,psnr_lo,psnr_hi,"
+		   "ssim,ssim_lo,ssim_hi,rel_l2,rel_l2_lo,rel_l2_hi,speedup,speed_density,speed_samples,schedule,"
+		   "steps,warmup,anchors,speed_projected\n");
 	for (int p = 0; p < ne; p++) {
 		const entry *x = &e[p];
 		fprintf(f, "%s,", x->policy);
-		dg_csv_field(f, x->sched);
-		fputc(',', f);
 		dg_csv_field(f, x->source);
-		fprintf(f, ",%d,%d,%d,%g,%d,%.6g,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d\n",
-			x->rs.steps, x->rs.warmup, is_cached(x->policy) ? x->rs.nanchors : 0, x->rho, x->samples,
-			x->density, x->sparse_density, x->reached, x->est[0], x->lo[0], x->hi[0], x->est[1], x->lo[1],
-			x->hi[1], x->est[2], x->lo[2], x->hi[2], x->speedup, x->speed_density, x->speed_samples,
+		fprintf(f, ",%g,%d,%.6g,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,", x->rho,
+			x->samples, x->density, x->sparse_density, x->reached, x->est[0], x->lo[0], x->hi[0],
+			x->est[1], x->lo[1], x->hi[1], x->est[2], x->lo[2], x->hi[2], x->speedup, x->speed_density,
+			x->speed_samples);
+		dg_csv_field(f, x->sched);
+		fprintf(f, ",%d,%d,%d,%d\n", x->rs.steps, x->rs.warmup, is_cached(x->policy) ? x->rs.nanchors : 0,
 			x->projected);
 	}
 }
@@ -673,7 +690,7 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 			    "font ',6' textcolor rgb '#444444' notitle", m);
 	}
 	fprintf(gp, "%s'pareto.dat' index %d using 1:2 with lines ls 8 dt 2 lw 1 title 'frontier (labels: "
-		    "schedule, computed density over every call)'\nunset output\n}\n", nm ? ", \\\n  " : "", nm);
+		    "schedule, density)'\nunset output\n}\n", nm ? ", \\\n  " : "", nm);
 	*nmethods = nm;
 }
 

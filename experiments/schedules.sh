@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# schedules.sh: issue 50's closed loop across refresh schedules, compared at matched cost ->
+# results/schedules/: comparison.{md,tex,csv} (every method x schedule x density: PSNR, SSIM, rel-L2
+# of the final latents against dense with 95% intervals over the 24 samples; computed density over
+# every call and past the warm-up; speedup measured or projected), matched.{md,tex,csv} (each
+# method's best schedule at speedup >= 1.5/1.8/2x and at computed density <= 0.3 ... 0.5, the paired
+# difference of the best method over the next), figures/pareto.{png,pdf}, README.md.
+#
+#   experiments/schedules.sh --stage gpu [--budget S] [--pack FILE]   (on the GPU machine)
+#       the fidelity experiments schedules_cached.ini, schedules_peers.ini, schedules_cached_b.ini
+#       (50 UniPC steps, the bundled model's 24 samples; FID_WORKERS processes, default 8) until S x
+#       0.6 s (default S 545), then the Wan2.1-1.3B random-weight model (scripts/gpu_dit.py make)
+#       and the speed experiments schedules_speed_cached.ini, schedules_speed_step.ini (one process);
+#       packs the merged runs (their cells' latents too for a run cut short) into FILE (default
+#       $OUT/schedules.tgz, split into 15 MB parts FILE.NN for the device tool)
+#   experiments/schedules.sh --stage analyse --from FILE [--out DIR | --update-results]
+#       here: unpack (FILE or its parts FILE.NN), merge a run cut short from its finished cells,
+#       dsgap compare of every fidelity run with the speed runs -> DIR (default build/results/schedules)
+# DSGAP (default build/dsgap, or .carry/bin/dsgap on the GPU machine) is the binary.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+stage="" from="" out="" budget=545 pack=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --stage) stage=${2:?--stage needs gpu or analyse}; shift ;;
+    --from) from=${2:?--from needs a file}; shift ;;
+    --out) out=${2:?--out needs a folder}; shift ;;
+    --update-results) out=$ROOT/results/schedules ;;
+    --budget) budget=${2:?--budget needs seconds}; shift ;;
+    --pack) pack=${2:?--pack needs a file}; shift ;;
+    *) echo "schedules.sh: unknown argument '$1' (see the header)" >&2; exit 2 ;;
+  esac
+  shift
+done
+FID="schedules_cached schedules_peers schedules_cached_b" SPEED="schedules_speed_cached schedules_speed_step"
+case $stage in
+gpu)
+  DSGAP=${DSGAP:-$ROOT/.carry/bin/dsgap}
+  pack=${pack:-${OUT:?set OUT or --pack}/schedules.tgz}
+  work=${DSGAP_WORK:-/tmp/schedules}
+  mkdir -p "$work"
+  t0=$SECONDS fid_end=$((budget * 6 / 10))
+  step() { # NAME END_SECONDS WORKERS: dsgap run under what is left until END
+    local left=$(($2 - (SECONDS - t0)))
+    [ $left -gt 20 ] || { echo "schedules: $1 skipped: no time left"; return 0; }
+    echo "schedules: [$((SECONDS - t0))s] $1 ($left s left)"
+    timeout -s INT $left "$DSGAP" run "$ROOT/experiments/$1.ini" --out "$work/$1" --workers "$3" > "$work/$1.log" 2>&1 ||
+      echo "schedules: $1 stopped (status $?): $(grep 'cells done' "$work/$1.log" | tail -1)"
+  }
+  for e in $FID; do step "$e" $fid_end "${FID_WORKERS:-8}"; done
+  [ -s "$ROOT/build/w13b/model/config.json" ] || OMP_NUM_THREADS=16 timeout 120 python3 "$ROOT/scripts/gpu_dit.py" make 1.3b "$ROOT/build/w13b" --seed 2
+  for e in $SPEED; do OMP_NUM_THREADS=16 step "$e" $((budget - 25)) 1; done
+  (cd "$work" && for e in $FID $SPEED; do [ -d "$e" ] || continue
+     if [ -s "$e/summary.csv" ]; then tar rf "$work.tar" --exclude='*.lock' --exclude=latents.h5 "$e" "$e.log"
+     else tar rf "$work.tar" --exclude='*.lock' "$e" "$e.log"; fi; done)
+  gzip -1f "$work.tar" && split -b 15m -d "$work.tar.gz" "$pack."
+  echo "schedules: [$((SECONDS - t0))s] packed into $pack.NN" ;;
+analyse)
+  DSGAP=${DSGAP:-$ROOT/build/dsgap}
+  [ -n "$from" ] || { echo "schedules.sh: --stage analyse needs --from FILE" >&2; exit 2; }
+  out=${out:-$ROOT/build/results/schedules}
+  u=$ROOT/build/experiments/schedules/unpacked
+  rm -rf "$u" && mkdir -p "$u"
+  if [ -s "$from" ]; then tar xzf "$from" -C "$u"; else cat "$from".[0-9]* | tar xz -C "$u"; fi
+  for e in $FID $SPEED; do # a run cut short: merge the cells it finished into E.merged
+    if [ -d "$u/$e" ] && [ ! -s "$u/$e/summary.csv" ]; then
+      "$DSGAP" merge "$u/$e" --out "$u/$e.merged" --quiet || echo "schedules.sh: $e: no merge of its finished cells" >&2
+    fi
+  done
+  fid=() spd=()
+  for e in $FID; do for r in "$u/$e"/*/closed_loop.csv "$u/$e.merged"/*/closed_loop.csv; do [ -e "$r" ] && fid+=("${r%/closed_loop.csv}"); done; done
+  for e in $SPEED; do for r in "$u/$e"/*/closed_loop.csv "$u/$e.merged"/*/closed_loop.csv; do [ -e "$r" ] && spd+=(--speed "${r%/closed_loop.csv}"); done; done
+  [ ${#fid[@]} -gt 0 ] || { echo "schedules.sh: no merged fidelity run in $from" >&2; exit 1; }
+  mkdir -p "$out"
+  "$DSGAP" compare "${fid[@]}" ${spd[@]+"${spd[@]}"} --out "$out" --title "bundled model, 24 samples, 50 steps"
+  for e in $FID $SPEED; do [ -s "$u/$e.log" ] && mkdir -p "$out/logs" && grep -v "cells done" "$u/$e.log" | tail -5 > "$out/logs/$e.log"; done
+  echo "schedules: tables in $out" ;;
+*) echo "schedules.sh: --stage gpu or --stage analyse (see the header)" >&2; exit 2 ;;
+esac

@@ -48,11 +48,14 @@ gpu)
       echo "schedules: $1 stopped (status $?): $(grep 'cells done' "$work/$1.log" | tail -1)"
   }
   for e in $FID; do step "$e" $fid_end "${FID_WORKERS:-8}"; done
-  [ -s "$ROOT/build/w13b/model/config.json" ] || OMP_NUM_THREADS=16 timeout 120 python3 "$ROOT/scripts/gpu_dit.py" make 1.3b "$ROOT/build/w13b" --seed 2
+  [ -s "$ROOT/build/w13b/model/config.json" ] || OMP_NUM_THREADS=16 timeout 120 python3 "$ROOT/scripts/gpu_dit.py" make \
+    1.3b "$ROOT/build/w13b" --seed 2 || echo "schedules: the Wan2.1-1.3B model was not made (status $?)"
   for e in $SPEED; do OMP_NUM_THREADS=16 step "$e" $((budget - 25)) 1; done
-  (cd "$work" && for e in $FID $SPEED; do [ -d "$e" ] || continue
+  rm -f "$work.tar"
+  (cd "$work" && for e in $FID $SPEED; do [ -e "$e.log" ] || continue
      if [ -s "$e/summary.csv" ]; then tar rf "$work.tar" --exclude='*.lock' --exclude=latents.h5 "$e" "$e.log"
-     else tar rf "$work.tar" --exclude='*.lock' "$e" "$e.log"; fi; done)
+     elif [ -d "$e" ]; then tar rf "$work.tar" --exclude='*.lock' "$e" "$e.log"
+     else tar rf "$work.tar" "$e.log"; fi; done)
   gzip -1f "$work.tar" && split -b 15m -d "$work.tar.gz" "$pack."
   echo "schedules: [$((SECONDS - t0))s] packed into $pack.NN" ;;
 analyse)

@@ -21,19 +21,9 @@
 #include "util/json.h"
 #include "util/util.h"
 
-/* one closed_loop.csv row */
-typedef struct {
-	char sample[160]; /* prompt/seed */
-	char policy[DG_POLICY_NAME_MAX];
-	double rho, density, psnr, ssim, rel_l2, time;
-} row;
-
-typedef struct {
-	row *r;
-	int n, cap;
-	int steps, warmup; /* of the first run read */
-	char device[192];
-} rows;
+static const char *who = "compare"; /* the command named in read_run's messages */
+typedef dg_loop_row row;
+typedef dg_loop_rows rows;
 
 /* one policy x density of the table */
 typedef struct {
@@ -52,6 +42,16 @@ enum { COLS = 9 };
 static const char *const need[COLS] = { "prompt", "seed", "policy", "density_target", "density",
 					"psnr", "ssim", "transformer_s", "rel_l2" };
 
+static int read_run(const char *dir, rows *rs);
+
+int dg_loop_rows_read(const char *dir, dg_loop_rows *rs, const char *cmd)
+{
+	who = cmd;
+	int rc = read_run(dir, rs);
+	who = "compare";
+	return rc;
+}
+
 /* the rows of RUN/closed_loop.csv into rs; the run's steps and warm-up checked against rs's. 0 or -1. */
 static int read_run(const char *dir, rows *rs)
 {
@@ -63,14 +63,14 @@ static int read_run(const char *dir, rows *rs)
 	int jline = 0;
 	cJSON *j = js ? dg_json_parse(js, jn, &why, &jline) : NULL;
 	if (!js) {
-		dg_error("compare: cannot read %s: %s", jp, dg_strerror(errno));
+		dg_error("%s: cannot read %s: %s", who, jp, dg_strerror(errno));
 		goto done;
 	}
 	if (!j) {
 		if (jline)
-			dg_error("compare: %s:%d: %s", jp, jline, why);
+			dg_error("%s: %s:%d: %s", who, jp, jline, why);
 		else
-			dg_error("compare: %s: %s", jp, why);
+			dg_error("%s: %s: %s", who, jp, why);
 		goto done;
 	}
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
@@ -80,22 +80,22 @@ static int read_run(const char *dir, rows *rs)
 	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(sched, "dense_layers");
 	const cJSON *dev = cJSON_GetObjectItemCaseSensitive(j, "device");
 	if (!cJSON_IsNumber(steps) || !cJSON_IsNumber(warm)) {
-		dg_error("compare: %s: not a closed-loop run.json (no model.steps or schedule.warmup)", jp);
+		dg_error("%s: %s: not a closed-loop run.json (no model.steps or schedule.warmup)", who, jp);
 		goto done;
 	}
 	if (steps->valuedouble != (double)steps->valueint || steps->valueint < 1 || steps->valueint > 100000 ||
 	    warm->valuedouble != (double)warm->valueint || warm->valueint < 0 || warm->valueint >= steps->valueint) {
-		dg_error("compare: %s: model.steps %g and schedule.warmup %g: expected integers, 0 <= warmup < steps",
+		dg_error("%s: %s: model.steps %g and schedule.warmup %g: expected integers, 0 <= warmup < steps", who,
 			 jp, steps->valuedouble, warm->valuedouble);
 		goto done;
 	}
 	if (cJSON_GetArraySize(dl) > 0) {
-		dg_error("compare: %s: a schedule with dense layers (the sparse calls' density is not "
-			 "derived for it)", jp);
+		dg_error("%s: %s: a schedule with dense layers (the sparse calls' density is not "
+			 "derived for it)", who, jp);
 		goto done;
 	}
 	if (rs->steps && (rs->steps != steps->valueint || rs->warmup != warm->valueint)) {
-		dg_error("compare: %s: %d steps with warm-up %d, but an earlier run had %d with %d", jp,
+		dg_error("%s: %s: %d steps with warm-up %d, but an earlier run had %d with %d", who, jp,
 			 steps->valueint, warm->valueint, rs->steps, rs->warmup);
 		goto done;
 	}
@@ -103,7 +103,7 @@ static int read_run(const char *dir, rows *rs)
 	if (!*rs->device && cJSON_IsString(dev))
 		snprintf(rs->device, sizeof rs->device, "%s", dev->valuestring);
 	if (!(csv = dg_read_all(cp, 1 << 28, NULL))) {
-		dg_error("compare: cannot read %s: %s", cp, dg_strerror(errno));
+		dg_error("%s: cannot read %s: %s", who, cp, dg_strerror(errno));
 		goto done;
 	}
 	int col[COLS];
@@ -123,7 +123,7 @@ static int read_run(const char *dir, rows *rs)
 					if (!strcmp(f[i], need[c]))
 						col[c] = i;
 				if (col[c] < 0) {
-					dg_error("compare: %s: no column %s (a closed_loop.csv of dsgap run%s)", cp,
+					dg_error("%s: %s: no column %s (a closed_loop.csv of dsgap run%s)", who, cp,
 						 need[c], c == COLS - 1 ? " made since rel_l2 was added" : "");
 					goto done;
 				}
@@ -134,7 +134,7 @@ static int read_run(const char *dir, rows *rs)
 		for (int c = 0; c < COLS; c++)
 			maxc = col[c] > maxc ? col[c] : maxc;
 		if (nf <= maxc) {
-			dg_error("compare: %s:%d: %d fields, expected at least %d", cp, lineno, nf, maxc + 1);
+			dg_error("%s: %s:%d: %d fields, expected at least %d", who, cp, lineno, nf, maxc + 1);
 			goto done;
 		}
 		if (rs->n == rs->cap)
@@ -143,7 +143,7 @@ static int read_run(const char *dir, rows *rs)
 		snprintf(r->sample, sizeof r->sample, "%s/%s", f[col[0]], f[col[1]]);
 		snprintf(r->policy, sizeof r->policy, "%s", f[col[2]]);
 		if (dg_control_at(f[col[2]]) >= 0) {
-			dg_error("compare: %s:%d: policy name with a control character", cp, lineno);
+			dg_error("%s: %s:%d: policy name with a control character", who, cp, lineno);
 			goto done;
 		}
 		double *v[] = { &r->rho, &r->density, &r->psnr, &r->ssim, &r->time, &r->rel_l2 };
@@ -151,7 +151,7 @@ static int read_run(const char *dir, rows *rs)
 			char *e;
 			*v[k] = strtod(f[col[k + 3]], &e);
 			if (e == f[col[k + 3]] || *e) {
-				dg_error("compare: %s:%d: %s '%s' is not a number", cp, lineno, need[k + 3],
+				dg_error("%s: %s:%d: %s '%s' is not a number", who, cp, lineno, need[k + 3],
 					 f[col[k + 3]]);
 				goto done;
 			}
@@ -163,21 +163,21 @@ static int read_run(const char *dir, rows *rs)
 					k == 2 ? x >= -1e4 && (x <= 1e4 || x == INFINITY) : k == 3 ? fabs(x) <= 2 :
 					k == 4 ? isfinite(x) && x >= 0 && x <= 1e12 : isfinite(x) && fabs(x) <= 1e18;
 			if (!ok) {
-				dg_error("compare: %s:%d: %s '%s' is out of range", cp, lineno, need[k + 3], f[col[k + 3]]);
+				dg_error("%s: %s:%d: %s '%s' is out of range", who, cp, lineno, need[k + 3], f[col[k + 3]]);
 				goto done;
 			}
 		}
 		for (int i = 0; i < rs->n; i++) /* a sample counted twice would weigh twice */
 			if (!strcmp(rs->r[i].sample, r->sample) && !strcmp(rs->r[i].policy, r->policy) &&
 			    rs->r[i].rho == r->rho) {
-				dg_error("compare: %s:%d: sample %s of %s at %g again", cp, lineno, r->sample, r->policy,
+				dg_error("%s: %s:%d: sample %s of %s at %g again", who, cp, lineno, r->sample, r->policy,
 					 r->rho);
 				goto done;
 			}
 		rs->n++;
 	}
 	if (lineno < 2) {
-		dg_error("compare: %s: no rows", cp);
+		dg_error("%s: %s: no rows", who, cp);
 		goto done;
 	}
 	rc = 0;

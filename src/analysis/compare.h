@@ -32,6 +32,8 @@
 #ifndef DG_COMPARE_H
 #define DG_COMPARE_H
 
+#include "policy/policy.h"
+
 typedef struct {
 	char **fidelity; /* run folders */
 	int nfidelity;
@@ -46,5 +48,22 @@ typedef struct {
 
 /* The whole comparison: 0, or -1 after one line. */
 int dg_compare(const dg_compare_opts *o);
+
+/* The rows of merged closed-loop runs, as compare reads them (closed.h reads them too). */
+typedef struct {
+	char sample[160]; /* prompt/seed */
+	char policy[DG_POLICY_NAME_MAX];
+	double rho, density, psnr, ssim, rel_l2, time;
+} dg_loop_row;
+typedef struct {
+	dg_loop_row *r;
+	int n, cap;
+	int steps, warmup; /* of the first run read */
+	char device[192];
+} dg_loop_rows;
+/* Append RUN/closed_loop.csv's rows to rs (checked: columns, numbers and their ranges, a sample of a
+ * policy at a density once over all runs read into rs, the same steps and warm-up as the runs before,
+ * no dense layers); cmd names the command in the one line of a refusal. 0, or -1 after that line. */
+int dg_loop_rows_read(const char *dir, dg_loop_rows *rs, const char *cmd);
 
 #endif

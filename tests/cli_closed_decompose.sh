@@ -89,7 +89,7 @@ verify() { # verify MEASURE KIND STEM
   awk -v OFS=' ' 'function abs(x) { return x < 0 ? -x : x }
     function close_(a, b) { return abs(a - b) <= 1e-9 * (1 + abs(b)) }
     FILENAME ~ /want/ { want[$1, $2] = $3; if ($1 != "all") { n[$2]++; if ($3 > 0) pos[$2]++
-        mn[$2] = ($2 in mn) ? (mn[$2] < $3 ? mn[$2] : $3) : $3; mx[$2] = ($2 in mx) ? (mx[$2] > $3 ? mx[$2] : $3) : $3 }
+        if (!($2 in mn) || $3 < mn[$2]) mn[$2] = $3; if (!($2 in mx) || $3 > mx[$2]) mx[$2] = $3 }
       nq += $1 == "all"; next }
     FILENAME ~ /-samples.csv$/ { if (FNR > 1) { split($0, f, ","); k = f[1] SUBSEP f[4]; seen++
         if (!(k in want) || !close_(f[5], want[k])) { bad++; print "sample", f[1], f[4], f[5], want[k] > "/dev/stderr" } } next }

@@ -57,10 +57,10 @@ static const quantity ladder_q[DG_LAD_COUNT] = {
 			      "key blocking", "grouping: $E$(oracle-block) $-$ $E$(oracle)", DG_LAD_E_EST,
 			      "E(est-block)" },
 	[DG_LAD_QGROUP] = { "query_grouping", "· query grouping = E(oracle-tile) − E(oracle): 128 "
-			    "queries share one key list", "\quad query grouping: $E$(oracle-tile) $-$ "
+			    "queries share one key list", "\\quad query grouping: $E$(oracle-tile) $-$ "
 			    "$E$(oracle)", DG_LAD_E_EST, "E(est-block)" },
 	[DG_LAD_KBLOCK] = { "key_blocking", "· key blocking = E(oracle-block) − E(oracle-tile): keys "
-			    "in blocks of 128", "\quad key blocking: $E$(oracle-block) $-$ "
+			    "in blocks of 128", "\\quad key blocking: $E$(oracle-block) $-$ "
 			    "$E$(oracle-tile)", DG_LAD_E_EST, "E(est-block)" },
 	[DG_LAD_LOST] = { "lost", "lost contributions = E(oracle)",
 			  "lost contributions: $E$(oracle)", DG_LAD_E_EST, "E(est-block)" },
@@ -540,9 +540,9 @@ static const char *label_of(char *buf, const dg_table *t)
 static void few_note(FILE *f, bool md)
 {
 	fprintf(f, "%s an interval from fewer than %d resampled samples (or, with one sample, "
-		   "clusters): with 2 or 3 a 95%% percentile interval is about their minimum and "
+		   "clusters): with 2 or 3 a 95%s percentile interval is about their minimum and "
 		   "maximum, no confidence interval%s", md ? "§" : "$\\S$", DG_FEW_RESAMPLED,
-		md ? ".\n\n" : "");
+		md ? "%" : "\\%", md ? ".\n\n" : "");
 }
 
 const char *dg_sig3(char *buf, double x)
@@ -1297,7 +1297,7 @@ static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const int 
 		"over the 6 orders, positive = error reduced. Interactions on the error scale, "
 		"$I_{GS} = E_{gs} - E_{g} - E_{s} + E_0$, $I_{GSR}$ the three-way contrast; $I<0$: "
 		"synergy." : " Selection, grouping and lost contributions sum to $E$(est-block); "
-		"shares of $E$(est-block), of lost (residual), of grouping (tile, PCA).",
+		"shares of $E$(est-block), of lost (residual), of query grouping (PCA).",
 		multi ? " $>0$: samples whose own estimate is positive." : "");
 	char lb[64];
 	fprintf(f, "\\label{tab:%s}\n\\begin{tabular}{l", label_of(lb, t));

@@ -157,7 +157,7 @@ def main():
                     worst_e = max(worst_e, abs(float(row["rel_l2"]) - rel) / max(rel, 1e-30))
                     worst_m = max(worst_m, abs(float(row["mass_mean"]) - mass))
                     n += 1
-        print(f"against {a.metrics}: {n} units, rel_l2 within {worst_e:.1e} relative, mass_mean "
+        print(f"against {a.metrics}: {n} rows ({n // 2} units x 2 selections), rel_l2 within {worst_e:.1e} relative, mass_mean "
               f"within {worst_m:.1e}")
         rc = 0 if n == len(mine) and worst_e < 1e-3 and worst_m < 1e-4 else 1
     return rc

@@ -5,3 +5,6 @@
 #   ctest -R cli_closed_decompose
 dg_test(cli_closed_decompose COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli_closed_decompose.sh LABELS cpu)
 set_tests_properties(cli_closed_decompose PROPERTIES FIXTURES_REQUIRED wan_models)
+# dev/mass_vs_error.py's numpy selections and errors against dsgap replay on a synthetic trace
+#   ctest -R dev_mass_vs_error
+dg_test(dev_mass_vs_error COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/dev_mass_vs_error.sh LABELS cpu)

@@ -1297,7 +1297,10 @@ static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const int 
 		"over the 6 orders, positive = error reduced. Interactions on the error scale, "
 		"$I_{GS} = E_{gs} - E_{g} - E_{s} + E_0$, $I_{GSR}$ the three-way contrast; $I<0$: "
 		"synergy." : " Selection, grouping and lost contributions sum to $E$(est-block); "
-		"shares of $E$(est-block), of lost (residual), of query grouping (PCA).",
+		"grouping = query grouping + key blocking. Query groups: raster runs of 128 queries in "
+		"token order (est-block, oracle-block, oracle-tile: not 3D tiles), PCA groups "
+		"(oracle-pca), one query (oracle); keys in blocks of 128 (est-block, oracle-block) or "
+		"single. Shares of $E$(est-block), of lost (residual), of query grouping (PCA).",
 		multi ? " $>0$: samples whose own estimate is positive." : "");
 	char lb[64];
 	fprintf(f, "\\label{tab:%s}\n\\begin{tabular}{l", label_of(lb, t));

@@ -816,9 +816,9 @@ static const char *rho_name(char *buf, const dg_results *r, const dg_row *w)
 }
 
 /* the counts of a row: "n = 42 units in 6 clusters of 3 samples" */
-static const char *counts(char *buf, const dg_row *w)
+static const char *counts(char *buf, const dg_table *t, const dg_row *w)
 {
-	if (w->n_clusters == w->n_samples && w->n_units == w->n_samples && w->sample_est) {
+	if (t->loop) {
 		snprintf(buf, 96, "n = %d samples", w->n_samples); /* closed loop: a sample a unit */
 		return buf;
 	}
@@ -959,7 +959,7 @@ static void md_main(FILE *f, const dg_results *r, const dg_table *t, const int *
 		const dg_row *w = &t->row[first[k]];
 		const bool fw = dg_row_few(t, w->n_samples, w->n_clusters);
 		few |= fw;
-		fprintf(f, "%s%s: %s%s", k ? "; " : "", rho_name(rn, r, w), counts(c, w),
+		fprintf(f, "%s%s: %s%s", k ? "; " : "", rho_name(rn, r, w), counts(c, t, w),
 			fw ? " §" : "");
 	}
 	fprintf(f, " (per policy). %s*\n\n", multi ? "\"> 0 in\": samples whose own estimate is "
@@ -1141,11 +1141,13 @@ static void md_peers(FILE *f, const dg_results *r, const dg_table *t, int d)
 		char a[32], b[80], c[32], e[80], g[32];
 		if (!any)
 			fprintf(f, "Peers at matched density: per method, the configuration run whose "
-				   "effective density is closest to %g; E over its post-warm-up units; "
+				   "effective density is closest to %g; E over its %s; "
 				   "Δ = E(peer) − E(%s), paired 95%% bootstrap%s:\n\n"
 				   "| method | configuration | n | clusters | computed density | E | 95%% CI "
 				   "| Δ vs E(%s) | 95%% CI |%s\n|:--|:--|--:|--:|--:|--:|:-:|--:|:-:|%s\n",
-				r->density[d], ref, multi ? " (two levels: samples, clusters)" : "", ref,
+				r->density[d], t->loop ? "samples' final latents" : "post-warm-up units",
+				ref, t->loop ? " over the samples" : multi ? " (two levels: samples, clusters)" :
+				"", ref,
 				multi ? " Δ > 0 in |" : "", multi ? "--:|" : "");
 		any = true;
 		if (w->unreached) {
@@ -1190,7 +1192,8 @@ static void write_md(FILE *f, const dg_results *r, const dg_table *t)
 	for (int k = 0; k < nd; k++) {
 		const dg_row *w = &t->row[first[k]];
 		char rn[64], c[96];
-		fprintf(f, "## %s\n\n*All layers: %s.*\n\n", rho_name(rn, r, w), counts(c, w));
+		fprintf(f, "## %s\n\n*%s: %s.*\n\n", rho_name(rn, r, w), t->loop ? "Final latents" :
+			"All layers", counts(c, t, w));
 		md_peers(f, r, t, w->density);
 		if (first[k + 1] > first[k] + 1)
 			md_layers(f, t, first[k] + 1, first[k + 1]);
@@ -1230,10 +1233,9 @@ static void tex_boot(FILE *f, const dg_table *t)
 			   "head) clusters, seed %lu; one sample)", t->boot, t->seed);
 }
 
-static void tex_counts(FILE *f, const dg_row *w)
+static void tex_counts(FILE *f, const dg_table *t, const dg_row *w)
 {
-	char c[96];
-	if (!strncmp(counts(c, w), "n = ", 4) && !strstr(c, "units")) {
+	if (t->loop) {
 		fprintf(f, "$n=%d$ samples", w->n_samples);
 		return;
 	}
@@ -1284,7 +1286,7 @@ static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const int 
 	for (int k = 0; k < nd; k++) {
 		const dg_row *w = &t->row[first[k]];
 		fprintf(f, "%s$\\rho=%g$: ", k ? "; " : "", r->density[w->density]);
-		tex_counts(f, w);
+		tex_counts(f, t, w);
 		few |= dg_row_few(t, w->n_samples, w->n_clusters);
 	}
 	if (few) {

@@ -21,7 +21,6 @@
 #include "util/json.h"
 #include "util/util.h"
 
-static const char *who = "compare"; /* the command named in read_run's messages */
 typedef dg_loop_row row;
 typedef dg_loop_rows rows;
 
@@ -42,18 +41,9 @@ enum { COLS = 9 };
 static const char *const need[COLS] = { "prompt", "seed", "policy", "density_target", "density",
 					"psnr", "ssim", "transformer_s", "rel_l2" };
 
-static int read_run(const char *dir, rows *rs);
-
-int dg_loop_rows_read(const char *dir, dg_loop_rows *rs, const char *cmd)
-{
-	who = cmd;
-	int rc = read_run(dir, rs);
-	who = "compare";
-	return rc;
-}
-
-/* the rows of RUN/closed_loop.csv into rs; the run's steps and warm-up checked against rs's. 0 or -1. */
-static int read_run(const char *dir, rows *rs)
+/* the rows of RUN/closed_loop.csv into rs; the run's steps and warm-up checked against rs's; who: the
+ * command named in a refusal. 0 or -1. */
+int dg_loop_rows_read(const char *dir, dg_loop_rows *rs, const char *who)
 {
 	char *jp = dg_path_join(dir, "run.json"), *cp = dg_path_join(dir, "closed_loop.csv");
 	int rc = -1;
@@ -528,10 +518,10 @@ int dg_compare(const dg_compare_opts *o)
 	entry *e = NULL;
 	int rc = -1, ne = 0;
 	for (int i = 0; i < o->nfidelity; i++)
-		if (read_run(o->fidelity[i], &fid))
+		if (dg_loop_rows_read(o->fidelity[i], &fid, "compare"))
 			goto done;
 	for (int i = 0; i < o->nspeed; i++)
-		if (read_run(o->speed[i], &sp))
+		if (dg_loop_rows_read(o->speed[i], &sp, "compare"))
 			goto done;
 	if (fid.warmup >= fid.steps) {
 		dg_error("compare: %s: warm-up %d of %d steps leaves no sparse call", o->fidelity[0], fid.warmup,

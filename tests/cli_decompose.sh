@@ -84,9 +84,9 @@ for f in decomposition ablation; do
 		"grep -qF 'n = 36 units in 9 clusters' '$r/$f.md' && grep -qF '300 replicates, seed 5' '$r/$f.md' && grep -qF 'trace \`data/my_trace_#1.h5\`' '$r/$f.md'"
 done
 rows=$(awk -F, 'NR > 1' "$r/decomposition.csv" | wc -l)
-check "decomposition.csv: 2 densities x (all + 3 layers) x 12 quantities = 96 rows (got $rows)" test "$rows" -eq 96
+check "decomposition.csv: 2 densities x (all + 3 layers) x 17 quantities = 136 rows (got $rows)" test "$rows" -eq 136
 rows=$(awk -F, 'NR > 1' "$r/ablation.csv" | wc -l)
-check "ablation.csv: 2 densities x 4 scopes x 16 quantities = 128 rows (got $rows)" test "$rows" -eq 128
+check "ablation.csv: 2 densities x 4 scopes x 19 quantities = 152 rows (got $rows)" test "$rows" -eq 152
 check "decomposition.md names the sources and prints the check" bash -c \
 	"grep -q 'lost contributions = E(oracle)' '$r/decomposition.md' && grep -q '^Shares: .*Check: |selection + grouping + lost' '$r/decomposition.md'"
 check "ablation.md: the 8 cells, Shapley shares, interactions" bash -c \
@@ -101,6 +101,27 @@ check "every row: selection + grouping + lost = E(est-block)" awk -F, 'NR > 1 {
 		k = $1 "," $2; v[k, $3] = $4; keys[k] = 1 }
 	END { for (k in keys) { d = v[k, "selection"] + v[k, "grouping"] + v[k, "lost"] - v[k, "E(est-block)"]
 		if (d > 1e-9 || d < -1e-9) exit 1 } }' "$r/decomposition.csv"
+# query grouping, key blocking and the paired rows of every scope against awk's own means of the
+# post-warm-up units of metrics.csv (layer 0 dense, warm-up 2)
+check "every scope: query grouping, key blocking, the paired rows, PCA over raster from metrics.csv's units" awk -F, '
+	NR == FNR { if (FNR > 1 && $4 >= 2 && $5 != 0) for (sc = 0; sc < 2; sc++) { k = $2 "," (sc ? $5 : "all")
+		s[k, $1] += $8; n[k, $1]++ }; next }
+	FNR > 1 { k = $1 "," $2; v[k, $3] = $4; keys[k] = 1 }
+	function E(k, p) { return s[k, p] / n[k, p] }
+	function bad(a, b) { return a - b > 1e-9 || b - a > 1e-9 }
+	END { for (k in keys) { qg = E(k, "oracle-tile") - E(k, "oracle"); kb = E(k, "oracle-block") - E(k, "oracle-tile")
+		sel = E(k, "est-block") - E(k, "oracle-block"); grp = E(k, "oracle-block") - E(k, "oracle"); lost = E(k, "oracle")
+		if (bad(v[k, "query_grouping"], qg) || bad(v[k, "key_blocking"], kb) || bad(v[k, "lost-grouping"], lost - grp) ||
+		    bad(v[k, "lost-selection"], lost - sel) || bad(v[k, "grouping-selection"], grp - sel) ||
+		    bad(v[k, "query_grouping-key_blocking"], qg - kb) || bad(v[k, "pca_over_raster"], E(k, "oracle-tile") - E(k, "oracle-pca"))) exit 1
+		m++ } exit !(m == 8) }' "$r/metrics.csv" "$r/decomposition.csv"
+check "ablation: the paired differences of the Shapley shares" awk -F, 'NR > 1 { k = $1 "," $2; v[k, $3] = $4; keys[k] = 1 }
+	END { for (k in keys) { d = v[k, "shapley_R-shapley_G"] - v[k, "shapley_R"] + v[k, "shapley_G"]
+		e = v[k, "shapley_G-shapley_S"] - v[k, "shapley_G"] + v[k, "shapley_S"]
+		if (d > 1e-9 || d < -1e-9 || e > 1e-9 || e < -1e-9) exit 1 } }' "$r/ablation.csv"
+check "decomposition.md: per-layer rows of 3 heads marked § with the note; the all-layers row (9 clusters) not" bash -c \
+	"grep -q '^| 1 § | 12 | 3 |' '$r/decomposition.md' && grep -q '^§ an interval from fewer than 5' '$r/decomposition.md' && ! grep -q '9 clusters §' '$r/decomposition.md'"
+check "decomposition.md: what each oracle groups by" grep -q "E(oracle-tile): raster query groups (runs of 128 in token order, not 3D tiles), single keys" "$r/decomposition.md"
 check "every row: shapley_G + shapley_S + shapley_R = total_reduction" awk -F, 'NR > 1 {
 		k = $1 "," $2; v[k, $3] = $4; keys[k] = 1 }
 	END { for (k in keys) { d = v[k, "shapley_G"] + v[k, "shapley_S"] + v[k, "shapley_R"] - v[k, "total_reduction"]
@@ -157,7 +178,7 @@ write_results "$tmp/ladder" dense est-block oracle-block oracle
 $DSGAP decompose "$tmp/ladder" --boot 50 >/dev/null 2>"$tmp/stderr"
 check "ladder only: decomposition written, ablation skipped with a warning" bash -c "test -s '$tmp/ladder/decomposition.csv' &&
 	test ! -e '$tmp/ladder/ablation.csv' && grep -q '^dsgap: warning: .*ablation' '$tmp/stderr'"
-check "ladder only: optional rungs left out of the csv" bash -c "! grep -q 'pca_wins_back' '$tmp/ladder/decomposition.csv'"
+check "ladder only: optional rungs left out of the csv" bash -c "! grep -q 'pca_over_raster\|query_grouping\|key_blocking' '$tmp/ladder/decomposition.csv'"
 $DSGAP plot "$tmp/ladder" --boot 50 >/dev/null 2>"$tmp/stderr"
 check "ladder only: factorial figures skipped with warnings" bash -c "ls '$tmp'/ladder/figures/sources_per_layer-rho*.png >/dev/null &&
 	! ls '$tmp'/ladder/figures/ablation*.gp 2>/dev/null && grep -q '^dsgap: warning: plot: ablation-rho.* skipped' '$tmp/stderr'"

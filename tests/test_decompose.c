@@ -113,6 +113,28 @@ static void test_ladder_sums(void)
 				worst_e = fmax(worst_e, fabs(w->est[q[p]] - e) / e);
 			}
 		}
+		double worst_split = 0;
+		for (int i = 0; i < t.n_rows; i++) {
+			const dg_row *w = &t.row[i];
+			double ob = direct_mean(&r, "oracle-block", w->layer),
+			       ot = direct_mean(&r, "oracle-tile", w->layer),
+			       o = direct_mean(&r, "oracle", w->layer),
+			       op = direct_mean(&r, "oracle-pca", w->layer),
+			       eb = direct_mean(&r, "est-block", w->layer);
+			const double want[][2] = {
+				{ w->est[DG_LAD_QGROUP], ot - o },
+				{ w->est[DG_LAD_KBLOCK], ob - ot },
+				{ w->est[DG_LAD_LOST_MINUS_GROUPING], o - (ob - o) },
+				{ w->est[DG_LAD_LOST_MINUS_SELECTION], o - (eb - ob) },
+				{ w->est[DG_LAD_GROUPING_MINUS_SELECTION], (ob - o) - (eb - ob) },
+				{ w->est[DG_LAD_QGROUP_MINUS_KBLOCK], (ot - o) - (ob - ot) },
+				{ w->est[DG_LAD_PCA], ot - op },
+			};
+			for (size_t j = 0; j < sizeof want / sizeof *want; j++)
+				worst_split = fmax(worst_split, fabs(want[j][0] - want[j][1]));
+		}
+		CHECKF(worst_split <= 1e-15, "seed %lu: query grouping, key blocking, the paired rows "
+		       "and PCA over raster from the direct fp64 means (%.1e)", seed, worst_split);
 		CHECKF(worst <= 4 * EPS, "seed %lu: selection + grouping + lost = E(est-block) "
 		       "(rel. %.1e, %d rows)", seed, worst, t.n_rows);
 		CHECKF(worst_e <= 4 * EPS, "seed %lu: every rung's E equals the direct fp64 mean "
@@ -195,6 +217,15 @@ static void test_ablation_table(void)
 			worst = fmax(worst, fabs(t.row[i].check) / fabs(t.row[i].est[DG_ABL_TOTAL]));
 		CHECKF(worst <= 8 * EPS, "seed %lu: shares sum to the total in every row (rel. %.1e)",
 		       seed, worst);
+		double pr = 0;
+		for (int i = 0; i < t.n_rows; i++) {
+			const double *q = t.row[i].est;
+			pr = fmax(pr, fabs(q[DG_ABL_R_MINUS_G] - (q[DG_ABL_PHI + DG_COMP_R] -
+								 q[DG_ABL_PHI + DG_COMP_G])));
+			pr = fmax(pr, fabs(q[DG_ABL_G_MINUS_S] - (q[DG_ABL_PHI + DG_COMP_G] -
+								 q[DG_ABL_PHI + DG_COMP_S])));
+		}
+		CHECKF(pr <= 4 * EPS, "seed %lu: paired differences of the shares (%.1e)", seed, pr);
 		CHECKF(fabs(t.row[0].est[DG_ABL_E + 7] - direct_mean(&r, "mc-sparse", DG_ANY)) <=
 		       4 * EPS, "seed %lu: E(mc-sparse) is the direct mean", seed);
 		dg_table_free(&t);

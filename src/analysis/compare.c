@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -22,32 +23,9 @@
 #include "util/json.h"
 #include "util/util.h"
 
-enum { DG_SCHED_DESC_MAX = 64 };
-
-/* one run's schedule (its run.json): which of its steps are dense, anchors or sparse */
-typedef struct {
-	int steps, warmup, nanchors, ndense_layers;
-	int anchors[DG_SCHEDULE_MAX], dense_layers[DG_SCHEDULE_MAX];
-} run_sched;
-
-/* one closed_loop.csv row; run: its run's index in rows.runs */
-typedef struct {
-	char sample[160]; /* prompt/seed */
-	char policy[DG_POLICY_NAME_MAX];
-	char sched[DG_SCHED_DESC_MAX]; /* the schedule as it acts on the policy (sched_desc) */
-	int run;
-	double rho, density, psnr, ssim, rel_l2, time;
-} row;
-
-typedef struct {
-	row *r;
-	int n, cap;
-	run_sched *runs;
-	int nruns;
-	int steps; /* of every run read (runs of one set share their step count) */
-	int repeated; /* rows of a (sample, policy, schedule, density) read before: left out */
-	char device[192];
-} rows;
+typedef dg_loop_sched run_sched;
+typedef dg_loop_row row;
+typedef dg_loop_rows rows;
 
 /* one policy x schedule x density of the table */
 typedef struct {
@@ -69,7 +47,6 @@ enum { COLS = 9 };
 static const char *const need[COLS] = { "prompt", "seed", "policy", "density_target", "density",
 					"psnr", "ssim", "transformer_s", "rel_l2" };
 
-/* the rows of RUN/closed_loop.csv into rs; the run's steps and warm-up checked against rs's. 0 or -1. */
 /* policy's refresh kind: DG_REFRESH_STEP for dense and for a name that is no policy spec (checked
  * for the spec alphabet first: a name from the input file never reaches the parser's messages) */
 static dg_refresh_kind refresh_of(const char *policy)
@@ -109,7 +86,9 @@ static void sched_desc(const char *policy, const run_sched *r, char *out)
 		n += snprintf(out + n, DG_SCHED_DESC_MAX - n, "%s%d", i ? ";" : " dl=", r->dense_layers[i]);
 }
 
-static int read_run(const char *dir, rows *rs)
+/* the rows of RUN/closed_loop.csv into rs; the run's steps and warm-up checked against rs's; who: the
+ * command named in a refusal. 0 or -1. */
+int dg_loop_rows_read(const char *dir, dg_loop_rows *rs, const char *who)
 {
 	char *jp = dg_path_join(dir, "run.json"), *cp = dg_path_join(dir, "closed_loop.csv");
 	int rc = -1;
@@ -119,14 +98,14 @@ static int read_run(const char *dir, rows *rs)
 	int jline = 0;
 	cJSON *j = js ? dg_json_parse(js, jn, &why, &jline) : NULL;
 	if (!js) {
-		dg_error("compare: cannot read %s: %s", jp, dg_strerror(errno));
+		dg_error("%s: cannot read %s: %s", who, jp, dg_strerror(errno));
 		goto done;
 	}
 	if (!j) {
 		if (jline)
-			dg_error("compare: %s:%d: %s", jp, jline, why);
+			dg_error("%s: %s:%d: %s", who, jp, jline, why);
 		else
-			dg_error("compare: %s: %s", jp, why);
+			dg_error("%s: %s: %s", who, jp, why);
 		goto done;
 	}
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
@@ -137,32 +116,41 @@ static int read_run(const char *dir, rows *rs)
 	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(sched, "dense_layers");
 	const cJSON *dev = cJSON_GetObjectItemCaseSensitive(j, "device");
 	if (!cJSON_IsNumber(steps) || !cJSON_IsNumber(warm)) {
-		dg_error("compare: %s: not a closed-loop run.json (no model.steps or schedule.warmup)", jp);
+		dg_error("%s: %s: not a closed-loop run.json (no model.steps or schedule.warmup)", who, jp);
 		goto done;
 	}
 	if (steps->valuedouble != (double)steps->valueint || steps->valueint < 1 || steps->valueint > 100000 ||
 	    warm->valuedouble != (double)warm->valueint || warm->valueint < 0 || warm->valueint >= steps->valueint) {
-		dg_error("compare: %s: model.steps %g and schedule.warmup %g: expected integers, 0 <= warmup < steps",
+		dg_error("%s: %s: model.steps %g and schedule.warmup %g: expected integers, 0 <= warmup < steps", who,
 			 jp, steps->valuedouble, warm->valuedouble);
 		goto done;
 	}
 	if (rs->nruns && rs->steps != steps->valueint) {
-		dg_error("compare: %s: %d steps, but an earlier run of the same set had %d (compare runs of one "
-			 "step count together)", jp, steps->valueint, rs->steps);
+		dg_error("%s: %s: %d steps, but an earlier run of the same set had %d (compare runs of one "
+			 "step count together)", who, jp, steps->valueint, rs->steps);
 		goto done;
 	}
 	run_sched rsc = { .steps = steps->valueint, .warmup = warm->valueint };
+	struct stat st;
+	if (stat(dir, &st) == 0) {
+		rsc.dev = (unsigned long long)st.st_dev, rsc.ino = (unsigned long long)st.st_ino;
+		for (int i = 0; i < rs->nruns; i++)
+			if (rs->runs[i].dev == rsc.dev && rs->runs[i].ino == rsc.ino) {
+				dg_error("%s: %s: the same run folder twice", who, dir);
+				goto done;
+			}
+	}
 	int na = cJSON_GetArraySize(anc), nd = cJSON_GetArraySize(dl);
 	if (na > DG_SCHEDULE_MAX || nd > DG_SCHEDULE_MAX || (anc && !cJSON_IsArray(anc)) || (dl && !cJSON_IsArray(dl))) {
-		dg_error("compare: %s: schedule.anchors or schedule.dense_layers is not a list of at most %d steps",
-			 jp, DG_SCHEDULE_MAX);
+		dg_error("%s: %s: schedule.anchors or schedule.dense_layers is not a list of at most %d steps",
+			 who, jp, DG_SCHEDULE_MAX);
 		goto done;
 	}
 	for (int i = 0; i < na; i++) {
 		const cJSON *a = cJSON_GetArrayItem(anc, i);
 		if (!cJSON_IsNumber(a) || a->valueint < 0 || a->valueint >= rsc.steps ||
 		    (i && a->valueint <= rsc.anchors[i - 1])) {
-			dg_error("compare: %s: schedule.anchors[%d] is not a step of 0..%d in ascending order", jp, i,
+			dg_error("%s: %s: schedule.anchors[%d] is not a step of 0..%d in ascending order", who, jp, i,
 				 rsc.steps - 1);
 			goto done;
 		}
@@ -171,18 +159,19 @@ static int read_run(const char *dir, rows *rs)
 	for (int i = 0; i < nd; i++) {
 		const cJSON *a = cJSON_GetArrayItem(dl, i);
 		if (!cJSON_IsNumber(a) || a->valueint < 0) {
-			dg_error("compare: %s: schedule.dense_layers[%d] is not a layer number", jp, i);
+			dg_error("%s: %s: schedule.dense_layers[%d] is not a layer number", who, jp, i);
 			goto done;
 		}
 		rsc.dense_layers[rsc.ndense_layers++] = a->valueint;
 	}
 	rs->steps = steps->valueint;
+	rs->warmup = !rs->nruns || rs->warmup == rsc.warmup ? rsc.warmup : -1;
 	rs->runs = dg_realloc(rs->runs, (size_t)(rs->nruns + 1) * sizeof *rs->runs);
 	rs->runs[rs->nruns++] = rsc;
 	if (!*rs->device && cJSON_IsString(dev))
 		snprintf(rs->device, sizeof rs->device, "%s", dev->valuestring);
 	if (!(csv = dg_read_all(cp, 1 << 28, NULL))) {
-		dg_error("compare: cannot read %s: %s", cp, dg_strerror(errno));
+		dg_error("%s: cannot read %s: %s", who, cp, dg_strerror(errno));
 		goto done;
 	}
 	int col[COLS];
@@ -202,7 +191,7 @@ static int read_run(const char *dir, rows *rs)
 					if (!strcmp(f[i], need[c]))
 						col[c] = i;
 				if (col[c] < 0) {
-					dg_error("compare: %s: no column %s (a closed_loop.csv of dsgap run%s)", cp,
+					dg_error("%s: %s: no column %s (a closed_loop.csv of dsgap run%s)", who, cp,
 						 need[c], c == COLS - 1 ? " made since rel_l2 was added" : "");
 					goto done;
 				}
@@ -213,7 +202,7 @@ static int read_run(const char *dir, rows *rs)
 		for (int c = 0; c < COLS; c++)
 			maxc = col[c] > maxc ? col[c] : maxc;
 		if (nf <= maxc) {
-			dg_error("compare: %s:%d: %d fields, expected at least %d", cp, lineno, nf, maxc + 1);
+			dg_error("%s: %s:%d: %d fields, expected at least %d", who, cp, lineno, nf, maxc + 1);
 			goto done;
 		}
 		if (rs->n == rs->cap)
@@ -222,7 +211,7 @@ static int read_run(const char *dir, rows *rs)
 		snprintf(r->sample, sizeof r->sample, "%s/%s", f[col[0]], f[col[1]]);
 		snprintf(r->policy, sizeof r->policy, "%s", f[col[2]]);
 		if (dg_control_at(f[col[2]]) >= 0) {
-			dg_error("compare: %s:%d: policy name with a control character", cp, lineno);
+			dg_error("%s: %s:%d: policy name with a control character", who, cp, lineno);
 			goto done;
 		}
 		r->run = rs->nruns - 1;
@@ -232,7 +221,7 @@ static int read_run(const char *dir, rows *rs)
 			char *e;
 			*v[k] = strtod(f[col[k + 3]], &e);
 			if (e == f[col[k + 3]] || *e) {
-				dg_error("compare: %s:%d: %s '%s' is not a number", cp, lineno, need[k + 3],
+				dg_error("%s: %s:%d: %s '%s' is not a number", who, cp, lineno, need[k + 3],
 					 f[col[k + 3]]);
 				goto done;
 			}
@@ -244,7 +233,7 @@ static int read_run(const char *dir, rows *rs)
 					k == 2 ? x >= -1e4 && (x <= 1e4 || x == INFINITY) : k == 3 ? fabs(x) <= 2 :
 					k == 4 ? isfinite(x) && x >= 0 && x <= 1e12 : isfinite(x) && fabs(x) <= 1e18;
 			if (!ok) {
-				dg_error("compare: %s:%d: %s '%s' is out of range", cp, lineno, need[k + 3], f[col[k + 3]]);
+				dg_error("%s: %s:%d: %s '%s' is out of range", who, cp, lineno, need[k + 3], f[col[k + 3]]);
 				goto done;
 			}
 		}
@@ -257,7 +246,7 @@ static int read_run(const char *dir, rows *rs)
 			same_run = rs->r[i].run == r->run && !strcmp(rs->r[i].sample, r->sample) &&
 				   !strcmp(rs->r[i].policy, r->policy) && rs->r[i].rho == r->rho;
 		if (same_run) {
-			dg_error("compare: %s:%d: sample %s of %s at %g again", cp, lineno, r->sample, r->policy, r->rho);
+			dg_error("%s: %s:%d: sample %s of %s at %g again", who, cp, lineno, r->sample, r->policy, r->rho);
 			goto done;
 		}
 		if (again) { /* the dense reference of every run, or a policy that does not read the
@@ -268,7 +257,7 @@ static int read_run(const char *dir, rows *rs)
 		rs->n++;
 	}
 	if (lineno < 2) {
-		dg_error("compare: %s: no rows", cp);
+		dg_error("%s: %s: no rows", who, cp);
 		goto done;
 	}
 	rc = 0;
@@ -931,10 +920,10 @@ int dg_compare(const dg_compare_opts *o)
 	entry *e = NULL;
 	int rc = -1, ne = 0;
 	for (int i = 0; i < o->nfidelity; i++)
-		if (read_run(o->fidelity[i], &fid))
+		if (dg_loop_rows_read(o->fidelity[i], &fid, "compare"))
 			goto done;
 	for (int i = 0; i < o->nspeed; i++)
-		if (read_run(o->speed[i], &sp))
+		if (dg_loop_rows_read(o->speed[i], &sp, "compare"))
 			goto done;
 	e = dg_calloc((size_t)fid.n, sizeof *e);
 	for (int i = 0; i < fid.n; i++) {

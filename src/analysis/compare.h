@@ -42,6 +42,8 @@
 #ifndef DG_COMPARE_H
 #define DG_COMPARE_H
 
+#include "policy/policy.h"
+
 typedef struct {
 	char **fidelity; /* run folders */
 	int nfidelity;
@@ -60,5 +62,39 @@ typedef struct {
 
 /* The whole comparison: 0, or -1 after one line. */
 int dg_compare(const dg_compare_opts *o);
+
+/* The rows of merged closed-loop runs, as compare reads them (closed.h reads them too). */
+enum { DG_SCHED_DESC_MAX = 64 };
+/* one run's schedule (its run.json): which of its steps are dense, anchors or sparse */
+typedef struct {
+	int steps, warmup, nanchors, ndense_layers;
+	int anchors[DG_SCHEDULE_MAX], dense_layers[DG_SCHEDULE_MAX];
+	unsigned long long dev, ino; /* the run folder's (stat): a folder is read once */
+} dg_loop_sched;
+/* one closed_loop.csv row; run: its run's index in dg_loop_rows.runs */
+typedef struct {
+	char sample[160]; /* prompt/seed */
+	char policy[DG_POLICY_NAME_MAX];
+	char sched[DG_SCHED_DESC_MAX]; /* the schedule as it acts on the policy: "—" (dense), "w10"
+					* (refresh=step), "w10 once", "w10 every:10", "w10 a=9;29" */
+	int run;
+	double rho, density, psnr, ssim, rel_l2, time;
+} dg_loop_row;
+typedef struct {
+	dg_loop_row *r;
+	int n, cap;
+	dg_loop_sched *runs;
+	int nruns;
+	int steps;    /* of every run read (runs of one set share their step count) */
+	int warmup;   /* of every run read, or -1 where runs differ in it */
+	int repeated; /* rows of a (sample, policy, schedule, density) read before: left out */
+	char device[192];
+} dg_loop_rows;
+/* Append RUN/closed_loop.csv's rows to rs (checked: columns, numbers and their ranges, a sample of a
+ * policy at a density once in a run, a run folder once, the same steps as the runs before; rows
+ * repeated across runs
+ * are counted once, rs->repeated); who names the command in the one line of a refusal. 0, or -1
+ * after that line. */
+int dg_loop_rows_read(const char *dir, dg_loop_rows *rs, const char *who);
 
 #endif

@@ -47,29 +47,46 @@ typedef struct {
 } quantity;
 
 static const quantity ladder_q[DG_LAD_COUNT] = {
-	[DG_LAD_E_EST] = { "E(est-block)", "E(est-block): block-sparse estimator",
-			   "$E$(est-block): block-sparse estimator", DG_LAD_E_EST, "E(est-block)" },
+	[DG_LAD_E_EST] = { "E(est-block)", "E(est-block): block-sparse estimator (raster query groups, "
+			   "key blocks, pooled scores)", "$E$(est-block): block-sparse estimator",
+			   DG_LAD_E_EST, "E(est-block)" },
 	[DG_LAD_SELECTION] = { "selection", "selection = E(est-block) − E(oracle-block)",
 			       "selection: $E$(est-block) $-$ $E$(oracle-block)", DG_LAD_E_EST,
 			       "E(est-block)" },
-	[DG_LAD_GROUPING] = { "grouping", "grouping = E(oracle-block) − E(oracle)",
-			      "grouping: $E$(oracle-block) $-$ $E$(oracle)", DG_LAD_E_EST,
+	[DG_LAD_GROUPING] = { "grouping", "grouping = E(oracle-block) − E(oracle) = query grouping + "
+			      "key blocking", "grouping: $E$(oracle-block) $-$ $E$(oracle)", DG_LAD_E_EST,
 			      "E(est-block)" },
+	[DG_LAD_QGROUP] = { "query_grouping", "· query grouping = E(oracle-tile) − E(oracle): 128 "
+			    "queries share one key list", "\\quad query grouping: $E$(oracle-tile) $-$ "
+			    "$E$(oracle)", DG_LAD_E_EST, "E(est-block)" },
+	[DG_LAD_KBLOCK] = { "key_blocking", "· key blocking = E(oracle-block) − E(oracle-tile): keys "
+			    "in blocks of 128", "\\quad key blocking: $E$(oracle-block) $-$ "
+			    "$E$(oracle-tile)", DG_LAD_E_EST, "E(est-block)" },
 	[DG_LAD_LOST] = { "lost", "lost contributions = E(oracle)",
 			  "lost contributions: $E$(oracle)", DG_LAD_E_EST, "E(est-block)" },
+	[DG_LAD_LOST_MINUS_GROUPING] = { "lost-grouping", "paired: lost − grouping",
+					 "paired: lost $-$ grouping", -1 },
+	[DG_LAD_LOST_MINUS_SELECTION] = { "lost-selection", "paired: lost − selection",
+					  "paired: lost $-$ selection", -1 },
+	[DG_LAD_GROUPING_MINUS_SELECTION] = { "grouping-selection", "paired: grouping − selection",
+					      "paired: grouping $-$ selection", -1 },
+	[DG_LAD_QGROUP_MINUS_KBLOCK] = { "query_grouping-key_blocking",
+					 "paired: query grouping − key blocking",
+					 "paired: query grouping $-$ key blocking", -1 },
 	[DG_LAD_RESIDUAL] = { "residual_recovers", "residual recovers E(oracle) − E(oracle+res)",
 			      "residual recovers: $E$(oracle) $-$ $E$(oracle+res)", DG_LAD_LOST,
 			      "lost" },
-	[DG_LAD_TILE] = { "tile_wins_back", "tile groups win back E(oracle-block) − E(oracle-tile)",
-			  "tile groups win back: $E$(oracle-block) $-$ $E$(oracle-tile)",
-			  DG_LAD_GROUPING, "grouping" },
-	[DG_LAD_PCA] = { "pca_wins_back", "PCA groups win back E(oracle-block) − E(oracle-pca)",
-			 "PCA groups win back: $E$(oracle-block) $-$ $E$(oracle-pca)",
-			 DG_LAD_GROUPING, "grouping" },
-	[DG_LAD_E_ORACLE_BLOCK] = { "E(oracle-block)", "E(oracle-block)", "$E$(oracle-block)", -1 },
-	[DG_LAD_E_ORACLE_TILE] = { "E(oracle-tile)", "E(oracle-tile)", "$E$(oracle-tile)", -1 },
-	[DG_LAD_E_ORACLE_PCA] = { "E(oracle-pca)", "E(oracle-pca)", "$E$(oracle-pca)", -1 },
-	[DG_LAD_E_ORACLE] = { "E(oracle)", "E(oracle)", "$E$(oracle)", -1 },
+	[DG_LAD_PCA] = { "pca_over_raster", "PCA instead of raster query groups win back "
+			 "E(oracle-tile) − E(oracle-pca)", "PCA query groups win back: $E$(oracle-tile) "
+			 "$-$ $E$(oracle-pca)", DG_LAD_QGROUP, "query grouping" },
+	[DG_LAD_E_ORACLE_BLOCK] = { "E(oracle-block)", "E(oracle-block): raster query groups, key "
+				    "blocks, exact scores", "$E$(oracle-block)", -1 },
+	[DG_LAD_E_ORACLE_TILE] = { "E(oracle-tile)", "E(oracle-tile): raster query groups (runs of "
+				   "128 in token order, not 3D tiles), single keys", "$E$(oracle-tile)",
+				   -1 },
+	[DG_LAD_E_ORACLE_PCA] = { "E(oracle-pca)", "E(oracle-pca): PCA query groups, single keys",
+				  "$E$(oracle-pca)", -1 },
+	[DG_LAD_E_ORACLE] = { "E(oracle)", "E(oracle): each query its own keys", "$E$(oracle)", -1 },
 	[DG_LAD_E_ORACLE_RES] = { "E(oracle+res)", "E(oracle+res)", "$E$(oracle+res)", -1 },
 };
 
@@ -96,6 +113,12 @@ static const quantity ablation_q[DG_ABL_COUNT] = {
 	[DG_ABL_I_GR] = { "I_GR", "interaction I_GR", "interaction $I_{GR}$", -1 },
 	[DG_ABL_I_SR] = { "I_SR", "interaction I_SR", "interaction $I_{SR}$", -1 },
 	[DG_ABL_I_GSR] = { "I_GSR", "interaction I_GSR", "interaction $I_{GSR}$", -1 },
+	[DG_ABL_R_MINUS_G] = { "shapley_R-shapley_G", "paired: φ_R − φ_G", "paired: $\\phi_R - \\phi_G$",
+			       -1 },
+	[DG_ABL_R_MINUS_S] = { "shapley_R-shapley_S", "paired: φ_R − φ_S", "paired: $\\phi_R - \\phi_S$",
+			       -1 },
+	[DG_ABL_G_MINUS_S] = { "shapley_G-shapley_S", "paired: φ_G − φ_S", "paired: $\\phi_G - \\phi_S$",
+			       -1 },
 };
 
 /* columns of the per-layer tables */
@@ -148,10 +171,15 @@ static void ladder_stat(const double *E, double *q)
 	q[DG_LAD_E_EST] = E[R_EST];
 	q[DG_LAD_SELECTION] = E[R_EST] - E[R_OBLOCK];
 	q[DG_LAD_GROUPING] = E[R_OBLOCK] - E[R_ORACLE];
+	q[DG_LAD_QGROUP] = E[R_OTILE] - E[R_ORACLE];
+	q[DG_LAD_KBLOCK] = E[R_OBLOCK] - E[R_OTILE];
 	q[DG_LAD_LOST] = E[R_ORACLE];
+	q[DG_LAD_LOST_MINUS_GROUPING] = q[DG_LAD_LOST] - q[DG_LAD_GROUPING];
+	q[DG_LAD_LOST_MINUS_SELECTION] = q[DG_LAD_LOST] - q[DG_LAD_SELECTION];
+	q[DG_LAD_GROUPING_MINUS_SELECTION] = q[DG_LAD_GROUPING] - q[DG_LAD_SELECTION];
+	q[DG_LAD_QGROUP_MINUS_KBLOCK] = q[DG_LAD_QGROUP] - q[DG_LAD_KBLOCK];
 	q[DG_LAD_RESIDUAL] = E[R_ORACLE] - E[R_ORES];
-	q[DG_LAD_TILE] = E[R_OBLOCK] - E[R_OTILE];
-	q[DG_LAD_PCA] = E[R_OBLOCK] - E[R_OPCA];
+	q[DG_LAD_PCA] = E[R_OTILE] - E[R_OPCA];
 	q[DG_LAD_E_ORACLE_BLOCK] = E[R_OBLOCK];
 	q[DG_LAD_E_ORACLE_TILE] = E[R_OTILE];
 	q[DG_LAD_E_ORACLE_PCA] = E[R_OPCA];
@@ -169,6 +197,9 @@ static void ablation_stat(const double *E, double *q)
 	q[DG_ABL_I_GR] = dg_interaction(1u << DG_COMP_G | 1u << DG_COMP_R, E);
 	q[DG_ABL_I_SR] = dg_interaction(1u << DG_COMP_S | 1u << DG_COMP_R, E);
 	q[DG_ABL_I_GSR] = dg_interaction(7, E);
+	q[DG_ABL_R_MINUS_G] = q[DG_ABL_PHI + DG_COMP_R] - q[DG_ABL_PHI + DG_COMP_G];
+	q[DG_ABL_R_MINUS_S] = q[DG_ABL_PHI + DG_COMP_R] - q[DG_ABL_PHI + DG_COMP_S];
+	q[DG_ABL_G_MINUS_S] = q[DG_ABL_PHI + DG_COMP_G] - q[DG_ABL_PHI + DG_COMP_S];
 }
 
 static double row_check(dg_table_kind kind, const double *q)
@@ -484,6 +515,36 @@ double dg_table_check(const dg_table *t)
 
 /* ---- writing --------------------------------------------------------------------------------- */
 
+bool dg_row_few(const dg_table *t, int n_samples, int n_clusters)
+{
+	return (t->n_samples > 1 ? n_samples : n_clusters) < DG_FEW_RESAMPLED;
+}
+
+/* the file stem: "decomposition", "ablation", closed loop in PSNR with "-psnr" */
+static const char *stem(char *buf, const dg_table *t)
+{
+	snprintf(buf, 48, "%s%s", dg_table_name(t->kind),
+		 t->loop && t->loop->measure == DG_MEASURE_PSNR ? "-psnr" : "");
+	return buf;
+}
+
+/* the LaTeX label stem: the file stem, "closed-" before it in the closed loop */
+static const char *label_of(char *buf, const dg_table *t)
+{
+	char st[48];
+	snprintf(buf, 64, "%s%s", t->loop ? "closed-" : "", stem(st, t));
+	return buf;
+}
+
+/* the sentence under a table with rows marked § (md: Markdown, else LaTeX) */
+static void few_note(FILE *f, bool md)
+{
+	fprintf(f, "%s an interval from fewer than %d resampled samples (or, with one sample, "
+		   "clusters): with 2 or 3 a 95%s percentile interval is about their minimum and "
+		   "maximum, no confidence interval%s", md ? "§" : "$\\S$", DG_FEW_RESAMPLED,
+		md ? "%" : "\\%", md ? ".\n\n" : "");
+}
+
 const char *dg_sig3(char *buf, double x)
 {
 	if (isnan(x))
@@ -636,7 +697,13 @@ static void dense_layer_list(char *buf, size_t n, const dg_results *r)
 /* how the intervals were made, one sentence (plain text) */
 static void boot_sentence(FILE *f, const dg_table *t)
 {
-	if (t->n_samples > 1)
+	if (t->loop)
+		fprintf(f, "Intervals: 95%% percentile bootstrap over the %d samples: each replicate "
+			   "draws the samples with replacement (a sample is one generation with one "
+			   "final latent: no (layer, head) clusters in the closed loop), the same draw "
+			   "for every policy (paired); %d replicates, seed %lu.", t->n_samples, t->boot,
+			t->seed);
+	else if (t->n_samples > 1)
 		fprintf(f, "Intervals: 95%% percentile two-level bootstrap over %d samples: each "
 			   "replicate draws the samples with replacement, then (layer, head) clusters "
 			   "with replacement within each drawn sample; %d replicates, seed %lu (every "
@@ -649,10 +716,57 @@ static void boot_sentence(FILE *f, const dg_table *t)
 			   "include the variation between samples (prompt, seed).", t->boot, t->seed);
 }
 
+/* what E is in a closed-loop table, one sentence */
+static void loop_measure(FILE *f, const dg_table *t)
+{
+	const dg_loop_info *L = t->loop;
+	if (L->measure == DG_MEASURE_PSNR)
+		fprintf(f, "E(p) = −(mean over the samples of the PSNR in dB of p's final latents "
+			   "against the dense run of the same sample): every difference below is dB "
+			   "of PSNR lost (a Shapley share: dB won), E of a policy is minus its PSNR");
+	else
+		fprintf(f, "E(p) = mean over the samples of rel-L2 = ‖x_p − x_dense‖ / ‖x_dense‖ of "
+			   "the final latents against the dense run of the same sample (noise, prompt), "
+			   "the open loop's error measure on whole generations");
+	fprintf(f, " (%d steps, the first %d dense). ", L->steps, L->warmup);
+}
+
 static void md_preamble(FILE *f, const dg_results *r, const dg_table *t)
 {
 	char dl[256];
 	dense_layer_list(dl, sizeof dl, r);
+	if (t->loop) {
+		const bool lad = t->kind == DG_TABLE_LADDER;
+		fprintf(f, "# %s in the closed loop%s\n\n", lad ? "Sources of the dense–sparse gap "
+			"(oracle ladder)" : "MC-Sparse factorial ablation: Shapley attribution",
+			t->loop->measure == DG_MEASURE_PSNR ? ", in PSNR" : "");
+		fprintf(f, "Generated by `dsgap decompose --closed` (dsgap %s, commit %s) from the "
+			   "closed-loop runs %s (device: %s), %d samples: ", DG_VERSION, dg_git_commit(),
+			t->loop->runs, t->loop->device, t->n_samples);
+		for (int s = 0; s < t->n_samples; s++)
+			fprintf(f, "%s`%s`", s ? ", " : "", sample_label(r, t, s));
+		fprintf(f, ".\n\n");
+		loop_measure(f, t);
+		boot_sentence(f, t);
+		fprintf(f, " Numbers to 3 significant figures. ρ: the target density; computed: the "
+			   "mean computed density of the %s runs over the calls past the warm-up.\n",
+			dg_table_reference(t->kind));
+		if (lad)
+			fprintf(f, "Every rung makes its selection anew at every call (refresh=step): "
+				   "nothing is stale. The three sources — selection, grouping, lost "
+				   "contributions — sum to E(est-block); grouping = query grouping + key "
+				   "blocking. \"paired\" rows: the difference of two sources with its own "
+				   "paired interval (which dominates).\n\n");
+		else
+			fprintf(f, "Components: G = PCA query groups with single keys (instead of raster "
+				   "groups with key blocks), S = exact scores (instead of pooled), R = cached "
+				   "residual; metadata made at the anchor (the last warm-up step) and reused "
+				   "(refresh=anchor). Shapley share φ_i: the error reduction from switching "
+				   "i on, averaged over the 6 orders; φ_G + φ_S + φ_R = E(baseline) − "
+				   "E(mc-sparse). Interactions on the error scale (I < 0: synergy) as in the "
+				   "open loop.\n\n");
+		return;
+	}
 	if (t->kind == DG_TABLE_LADDER)
 		fprintf(f, "# Sources of the dense–sparse attention gap (oracle ladder)\n\n");
 	else
@@ -702,8 +816,12 @@ static const char *rho_name(char *buf, const dg_results *r, const dg_row *w)
 }
 
 /* the counts of a row: "n = 42 units in 6 clusters of 3 samples" */
-static const char *counts(char *buf, const dg_row *w)
+static const char *counts(char *buf, const dg_table *t, const dg_row *w)
 {
+	if (t->loop) {
+		snprintf(buf, 96, "n = %d samples", w->n_samples); /* closed loop: a sample a unit */
+		return buf;
+	}
 	int k = snprintf(buf, 96, "n = %.0f units in %d clusters", w->n_units, w->n_clusters);
 	if (w->sample_est)
 		snprintf(buf + k, 96 - k, " of %d samples", w->n_samples);
@@ -715,6 +833,8 @@ static const char *share(char *buf, const dg_table *t, const dg_row *w, int q)
 	const quantity *Q = quantities(t->kind);
 	int s = Q[q].share_of;
 	buf[0] = 0;
+	if (t->loop && t->loop->measure == DG_MEASURE_PSNR && t->kind == DG_TABLE_LADDER)
+		return buf; /* a share of minus a PSNR means nothing */
 	if (s >= 0 && w->est[s] != 0 && !isnan(w->est[s]) && !isnan(w->est[q])) {
 		char a[32];
 		snprintf(buf, 64, "%s%%", num(a, 100 * w->est[q] / w->est[s]));
@@ -766,12 +886,19 @@ static void notes(FILE *f, const dg_results *r, const dg_table *t, const dg_row 
 				num(a, q[DG_LAD_RESIDUAL]),
 				interval(ci, w->lo[DG_LAD_RESIDUAL], w->hi[DG_LAD_RESIDUAL]),
 				hedge(w->lo[DG_LAD_RESIDUAL], w->hi[DG_LAD_RESIDUAL]));
-		for (int k = DG_LAD_TILE; k <= DG_LAD_PCA; k++)
-			if (q[k] < 0)
-				fprintf(f, "%s%s: %s groups select worse than raster blocks (win back "
-					   "%s %s).%s\n", md ? "- " : "", rho,
-					k == DG_LAD_TILE ? "tile" : "PCA", num(a, q[k]),
-					interval(ci, w->lo[k], w->hi[k]), hedge(w->lo[k], w->hi[k]));
+		if (q[DG_LAD_KBLOCK] < 0)
+			fprintf(f, "%s%s: key blocking is negative (%s %s): raster query groups sharing "
+				   "the top key blocks give a smaller output error than the same groups "
+				   "sharing their top single keys by the same exact scores, though the "
+				   "single keys keep at least as much probability mass (docs/spec.md "
+				   "§5).%s\n", md ? "- " : "", rho, num(a, q[DG_LAD_KBLOCK]),
+				interval(ci, w->lo[DG_LAD_KBLOCK], w->hi[DG_LAD_KBLOCK]),
+				hedge(w->lo[DG_LAD_KBLOCK], w->hi[DG_LAD_KBLOCK]));
+		if (q[DG_LAD_PCA] < 0)
+			fprintf(f, "%s%s: PCA query groups give a larger error than raster query groups, "
+				   "both with single keys (win back %s %s).%s\n", md ? "- " : "", rho,
+				num(a, q[DG_LAD_PCA]), interval(ci, w->lo[DG_LAD_PCA], w->hi[DG_LAD_PCA]),
+				hedge(w->lo[DG_LAD_PCA], w->hi[DG_LAD_PCA]));
 		return;
 	}
 	static const char comp[3] = { 'G', 'S', 'R' };
@@ -826,10 +953,14 @@ static void md_main(FILE *f, const dg_results *r, const dg_table *t, const int *
 {
 	const bool multi = t->n_samples > 1;
 	char a[32], b[80], s[64], c[96], rn[64];
-	fprintf(f, "## All layers, densities side by side\n\n*");
+	bool few = false;
+	fprintf(f, "## %s, densities side by side\n\n*", t->loop ? "Final latents" : "All layers");
 	for (int k = 0; k < nd; k++) {
 		const dg_row *w = &t->row[first[k]];
-		fprintf(f, "%s%s: %s", k ? "; " : "", rho_name(rn, r, w), counts(c, w));
+		const bool fw = dg_row_few(t, w->n_samples, w->n_clusters);
+		few |= fw;
+		fprintf(f, "%s%s: %s%s", k ? "; " : "", rho_name(rn, r, w), counts(c, t, w),
+			fw ? " §" : "");
 	}
 	fprintf(f, " (per policy). %s*\n\n", multi ? "\"> 0 in\": samples whose own estimate is "
 		"positive." : "");
@@ -887,10 +1018,12 @@ static void md_main(FILE *f, const dg_results *r, const dg_table *t, const int *
 	for (int k = 0; k < nd; k++)
 		chk = fmax(chk, fabs(t->row[first[k]].check));
 	fprintf(f, "\nShares: of %s. Check: %s = %.2g at most (zero to rounding).\n\n",
-		t->kind == DG_TABLE_LADDER ? "E(est-block) for the three sources, of lost for the "
-		"residual, of grouping for tile and PCA groups" : "the total reduction",
+		t->kind == DG_TABLE_LADDER ? "E(est-block) for the sources, of lost for the "
+		"residual, of query grouping for PCA groups" : "the total reduction",
 		t->kind == DG_TABLE_LADDER ? "|selection + grouping + lost − E(est-block)|" :
 		"|φ_G + φ_S + φ_R − total reduction|", chk);
+	if (few)
+		few_note(f, true);
 	bool head = false;
 	for (int k = 0; k < nd; k++) {
 		char *buf = NULL;
@@ -927,6 +1060,7 @@ static void md_layers(FILE *f, const dg_table *t, int first, int end)
 	const int *cols = layer_cols(t);
 	const char *const *head = layer_heads(t, false);
 	const bool multi = t->n_samples > 1;
+	int nfew = 0;
 	fprintf(f, "Per layer (each row resamples that layer's heads%s; n: units per policy):\n\n"
 		   "| layer | n | clusters |%s", multi ? " within the samples" : "",
 		multi ? " samples |" : "");
@@ -938,7 +1072,10 @@ static void md_layers(FILE *f, const dg_table *t, int first, int end)
 	fputc('\n', f);
 	for (int i = first; i < end; i++) {
 		const dg_row *w = &t->row[i];
-		fprintf(f, "| %d | %.0f | %d |", w->layer, w->n_units, w->n_clusters);
+		const bool few = dg_row_few(t, w->n_samples, w->n_clusters);
+		nfew += few;
+		fprintf(f, "| %d%s | %.0f | %d |", w->layer, few ? " §" : "", w->n_units,
+			w->n_clusters);
 		if (multi)
 			fprintf(f, " %d |", w->n_samples);
 		for (int j = 0; j < LAYER_COLS; j++) {
@@ -953,6 +1090,8 @@ static void md_layers(FILE *f, const dg_table *t, int first, int end)
 		fputc('\n', f);
 	}
 	fputc('\n', f);
+	if (nfew)
+		few_note(f, true);
 }
 
 /* each sample's own estimates of the all-layers row w */
@@ -1002,11 +1141,13 @@ static void md_peers(FILE *f, const dg_results *r, const dg_table *t, int d)
 		char a[32], b[80], c[32], e[80], g[32];
 		if (!any)
 			fprintf(f, "Peers at matched density: per method, the configuration run whose "
-				   "effective density is closest to %g; E over its post-warm-up units; "
+				   "effective density is closest to %g; E over its %s; "
 				   "Δ = E(peer) − E(%s), paired 95%% bootstrap%s:\n\n"
 				   "| method | configuration | n | clusters | computed density | E | 95%% CI "
 				   "| Δ vs E(%s) | 95%% CI |%s\n|:--|:--|--:|--:|--:|--:|:-:|--:|:-:|%s\n",
-				r->density[d], ref, multi ? " (two levels: samples, clusters)" : "", ref,
+				r->density[d], t->loop ? "samples' final latents" : "post-warm-up units",
+				ref, t->loop ? " over the samples" : multi ? " (two levels: samples, clusters)" :
+				"", ref,
 				multi ? " Δ > 0 in |" : "", multi ? "--:|" : "");
 		any = true;
 		if (w->unreached) {
@@ -1051,7 +1192,8 @@ static void write_md(FILE *f, const dg_results *r, const dg_table *t)
 	for (int k = 0; k < nd; k++) {
 		const dg_row *w = &t->row[first[k]];
 		char rn[64], c[96];
-		fprintf(f, "## %s\n\n*All layers: %s.*\n\n", rho_name(rn, r, w), counts(c, w));
+		fprintf(f, "## %s\n\n*%s: %s.*\n\n", rho_name(rn, r, w), t->loop ? "Final latents" :
+			"All layers", counts(c, t, w));
 		md_peers(f, r, t, w->density);
 		if (first[k + 1] > first[k] + 1)
 			md_layers(f, t, first[k] + 1, first[k + 1]);
@@ -1078,7 +1220,11 @@ static void tex_num(FILE *f, double est, double lo, double hi, bool small_ci)
 
 static void tex_boot(FILE *f, const dg_table *t)
 {
-	if (t->n_samples > 1)
+	if (t->loop)
+		fprintf(f, "95\\%% percentile bootstrap intervals over the %d samples (one generation "
+			   "each; paired across policies; %d replicates, seed %lu)", t->n_samples,
+			t->boot, t->seed);
+	else if (t->n_samples > 1)
 		fprintf(f, "95\\%% percentile two-level bootstrap intervals over %d samples (samples, "
 			   "then (layer, head) clusters within each; %d replicates, seed %lu)", t->n_samples,
 			t->boot, t->seed);
@@ -1087,8 +1233,12 @@ static void tex_boot(FILE *f, const dg_table *t)
 			   "head) clusters, seed %lu; one sample)", t->boot, t->seed);
 }
 
-static void tex_counts(FILE *f, const dg_row *w)
+static void tex_counts(FILE *f, const dg_table *t, const dg_row *w)
 {
+	if (t->loop) {
+		fprintf(f, "$n=%d$ samples", w->n_samples);
+		return;
+	}
 	fprintf(f, "$n=%.0f$ units per policy in %d clusters", w->n_units, w->n_clusters);
 	if (w->sample_est)
 		fprintf(f, " of %d samples", w->n_samples);
@@ -1096,7 +1246,16 @@ static void tex_counts(FILE *f, const dg_row *w)
 
 static void tex_source(FILE *f, const dg_results *r, const dg_table *t)
 {
-	if (t->n_samples > 1) {
+	if (t->loop) {
+		fprintf(f, "Closed loop: final latents of whole generations (%d steps, the first %d "
+			   "dense) against the dense run of the same sample; ", t->loop->steps,
+			t->loop->warmup);
+		fprintf(f, t->loop->measure == DG_MEASURE_PSNR ? "$E = -$PSNR in dB, differences "
+			"are dB lost" : "$E$ = mean relative $L_2$ error");
+		fprintf(f, "; runs \\texttt{");
+		tex_puts(f, t->loop->runs);
+		fputc('}', f);
+	} else if (t->n_samples > 1) {
 		fprintf(f, "%d samples of model ", t->n_samples);
 		tex_puts(f, r->model);
 	} else {
@@ -1115,16 +1274,24 @@ static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const int 
 	const bool multi = t->n_samples > 1, abl = t->kind == DG_TABLE_ABLATION;
 	const int per = multi ? 4 : 3; /* columns per density: estimate, CI, share, > 0 in */
 	char a[32];
-	fprintf(f, "\n\\begin{table*}[t]\n\\centering\n\\small\n\\caption{%s, all layers: mean "
-		   "relative $L_2$ error $E$ and its sources at every density ($\\rho$: target, in "
-		   "brackets the computed density), with ", abl ? "MC-Sparse factorial ablation" :
-		   "Sources of the dense--sparse attention gap");
+	fprintf(f, "\n\\begin{table*}[t]\n\\centering\n\\small\n\\caption{%s%s, %s: %s "
+		   "$E$ and its sources at every density ($\\rho$: target, in "
+		   "brackets the computed density), with ", t->loop ? "Closed loop: " : "",
+		   abl ? "MC-Sparse factorial ablation" : "Sources of the dense--sparse attention gap",
+		   t->loop ? "final latents" : "all layers", t->loop && t->loop->measure ==
+		   DG_MEASURE_PSNR ? "minus the PSNR (dB)" : "mean relative $L_2$ error");
 	tex_boot(f, t);
 	fprintf(f, ". ");
+	bool few = false;
 	for (int k = 0; k < nd; k++) {
 		const dg_row *w = &t->row[first[k]];
 		fprintf(f, "%s$\\rho=%g$: ", k ? "; " : "", r->density[w->density]);
-		tex_counts(f, w);
+		tex_counts(f, t, w);
+		few |= dg_row_few(t, w->n_samples, w->n_clusters);
+	}
+	if (few) {
+		fputs(". ", f);
+		few_note(f, false);
 	}
 	fprintf(f, ". ");
 	tex_source(f, r, t);
@@ -1132,9 +1299,13 @@ static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const int 
 		"over the 6 orders, positive = error reduced. Interactions on the error scale, "
 		"$I_{GS} = E_{gs} - E_{g} - E_{s} + E_0$, $I_{GSR}$ the three-way contrast; $I<0$: "
 		"synergy." : " Selection, grouping and lost contributions sum to $E$(est-block); "
-		"shares of $E$(est-block), of lost (residual), of grouping (tile, PCA).",
+		"grouping = query grouping + key blocking. Query groups: raster runs of 128 queries in "
+		"token order (est-block, oracle-block, oracle-tile: not 3D tiles), PCA groups "
+		"(oracle-pca), one query (oracle); keys in blocks of 128 (est-block, oracle-block) or "
+		"single. Shares of $E$(est-block), of lost (residual), of query grouping (PCA).",
 		multi ? " $>0$: samples whose own estimate is positive." : "");
-	fprintf(f, "\\label{tab:%s}\n\\begin{tabular}{l", dg_table_name(t->kind));
+	char lb[64];
+	fprintf(f, "\\label{tab:%s}\n\\begin{tabular}{l", label_of(lb, t));
 	for (int k = 0; k < nd; k++)
 		fprintf(f, "%s", multi ? "rlrr" : "rlr");
 	fprintf(f, "}\n\\toprule\n");
@@ -1221,7 +1392,7 @@ static void tex_peers(FILE *f, const dg_results *r, const dg_table *t, const dg_
 		const dg_peer_row *p = &t->peer[i];
 		if (p->density != w->density)
 			continue;
-		char a[32];
+		char a[32], lb[64];
 		if (!any) {
 			fprintf(f, "\n\\begin{table}[t]\n\\centering\n\\small\n\\caption{Peers at "
 				   "matched density $\\rho=%g$: per method the configuration whose "
@@ -1232,7 +1403,7 @@ static void tex_peers(FILE *f, const dg_results *r, const dg_table *t, const dg_
 			tex_source(f, r, t);
 			fprintf(f, ".}\n\\label{tab:%s-peers-%g}\n\\begin{tabular}{llrrrll%s}\n\\toprule\n"
 				   "Method & Configuration & $n$ & $c$ & Density & $E$ & $\\Delta$%s \\\\\n"
-				   "\\midrule\n", dg_table_name(t->kind), r->density[w->density],
+				   "\\midrule\n", label_of(lb, t), r->density[w->density],
 				multi ? "r" : "", multi ? " & $\\Delta>0$" : "");
 		}
 		any = true;
@@ -1273,15 +1444,23 @@ static void tex_layers(FILE *f, const dg_results *r, const dg_table *t, int firs
 	tex_boot(f, t);
 	fprintf(f, ". ");
 	tex_source(f, r, t);
+	for (int k = first; k < end; k++)
+		if (dg_row_few(t, t->row[k].n_samples, t->row[k].n_clusters)) {
+			fputs(". ", f);
+			few_note(f, false);
+			break;
+		}
+	char lb[64];
 	fprintf(f, ".}\n\\label{tab:%s-layers-%g}\n\\begin{tabular}{rrr%slllll}\n\\toprule\n"
-		   "Layer & $n$ & $c$%s", dg_table_name(t->kind), r->density[w->density],
+		   "Layer & $n$ & $c$%s", label_of(lb, t), r->density[w->density],
 		multi ? "r" : "", multi ? " & $s$" : "");
 	for (int j = 0; j < LAYER_COLS; j++)
 		fprintf(f, " & %s", head[j]);
 	fprintf(f, " \\\\\n\\midrule\n");
 	for (int k = first; k < end; k++) {
 		const dg_row *x = &t->row[k];
-		fprintf(f, "%d & %.0f & %d", x->layer, x->n_units, x->n_clusters);
+		fprintf(f, "%d%s & %.0f & %d", x->layer, dg_row_few(t, x->n_samples, x->n_clusters) ?
+			"$^\\S$" : "", x->n_units, x->n_clusters);
 		if (multi)
 			fprintf(f, " & %d", x->n_samples);
 		for (int j = 0; j < LAYER_COLS; j++) {
@@ -1295,7 +1474,8 @@ static void tex_layers(FILE *f, const dg_results *r, const dg_table *t, int firs
 
 static void write_tex(FILE *f, const dg_results *r, const dg_table *t)
 {
-	const char *name = dg_table_name(t->kind);
+	char name[48];
+	stem(name, t);
 	int *first = dg_malloc((t->n_rows + 1) * sizeof *first);
 	int nd = density_blocks(t, first);
 	fprintf(f, "%% %s.tex: generated by dsgap decompose (dsgap %s, commit %s) from ", name,
@@ -1322,7 +1502,8 @@ int dg_table_write_dir(const dg_results *r, const dg_table *t, const char *dir)
 	int n = 0, rc = 0;
 	for (; n < nf && !rc; n++) {
 		char file[64];
-		snprintf(file, sizeof file, "%s%s.%s", dg_table_name(t->kind),
+		char st[48];
+		snprintf(file, sizeof file, "%s%s.%s", stem(st, t),
 			 n == 3 ? "-samples" : "", ext[n]);
 		char *path = dg_path_join(dir, file);
 		rc = dg_out_open(&out[n], path);

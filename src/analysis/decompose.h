@@ -5,12 +5,22 @@
  * Ladder ("decomposition", refresh=step oracles), per density:
  *   selection = E(est-block) - E(oracle-block)      grouping = E(oracle-block) - E(oracle)
  *   lost contributions = E(oracle)                  (the three sum to E(est-block))
- *   residual recovers E(oracle) - E(oracle+res); tile / PCA groups win back
- *   E(oracle-block) - E(oracle-tile) / E(oracle-pca); and E of every rung.
+ *   grouping = query grouping E(oracle-tile) - E(oracle) + key blocking
+ *   E(oracle-block) - E(oracle-tile); the paired differences lost - grouping, lost - selection,
+ *   grouping - selection, query grouping - key blocking; residual recovers
+ *   E(oracle) - E(oracle+res); PCA instead of raster query groups win back
+ *   E(oracle-tile) - E(oracle-pca); and E of every rung.
  *   Needs est-block, oracle-block and oracle; quantities of other absent rungs are NaN.
  * Factorial ("ablation", refresh=anchor), per density: E of the 8 cells, the total reduction
- *   E(baseline) - E(mc-sparse), Shapley shares of G, S, R and the interactions (shapley.h).
+ *   E(baseline) - E(mc-sparse), Shapley shares of G, S, R, the interactions (shapley.h) and the
+ *   paired differences of the shares phi_R - phi_G, phi_R - phi_S, phi_G - phi_S.
  *   Needs all 8 cells.
+ *
+ * Closed loop (t->loop set, closed.h): the same tables over whole generations, a sample (prompt,
+ *   seed) one unit of one cluster: E(p) = mean over the samples of the final latents' rel-L2
+ *   against the dense run (DG_MEASURE_REL_L2) or minus their mean PSNR in dB (DG_MEASURE_PSNR:
+ *   then every difference is dB lost and a Shapley share dB won); intervals resample samples; no
+ *   per-layer rows.
  *
  * Peers at matched density (docs/spec.md §3 peers beside the table's policies): for each density with
  *   rows and each peer method with post-warm-up units there (a policy PRESET or PRESET/..., PRESET
@@ -44,15 +54,24 @@
 
 typedef enum { DG_TABLE_LADDER, DG_TABLE_ABLATION, DG_TABLE_COUNT } dg_table_kind;
 
-/* Ladder quantities, in display order. */
+/* Ladder quantities, in display order. What each rung groups by (presets.c, docs/spec.md §3.2):
+ * est-block and oracle-block: raster query groups (runs of 128 queries in token order, not 3D
+ * tiles) sharing key blocks of 128; oracle-tile: the same raster query groups sharing a list of
+ * single keys; oracle-pca: PCA query groups of 128 sharing single keys; oracle: each query alone. */
 enum {
 	DG_LAD_E_EST,     /* E(est-block) */
 	DG_LAD_SELECTION, /* E(est-block) - E(oracle-block) */
-	DG_LAD_GROUPING,  /* E(oracle-block) - E(oracle) */
+	DG_LAD_GROUPING,  /* E(oracle-block) - E(oracle) = query grouping + key blocking */
+	DG_LAD_QGROUP,    /* query grouping: E(oracle-tile) - E(oracle) */
+	DG_LAD_KBLOCK,    /* key blocking: E(oracle-block) - E(oracle-tile) */
 	DG_LAD_LOST,      /* E(oracle) */
+	/* paired differences of sources: which dominates */
+	DG_LAD_LOST_MINUS_GROUPING,      /* lost - grouping */
+	DG_LAD_LOST_MINUS_SELECTION,     /* lost - selection */
+	DG_LAD_GROUPING_MINUS_SELECTION, /* grouping - selection */
+	DG_LAD_QGROUP_MINUS_KBLOCK,      /* query grouping - key blocking */
 	DG_LAD_RESIDUAL,  /* E(oracle) - E(oracle+res) */
-	DG_LAD_TILE,      /* E(oracle-block) - E(oracle-tile) */
-	DG_LAD_PCA,       /* E(oracle-block) - E(oracle-pca) */
+	DG_LAD_PCA,       /* PCA instead of raster query groups: E(oracle-tile) - E(oracle-pca) */
 	DG_LAD_E_ORACLE_BLOCK,
 	DG_LAD_E_ORACLE_TILE,
 	DG_LAD_E_ORACLE_PCA,
@@ -70,10 +89,17 @@ enum {
 	DG_ABL_I_GR,
 	DG_ABL_I_SR,
 	DG_ABL_I_GSR,
+	DG_ABL_R_MINUS_G, /* phi_R - phi_G: paired differences of the shares */
+	DG_ABL_R_MINUS_S, /* phi_R - phi_S */
+	DG_ABL_G_MINUS_S, /* phi_G - phi_S */
 	DG_ABL_COUNT
 };
 
-#define DG_Q_MAX 16
+#define DG_Q_MAX 24
+/* An interval that resamples fewer than this many units at its top level (samples with several
+ * samples, else clusters) is flagged in the tables: from 2 or 3 the 95% percentile interval is
+ * (about) the minimum and maximum of their own values, no confidence interval. */
+#define DG_FEW_RESAMPLED 5
 
 typedef struct {
 	int density;    /* index into dg_results.density (of the first sample) */
@@ -102,8 +128,18 @@ typedef struct {
 			 * the method cannot reach it (peers.h); the tables say so instead of E */
 } dg_peer_row;
 
+/* What E measures in a closed-loop table (closed.h). */
+typedef enum { DG_MEASURE_REL_L2, DG_MEASURE_PSNR } dg_measure;
+typedef struct {
+	dg_measure measure;
+	int steps, warmup;   /* the runs' denoising steps and dense warm-up steps */
+	const char *runs;    /* the run folders, for the provenance line */
+	const char *device;  /* where they ran */
+} dg_loop_info;
+
 typedef struct {
 	dg_table_kind kind;
+	const dg_loop_info *loop; /* NULL: open loop (units of a replay); else closed loop (borrowed) */
 	int boot;
 	unsigned long seed;
 	dg_row *row;
@@ -114,7 +150,7 @@ typedef struct {
 	const char *const *sample; /* their labels (borrowed; NULL: the directories) */
 } dg_table;
 
-/* "decomposition" or "ablation": the output file stem. */
+/* "decomposition" or "ablation": the output file stem (closed loop, PSNR: with "-psnr"). */
 /* The reference a peer's E is compared with: "est-block" or "mc-sparse". */
 const char *dg_table_reference(dg_table_kind kind);
 const char *dg_table_name(dg_table_kind kind);
@@ -145,6 +181,8 @@ int dg_table_build_samples(const dg_results *r, int n, const char *const *label,
 void dg_table_free(dg_table *t);
 /* The largest |check| over the rows (0 to rounding). */
 double dg_table_check(const dg_table *t);
+/* Whether row w's interval rests on fewer than DG_FEW_RESAMPLED resampled units at the top level. */
+bool dg_row_few(const dg_table *t, int n_samples, int n_clusters);
 /* Write r->dir/NAME.{csv,md,tex}; each atomically. */
 int dg_table_write(const dg_results *r, const dg_table *t);
 /* Write a table of t->n_samples samples (r: their results) into dir: NAME.{csv,md,tex} and,

@@ -5,13 +5,15 @@
  * Writes DIR/decomposition.{csv,md,tex} and DIR/ablation.{csv,md,tex}, each atomically.
  *   dsgap decompose results/demo --boot 2000 --seed 7
  * Several samples (issue 19): `dsgap decompose [LABEL=]DIR... --out OUT` or `--samples LIST --out
- * OUT`: one pair of tables over all of them, two-level bootstrap (analysis/samples.c).
+ * OUT`: one pair of tables over all of them, two-level bootstrap (analysis/samples.c). The closed
+ * loop: `dsgap decompose --closed RUN... --out OUT` (analysis/closed.c).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli/commands.h"
+#include "analysis/closed.h"
 #include "analysis/decompose.h"
 #include "analysis/results.h"
 #include "analysis/samples.h"
@@ -30,7 +32,9 @@ static void usage(FILE *f)
 		   "(factorial: Shapley shares and interactions), per density, all layers and per layer\n"
 		   "several DIRs (one per sample: class or prompt x seed) or --samples: tables over the\n"
 		   "sample set in OUT, two-level bootstrap (samples, then clusters), per-sample estimates\n"
-		   "and sign stability (dsgap decompose --out X --help)\n");
+		   "and sign stability (dsgap decompose --out X --help)\n"
+		   "       dsgap decompose --closed RUN [RUN ...] --out OUT: the same tables over\n"
+		   "whole generations of merged closed-loop runs (dsgap decompose --closed --help)\n");
 }
 
 static void summary(const dg_results *r, const dg_table *t)
@@ -54,6 +58,8 @@ static void summary(const dg_results *r, const dg_table *t)
 
 int dg_cmd_decompose(int argc, char **argv)
 {
+	if (dg_decompose_is_closed(argc, argv))
+		return dg_decompose_closed(argc, argv);
 	if (dg_decompose_is_samples(argc, argv))
 		return dg_decompose_samples(argc, argv);
 	dg_results_args a;

@@ -13,8 +13,9 @@
 #       and the speed experiments schedules_speed_cached.ini, schedules_speed_step.ini (one process);
 #       packs the merged runs (their cells' latents too for a run cut short) into FILE (default
 #       $OUT/schedules.tgz, split into 15 MB parts FILE.NN for the device tool)
-#   experiments/schedules.sh --stage analyse --from FILE [--out DIR | --update-results]
-#       here: unpack (FILE or its parts FILE.NN), merge a run cut short from its finished cells,
+#   experiments/schedules.sh --stage analyse --from FILE|DIR [--out DIR | --update-results]
+#       here: unpack (FILE or its parts FILE.NN; or a folder of the experiments' merged run folders,
+#       as results/schedules/runs/ keeps them), merge a run cut short from its finished cells,
 #       dsgap compare of every fidelity run with the speed runs -> DIR (default build/results/schedules)
 # DSGAP (default build/dsgap, or .carry/bin/dsgap on the GPU machine) is the binary.
 set -euo pipefail
@@ -64,7 +65,8 @@ analyse)
   out=${out:-$ROOT/build/results/schedules}
   u=$ROOT/build/experiments/schedules/unpacked
   rm -rf "$u" && mkdir -p "$u"
-  if [ -s "$from" ]; then tar xzf "$from" -C "$u"; else cat "$from".[0-9]* | tar xz -C "$u"; fi
+  if [ -d "$from" ]; then cp -r "$from"/. "$u"; elif [ -s "$from" ]; then tar xzf "$from" -C "$u"
+  else cat "$from".[0-9]* | tar xz -C "$u"; fi
   for e in $FID $SPEED; do # a run cut short: merge the cells it finished into E.merged
     if [ -d "$u/$e" ] && [ ! -s "$u/$e/summary.csv" ]; then
       "$DSGAP" merge "$u/$e" --out "$u/$e.merged" --quiet || echo "schedules.sh: $e: no merge of its finished cells" >&2

@@ -514,7 +514,8 @@ static void write_md(FILE *f, const entry *e, int ne, const dg_compare_opts *o, 
 	else
 		fprintf(f, "Speedup: the fidelity runs' own transformer times (dense / method). ");
 	fprintf(f, "A peer whose sparse density is more than %.2g from the target cannot reach it: no fidelity "
-		   "is given for it. Speedup — : no speed run at that density. Numbers to 3 significant "
+		   "is given for it (its sparse calls: past the warm-up and, for cached metadata, its anchors' dense calls "
+		   "excluded). Speedup — : no speed run at that density. Numbers to 3 significant "
 		   "figures.\n\n", tol);
 	fprintf(f, "| method | schedule | source | target ρ | samples | density | sparse density | PSNR | 95%% CI | "
 		   "SSIM | 95%% CI | rel-L2 | 95%% CI | speedup |\n");
@@ -608,15 +609,32 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 		if (m == nm && nm < 128)
 			methods[nm++] = x->policy;
 	}
+	bool one_warmup = true, projected = false;
+	for (int p = 0; p < ne; p++) {
+		one_warmup = one_warmup && e[p].rs.warmup == e[0].rs.warmup;
+		projected = projected || (e[p].projected && !isnan(e[p].speedup));
+	}
 	for (int m = 0; m < nm; m++) {
 		fprintf(dat, "# method %s\n", methods[m]);
 		for (int p = 0; p < ne; p++) {
 			const entry *x = &e[p];
 			if (strcmp(x->policy, methods[m]) || !x->reached || isnan(x->speedup) || !isfinite(x->est[0]))
 				continue;
-			fprintf(dat, "%.6g %.6g %.6g %.6g %.3f %g \"%s%s%.2f\"\n", x->speedup, x->est[0], x->lo[0],
-				x->hi[0], x->sparse_density, x->rho, strcmp(x->sched, "—") ? x->sched : "",
-				strcmp(x->sched, "—") ? " " : "", x->density);
+			/* the label: the schedule short ("every:10" as "e10"; the warm-up left out when every
+			 * plotted row shares it) and the density over every call */
+			char lab[DG_SCHED_DESC_MAX + 16];
+			const char *sd = strcmp(x->sched, "—") ? x->sched : "";
+			if (one_warmup && sd[0] == 'w')
+				sd += strcspn(sd, " "), sd += *sd == ' ';
+			int k = 0;
+			for (; *sd && k < DG_SCHED_DESC_MAX; sd++)
+				if (!strncmp(sd, "every:", 6))
+					lab[k++] = 'e', sd += 5;
+				else
+					lab[k++] = *sd;
+			snprintf(lab + k, sizeof lab - k, "%s%.2f", k ? " " : "", x->density);
+			fprintf(dat, "%.6g %.6g %.6g %.6g %.3f %g \"%s\"\n", x->speedup, x->est[0], x->lo[0], x->hi[0],
+				x->sparse_density, x->rho, lab);
 		}
 		fputs("\n\n", dat);
 	}
@@ -657,10 +675,12 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 		dg_git_commit(), o->title);
 	fputs("set title ", gp);
 	dg_gp_string(gp, o->title);
-	fputs(".': fidelity against measured speedup' noenhanced\nset xlabel 'measured speedup of the denoising loop "
-	      "over dense ('.", gp);
+	fputs(projected ? ".': fidelity against speedup' noenhanced\nset xlabel 'speedup over dense, projected from "
+			  "measured step costs ('." :
+			  ".': fidelity against measured speedup' noenhanced\nset xlabel 'measured speedup of the "
+			  "denoising loop over dense ('.", gp);
 	dg_gp_string(gp, speed_device ? speed_device : "the times of the fidelity runs themselves");
-	fprintf(gp, ".')' noenhanced\n"
+	fprintf(gp, "%s noenhanced\n"
 		    "set ylabel 'PSNR of the final latents against dense (dB), 95%% CI over samples' noenhanced\n"
 		    "set bmargin %d\n"
 		    "set key at screen 0.5, screen 0.01 center bottom horizontal maxrows %d Left reverse noenhanced "
@@ -669,14 +689,14 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 		    "set xrange [0:*]\n"
 		    "set arrow from 1, graph 0 to 1, graph 1 nohead ls 9 dt 3\n"
 		    "set label 'dense (1x)' at 1, graph 0.97 left offset 0.5, 0 font ',7' textcolor rgb '#666666'\n",
-		rows * 3 / 2 + 6, rows);
+		".')'", rows * 3 / 2 + 6, rows);
 	fputs("plot ", gp);
 	for (int m = 0; m < nm; m++) {
 		fprintf(gp, "%s'pareto.dat' index %d using 1:2:3:4 with yerrorbars ls %d ps 1.4 title ",
 			m ? ", \\\n  " : "", m, m % 15 + 1);
 		dg_gp_string(gp, methods[m]); /* a name from the input file: quoted, never code */
-		fprintf(gp, ", \\\n  '' index %d using 1:2:7 with labels offset 0.6, 0.6 left "
-			    "font ',6' textcolor rgb '#444444' notitle", m);
+		fprintf(gp, ", \\\n  '' index %d using 1:2:7 with labels offset %s "  /* three placements by method */
+			    "font ',6' textcolor rgb '#444444' notitle", m, m % 3 == 1 ? "-0.6, 0.6 right" : m % 3 == 2 ? "0.6, -0.8 left" : "0.6, 0.6 left");
 	}
 	fprintf(gp, "%s'pareto.dat' index %d using 1:2 with lines ls 8 dt 2 lw 1 title 'frontier (labels: "
 		    "schedule, density)'\nunset output\n}\n", nm ? ", \\\n  " : "", nm);
@@ -777,9 +797,12 @@ static void matched_md(FILE *f, const entry *e, int ne, const char **m, int nm, 
 			}
 			const entry *x = &e[p];
 			const char *bold = p == c[i].best ? "**" : "";
-			fprintf(f, " %s%s%s [%s, %s] %s, ρ %g, density %s, %s×%s |", bold, dg_sig3(a, x->est[0]), bold,
-				dg_sig3(b, x->lo[0]), dg_sig3(d, x->hi[0]), x->sched, x->rho, dg_sig3(g, x->density),
-				dg_sig3(h, x->speedup), x->projected ? "ᵖ" : "");
+			fprintf(f, " %s%s%s [%s, %s] %s, ρ %g, density %s, ", bold, dg_sig3(a, x->est[0]), bold,
+				dg_sig3(b, x->lo[0]), dg_sig3(d, x->hi[0]), x->sched, x->rho, dg_sig3(g, x->density));
+			if (isnan(x->speedup))
+				fputs("speed not measured |", f);
+			else
+				fprintf(f, "%s×%s |", dg_sig3(h, x->speedup), x->projected ? "ᵖ" : "");
 		}
 		fputc('\n', f);
 	}
@@ -944,8 +967,11 @@ int dg_compare(const dg_compare_opts *o)
 		double wf = (double)e[p].rs.warmup / e[p].rs.steps; /* the warm-up's share of the calls, all dense */
 		e[p].density /= e[p].samples;
 		e[p].sparse_density = (e[p].density - wf) / (1 - wf);
-		e[p].reached = !is_peer(e[p].policy) || e[p].rs.ndense_layers ||
-			       fabs(e[p].sparse_density - e[p].rho) <= o->tol + 1e-12;
+		/* a peer reaches rho on its sparse calls: past the warm-up, its anchors (dense) excluded */
+		int nd, na, ns;
+		step_counts(&e[p].rs, is_cached(e[p].policy), &nd, &na, &ns);
+		double df = (double)(nd + na) / e[p].rs.steps, own = ns ? (e[p].density - df) / (1 - df) : 1;
+		e[p].reached = !is_peer(e[p].policy) || e[p].rs.ndense_layers || fabs(own - e[p].rho) <= o->tol + 1e-12;
 	}
 	if (fid.repeated)
 		printf("compare: %d rows repeated across the runs (each run's dense reference, or a policy the "

@@ -89,6 +89,7 @@ typedef struct {
 	dg_sampler_kind sampler;
 	unsigned long *seeds;
 	int nseeds;
+	int layers;          /* the checkpoint's transformer blocks (its config) */
 	int line;            /* of the [model] section */
 	long long size;      /* bytes of its files (the fingerprint) */
 } dg_exp_model;

@@ -29,6 +29,23 @@ static int resolve_anchors(dg_exp_error *err, const dg_exp_schedule *s, const dg
 {
 	*sc = s->schedule;
 	const dg_trace_meta *m = &t->meta;
+	/* steps and layers the trace has (dg_replay_check_schedule's rules) */
+	int last = m->step_index[0];
+	for (int i = 1; i < m->steps; i++)
+		last = m->step_index[i] > last ? m->step_index[i] : last;
+	if (sc->warmup > last)
+		return dg_exp_fail(err, s->line, "schedule '%s': warmup=%d covers every step of trace '%s' (its "
+			    "steps: %d..%d), so no policy would be sparse", s->label, sc->warmup, t->label,
+			    m->step_index[0], m->step_index[m->steps - 1]), -1;
+	for (int a = 0; a < sc->ndense_layers; a++) {
+		bool found = false;
+		for (int i = 0; i < m->layers && !found; i++)
+			found = m->layer_index[i] == sc->dense_layers[a];
+		if (!found)
+			return dg_exp_fail(err, s->line, "schedule '%s': dense layer %d is not in trace '%s' (%d "
+				    "layers, %d..%d)", s->label, sc->dense_layers[a], t->label, m->layers,
+				    m->layer_index[0], m->layer_index[m->layers - 1]), -1;
+	}
 	int missing = dg_schedule_resolve_anchors(sc, m->step_index, m->steps);
 	if (missing >= 0)
 		return dg_exp_fail(err, s->line, "schedule '%s': anchor step %d is not in trace '%s' (its steps: "
@@ -110,12 +127,9 @@ int dg_exp_grid_closed(dg_experiment *e, dg_exp_error *err)
 {
 	const dg_exp_model *m = &e->model;
 	for (int i = 0; i < e->nschedules; i++) {
-		const dg_schedule *s = &e->schedules[i].schedule;
-		for (int a = 0; a < s->nanchors; a++)
-			if (s->anchors[a] >= m->steps)
-				return dg_exp_fail(err, e->schedules[i].line, "schedule '%s': anchor step %d is not a step of "
-					    "the %d denoising steps", e->schedules[i].label, s->anchors[a],
-					    m->steps), -1;
+		char why[256];
+		if (dg_schedule_check_loop(&e->schedules[i].schedule, m->steps, m->layers, why, sizeof why))
+			return dg_exp_fail(err, e->schedules[i].line, "schedule '%s': %s", e->schedules[i].label, why), -1;
 	}
 	int nsparse = 0;
 	for (int p = 0; p < e->npolicies; p++)

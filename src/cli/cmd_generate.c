@@ -92,6 +92,7 @@ typedef struct {
 	double dens[MAX_DENSITIES];
 	int nd;
 	dg_schedule sched;
+	const char *schedule; /* --schedule as given */
 	bool plan_only, offload;
 	const char *arch, *plan_device;
 } generate_args;
@@ -150,8 +151,12 @@ static int parse_args(int argc, char **argv, generate_args *a)
 	for (int i = 0; i < a->nd; i++)
 		if (!(a->dens[i] > 0 && a->dens[i] <= 1))
 			return dg_error("generate: density %g is outside (0, 1]", a->dens[i]), 2;
+	char why[256];
 	if (dg_schedule_parse(schedule, &a->sched))
 		return 2;
+	if (dg_schedule_check_loop(&a->sched, a->cli.so.steps, 0, why, sizeof why))
+		return dg_error("generate: --schedule '%s': %s", schedule, why), 2;
+	a->schedule = schedule;
 	if (dg_policy_parse("dense", &a->pol[0]))
 		return 1;
 	return -1;
@@ -175,6 +180,9 @@ static int plan_only(const generate_args *a)
 		if (rc || dg_wan_config_check(&cf, m))
 			return 1;
 	}
+	char why[256];
+	if (dg_schedule_check_loop(&a->sched, 0, cf.num_layers, why, sizeof why))
+		return dg_error("generate: --schedule '%s': %s", a->schedule, why), 2;
 	if (lat[0] <= 0)
 		return dg_error("generate --plan-only: give --latent FxHxW"), 2;
 	if (strcmp(a->plan_device, "gpu") && strcmp(a->plan_device, "cpu"))
@@ -406,6 +414,12 @@ int dg_cmd_generate(int argc, char **argv)
 	dg_dit_inputs di;
 	if (dg_dit_inputs_load(&a.cli.in, &di))
 		return 1;
+	char why[256];
+	if (dg_schedule_check_loop(&a.sched, 0, di.model->cfg.num_layers, why, sizeof why)) {
+		dg_error("generate: --schedule '%s': %s", a.schedule, why);
+		dg_dit_inputs_free(&di);
+		return 2;
+	}
 	dg_dit_sample_opts *so = &a.cli.so;
 	const dg_wan_model *wm = di.model;
 	if (!a.cli.quiet)

@@ -163,6 +163,22 @@ int dg_exp_grid_closed(dg_experiment *e, dg_exp_error *err)
 					}
 			}
 	}
+	/* generations made once: the dense reference in run 0; a refresh=step policy under the first
+	 * schedule that differs from this run's only in anchors (cells sit at the same place in each run) */
+	for (int r = 1; r < e->nruns; r++) {
+		const dg_schedule *sr = &e->schedules[r].schedule;
+		int same = r;
+		for (int q = 0; q < r && same == r; q++)
+			if (dg_schedule_same_but_anchors(&e->schedules[q].schedule, sr))
+				same = q;
+		for (long long i = 0; i < per_run; i++) {
+			dg_exp_cell *cell = &e->cells[r * per_run + i];
+			const dg_policy *p = cell->policy < 0 ? NULL : &e->policies[cell->policy];
+			int src = !p ? 0 : p->refresh == DG_REFRESH_STEP ? same : r;
+			if (src < r)
+				cell->shared = true, cell->source = (int)(src * per_run + i);
+		}
+	}
 	for (int r = 0; r < e->nruns; r++) { /* distinct folders: specs that differ only in '/' vs '_' */
 		const dg_exp_run *run = &e->runs[r];
 		for (int a = run->first_cell; a < run->first_cell + run->ncells && run->ncells < 20000; a++)
@@ -246,9 +262,12 @@ int dg_experiment_slice(const dg_experiment *e, int shard, int nshards, int work
 {
 	DG_ASSERT(nshards >= 1 && shard >= 0 && shard < nshards);
 	DG_ASSERT(nworkers >= 1 && worker >= 0 && worker < nworkers);
-	int n = 0, pos = 0;
-	for (int k = shard; k < e->ncells; k += nshards, pos++)
-		if (pos % nworkers == worker)
+	int n = 0, pos = 0, computed = 0;
+	for (int k = 0; k < e->ncells; k++) {
+		if (e->cells[k].shared || computed++ % nshards != shard)
+			continue;
+		if (pos++ % nworkers == worker)
 			idx[n++] = k;
+	}
 	return n;
 }

@@ -352,6 +352,16 @@ int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nstep
 	return -1;
 }
 
+bool dg_schedule_same_but_anchors(const dg_schedule *a, const dg_schedule *b)
+{
+	dg_schedule x = *a, y = *b;
+	x.nanchors = y.nanchors = 0, x.anchors_given = y.anchors_given = false;
+	x.anchor_every = y.anchor_every = 0;
+	memset(x.anchors, 0, sizeof x.anchors);
+	memset(y.anchors, 0, sizeof y.anchors);
+	return !memcmp(&x, &y, sizeof x);
+}
+
 bool dg_schedule_dense_layer(const dg_schedule *s, int layer)
 {
 	for (int i = 0; i < s->ndense_layers; i++)

@@ -125,6 +125,9 @@ bool dg_schedule_is_anchor(const dg_schedule *s, int step);
  * s->anchors of the first given anchor that is not a step (the caller reports it). */
 int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nsteps);
 bool dg_schedule_dense_layer(const dg_schedule *s, int layer);
+/* Whether a and b (both parsed by dg_schedule_parse, so zeroed past their items) differ at most in
+ * their anchors: a refresh=step policy (and dense) acts the same under both. */
+bool dg_schedule_same_but_anchors(const dg_schedule *a, const dg_schedule *b);
 /* Whether s fits a denoising loop of steps steps through a model of layers layers (either <= 0:
  * not known, not checked): warm-up below the step count, given anchors and dense layers that
  * exist. 0, or -1 with the problem in why[size] (no report: the caller names the input). */

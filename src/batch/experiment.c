@@ -614,7 +614,8 @@ static int expand_one(parse_ctx *c, const dg_exp_schedule *s, dg_exp_schedule **
 	}
 }
 
-/* [schedules] entries with axes expanded (expand_one); a generated label may not repeat another's */
+/* [schedules] entries with axes expanded (expand_one); a generated label holds a '.', which a
+ * written label cannot, so only expand_one's own labels can repeat */
 static int expand_axes(parse_ctx *c)
 {
 	dg_experiment *e = c->e;
@@ -631,15 +632,12 @@ static int expand_axes(parse_ctx *c)
 			rc = expand_one(c, s, &list, &n);
 			continue;
 		}
-		for (int k = 0; k < n && !rc; k++)
-			if (!strcmp(list[k].label, s->label))
-				rc = (fail(c, s->line, "schedule '%s' repeats a label generated at line %d", s->label,
-					   list[k].line), -1);
-		if (!rc) {
-			list = dg_realloc(list, (n + 1) * sizeof *list);
-			list[n++] = (dg_exp_schedule){ .label = dg_strdup(s->label), .line = s->line,
-						       .spec = dg_strdup(s->spec) };
+		if (n >= MAX_SCHEDULES) {
+			rc = (fail(c, s->line, "too many schedules after the axes expand (at most %d)", MAX_SCHEDULES), -1);
+			break;
 		}
+		list = dg_realloc(list, (n + 1) * sizeof *list);
+		list[n++] = (dg_exp_schedule){ .label = dg_strdup(s->label), .line = s->line, .spec = dg_strdup(s->spec) };
 	}
 	for (int i = 0; i < e->nschedules; i++) {
 		free(e->schedules[i].label);

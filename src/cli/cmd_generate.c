@@ -43,7 +43,8 @@ static void usage(FILE *f)
 		"  --policies LIST    policy specs as for replay (default dense,mc-sparse; dense always runs)\n"
 		"  --density LIST     top-k densities in (0,1] (default 0.15)\n"
 		"  --schedule S       warmup=W,anchors=a;b,dense_layers=l;m (denoising steps and blocks;\n"
-		"                     default no warm-up, anchor at step W-1, else 0)\n"
+		"                     default no warm-up, anchor at step W-1, else 0; anchors=every:N adds\n"
+		"                     one every N steps after it; dense_layers=none)\n"
 		DG_DIT_USAGE_SAMPLING
 		DG_DIT_USAGE_DEVICE
 		"  --cache-offload    keep the policy's residuals and key lists in pinned host memory, each\n"

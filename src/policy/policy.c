@@ -377,7 +377,7 @@ int dg_schedule_check_loop(const dg_schedule *s, int steps, int layers, char *wh
 				"policy would be sparse", s->warmup, steps, steps - 1), -1;
 	for (int a = 0; steps > 0 && s->anchors_given && a < s->nanchors; a++)
 		if (s->anchors[a] < 0 || s->anchors[a] >= steps)
-			return snprintf(why, size, "anchor step %d is not one of the %d denoising steps (0..%d)",
+			return snprintf(why, size, "anchor step %d is not a step of the %d denoising steps (0..%d)",
 					s->anchors[a], steps, steps - 1), -1;
 	for (int i = 0; layers > 0 && i < s->ndense_layers; i++)
 		if (s->dense_layers[i] >= layers)

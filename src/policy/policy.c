@@ -3,7 +3,6 @@
  */
 #include "policy/policy.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,6 +313,25 @@ static bool has_step(const int *step_index, int nsteps, int step)
 	return false;
 }
 
+/* every:N after the default anchor anchors[0]: the steps anchors[0] + kN that exist (step_index's,
+ * ascending, or those below nsteps), listed up to DG_SCHEDULE_MAX (dg_schedule_is_anchor applies
+ * the rule itself, so a loop of unknown length is covered too). Returns -1 (resolve's "no given
+ * anchor missing"). */
+static int add_every(dg_schedule *s, const int *step_index, int nsteps)
+{
+	if (s->anchor_every < 1 || s->nanchors < 1)
+		return -1;
+	for (int i = 0; step_index && i < nsteps && s->nanchors < DG_SCHEDULE_MAX; i++) {
+		long long d = (long long)step_index[i] - s->anchors[0];
+		if (d > 0 && d % s->anchor_every == 0 && step_index[i] > s->anchors[s->nanchors - 1]) /* ascending */
+			s->anchors[s->nanchors++] = step_index[i];
+	}
+	for (long long a = (long long)s->anchors[0] + s->anchor_every; !step_index && a < nsteps &&
+	     s->nanchors < DG_SCHEDULE_MAX; a += s->anchor_every)
+		s->anchors[s->nanchors++] = (int)a;
+	return -1;
+}
+
 int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nsteps)
 {
 	if (s->anchors_given) {
@@ -326,30 +344,16 @@ int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nstep
 	if (!step_index) { /* steps 0 .. nsteps-1 */
 		s->anchors[0] = s->warmup < nsteps ? (s->warmup > 0 ? s->warmup - 1 : 0) : nsteps - 1;
 		s->nanchors = nsteps > 0;
-	} else {
-		for (int i = 0; i < nsteps; i++) {
-			int step = step_index[i];
-			if (step < s->warmup || s->nanchors == 0) {
-				s->anchors[0] = step;
-				s->nanchors = 1;
-			}
+		return add_every(s, NULL, nsteps);
+	}
+	for (int i = 0; i < nsteps; i++) {
+		int step = step_index[i];
+		if (step < s->warmup || s->nanchors == 0) {
+			s->anchors[0] = step;
+			s->nanchors = 1;
 		}
 	}
-	/* every:N: the steps a0 + kN that exist, listed up to DG_SCHEDULE_MAX (dg_schedule_is_anchor
-	 * takes the rule itself, so a loop of unknown length is covered too) */
-	for (long long a = (long long)s->anchors[0] + s->anchor_every; s->anchor_every > 0 && s->nanchors > 0 &&
-	     s->nanchors < DG_SCHEDULE_MAX && a < (step_index ? INT_MAX : nsteps); a += s->anchor_every) {
-		if (step_index && !has_step(step_index, nsteps, (int)a)) {
-			int last = step_index[0];
-			for (int i = 1; i < nsteps; i++)
-				last = step_index[i] > last ? step_index[i] : last;
-			if (a > last)
-				break;
-			continue;
-		}
-		s->anchors[s->nanchors++] = (int)a;
-	}
-	return -1;
+	return add_every(s, step_index, nsteps);
 }
 
 bool dg_schedule_same_but_anchors(const dg_schedule *a, const dg_schedule *b)

@@ -297,6 +297,8 @@ static cJSON *settings_json(const generate_args *a, const dg_dit_inputs *di)
 	cJSON_AddBoolToObject(j, "cache_offload", a->offload);
 	cJSON *sj = cJSON_AddObjectToObject(j, "schedule");
 	cJSON_AddNumberToObject(sj, "warmup", sched->warmup);
+	if (sched->anchor_every) /* anchors=every:N: the anchor below, then every N steps */
+		cJSON_AddNumberToObject(sj, "anchor_every", sched->anchor_every);
 	if (sched->anchors_given)
 		cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(sched->anchors, sched->nanchors));
 	else

@@ -115,7 +115,7 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 		cJSON_AddStringToObject(j, "command_line", command_line ? command_line : "");
 		cJSON_AddStringToObject(j, "model", di.model->name);
 		cJSON_AddStringToObject(j, "weights", di.model->weights_path);
-		cJSON_AddNumberToObject(j, "load_s", di.model->load_s);
+		cJSON_AddNumberToObject(j, "load_s", reused ? 0 : di.model->load_s); /* this cell's own load */
 		cJSON_AddNumberToObject(j, "load_bytes", di.model->load_bytes);
 		cJSON_AddBoolToObject(j, "model_reused", reused); /* loaded by an earlier cell of the process */
 		cJSON_AddStringToObject(j, "prompt", e->prompts[c->prompt].label);

@@ -590,16 +590,15 @@ static int expand_one(parse_ctx *c, const dg_exp_schedule *s, dg_exp_schedule **
 			}
 		}
 		if (strlen(label.buf) > MAX_GEN_LABEL) {
-			int l = s->line;
-			fail(c, l, "schedule '%s': the generated label %s is longer than %d characters", s->label,
+			fail(c, s->line, "schedule '%s': the generated label %s is longer than %d characters", s->label,
 			     label.buf, MAX_GEN_LABEL);
 			free(spec.buf), free(label.buf);
 			return -1;
 		}
 		for (int k = 0; k < *n; k++)
 			if (!strcmp((*list)[k].label, label.buf)) {
-				fail(c, s->line, "schedule '%s': the axes give the label %s twice (first at line %d): "
-				     "a value repeated", s->label, label.buf, (*list)[k].line);
+				fail(c, s->line, "schedule '%s': the axes give the label %s twice (a value repeated)",
+				     s->label, label.buf);
 				free(spec.buf), free(label.buf);
 				return -1;
 			}

@@ -358,7 +358,9 @@ int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nstep
 
 bool dg_schedule_same_but_anchors(const dg_schedule *a, const dg_schedule *b)
 {
-	dg_schedule x = *a, y = *b;
+	dg_schedule x, y; /* byte copies: padding as dg_schedule_parse zeroed it */
+	memcpy(&x, a, sizeof x);
+	memcpy(&y, b, sizeof y);
 	x.nanchors = y.nanchors = 0, x.anchors_given = y.anchors_given = false;
 	x.anchor_every = y.anchor_every = 0;
 	memset(x.anchors, 0, sizeof x.anchors);

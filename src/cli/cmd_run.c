@@ -238,7 +238,7 @@ static int merge_if_complete(const dg_experiment *e, const run_args *a, const ch
 			k++;
 		return dg_error("run: %s holds %d of the experiment's %d cells after a complete run (the first "
 				"missing: cells/%s/%s): its cells could not be installed", out, done, e->ncells,
-				e->runs[e->cells[k].run].name, e->cells[k].id), 1;
+				e->runs[e->cells[e->cells[k].shared ? e->cells[k].source : k].run].name, e->cells[k].id), 1;
 	} else if (!a->quiet) {
 		fprintf(stderr, "run: shard %d/%d done; %s holds %d of the experiment's %d cells: when every "
 				"shard is done, dsgap merge DIR... --out OUT\n", a->shard, a->nshards, out, done, e->ncells);

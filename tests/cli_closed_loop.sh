@@ -36,7 +36,7 @@ check "--list writes nothing" [ ! -e "$tmp/full" ]
 check "run: exit 0" [ $? -eq 0 ] || cat "$tmp/full.err"
 csv=$tmp/full/$run/closed_loop.csv
 check "closed_loop.csv: header and 10 rows" [ "$(head -1 "$csv")" = \
-  "prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup,rel_l2" -a "$(wc -l < "$csv")" -eq 11 ]
+  "prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup,rel_l2,warmup,anchor_every,anchors,dense_layers" -a "$(wc -l < "$csv")" -eq 11 ]
 check "the reference rows: psnr inf, ssim 1, density 1, speedup 1, rel_l2 0" \
   [ "$(awk -F, '$3 == "dense" && $6 == "inf" && $7 == 1 && $5 == 1 && $12 == 1 && $13 == 0' "$csv" | wc -l)" -eq 2 ]
 check "mc-sparse at density 1 reproduces the reference (psnr > 90, rel_l2 < 1e-4), at 0.3 it does not" \

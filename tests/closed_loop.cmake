@@ -10,3 +10,8 @@ dg_test(exp_closed_loop COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/exp_closed_loop
 # model: its PSNRs against an independent dsgap generate, its table against its rows, a failing run
 # in one line.   ctest -R exp_cfg_meta_guidance
 dg_test(exp_cfg_meta_guidance COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/exp_cfg_meta_guidance.sh LABELS cpu)
+# schedule families and axes, schedules refused against the run's steps and layers (run, replay,
+# generate), a closed-loop sweep sharing its dense reference and anchor-independent cells, equal
+# to the same cells one by one (issue 50).   ctest -R cli_schedules
+dg_test(cli_schedules COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli_schedules.sh LABELS cpu)
+set_tests_properties(cli_schedules PROPERTIES FIXTURES_REQUIRED wan_models)

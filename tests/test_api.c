@@ -352,6 +352,10 @@ static void test_errors(void)
 		{ "density NaN", config("mc-sparse", &bad_rho[2], 1, "", grid, 0), DSGAP_E_POLICY, "outside (0, 1]" },
 		{ "3 densities", config("mc-sparse", two, 3, "", grid, 0), DSGAP_E_POLICY, "3 densities for 2 layers" },
 		{ "bad schedule", config("mc-sparse", &rho, 1, "warmup=x", grid, 0), DSGAP_E_POLICY, "warmup" },
+		{ "dense layer past the context's layers", config("mc-sparse", &rho, 1, "dense_layers=99", grid, 0),
+		  DSGAP_E_POLICY, "dense layer 99 is not a layer" },
+		{ "anchors every 0 steps", config("mc-sparse", &rho, 1, "anchors=every:0", grid, 0), DSGAP_E_POLICY,
+		  "every:N" },
 		{ "no policy", config(NULL, &rho, 1, "", grid, 0), DSGAP_E_POLICY, "no policy" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

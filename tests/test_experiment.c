@@ -34,6 +34,14 @@ static int load(dg_experiment *e, const char *text, char *err, size_t size)
 	return rc;
 }
 
+static bool in_list(const int *v, int n, int x)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
 static const char *good =
 	"; a comment\n"
 	"[experiment]\n"
@@ -192,6 +200,32 @@ int main(void)
 		int rc = load(&e, bad[i].text, err, sizeof err);
 		CHECKF(rc == -1 && strstr(err, bad[i].want) && !strncmp(err, "dsgap: error: x.ini", 19),
 		       "bad file %zu: '%s' (got '%.120s')", i, bad[i].want, err);
+	}
+	/* schedule families: every:N from the default anchor over stored steps that skip some, once, none */
+	struct { const char *spec; int steps[8], nsteps; int want[8], nwant; } fam[] = {
+		{ "warmup=3,anchors=every:4", { 0, 2, 4, 6, 8, 10 }, 6, { 2, 6, 10 }, 3 },
+		{ "warmup=0,anchors=every:3", { 0, 2, 4, 6, 8, 10 }, 6, { 0, 6 }, 2 },
+		{ "warmup=5,anchors=once,dense_layers=none", { 0, 2, 4, 6, 8, 10 }, 6, { 4 }, 1 },
+		{ "warmup=2,anchors=every:2", { 0, 1, 2, 3, 4, 5, 6 }, 7, { 1, 3, 5 }, 3 },
+	};
+	for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
+		dg_schedule sc;
+		bool ok = dg_schedule_parse(fam[i].spec, &sc) == 0 &&
+			  dg_schedule_resolve_anchors(&sc, fam[i].steps, fam[i].nsteps) == -1 &&
+			  sc.nanchors == fam[i].nwant && sc.ndense_layers == 0;
+		for (int a = 0; ok && a < fam[i].nwant; a++)
+			ok = sc.anchors[a] == fam[i].want[a] && dg_schedule_is_anchor(&sc, fam[i].want[a]);
+		for (int s = 0; ok && s < fam[i].nsteps; s++) /* the rule and the list agree on every step */
+			ok = dg_schedule_is_anchor(&sc, fam[i].steps[s]) == in_list(fam[i].want, fam[i].nwant, fam[i].steps[s]);
+		CHECKF(ok, "schedule %s over %d stored steps: anchors as listed", fam[i].spec, fam[i].nsteps);
+	}
+	{ /* the denoising loop: every:10 after warm-up 10 of 50 steps is 9, 19, 29, 39, 49 */
+		dg_schedule sc;
+		dg_schedule_parse("warmup=10,anchors=every:10", &sc);
+		dg_schedule_resolve_anchors(&sc, NULL, 50);
+		CHECK("loop: warmup=10,anchors=every:10 of 50 steps -> 9;19;29;39;49",
+		      sc.nanchors == 5 && sc.anchors[0] == 9 && sc.anchors[4] == 49 && dg_schedule_is_anchor(&sc, 29) &&
+		      !dg_schedule_is_anchor(&sc, 30) && !dg_schedule_is_anchor(&sc, 8));
 	}
 	char longline[400];
 	snprintf(longline, sizeof longline, "[traces]\nt = synth:\n[policies]\nlist = %0230d\n", 0);

@@ -83,20 +83,23 @@ def summarise(ref, x):
 # --------------------------------------------------------------------------------------------------
 
 def parse_schedule(s):
-    """'warmup=W,anchors=a;b,dense_layers=l;m-n' -> generate.json's schedule object"""
+    """'warmup=W,anchors=a;b|once|every:N,dense_layers=l;m-n|none' -> generate.json's schedule object"""
     def ints(v):
         out = []
-        for part in v.replace(";", " ").split():
+        for part in ("" if v == "none" else v).replace(";", " ").split():
             a, _, b = part.partition("-")
             out += list(range(int(a), int(b) + 1)) if b else [int(a)]
         return out
     kv = dict(p.split("=", 1) for p in (s or "").split(",") if p)
     w = int(kv.get("warmup", 0))
     d = {"warmup": w}
-    if "anchors" in kv:
-        d["anchors"] = ints(kv["anchors"])
+    anchors = kv.get("anchors", "once")
+    if anchors != "once" and not anchors.startswith("every:"):
+        d["anchors"] = ints(anchors)
     else:
         d["anchor"] = w - 1 if w > 0 else 0
+        if anchors.startswith("every:"):
+            d["anchor_every"] = int(anchors[6:])
     d["dense_layers"] = ints(kv.get("dense_layers", ""))
     return d
 

@@ -293,12 +293,15 @@ int dsgap_context_create(const dsgap_config *cfg, dsgap_context **out)
 	dg_policy policy;
 	dg_schedule sched;
 	memset(&sched, 0, sizeof sched);
+	char why[256];
 	capture cap;
 	capture_begin(&cap);
 	if (dg_policy_parse(cfg->policy, &policy))
 		rc = DSGAP_E_POLICY;
 	else if (cfg->schedule && *cfg->schedule && dg_schedule_parse(cfg->schedule, &sched))
 		rc = DSGAP_E_POLICY;
+	else if (dg_schedule_check_loop(&sched, 0, cfg->layers, why, sizeof why))
+		rc = DSGAP_E_POLICY, dg_error("schedule '%s': %s", cfg->schedule, why);
 	dsgap_context *ctx = NULL;
 	if (!rc) {
 		ctx = dg_calloc(1, sizeof *ctx);

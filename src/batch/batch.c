@@ -104,7 +104,7 @@ static bool cell_dir_done(const dg_experiment *e, const char *d)
 
 bool dg_batch_cell_done(const dg_experiment *e, const char *out, int k)
 {
-	char *d = cell_dir(e, out, k);
+	char *d = cell_dir(e, out, e->cells[k].shared ? e->cells[k].source : k);
 	bool done = cell_dir_done(e, d);
 	free(d);
 	return done;
@@ -446,8 +446,10 @@ int dg_batch_run(const dg_batch_opts *o, const int *idx, int n, int *ran, int *s
 		if (dg_batch_cell_done(e, o->out_dir, k))
 			continue;
 		double t0 = dg_now();
-		if (run_cell(o, k))
+		if (run_cell(o, k)) {
+			dg_closed_release();
 			return -1;
+		}
 		(*ran)++;
 		if (o->progress) {
 			double el = dg_now() - start;
@@ -459,6 +461,7 @@ int dg_batch_run(const dg_batch_opts *o, const int *idx, int n, int *ran, int *s
 				e->runs[c->run].name, c->id, dg_now() - t0, a, b);
 		}
 	}
+	dg_closed_release(); /* the closed-loop cells' model, loaded once for all of them */
 	return 0;
 }
 
@@ -716,18 +719,20 @@ static int check_cells_present(const merge_ctx *m, int *total)
 	*total = 0;
 	cJSON_ArrayForEach(run, m->runs) {
 		const cJSON *cell;
+		int k = 0;
 		cJSON_ArrayForEach(cell, cJSON_GetObjectItemCaseSensitive(run, "cells")) {
 			(*total)++;
 			bool found = false;
+			/* a closed-loop cell shared with an earlier run is in that run's folder */
+			const char *rname = m->closed ? dg_closed_cell_run(run, k) : jstr(run, "name");
+			k++;
 			for (int i = 0; i < m->ndirs && !found; i++) {
 				char path[4096];
-				snprintf(path, sizeof path, "%s/cells/%s/%s/run.json", m->dirs[i], jstr(run, "name"),
-					 cell->valuestring);
+				snprintf(path, sizeof path, "%s/cells/%s/%s/run.json", m->dirs[i], rname, cell->valuestring);
 				found = exists(path);
 			}
 			if (!found && !missing++)
-				snprintf(first_missing, sizeof first_missing, "%s/%s", jstr(run, "name"),
-					 cell->valuestring);
+				snprintf(first_missing, sizeof first_missing, "%s/%s", rname, cell->valuestring);
 		}
 	}
 	if (missing)

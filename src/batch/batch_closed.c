@@ -35,6 +35,36 @@ bool dg_closed_cell_done(const char *dir)
 /* ---------------------------------------------------------------------------------------------- */
 /* one cell                                                                                        */
 
+/* The model of this process's last cell: the next cell of the same checkpoint and device uses it
+ * (one load per process for all its generations; dg_closed_release frees it). */
+static struct {
+	char *path, *device;
+	dg_wan_model *model;
+} loaded;
+
+void dg_closed_release(void)
+{
+	if (loaded.model)
+		dg_wan_free(loaded.model);
+	free(loaded.path);
+	free(loaded.device);
+	memset(&loaded, 0, sizeof loaded);
+}
+
+/* the model at path on device, loaded unless it is loaded already (*reused) */
+static dg_wan_model *model_for(const char *path, const char *device, bool *reused)
+{
+	*reused = loaded.model && !strcmp(loaded.path, path) && !strcmp(loaded.device, device);
+	if (*reused)
+		return loaded.model;
+	dg_closed_release();
+	if (dg_wan_load(&loaded.model, path, device))
+		return NULL;
+	loaded.path = dg_strdup(path);
+	loaded.device = dg_strdup(device);
+	return loaded.model;
+}
+
 int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *device,
 		   const char *command_line, bool progress)
 {
@@ -50,7 +80,9 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 				 .guidance = m->guidance };
 	memcpy(io.latent, m->latent, sizeof io.latent);
 	dg_dit_inputs di;
-	if (dg_dit_inputs_load(&io, &di))
+	bool reused;
+	dg_wan_model *model = model_for(m->path, device, &reused);
+	if (!model || dg_dit_inputs_load_with(&io, model, &di))
 		return -1;
 	dg_dit_sample_opts so = { .model = di.model, .noise = di.noise, .steps = m->steps,
 				  .shift = m->shift, .guidance = m->guidance, .sampler = m->sampler,
@@ -83,8 +115,9 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 		cJSON_AddStringToObject(j, "command_line", command_line ? command_line : "");
 		cJSON_AddStringToObject(j, "model", di.model->name);
 		cJSON_AddStringToObject(j, "weights", di.model->weights_path);
-		cJSON_AddNumberToObject(j, "load_s", di.model->load_s);
+		cJSON_AddNumberToObject(j, "load_s", reused ? 0 : di.model->load_s); /* this cell's own load */
 		cJSON_AddNumberToObject(j, "load_bytes", di.model->load_bytes);
+		cJSON_AddBoolToObject(j, "model_reused", reused); /* loaded by an earlier cell of the process */
 		cJSON_AddStringToObject(j, "prompt", e->prompts[c->prompt].label);
 		cJSON_AddNumberToObject(j, "seed", (double)m->seeds[c->seed]);
 		cJSON_AddStringToObject(j, "policy", p->name);
@@ -131,6 +164,19 @@ static const char *jstr(const cJSON *o, const char *key)
 {
 	const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, key);
 	return cJSON_IsString(s) ? s->valuestring : "";
+}
+
+/* key of o, else def (folders of older runs name no source_run: every cell in its own run) */
+static const char *jstr_or(const cJSON *o, const char *key, const char *def)
+{
+	const char *s = jstr(o, key);
+	return *s ? s : def;
+}
+
+const char *dg_closed_cell_run(const cJSON *run, int i)
+{
+	const cJSON *ci = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(run, "cell_info"), i);
+	return jstr_or(ci, "source_run", jstr(run, "name"));
 }
 
 static double jnum(const cJSON *o, const char *key)
@@ -253,6 +299,23 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		return dg_error("merge: experiment.json: run %s has no cell_info for its %d cells", rname, ncells);
 	dg_sbuf rows = { 0 }, summary = { 0 }, md = { 0 }, devices = { 0 };
 	dg_sb_printf(&rows, "%s\n", DG_CLOSED_HEADER);
+	/* the schedule's columns: anchor_every, anchors, dense_layers (older experiment.json: no
+	 * anchor_every, so a list when the spec gives anchors, else once) */
+	char anchors[256] = "", dense[256] = "", every[32];
+	const cJSON *an, *ae = cJSON_GetObjectItemCaseSensitive(sched, "anchor_every");
+	cJSON_ArrayForEach(an, cJSON_GetObjectItemCaseSensitive(sched, "anchors"))
+		snprintf(anchors + strlen(anchors), sizeof anchors - strlen(anchors), "%s%d", *anchors ? ";" : "",
+			 an->valueint);
+	cJSON_ArrayForEach(an, cJSON_GetObjectItemCaseSensitive(sched, "dense_layers"))
+		snprintf(dense + strlen(dense), sizeof dense - strlen(dense), "%s%d", *dense ? ";" : "", an->valueint);
+	if (!*dense)
+		snprintf(dense, sizeof dense, "none");
+	if (cJSON_IsNumber(ae))
+		snprintf(every, sizeof every, "%d", ae->valueint);
+	else
+		snprintf(every, sizeof every, "%s", cJSON_IsString(ae) ? ae->valuestring :
+			 strstr(jstr(sched, "spec"), "anchors=") ? "given" : "once");
+	int warmup = (int)jnum(sched, "warmup");
 	acc *a = dg_calloc((size_t)ncells, sizeof *a);
 	int na = 0, rc = 0, mixed = 0;
 	found_cell ref = { 0 };
@@ -265,10 +328,10 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		found_cell cell;
 		if (strcmp(ref.id, rid)) { /* the sample's reference: the cell before its policies */
 			found_free(&ref);
-			if ((rc = load_cell(rname, rid, dirs, ndirs, &ref)))
+			if ((rc = load_cell(jstr_or(ci, "reference_run", rname), rid, dirs, ndirs, &ref)))
 				break;
 		}
-		if ((rc = load_cell(rname, id, dirs, ndirs, &cell)))
+		if ((rc = load_cell(dg_closed_cell_run(run, i), id, dirs, ndirs, &cell)))
 			break;
 		const dg_tensor *x = &cell.lat, *r = &ref.lat;
 		if (x->shape[0] != r->shape[0] || x->shape[1] != r->shape[1] || x->shape[2] != r->shape[2] ||
@@ -300,9 +363,10 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		transformer_total += t;
 		double rho = jnum(ci, "density_target"), dens = jnum(cell.json, "density");
 		const char *pol = jstr(ci, "policy");
-		dg_sb_printf(&rows, "%s,%.0f,%s,%g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g,%.6g\n", jstr(ci, "prompt"),
-			     jnum(ci, "seed"), pol, rho, dens, fs.psnr, fs.ssim, fs.psnr_min, fs.ssim_min, t,
-			     jnum(cell.json, "total_s"), tref / t, r2 > 0 ? sqrt(e2 / r2) : (e2 > 0 ? INFINITY : 0));
+		dg_sb_printf(&rows, "%s,%.0f,%s,%g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g,%.6g,%d,%s,%s,%s\n",
+			     jstr(ci, "prompt"), jnum(ci, "seed"), pol, rho, dens, fs.psnr, fs.ssim, fs.psnr_min,
+			     fs.ssim_min, t, jnum(cell.json, "total_s"), tref / t,
+			     r2 > 0 ? sqrt(e2 / r2) : (e2 > 0 ? INFINITY : 0), warmup, every, anchors, dense);
 		int k = 0;
 		while (k < na && (strcmp(a[k].policy, pol) || a[k].rho != rho))
 			k++;
@@ -325,17 +389,12 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		if (mixed)
 			dg_warn("merge: run %s: %d cells ran on another device than their dense reference: their "
 				"speedups compare times of different machines", rname, mixed);
-		char anchors[256] = "";
-		const cJSON *an;
-		cJSON_ArrayForEach(an, cJSON_GetObjectItemCaseSensitive(sched, "anchors"))
-			snprintf(anchors + strlen(anchors), sizeof anchors - strlen(anchors), "%s%d",
-				 *anchors ? ";" : "", an->valueint);
 		for (int k = 0; k < na; k++) {
 			const acc *x = &a[k];
-			dg_sb_printf(&summary, "%s,%s,%s,%d,%s,%s,%g,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g\n", rname,
-				     jstr(model, "label"), jstr(sched, "label"), (int)jnum(sched, "warmup"), anchors,
+			dg_sb_printf(&summary, "%s,%s,%s,%d,%s,%s,%g,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g,%s,%s\n", rname,
+				     jstr(model, "label"), jstr(sched, "label"), warmup, anchors,
 				     x->policy, x->rho, x->n, x->density / x->n, x->psnr / x->n, x->psnr_min,
-				     x->ssim / x->n, x->ssim_min, x->time / x->n, x->ref_time / x->time);
+				     x->ssim / x->n, x->ssim_min, x->time / x->n, x->ref_time / x->time, every, dense);
 			char v[7][32];
 			dg_sb_printf(&md, "| %s | %s | %g | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", rname,
 				     x->policy, x->rho, x->n, dg_sig3(v[0], x->density / x->n),

@@ -10,7 +10,10 @@
  *
  * Merged, per run (OUT/RUN/):
  *   closed_loop.csv  DG_CLOSED_HEADER, one row per cell in canonical order (the time columns, then
- *                    rel_l2 = ||x - ref||_2 / ||ref||_2 over the whole final latents, 0 for the reference)
+ *                    rel_l2 = ||x - ref||_2 / ||ref||_2 over the whole final latents, 0 for the reference,
+ *                    then the run's schedule: warmup, anchor_every (N of anchors=every:N, "once" for
+ *                    the default single anchor, "given" for a list), the resolved anchors a;b and
+ *                    the dense layers l;m or "none", so rows of several runs group by them)
  *   run.json         the run's settings, the cells' devices, dates, summed times, inputs
  * and per run x policy x density a line of OUT/summary.csv (DG_CLOSED_SUMMARY_HEADER: means over
  * the samples; speedup = mean reference time / mean time) and of OUT/summary.md.
@@ -25,17 +28,25 @@
 #include "batch/experiment.h"
 
 #define DG_CLOSED_HEADER \
-	"prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup,rel_l2"
+	"prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup,rel_l2," \
+	"warmup,anchor_every,anchors,dense_layers"
 #define DG_CLOSED_SUMMARY_HEADER \
 	"run,model,schedule,warmup,anchors,policy,density_target,samples,density,psnr,psnr_min,ssim," \
-	"ssim_min,transformer_s,speedup"
+	"ssim_min,transformer_s,speedup,anchor_every,dense_layers"
+
+/* The run whose folder holds cell i of run (an entry of experiment.json's runs): its cell_info's
+ * source_run (a generation shared with an earlier run, experiment.h), else the run itself. */
+const char *dg_closed_cell_run(const cJSON *run, int i);
 
 /* Whether the cell folder dir holds a finished closed-loop cell. */
 bool dg_closed_cell_done(const char *dir);
 
-/* Run closed-loop cell k of e into the (empty) folder dir. 0 or -1 (reported). */
+/* Run closed-loop cell k of e into the (empty) folder dir. 0 or -1 (reported). The model stays
+ * loaded for the process's next cell (one load for all the generations of a worker) until
+ * dg_closed_release. */
 int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *device,
 		   const char *command_line, bool progress);
+void dg_closed_release(void);
 
 typedef struct {
 	char *rows;     /* closed_loop.csv */

@@ -263,7 +263,16 @@ static int on_trace(parse_ctx *c, const char *name, const char *value)
 }
 
 /* FILE[:NAME] with FILE relative to the .ini's folder made absolute; FILE must exist */
-static int model_check_call(void *path) { return dg_wan_check(path); }
+typedef struct {
+	const char *path;
+	dg_wan_config cfg;
+} model_check_arg;
+
+static int model_check_call(void *a)
+{
+	model_check_arg *m = a;
+	return dg_wan_check_config(m->path, &m->cfg);
+}
 
 typedef struct {
 	const char *spec, *what;
@@ -496,6 +505,149 @@ static int on_schedule(parse_ctx *c, const char *name, const char *value)
 	return 1;
 }
 
+/* an axis value's part of a generated label: w10, once, e10, a9-29, dl0, dlnone; other keys: the
+ * initials of the key's words and the value, characters other than letters, digits, '-' and '_'
+ * made '-' (';') or dropped */
+static void axis_part(const char *key, const char *val, char *out, size_t size)
+{
+	char k[16] = "";
+	if (!strcmp(key, "anchors") && !strcmp(val, "once")) {
+		snprintf(out, size, "once");
+		return;
+	}
+	if (!strcmp(key, "anchors") && !strncmp(val, "every:", 6)) {
+		k[0] = 'e', val += 6;
+	} else {
+		for (const char *p = key; *p && strlen(k) < sizeof k - 1; p++)
+			if (p == key || p[-1] == '_')
+				k[strlen(k)] = *p;
+	}
+	size_t n = (size_t)snprintf(out, size, "%s", k);
+	for (const char *p = val; *p && n + 1 < size; p++)
+		if (isalnum((unsigned char)*p) || *p == '-' || *p == '_')
+			out[n++] = *p;
+		else if (*p == ';')
+			out[n++] = '-';
+	out[n < size ? n : size - 1] = 0;
+}
+
+#define MAX_AXIS_ITEMS 16
+#define MAX_AXIS_VALUES 64
+#define MAX_GEN_LABEL 96
+
+/* One schedule s whose items hold axes (key=v1|v2|...) into the cross product of its values, first
+ * item slowest, appended to list[*n]: labels LABEL.PART.PART (axis_part, one per axis). */
+static int expand_one(parse_ctx *c, const dg_exp_schedule *s, dg_exp_schedule **list, int *n)
+{
+	char buf[4096], *items[MAX_AXIS_ITEMS];
+	if (strlen(s->spec) >= sizeof buf)
+		return fail(c, s->line, "schedule '%s' is too long", s->label), -1;
+	snprintf(buf, sizeof buf, "%s", s->spec);
+	int ni = dg_split(buf, ',', items, MAX_AXIS_ITEMS);
+	if (ni < 0)
+		return fail(c, s->line, "schedule '%s': too many items", s->label), -1;
+	char *vals[MAX_AXIS_ITEMS][MAX_AXIS_VALUES], *keys[MAX_AXIS_ITEMS];
+	int nv[MAX_AXIS_ITEMS], pos[MAX_AXIS_ITEMS] = { 0 };
+	bool axis[MAX_AXIS_ITEMS] = { 0 }; /* an item written with '|' */
+	for (int i = 0; i < ni; i++) {
+		char *eq = strchr(items[i], '=');
+		keys[i] = items[i];
+		if (!eq) { /* not key=value: the schedule's own parser says so */
+			nv[i] = 1, vals[i][0] = NULL;
+			continue;
+		}
+		*eq = 0;
+		axis[i] = strchr(eq + 1, '|') != NULL;
+		nv[i] = dg_split(eq + 1, '|', vals[i], MAX_AXIS_VALUES);
+		if (nv[i] < 0)
+			return fail(c, s->line, "schedule '%s': axis %s has more than %d values", s->label, keys[i],
+				    MAX_AXIS_VALUES), -1;
+		if (!axis[i] && nv[i] == 0) { /* key= : the schedule's own parser says what is wrong */
+			nv[i] = 1, vals[i][0] = eq + 1;
+			continue;
+		}
+		for (int v = 0; v < nv[i]; v++)
+			if (!*vals[i][v])
+				return fail(c, s->line, "schedule '%s': axis %s has an empty value (an axis is "
+					    "%s=v1|v2|..., each value one the key takes)", s->label, keys[i], keys[i]), -1;
+	}
+	for (;;) {
+		if (*n >= MAX_SCHEDULES)
+			return fail(c, s->line, "schedule '%s' expands past %d schedules", s->label, MAX_SCHEDULES), -1;
+		dg_sbuf spec = { 0 }, label = { 0 };
+		dg_sb_printf(&label, "%s", s->label);
+		for (int i = 0; i < ni; i++) {
+			if (!vals[i][0]) {
+				dg_sb_printf(&spec, "%s%s", i ? "," : "", keys[i]);
+				continue;
+			}
+			const char *v = vals[i][pos[i]];
+			dg_sb_printf(&spec, "%s%s=%s", i ? "," : "", keys[i], v);
+			if (axis[i]) {
+				char part[64];
+				axis_part(keys[i], v, part, sizeof part);
+				dg_sb_printf(&label, ".%s", part);
+			}
+		}
+		if (strlen(label.buf) > MAX_GEN_LABEL) {
+			fail(c, s->line, "schedule '%s': the generated label %s is longer than %d characters", s->label,
+			     label.buf, MAX_GEN_LABEL);
+			free(spec.buf), free(label.buf);
+			return -1;
+		}
+		for (int k = 0; k < *n; k++)
+			if (!strcmp((*list)[k].label, label.buf)) {
+				fail(c, s->line, "schedule '%s': the axes give the label %s twice (a value repeated)",
+				     s->label, label.buf);
+				free(spec.buf), free(label.buf);
+				return -1;
+			}
+		*list = dg_realloc(*list, (*n + 1) * sizeof **list);
+		(*list)[(*n)++] = (dg_exp_schedule){ .label = label.buf, .line = s->line,
+						     .spec = spec.buf ? spec.buf : dg_strdup("") };
+		int i = ni - 1; /* the next combination: last item fastest */
+		while (i >= 0 && ++pos[i] == nv[i])
+			pos[i--] = 0;
+		if (i < 0)
+			return 0;
+	}
+}
+
+/* [schedules] entries with axes expanded (expand_one); a generated label holds a '.', which a
+ * written label cannot, so only expand_one's own labels can repeat */
+static int expand_axes(parse_ctx *c)
+{
+	dg_experiment *e = c->e;
+	bool any = false;
+	for (int i = 0; i < e->nschedules; i++)
+		any |= strchr(e->schedules[i].spec, '|') != NULL;
+	if (!any)
+		return 0;
+	dg_exp_schedule *list = NULL;
+	int n = 0, rc = 0;
+	for (int i = 0; i < e->nschedules && !rc; i++) {
+		dg_exp_schedule *s = &e->schedules[i];
+		if (strchr(s->spec, '|')) {
+			rc = expand_one(c, s, &list, &n);
+			continue;
+		}
+		if (n >= MAX_SCHEDULES) {
+			rc = (fail(c, s->line, "too many schedules after the axes expand (at most %d)", MAX_SCHEDULES), -1);
+			break;
+		}
+		list = dg_realloc(list, (n + 1) * sizeof *list);
+		list[n++] = (dg_exp_schedule){ .label = dg_strdup(s->label), .line = s->line, .spec = dg_strdup(s->spec) };
+	}
+	for (int i = 0; i < e->nschedules; i++) {
+		free(e->schedules[i].label);
+		free(e->schedules[i].spec);
+	}
+	free(e->schedules);
+	e->schedules = list;
+	e->nschedules = n;
+	return rc;
+}
+
 static int on_policies(parse_ctx *c, const char *value)
 {
 	if (!c->policies_line)
@@ -671,8 +823,10 @@ static int finish_closed(parse_ctx *c)
 		return fail(c, m->line, "[model] latent = FxHxW is required"), -1;
 	/* the checkpoint would load (headers and config; weights are read by each cell) */
 	char msg[640];
-	if (captured(model_check_call, (void *)m->path, msg, sizeof msg))
+	model_check_arg ma = { .path = m->path };
+	if (captured(model_check_call, &ma, msg, sizeof msg))
 		return fail(c, m->line, "[model] %s", msg), -1;
+	m->layers = ma.cfg.num_layers;
 	/* generate's defaults for what is not given */
 	if (!m->label)
 		m->label = dg_strdup("model");
@@ -747,6 +901,11 @@ static int finish(parse_ctx *c)
 		size_t n = strlen(s->spec);
 		while (n && s->spec[n - 1] == ',')
 			s->spec[--n] = 0; /* "warmup=3," before a continuation line that never came */
+	}
+	if (expand_axes(c))
+		return -1;
+	for (int i = 0; i < e->nschedules; i++) {
+		dg_exp_schedule *s = &e->schedules[i];
 		schedule_arg a = { s->spec, &s->schedule };
 		if (captured(schedule_call, &a, msg, sizeof msg))
 			return fail(c, s->line, "schedule '%s': %s", s->label,

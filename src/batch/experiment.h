@@ -28,6 +28,10 @@
  * reference of the sample, or one (sparse policy, density). Cells are ordered run, prompt, seed,
  * then the reference first and the policies x densities; their final latents are compared with
  * the sample's reference when the cells are merged (batch_closed.h), so every cell is independent.
+ * A cell whose generation another run already makes is shared, not computed again: the dense
+ * reference (computed in the first run only) and a refresh=step policy under a schedule that
+ * differs from an earlier run's only in anchors (that run's cell); its rows are still listed in
+ * its own run (experiment.json: cell_info source_run). Shards and workers take computed cells only.
  *
  * Lists may be split over repeated keys or indented continuation lines (both append): Debian's
  * inih reads at most 200 characters a line, and a longer line is an error naming file:line.
@@ -89,6 +93,7 @@ typedef struct {
 	dg_sampler_kind sampler;
 	unsigned long *seeds;
 	int nseeds;
+	int layers;          /* the checkpoint's transformer blocks (its config) */
 	int line;            /* of the [model] section */
 	long long size;      /* bytes of its files (the fingerprint) */
 } dg_exp_model;
@@ -109,6 +114,10 @@ typedef struct {
 	/* closed loop: the sample and what runs on it (policy -1: the dense reference) */
 	int prompt, seed, policy, density; /* indices into prompts, model.seeds, policies, densities */
 	int reference;       /* the cell number of the sample's dense reference */
+	bool shared;         /* closed loop: its generation is that of cell `source` of an earlier run
+			      * (the same generation: the dense reference; a refresh=step policy under a
+			      * schedule that differs only in anchors), not computed again */
+	int source;          /* shared: that cell's number (the same id, in another run's folder) */
 	char id[DG_EXP_CELL_ID_MAX]; /* "l3-h11"; closed loop "PROMPT.sSEED.POLICY@DENSITY" or
 				      * "PROMPT.sSEED.dense" ('/', ':', ' ' made '_'): the cell's
 				      * folder inside cells/RUN/ */
@@ -159,8 +168,10 @@ void dg_experiment_set_device(dg_experiment *e, const char *device);
 /* Set where synth traces go when [output] traces is not given: OUT/traces. Fills their paths. */
 void dg_experiment_set_out(dg_experiment *e, const char *out_dir);
 
-/* Cells of shard i/n (cell number % n == i), then of worker w/m within that list (position % m
- * == w; m = 1: all of them). Returns the count; idx gets cell numbers, ascending. */
+/* Cells of shard i/n (computed cells, i.e. not shared: position among them % n == i), then of
+ * worker w/m within that list (position % m == w; m = 1: all of them). Returns the count; idx gets
+ * cell numbers, ascending. Without shared cells (every open-loop grid) shard i/n is the cells
+ * with number % n == i. */
 int dg_experiment_slice(const dg_experiment *e, int shard, int nshards, int worker, int nworkers, int *idx);
 
 

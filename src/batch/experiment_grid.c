@@ -29,6 +29,23 @@ static int resolve_anchors(dg_exp_error *err, const dg_exp_schedule *s, const dg
 {
 	*sc = s->schedule;
 	const dg_trace_meta *m = &t->meta;
+	/* steps and layers the trace has (dg_replay_check_schedule's rules) */
+	int last = m->step_index[0];
+	for (int i = 1; i < m->steps; i++)
+		last = m->step_index[i] > last ? m->step_index[i] : last;
+	if (sc->warmup > last)
+		return dg_exp_fail(err, s->line, "schedule '%s': warmup=%d covers every step of trace '%s' (its "
+			    "steps: %d..%d), so no policy would be sparse", s->label, sc->warmup, t->label,
+			    m->step_index[0], m->step_index[m->steps - 1]), -1;
+	for (int a = 0; a < sc->ndense_layers; a++) {
+		bool found = false;
+		for (int i = 0; i < m->layers && !found; i++)
+			found = m->layer_index[i] == sc->dense_layers[a];
+		if (!found)
+			return dg_exp_fail(err, s->line, "schedule '%s': dense layer %d is not in trace '%s' (%d "
+				    "layers, %d..%d)", s->label, sc->dense_layers[a], t->label, m->layers,
+				    m->layer_index[0], m->layer_index[m->layers - 1]), -1;
+	}
 	int missing = dg_schedule_resolve_anchors(sc, m->step_index, m->steps);
 	if (missing >= 0)
 		return dg_exp_fail(err, s->line, "schedule '%s': anchor step %d is not in trace '%s' (its steps: "
@@ -110,12 +127,9 @@ int dg_exp_grid_closed(dg_experiment *e, dg_exp_error *err)
 {
 	const dg_exp_model *m = &e->model;
 	for (int i = 0; i < e->nschedules; i++) {
-		const dg_schedule *s = &e->schedules[i].schedule;
-		for (int a = 0; a < s->nanchors; a++)
-			if (s->anchors[a] >= m->steps)
-				return dg_exp_fail(err, e->schedules[i].line, "schedule '%s': anchor step %d is not a step of "
-					    "the %d denoising steps", e->schedules[i].label, s->anchors[a],
-					    m->steps), -1;
+		char why[256];
+		if (dg_schedule_check_loop(&e->schedules[i].schedule, m->steps, m->layers, why, sizeof why))
+			return dg_exp_fail(err, e->schedules[i].line, "schedule '%s': %s", e->schedules[i].label, why), -1;
 	}
 	int nsparse = 0;
 	for (int p = 0; p < e->npolicies; p++)
@@ -148,6 +162,22 @@ int dg_exp_grid_closed(dg_experiment *e, dg_exp_error *err)
 						closed_cell_id(cell, e);
 					}
 			}
+	}
+	/* generations made once: the dense reference in run 0; a refresh=step policy under the first
+	 * schedule that differs from this run's only in anchors (cells sit at the same place in each run) */
+	for (int r = 1; r < e->nruns; r++) {
+		const dg_schedule *sr = &e->schedules[r].schedule;
+		int same = r;
+		for (int q = 0; q < r && same == r; q++)
+			if (dg_schedule_same_but_anchors(&e->schedules[q].schedule, sr))
+				same = q;
+		for (long long i = 0; i < per_run; i++) {
+			dg_exp_cell *cell = &e->cells[r * per_run + i];
+			const dg_policy *p = cell->policy < 0 ? NULL : &e->policies[cell->policy];
+			int src = !p ? 0 : p->refresh == DG_REFRESH_STEP ? same : r;
+			if (src < r)
+				cell->shared = true, cell->source = (int)(src * per_run + i);
+		}
 	}
 	for (int r = 0; r < e->nruns; r++) { /* distinct folders: specs that differ only in '/' vs '_' */
 		const dg_exp_run *run = &e->runs[r];
@@ -232,9 +262,12 @@ int dg_experiment_slice(const dg_experiment *e, int shard, int nshards, int work
 {
 	DG_ASSERT(nshards >= 1 && shard >= 0 && shard < nshards);
 	DG_ASSERT(nworkers >= 1 && worker >= 0 && worker < nworkers);
-	int n = 0, pos = 0;
-	for (int k = shard; k < e->ncells; k += nshards, pos++)
-		if (pos % nworkers == worker)
+	int n = 0, pos = 0, computed = 0;
+	for (int k = 0; k < e->ncells; k++) {
+		if (e->cells[k].shared || computed++ % nshards != shard)
+			continue;
+		if (pos++ % nworkers == worker)
 			idx[n++] = k;
+	}
 	return n;
 }

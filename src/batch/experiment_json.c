@@ -47,6 +47,10 @@ static uint64_t hash_schedule(uint64_t h, const dg_schedule *s)
 	h = dg_fnv_str(dg_fnv_str(h, buf), " ");
 	ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
 	h = dg_fnv_str(h, buf);
+	if (s->anchor_every) { /* anchors=every:N (absent before it existed: old fingerprints kept) */
+		snprintf(buf, sizeof buf, " every %d", s->anchor_every);
+		h = dg_fnv_str(h, buf);
+	}
 	return h;
 }
 
@@ -236,6 +240,11 @@ char *dg_experiment_json(const dg_experiment *e)
 		if (e->closed) /* the denoising loop's steps */
 			dg_schedule_resolve_anchors(&anchors, NULL, e->model.steps);
 		cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(anchors.anchors, anchors.nanchors));
+		/* the family: every:N (N), a given list ("given") or the default single anchor ("once") */
+		if (anchors.anchor_every)
+			cJSON_AddNumberToObject(sj, "anchor_every", anchors.anchor_every);
+		else
+			cJSON_AddStringToObject(sj, "anchor_every", anchors.anchors_given ? "given" : "once");
 		cJSON_AddItemToObject(sj, "dense_layers",
 				      cJSON_CreateIntArray(run->resolved.dense_layers, run->resolved.ndense_layers));
 		cJSON *cells = cJSON_AddArrayToObject(j, "cells");
@@ -251,6 +260,12 @@ char *dg_experiment_json(const dg_experiment *e)
 				cJSON_AddStringToObject(x, "policy", c->policy < 0 ? "dense" : e->policies[c->policy].name);
 				cJSON_AddNumberToObject(x, "density_target", c->policy < 0 ? 1 : e->densities[c->density]);
 				cJSON_AddStringToObject(x, "reference", e->cells[c->reference].id);
+				/* a shared generation: the run whose folder holds it (the same cell id) */
+				const dg_exp_cell *rc = &e->cells[c->reference];
+				if (c->shared)
+					cJSON_AddStringToObject(x, "source_run", e->runs[e->cells[c->source].run].name);
+				if (rc->shared)
+					cJSON_AddStringToObject(x, "reference_run", e->runs[e->cells[rc->source].run].name);
 				cJSON_AddItemToArray(info, x);
 			}
 		}

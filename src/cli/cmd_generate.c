@@ -43,7 +43,8 @@ static void usage(FILE *f)
 		"  --policies LIST    policy specs as for replay (default dense,mc-sparse; dense always runs)\n"
 		"  --density LIST     top-k densities in (0,1] (default 0.15)\n"
 		"  --schedule S       warmup=W,anchors=a;b,dense_layers=l;m (denoising steps and blocks;\n"
-		"                     default no warm-up, anchor at step W-1, else 0)\n"
+		"                     default no warm-up, anchor at step W-1, else 0; anchors=every:N adds\n"
+		"                     one every N steps after it; dense_layers=none)\n"
 		DG_DIT_USAGE_SAMPLING
 		DG_DIT_USAGE_DEVICE
 		"  --cache-offload    keep the policy's residuals and key lists in pinned host memory, each\n"
@@ -92,6 +93,7 @@ typedef struct {
 	double dens[MAX_DENSITIES];
 	int nd;
 	dg_schedule sched;
+	const char *schedule; /* --schedule as given */
 	bool plan_only, offload;
 	const char *arch, *plan_device;
 } generate_args;
@@ -150,8 +152,12 @@ static int parse_args(int argc, char **argv, generate_args *a)
 	for (int i = 0; i < a->nd; i++)
 		if (!(a->dens[i] > 0 && a->dens[i] <= 1))
 			return dg_error("generate: density %g is outside (0, 1]", a->dens[i]), 2;
+	char why[256];
 	if (dg_schedule_parse(schedule, &a->sched))
 		return 2;
+	if (dg_schedule_check_loop(&a->sched, a->cli.so.steps, 0, why, sizeof why))
+		return dg_error("generate: --schedule '%s': %s", schedule, why), 2;
+	a->schedule = schedule;
 	if (dg_policy_parse("dense", &a->pol[0]))
 		return 1;
 	return -1;
@@ -175,6 +181,9 @@ static int plan_only(const generate_args *a)
 		if (rc || dg_wan_config_check(&cf, m))
 			return 1;
 	}
+	char why[256];
+	if (dg_schedule_check_loop(&a->sched, 0, cf.num_layers, why, sizeof why))
+		return dg_error("generate: --schedule '%s': %s", a->schedule, why), 2;
 	if (lat[0] <= 0)
 		return dg_error("generate --plan-only: give --latent FxHxW"), 2;
 	if (strcmp(a->plan_device, "gpu") && strcmp(a->plan_device, "cpu"))
@@ -288,6 +297,8 @@ static cJSON *settings_json(const generate_args *a, const dg_dit_inputs *di)
 	cJSON_AddBoolToObject(j, "cache_offload", a->offload);
 	cJSON *sj = cJSON_AddObjectToObject(j, "schedule");
 	cJSON_AddNumberToObject(sj, "warmup", sched->warmup);
+	if (sched->anchor_every) /* anchors=every:N: the anchor below, then every N steps */
+		cJSON_AddNumberToObject(sj, "anchor_every", sched->anchor_every);
 	if (sched->anchors_given)
 		cJSON_AddItemToObject(sj, "anchors", cJSON_CreateIntArray(sched->anchors, sched->nanchors));
 	else
@@ -406,6 +417,12 @@ int dg_cmd_generate(int argc, char **argv)
 	dg_dit_inputs di;
 	if (dg_dit_inputs_load(&a.cli.in, &di))
 		return 1;
+	char why[256];
+	if (dg_schedule_check_loop(&a.sched, 0, di.model->cfg.num_layers, why, sizeof why)) {
+		dg_error("generate: --schedule '%s': %s", a.schedule, why);
+		dg_dit_inputs_free(&di);
+		return 2;
+	}
 	dg_dit_sample_opts *so = &a.cli.so;
 	const dg_wan_model *wm = di.model;
 	if (!a.cli.quiet)

@@ -161,11 +161,15 @@ static int gpu_workers(run_args *a, char **gpu_ids, int *ngpu_ids)
 /* --list: the grid on stderr, the slice's cells idx[0..n) on stdout */
 static void list_cells(const dg_experiment *e, const run_args *a, const int *idx, int n)
 {
+	int shared = 0;
+	for (int k = 0; k < e->ncells; k++)
+		shared += e->cells[k].shared;
 	if (e->closed)
-		fprintf(stderr, "%s: closed loop, %d schedule%s = %d run%s of %d prompt%s x %d seed%s, %d cells; "
-			"shard %d/%d: %d cells\n", e->name, e->nschedules, e->nschedules == 1 ? "" : "s", e->nruns,
-			e->nruns == 1 ? "" : "s", e->nprompts, e->nprompts == 1 ? "" : "s", e->model.nseeds,
-			e->model.nseeds == 1 ? "" : "s", e->ncells, a->shard, a->nshards, n);
+		fprintf(stderr, "%s: closed loop, %d schedule%s = %d run%s of %d prompt%s x %d seed%s, %d cells, "
+			"%d generations (%d shared between schedules); shard %d/%d: %d cells\n", e->name,
+			e->nschedules, e->nschedules == 1 ? "" : "s", e->nruns, e->nruns == 1 ? "" : "s",
+			e->nprompts, e->nprompts == 1 ? "" : "s", e->model.nseeds, e->model.nseeds == 1 ? "" : "s",
+			e->ncells, e->ncells - shared, shared, a->shard, a->nshards, n);
 	else
 		fprintf(stderr, "%s: %d trace%s x %d schedule%s = %d run%s, %d cells; shard %d/%d: %d cells\n",
 			e->name, e->ntraces, e->ntraces == 1 ? "" : "s", e->nschedules, e->nschedules == 1 ? "" : "s",
@@ -234,7 +238,7 @@ static int merge_if_complete(const dg_experiment *e, const run_args *a, const ch
 			k++;
 		return dg_error("run: %s holds %d of the experiment's %d cells after a complete run (the first "
 				"missing: cells/%s/%s): its cells could not be installed", out, done, e->ncells,
-				e->runs[e->cells[k].run].name, e->cells[k].id), 1;
+				e->runs[e->cells[e->cells[k].shared ? e->cells[k].source : k].run].name, e->cells[k].id), 1;
 	} else if (!a->quiet) {
 		fprintf(stderr, "run: shard %d/%d done; %s holds %d of the experiment's %d cells: when every "
 				"shard is done, dsgap merge DIR... --out OUT\n", a->shard, a->nshards, out, done, e->ncells);

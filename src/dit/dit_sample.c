@@ -216,12 +216,18 @@ int dg_parse_latent(const char *opt, const char *s, int latent[3])
 
 int dg_dit_inputs_load(const dg_dit_input_opts *o, dg_dit_inputs *in)
 {
+	return dg_dit_inputs_load_with(o, NULL, in);
+}
+
+int dg_dit_inputs_load_with(const dg_dit_input_opts *o, dg_wan_model *model, dg_dit_inputs *in)
+{
 	memset(in, 0, sizeof *in);
 	if (!o->model || !o->text)
 		return dg_error("--model and --text are required");
 	if (!o->noise && o->latent[0] < 1)
 		return dg_error("--latent FxHxW is required without --noise");
-	if (dg_wan_load(&in->model, o->model, o->device))
+	in->model = model, in->borrowed = model != NULL;
+	if (!model && dg_wan_load(&in->model, o->model, o->device))
 		return -1;
 	dg_wan_model *m = in->model;
 	memcpy(in->latent, o->latent, sizeof in->latent);
@@ -260,7 +266,8 @@ void dg_dit_inputs_free(dg_dit_inputs *in)
 	if (in->model) {
 		dg_wan_context_free(in->model, in->cond);
 		dg_wan_context_free(in->model, in->uncond);
-		dg_wan_free(in->model);
+		if (!in->borrowed)
+			dg_wan_free(in->model);
 	}
 	free(in->noise);
 	memset(in, 0, sizeof *in);

@@ -66,12 +66,16 @@ typedef struct {
 
 typedef struct {
 	dg_wan_model *model;
+	bool borrowed; /* the model is the caller's (dg_dit_inputs_load_with): not freed here */
 	dg_wan_context *cond, *uncond;
 	float *noise;  /* (in_dim, F, H, W) */
 	int latent[3], grid[3];
 } dg_dit_inputs;
 
 int dg_dit_inputs_load(const dg_dit_input_opts *o, dg_dit_inputs *in);
+/* The same with the model already loaded (from o->model on o->device; NULL: load it): several
+ * generations of one process share one load (dsgap run's closed-loop cells). */
+int dg_dit_inputs_load_with(const dg_dit_input_opts *o, dg_wan_model *model, dg_dit_inputs *in);
 void dg_dit_inputs_free(dg_dit_inputs *in);
 
 #endif

@@ -120,6 +120,8 @@ int dg_wan_load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops);
 /* Whether PATH would load: its files, tensor names and shapes and its config, checked as
  * dg_wan_load checks them (the same messages), without reading the weights. 0 or -1. */
 int dg_wan_check(const char *path);
+/* The same, and *cfg the config it would load with. */
+int dg_wan_check_config(const char *path, dg_wan_config *cfg);
 void dg_wan_free(dg_wan_model *m);
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -557,9 +557,13 @@ int dg_wan_load(dg_wan_model **out, const char *path, const char *device)
 	return ops ? dg_wan_load_ops(out, path, ops) : -1;
 }
 
-int dg_wan_check(const char *path) { return dg_wan_load_ops(NULL, path, NULL); }
+static int load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops, dg_wan_config *cfg);
 
-int dg_wan_load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops)
+int dg_wan_check(const char *path) { return load_ops(NULL, path, NULL, NULL); }
+int dg_wan_check_config(const char *path, dg_wan_config *cfg) { return load_ops(NULL, path, NULL, cfg); }
+int dg_wan_load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops) { return load_ops(out, path, ops, NULL); }
+
+static int load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops, dg_wan_config *cfg)
 {
 	if (out)
 		*out = NULL;
@@ -598,6 +602,8 @@ int dg_wan_load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops)
 		goto done;
 	}
 	if (!ops) { /* dg_wan_check: files, tensor names and shapes, config; no weights read */
+		if (cfg)
+			*cfg = m->cfg;
 		rc = 1;
 		goto done;
 	}

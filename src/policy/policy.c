@@ -235,6 +235,28 @@ static int parse_list(const char *val, int *out, int max)
 	return n;
 }
 
+/* anchors=a;b;c (given steps), once (the default single anchor) or every:N (the default anchor,
+ * then every N steps after it) */
+static int parse_anchors(const char *val, dg_schedule *out)
+{
+	out->nanchors = 0;
+	out->anchors_given = false;
+	out->anchor_every = 0;
+	if (!strcmp(val, "once"))
+		return 0;
+	if (!strncmp(val, "every:", 6)) {
+		char *end;
+		long n = strtol(val + 6, &end, 10);
+		if (end == val + 6 || *end || n < 1 || n > 1000000)
+			return -1;
+		out->anchor_every = (int)n;
+		return 0;
+	}
+	out->nanchors = parse_list(val, out->anchors, DG_SCHEDULE_MAX);
+	out->anchors_given = true;
+	return out->nanchors < 0 ? -1 : 0;
+}
+
 int dg_schedule_parse(const char *s, dg_schedule *out)
 {
 	memset(out, 0, sizeof *out);
@@ -259,14 +281,12 @@ int dg_schedule_parse(const char *s, dg_schedule *out)
 				return dg_error("schedule: bad warmup '%s'", val);
 			out->warmup = (int)w;
 		} else if (!strcmp(key, "anchors")) {
-			out->nanchors = parse_list(val, out->anchors, DG_SCHEDULE_MAX);
-			if (out->nanchors < 0)
-				return dg_error("schedule: bad anchors '%s'", val);
-			out->anchors_given = true;
+			if (parse_anchors(val, out))
+				return dg_error("schedule: bad anchors '%s' (a;b;c, once or every:N with N >= 1)", val);
 		} else if (!strcmp(key, "dense_layers")) {
-			out->ndense_layers = parse_list(val, out->dense_layers, DG_SCHEDULE_MAX);
+			out->ndense_layers = strcmp(val, "none") ? parse_list(val, out->dense_layers, DG_SCHEDULE_MAX) : 0;
 			if (out->ndense_layers < 0)
-				return dg_error("schedule: bad dense_layers '%s'", val);
+				return dg_error("schedule: bad dense_layers '%s' (l;m or none)", val);
 		} else
 			return dg_error("schedule: unknown key '%s' (warmup, anchors, dense_layers)", key);
 	}
@@ -275,6 +295,8 @@ int dg_schedule_parse(const char *s, dg_schedule *out)
 
 bool dg_schedule_is_anchor(const dg_schedule *s, int step)
 {
+	if (s->anchor_every > 0) /* resolved: anchors[0] the first, then every N steps */
+		return s->nanchors > 0 && step >= s->anchors[0] && (step - s->anchors[0]) % s->anchor_every == 0;
 	for (int i = 0; i < s->nanchors; i++)
 		if (s->anchors[i] == step)
 			return true;
@@ -291,6 +313,25 @@ static bool has_step(const int *step_index, int nsteps, int step)
 	return false;
 }
 
+/* every:N after the default anchor anchors[0]: the steps anchors[0] + kN that exist (step_index's,
+ * ascending, or those below nsteps), listed up to DG_SCHEDULE_MAX (dg_schedule_is_anchor applies
+ * the rule itself, so a loop of unknown length is covered too). Returns -1 (resolve's "no given
+ * anchor missing"). */
+static int add_every(dg_schedule *s, const int *step_index, int nsteps)
+{
+	if (s->anchor_every < 1 || s->nanchors < 1)
+		return -1;
+	for (int i = 0; step_index && i < nsteps && s->nanchors < DG_SCHEDULE_MAX; i++) {
+		long long d = (long long)step_index[i] - s->anchors[0];
+		if (d > 0 && d % s->anchor_every == 0 && step_index[i] > s->anchors[s->nanchors - 1]) /* ascending */
+			s->anchors[s->nanchors++] = step_index[i];
+	}
+	for (long long a = (long long)s->anchors[0] + s->anchor_every; !step_index && a < nsteps &&
+	     s->nanchors < DG_SCHEDULE_MAX; a += s->anchor_every)
+		s->anchors[s->nanchors++] = (int)a;
+	return -1;
+}
+
 int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nsteps)
 {
 	if (s->anchors_given) {
@@ -303,7 +344,7 @@ int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nstep
 	if (!step_index) { /* steps 0 .. nsteps-1 */
 		s->anchors[0] = s->warmup < nsteps ? (s->warmup > 0 ? s->warmup - 1 : 0) : nsteps - 1;
 		s->nanchors = nsteps > 0;
-		return -1;
+		return add_every(s, NULL, nsteps);
 	}
 	for (int i = 0; i < nsteps; i++) {
 		int step = step_index[i];
@@ -312,7 +353,19 @@ int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nstep
 			s->nanchors = 1;
 		}
 	}
-	return -1;
+	return add_every(s, step_index, nsteps);
+}
+
+bool dg_schedule_same_but_anchors(const dg_schedule *a, const dg_schedule *b)
+{
+	dg_schedule x, y; /* byte copies: padding as dg_schedule_parse zeroed it */
+	memcpy(&x, a, sizeof x);
+	memcpy(&y, b, sizeof y);
+	x.nanchors = y.nanchors = 0, x.anchors_given = y.anchors_given = false;
+	x.anchor_every = y.anchor_every = 0;
+	memset(x.anchors, 0, sizeof x.anchors);
+	memset(y.anchors, 0, sizeof y.anchors);
+	return !memcmp(&x, &y, sizeof x);
 }
 
 bool dg_schedule_dense_layer(const dg_schedule *s, int layer)
@@ -321,4 +374,20 @@ bool dg_schedule_dense_layer(const dg_schedule *s, int layer)
 		if (s->dense_layers[i] == layer)
 			return true;
 	return false;
+}
+
+int dg_schedule_check_loop(const dg_schedule *s, int steps, int layers, char *why, size_t size)
+{
+	if (steps > 0 && s->warmup >= steps)
+		return snprintf(why, size, "warmup=%d covers every one of the %d denoising steps (0..%d), so no "
+				"policy would be sparse", s->warmup, steps, steps - 1), -1;
+	for (int a = 0; steps > 0 && s->anchors_given && a < s->nanchors; a++)
+		if (s->anchors[a] < 0 || s->anchors[a] >= steps)
+			return snprintf(why, size, "anchor step %d is not a step of the %d denoising steps (0..%d)",
+					s->anchors[a], steps, steps - 1), -1;
+	for (int i = 0; layers > 0 && i < s->ndense_layers; i++)
+		if (s->dense_layers[i] >= layers)
+			return snprintf(why, size, "dense layer %d is not a layer of the model (its %d layers: 0..%d)",
+					s->dense_layers[i], layers, layers - 1), -1;
+	return 0;
 }

@@ -28,6 +28,7 @@
 #define DG_POLICY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 typedef enum { DG_GROUP_RASTER, DG_GROUP_TILE3D, DG_GROUP_PCA, DG_GROUP_QUERY, DG_GROUP_KMEANS,
 	       DG_GROUP_VOXEL, DG_GROUP_COUNT } dg_group_kind;
@@ -99,8 +100,9 @@ int dg_policy_parse(const char *spec, dg_policy *p);
  * When policies act. Steps and layers are the trace's own indices (/step_index, /layer_index).
  *   warmup=W        steps < W give the dense output
  *   anchors=a,b     steps where refresh=anchor policies make their metadata (output dense there);
- *                   default: the last stored step < W, else the first stored step
- *   dense_layers=.. layers that always give the dense output
+ *                   default (anchors=once): the last stored step < W, else the first stored step
+ *   anchors=every:N the default anchor a0, then a0 + N, a0 + 2N, ... (the steps that exist)
+ *   dense_layers=.. layers that always give the dense output (none: no layer)
  * Written "warmup=10,anchors=9;25,dense_layers=0" (lists inside a key use ';' or '-' ranges).
  */
 typedef struct {
@@ -110,6 +112,7 @@ typedef struct {
 	int ndense_layers;
 	int dense_layers[DG_SCHEDULE_MAX];
 	bool anchors_given;
+	int anchor_every;    /* anchors=every:N: N; 0 otherwise */
 } dg_schedule;
 
 int dg_schedule_parse(const char *s, dg_schedule *out);
@@ -118,9 +121,16 @@ bool dg_schedule_is_anchor(const dg_schedule *s, int step);
  * ascending), or steps 0 .. nsteps-1 of a denoising loop when step_index is NULL (nsteps INT_MAX
  * where the loop's length is not known). Given anchors must be
  * among them; by default the anchor is the last step before the end of warm-up, else the first step
- * (MC-Sparse: step W-1). Returns -1, or the position in s->anchors of the first given anchor that
- * is not a step (the caller reports it). */
+ * (MC-Sparse: step W-1); every:N adds the steps every N after it. Returns -1, or the position in
+ * s->anchors of the first given anchor that is not a step (the caller reports it). */
 int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nsteps);
 bool dg_schedule_dense_layer(const dg_schedule *s, int layer);
+/* Whether a and b (both parsed by dg_schedule_parse, so zeroed past their items) differ at most in
+ * their anchors: a refresh=step policy (and dense) acts the same under both. */
+bool dg_schedule_same_but_anchors(const dg_schedule *a, const dg_schedule *b);
+/* Whether s fits a denoising loop of steps steps through a model of layers layers (either <= 0:
+ * not known, not checked): warm-up below the step count, given anchors and dense layers that
+ * exist. 0, or -1 with the problem in why[size] (no report: the caller names the input). */
+int dg_schedule_check_loop(const dg_schedule *s, int steps, int layers, char *why, size_t size);
 
 #endif

@@ -10,6 +10,8 @@
 #   scripts/kernels_sass.sh REV [BUILD]         build REV's kernels (git archive, kernels/ on its own,
 #                                               target dsgapkernels) in a temporary folder, dump it and
 #                                               BUILD (default build/, dsgapkernels built), diff them
+# TARGET=dsgapkernels_dev compares the kernel lab's objects instead (dump and diff only; BUILD configured
+# with -DDSGAP_DEV_KERNELS=ON).
 # A function's code: its SASS with the instruction addresses dropped (the encodings, which hold the
 # branch offsets, are kept), and its resource line (registers, stack, shared, local, constant banks).
 # Needs cuobjdump and nvdisasm (the CUDA toolkit's, or PyPI's nvidia-cuda-cuobjdump and
@@ -21,16 +23,19 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 
 die() { echo "kernels_sass.sh: $*" >&2; exit 2; }
 
-# the kernel objects of a build tree (top-level build: kernels/CMakeFiles/...; kernels/ alone: CMakeFiles/...)
+# the objects of target TARGET (default dsgapkernels; dsgapkernels_dev: the kernel lab's versions, a
+# build with -DDSGAP_DEV_KERNELS=ON) of a build tree (top level: kernels/CMakeFiles/..., dev/kernels/
+# CMakeFiles/...; kernels/ alone: CMakeFiles/...)
+TARGET=${TARGET:-dsgapkernels}
 objects() {
 	local d
-	for d in "$1/kernels/CMakeFiles/dsgapkernels.dir" "$1/CMakeFiles/dsgapkernels.dir"; do
+	for d in "$1/kernels/CMakeFiles/$TARGET.dir" "$1/dev/kernels/CMakeFiles/$TARGET.dir" "$1/CMakeFiles/$TARGET.dir"; do
 		if [ -d "$d" ] && ls "$d"/*.cu.o > /dev/null 2>&1; then
 			ls "$d"/*.cu.o
 			return 0
 		fi
 	done
-	die "$1: no kernel objects (build the dsgapkernels target first)"
+	die "$1: no objects of $TARGET (build that target first)"
 }
 
 dump() {
@@ -141,7 +146,7 @@ diff)
 	diff_dumps "$2" "$3"
 	;;
 "" | -h | --help)
-	sed -n '2,18p' "$0"
+	sed -n '2,20p' "$0"
 	exit 2
 	;;
 *)
@@ -153,7 +158,7 @@ diff)
 	git -C "$here" archive "$rev" | tar -x -C "$tmp/src"
 	cmake -S "$tmp/src/kernels" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release > "$tmp/configure.log" 2>&1 ||
 		die "$rev: configure failed ($tmp/configure.log)"
-	cmake --build "$tmp/build" --target dsgapkernels -j "${JOBS:-2}" > "$tmp/build.log" 2>&1 ||
+	cmake --build "$tmp/build" --target "$TARGET" -j "${JOBS:-2}" > "$tmp/build.log" 2>&1 ||
 		die "$rev: build failed"
 	dump "$tmp/build" "$tmp/a"
 	dump "$build" "$tmp/b"

@@ -21,10 +21,10 @@ template <int R> DG_DEV uint32_t swz(int r, int c)
 
 /*
  * Copy R rows of D bf16 into the swizzled tile at sdst with NT threads (tid in 0..NT-1):
- * row r comes from base + row(r)*D, row(r) = idx[r] (gather) or row0 + r (contiguous);
- * rows r >= nvalid are zero-filled.
+ * row r comes from base + row(r)*D, row(r) = idx[r] (INDEXED: rows gathered through a list) or
+ * row0 + r (contiguous); rows r >= nvalid are zero-filled.
  */
-template <int R, int D, int NT, bool GATHER>
+template <int R, int D, int NT, bool INDEXED>
 DG_DEV void load_tile(uint32_t sdst, const bf16 *base, const int32_t *idx, int row0, int nvalid, int tid)
 {
 	constexpr int CPR = D / 8, RPP = NT / CPR;
@@ -36,7 +36,7 @@ DG_DEV void load_tile(uint32_t sdst, const bf16 *base, const int32_t *idx, int r
 		const bool ok = r < nvalid;
 		int row = 0;
 		if (ok)
-			row = GATHER ? __ldg(idx + r) : row0 + r;
+			row = INDEXED ? __ldg(idx + r) : row0 + r;
 		cp_async16(sdst + swz<R>(r, c), base + (size_t)row * D + c * 8, ok ? 16 : 0);
 	}
 }

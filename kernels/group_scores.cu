@@ -32,6 +32,6 @@ extern "C" int dg_exact_scores(const uint16_t *q, const uint16_t *k, const float
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
 	if (!scores) /* the wgmma kernel accumulates chunked groups in the token scores */
-		return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);
+		return d == 64 ? launch<64>(p, st) : launch<128>(p, st);
 	return d == 64 ? launch_sm90<64>(p, st) : launch_sm90<128>(p, st);
 }

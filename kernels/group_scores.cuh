@@ -1,8 +1,8 @@
 /*
  * group_scores.cuh: the exact group scores' kernels and their launches (not a public header), shared
  * by group_scores.cu (the promoted launcher, dg_exact_scores: group_scores_sm90<D>, and
- * group_scores_kernel<D, 2> for block-only calls) and dev/kernels/group_scores_v.cu (the other
- * numbered versions: group_scores_kernel<D, 1>, and group_scores_lab.cuh's kernel with the switches).
+ * group_scores_kernel<D> for block-only calls) and dev/kernels/group_scores_v.cu (the other numbered
+ * versions, on group_scores_lab.cuh's copies of both kernels with the switches).
  *   s(G, j) = mean_{i in G} exp(scale q_i.k_j - LSE_i),  scale = 1/sqrt(d)
  * q, k (n, d) bf16; lse (n) fp32 natural log; scores (ngroups, n) and/or block_scores
  * (ngroups, ceil(n/128)) fp32. Launches are asynchronous on the given stream and return 0, or -1
@@ -44,9 +44,9 @@ DGM_DEV void pair_probs(float (&v)[32], const float *acc, const GSParams &p, flo
 
 /* group_scores_kernel (mma.sync): one CTA per (group, run of 128-key tiles), 8 warps of 16
  * query rows; the probability tile's column sums over the warp (colsum_scatter), then across warps
- * in shared memory; token and block scores from the same pass. MINB: CTAs per SM (__launch_bounds__) */
-template <int D, int MINB>
-__global__ void __launch_bounds__(QK_THREADS, MINB) group_scores_kernel(GSParams p)
+ * in shared memory; token and block scores from the same pass. GS_MINB CTAs per SM (__launch_bounds__) */
+enum { GS_MINB = 2 };
+template <int D> __global__ void __launch_bounds__(QK_THREADS, GS_MINB) group_scores_kernel(GSParams p)
 {
 	extern __shared__ __align__(128) uint8_t smem[];
 	constexpr int KT = QK_BN * D * 2; /* bytes of one K tile */
@@ -139,14 +139,13 @@ __global__ void __launch_bounds__(QK_THREADS, MINB) group_scores_kernel(GSParams
 	}
 }
 
-template <int D, int MINB>
-int launch(const GSParams &p, cudaStream_t st)
+template <int D> int launch(const GSParams &p, cudaStream_t st)
 {
 	const size_t smem = 2 * QK_BN * D * 2 + (8 * QK_BN + 4) * sizeof(float);
-	if (dgm_dyn_smem((const void *)group_scores_kernel<D, MINB>, smem))
+	if (dgm_dyn_smem((const void *)group_scores_kernel<D>, smem))
 		DGM_ARG(0, "exact group scores: cannot get %zu bytes of shared memory", smem);
 	dim3 grid(p.ngroups, (p.ntiles + p.tiles_per_cta - 1) / p.tiles_per_cta);
-	group_scores_kernel<D, MINB><<<grid, QK_THREADS, smem, st>>>(p);
+	group_scores_kernel<D><<<grid, QK_THREADS, smem, st>>>(p);
 	DGM_LAUNCHED();
 	return 0;
 }

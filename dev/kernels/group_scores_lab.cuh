@@ -1,9 +1,10 @@
 /*
  * group_scores_lab.cuh: the kernel lab's exact group scores kernel (dev/kernels only):
- * kernels/group_scores.cuh's group_scores_sm90 with every switch the numbered versions need
- * (group_scores_v.cu v3..v10); kernels/ ships the promoted variant alone (STAGES 4, PINGPONG, FAST,
- * NG 2: group_scores_sm90_lab<D, 4, true, true, 2> is kernels/' group_scores_sm90<D>, the same code).
- * Contract: as kernels/group_scores.cuh's launch_sm90 (asynchronous on st; 0, or -1 after one line).
+ * kernels/group_scores.cuh's group_scores_kernel and group_scores_sm90 with every switch the numbered
+ * versions need (group_scores_v.cu: MINB for v1, v2; the others for v3..v10); kernels/ ships the
+ * promoted variants alone (group_scores_kernel_lab<D, 2> is kernels/' group_scores_kernel<D>, and
+ * group_scores_sm90_lab<D, 4, true, true, 2> its group_scores_sm90<D>: the same code).
+ * Contract: as kernels/group_scores.cuh's launch and launch_sm90 (asynchronous on st; 0, or -1 after one line).
  */
 #ifndef DG_GROUP_SCORES_LAB_CUH
 #define DG_GROUP_SCORES_LAB_CUH
@@ -11,6 +12,116 @@
 #include "group_scores.cuh"
 
 namespace {
+
+/* group_scores_kernel_lab: kernels/' group_scores_kernel with MINB (mma.sync): one CTA per (group,
+ * run of 128-key tiles), 8 warps of 16
+ * query rows; the probability tile's column sums over the warp (colsum_scatter), then across warps
+ * in shared memory; token and block scores from the same pass. MINB: CTAs per SM (__launch_bounds__) */
+template <int D, int MINB>
+__global__ void __launch_bounds__(QK_THREADS, MINB) group_scores_kernel_lab(GSParams p)
+{
+	extern __shared__ __align__(128) uint8_t smem[];
+	constexpr int KT = QK_BN * D * 2; /* bytes of one K tile */
+	float *red = (float *)(smem + 2 * KT); /* (8, 128) */
+	float *bsum = red + 8 * QK_BN;        /* (4) */
+	const uint32_t kb0 = smem_u32(smem), kb1 = kb0 + KT;
+
+	const int g = blockIdx.x;
+	const int t0 = blockIdx.y * p.tiles_per_cta, t1 = min(p.ntiles, t0 + p.tiles_per_cta);
+	if (t0 >= t1)
+		return;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+	const int q0 = __ldg(p.goff + g), cnt = __ldg(p.goff + g + 1) - q0;
+	const float inv = 1.0f / (float)cnt;
+	const int nchunks = max(1, (cnt + QK_BM - 1) / QK_BM);
+	const int nb = p.ntiles;
+
+	uint32_t qa[D / 16][4];
+	float nAh = -INFINITY, nAl = 0.f, nBh = -INFINITY, nBl = 0.f;
+	auto load_chunk = [&](int c) {
+		const int ra = c * QK_BM + warp * 16 + gq, rb = ra + 8;
+		const uint16_t *pa = NULL, *pb = NULL;
+		nAh = nBh = -INFINITY;
+		nAl = nBl = 0.f;
+		if (ra < cnt) {
+			const int qi = __ldg(p.perm + q0 + ra);
+			pa = p.q + (size_t)qi * D;
+			nl_split(__ldg(p.lse + qi), nAh, nAl);
+		}
+		if (rb < cnt) {
+			const int qi = __ldg(p.perm + q0 + rb);
+			pb = p.q + (size_t)qi * D;
+			nl_split(__ldg(p.lse + qi), nBh, nBl);
+		}
+		load_q_frags<D>(qa, pa, pb);
+	};
+	load_chunk(0);
+
+	load_k_tile<D>(kb0, p.k, p.n, t0 * QK_BN);
+	cp_async_commit();
+
+	for (int t = t0; t < t1; t++) {
+		const int buf = (t - t0) & 1;
+		cp_async_wait_all();
+		__syncthreads();
+		if (t + 1 < t1) {
+			load_k_tile<D>(buf ? kb0 : kb1, p.k, p.n, (t + 1) * QK_BN);
+			cp_async_commit();
+		}
+		const int key0 = t * QK_BN;
+		const int nvalid = min(QK_BN, p.n - key0);
+		float cs[4] = {0.f, 0.f, 0.f, 0.f};
+		for (int c = 0; c < nchunks; c++) {
+			if (nchunks > 1)
+				load_chunk(c);
+			float acc[QK_BN / 8][4];
+			qk_mma<D>(acc, qa, buf ? kb1 : kb0);
+			float v[32];
+			pair_probs(v, &acc[0][0], p, nAh, nAl, nBh, nBl, nvalid, tq);
+			colsum_scatter(v, lane);
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				cs[i] += v[i];
+		}
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			red[warp * QK_BN + colsum_col(lane, i)] = cs[i];
+		__syncthreads();
+		if (tid < QK_BN) {
+			float s = 0.f;
+#pragma unroll
+			for (int w = 0; w < 8; w++)
+				s += red[w * QK_BN + tid];
+			s *= inv;
+			const int key = key0 + tid;
+			if (p.scores && key < p.n)
+				p.scores[(size_t)g * p.n + key] = s;
+			if (p.block_scores) {
+				float bs = key < p.n ? s : 0.f;
+#pragma unroll
+				for (int o = 16; o > 0; o >>= 1)
+					bs += __shfl_xor_sync(0xffffffffu, bs, o);
+				if (lane == 0)
+					bsum[warp] = bs;
+				asm volatile("bar.sync 1, 128;\n" ::: "memory");
+				if (tid == 0)
+					p.block_scores[(size_t)g * nb + t] = (bsum[0] + bsum[1]) + (bsum[2] + bsum[3]);
+			}
+		}
+	}
+}
+
+template <int D, int MINB>
+int launch_lab(const GSParams &p, cudaStream_t st)
+{
+	const size_t smem = 2 * QK_BN * D * 2 + (8 * QK_BN + 4) * sizeof(float);
+	if (dgm_dyn_smem((const void *)group_scores_kernel_lab<D, MINB>, smem))
+		DGM_ARG(0, "exact group scores: cannot get %zu bytes of shared memory", smem);
+	dim3 grid(p.ngroups, (p.ntiles + p.tiles_per_cta - 1) / p.tiles_per_cta);
+	group_scores_kernel_lab<D, MINB><<<grid, QK_THREADS, smem, st>>>(p);
+	DGM_LAUNCHED();
+	return 0;
+}
 
 /* 2^x on the FMA pipe, for the exponentials the MUFU does not take (PX): j = rint(x) by the 1.5 2^23
  * shift, f = x - j in [-0.5, 0.5], 2^f by its Taylor polynomial of degree 7 (remainder under 2^-27

@@ -2,7 +2,8 @@
  * group_scores_v.cu: the numbered versions of the exact group scores (dg_exact_scores_v,
  * dsgap_kernels_dev.h), on kernels/group_scores.cuh's kernels and group_scores_lab.cuh's
  * group_scores_sm90_lab (kernels/' group_scores_sm90 with the switches):
- *   v1, v2  group_scores_kernel (mma.sync 128x128 tiles, 8 warps) with 1 and 2 CTAs per SM;
+ *   v1, v2  the mma.sync kernel (128x128 tiles, 8 warps) with 1 CTA per SM (group_scores_kernel_lab)
+ *           and 2 (kernels/' group_scores_kernel);
  *   v3      group_scores_sm90_lab without ping-pong (the two consumer warpgroups issue independently);
  *   v4      with ping-pong (prob_of's hi + lo terms and exp2f);
  *   v5      v4 with the attention kernels' arithmetic (FAST);
@@ -66,6 +67,6 @@ extern "C" int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t 
 		return d == 64 ? launch_sm90_lab<64, 4, false, true, 2, 0, true>(p, st)
 			       : launch_sm90_lab<128, 4, false, true, 2, 0, true>(p, st);
 	if (version == 1)
-		return d == 64 ? launch<64, 1>(p, st) : launch<128, 1>(p, st);
-	return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);
+		return d == 64 ? launch_lab<64, 1>(p, st) : launch_lab<128, 1>(p, st);
+	return d == 64 ? launch<64>(p, st) : launch<128>(p, st);
 }

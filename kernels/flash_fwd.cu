@@ -12,7 +12,7 @@
  * Launchers: dg_flash_fwd, dg_flash_fwd_kv (its own key count, for cross-attention; heads merged) and
  * dg_flash_fwd_rows (the first rows of dg_flash_fwd's, for joint attention's text rows),
  * declared in dsgap_kernels.h. Check: tests/gpu_kernels.cu (fp64 reference, FA3 tolerance rule). Time:
- * dsgap-bench-kernels (kernels/bench_attn.cu) and scripts/gpu_run.sh on the H200; results/bench/BENCH.md.
+ * dsgap-bench-kernels (bench/bench_attn.cu) and scripts/gpu_run.sh on the H200; results/bench/BENCH.md.
  * Earlier versions, their test and benchmark: dev/kernels/ (measured in dev/kernels/HISTORY.md).
  */
 #include "dsgap_kernels.h"
@@ -21,7 +21,7 @@
 template <int D, bool PR> static int flash_run(const dg_attn_params &p, cudaStream_t st)
 {
 	const dim3 grid((p.n + 127) / 128, p.heads);
-	return dg_launch("flash_fwd", dg_attn_sm90_kernel<D, 2, true, true, false, false, PR>, grid, 384,
+	return dg_launch("flash_fwd", dg_attn_sm90_kernel<D, false, PR>, grid, 384,
 			 dg_sm90_cfg<D, 2>::SMEM, p, st);
 }
 

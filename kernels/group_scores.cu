@@ -8,7 +8,7 @@
  * the accumulator: a producer warpgroup and two consumer warpgroups of 64 keys each that take turns
  * to issue their wgmma (ping-pong), 4 K stages, two groups a CTA (the producer copies both groups'
  * 128-query chunks and each K tile serves both: half the K traffic from L2), and the attention
- * kernels' arithmetic (one fma and ex2.approx a probability: group_scores_sm90<D, 4, true, true, 2>
+ * kernels' arithmetic (one fma and ex2.approx a probability: group_scores_sm90<D>
  * in group_scores.cuh).
  * Groups of more than 128 queries are done in chunks of 128, accumulated in the token scores; the
  * block form (sums over runs of 128 keys, dg_scores_to_blocks) is summed from the token scores.
@@ -32,6 +32,6 @@ extern "C" int dg_exact_scores(const uint16_t *q, const uint16_t *k, const float
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
 	if (!scores) /* the wgmma kernel accumulates chunked groups in the token scores */
-		return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);
-	return d == 64 ? launch_sm90<64, 4, true, true, 2>(p, st) : launch_sm90<128, 4, true, true, 2>(p, st);
+		return d == 64 ? launch<64>(p, st) : launch<128>(p, st);
+	return d == 64 ? launch_sm90<64>(p, st) : launch_sm90<128>(p, st);
 }

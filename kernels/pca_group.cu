@@ -36,6 +36,6 @@ extern "C" int dg_pca_groups(const uint16_t *q, int heads, int n, int d, int32_t
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
 	if (d == 64)
-		return pca_run<64, 8, 4096, true>(gram_partial_mma<64, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st);
-	return pca_run<128, 8, 4096, true>(gram_partial_mma<128, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st);
+		return pca_run<64>(q, heads, n, perm, goff, st);
+	return pca_run<128>(q, heads, n, perm, goff, st);
 }

@@ -1,10 +1,9 @@
 /*
  * pca_group.cuh: the PCA grouping's kernels and its level-by-level pipeline (not a public header),
- * shared by pca_group.cu (the promoted launcher, dg_pca_groups: pca_run<D, 8, 4096, true> with
- * gram_partial_mma<D, STAGE_VEC>: chunks of 8 blocks, 8 lanes a projection, node sorts in shared
- * memory up to 4096 rows, no Gram reduction at one-chunk levels) and dev/kernels/pca_group_v.cu (the
- * other numbered versions: other Gram-partial kernels, chunk sizes, lanes per projection, node-sort
- * sizes and reductions through pca_run's arguments).
+ * shared by pca_group.cu (the promoted launcher, dg_pca_groups: pca_run<D>, chunks of 8 blocks, 8
+ * lanes a projection, node sorts in shared memory up to 4096 rows, no Gram reduction at one-chunk
+ * levels) and dev/kernels/pca_group_v.cu (the other numbered versions, on pca_group_lab.cuh's
+ * switched copies of the Gram stage, the projection and the pipeline).
  * The algorithm and its layouts: pca_group.cu.
  */
 #ifndef DG_PCA_GROUP_CUH
@@ -57,76 +56,40 @@ __global__ void init_identity(int32_t *perm, int32_t *goff, int n, int nb, int h
  */
 #define XT_LD (BS + 8) /* padded row: fragment loads of 8 rows x 4 words hit 32 banks */
 
-/* how a Gram-partial kernel stages a block's rows (stage_xt) */
-enum pca_stage {
-	STAGE_PAIRS,   /* dev/kernels' v2, v3: a dependent perm -> q load pair per element */
-	STAGE_BATCHED, /* the promoted kernel (v4, v5): 16 rows' perm entries, then their 16 values, then
-			* the stores (two latencies per 16 rows instead of two per row) */
-	STAGE_VEC,     /* dev/kernels' v6: 16-byte loads, lane = row: 4 perm entries, then all the
-			* thread's D/8 vectors, then their stores (consecutive lanes, consecutive halfwords) */
-};
-
-/* X_b^T (D, XT_LD) of block rows [r0, r0 + rows) into xt, zeros past rows. PAIRS and BATCHED: thread
- * tid stages column tid % D of rows tid / D + i * (256 / D); VEC: warp w the 16-byte column vectors
- * w * D / 64 .. of rows lane + 32 i */
-template <int D, int STAGE>
+/* X_b^T (D, XT_LD) of block rows [r0, r0 + rows) into xt, zeros past rows: warp w stages the 16-byte
+ * column vectors w * D / 64 .. of rows lane + 32 i (lane = row: its 4 perm entries, then all the
+ * thread's D/8 vectors, then their stores: consecutive lanes, consecutive halfwords) */
+template <int D>
 __device__ __forceinline__ void stage_xt(const uint16_t *q, const int32_t *perm, int r0, int rows, uint16_t *xt)
 {
-	const int tid = threadIdx.x, cc = tid % D;
-	if (STAGE == STAGE_VEC) {
-		constexpr int VPW = D / 64, RG = BS / 32; /* vectors of a row per warp; row groups */
-		const int warp = tid >> 5, lane = tid & 31;
-		int idx[RG];
-		uint4 val[RG][VPW];
+	const int tid = threadIdx.x;
+	constexpr int VPW = D / 64, RG = BS / 32; /* vectors of a row per warp; row groups */
+	const int warp = tid >> 5, lane = tid & 31;
+	int idx[RG];
+	uint4 val[RG][VPW];
 #pragma unroll
-		for (int i = 0; i < RG; i++)
-			idx[i] = lane + 32 * i < rows ? perm[r0 + lane + 32 * i] : -1;
+	for (int i = 0; i < RG; i++)
+		idx[i] = lane + 32 * i < rows ? perm[r0 + lane + 32 * i] : -1;
 #pragma unroll
-		for (int i = 0; i < RG; i++)
+	for (int i = 0; i < RG; i++)
 #pragma unroll
-			for (int v = 0; v < VPW; v++)
-				val[i][v] = idx[i] >= 0 ? __ldg(reinterpret_cast<const uint4 *>(q + (size_t)idx[i] * D) +
-								warp * VPW + v)
-							: make_uint4(0, 0, 0, 0);
+		for (int v = 0; v < VPW; v++)
+			val[i][v] = idx[i] >= 0 ? __ldg(reinterpret_cast<const uint4 *>(q + (size_t)idx[i] * D) +
+							warp * VPW + v)
+						: make_uint4(0, 0, 0, 0);
 #pragma unroll
-		for (int i = 0; i < RG; i++)
+	for (int i = 0; i < RG; i++)
 #pragma unroll
-			for (int v = 0; v < VPW; v++) {
-				const uint32_t w[4] = { val[i][v].x, val[i][v].y, val[i][v].z, val[i][v].w };
-				uint16_t *col = xt + (size_t)(warp * VPW + v) * 8 * XT_LD + lane + 32 * i;
+		for (int v = 0; v < VPW; v++) {
+			const uint32_t w[4] = { val[i][v].x, val[i][v].y, val[i][v].z, val[i][v].w };
+			uint16_t *col = xt + (size_t)(warp * VPW + v) * 8 * XT_LD + lane + 32 * i;
 #pragma unroll
-				for (int j = 0; j < 8; j++)
-					col[j * XT_LD] = (uint16_t)(w[j >> 1] >> (16 * (j & 1)));
-			}
-		return;
-	}
-	constexpr int STEP = 256 / D, NR = BS / STEP, B = 16;
-	if (STAGE == STAGE_PAIRS) {
-		for (int e = tid; e < BS * D; e += 256) {
-			const int r = e / D, c = e % D;
-			xt[c * XT_LD + r] = r < rows ? q[(size_t)perm[r0 + r] * D + c] : (uint16_t)0;
+			for (int j = 0; j < 8; j++)
+				col[j * XT_LD] = (uint16_t)(w[j >> 1] >> (16 * (j & 1)));
 		}
-		return;
-	}
-#pragma unroll 1
-	for (int i0 = 0; i0 < NR; i0 += B) {
-		int idx[B];
-		uint16_t val[B];
-#pragma unroll
-		for (int j = 0; j < B; j++) {
-			const int r = tid / D + (i0 + j) * STEP;
-			idx[j] = r < rows ? perm[r0 + r] : -1;
-		}
-#pragma unroll
-		for (int j = 0; j < B; j++)
-			val[j] = idx[j] >= 0 ? q[(size_t)idx[j] * D + cc] : (uint16_t)0;
-#pragma unroll
-		for (int j = 0; j < B; j++)
-			xt[cc * XT_LD + tid / D + (i0 + j) * STEP] = val[j];
-	}
 }
 
-template <int D, int STAGE>
+template <int D>
 __global__ void __launch_bounds__(256) gram_partial_mma(const uint16_t *q, const int32_t *perm, int n, Level L,
 							float *partial, float *psum)
 {
@@ -144,7 +107,7 @@ __global__ void __launch_bounds__(256) gram_partial_mma(const uint16_t *q, const
 	for (int b = L.cb0[c]; b < L.cb1[c]; b++) {
 		const int r0 = b * BS, rows = min(BS, n - r0);
 		__syncthreads(); /* the last block's fragments are read */
-		stage_xt<D, STAGE>(q, perm, r0, rows, xt);
+		stage_xt<D>(q, perm, r0, rows, xt);
 		__syncthreads();
 		if (tid < D)
 			for (int r = 0; r < rows; r++)
@@ -257,20 +220,18 @@ __global__ void __launch_bounds__(D) power_iter(Level L, int n, const float *G, 
 }
 
 /* sort keys (heads, n): head | node | orderable(projection) | query (split nodes), head | node | row |
- * query (the others); hshift: where the head bits start (64: none). LANES lanes a row: 32 (the
- * promoted kernel: lane c's scalar columns c, c + 32, ..., summed in that order, then the butterfly),
- * or 8 (dev/kernels' v6: lane l's D/8 columns l D/8 .. as 16-byte loads, summed in column order,
- * then the butterfly over the 8 lanes) */
-template <int D, int LANES>
+ * query (the others); hshift: where the head bits start (64: none). PCA_PROJ_LANES (8) lanes a row: lane
+ * l's D/8 columns l D/8 .. as 16-byte loads, summed in column order, then the butterfly over the 8
+ * lanes */
+enum { PCA_PROJ_LANES = 8 };
+template <int D>
 __global__ void project(const uint16_t *q, const int32_t *perm, int n, Level L, const float *V, int ib, int hshift,
 			unsigned long long *keys)
 {
-	static_assert(LANES == 32 || LANES == 8, "project: 32 or 8 lanes a row");
+	constexpr int LANES = PCA_PROJ_LANES;
 	const int lane = threadIdx.x % LANES;
 	const int r0 = (blockIdx.x * blockDim.x + threadIdx.x) / LANES, h = blockIdx.y;
-	if (LANES == 32 && r0 >= n)
-		return;
-	/* LANES 8: a warp's rows past n work on row n - 1 (its block, so the warp's branch, is theirs too)
+	/* a warp's rows past n work on row n - 1 (its block, so the warp's branch, is theirs too)
 	 * and store nothing: the shuffles see the whole warp */
 	const bool live = r0 < n;
 	const int r = live ? r0 : n - 1;
@@ -280,22 +241,16 @@ __global__ void project(const uint16_t *q, const int32_t *perm, int n, Level L, 
 		const uint16_t *x = q + ((size_t)h * n + qi) * D;
 		const float *v = V + ((size_t)h * L.nsplit + slot) * D;
 		float acc = 0.f;
-		if constexpr (LANES == 32) {
+		constexpr int CPL = D / LANES; /* columns a lane: 16 or 8 */
 #pragma unroll
-			for (int c = lane; c < D; c += 32)
-				acc = fmaf(bf2f(x[c]), v[c], acc);
-		} else {
-			constexpr int CPL = D / LANES; /* columns a lane: 16 or 8 */
+		for (int u = 0; u < CPL / 8; u++) {
+			const uint4 w = __ldg(reinterpret_cast<const uint4 *>(x + lane * CPL) + u);
+			const uint32_t ws[4] = { w.x, w.y, w.z, w.w };
+			const float *vv = v + lane * CPL + 8 * u;
 #pragma unroll
-			for (int u = 0; u < CPL / 8; u++) {
-				const uint4 w = __ldg(reinterpret_cast<const uint4 *>(x + lane * CPL) + u);
-				const uint32_t ws[4] = { w.x, w.y, w.z, w.w };
-				const float *vv = v + lane * CPL + 8 * u;
-#pragma unroll
-				for (int j = 0; j < 8; j++)
-					acc = fmaf(__uint_as_float(j & 1 ? ws[j >> 1] & 0xffff0000u : ws[j >> 1] << 16),
-						   vv[j], acc);
-			}
+			for (int j = 0; j < 8; j++)
+				acc = fmaf(__uint_as_float(j & 1 ? ws[j >> 1] & 0xffff0000u : ws[j >> 1] << 16),
+					   vv[j], acc);
 		}
 #pragma unroll
 		for (int o = LANES / 2; o > 0; o >>= 1)
@@ -308,7 +263,7 @@ __global__ void project(const uint16_t *q, const int32_t *perm, int n, Level L, 
 					  ((unsigned long long)mid << ib) | (unsigned long long)qi;
 }
 
-/* levels whose split nodes hold at most pca_run's NS_ROWS rows: one CTA per (split node, head) sorts
+/* levels whose split nodes hold at most PCA_NS_ROWS rows: one CTA per (split node, head) sorts
  * its keys in shared memory (bitonic, ascending; keys are unique) and writes the node's new order.
  * Dynamic shared memory: 8 bytes a key of the level's largest node, rounded up to a power of two */
 #define NS_NT 1024
@@ -452,22 +407,18 @@ static void plan_levels(int n, int ch, Plan *P)
 	free(nhi);
 }
 
-/* the Gram partials' kernel of a level: grid (chunks, heads), 256 threads */
-typedef void (*pca_gram_kernel)(const uint16_t *q, const int32_t *perm, int n, Level L, float *partial,
-				float *psum);
-
-/* the grouping of heads x n queries q (heads, n, D) into perm and goff, on st, with chunks of ch blocks
- * per Gram partial and gram (gram_smem bytes of dynamic shared memory) computing them, PROJ_LANES lanes
- * a projection (project), and the levels whose nodes hold at most NS_ROWS rows sorted node by node
- * (node_sort; the others by one CUB sort of all heads' keys); DIRECT: the levels whose split nodes are
- * one chunk each skip gram_reduce (power_iter reads the partials): 0, or -1
- * after one line. phase_ms (dev/kernels' timing, NULL otherwise): PCA_PHASES device times summed over
- * the levels, from events around each kernel (the call then waits for st) */
-enum { PCA_GRAM, PCA_REDUCE, PCA_POWER, PCA_PROJECT, PCA_SORT, PCA_PHASES };
-template <int D, int PROJ_LANES = 32, int NS_ROWS = 4096, bool DIRECT = false>
-int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, int heads, int n, int32_t *perm,
-	    int32_t *goff, cudaStream_t st, float *phase_ms = nullptr)
+/* the grouping of heads x n queries q (heads, n, D) into perm and goff, on st: chunks of PCA_CHUNK
+ * blocks per Gram partial (gram_partial_mma), PCA_PROJ_LANES lanes a projection (project), the levels
+ * whose nodes hold at most PCA_NS_ROWS rows sorted node by node (node_sort; the others by one CUB sort
+ * of all heads' keys), and the levels whose split nodes are one chunk each without gram_reduce
+ * (power_iter reads the partials): 0, or -1 after one line */
+enum { PCA_CHUNK = 8, PCA_NS_ROWS = 4096 };
+template <int D>
+int pca_run(const uint16_t *q, int heads, int n, int32_t *perm, int32_t *goff, cudaStream_t st)
 {
+	constexpr int ch = PCA_CHUNK, NS_ROWS = PCA_NS_ROWS, PROJ_LANES = PCA_PROJ_LANES;
+	const auto gram = gram_partial_mma<D>;
+	const size_t gram_smem = 0;
 	const int nb = (n + BS - 1) / BS;
 	const int ib = bits_for(n) > 0 ? bits_for(n) : 1;
 	Plan P;
@@ -534,16 +485,6 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 		DGM_ARG(0, "pca grouping: cannot get shared memory");
 	init_identity<<<(unsigned)((total + 255) / 256), 256, 0, st>>>(perm, goff, n, nb, heads);
 	DGM_LAUNCHED();
-	/* phase timing: event (lev, phase) before each phase's kernels, one more at the end */
-	cudaEvent_t ev[Plan::MAXLEV * PCA_PHASES + 1];
-	const int nev = phase_ms ? P.nlevels * PCA_PHASES + 1 : 0;
-	for (int i = 0; i < nev; i++)
-		DGM_CUDA(cudaEventCreate(&ev[i]));
-#define PCA_MARK(lev, ph)                                                     \
-	do {                                                                  \
-		if (nev)                                                      \
-			DGM_CUDA(cudaEventRecord(ev[(lev) * PCA_PHASES + (ph)], st)); \
-	} while (0)
 	for (int lev = 0; lev < P.nlevels; lev++) {
 		Level L;
 		L.nsplit = P.nsplit[lev];
@@ -558,19 +499,14 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 		L.bslot = L.bnode + nb;
 		const bool by_node = P.maxrows[lev] <= NS_ROWS;
 		const int hshift = by_node ? 64 : P.bits[lev] + 32 + ib;
-		PCA_MARK(lev, PCA_GRAM);
 		gram<<<dim3(L.nchunks, heads), 256, gram_smem, st>>>(q, perm, n, L, partial, psum);
-		PCA_MARK(lev, PCA_REDUCE);
-		const bool direct = DIRECT && P.maxrows[lev] <= ch * BS; /* every split node one chunk */
+		const bool direct = P.maxrows[lev] <= ch * BS; /* every split node one chunk */
 		if (!direct)
 			gram_reduce<D><<<dim3(L.nsplit, (D * D + 255) / 256, heads), 256, 0, st>>>(L, partial, G);
-		PCA_MARK(lev, PCA_POWER);
 		power_iter<D><<<dim3(L.nsplit, heads), D, smem_pow, st>>>(L, n, direct ? partial : G, psum, sv, V, direct);
-		PCA_MARK(lev, PCA_PROJECT);
-		project<D, PROJ_LANES><<<dim3((unsigned)(((size_t)n * PROJ_LANES + 255) / 256), heads), 256, 0, st>>>(
+		project<D><<<dim3((unsigned)(((size_t)n * PROJ_LANES + 255) / 256), heads), 256, 0, st>>>(
 			q, perm, n, L, V, ib, hshift, k0);
 		DGM_LAUNCHED();
-		PCA_MARK(lev, PCA_SORT);
 		if (by_node) {
 			size_t p2 = 1;
 			while (p2 < (size_t)P.maxrows[lev])
@@ -584,21 +520,7 @@ int pca_run(pca_gram_kernel gram, size_t gram_smem, int ch, const uint16_t *q, i
 		}
 		DGM_LAUNCHED();
 	}
-#undef PCA_MARK
 	DGM_CUDA(cudaFreeAsync(base, st));
-	if (nev) {
-		DGM_CUDA(cudaEventRecord(ev[nev - 1], st));
-		DGM_CUDA(cudaEventSynchronize(ev[nev - 1]));
-		for (int i = 0; i < PCA_PHASES; i++)
-			phase_ms[i] = 0.f;
-		for (int i = 0; i + 1 < nev; i++) {
-			float ms = 0.f;
-			DGM_CUDA(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
-			phase_ms[i % PCA_PHASES] += ms;
-		}
-		for (int i = 0; i < nev; i++)
-			cudaEventDestroy(ev[i]);
-	}
 	return 0;
 }
 

@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(CHUNK_THREADS) sparse_chunks(const __grid_cons
 
 template <int D, bool PR, int RES> static int sparse_run(const dg_attn_params &p, cudaStream_t st)
 {
-	const int rc = dg_launch("sparse_fwd", dg_attn_sm90_kernel<D, 2, true, true, true, true, PR, RES>,
+	const int rc = dg_launch("sparse_fwd", dg_attn_sm90_kernel<D, true, PR, RES>,
 				 dg_sparse_persistent_grid(p), 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
 	if (rc)
 		return rc;

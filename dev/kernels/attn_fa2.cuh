@@ -5,13 +5,13 @@
  * lists). Simple and portable to sm_80; the correctness baseline for the Hopper versions.
  * PRECISE: P.V as hi.V + lo.V with P split into two bf16 operands (pack_p), a second mma per k-step.
  * Not a public header: flash_fwd_v.cu and sparse_fwd_v.cu launch it as their version 1. The shared
- * tile loader, softmax step and epilogue are kernels/attn_common.cuh's; the two PTX wrappers below
+ * tile loader, softmax step and epilogue are kernels/attn_common.cuh's (its parts); the two PTX wrappers below
  * are used by this kernel alone.
  */
 #ifndef DG_ATTN_FA2_CUH
 #define DG_ATTN_FA2_CUH
 
-#include "attn_common.cuh"
+#include "attn_sm90_lab.cuh" /* attn_common.cuh, dg_lab_for_each_item */
 
 /* wait until at most N committed cp.async groups of this thread are pending */
 template <int N> DG_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(128) dg_attn_fa2_kernel(const __grid_constant_
 	const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
 	const float sl2 = p.scale_log2;
 
-	dg_for_each_item<SPARSE, BM>(p, [&](const dg_item &it) {
+	dg_lab_for_each_item<SPARSE, BM>(p, [&](const dg_item &it) {
 		const size_t hoff = (size_t)it.h * p.n * D, kvoff = (size_t)it.h * dg_kv_len(p) * D;
 		const bf16 *kh = p.k + kvoff, *vh = p.v + kvoff;
 		const int32_t *klist = SPARSE ? head_sidx(p, it.h) + it.kbase : nullptr;

@@ -1,5 +1,5 @@
 /*
- * bench_versions.cu: dsgap-bench-kernels-dev, dsgap-bench-kernels (kernels/bench_attn.cu, included: the
+ * bench_versions.cu: dsgap-bench-kernels-dev, dsgap-bench-kernels (bench/bench_attn.cu, included: the
  * same inputs, timing and promoted lines) plus the numbered versions of the attention kernels
  * (dsgap_kernels_dev.h), against the promoted dense time:
  *   dense_tflops_v<i>, dense_precise_over_fast_v<i>                   (bf16 output + LSE)

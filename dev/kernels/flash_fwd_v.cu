@@ -1,12 +1,12 @@
 /*
  * flash_fwd_v.cu: the numbered versions of dense attention (dg_flash_fwd_v, dsgap_kernels_dev.h).
- * v1 is attn_fa2.cuh's kernel, v2..v5 kernels/attn_sm90.cuh's with other template switches; v4, the
+ * v1 is attn_fa2.cuh's kernel, v2..v5 attn_sm90_lab.cuh's with other template switches; v4, the
  * promoted one, is kernels/flash_fwd.cu's launcher. Arguments are checked and the parameter block
  * filled as the promoted launcher does (dg_flash_params). Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
 #include "attn_fa2.cuh"
-#include "attn_sm90.cuh"
+#include "attn_sm90_lab.cuh"
 
 static const char *const flash_names[] = {
 	"v1 fa2: 4 warps, 64x64 tiles, mma.sync m16n8k16, cp.async double buffer",
@@ -33,14 +33,14 @@ template <int D, bool PR> static int flash_run(int ver, const dg_attn_params &p,
 	case 1:
 		return dg_launch(op, dg_attn_fa2_kernel<D, false, PR>, g64, 128, dg_fa2_cfg<D>::SMEM, p, st);
 	case 2:
-		return dg_launch(op, dg_attn_sm90_kernel<D, 2, false, false, false, false, PR>, g128, 384,
+		return dg_launch(op, dg_lab_sm90_kernel<D, 2, false, false, false, false, PR>, g128, 384,
 				 dg_sm90_cfg<D, 2>::SMEM, p, st);
 	case 3:
-		return dg_launch(op, dg_attn_sm90_kernel<D, 2, true, false, false, false, PR>, g128, 384,
+		return dg_launch(op, dg_lab_sm90_kernel<D, 2, true, false, false, false, PR>, g128, 384,
 				 dg_sm90_cfg<D, 2>::SMEM, p, st);
 	case 5: {
 		constexpr int S = D == 128 ? 3 : 4;
-		return dg_launch(op, dg_attn_sm90_kernel<D, S, true, true, false, false, PR>, g128, 384,
+		return dg_launch(op, dg_lab_sm90_kernel<D, S, true, true, false, false, PR>, g128, 384,
 				 dg_sm90_cfg<D, S>::SMEM, p, st);
 	}
 	}

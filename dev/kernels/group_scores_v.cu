@@ -1,8 +1,10 @@
 /*
  * group_scores_v.cu: the numbered versions of the exact group scores (dg_exact_scores_v,
- * dsgap_kernels_dev.h), all on kernels/group_scores.cuh's kernels:
- *   v1, v2  group_scores_kernel (mma.sync 128x128 tiles, 8 warps) with 1 and 2 CTAs per SM;
- *   v3      group_scores_sm90 without ping-pong (the two consumer warpgroups issue independently);
+ * dsgap_kernels_dev.h), on kernels/group_scores.cuh's kernels and group_scores_lab.cuh's
+ * group_scores_sm90_lab (kernels/' group_scores_sm90 with the switches):
+ *   v1, v2  the mma.sync kernel (128x128 tiles, 8 warps) with 1 CTA per SM (group_scores_kernel_lab)
+ *           and 2 (kernels/' group_scores_kernel);
+ *   v3      group_scores_sm90_lab without ping-pong (the two consumer warpgroups issue independently);
  *   v4      with ping-pong (prob_of's hi + lo terms and exp2f);
  *   v5      v4 with the attention kernels' arithmetic (FAST);
  *   v6      v5 with two groups a CTA against each K tile (half the K traffic from L2): the promoted one,
@@ -14,7 +16,7 @@
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
-#include "group_scores.cuh"
+#include "group_scores_lab.cuh"
 
 static const char *const names[] = {
 	"v1: mma.sync 128x128 tiles, 8 warps, 1 CTA/SM (171 registers)",
@@ -49,22 +51,22 @@ extern "C" int dg_exact_scores_v(int version, const uint16_t *q, const uint16_t 
 	DGM_ARG(version >= 1 && version <= NVERSIONS, "exact group scores: no version %d", version);
 	cudaStream_t st = (cudaStream_t)stream;
 	if (version == 3 && scores)
-		return d == 64 ? launch_sm90<64, 4, false, false>(p, st) : launch_sm90<128, 4, false, false>(p, st);
+		return d == 64 ? launch_sm90_lab<64, 4, false, false>(p, st) : launch_sm90_lab<128, 4, false, false>(p, st);
 	if (version == 4 && scores)
-		return d == 64 ? launch_sm90<64, 4, true, false>(p, st) : launch_sm90<128, 4, true, false>(p, st);
+		return d == 64 ? launch_sm90_lab<64, 4, true, false>(p, st) : launch_sm90_lab<128, 4, true, false>(p, st);
 	if (version == 5 && scores)
-		return d == 64 ? launch_sm90<64, 4, true, true>(p, st) : launch_sm90<128, 4, true, true>(p, st);
+		return d == 64 ? launch_sm90_lab<64, 4, true, true>(p, st) : launch_sm90_lab<128, 4, true, true>(p, st);
 	if (version == 7 && scores)
-		return d == 64 ? launch_sm90<64, 4, true, true, 2, 4>(p, st) : launch_sm90<128, 4, true, true, 2, 4>(p, st);
+		return d == 64 ? launch_sm90_lab<64, 4, true, true, 2, 4>(p, st) : launch_sm90_lab<128, 4, true, true, 2, 4>(p, st);
 	if (version == 8 && scores)
-		return d == 64 ? launch_sm90<64, 4, true, true, 2, 8>(p, st) : launch_sm90<128, 4, true, true, 2, 8>(p, st);
+		return d == 64 ? launch_sm90_lab<64, 4, true, true, 2, 8>(p, st) : launch_sm90_lab<128, 4, true, true, 2, 8>(p, st);
 	if (version == 9 && scores)
-		return d == 64 ? launch_sm90<64, 4, true, true, 2, 0, true>(p, st)
-			       : launch_sm90<128, 4, true, true, 2, 0, true>(p, st);
+		return d == 64 ? launch_sm90_lab<64, 4, true, true, 2, 0, true>(p, st)
+			       : launch_sm90_lab<128, 4, true, true, 2, 0, true>(p, st);
 	if (version == 10 && scores)
-		return d == 64 ? launch_sm90<64, 4, false, true, 2, 0, true>(p, st)
-			       : launch_sm90<128, 4, false, true, 2, 0, true>(p, st);
+		return d == 64 ? launch_sm90_lab<64, 4, false, true, 2, 0, true>(p, st)
+			       : launch_sm90_lab<128, 4, false, true, 2, 0, true>(p, st);
 	if (version == 1)
-		return d == 64 ? launch<64, 1>(p, st) : launch<128, 1>(p, st);
-	return d == 64 ? launch<64, 2>(p, st) : launch<128, 2>(p, st);
+		return d == 64 ? launch_lab<64, 1>(p, st) : launch_lab<128, 1>(p, st);
+	return d == 64 ? launch<64>(p, st) : launch<128>(p, st);
 }

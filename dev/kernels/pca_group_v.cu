@@ -1,6 +1,7 @@
 /*
  * pca_group_v.cu: the numbered versions of the PCA grouping (dg_pca_groups_v, dsgap_kernels_dev.h),
- * all on kernels/pca_group.cuh's pipeline (pca_run), with another Gram-partial kernel or chunk size:
+ * all on pca_group_lab.cuh's pipeline (pca_run_lab: kernels/pca_group.cuh's pca_run with the switches),
+ * with another Gram-partial kernel or chunk size:
  *   v1  gram_partial below (CUDA cores, fp32 fma in row order), one block per chunk;
  *   v2  gram_partial_mma (tensor cores, X_b^T staged as bf16), one block per chunk;
  *   v3  v2 with chunks of 8 blocks accumulated in the MMA registers;
@@ -20,10 +21,10 @@
  * Measured times: HISTORY.md.
  */
 #include "dsgap_kernels_dev.h"
-/* v2, v3 and v6 instantiate stage_xt with STAGE_PAIRS or STAGE_VEC, which return before the batched
+/* v2, v3 and v6 instantiate stage_xt_lab with STAGE_PAIRS or STAGE_VEC, which return before the batched
  * loop: "loop is not reachable" (#128) there, by design */
 #pragma nv_diag_suppress 128
-#include "pca_group.cuh"
+#include "pca_group_lab.cuh"
 
 namespace {
 
@@ -88,20 +89,20 @@ int run(int version, const uint16_t *q, int heads, int n, int32_t *perm, int32_t
 {
 	const int ch = version == 3 || version == 5 ? 8 : 1;
 	if (version == 1)
-		return pca_run<D>(gram_partial<D>, (size_t)BS * D * 4, ch, q, heads, n, perm, goff, st, phase_ms);
+		return pca_run_lab<D>(gram_partial<D>, (size_t)BS * D * 4, ch, q, heads, n, perm, goff, st, phase_ms);
 	if (version <= 3)
-		return pca_run<D>(gram_partial_mma<D, STAGE_PAIRS>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
+		return pca_run_lab<D>(gram_partial_mma_lab<D, STAGE_PAIRS>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
 	if (version == 6)
-		return pca_run<D, 8>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st, phase_ms);
+		return pca_run_lab<D, 8>(gram_partial_mma_lab<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st, phase_ms);
 	if (version == 7)
-		return pca_run<D, 8, 16384>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st, phase_ms);
+		return pca_run_lab<D, 8, 16384>(gram_partial_mma_lab<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st, phase_ms);
 	if (version == 8)
-		return pca_run<D, 8, 16384, true>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st,
+		return pca_run_lab<D, 8, 16384, true>(gram_partial_mma_lab<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st,
 						  phase_ms);
 	if (version == 9)
-		return pca_run<D, 8, 4096, true>(gram_partial_mma<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st,
+		return pca_run_lab<D, 8, 4096, true>(gram_partial_mma_lab<D, STAGE_VEC>, 0, 8, q, heads, n, perm, goff, st,
 						 phase_ms);
-	return pca_run<D>(gram_partial_mma<D, STAGE_BATCHED>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
+	return pca_run_lab<D>(gram_partial_mma_lab<D, STAGE_BATCHED>, 0, ch, q, heads, n, perm, goff, st, phase_ms);
 }
 
 } // namespace

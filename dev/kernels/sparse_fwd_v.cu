@@ -1,16 +1,16 @@
 /*
  * sparse_fwd_v.cu: the numbered versions of gather-KV sparse attention (dg_sparse_fwd_v,
  * dsgap_kernels_dev.h). The tensor-core kernel differs between versions: v1 is attn_fa2.cuh's kernel,
- * v2..v10 kernels/attn_sm90.cuh's with other template switches; v7, the promoted one, is
- * kernels/sparse_fwd.cu's launcher; v9 is v7 with the rows gathered by TMA (dg_attn_sm90_body's
+ * v2..v10 attn_sm90_lab.cuh's with other template switches; v7, the promoted one, is
+ * kernels/sparse_fwd.cu's launcher; v9 is v7 with the rows gathered by TMA (dg_lab_sm90_body's
  * DG_GATHER_TMA: tensor maps of K and V made here, 64-column boxes of one row, 128B swizzle, each
  * landing at its row of the swizzled tile: TMA swizzles by the shared-memory address); v10 is v7 with
  * the producer's copy passes unrolled by 4, not 16, so that it fits 40 registers and the consumers get
  * 232 instead of 200 (DG_GATHER_LEAN; at d=128 its precise mode keeps the overlap); v11 and v12 are v7
- * and v10 with dg_attn_sm90_body's phase clock (PROBE: SM clocks by phase of the producer and of the
+ * and v10 with dg_lab_sm90_body's phase clock (PROBE: SM clocks by phase of the producer and of the
  * consumers' overlapped loop, read by dg_sparse_probe_read); v13 is v7 with the producer copying K one
- * tile ahead of V (dg_attn_sm90_body's KAHEAD: K(t+1) before V(t), the consumers' order), v14 v13 with
- * the phase clock; v15 is v7 with the staged epilogue (dg_attn_sm90_body's EPI = DG_EPI_STAGED: O through
+ * tile ahead of V (dg_lab_sm90_body's KAHEAD: K(t+1) before V(t), the consumers' order), v14 v13 with
+ * the phase clock; v15 is v7 with the staged epilogue (dg_lab_sm90_body's EPI = DG_EPI_STAGED: O through
  * shared memory, each row's residual read and output written whole by one warp, write_rows_staged), v16
  * v15 with the phase clock; v17 is v15 with the residual rows prefetched into the staging rows by the
  * producer during the item (DG_EPI_PREFETCH), v18 v17 with the phase clock. The small-group kernel
@@ -19,7 +19,7 @@
  */
 #include "dsgap_kernels_dev.h"
 #include "attn_fa2.cuh"
-#include "attn_sm90.cuh"
+#include "attn_sm90_lab.cuh"
 #include "sparse_small.cuh"
 
 #include <cuda.h>
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(384, 1)
 	sparse_tma_kernel(const __grid_constant__ dg_attn_params p, const __grid_constant__ CUtensorMap tmk,
 			  const __grid_constant__ CUtensorMap tmv)
 {
-	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, DG_GATHER_TMA>(p, &tmk, &tmv);
+	dg_lab_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, DG_GATHER_TMA>(p, &tmk, &tmv);
 }
 
 /* the phase counters of v11 and v12: (producer, consumer 1, consumer 2) x phase, summed over CTAs */
@@ -71,7 +71,7 @@ __device__ unsigned long long g_probe[3 * DG_PROBE_N];
 template <int D, bool PR, int GATHER, bool PROBE, bool KAHEAD = false, int EPI = DG_EPI_DIRECT>
 __global__ void __launch_bounds__(384, 1) sparse_body_kernel(const __grid_constant__ dg_attn_params p)
 {
-	dg_attn_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, GATHER, PROBE, KAHEAD, false, EPI>(
+	dg_lab_sm90_body<D, 2, true, true, true, true, PR, DG_RES_F32, GATHER, PROBE, KAHEAD, false, EPI>(
 		p, nullptr, nullptr, PROBE ? g_probe : nullptr);
 }
 
@@ -136,30 +136,30 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 		rc = dg_launch(op, dg_attn_fa2_kernel<D, true, PR>, grid, 128, dg_fa2_cfg<D>::SMEM, p, st);
 		break;
 	case 2:
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, false, false, true, false, PR>, grid, 384,
+		rc = dg_launch(op, dg_lab_sm90_kernel<D, 2, false, false, true, false, PR>, grid, 384,
 			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 3:
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, true, false, true, false, PR>, grid, 384,
+		rc = dg_launch(op, dg_lab_sm90_kernel<D, 2, true, false, true, false, PR>, grid, 384,
 			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 4:
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, true, true, true, false, PR>, grid, 384,
+		rc = dg_launch(op, dg_lab_sm90_kernel<D, 2, true, true, true, false, PR>, grid, 384,
 			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 5: {
 		constexpr int S = D == 128 ? 3 : 4;
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, S, true, true, true, false, PR>, grid, 384,
+		rc = dg_launch(op, dg_lab_sm90_kernel<D, S, true, true, true, false, PR>, grid, 384,
 			       dg_sm90_cfg<D, S>::SMEM, p, st);
 		break;
 	}
 	case 6:
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, 2, false, false, true, true, PR>, pgrid, 384,
+		rc = dg_launch(op, dg_lab_sm90_kernel<D, 2, false, false, true, true, PR>, pgrid, 384,
 			       dg_sm90_cfg<D, 2>::SMEM, p, st);
 		break;
 	case 8: {
 		constexpr int S = D == 128 ? 3 : 4;
-		rc = dg_launch(op, dg_attn_sm90_kernel<D, S, true, true, true, true, PR>, pgrid, 384,
+		rc = dg_launch(op, dg_lab_sm90_kernel<D, S, true, true, true, true, PR>, pgrid, 384,
 			       dg_sm90_cfg<D, S>::SMEM, p, st);
 		break;
 	}
@@ -192,19 +192,19 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 		break;
 	case 15:
 		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, false, false, DG_EPI_STAGED>, pgrid, 384,
-			       dg_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
+			       dg_lab_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
 		break;
 	case 16:
 		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, true, false, DG_EPI_STAGED>, pgrid, 384,
-			       dg_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
+			       dg_lab_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
 		break;
 	case 17:
 		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, false, false, DG_EPI_PREFETCH>, pgrid, 384,
-			       dg_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
+			       dg_lab_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
 		break;
 	case 18:
 		rc = dg_launch(op, sparse_body_kernel<D, PR, DG_GATHER_SHFL, true, false, DG_EPI_PREFETCH>, pgrid, 384,
-			       dg_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
+			       dg_lab_sm90_cfg<D, 2>::SMEM_STAGED, p, st);
 		break;
 	}
 	if (rc)

@@ -552,6 +552,15 @@ int main(void)
 	int bad = check_take(600);
 	CHECKF(bad == 0, "dg_peer_take equals the comparison-sort, linear-scan reference (%d of 600 differ)", bad);
 
+	{ /* skipsoftmax's switches: a negative threshold, top-p, and score=runmax off 128x128 raster
+	   * tiles are refused; inf parses */
+		dg_policy pp;
+		CHECK("skipsoftmax: threshold=-1, budget=topp and group=pca are refused; threshold=inf parses",
+		      dg_policy_parse("skipsoftmax/threshold=-1", &pp) && dg_policy_parse("skipsoftmax/budget=topp:0.9", &pp) &&
+			      dg_policy_parse("skipsoftmax/group=pca", &pp) && !dg_policy_parse("skipsoftmax/threshold=inf", &pp) &&
+			      isinf(pp.threshold) && dg_policy_is_peer(&pp));
+	}
+
 	/* static masks: input-independent (Radial §2.6, STA §2.7, DiTFastAttn's window §2.9) */
 	const char *masks[3] = { "radial", "sta", "ditfastattn" };
 	int big[3] = { 12, 32, 32 };

@@ -1440,9 +1440,9 @@ static void check_skip(const problem *P)
 			}
 			const double tol = ldexp(omax, pm ? -12 : -6);
 			CHECKF(rc == 0 && off == 0 && nan == 0 && eo <= tol && el <= 1e-4 && (t < 2 || ncomp == (long)gg),
-			       "skip_softmax_fwd%s n=%d d=%d threshold %.3g: computes the twin's tiles (%ld of %zu computed, %ld "
-			       "off beyond near ties), O and LSE = fp64 over them (O err %.2e tol %.2e, LSE err %.2e, %ld "
-			       "unwritten)", pm ? " precise" : "", n, d, thr[t], ncomp, gg, off, eo, tol, el, nan);
+			       "skip_fwd%s n=%d d=%d thr %.3g: the twin's tiles (%ld/%zu computed, %ld off), O, LSE = fp64 "
+			       "over them (O %.1e tol %.1e, LSE %.1e, %ld NaN)", pm ? " precise" : "", n, d, thr[t], ncomp, gg,
+			       off, eo, tol, el, nan);
 		}
 	free(o64), free(l64), free(vb), free(out), free(lse), free(comp);
 	cudaFree(dv), cudaFree(dout), cudaFree(dlse), cudaFree(dcomp), cudaFree(dgap);

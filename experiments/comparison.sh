@@ -369,7 +369,7 @@ sample; settings \`$(basename "$fid_ini")\`; run $fid_date on $fid_dev$([ -n "$b
 dense run; PSNR, SSIM and rel-L2 of the final latents against it, means over the samples with 95%
 percentile bootstrap intervals over them (\`dsgap compare\`, src/analysis/compare.c, paired across
 methods). Methods: dense (reference), mc-sparse, est-block (the FlexAttention-style block-sparse
-reference: 128x128 tiles, top-k blocks by pooled scores) and the eight peers at matched budgets
+reference: 128x128 tiles, top-k blocks by pooled scores) and the nine peers at matched budgets
 (\`PEER/budget=matched\`; chipmunk and pisa are top-k methods); a peer whose computed density past the
 warm-up misses its target by more than $tol is \"cannot reach ρ\" in the tables, left out of the
 Pareto figure (\`run.json\`: \`unreached_densities\`); a method that is not a peer but misses

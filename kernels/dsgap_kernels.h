@@ -280,6 +280,18 @@ int dg_window_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v,
 			int w, const void *const *residual, int residual_dtype, uint16_t *o16, int ldo, int precise,
 			dg_stream stream);
 
+/* Skip-Softmax (skip_softmax.cu; src/policy/peers.h skipsoftmax), 128-query tiles against 128-key
+ * tiles, G = ceil(n/128), key tiles in ascending order. q, k, v (heads, n, d) bf16.
+ * dg_skip_gaps: gap (heads, G, G) fp32, natural-log units of the scaled scores: per (query tile, key
+ * tile) the minimum over the tile's rows of (running max over the earlier key tiles - the row's max in
+ * the tile), -inf for key tile 0 (peers.c's dg_peer_block_scores of score=runmax, from bf16 inputs).
+ * dg_skip_softmax_fwd: attention that skips the exp and P.V of a tile whose gap exceeds threshold
+ * (>= 0, inf: dense): o (heads, n, d) fp32 (8-byte aligned), lse (heads, n) or NULL (over the
+ * computed tiles), computed (heads, G, G) bytes 1/0 or NULL; precise as dg_flash_fwd. */
+int dg_skip_gaps(const uint16_t *q, const uint16_t *k, int heads, int n, int d, float *gap, dg_stream stream);
+int dg_skip_softmax_fwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+			float threshold, float *o, float *lse, uint8_t *computed, int precise, dg_stream stream);
+
 /* Metrics (dg_metrics_compute) of o against ref (count fp32 values each) and the retained mass
  * (nq values, or NULL: mean = p5 = 1), accumulated in double. out: 6 device doubles in the order of
  * dg_metrics: rel_l1, rel_l2, cosine, psnr (inf when identical), mass_mean, mass_p5 (gsl quantile). */

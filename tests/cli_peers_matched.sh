@@ -1,5 +1,5 @@
 #!/bin/bash
-# cli_peers_matched.sh: budget=matched for the eight peers (docs/spec.md §3.6, src/policy/peers.h) on a
+# cli_peers_matched.sh: budget=matched for the nine peers (docs/spec.md §3.6, src/policy/peers.h) on a
 # synthetic trace: at rho 0.1 and 0.25 each matched peer's mean computed density is within 0.02 of
 # rho, or replay says it cannot reach it (a warning line and run.json's unreached_densities) and
 # decompose's peers table marks it "cannot reach ρ"; the peers this trace lets reach are pinned;
@@ -13,6 +13,7 @@ set -e
 matched="svg2/budget=matched,spargeattn/budget=matched,spargeattn/theta=-0.1/budget=matched"
 matched="$matched,xattention/budget=matched,radial/budget=matched,sta/budget=matched"
 matched="$matched,ditfastattn/budget=matched,chipmunk/budget=matched,pisa/budget=matched"
+matched="$matched,skipsoftmax/budget=matched"
 plain="est-block,oracle-block,oracle,peers,xattention/budget=topk,svg2/budget=topk"
 run() { # run NAME POLICIES
 	"$DSGAP" replay "$tmp/t.h5" --out "$tmp/$1" --policies "$2" --density 0.1,0.25 \

@@ -28,7 +28,10 @@
  *     and through the GPU backend's peer primitive (svg2's device k-means over a cold and a warm step,
  *     the block peers, the window) the key lists identical to dg_peer_metadata's (n <= 4100). svg2's
  *     guarantee: identical unless two clusters' k-means scores tie within fp64 rounding of the dots;
- *     PISA's first-order term (dg_pisa_first_order) within 1e-4 of dg_pisa_combine's output scale.
+ *     PISA's first-order term (dg_pisa_first_order) within 1e-4 of dg_pisa_combine's output scale;
+ *   - Skip-Softmax (skip_softmax.cu, check_skip): the device's running-max gaps against peers.c's, the
+ *     fused skipping forward's computed tiles against the twin's (near ties aside) and its output
+ *     against fp64 over those tiles, and the GPU backend's skipsoftmax lists against the CPU's (n <= 4100).
  * Inputs are fresh random bf16 values every run (the seed is printed; --seed S repeats one), N not a
  * multiple of 128, d = 64 and 128, outputs poisoned (NaN / -1) before every run.
  *   gpu_meta [--quick | --tiny | --bench | --bench-peers [SPEC] | --peers | --pca V H] [--seed S]
@@ -1315,6 +1318,187 @@ static void check_peer_backend(const problem *P)
 }
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Skip-Softmax (skip_softmax.cu)                                                                     */
+
+/* nats: the device's gaps against the twin's, and a gap this close to a threshold may fall on either
+ * side: the tensor-core logits' truncating fp32 accumulation, (d/16) 2^-22 sum_c |q_c k_c| / sqrt(d),
+ * is ~1e-4 for these inputs at d = 128 (row scales up to e^1.2), two such in a gap */
+#define SKIP_TIE 2e-3
+
+/* the fp64 output and LSE of row i over the keys of its query tile's computed key tiles (computed:
+ * the G tiles of its row); o (d) */
+static double skip_row64(const problem *P, int i, const uint8_t *computed, double *o)
+{
+	const int n = P->n, d = P->d;
+	const double scale = 1.0 / sqrt((double)d);
+	double m = -INFINITY, l = 0;
+	double *s = dg_malloc((size_t)n * sizeof(double));
+	for (int j = 0; j < n; j++) {
+		s[j] = -INFINITY;
+		if (!computed[j / 128])
+			continue;
+		double a = 0;
+		for (int c = 0; c < d; c++)
+			a += (double)P->q[(size_t)i * d + c] * P->k[(size_t)j * d + c];
+		s[j] = a * scale;
+		m = fmax(m, s[j]);
+	}
+	for (int c = 0; c < d; c++)
+		o[c] = 0;
+	for (int j = 0; j < n; j++)
+		if (s[j] > -INFINITY) {
+			const double e = exp(s[j] - m);
+			l += e;
+			for (int c = 0; c < d; c++)
+				o[c] += e * P->v[(size_t)j * d + c];
+		}
+	for (int c = 0; c < d; c++)
+		o[c] /= l;
+	free(s);
+	return m + log(l);
+}
+
+/*
+ * Skip-Softmax on the device against the CPU twin (peers.c score=runmax) and fp64:
+ *  - dg_skip_gaps within SKIP_TIE of dg_peer_block_scores's gaps (-inf exactly at key tile 0);
+ *  - dg_skip_softmax_fwd at thresholds 0, the median positive gap and inf, both P.V modes: the tiles it
+ *    computes = the twin's (gap <= threshold) except gaps within SKIP_TIE of the threshold; O and the
+ *    LSE against fp64 attention over exactly the tiles it computed (precise: 2^-12 of max|O|, fast:
+ *    2^-6; LSE 1e-4), every output written; at inf it computes every tile;
+ *  - the GPU backend's peer primitive (gpu_peer_blocks: device gaps, host threshold) for skipsoftmax
+ *    at its default, a threshold and budget=matched, text 0 and 77 with sinks: the key lists the CPU
+ *    backend's except in query tiles holding a near tie.
+ */
+static void check_skip(const problem *P)
+{
+	const int n = P->n, d = P->d, G = (n + 127) / 128;
+	const size_t gg = (size_t)G * G, nd = (size_t)n * d;
+	const dg_policy p0 = peer_policy("skipsoftmax");
+	float *cgap = dg_malloc(gg * 4), *ggap = dg_malloc(gg * 4);
+	dg_peer_block_scores(P->q, P->k, n, d, &p0, cgap);
+	float *dgap = dmalloc(gg * 4);
+	int rc = dg_skip_gaps(P->dq, P->dk, 1, n, d, dgap, stream);
+	download(ggap, dgap, gg * 4);
+	long bad = 0;
+	double worst = 0;
+	for (size_t e = 0; e < gg; e++) {
+		if (e % G == 0) {
+			bad += !(ggap[e] == -INFINITY && cgap[e] == -INFINITY);
+			continue;
+		}
+		const double err = fabs((double)ggap[e] - cgap[e]);
+		worst = err > worst ? err : worst;
+		bad += !(err <= SKIP_TIE);
+	}
+	CHECKF(rc == 0 && bad == 0, "skip_gaps n=%d d=%d: the twin's running-max gaps (%ld of %zu tiles off; max err %.2e)",
+	       n, d, bad, gg, worst);
+
+	/* thresholds: 0, the median positive gap, inf */
+	float *pos = dg_malloc(gg * 4);
+	size_t npos = 0;
+	for (size_t e = 0; e < gg; e++)
+		if (cgap[e] > 0 && isfinite(cgap[e]))
+			pos[npos++] = cgap[e];
+	for (size_t a = 0; a < npos; a++) /* a few hundred: insertion sort */
+		for (size_t b = a; b > 0 && pos[b] < pos[b - 1]; b--) {
+			float x = pos[b];
+			pos[b] = pos[b - 1], pos[b - 1] = x;
+		}
+	const float thr[3] = { 0.f, npos ? pos[npos / 2] + 0.5f * SKIP_TIE : 0.f, INFINITY };
+	CHECKF(npos > 0, "skip n=%d d=%d: %zu tiles with a positive gap (the checks need skipped tiles)", n, d, npos);
+	uint16_t *vb = dg_malloc(nd * 2);
+	for (size_t e = 0; e < nd; e++)
+		vb[e] = dg_f32_to_bf16(P->v[e]);
+	uint16_t *dv = dupload(vb, nd * 2);
+	float *dout = dmalloc(nd * 4), *dlse = dmalloc((size_t)n * 4), *out = dg_malloc(nd * 4), *lse = dg_malloc((size_t)n * 4);
+	uint8_t *dcomp = dmalloc(gg), *comp = dg_malloc(gg);
+	double *o64 = dg_malloc(nd * sizeof(double)), *l64 = dg_malloc((size_t)n * sizeof(double));
+	for (int t = 0; t < 3; t++)
+		for (int pm = 0; pm < 2; pm++) {
+			poison(dout, nd * 4), poison(dlse, (size_t)n * 4), poison(dcomp, gg);
+			rc = dg_skip_softmax_fwd(P->dq, P->dk, dv, 1, n, d, thr[t], dout, dlse, dcomp, pm, stream);
+			download(out, dout, nd * 4);
+			download(lse, dlse, (size_t)n * 4);
+			download(comp, dcomp, gg);
+			long off = 0, ncomp = 0, nan = 0;
+			for (size_t e = 0; e < gg; e++) {
+				ncomp += comp[e] == 1;
+				off += comp[e] > 1 || (comp[e] != !(cgap[e] > thr[t]) && !(fabs(cgap[e] - thr[t]) <= SKIP_TIE));
+			}
+			double eo = 0, omax = 0, el = 0;
+#pragma omp parallel for schedule(dynamic, 16)
+			for (int i = 0; i < n; i++)
+				l64[i] = skip_row64(P, i, comp + (size_t)(i / 128) * G, o64 + (size_t)i * d);
+			for (size_t e = 0; e < nd; e++) {
+				nan += !isfinite(out[e]);
+				eo = fmax(eo, fabs(out[e] - o64[e]));
+				omax = fmax(omax, fabs(o64[e]));
+			}
+			for (int i = 0; i < n; i++) {
+				nan += !isfinite(lse[i]);
+				el = fmax(el, fabs(lse[i] - l64[i]));
+			}
+			const double tol = ldexp(omax, pm ? -12 : -6);
+			CHECKF(rc == 0 && off == 0 && nan == 0 && eo <= tol && el <= 1e-4 && (t < 2 || ncomp == (long)gg),
+			       "skip_fwd%s n=%d d=%d thr %.3g: the twin's tiles (%ld/%zu computed, %ld off), O, LSE = fp64 "
+			       "over them (O %.1e tol %.1e, LSE %.1e, %ld NaN)", pm ? " precise" : "", n, d, thr[t], ncomp, gg,
+			       off, eo, tol, el, nan);
+		}
+	free(o64), free(l64), free(vb), free(out), free(lse), free(comp);
+	cudaFree(dv), cudaFree(dout), cudaFree(dlse), cudaFree(dcomp), cudaFree(dgap);
+
+	/* the GPU backend's primitive against the CPU backend's */
+	char spec2[64];
+	snprintf(spec2, sizeof spec2, "skipsoftmax/threshold=%.6g", thr[1]);
+	const char *specs[3] = { "skipsoftmax", spec2, "skipsoftmax/budget=matched" };
+	dg_backend *be = dg_backend_gpu(n, d);
+	DG_ASSERT(be);
+	be->load(be, P->q, P->k, P->v);
+	for (int t = 0; t < 2; t++)
+		for (int i = 0; i < 3; i++) {
+			const dg_policy p = peer_policy(specs[i]);
+			const int text = t ? 77 : 0, grid[3] = { 1, 1, n - text };
+			dg_budget b = { p.kv, p.budget, 0.6, p.topp, 0, t ? 40 : 0 };
+			const double thc = dg_peer_skip_threshold(cgap, n, &p, &b);
+			dg_peer_state *cst = NULL, *gst = NULL;
+			dg_groups cg;
+			dg_selection cs, gs;
+			dg_bgroups *bg = NULL;
+			dg_bsel *bsel = NULL;
+			DG_ASSERT(dg_peer_metadata(P->q, P->k, n, d, &p, &b, grid, text, &cst, &cg, &cs) == 0);
+			rc = be->peer(be, &p, &b, grid, text, &gst, &bg, &bsel);
+			long differ = -1, tied = 0;
+			if (rc == 0) {
+				be->sel_lists(be, bsel, &gs);
+				differ = gs.ngroups == cs.ngroups ? 0 : cs.ngroups + 1;
+				for (int r = 0; gs.ngroups == cs.ngroups && r < cs.ngroups; r++) {
+					const bool same = gs.off[r + 1] - gs.off[r] == cs.off[r + 1] - cs.off[r] &&
+							  !memcmp(gs.idx + gs.off[r], cs.idx + cs.off[r],
+								  (size_t)(cs.off[r + 1] - cs.off[r]) * 4);
+					if (same)
+						continue;
+					const int row = cg.perm[cg.off[r]] / 128; /* the group's query tile */
+					bool tie = false;
+					for (int c = 0; c < G; c++)
+						tie |= fabs(cgap[(size_t)row * G + c] - thc) <= SKIP_TIE;
+					tied += tie;
+					differ += !tie;
+				}
+				dg_selection_free(&gs);
+			}
+			CHECKF(rc == 0 && differ == 0, "backend peer %s text %d sinks 0-%d n=%d d=%d: key lists the CPU's "
+			       "(%d groups, %lld keys; %ld lists differ, %ld more at near ties)", specs[i], text, b.sink_hi, n,
+			       d, cs.ngroups, (long long)cs.off[cs.ngroups], differ, tied);
+			be->groups_free(be, bg);
+			be->sel_free(be, bsel);
+			dg_groups_free(&cg), dg_selection_free(&cs);
+			dg_peer_state_free(cst), dg_peer_state_free(gst);
+		}
+	be->destroy(be);
+	free(cgap), free(ggap), free(pos);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
 
 static void run_config(int n, int d)
 {
@@ -1464,6 +1648,7 @@ static void run_config(int n, int d)
 	if (n <= 4100) {
 		check_peer_backend(&P);
 		check_pisa_first_order(&P);
+		check_skip(&P);
 	}
 
 	free(cpu_blocks), free(cpu_raster), free(cpu_pca);
@@ -1852,6 +2037,7 @@ int main(int argc, char **argv)
 			if (cfg[i][2]) {
 				check_peer_backend(&P);
 				check_pisa_first_order(&P);
+				check_skip(&P);
 			}
 			problem_free(&P);
 		}

@@ -232,6 +232,56 @@ static int pisa64(double rho, double *o, long *pairs)
 	return ties;
 }
 
+/* Skip-Softmax's gaps (§ peers.h skipsoftmax), fp64 from the definition: per row the scaled scores'
+ * maximum in each 128-key tile and the running maximum over the tiles before it (ascending key order);
+ * a tile's gap the minimum over its query tile's rows of (running max - tile max), -inf for tile 0 */
+static void skip_gaps64(double *gap)
+{
+	int G = (n + 127) / 128;
+	double *row = malloc(sizeof(double) * n);
+	for (int r = 0; r < G; r++)
+		for (int c = 0; c < G; c++)
+			gap[r * G + c] = INFINITY;
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < n; j++) {
+			double s = 0;
+			for (int e = 0; e < d; e++)
+				s += (double)q[(size_t)i * d + e] * k[(size_t)j * d + e];
+			row[j] = s / sqrt((double)d);
+		}
+		double run = -INFINITY;
+		for (int c = 0; c < G; c++) {
+			double mx = -INFINITY;
+			for (int j = c * 128; j < n && j < c * 128 + 128; j++)
+				mx = fmax(mx, row[j]);
+			double *gp = &gap[(i / 128) * G + c];
+			*gp = fmin(*gp, c ? run - mx : -INFINITY);
+			run = fmax(run, mx);
+		}
+	}
+	free(row);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* the token pairs (sel, n x n) of the tiles with gap <= t; returns 1 on a near tie (a gap within
+ * 1e-4 of t: fp32 scores may fall on the other side) */
+static int skip_sel(const double *gap, double t, char *sel)
+{
+	int G = (n + 127) / 128, tie = 0;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			double g = gap[(i / 128) * G + j / 128];
+			sel[(size_t)i * n + j] = g <= t;
+			tie |= isfinite(t) && fabs(g - t) < 1e-4;
+		}
+	return tie;
+}
+
 static double rel(const float *a, const double *b)
 {
 	return max_rel_diff(a, b, (size_t)n * d);
@@ -502,6 +552,15 @@ int main(void)
 	int bad = check_take(600);
 	CHECKF(bad == 0, "dg_peer_take equals the comparison-sort, linear-scan reference (%d of 600 differ)", bad);
 
+	{ /* skipsoftmax's switches: a negative threshold, top-p, and score=runmax off 128x128 raster
+	   * tiles are refused; inf parses */
+		dg_policy pp;
+		CHECK("skipsoftmax: threshold=-1, budget=topp and group=pca are refused; threshold=inf parses",
+		      dg_policy_parse("skipsoftmax/threshold=-1", &pp) && dg_policy_parse("skipsoftmax/budget=topp:0.9", &pp) &&
+			      dg_policy_parse("skipsoftmax/group=pca", &pp) && !dg_policy_parse("skipsoftmax/threshold=inf", &pp) &&
+			      isinf(pp.threshold) && dg_policy_is_peer(&pp));
+	}
+
 	/* static masks: input-independent (Radial §2.6, STA §2.7, DiTFastAttn's window §2.9) */
 	const char *masks[3] = { "radial", "sta", "ditfastattn" };
 	int big[3] = { 12, 32, 32 };
@@ -568,7 +627,7 @@ int main(void)
 	double qs[16], ks[16];
 	float *o = malloc(sizeof(float) * n * d);
 	char *sel = malloc((size_t)n * n);
-	int nb = (n + 127) / 128;
+	int nb = (n + 127) / 128, skip_below = 0;
 	for (int h = 0; h < t.meta.heads; h++) {
 		dg_trace_read(&t, DG_QKV_Q, 0, 0, h, q);
 		dg_trace_read(&t, DG_QKV_K, 0, 0, h, k);
@@ -640,6 +699,41 @@ int main(void)
 		       "head %d: svg2 top-k keeps whole clusters of >= rho n keys (density %.3f)", h,
 		       (double)pairs / n / n);
 
+		/* skipsoftmax (BLASST): threshold inf is dense; thresholds 0 and a middle positive gap equal
+		 * fp64 sparse attention over exactly the tiles within them (the skipped ones excluded);
+		 * budget=matched reaches rho or its floor (the tiles with gap <= 0) */
+		double *gap = malloc(sizeof(double) * nb * nb), pos[1024];
+		skip_gaps64(gap);
+		int npos = 0;
+		for (int e = 0; e < nb * nb; e++)
+			if (gap[e] > 0 && isfinite(gap[e]))
+				pos[npos++] = gap[e];
+		qsort(pos, npos, sizeof *pos, cmp_double);
+		skip_below += npos;
+		pairs = run("skipsoftmax/threshold=inf", 0.15, "warmup=0", 1, o);
+		CHECKF(pairs == (int64_t)n * n && rel(o, O) < 1e-4, "head %d: skipsoftmax with threshold inf is dense", h);
+		double thr[2] = { 0, npos > 1 ? 0.5 * (pos[npos / 2] + pos[npos / 2 - 1]) : 0 };
+		for (int c = 0; c < 2; c++) {
+			ties = skip_sel(gap, thr[c], sel);
+			ref_sparse64(P, v, n, d, sel, o64, NULL);
+			snprintf(spec, sizeof spec, "skipsoftmax/threshold=%.9g", thr[c]);
+			pairs = run(spec, 0.15, "warmup=0", 1, o);
+			CHECKF(ties || (pairs == count(sel) && rel(o, o64) < 1e-4),
+			       "head %d: skipsoftmax threshold %.3g = fp64 over the kept tiles (density %.3f, fp64 %.3f, "
+			       "rel %.2g)", h, thr[c], (double)pairs / n / n, (double)count(sel) / n / n, rel(o, o64));
+		}
+		skip_sel(gap, 0, sel);
+		double floor64 = (double)count(sel) / n / n;
+		for (int c = 0; c < 2; c++) {
+			double rho = c ? 0.5 * (floor64 + 1) : 0.5 * floor64;
+			pairs = run("skipsoftmax/budget=matched", rho, "warmup=0", 1, o);
+			double dens = (double)pairs / n / n;
+			CHECKF(rho < floor64 ? fabs(dens - floor64) < 1e-9 : fabs(dens - rho) <= DG_PEER_MATCH_TOL,
+			       "head %d: skipsoftmax budget=matched at %.3f computes %.3f (floor %.3f)", h, rho, dens,
+			       floor64);
+		}
+		free(gap);
+
 		/* chipmunk (§2.11), ditfastattn (§2.9): the cached delta at the same step is exact */
 		for (int m = 0; m < 2; m++) {
 			const char *pol = m ? "ditfastattn" : "chipmunk";
@@ -649,6 +743,8 @@ int main(void)
 			       h, pol, (double)pairs / n / n);
 		}
 	}
+	CHECKF(skip_below > 20, "skipsoftmax: %d tiles have a positive gap over the heads "
+	       "(the checks above need some skipped)", skip_below);
 	dg_trace_close(&t);
 	free(q), free(k), free(v), free(P), free(O), free(o64), free(sc), free(o), free(sel);
 	char cmd[512];

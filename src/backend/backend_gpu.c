@@ -1024,9 +1024,11 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 	return pairs;
 }
 
-/* a block peer's metadata (spargeattn, xattention, pisa; peers.h dg_peer_block_*): the block scores
- * on the device (dg_peer_scores, bit for bit the CPU twin's; xattention's in the fast P.V mode by a
- * tensor-core GEMM, within fp32 accumulation of them), the block selection on the device
+/* a block peer's metadata (spargeattn, xattention, pisa, skipsoftmax; peers.h dg_peer_block_*): the
+ * block scores on the device (dg_peer_scores, bit for bit the CPU twin's; xattention's in the fast P.V
+ * mode by a tensor-core GEMM, within fp32 accumulation of them; skipsoftmax's running-max gaps by
+ * dg_skip_gaps, within bf16-input fp32 accumulation, then copied back and thresholded on the host by
+ * the twin's dg_peer_skip_threshold / dg_peer_skip_take: G x G values), the block selection on the device
  * (dg_peer_take_dev, byte for byte dg_peer_block_take: the budget, matched included) and the key
  * lists made on the device as bitmaps (dg_peer_expand). The query groups are the shape's (raster,
  * split at the text; their rows to the device). Q, K, scores and take stay on the device.
@@ -1055,16 +1057,30 @@ static int gpu_peer_blocks(dg_backend *be, const dg_policy *p, const dg_budget *
 	dg_bsel *s = sel_new(g, ng);
 	s->n = n;
 	s->bits = dmalloc(g, (size_t)ng * dg_bitmap_words(n) * 4);
+	bool skip = p->score == DG_SCORE_RUNMAX;
 	phase_begin(g);
-	KERNEL_CHECK(dg_peer_scores(g->dq, g->dk, n, be->d, kind, bs, p->stride, p->theta, !be->precise, ds,
-				    (dg_stream)g->stream));
+	if (skip) { /* Skip-Softmax: the gaps on the device, thresholded on the host (G x G values) */
+		float *hgap = dg_malloc(gg * 4);
+		unsigned char *htake = dg_malloc(gg);
+		KERNEL_CHECK(dg_skip_gaps(g->dq, g->dk, 1, n, be->d, ds, (dg_stream)g->stream));
+		CUDA_CHECK(cudaMemcpyAsync(hgap, ds, gg * 4, cudaMemcpyDeviceToHost, g->stream));
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+		dg_peer_skip_take(hgap, n, dg_peer_skip_threshold(hgap, n, p, b), htake);
+		CUDA_CHECK(cudaMemcpyAsync(dtake, htake, gg, cudaMemcpyHostToDevice, g->stream));
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+		free(hgap), free(htake);
+	} else {
+		KERNEL_CHECK(dg_peer_scores(g->dq, g->dk, n, be->d, kind, bs, p->stride, p->theta, !be->precise, ds,
+					    (dg_stream)g->stream));
+	}
 	phase_end(g, DG_PHASE_SCORES);
 	CUDA_CHECK(cudaEventRecord(g->made.fork, g->stream)); /* the scores, and every buffer above, made */
 	CUDA_CHECK(cudaStreamWaitEvent(g->side, g->made.fork, 0));
 	phase_begin_on(g, g->side);
-	KERNEL_CHECK(dg_peer_take_dev(ds, G, G, NULL, NULL, NULL, bs, n, b->budget == DG_BUDGET_TOPK,
-				      dg_topk_count(b->rho, n), b->topp, p->matched, b->rho, DG_PEER_MATCH_STEPS,
-				      b->sink_lo, b->sink_hi, 0, dtake, (dg_stream)g->side));
+	if (!skip)
+		KERNEL_CHECK(dg_peer_take_dev(ds, G, G, NULL, NULL, NULL, bs, n, b->budget == DG_BUDGET_TOPK,
+					      dg_topk_count(b->rho, n), b->topp, p->matched, b->rho, DG_PEER_MATCH_STEPS,
+					      b->sink_lo, b->sink_hi, 0, dtake, (dg_stream)g->side));
 	KERNEL_CHECK(dg_peer_expand(dtake, G, bs, NULL, NULL, drow, ng, n, b->sink_lo, b->sink_hi, forced, s->bits, s->off,
 				    (dg_stream)g->side));
 	phase_end_on(g, g->side, DG_PHASE_SELECT);

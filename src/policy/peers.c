@@ -1,7 +1,7 @@
 /*
  * peers.c: the peer methods' metadata (svg2 k-means and centroid scores, SpargeAttn's stage-1
  * filter, XAttention's antidiagonal scores, Radial and STA static masks, DiTFastAttn's window,
- * PISA's block selection) and PISA's first-order output term. See peers.h.
+ * PISA's block selection, Skip-Softmax's running-max gaps) and PISA's first-order output term. See peers.h.
  */
 #include "policy/peers.h"
 
@@ -545,13 +545,106 @@ int dg_peer_block_size(const dg_policy *p)
 		return 0;
 	if (p->approx == DG_APPROX_PISA)
 		return p->block;
-	return p->score == DG_SCORE_SPARGE || p->score == DG_SCORE_ANTIDIAG ? KB : 0;
+	return p->score == DG_SCORE_SPARGE || p->score == DG_SCORE_ANTIDIAG || p->score == DG_SCORE_RUNMAX ? KB : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Skip-Softmax                                                                                    */
+
+/* the running-max gaps (G, G) of 128-query tiles against 128-key tiles, the key tiles in ascending
+ * order: per query tile one fp32 GEMM of its rows against every key (scale folded in), then per row
+ * the tile maxima and the running maximum over the earlier tiles */
+static void skip_gaps(const float *q, const float *k, int n, int d, float *gap)
+{
+	int G = (n + KB - 1) / KB;
+	float scale = 1.0f / sqrtf((float)d);
+#pragma omp parallel
+	{
+		float *s = dg_malloc((size_t)KB * n * sizeof(float)), *run = dg_malloc(KB * sizeof(float));
+#pragma omp for schedule(dynamic)
+		for (int r = 0; r < G; r++) {
+			int a = r * KB, rows = a + KB < n ? KB : n - a;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, d, scale, q + (size_t)a * d, d, k, d,
+				    0.0f, s, n);
+			for (int i = 0; i < rows; i++)
+				run[i] = -INFINITY;
+			for (int c = 0; c < G; c++) {
+				int c0 = c * KB, c1 = c0 + KB < n ? c0 + KB : n;
+				float gmin = INFINITY;
+				for (int i = 0; i < rows; i++) {
+					const float *si = s + (size_t)i * n;
+					float mx = -INFINITY;
+					for (int j = c0; j < c1; j++)
+						mx = si[j] > mx ? si[j] : mx;
+					float gi = run[i] - mx; /* -inf before the first tile */
+					gmin = gi < gmin ? gi : gmin;
+					run[i] = mx > run[i] ? mx : run[i];
+				}
+				gap[(size_t)r * G + c] = gmin;
+			}
+		}
+		free(s), free(run);
+	}
+}
+
+/* a tile of the calibration: its gap (NaN as -inf: computed) and its pairs */
+typedef struct {
+	float gap;
+	int i;
+	double pairs;
+} skip_tile;
+
+static int skip_tile_cmp(const void *x, const void *y)
+{
+	const skip_tile *a = x, *b = y;
+	return a->gap < b->gap ? -1 : a->gap > b->gap ? 1 : a->i - b->i;
+}
+
+double dg_peer_skip_threshold(const float *gap, int n, const dg_policy *p, const dg_budget *b)
+{
+	if (!p->matched)
+		return p->threshold < 0 ? log((double)n) : p->threshold;
+	int G = (n + KB - 1) / KB;
+	size_t T = (size_t)G * G;
+	skip_tile *t = dg_malloc(T * sizeof *t);
+	for (size_t e = 0; e < T; e++) {
+		int r = (int)(e / G), c = (int)(e % G);
+		double rows = r * KB + KB < n ? KB : n - r * KB, cols = c * KB + KB < n ? KB : n - c * KB;
+		t[e] = (skip_tile){ isnan(gap[e]) ? -INFINITY : gap[e], (int)e, rows * cols };
+	}
+	qsort(t, T, sizeof *t, skip_tile_cmp);
+	/* the candidates: 0 (every tile at or above its running maximum computed), then each positive
+	 * gap (every tile up to it computed); the density closest to rho, ties to the lower threshold */
+	double nn = (double)n * n, pairs = 0, best_t = 0, best_e = INFINITY;
+	size_t e = 0;
+	while (e < T && t[e].gap <= 0)
+		pairs += t[e++].pairs;
+	best_e = fabs(pairs / nn - b->rho);
+	while (e < T) {
+		float v = t[e].gap;
+		while (e < T && t[e].gap == v)
+			pairs += t[e++].pairs;
+		double err = fabs(pairs / nn - b->rho);
+		if (err < best_e)
+			best_e = err, best_t = v;
+	}
+	free(t);
+	return best_t;
+}
+
+void dg_peer_skip_take(const float *gap, int n, double threshold, unsigned char *take)
+{
+	size_t G = (size_t)(n + KB - 1) / KB;
+	for (size_t e = 0; e < G * G; e++)
+		take[e] = !(gap[e] > threshold);
 }
 
 void dg_peer_block_scores(const float *q, const float *k, int n, int d, const dg_policy *p, float *scores)
 {
 	int bs = dg_peer_block_size(p), G = (n + bs - 1) / bs;
-	if (p->score == DG_SCORE_SPARGE) {
+	if (p->score == DG_SCORE_RUNMAX) {
+		skip_gaps(q, k, n, d, scores);
+	} else if (p->score == DG_SCORE_SPARGE) {
 		sparge_scores(q, k, n, d, p->theta, scores);
 	} else if (p->score == DG_SCORE_ANTIDIAG) {
 		antidiag_scores(q, k, n, d, p->stride, scores);
@@ -566,6 +659,10 @@ void dg_peer_block_scores(const float *q, const float *k, int n, int d, const dg
 
 void dg_peer_block_take(const float *scores, int n, const dg_policy *p, const dg_budget *b, unsigned char *take)
 {
+	if (p->score == DG_SCORE_RUNMAX) {
+		dg_peer_skip_take(scores, n, dg_peer_skip_threshold(scores, n, p, b), take);
+		return;
+	}
 	int bs = dg_peer_block_size(p), G = (n + bs - 1) / bs;
 	int lo = b->sink_lo < n ? b->sink_lo : n, hi = b->sink_hi < n ? b->sink_hi : n;
 	int *size = dg_malloc((size_t)G * sizeof(int)), *sink = dg_malloc((size_t)G * sizeof(int));
@@ -1039,7 +1136,14 @@ static int peer_metadata(const float *q, const float *k, int n, int d, const dg_
 	dg_groups_raster(&kp, n, bs);
 	float *s = dg_malloc((size_t)g->ngroups * kp.ngroups * sizeof(float));
 	dg_peer_block_scores(q, k, n, d, p, s);
-	peer_select(s, g, &kp, n, p, b, 0, sel);
+	if (p->score == DG_SCORE_RUNMAX) { /* Skip-Softmax: the tiles within the threshold, plus the sinks */
+		unsigned char *take = dg_malloc((size_t)g->ngroups * kp.ngroups + 1);
+		dg_peer_block_take(s, n, p, b, take);
+		take_expand(take, g->ngroups, &kp, n, b, sel);
+		free(take);
+	} else {
+		peer_select(s, g, &kp, n, p, b, 0, sel);
+	}
 	dg_groups_free(&kp);
 	free(s);
 	return 0;

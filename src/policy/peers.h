@@ -61,6 +61,21 @@
  *                      v_j^T, denominator += w_c |c|. The paper's per-block expansion; its Triton
  *                      code uses one mean weight and H summed over all blocks, a cruder form.
  *                      Density counts the exact pairs; the approximation costs n * blocks * d^2.
+ *   skipsoftmax        score=runmax, Skip-Softmax (BLASST, arXiv 2512.12087; TensorRT-LLM, ModelOpt,
+ *   (BLASST)           vLLM, SGLang): FlashAttention's loop over 128-key tiles in ascending key order
+ *                      (tile 0 first), per 128-query tile; per row the running maximum m of the
+ *                      scaled scores s/sqrt(d) over the earlier tiles; a tile is skipped (no exp, no
+ *                      P.V) when every row of the query tile has m - (the row's max in the tile) >
+ *                      threshold, i.e. exp(tile max - m) < exp(-threshold). Its gap, the tile's
+ *                      minimum over the rows of that difference (-inf for tile 0), is the score:
+ *                      the tiles with gap <= threshold are kept. A skipped tile never raises m (its
+ *                      maximum is below m), so the running maxima do not depend on the skips and
+ *                      the output is exactly sparse attention over the kept tiles' keys: what the
+ *                      backends run. threshold= (natural-log units) defaults to ln(n): TensorRT-LLM's
+ *                      lambda = scale factor / sequence length with scale factor 1 (threshold =
+ *                      ln(n / scale factor)). QK^T is computed for every tile (the skip is decided
+ *                      on its scores): density counts the tiles whose P.V is computed; the scoring
+ *                      is a dense QK^T (n^2 d) on top, on both backends.
  *
  * budget=matched (docs/spec.md §3.6): each peer's own knob is set per unit so that its computed
  * density (pairs / n^2, from its own metadata: no dense pass) is the run's rho, as close as the knob
@@ -74,6 +89,11 @@
  *                      dense frame diagonal, the half band of neighbouring frames and the frame-0 sink.
  *   sta                the window in tiles per axis, 1 .. the longest tile axis: the closest.
  *   ditfastattn        the half-width in tokens, 0 .. n (bisection on the exact count).
+ *   skipsoftmax        the threshold: the tiles sorted by gap, the candidates 0 and each positive
+ *                      gap (the tiles up to it kept); the density (kept pairs / n^2, sinks and the
+ *                      joint text rows and keys added afterwards not counted) closest to rho, ties to
+ *                      the lower threshold. Exact, no bisection; per unit (call and head). Floor:
+ *                      the tiles with gap <= 0 (key tile 0 and every tile that raises a running max).
  *   chipmunk, pisa     top-k methods: rho is their knob (budget=topk).
  * A density the knob cannot bring within DG_PEER_MATCH_TOL of rho is not reached: the closest is
  * run and replay reports it (a warning, run.json's unreached_densities).
@@ -135,7 +155,7 @@ void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, con
 		  int n, const dg_policy *p, const dg_budget *b, int min_parts, unsigned char *take);
 
 /*
- * The block peers (spargeattn, xattention, pisa): raster blocks of bs queries scored against raster
+ * The block peers (spargeattn, xattention, pisa, skipsoftmax): raster blocks of bs queries scored against raster
  * blocks of bs keys, in two halves that the GPU backend makes on the device (kernels/peer_scores.cu
  * dg_peer_scores, kernels/peer_take.cu dg_peer_take_dev), bit for bit these (but xattention's scores
  * in the GPU's fast P.V mode: a tensor-core GEMM's reduced logits, within fp32 accumulation).
@@ -146,7 +166,10 @@ void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, con
  *                          and component order, softmax with a polynomial exp (no libm) and its sum
  *                          in double over 32 stripes (j % 32) added in stripe order;
  *                          xattention's block sums over reduced rows then columns in order;
- *   dg_peer_block_take     the kept blocks take (G, G) of the selection (dg_peer_take);
+ *                          skipsoftmax's gaps (above) from an fp32 GEMM (the device's: bf16 inputs,
+ *                          fp32 tensor-core accumulation, dg_skip_gaps; equal within that rounding);
+ *   dg_peer_block_take     the kept blocks take (G, G) of the selection (dg_peer_take; skipsoftmax:
+ *                          dg_peer_skip_take at dg_peer_skip_threshold);
  *   dg_peer_block_groups   the final query groups g (raster, split at the text; caller frees) with
  *                          each group's score row in *row (malloc'd; -1: a text group, every key),
  *                          and returns the keys [0, forced) every video group holds (joint: text or
@@ -158,6 +181,12 @@ int dg_peer_block_size(const dg_policy *p);
 void dg_peer_block_scores(const float *q, const float *k, int n, int d, const dg_policy *p, float *scores);
 void dg_peer_block_take(const float *scores, int n, const dg_policy *p, const dg_budget *b, unsigned char *take);
 int dg_peer_block_groups(int n, const dg_policy *p, int text, dg_groups *g, int **row);
+
+/* Skip-Softmax (score=runmax): the threshold of p on the gaps (G, G) of n tokens (budget=matched: the
+ * calibrated one, above), and the kept tiles take (G, G) = gap <= threshold (a NaN gap is kept).
+ * Host code for both backends (the GPU copies the G x G gaps back for it). */
+double dg_peer_skip_threshold(const float *gap, int n, const dg_policy *p, const dg_budget *b);
+void dg_peer_skip_take(const float *gap, int n, double threshold, unsigned char *take);
 
 /*
  * svg2 on a backend of its own (the GPU's, kernels/peer_kmeans.cu): its clusters qc, kc on n tokens

@@ -3,6 +3,7 @@
  */
 #include "policy/policy.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@
 
 NAMES(dg_group_kind, dg_group_name, "raster", "tile3d", "pca", "query", "kmeans", "voxel")
 NAMES(dg_kv_kind, dg_kv_name, "token", "block")
-NAMES(dg_score_kind, dg_score_name, "exact", "pooled", "antidiag", "sparge", "centroid")
+NAMES(dg_score_kind, dg_score_name, "exact", "pooled", "antidiag", "sparge", "centroid", "runmax")
 NAMES(dg_mask_kind, dg_mask_name, "none", "radial", "sta", "window")
 NAMES(dg_approx_kind, dg_approx_name, "none", "pisa")
 NAMES(dg_budget_kind, dg_budget_name, "topk", "topp")
@@ -46,16 +47,16 @@ bool dg_policy_is_peer(const dg_policy *p)
 {
 	return !p->dense && (p->mask != DG_MASK_NONE || p->approx != DG_APPROX_NONE ||
 			     p->score == DG_SCORE_ANTIDIAG || p->score == DG_SCORE_SPARGE ||
-			     p->score == DG_SCORE_CENTROID);
+			     p->score == DG_SCORE_CENTROID || p->score == DG_SCORE_RUNMAX);
 }
 
 static int bad_switch(const char *spec, const char *sw)
 {
 	return dg_error("policy '%s': bad switch '%s' (keys: group=raster|tile3d|pca|query|kmeans|voxel "
-			"kv=token|block score=exact|pooled|antidiag|sparge|centroid "
+			"kv=token|block score=exact|pooled|antidiag|sparge|centroid|runmax "
 			"mask=none|radial|sta|window approx=none|pisa budget=topk|topp:P|matched sinks=A-B "
 			"residual=none|cached refresh=anchor|step theta= minkc= decay= stride= qc= kc= "
-			"window= block= residual_dtype=fp32|bf16|fp8 keys=list|bitmap cfg_meta=own|shared)",
+			"window= block= threshold= residual_dtype=fp32|bf16|fp8 keys=list|bitmap cfg_meta=own|shared)",
 			spec, sw);
 }
 
@@ -117,6 +118,8 @@ static int set_switch(dg_policy *p, const char *spec, char *sw)
 		bad = set_param(val, 0, 1 << 20, NULL, &p->window);
 	else if (!strcmp(key, "block"))
 		bad = set_param(val, 1, 1 << 16, NULL, &p->block);
+	else if (!strcmp(key, "threshold"))
+		bad = set_param(val, 0, INFINITY, &p->threshold, NULL);
 	else if (!strcmp(key, "budget")) {
 		char *end;
 		p->matched = false;
@@ -179,6 +182,7 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 	/* published defaults of the peers' parameters (mcsparse-and-peers.md §2; peers.h) */
 	p->theta = 0.6, p->minkc = 0.1, p->decay = 1.0, p->stride = 8, p->qc = 100, p->kc = 100;
 	p->block = 64;
+	p->threshold = -1; /* ln(n) (peers.h) */
 	for (int i = 1; i < n; i++)
 		if (set_switch(p, spec, items[i]))
 			return -1;
@@ -186,7 +190,7 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 		if (pr->family != DG_FAMILY_PEER)
 			return dg_error("policy '%s': budget=matched calibrates a peer's own knob to the "
 					"density: it needs a peer preset (%s)", spec, "svg2 spargeattn "
-					"xattention radial sta ditfastattn chipmunk pisa");
+					"xattention radial sta ditfastattn chipmunk pisa skipsoftmax");
 		p->budget = pr->budget;
 		p->topp = pr->topp;
 	}
@@ -196,7 +200,7 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 	if (p->score == DG_SCORE_CENTROID && p->group != DG_GROUP_KMEANS)
 		return dg_error("policy '%s': score=centroid scores k-means clusters: it needs group=kmeans "
 				"(svg2)", spec);
-	if ((p->score == DG_SCORE_ANTIDIAG || p->score == DG_SCORE_SPARGE) &&
+	if ((p->score == DG_SCORE_ANTIDIAG || p->score == DG_SCORE_SPARGE || p->score == DG_SCORE_RUNMAX) &&
 	    (p->group != DG_GROUP_RASTER || p->kv != DG_KV_BLOCK))
 		return dg_error("policy '%s': score=%s scores 128-query blocks against 128-key blocks: it "
 				"needs group=raster and kv=block", spec, dg_score_name(p->score));
@@ -217,6 +221,9 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 				"passes: it needs refresh=anchor", spec);
 	if (p->budget == DG_BUDGET_TOPP && (p->approx == DG_APPROX_PISA || p->mask != DG_MASK_NONE))
 		return dg_error("policy '%s': budget=topp has no meaning with a mask or approx=pisa", spec);
+	if (p->budget == DG_BUDGET_TOPP && p->score == DG_SCORE_RUNMAX)
+		return dg_error("policy '%s': score=runmax keeps the tiles within threshold= of the running "
+				"maximum: its budget is threshold= or budget=matched, not topp", spec);
 	return 0;
 }
 

@@ -6,22 +6,23 @@
  *   NAME[/key=value]...     e.g.  mc-sparse   oracle-tile/group=tile3d   mc-sparse/budget=topp:0.9
  *   custom/group=pca/kv=token/score=exact/residual=cached/refresh=anchor/sinks=0-256
  * keys: group=raster|tile3d|pca|query|kmeans|voxel  kv=token|block
- *       score=exact|pooled|antidiag|sparge|centroid  mask=none|radial|sta|window
+ *       score=exact|pooled|antidiag|sparge|centroid|runmax  mask=none|radial|sta|window
  *       approx=none|pisa  budget=topk|topp:P|matched  sinks=A-B  residual=none|cached  refresh=anchor|step
- *       peer parameters (peers.h): theta= stride= qc= kc= minkc= decay= window= block=
+ *       peer parameters (peers.h): theta= stride= qc= kc= minkc= decay= window= block= threshold=
  *       cache storage (cache_store.h, issue 21): residual_dtype=fp32|bf16|fp8 (needs
  *       residual=cached)  keys=list|bitmap (needs kv=token)  cfg_meta=own|shared (the closed loop's
  *       unconditional CFG pass takes the conditional pass's groups and key lists; needs
  *       refresh=anchor; one stream in the replay: no effect there)
  * With budget=topk the density comes from --density; topp ignores it (one run per density still).
- * budget=matched (peer presets only): the peer's own knob (top-p, decay, window) is calibrated per
+ * budget=matched (peer presets only): the peer's own knob (top-p, decay, window, threshold) is calibrated per
  * unit so that its computed density is --density's (peers.h); top-k peers (chipmunk, pisa) run topk.
  *
  * The peers of docs/spec.md §3 are presets over these switches (peers.h says what each one computes,
  * its published defaults and its deviations): svg2 (group=kmeans, score=centroid, topp:0.9),
  * spargeattn (score=sparge, topp:0.98), xattention (score=antidiag, topp:0.9), radial (mask=radial),
  * sta (mask=sta), ditfastattn (mask=window, residual=cached), chipmunk (group=voxel, exact
- * column sums, residual=cached) and pisa (approx=pisa). Their metadata comes from peers.c, except
+ * column sums, residual=cached), pisa (approx=pisa) and skipsoftmax (score=runmax: a tile is skipped
+ * when its running-max gap exceeds threshold=). Their metadata comes from peers.c, except
  * chipmunk's, which is the shared exact-score path on its voxel groups.
  */
 #ifndef DG_POLICY_H
@@ -34,7 +35,7 @@ typedef enum { DG_GROUP_RASTER, DG_GROUP_TILE3D, DG_GROUP_PCA, DG_GROUP_QUERY, D
 	       DG_GROUP_VOXEL, DG_GROUP_COUNT } dg_group_kind;
 typedef enum { DG_KV_TOKEN, DG_KV_BLOCK, DG_KV_COUNT } dg_kv_kind;
 typedef enum { DG_SCORE_EXACT, DG_SCORE_POOLED, DG_SCORE_ANTIDIAG, DG_SCORE_SPARGE, DG_SCORE_CENTROID,
-	       DG_SCORE_COUNT } dg_score_kind;
+	       DG_SCORE_RUNMAX, DG_SCORE_COUNT } dg_score_kind;
 typedef enum { DG_MASK_NONE, DG_MASK_RADIAL, DG_MASK_STA, DG_MASK_WINDOW, DG_MASK_COUNT } dg_mask_kind;
 typedef enum { DG_APPROX_NONE, DG_APPROX_PISA, DG_APPROX_COUNT } dg_approx_kind;
 typedef enum { DG_BUDGET_TOPK, DG_BUDGET_TOPP, DG_BUDGET_COUNT } dg_budget_kind;
@@ -85,6 +86,8 @@ typedef struct {
 	int qc, kc;     /* svg2: query and key clusters */
 	int window;     /* sta: window in tiles per axis; ditfastattn: half-width in tokens */
 	int block;      /* pisa: query and key block size */
+	double threshold; /* skipsoftmax: skip a tile whose running-max gap exceeds it (natural-log units,
+			   * >= 0, inf allowed); < 0: ln(n), TensorRT-LLM's threshold scale factor 1 */
 } dg_policy;
 
 /* Whether the policy's metadata is made by peers.c (dg_peer_metadata) rather than the shared

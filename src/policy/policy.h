@@ -28,20 +28,9 @@
 #define DG_POLICY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
-typedef enum { DG_GROUP_RASTER, DG_GROUP_TILE3D, DG_GROUP_PCA, DG_GROUP_QUERY, DG_GROUP_KMEANS,
-	       DG_GROUP_VOXEL, DG_GROUP_COUNT } dg_group_kind;
-typedef enum { DG_KV_TOKEN, DG_KV_BLOCK, DG_KV_COUNT } dg_kv_kind;
-typedef enum { DG_SCORE_EXACT, DG_SCORE_POOLED, DG_SCORE_ANTIDIAG, DG_SCORE_SPARGE, DG_SCORE_CENTROID,
-	       DG_SCORE_COUNT } dg_score_kind;
-typedef enum { DG_MASK_NONE, DG_MASK_RADIAL, DG_MASK_STA, DG_MASK_WINDOW, DG_MASK_COUNT } dg_mask_kind;
-typedef enum { DG_APPROX_NONE, DG_APPROX_PISA, DG_APPROX_COUNT } dg_approx_kind;
-typedef enum { DG_BUDGET_TOPK, DG_BUDGET_TOPP, DG_BUDGET_COUNT } dg_budget_kind;
-typedef enum { DG_RESIDUAL_NONE, DG_RESIDUAL_CACHED, DG_RESIDUAL_COUNT } dg_residual_kind;
-typedef enum { DG_REFRESH_ANCHOR, DG_REFRESH_STEP, DG_REFRESH_COUNT } dg_refresh_kind;
-typedef enum { DG_RESDTYPE_FP32, DG_RESDTYPE_BF16, DG_RESDTYPE_FP8, DG_RESDTYPE_COUNT } dg_resdtype;
-typedef enum { DG_KEYS_LIST, DG_KEYS_BITMAP, DG_KEYS_COUNT } dg_keys_kind;
-typedef enum { DG_CFG_META_OWN, DG_CFG_META_SHARED, DG_CFG_META_COUNT } dg_cfg_meta;
+#include "policy/presets.h"  /* the named policies (and switches.h, the switches' values) */
 
 const char *dg_group_name(dg_group_kind k);
 const char *dg_kv_name(dg_kv_kind k);
@@ -90,8 +79,17 @@ typedef struct {
  * grouping / exact / pooled / select path. */
 bool dg_policy_is_peer(const dg_policy *p);
 
+/* A preset's switches as a spec would set them, e.g. "group=pca kv=token score=exact
+ * residual=cached refresh=anchor budget=topk" (peers add budget=topp:P, mask=, window=, approx=;
+ * dense: ""): what `dsgap presets` lists. Writes at most n bytes to buf and returns buf. */
+char *dg_preset_switches(const dg_preset *p, char *buf, size_t n);
+
 /* Parse a spec into p. Reports "unknown policy 'x' (known: ...)" or the bad switch; returns -1. */
 int dg_policy_parse(const char *spec, dg_policy *p);
+/* Expand a comma-separated list of specs and aliases (presets.h) into out[] (at most max), each
+ * parsed; a spec given twice is kept once. Returns the count, or -1 after one line (no policies,
+ * too many, a bad spec). */
+int dg_policies_expand(const char *list, dg_policy *out, int max);
 
 #define DG_SCHEDULE_MAX 256
 

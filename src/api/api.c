@@ -298,7 +298,7 @@ int dsgap_context_create(const dsgap_config *cfg, dsgap_context **out)
 	capture_begin(&cap);
 	if (dg_policy_parse(cfg->policy, &policy))
 		rc = DSGAP_E_POLICY;
-	else if (cfg->schedule && *cfg->schedule && dg_schedule_parse(cfg->schedule, &sched))
+	else if (dg_schedule_parse(cfg->schedule, &sched))
 		rc = DSGAP_E_POLICY;
 	dsgap_context *ctx = NULL;
 	if (!rc) {

@@ -111,7 +111,7 @@ int dg_exp_grid_closed(dg_experiment *e, dg_exp_error *err)
 	const dg_exp_model *m = &e->model;
 	for (int i = 0; i < e->nschedules; i++) {
 		const dg_schedule *s = &e->schedules[i].schedule;
-		for (int a = 0; a < s->nanchors; a++)
+		for (int a = 0; s->anchors_given && a < s->nanchors; a++)
 			if (s->anchors[a] >= m->steps)
 				return dg_exp_fail(err, e->schedules[i].line, "schedule '%s': anchor step %d is not a step of "
 					    "the %d denoising steps", e->schedules[i].label, s->anchors[a],

@@ -297,6 +297,7 @@ static int parse_list(const char *val, int *out, int max)
 int dg_schedule_parse(const char *s, dg_schedule *out)
 {
 	memset(out, 0, sizeof *out);
+	s = s ? s : "";
 	char buf[1024], *items[16];
 	if (strlen(s) >= sizeof buf)
 		return dg_error("schedule too long");
@@ -329,6 +330,10 @@ int dg_schedule_parse(const char *s, dg_schedule *out)
 		} else
 			return dg_error("schedule: unknown key '%s' (warmup, anchors, dense_layers)", key);
 	}
+	if (!out->anchors_given) { /* the default anchor: the last warm-up step, else step 0 */
+		out->anchors[0] = out->warmup > 0 ? out->warmup - 1 : 0;
+		out->nanchors = 1;
+	}
 	return 0;
 }
 
@@ -358,12 +363,12 @@ int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nstep
 				return a;
 		return -1;
 	}
-	s->nanchors = 0;
-	if (!step_index) { /* steps 0 .. nsteps-1 */
-		s->anchors[0] = s->warmup < nsteps ? (s->warmup > 0 ? s->warmup - 1 : 0) : nsteps - 1;
+	if (!step_index) { /* steps 0 .. nsteps-1: the parsed default, within the loop */
+		s->anchors[0] = s->anchors[0] < nsteps ? s->anchors[0] : nsteps - 1;
 		s->nanchors = nsteps > 0;
 		return -1;
 	}
+	s->nanchors = 0; /* a trace: the parsed default moved onto the steps it stored */
 	for (int i = 0; i < nsteps; i++) {
 		int step = step_index[i];
 		if (step < s->warmup || s->nanchors == 0) {

@@ -110,14 +110,17 @@ typedef struct {
 	bool anchors_given;
 } dg_schedule;
 
+/* Parse s ("" or NULL: no warm-up, no dense layer) into out. The default anchor is resolved here,
+ * the one place that owns it: without anchors=, the anchor is the last warm-up step W-1, else step
+ * 0 (MC-Sparse: step W-1), which is what a denoising loop of unknown length uses as parsed. */
 int dg_schedule_parse(const char *s, dg_schedule *out);
 bool dg_schedule_is_anchor(const dg_schedule *s, int step);
-/* Resolve the anchors against the steps that exist: step_index[nsteps] (a trace's own indices,
- * ascending), or steps 0 .. nsteps-1 of a denoising loop when step_index is NULL (nsteps INT_MAX
- * where the loop's length is not known). Given anchors must be
- * among them; by default the anchor is the last step before the end of warm-up, else the first step
- * (MC-Sparse: step W-1). Returns -1, or the position in s->anchors of the first given anchor that
- * is not a step (the caller reports it). */
+/* Check and fit the anchors to the steps that exist: step_index[nsteps] (a trace's own indices,
+ * ascending), or steps 0 .. nsteps-1 of a denoising loop of known length when step_index is NULL.
+ * Given anchors must be among them. The parsed default moves onto them: for a loop, the last
+ * step where W-1 is past the end; for a trace, the last stored step before the end of warm-up,
+ * else the first stored step. Returns -1, or the position in s->anchors of the first given anchor
+ * that is not a step (the caller reports it). */
 int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nsteps);
 bool dg_schedule_dense_layer(const dg_schedule *s, int layer);
 

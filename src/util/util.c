@@ -116,6 +116,18 @@ double dg_now(void)
 	return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+double dg_median(double *x, int n)
+{
+	qsort(x, (size_t)n, sizeof *x, cmp_double);
+	return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2.0;
+}
+
 void dg_progress_show(dg_progress *p, bool final, const char *fmt, ...)
 {
 	bool tty = isatty(2);

@@ -62,6 +62,9 @@ uint64_t dg_fnv_words(uint64_t h, const void *x, size_t n);
 
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double dg_now(void);
+/* The median of x[0..n) (n >= 1; the mean of the middle two for even n), sorting x in place: the
+ * one median of dsgap's timings (bench, callspeed). */
+double dg_median(double *x, int n);
 /* A task's progress line on stderr (p zeroed at the start). On a terminal dg_progress_show redraws
  * the line fmt makes ("\r"), at most every 0.2 s; elsewhere (a log) it writes whole lines, at most
  * one every 10 s. The first call and a final one always print; final ends the line. An error,

@@ -151,6 +151,15 @@ DSGAP_API int dsgap_context_stats(const dsgap_context *ctx, dsgap_stats *out);
  * context (or, for NULL, the thread's next failing call). */
 DSGAP_API const char *dsgap_last_error(const dsgap_context *ctx);
 
+/* Closed-loop fidelity, as `dsgap generate` measures it (src/dit/fidelity.c, docs/spec.md §4): for
+ * each frame f < F of x against ref, both float32 (C, F, H, W) contiguous, psnr[f] = 10 log10(L^2 /
+ * MSE) over the frame's C*H*W values, L = max - min of ref's frame (1 if 0), +inf when identical;
+ * ssim[f] the mean SSIM map (11x11 Gaussian window, sigma 1.5, renormalised at the borders,
+ * C1 = (0.01 L)^2, C2 = (0.03 L)^2). DSGAP_E_ARG (dsgap_last_error(NULL)) on a NULL pointer or a size
+ * below 1. Needs no context; host memory only. */
+DSGAP_API int dsgap_frames_fidelity(const float *ref, const float *x, int channels, int frames, int height,
+				    int width, double *psnr, double *ssim);
+
 /* Free the context and everything it holds (waits for its device work). NULL is a no-op. */
 DSGAP_API void dsgap_context_destroy(dsgap_context *ctx);
 

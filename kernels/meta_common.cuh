@@ -26,6 +26,7 @@
 #include <limits.h>
 #include <math.h>
 
+#include "dsgap_budget.h"  /* dg_topk_count: the budget rule the harness shares (include/) */
 #include "attn_common.cuh" /* smem_u32, cp.async, ldmatrix, mma.sync and wgmma wrappers, swizzled tiles */
 
 #define DGM_DEV static __device__ __forceinline__
@@ -568,15 +569,6 @@ static inline int dgm_clamp_sinks(int n, int *lo, int *hi)
 	*lo = a;
 	*hi = b;
 	return b - a;
-}
-
-/* dg_topk_count of src/policy/select.c (keys kept by topk at density rho over n keys, before sinks) */
-static inline int dgm_topk_count(double rho, int n)
-{
-	long k = (long)ceil(rho * n / 128 - 1e-9) * 128;
-	if (k < 128)
-		k = 128;
-	return k < n ? (int)k : n;
 }
 
 #endif

@@ -278,10 +278,10 @@ extern "C" int64_t dg_select_keys_cap(int ngroups, int n, int kv, int budget, do
 	if (budget == 1)
 		per = n;
 	else if (kv == 0) {
-		const int K = dgm_topk_count(rho, n);
+		const int K = dg_topk_count(rho, n);
 		per = (K < m ? K : m) + ns;
 	} else {
-		const long long K = dgm_topk_count(rho, n);
+		const long long K = dg_topk_count(rho, n);
 		per = K + 127 + ns;
 		per = per < n ? per : n;
 	}
@@ -313,7 +313,7 @@ extern "C" int dg_select_keys(const float *scores, int ngroups, int n, int kv, i
 	const int nb = (n + 127) / 128;
 
 	if (kv == 0 && budget == 0) {
-		const int K = dgm_topk_count(rho, n), cnt = (K < m ? K : m) + ns;
+		const int K = dg_topk_count(rho, n), cnt = (K < m ? K : m) + ns;
 		DGM_ARG((long long)ngroups * cnt <= sidx_cap, "key selection: %lld keys exceed the capacity %lld",
 			(long long)ngroups * cnt, (long long)sidx_cap);
 		TopkList L;
@@ -375,7 +375,7 @@ extern "C" int dg_select_keys(const float *scores, int ngroups, int n, int kv, i
 		DGM_CUDA(cudaMallocAsync((void **)&flags, (size_t)ngroups * nb, st));
 		if (dgm_dyn_smem((const void *)block_select, smem))
 			DGM_ARG(0, "key selection: cannot get %zu bytes of shared memory", smem);
-		block_select<<<ngroups, BLK_NT, smem, st>>>(scores, n, nb, P2, budget, dgm_topk_count(rho, n), topp, slo,
+		block_select<<<ngroups, BLK_NT, smem, st>>>(scores, n, nb, P2, budget, dg_topk_count(rho, n), topp, slo,
 							    shi, flags, counts);
 		DGM_LAUNCHED();
 		rc = scan_counts(counts, ngroups, soff, st);

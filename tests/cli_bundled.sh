@@ -11,9 +11,28 @@ M=$SRC/data/model
 PY=/usr/bin/python3
 
 # --- capture a small trace of the bundled model (256 tokens, 2 steps, layers 0 and 7) -------------
+# (shift and guidance from the model folder's protocol.json: 10 steps, shift 3, CFG 3; --steps wins)
 "$DSGAP" capture --model "$M" --text "$M/conds.safetensors:zoom_in" --latent 4x16x16 --seed 3 --steps 2 \
-  --shift 3 --guidance 3 --layers 0,7 --out "$tmp/trace.h5" --quiet
+  --layers 0,7 --out "$tmp/trace.h5" --quiet
 check "capture of the bundled model (exit 0)" eval '[ $? -eq 0 ] && [ -f "$tmp/trace.h5" ]'
+check "capture takes shift 3 and CFG 3 from data/model/protocol.json, --steps 2 from the command line" \
+  $PY -c 'import h5py, json, sys; f = h5py.File(sys.argv[1], "r"); c = json.loads(f.attrs["config"]); r = c["run"]
+assert (r["steps"], r["shift"], r["guidance"]) == (2, 3, 3), r' "$tmp/trace.h5"
+"$DSGAP" info "$M" > "$tmp/info.txt"
+check "dsgap info MODEL lists the class names: every entry of conds.safetensors's header, sorted" \
+  $PY -c 'import json, struct, sys; b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+names = sorted(k for k in json.loads(b[8:8 + n]) if k != "__metadata__")
+line = [l for l in open(sys.argv[2]) if l.startswith("classes")][0].split()[1:]
+assert line == names, (line, names)' "$M/conds.safetensors" "$tmp/info.txt"
+check "dsgap info MODEL shows the protocol (10 steps, shift 3, CFG 3)" \
+  grep -q '^protocol  {"steps":10,"shift":3,"guidance":3}' "$tmp/info.txt"
+mkdir "$tmp/badmodel"
+for f in config.json diffusion_pytorch_model.safetensors conds.safetensors; do ln -s "$(cd "$M" && pwd)/$f" "$tmp/badmodel/$f"; done
+echo '{"steps": 2.5}' > "$tmp/badmodel/protocol.json"
+"$DSGAP" capture --model "$tmp/badmodel" --text "$M/conds.safetensors:zoom_in" --latent 4x16x16 --out "$tmp/bad.h5" \
+  --quiet 2>"$tmp/err"
+check "a bad protocol.json: one line naming it and the key, an error exit, no trace" \
+  eval '[ $? -ne 0 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "protocol.json: bad \"steps\"" "$tmp/err" && [ ! -e "$tmp/bad.h5" ]'
 
 # --- attnstats against fp64 NumPy ------------------------------------------------------------------
 "$DSGAP" attnstats --density 0.3 --out "$tmp/as" --quiet bundled="$tmp/trace.h5" > /dev/null 2>"$tmp/err"

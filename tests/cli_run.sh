@@ -59,7 +59,11 @@ check "run w2: merged rows = dsgap replay of the whole trace (all but time_ms)" 
 check "8 cells, each a folder with metrics.csv and run.json" test "$(ls -d "$tmp"/full/cells/*/l*-h*/ | wc -l)" -eq 8
 check "summary.csv: one line per run x policy x density (2 x 15 x 2 + header)" test "$(wc -l < "$tmp/full/summary.csv")" -eq 61
 check "summary labels the source synthetic" grep -q ',synthetic,synthetic,w2,2,1;2,2,mc-sparse,0.5,' "$tmp/full/summary.csv"
-check "run.json names the synth spec and the experiment" grep -q '"path":.*"synth: grid=2x8x16 heads=2 layers=2 steps=4 head_dim=32 seed=3"' "$tmp/full/synthetic.w1/run.json"
+check "run.json names the synth spec and the experiment" grep -q '"path":.*"synth: grid=2x8x32 heads=2 layers=2 steps=4 head_dim=32 seed=3"' "$tmp/full/synthetic.w1/run.json"
+check "the two densities give two different columns (128 and 256 of 512 keys): every sparse policy" \
+  awk -F, 'NR > 1 && $8 != "dense" { d[$1 "," $8 "," $9] = $11 }
+    END { n = 0; for (k in d) { split(k, a, ","); if (a[3] == "0.25") { n++; if (d[a[1] "," a[2] ",0.5"] == d[k]) exit 1 } }
+          exit n != 28 }' "$tmp/full/summary.csv"
 check "no temporary files left" test -z "$(find "$tmp/full" -name '*.tmp.*')"
 
 # --- shards ----------------------------------------------------------------------------------------

@@ -190,7 +190,6 @@ static void run(dg_backend *be, const char *spec, float *const *q, float *const 
 	dg_schedule sc;
 	CHECKF(dg_policy_parse(spec, &p) == 0, "%s: parsed", spec);
 	dg_schedule_parse("warmup=1", &sc);
-	dg_schedule_resolve_anchors(&sc, NULL, 3);
 	dg_policy_run r, *rp = &r;
 	dg_policy_run_init(&r, &p, 0.15);
 	for (int s = 0; s < 3; s++) {

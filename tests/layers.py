@@ -12,7 +12,8 @@ RANK = {"util": 0, "trace": 1, "policy": 2, "backend": 3,
         "replay": 4, "dit": 4, "analysis": 4, "api": 5, "batch": 6, "cli": 7}
 GENERATED = {"analysis/style_gp.h", "util/git_commit.h"}  # made by CMake in the build tree
 EXTERNAL = {"dsgap_kernels.h", "api_convert.h",  # kernels/: below every layer of src/
-            "dsgap.h"}  # include/: libdsgap's public header, what src/api/ implements
+            "dsgap.h",  # include/: libdsgap's public header, what src/api/ implements
+            "dsgap_budget.h"}  # include/: the budget rule shared with the kernels
 
 def main(src):
     errors = []

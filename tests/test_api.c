@@ -164,9 +164,8 @@ static void ref_init(ref *r, const char *spec, const double *rho, int nrho, cons
 		     int text)
 {
 	memset(r, 0, sizeof *r);
-	if (dg_policy_parse(spec, &r->p) || (sched && *sched && dg_schedule_parse(sched, &r->sc)))
+	if (dg_policy_parse(spec, &r->p) || dg_schedule_parse(sched, &r->sc)) /* its anchor resolved */
 		exit(1);
-	dg_schedule_resolve_anchors(&r->sc, NULL, INT_MAX);
 	memcpy(r->grid, grid, sizeof r->grid);
 	r->text = text;
 	r->n = text + grid[0] * grid[1] * grid[2];

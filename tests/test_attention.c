@@ -15,6 +15,7 @@
 #include "policy/attention.h"
 #include "policy/groups.h"
 #include "policy/metrics.h"
+#include "policy/presets.h"
 #include "ref64.h"
 #include "policy/select.h"
 #include "testhelp.h"
@@ -494,6 +495,49 @@ static void test_metrics(void)
 	free(ref), free(o), free(mass), free(r64), free(o64), free(srt);
 }
 
+/* Every preset's switches as dsgap presets lists them (dg_preset_switches), set by hand on the
+ * blank custom point (those custom has already left out: a spec is at most DG_POLICY_NAME_MAX), give
+ * the preset's own policy; the aliases expand to their families. */
+static void test_presets(void)
+{
+	int listed = 0;
+	char blank[256];
+	dg_preset_switches(dg_preset_find("custom"), blank + 1, sizeof blank - 2);
+	blank[0] = ' ';
+	strcat(blank, " ");
+	for (int i = 0; i < dg_preset_count(); i++) {
+		const dg_preset *pr = dg_preset_at(i);
+		if (pr->family == DG_FAMILY_DENSE)
+			continue;
+		char sw[256], spec[DG_POLICY_NAME_MAX] = "custom";
+		dg_preset_switches(pr, sw, sizeof sw);
+		for (char *t = strtok(sw, " "); t; t = strtok(NULL, " ")) {
+			char word[64];
+			snprintf(word, sizeof word, " %s ", t);
+			if (!strstr(blank, word))
+				snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "/%s", t);
+		}
+		dg_policy a, b;
+		int ra = dg_policy_parse(pr->name, &a), rb = dg_policy_parse(spec, &b);
+		memset(a.name, 0, sizeof a.name);
+		memset(b.name, 0, sizeof b.name);
+		CHECKF(ra == 0 && rb == 0 && !memcmp(&a, &b, sizeof a), "preset %s = %s", pr->name, spec);
+		listed++;
+	}
+	CHECK("presets: the ladder, factorial and peers are listed", listed >= 6 + 8 + 8);
+	dg_policy pol[64];
+	int nl = dg_policies_expand("ladder,ladder", pol, 64);
+	CHECK("alias ladder: dense first, then the 6 rungs, once", nl == 7 && !strcmp(pol[0].name, "dense") &&
+	      !strcmp(pol[6].name, "oracle+res"));
+	int nf = dg_policies_expand("factorial", pol, 64);
+	CHECK("alias factorial: the 8 cells, baseline to mc-sparse", nf == 8 && !strcmp(pol[0].name, "baseline") &&
+	      !strcmp(pol[7].name, "mc-sparse"));
+	const dg_preset *peers[64];
+	int npeers = dg_preset_family(DG_FAMILY_PEER, peers, 64);
+	CHECK("alias all = ladder + factorial; peers = the peer family", dg_policies_expand("all", pol, 64) == 15 &&
+	      dg_policies_expand("peers", pol, 64) == npeers && npeers >= 8 && !strcmp(pol[0].name, "svg2"));
+}
+
 int main(void)
 {
 	unsigned long seed = getenv("DSGAP_TEST_SEED") ? strtoul(getenv("DSGAP_TEST_SEED"), NULL, 10)
@@ -511,6 +555,7 @@ int main(void)
 	test_identities(1100, 64);
 	test_groups();
 	test_budget();
+	test_presets();
 	test_topk_sum();
 	test_scores(450, 64);
 	test_metrics();

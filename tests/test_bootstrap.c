@@ -19,10 +19,13 @@
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 
 #include "analysis/bootstrap.h"
 #include "analysis/decompose.h"
 #include "testhelp.h"
+#include "util/util.h"
 
 #define S 24
 #define C 6
@@ -54,6 +57,22 @@ static void simulate(gsl_rng *rng, double *sum, double *count)
 	}
 }
 
+/* dg_median (util.h, the timings' one median) against GSL's on random arrays, odd and even n */
+static void median_check(void)
+{
+	gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+	gsl_rng_set(rng, 7);
+	for (int n = 1; n <= 9; n++) {
+		double x[9], y[9];
+		for (int i = 0; i < n; i++)
+			x[i] = y[i] = gsl_ran_gaussian(rng, 3) + 0.5;
+		gsl_sort(y, 1, n);
+		double want = gsl_stats_median_from_sorted_data(y, 1, n), got = dg_median(x, n);
+		CHECKF(got == want, "dg_median of %d random values %.17g = GSL's %.17g", n, got, want);
+	}
+	gsl_rng_free(rng);
+}
+
 int main(int argc, char **argv)
 {
 	int nsim = argc > 1 ? atoi(argv[1]) : 2000;
@@ -81,6 +100,7 @@ int main(int argc, char **argv)
 	}
 	gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
 	gsl_rng_set(rng, 19);
+	median_check();
 
 	/* per-sample estimates are the direct means; one group = the one-level bootstrap */
 	simulate(rng, sum, count);

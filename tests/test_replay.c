@@ -188,6 +188,13 @@ static void anchor_rule(void)
 		       "anchor rule: %s over %s: missing %d, %d anchors, first %d", c[i].spec,
 		       c[i].idx ? "steps 4 6 9 12" : "a loop", missing, s.nanchors, s.anchors[0]);
 	}
+	/* the default resolved where it is parsed: what a loop of unknown length uses as it is */
+	dg_schedule a, b, d;
+	CHECK("anchor rule at parse: warmup=10 -> 9, none -> 0 (\"\" and NULL), anchors=3;5 given",
+	      !dg_schedule_parse("warmup=10,dense_layers=0", &a) && a.nanchors == 1 && a.anchors[0] == 9 &&
+		      !a.anchors_given && !dg_schedule_parse("", &b) && b.nanchors == 1 && b.anchors[0] == 0 &&
+		      !dg_schedule_parse(NULL, &b) && b.nanchors == 1 && b.anchors[0] == 0 &&
+		      !dg_schedule_parse("anchors=3;5", &d) && d.anchors_given && d.nanchors == 2 && d.anchors[1] == 5);
 }
 
 int main(void)

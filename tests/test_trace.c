@@ -22,6 +22,7 @@
 #include "trace/synth.h"
 #include "testhelp.h"
 #include "trace/trace.h"
+#include "util/files.h"
 #include "util/util.h"
 
 static char dir[64];

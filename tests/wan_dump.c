@@ -17,6 +17,7 @@
 
 #include "dit/dit_attn.h"
 #include "dit/dit_sample.h"
+#include "util/files.h"
 #include "util/util.h"
 #include "dit/wan.h"
 

@@ -24,7 +24,6 @@ import datetime
 import inspect
 import io
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -38,41 +37,13 @@ NULL_TIMES = ("gemm_s", "table_attention_s", "elementwise_s", "layernorm_s", "he
 
 
 # --------------------------------------------------------------------------------------------------
-# fidelity (src/dit/fidelity.c in numpy)
-
-def _blur_matrix(n, radius=5, sigma=1.5):
-    k = np.arange(-radius, radius + 1)
-    g = np.exp(-k * k / (2 * sigma * sigma))
-    M = np.zeros((n, n))
-    for i in range(n):
-        for o, w in zip(k, g):
-            if 0 <= i + o < n:
-                M[i, i + o] = w
-    return M / M.sum(axis=1, keepdims=True)
-
+# fidelity: dsgap generate's own (src/dit/fidelity.c through libdsgap's dsgap_frames_fidelity)
 
 def frames_fidelity(ref, x):
     """per frame f of (C, F, H, W) arrays: psnr (L = max - min of the dense frame; inf when equal) and
     SSIM (11x11 Gaussian window, sigma 1.5, renormalised at the borders, C1 = (0.01 L)^2, C2 = (0.03 L)^2)"""
-    ref, x = np.asarray(ref, np.float64), np.asarray(x, np.float64)
-    C, F, H, W = ref.shape
-    Mh, Mw = _blur_matrix(H), _blur_matrix(W)
-    blur = lambda a: Mh @ a @ Mw.T  # noqa: E731  (per channel, (H, W))
-    psnr, ssim = np.zeros(F), np.zeros(F)
-    for f in range(F):
-        a, b = ref[:, f], x[:, f]
-        L = a.max() - a.min()
-        L = L if L > 0 else 1.0
-        mse = np.mean((b - a) ** 2)
-        psnr[f] = 10 * math.log10(L * L / mse) if mse > 0 else math.inf
-        c1, c2, s = (0.01 * L) ** 2, (0.03 * L) ** 2, 0.0
-        for c in range(C):
-            ma, mb = blur(a[c]), blur(b[c])
-            va, vb = blur(a[c] * a[c]) - ma * ma, blur(b[c] * b[c]) - mb * mb
-            cov = blur(a[c] * b[c]) - ma * mb
-            s += np.sum(((2 * ma * mb + c1) * (2 * cov + c2)) / ((ma * ma + mb * mb + c1) * (va + vb + c2)))
-        ssim[f] = s / (C * H * W)
-    return psnr, ssim
+    from . import torch_abi
+    return torch_abi.frames_fidelity(ref, x)
 
 
 def summarise(ref, x):

@@ -4,6 +4,7 @@
                   branches=2, grid=(21, 30, 52), device="gpu")
     ctx.attend(step, layer, branch, q, k, v, o, dtype=BF16, tokens=n, stream=ptr)   # Tensor tuples
     ctx.stats(); ctx.close()
+    psnr, ssim = frames_fidelity(ref, x)   # (C, F, H, W) arrays: per-frame PSNR/SSIM (dsgap_frames_fidelity)
 
 A tensor is passed as (address, stride_token, stride_head, stride_dim) in elements: nothing is
 copied. The library is found at $DSGAP_LIB, else build/libdsgap.so of the repository this package
@@ -82,6 +83,8 @@ def lib():
         L.dsgap_site_is_dense.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                           ctypes.POINTER(ctypes.c_int)]
         L.dsgap_context_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Stats)]
+        L.dsgap_frames_fidelity.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 4 + \
+            [ctypes.c_void_p, ctypes.c_void_p]
         L.dsgap_context_destroy.argtypes = [ctypes.c_void_p]
         L.dsgap_context_destroy.restype = None
         _lib = L
@@ -90,6 +93,24 @@ def lib():
 
 def version():
     return lib().dsgap_version().decode()
+
+
+def frames_fidelity(ref, x):
+    """per frame f of (C, F, H, W) arrays (any float type, read as float32): PSNR and SSIM of x against
+    ref, as dsgap generate measures them (dsgap_frames_fidelity, src/dit/fidelity.c); two float64
+    numpy arrays of F"""
+    import numpy as np
+    ref = np.ascontiguousarray(ref, dtype=np.float32)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if ref.ndim != 4 or x.shape != ref.shape:
+        raise DsgapError(1, f"frames fidelity: shapes {ref.shape} and {x.shape}: two equal (C, F, H, W)")
+    C, F, H, W = ref.shape
+    psnr, ssim = np.zeros(F), np.zeros(F)
+    rc = lib().dsgap_frames_fidelity(ref.ctypes.data, x.ctypes.data, C, F, H, W, psnr.ctypes.data,
+                                     ssim.ctypes.data)
+    if rc:
+        raise DsgapError(rc, lib().dsgap_last_error(None).decode())
+    return psnr, ssim
 
 
 class Context:

@@ -13,6 +13,7 @@
 #include "analysis/shapley.h"
 #include "policy/peers.h"
 #include "util/csv.h"
+#include "util/files.h"
 #include "util/util.h"
 
 /* ladder rungs, in the order the statistic receives their means */

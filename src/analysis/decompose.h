@@ -50,6 +50,7 @@
 #define DG_DECOMPOSE_H
 
 #include "analysis/results.h"
+#include "policy/policy.h"
 #include "policy/presets.h"
 
 typedef enum { DG_TABLE_LADDER, DG_TABLE_ABLATION, DG_TABLE_COUNT } dg_table_kind;

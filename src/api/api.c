@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "dit/dit_attn.h"
+#include "dit/fidelity.h"
 #include "dit/wan_ops.h"
 #include "policy/policy.h"
 #include "util/util.h"
@@ -298,7 +299,7 @@ int dsgap_context_create(const dsgap_config *cfg, dsgap_context **out)
 	capture_begin(&cap);
 	if (dg_policy_parse(cfg->policy, &policy))
 		rc = DSGAP_E_POLICY;
-	else if (cfg->schedule && *cfg->schedule && dg_schedule_parse(cfg->schedule, &sched))
+	else if (dg_schedule_parse(cfg->schedule, &sched))
 		rc = DSGAP_E_POLICY;
 	else if (dg_schedule_check_loop(&sched, 0, cfg->layers, why, sizeof why))
 		rc = DSGAP_E_POLICY, dg_error("schedule '%s': %s", cfg->schedule, why);
@@ -462,5 +463,17 @@ int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsga
 #endif
 	}
 	ctx->seconds += dg_now() - t0;
+	return DSGAP_OK;
+}
+
+int dsgap_frames_fidelity(const float *ref, const float *x, int channels, int frames, int height, int width,
+			  double *psnr, double *ssim)
+{
+	if (!ref || !x || !psnr || !ssim)
+		return fail(NULL, DSGAP_E_ARG, "frames fidelity: a NULL pointer");
+	if (channels < 1 || frames < 1 || height < 1 || width < 1)
+		return fail(NULL, DSGAP_E_ARG, "frames fidelity: size %dx%dx%dx%d (channels, frames, height, width) "
+			    "below 1", channels, frames, height, width);
+	dg_frames_fidelity(ref, x, channels, frames, height, width, psnr, ssim);
 	return DSGAP_OK;
 }

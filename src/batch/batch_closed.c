@@ -15,6 +15,7 @@
 #include "dit/generate.h"
 #include "dit/tensorfile.h"
 #include "util/json.h"
+#include "util/files.h"
 #include "util/util.h"
 
 static bool exists(const char *path)

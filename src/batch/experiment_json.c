@@ -39,11 +39,12 @@ static uint64_t hash_cells(uint64_t h, const dg_experiment *e)
 	return h;
 }
 
-/* a schedule's anchors and dense layers, after its warm-up */
+/* a schedule's given anchors (a default one follows from the warm-up) and dense layers, after its
+ * warm-up */
 static uint64_t hash_schedule(uint64_t h, const dg_schedule *s)
 {
 	char buf[4096];
-	ints_str(buf, sizeof buf, s->anchors, s->nanchors);
+	ints_str(buf, sizeof buf, s->anchors, s->anchors_given ? s->nanchors : 0);
 	h = dg_fnv_str(dg_fnv_str(h, buf), " ");
 	ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
 	h = dg_fnv_str(h, buf);

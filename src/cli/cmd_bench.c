@@ -22,8 +22,6 @@
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
-#include <gsl/gsl_sort.h>
-#include <gsl/gsl_statistics_double.h>
 
 #include "backend/backend.h"
 #include "cli/commands.h"
@@ -67,12 +65,6 @@ static void put(sink *s, const char *name, double value, const char *unit)
 		dg_csv_field(s->csv, s->commit);
 		putc('\n', s->csv);
 	}
-}
-
-static double median(double *x, int n)
-{
-	gsl_sort(x, 1, n);
-	return gsl_stats_median_from_sorted_data(x, 1, n);
 }
 
 /* phase accounting of a synchronous backend (no dg_backend.phases): the wall time since *t */
@@ -321,7 +313,7 @@ static void one_rep(dg_backend *be, gsl_rng *r, const bench_opts *o, bool gpu, f
 static void put_times(sink *s, const bench_opts *o, bool gpu, bench_times *t)
 {
 	int reps = t->reps;
-	double td = median(t->dense, reps), ta = median(t->anchor, reps);
+	double td = dg_median(t->dense, reps), ta = dg_median(t->anchor, reps);
 	double flop = 4.0 * o->n * (double)o->n * o->d * o->heads;
 	put(s, "replay_dense_ms", 1e3 * td, "ms");
 	put(s, "replay_dense_tflops", flop / td * 1e-12, "TFLOP/s");
@@ -331,11 +323,11 @@ static void put_times(sink *s, const bench_opts *o, bool gpu, bench_times *t)
 	for (int p = 0; p <= DG_PHASE_COUNT; p++) {
 		char name[64];
 		snprintf(name, sizeof name, "anchor_%s_ms", p < DG_PHASE_COUNT ? dg_phase_name(p) : "host_gaps");
-		put(s, name, 1e3 * median(t->phase[p], reps), "ms");
+		put(s, name, 1e3 * dg_median(t->phase[p], reps), "ms");
 	}
 	for (int i = 0; i < ND; i++) {
 		char name[64];
-		double ts = median(t->sparse[i], reps);
+		double ts = dg_median(t->sparse[i], reps);
 		snprintf(name, sizeof name, "replay_sparse_ms@%g", dens[i]);
 		put(s, name, 1e3 * ts, "ms");
 		snprintf(name, sizeof name, "sparse_over_dense@%g", dens[i]);
@@ -348,7 +340,7 @@ static void put_times(sink *s, const bench_opts *o, bool gpu, bench_times *t)
 		if (i < ND)
 			snprintf(at, sizeof at, "@%g", dens[i]);
 		for (int m = 0; m < 2; m++) {
-			tm[m] = median(t->pv[m][i], reps);
+			tm[m] = dg_median(t->pv[m][i], reps);
 			snprintf(name, sizeof name, "pv_%s_%s_ms%s", m ? "precise" : "fast", i < ND ? "sparse" : "dense", at);
 			put(s, name, 1e3 * tm[m], "ms");
 		}

@@ -46,8 +46,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gsl/gsl_sort.h>
-#include <gsl/gsl_statistics_double.h>
 
 #include "backend/backend.h"
 #include "backend/policy_run.h"
@@ -89,12 +87,6 @@ typedef struct {
 	double dense, call, anchor, density; /* seconds; density of the timed calls */
 	double meta; /* metadata seconds of one refresh: the anchor's (refresh=anchor), a call's (refresh=step) */
 } cs_times;
-
-static double median(double *x, int n)
-{
-	gsl_sort(x, 1, n);
-	return gsl_stats_median_from_sorted_data(x, 1, n);
-}
 
 /* x (rows, width): row scales in [0.5, 2), values triangular on (-1, 1) (two 24-bit uniforms of one
  * xorshift step) times the scale * 2.45 (unit variance); rows in parallel, each from its own seed */
@@ -150,7 +142,7 @@ static int dit_steps(dit_bufs *b, const dg_policy *p, double rho, const int grid
 	dg_dit_attn_get_stats(a, &s1);
 	if (!rc) {
 		t->anchor = w[0];
-		t->call = median(w + 2, reps);
+		t->call = dg_median(w + 2, reps);
 		/* refresh=step: the call beyond its sparse attention, what the metadata adds to the call
 		 * (device and host; work overlapped with other work not counted twice) */
 		double attend = (s1.attend_seconds - s0.attend_seconds) / reps;
@@ -177,7 +169,6 @@ static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const i
 	dg_policy_run *runs = dg_calloc((size_t)heads, sizeof *runs);
 	dg_schedule sc;
 	dg_schedule_parse("warmup=1", &sc);
-	dg_schedule_resolve_anchors(&sc, NULL, INT_MAX);
 	double *dense = dg_calloc((size_t)reps + 2, sizeof *dense), *call = dg_calloc((size_t)reps + 2, sizeof *call);
 	double meta0 = 0, meta = 0, pairs = 0, full = 0;
 	int rc = 0;
@@ -205,8 +196,8 @@ static int backend_steps(dg_backend *be, const dg_policy *p, double rho, const i
 		}
 	}
 	if (!rc) {
-		t->dense = median(dense + 2, reps);
-		t->call = p ? median(call + 2, reps) : t->dense;
+		t->dense = dg_median(dense + 2, reps);
+		t->call = p ? dg_median(call + 2, reps) : t->dense;
 		t->anchor = meta0;
 		t->meta = p && p->refresh == DG_REFRESH_STEP ? meta / reps : meta0;
 		t->density = full > 0 ? pairs / full : 1;

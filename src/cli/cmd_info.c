@@ -4,23 +4,32 @@
  *   dsgap info T.h5            one field a line
  *   dsgap info --json T.h5     the same as one JSON object (config parsed when it is JSON)
  *   dsgap info --check T.h5    first read every unit of q, k, v (unreadable chunks, NaN/Inf fail)
+ *   dsgap info MODEL           a model folder: its shape, its protocol.json and the class names of
+ *                              its conds.safetensors (the --text MODEL/conds.safetensors:NAME names)
  */
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "cli/commands.h"
+#include "dit/safetensors.h"
 #include "trace/trace.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: dsgap info [--json] [--check] T.h5\n\n"
-		   "Describe a trace: shape, model, source, steps, layers, heads, grid, dtype and size.\n\n"
+	fprintf(f, "usage: dsgap info [--json] [--check] T.h5\n"
+		   "       dsgap info MODEL\n\n"
+		   "Describe a trace: shape, model, source, steps, layers, heads, grid, dtype and size.\n"
+		   "Or a model folder (e.g. data/model): its shape, its sampling protocol (protocol.json)\n"
+		   "and its class names, the entries of its conds.safetensors (capture and generate take one\n"
+		   "as their text: MODEL/conds.safetensors:NAME).\n\n"
 		   "      --json      print one JSON object instead of one field a line\n"
 		   "      --check     read every unit of q, k, v first: fail on unreadable or non-finite data\n"
 		   "  -h, --help      this help\n");
@@ -193,6 +202,58 @@ static void print_json(const dg_trace *t, int checked)
 	cJSON_Delete(j);
 }
 
+/* a model folder: config.json's shape, protocol.json, and the names in conds.safetensors */
+static int print_model(const char *dir)
+{
+	char *cfg_path = dg_path_join(dir, "config.json"), *proto_path = dg_path_join(dir, "protocol.json");
+	char *conds_path = dg_path_join(dir, "conds.safetensors");
+	char *text = dg_read_all(cfg_path, 1 << 20, NULL);
+	cJSON *cfg = text ? cJSON_Parse(text) : NULL;
+	bool read = text != NULL;
+	free(text);
+	int rc = 0;
+	if (!cJSON_IsObject(cfg)) {
+		rc = dg_error("info: %s: %s", cfg_path, read ? "not a JSON object" : "cannot read it (a model folder holds config.json)");
+		goto out;
+	}
+	printf("model     %s\n", dir);
+	static const char *const keys[] = { "dim", "num_layers", "num_heads", "text_len", "text_dim", "in_dim" };
+	printf("shape    ");
+	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
+		if (cJSON_IsNumber(v))
+			printf(" %s=%d", keys[i], v->valueint);
+	}
+	printf("\n");
+	text = dg_read_all(proto_path, 1 << 16, NULL);
+	if (text) {
+		cJSON *p = cJSON_Parse(text);
+		char *flat = p ? cJSON_PrintUnformatted(p) : NULL;
+		printf("protocol  %s (protocol.json: capture and generate's defaults)\n", flat ? flat : "(not JSON)");
+		free(flat);
+		cJSON_Delete(p);
+		free(text);
+	}
+	if (access(conds_path, F_OK)) {
+		printf("classes   (no conds.safetensors)\n");
+		goto out;
+	}
+	dg_safetensors st;
+	if (dg_st_open(&st, conds_path)) {
+		rc = -1;
+		goto out;
+	}
+	printf("classes  ");
+	for (int i = 0; i < st.ntensors; i++)
+		printf(" %s", st.tensors[i].name);
+	printf("\n          (--text %s:NAME)\n", conds_path);
+	dg_st_close(&st);
+out:
+	cJSON_Delete(cfg);
+	free(cfg_path), free(proto_path), free(conds_path);
+	return rc ? 1 : 0;
+}
+
 int dg_cmd_info(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -213,7 +274,13 @@ int dg_cmd_info(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 1)
-		return dg_error("info: expected one trace file (dsgap info --help)"), 2;
+		return dg_error("info: expected one trace file or model folder (dsgap info --help)"), 2;
+	struct stat st;
+	if (!stat(argv[optind], &st) && S_ISDIR(st.st_mode)) {
+		if (json || check)
+			return dg_error("info: --json and --check describe a trace, not a model folder"), 2;
+		return print_model(argv[optind]);
+	}
 	dg_trace t;
 	if (dg_trace_open(&t, argv[optind]))
 		return 1;

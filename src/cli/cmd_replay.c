@@ -25,13 +25,13 @@ static void usage(FILE *f)
 		"                    [--device cpu|gpu] [--precise on|off] [--quiet]\n\n"
 		"Replays every policy at every density on the trace's own Q/K/V and writes\n"
 		"DIR/metrics.csv (one row per policy x density x step x layer x head) and DIR/run.json.\n\n"
-		"  --policies LIST  comma-separated specs (default ladder,factorial). Aliases: ladder =\n"
-		"                   dense est-block oracle-block oracle-tile oracle-pca oracle oracle+res;\n"
-		"                   factorial = baseline mc-grouping mc-selection mc-residual mc-gs mc-gr\n"
-		"                   mc-sr mc-sparse; all = both; peers = svg2 spargeattn xattention\n"
-		"                   radial sta ditfastattn chipmunk pisa skipsoftmax. A spec is\n"
-		"                   NAME[/key=value]..., e.g. mc-sparse/budget=topp:0.9,\n"
-		"                   custom/group=tile3d/kv=token/score=exact\n"
+		"  --policies LIST  comma-separated specs and aliases (default ladder,factorial); dsgap\n"
+		"                   presets lists every preset with its switches. Aliases:\n");
+	for (int i = 0; dg_alias_name(i); i++)
+		fprintf(f, "                     %-9s = %s\n", dg_alias_name(i), dg_alias_members(dg_alias_name(i)));
+	fprintf(f,
+		"                   A spec is NAME[/key=value]...,\n"
+		"                   e.g. mc-sparse/budget=topp:0.9, custom/group=tile3d/kv=token/score=exact\n"
 		"                   (keys: group kv score budget sinks residual refresh mask approx and the\n"
 		"                   peers' theta minkc decay stride qc kc window block threshold;\n"
 		"                   docs/spec.md §3, peers.h)\n"

@@ -8,6 +8,7 @@
 
 int dg_cmd_synth(int argc, char **argv);     /* cmd_synth.c */
 int dg_cmd_info(int argc, char **argv);      /* cmd_info.c */
+int dg_cmd_presets(int argc, char **argv);   /* cmd_presets.c */
 int dg_cmd_replay(int argc, char **argv);    /* cmd_replay.c */
 int dg_cmd_decompose(int argc, char **argv); /* cmd_decompose.c */
 int dg_cmd_plot(int argc, char **argv);      /* cmd_plot.c */

@@ -4,8 +4,11 @@
 #include "cli/dit_cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/util.h"
 
@@ -32,6 +35,8 @@ void dg_dit_cli_init(dg_dit_cli *c)
 int dg_dit_cli_option(dg_dit_cli *c, const char *cmd, int opt)
 {
 	double x = 0;
+	if (opt == DG_DIT_O_STEPS || opt == DG_DIT_O_SHIFT || opt == DG_DIT_O_GUIDE)
+		c->given |= 1u << (opt - DG_DIT_O_MODEL);
 	switch (opt) {
 	case DG_DIT_O_MODEL: c->in.model = optarg; return 0;
 	case DG_DIT_O_TEXT: c->in.text = optarg; return 0;
@@ -61,6 +66,53 @@ int dg_dit_cli_option(dg_dit_cli *c, const char *cmd, int opt)
 	}
 }
 
+/* the model folder's protocol.json (dit_cli.h) for what the command line left out */
+static int protocol(dg_dit_cli *c, const char *cmd)
+{
+	struct stat st;
+	if (stat(c->in.model, &st) || !S_ISDIR(st.st_mode))
+		return 0;
+	char *path = dg_path_join(c->in.model, DG_DIT_PROTOCOL);
+	if (access(path, F_OK)) {
+		free(path);
+		return 0;
+	}
+	int rc = 0;
+	char *text = dg_read_all(path, 1 << 16, NULL);
+	cJSON *j = text ? cJSON_Parse(text) : NULL;
+	if (!cJSON_IsObject(j))
+		rc = dg_error("%s: %s: %s", cmd, path, text ? "not a JSON object" : strerror(errno));
+	static const struct {
+		const char *key;
+		int opt;
+		double lo, hi;
+	} keys[] = { { "steps", DG_DIT_O_STEPS, 1, 10000 }, { "shift", DG_DIT_O_SHIFT, 1e-3, 1e3 },
+		     { "guidance", DG_DIT_O_GUIDE, 0, 1e3 } };
+	for (size_t i = 0; i < sizeof keys / sizeof *keys && !rc; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i].key);
+		if (!v)
+			continue;
+		double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+		if (!(x >= keys[i].lo && x <= keys[i].hi) || (keys[i].opt == DG_DIT_O_STEPS && x != (int)x)) {
+			rc = dg_error("%s: %s: bad \"%s\" (expected a number in [%g, %g])", cmd, path, keys[i].key,
+				      keys[i].lo, keys[i].hi);
+			break;
+		}
+		if (c->given & 1u << (keys[i].opt - DG_DIT_O_MODEL))
+			continue; /* the command line wins */
+		if (keys[i].opt == DG_DIT_O_STEPS)
+			c->so.steps = (int)x;
+		else if (keys[i].opt == DG_DIT_O_SHIFT)
+			c->so.shift = x;
+		else
+			c->so.guidance = x;
+	}
+	cJSON_Delete(j);
+	free(text);
+	free(path);
+	return rc ? -1 : 0;
+}
+
 int dg_dit_cli_finish(dg_dit_cli *c, const char *cmd, int argc, char **argv)
 {
 	if (optind < argc)
@@ -69,6 +121,8 @@ int dg_dit_cli_finish(dg_dit_cli *c, const char *cmd, int argc, char **argv)
 		return dg_error("%s: --model, --text and --out are required (dsgap %s --help)", cmd, cmd);
 	if (strcmp(c->in.device, "cpu") && strcmp(c->in.device, "gpu"))
 		return dg_error("%s: unknown --device '%s' (cpu or gpu)", cmd, c->in.device);
+	if (protocol(c, cmd))
+		return -1;
 	c->in.guidance = c->so.guidance;
 	return 0;
 }

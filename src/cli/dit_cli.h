@@ -40,9 +40,9 @@ enum { DG_DIT_O_MODEL = 256, DG_DIT_O_TEXT, DG_DIT_O_NEG, DG_DIT_O_LATENT, DG_DI
 	"  --latent FxHxW     latent size before patchify (default: from --noise)\n" \
 	"  --noise FILE       initial noise [channels, F, H, W] (safetensors or HDF5)\n" \
 	"  --seed N           Gaussian noise from GSL's mt19937 (default 0) when no --noise\n" \
-	"  --steps S          denoising steps (default 50)\n" \
-	"  --shift X          schedule shift (default 5)\n" \
-	"  --guidance G       classifier-free guidance scale; 1 = no CFG (default 5)\n" \
+	"  --steps S          denoising steps (default: the model folder's protocol.json, else 50)\n" \
+	"  --shift X          schedule shift (default: protocol.json, else 5)\n" \
+	"  --guidance G       classifier-free guidance scale; 1 = no CFG (default: protocol.json, else 5)\n" \
 	"  --sampler S        unipc (default) or euler\n"
 #define DG_DIT_USAGE_DEVICE \
 	"  --device D         cpu (default) or gpu (bf16 weights, cuBLASLt, the flash and sparse kernels)\n"
@@ -53,16 +53,23 @@ typedef struct {
 	const char *out;
 	bool quiet;
 	bool seeded; /* no --noise: the noise comes from --seed */
+	unsigned given; /* bits of DG_DIT_O_STEPS, _SHIFT, _GUIDE - DG_DIT_O_MODEL: set on the command line */
 } dg_dit_cli;
 
-/* The defaults: cpu, 50 unipc steps, shift 5, guidance 5, seed 0. */
+/* The model folder's sampling protocol, MODEL/protocol.json: {"steps": S, "shift": X,
+ * "guidance": G}, each optional (the bundled model's: 10, 3, 3). What the command line leaves out
+ * comes from there when the file exists. */
+#define DG_DIT_PROTOCOL "protocol.json"
+
+/* The defaults: cpu, 50 unipc steps, shift 5, guidance 5, seed 0 (before protocol.json). */
 void dg_dit_cli_init(dg_dit_cli *c);
 /* Take getopt_long's result opt (with optarg as it left it), one of the shared options (the
  * command answers '?' and ':' with dg_opt_bad). 0 or -1 (a bad value, reported, with "CMD: " where
  * the message names the command). */
 int dg_dit_cli_option(dg_dit_cli *c, const char *cmd, int opt);
-/* After the getopt_long loop: no operands, --model, --text and --out given, a known --device;
- * copies the guidance into the input options. 0 or -1 (reported). */
+/* After the getopt_long loop: no operands, --model, --text and --out given, a known --device; the
+ * steps, shift and guidance not given taken from the model folder's protocol.json if it has one
+ * (a bad one: one line naming it); copies the guidance into the input options. 0 or -1 (reported). */
 int dg_dit_cli_finish(dg_dit_cli *c, const char *cmd, int argc, char **argv);
 /* Add the run's settings to obj: steps, shift, guidance, sampler, text, negative, seed or noise. */
 void dg_dit_cli_json(const dg_dit_cli *c, cJSON *obj);

@@ -18,9 +18,10 @@ static const struct {
 	int (*run)(int, char **);
 	const char *what;
 } commands[] = {
-	{ "demo", dg_cmd_demo, "the default job: synth -> replay -> decompose -> plot, end to end" },
+	{ "demo", dg_cmd_demo, "the default job: capture (bundled model) -> replay -> decompose -> plot, end to end" },
 	{ "synth", dg_cmd_synth, "write a structured synthetic trace" },
 	{ "info", dg_cmd_info, "describe a trace: shape, model, steps, layers, heads, grid, dtype, size" },
+	{ "presets", dg_cmd_presets, "the named policies: each preset, its kind and its switches; the aliases" },
 	{ "replay", dg_cmd_replay, "run policies over a trace's Q/K/V; write metrics.csv and run.json" },
 	{ "decompose", dg_cmd_decompose, "oracle ladder and factorial ablation tables with intervals" },
 	{ "plot", dg_cmd_plot, "figures (.dat .gp .png .pdf) from a results directory" },

@@ -99,9 +99,10 @@ dg_dit_attn *dg_dit_attn_new_opts(dg_wan_ops *ops, const dg_policy *policy, doub
 		a->policy = *policy;
 	else
 		a->policy.dense = true;
-	if (schedule)
+	if (schedule) /* parsed: its anchors resolved (given ones checked by the caller) */
 		a->sched = *schedule;
-	dg_schedule_resolve_anchors(&a->sched, NULL, INT_MAX); /* given anchors: checked by the caller */
+	else
+		dg_schedule_parse(NULL, &a->sched);
 	memcpy(a->grid, grid, sizeof a->grid);
 	a->n = n;
 	a->text = text;

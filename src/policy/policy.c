@@ -50,6 +50,66 @@ bool dg_policy_is_peer(const dg_policy *p)
 			     p->score == DG_SCORE_CENTROID || p->score == DG_SCORE_RUNMAX);
 }
 
+char *dg_preset_switches(const dg_preset *p, char *buf, size_t n)
+{
+	buf[0] = 0;
+	if (p->family == DG_FAMILY_DENSE)
+		return buf;
+	size_t at = 0;
+#define ADD(...) (at += (size_t)snprintf(buf + at, at < n ? n - at : 0, __VA_ARGS__), at = at < n ? at : n)
+	ADD("group=%s kv=%s score=%s residual=%s refresh=%s budget=%s", dg_group_name(p->group),
+	    dg_kv_name(p->kv), dg_score_name(p->score), dg_residual_name(p->residual),
+	    dg_refresh_name(p->refresh), dg_budget_name(p->budget));
+	if (p->budget == DG_BUDGET_TOPP)
+		ADD(":%g", p->topp);
+	if (p->mask != DG_MASK_NONE)
+		ADD(" mask=%s", dg_mask_name(p->mask));
+	if (p->window)
+		ADD(" window=%d", p->window);
+	if (p->approx != DG_APPROX_NONE)
+		ADD(" approx=%s", dg_approx_name(p->approx));
+#undef ADD
+	return buf;
+}
+
+/* one spec of a list: parsed into out[*n] unless it is there already */
+static int add_policy(const char *spec, dg_policy *out, int *n, int max)
+{
+	for (int i = 0; i < *n; i++)
+		if (!strcmp(out[i].name, spec))
+			return 0; /* listed twice: once is enough */
+	if (*n == max)
+		return dg_error("too many policies (at most %d)", max);
+	if (dg_policy_parse(spec, &out[*n]))
+		return -1;
+	(*n)++;
+	return 0;
+}
+
+int dg_policies_expand(const char *list, dg_policy *out, int max)
+{
+	enum { MAX_SPECS = 128 };
+	char *copy = dg_strdup(list), *items[MAX_SPECS];
+	int k = dg_split(copy, ',', items, MAX_SPECS), n = 0;
+	if (k <= 0) {
+		free(copy);
+		return k ? dg_error("too many policy specs in one list (at most %d)", MAX_SPECS)
+			 : dg_error("no policies given");
+	}
+	for (int i = 0; i < k && n >= 0; i++) {
+		if (!dg_is_alias(items[i])) {
+			if (add_policy(items[i], out, &n, max))
+				n = -1;
+			continue;
+		}
+		for (int j = 0; j < dg_preset_count() && n >= 0; j++) /* the alias's members, table order */
+			if (dg_alias_has(items[i], dg_preset_at(j)) && add_policy(dg_preset_at(j)->name, out, &n, max))
+				n = -1;
+	}
+	free(copy);
+	return n;
+}
+
 static int bad_switch(const char *spec, const char *sw)
 {
 	return dg_error("policy '%s': bad switch '%s' (keys: group=raster|tile3d|pca|query|kmeans|voxel "
@@ -189,8 +249,7 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 	if (p->matched) {
 		if (pr->family != DG_FAMILY_PEER)
 			return dg_error("policy '%s': budget=matched calibrates a peer's own knob to the "
-					"density: it needs a peer preset (%s)", spec, "svg2 spargeattn "
-					"xattention radial sta ditfastattn chipmunk pisa skipsoftmax");
+					"density: it needs a peer preset (%s)", spec, dg_alias_members("peers"));
 		p->budget = pr->budget;
 		p->topp = pr->topp;
 	}
@@ -267,6 +326,7 @@ static int parse_anchors(const char *val, dg_schedule *out)
 int dg_schedule_parse(const char *s, dg_schedule *out)
 {
 	memset(out, 0, sizeof *out);
+	s = s ? s : "";
 	char buf[1024], *items[16];
 	if (strlen(s) >= sizeof buf)
 		return dg_error("schedule too long");
@@ -296,6 +356,10 @@ int dg_schedule_parse(const char *s, dg_schedule *out)
 				return dg_error("schedule: bad dense_layers '%s' (l;m or none)", val);
 		} else
 			return dg_error("schedule: unknown key '%s' (warmup, anchors, dense_layers)", key);
+	}
+	if (!out->anchors_given) { /* the default anchor: the last warm-up step, else step 0 */
+		out->anchors[0] = out->warmup > 0 ? out->warmup - 1 : 0;
+		out->nanchors = 1;
 	}
 	return 0;
 }
@@ -347,12 +411,12 @@ int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nstep
 				return a;
 		return -1;
 	}
-	s->nanchors = 0;
-	if (!step_index) { /* steps 0 .. nsteps-1 */
-		s->anchors[0] = s->warmup < nsteps ? (s->warmup > 0 ? s->warmup - 1 : 0) : nsteps - 1;
+	if (!step_index) { /* steps 0 .. nsteps-1: the parsed default, within the loop */
+		s->anchors[0] = s->anchors[0] < nsteps ? s->anchors[0] : nsteps - 1;
 		s->nanchors = nsteps > 0;
 		return add_every(s, NULL, nsteps);
 	}
+	s->nanchors = 0; /* a trace: the parsed default moved onto the steps it stored */
 	for (int i = 0; i < nsteps; i++) {
 		int step = step_index[i];
 		if (step < s->warmup || s->nanchors == 0) {

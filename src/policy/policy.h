@@ -31,19 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum { DG_GROUP_RASTER, DG_GROUP_TILE3D, DG_GROUP_PCA, DG_GROUP_QUERY, DG_GROUP_KMEANS,
-	       DG_GROUP_VOXEL, DG_GROUP_COUNT } dg_group_kind;
-typedef enum { DG_KV_TOKEN, DG_KV_BLOCK, DG_KV_COUNT } dg_kv_kind;
-typedef enum { DG_SCORE_EXACT, DG_SCORE_POOLED, DG_SCORE_ANTIDIAG, DG_SCORE_SPARGE, DG_SCORE_CENTROID,
-	       DG_SCORE_RUNMAX, DG_SCORE_COUNT } dg_score_kind;
-typedef enum { DG_MASK_NONE, DG_MASK_RADIAL, DG_MASK_STA, DG_MASK_WINDOW, DG_MASK_COUNT } dg_mask_kind;
-typedef enum { DG_APPROX_NONE, DG_APPROX_PISA, DG_APPROX_COUNT } dg_approx_kind;
-typedef enum { DG_BUDGET_TOPK, DG_BUDGET_TOPP, DG_BUDGET_COUNT } dg_budget_kind;
-typedef enum { DG_RESIDUAL_NONE, DG_RESIDUAL_CACHED, DG_RESIDUAL_COUNT } dg_residual_kind;
-typedef enum { DG_REFRESH_ANCHOR, DG_REFRESH_STEP, DG_REFRESH_COUNT } dg_refresh_kind;
-typedef enum { DG_RESDTYPE_FP32, DG_RESDTYPE_BF16, DG_RESDTYPE_FP8, DG_RESDTYPE_COUNT } dg_resdtype;
-typedef enum { DG_KEYS_LIST, DG_KEYS_BITMAP, DG_KEYS_COUNT } dg_keys_kind;
-typedef enum { DG_CFG_META_OWN, DG_CFG_META_SHARED, DG_CFG_META_COUNT } dg_cfg_meta;
+#include "policy/presets.h"  /* the named policies (and switches.h, the switches' values) */
 
 const char *dg_group_name(dg_group_kind k);
 const char *dg_kv_name(dg_kv_kind k);
@@ -94,8 +82,17 @@ typedef struct {
  * grouping / exact / pooled / select path. */
 bool dg_policy_is_peer(const dg_policy *p);
 
+/* A preset's switches as a spec would set them, e.g. "group=pca kv=token score=exact
+ * residual=cached refresh=anchor budget=topk" (peers add budget=topp:P, mask=, window=, approx=;
+ * dense: ""): what `dsgap presets` lists. Writes at most n bytes to buf and returns buf. */
+char *dg_preset_switches(const dg_preset *p, char *buf, size_t n);
+
 /* Parse a spec into p. Reports "unknown policy 'x' (known: ...)" or the bad switch; returns -1. */
 int dg_policy_parse(const char *spec, dg_policy *p);
+/* Expand a comma-separated list of specs and aliases (presets.h) into out[] (at most max), each
+ * parsed; a spec given twice is kept once. Returns the count, or -1 after one line (no policies,
+ * too many, a bad spec). */
+int dg_policies_expand(const char *list, dg_policy *out, int max);
 
 #define DG_SCHEDULE_MAX 256
 
@@ -118,14 +115,17 @@ typedef struct {
 	int anchor_every;    /* anchors=every:N: N; 0 otherwise */
 } dg_schedule;
 
+/* Parse s ("" or NULL: no warm-up, no dense layer) into out. The default anchor is resolved here,
+ * the one place that owns it: without anchors=, the anchor is the last warm-up step W-1, else step
+ * 0 (MC-Sparse: step W-1), which is what a denoising loop of unknown length uses as parsed. */
 int dg_schedule_parse(const char *s, dg_schedule *out);
 bool dg_schedule_is_anchor(const dg_schedule *s, int step);
-/* Resolve the anchors against the steps that exist: step_index[nsteps] (a trace's own indices,
- * ascending), or steps 0 .. nsteps-1 of a denoising loop when step_index is NULL (nsteps INT_MAX
- * where the loop's length is not known). Given anchors must be
- * among them; by default the anchor is the last step before the end of warm-up, else the first step
- * (MC-Sparse: step W-1); every:N adds the steps every N after it. Returns -1, or the position in
- * s->anchors of the first given anchor that is not a step (the caller reports it). */
+/* Check and fit the anchors to the steps that exist: step_index[nsteps] (a trace's own indices,
+ * ascending), or steps 0 .. nsteps-1 of a denoising loop of known length when step_index is NULL.
+ * Given anchors must be among them; every:N adds the steps every N after the default. The parsed default moves onto them: for a loop, the last
+ * step where W-1 is past the end; for a trace, the last stored step before the end of warm-up,
+ * else the first stored step. Returns -1, or the position in s->anchors of the first given anchor
+ * that is not a step (the caller reports it). */
 int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nsteps);
 bool dg_schedule_dense_layer(const dg_schedule *s, int layer);
 /* Whether a and b (both parsed by dg_schedule_parse, so zeroed past their items) differ at most in

@@ -25,14 +25,6 @@ void dg_selection_free(dg_selection *s)
 	memset(s, 0, sizeof *s);
 }
 
-int dg_topk_count(double rho, int n)
-{
-	long k = (long)ceil(rho * n / DG_KV_BLOCK_SIZE - 1e-9) * DG_KV_BLOCK_SIZE;
-	if (k < DG_KV_BLOCK_SIZE)
-		k = DG_KV_BLOCK_SIZE;
-	return k < n ? (int)k : n;
-}
-
 typedef struct {
 	float s;
 	int i;

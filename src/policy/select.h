@@ -19,10 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dsgap_budget.h" /* DG_KV_BLOCK_SIZE, dg_topk_count: the budget rule the kernels share */
 #include "policy/groups.h"
 #include "policy/policy.h"
-
-#define DG_KV_BLOCK_SIZE 128
 
 typedef struct {
 	int ngroups;
@@ -40,8 +39,6 @@ typedef struct {
 
 void dg_selection_free(dg_selection *s);
 
-/* Keys kept by topk at density rho over n keys (before sinks). */
-int dg_topk_count(double rho, int n);
 /* The sum (in double) of the k largest of x[0..n) (all of them for k >= n): the mass a top-k
  * selection of a probability row keeps, without listing the keys. O(n), no scratch. */
 double dg_topk_sum(const float *x, int n, int k);

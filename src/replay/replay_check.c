@@ -238,7 +238,7 @@ int dg_replay_check_schedule(const char *path, const dg_schedule *s, const dg_tr
 	if (s->warmup > last)
 		return dg_error("%s: schedule warmup=%d covers every step of the trace (its steps: %s), so no "
 				"policy would be sparse", path, s->warmup, steps);
-	for (int a = 0; a < s->nanchors; a++) {
+	for (int a = 0; s->anchors_given && a < s->nanchors; a++) { /* a default one moves onto the steps */
 		bool found = false;
 		for (int i = 0; i < m->steps && !found; i++)
 			found = m->step_index[i] == s->anchors[a];

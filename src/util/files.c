@@ -1,6 +1,7 @@
 /*
  * files.c: temporaries (registry, signal cleanup, stale ones of dead processes), inputs that no
- * output may overwrite, output-folder locks, sets of files published together. See files.h.
+ * output may overwrite, output-folder locks, sets of files published together, atomic output
+ * files. See files.h.
  */
 #define _GNU_SOURCE
 #include "util/files.h"
@@ -610,4 +611,117 @@ int dg_out_finish(dg_out *o, dg_publish *p)
 	free(o->tmp);
 	o->path = o->tmp = NULL;
 	return rc;
+}
+
+int dg_mkdir_p(const char *path) { return dg_mkdir_track(path, NULL); }
+
+char *dg_tmp_name(const char *path)
+{
+	char *dir = dg_strdup(path), *slash = strrchr(dir, '/');
+	const char *name = slash ? slash + 1 : dir;
+	int dlen = (int)(name - dir); /* the folder part of path, its final '/' included */
+	/* a name too long for ".tmp.PID" (255 bytes in all, NAME_MAX): its first 200 bytes, '~' and a
+	 * hash of the whole name, so that a legal output name always has a temporary name */
+	char base[256];
+	size_t nl = strlen(name);
+	if (nl + 5 + 20 > 255) {
+		uint64_t h = dg_fnv_str(DG_FNV_OFFSET, name);
+		snprintf(base, sizeof base, "%.200s~%016llx", name, (unsigned long long)h);
+	} else {
+		snprintf(base, sizeof base, "%s", name);
+	}
+	size_t n = (size_t)dlen + strlen(base) + 32;
+	char *s = dg_malloc(n);
+	snprintf(s, n, "%.*s%s.tmp.%ld", dlen, path, base, (long)getpid());
+	dg_tmp_register(s);
+	/* the temporaries of this same name left by dead processes */
+	if (slash)
+		slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
+	name = base;
+	nl = strlen(name);
+	char *prefix = dg_malloc(nl + 6);
+	snprintf(prefix, nl + 6, "%s.tmp.", name);
+	if (*name)
+		dg_tmp_clean_stale(slash ? dir : ".", prefix);
+	free(prefix);
+	free(dir);
+	return s;
+}
+
+int dg_out_close_errno(FILE *f)
+{
+	int bad = 0;
+	if (ferror(f)) {
+		int e = errno;
+		clearerr(f);
+		bad = fflush(f) ? errno : e;
+		if (!bad || bad == EINTR)
+			bad = EIO;
+	} else if (fflush(f)) {
+		bad = errno ? errno : EIO;
+	}
+	if (fclose(f) && !bad)
+		bad = errno ? errno : EIO;
+	return bad;
+}
+
+int dg_out_open(dg_out *o, const char *path)
+{
+	o->f = NULL;
+	o->path = o->tmp = NULL;
+	if (dg_output_check(path))
+		return -1;
+	o->path = dg_strdup(path);
+	o->tmp = dg_tmp_name(path);
+	o->f = fopen(o->tmp, "w");
+	if (!o->f) {
+		int e = errno;
+		dg_tmp_release(o->tmp);
+		free(o->path);
+		free(o->tmp);
+		o->path = o->tmp = NULL;
+		return dg_error("cannot write %s: %s", path, strerror(e));
+	}
+	return 0;
+}
+
+static void out_free(dg_out *o)
+{
+	dg_tmp_release(o->tmp);
+	free(o->path);
+	free(o->tmp);
+	o->f = NULL;
+	o->path = o->tmp = NULL;
+}
+
+int dg_out_commit(dg_out *o)
+{
+	if (dg_out_deferred())
+		return dg_out_finish(o, dg_out_deferred());
+	int bad = dg_out_close_errno(o->f);
+	o->f = NULL;
+	if (bad) {
+		remove(o->tmp);
+		dg_error("cannot write %s: %s", o->path, strerror(bad));
+		out_free(o);
+		return -1;
+	}
+	if (rename(o->tmp, o->path)) {
+		int e = errno;
+		remove(o->tmp);
+		dg_error("cannot rename %s to %s: %s", o->tmp, o->path, strerror(e));
+		out_free(o);
+		return -1;
+	}
+	out_free(o);
+	return 0;
+}
+
+void dg_out_abort(dg_out *o)
+{
+	if (o->f) {
+		fclose(o->f);
+		remove(o->tmp);
+	}
+	out_free(o);
 }

@@ -1,16 +1,18 @@
 /*
  * files.h: the safety of dsgap's files: temporaries removed on a signal, stale temporaries of dead
- * processes cleaned, inputs that no output may name or overwrite, locks on output folders, and
- * sets of files published all together or not at all.
+ * processes cleaned, inputs that no output may name or overwrite, locks on output folders, sets of
+ * files published all together or not at all, and the atomic output file (written under a
+ * temporary name, renamed on success): the one definition of dsgap's "nothing partial written".
  */
 #ifndef DG_FILES_H
 #define DG_FILES_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* ---- temporaries ------------------------------------------------------------------------------
- * Every name made by dg_tmp_name (util.h) is registered as a live temporary of this process; a
+ * Every name made by dg_tmp_name (below) is registered as a live temporary of this process; a
  * SIGINT, SIGTERM or SIGHUP removes every registered one (files, then their folders if empty) and
  * ends the process with that signal. dg_tmp_release forgets a name (renamed or removed). */
 void dg_tmp_register(const char *path);
@@ -58,6 +60,8 @@ typedef struct {
 	int n;
 } dg_made_dirs;
 int dg_mkdir_track(const char *path, dg_made_dirs *made); /* made NULL: dg_mkdir_p */
+/* mkdir -p. Returns 0 or reports "cannot create directory PATH: reason" and returns -1. */
+int dg_mkdir_p(const char *path);
 void dg_made_dirs_remove(dg_made_dirs *made);
 void dg_made_dirs_free(dg_made_dirs *made);
 
@@ -88,13 +92,35 @@ typedef struct {
 } dg_stage;
 int dg_stage_open(dg_stage *s, const char *dir, const char *name);
 int dg_stage_close(dg_stage *s, int rc);
-/* While P is set (not NULL), dg_out_commit (util.h) does not rename: it adds the finished file to P,
+/* While P is set (not NULL), dg_out_commit (below) does not rename: it adds the finished file to P,
  * so that the files of a command that writes several are published by one dg_publish_commit. */
 void dg_out_defer(dg_publish *p);
 dg_publish *dg_out_deferred(void);
-/* Close an atomic output file (util.h) without renaming it: checks every write and adds it to P.
+/* ---- atomic output ---------------------------------------------------------------------------- */
+/*
+ * Atomic output file: dg_out_open creates "PATH.tmp.PID" for writing; dg_out_commit closes it,
+ * checks every write succeeded and renames it to PATH; dg_out_abort closes and removes it.
+ * Either way the handle is freed; readers never see a partial PATH. dg_out_open refuses a PATH that
+ * is an input of the command (dg_output_check); the temporary is registered, so that a
+ * signal removes it (dg_tmp_register).
+ */
+typedef struct dg_out_s {
+	FILE *f;
+	char *path;
+	char *tmp;
+} dg_out;
+int dg_out_open(dg_out *o, const char *path);
+int dg_out_commit(dg_out *o);
+void dg_out_abort(dg_out *o);
+/* Flush and close F: 0, or the errno of the first failure (EIO when none is known). */
+int dg_out_close_errno(FILE *f);
+/* Temporary name for PATH (PATH.tmp.PID), new string: for writers that are not stdio (HDF5). The
+ * name is registered as a live temporary (removed on SIGINT/SIGTERM; dg_tmp_release when
+ * it is renamed or removed), and the PATH.tmp.* of dead processes are removed. */
+char *dg_tmp_name(const char *path);
+
+/* Close an atomic output file without renaming it: checks every write and adds it to P.
  * On a failure reports one line, removes the temporary and returns -1. The handle is freed. */
-struct dg_out_s;
-int dg_out_finish(struct dg_out_s *o, dg_publish *p);
+int dg_out_finish(dg_out *o, dg_publish *p);
 
 #endif

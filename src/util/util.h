@@ -1,7 +1,8 @@
 /*
  * util.h: the small pieces every file of dsgap uses: error reporting (git style: lowercase,
- * problem first, one line), checked allocation, bf16 conversion, monotonic time, directories,
- * and atomic output (write to a temporary name, rename on success).
+ * problem first, one line), checked allocation, bf16 conversion, monotonic time, paths and
+ * parsing. Files that must never be left partial (atomic output, temporaries, locks): files.h,
+ * which builds on this header (never the other way round).
  */
 #ifndef DG_UTIL_H
 #define DG_UTIL_H
@@ -61,6 +62,9 @@ uint64_t dg_fnv_words(uint64_t h, const void *x, size_t n);
 
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double dg_now(void);
+/* The median of x[0..n) (n >= 1; the mean of the middle two for even n), sorting x in place: the
+ * one median of dsgap's timings (bench, callspeed). */
+double dg_median(double *x, int n);
 /* A task's progress line on stderr (p zeroed at the start). On a terminal dg_progress_show redraws
  * the line fmt makes ("\r"), at most every 0.2 s; elsewhere (a log) it writes whole lines, at most
  * one every 10 s. The first call and a final one always print; final ends the line. An error,
@@ -78,32 +82,8 @@ const char *dg_cpu_name(void);
 /* git commit the binary was built from (compiled in). */
 const char *dg_git_commit(void);
 
-/* mkdir -p. Returns 0 or reports "cannot create directory PATH: reason" and returns -1. */
-int dg_mkdir_p(const char *path);
 /* "dir/name" in a new string. */
 char *dg_path_join(const char *dir, const char *name);
-
-/*
- * Atomic output file: dg_out_open creates "PATH.tmp.PID" for writing; dg_out_commit closes it,
- * checks every write succeeded and renames it to PATH; dg_out_abort closes and removes it.
- * Either way the handle is freed; readers never see a partial PATH. dg_out_open refuses a PATH that
- * is an input of the command (dg_output_check, files.h); the temporary is registered, so that a
- * signal removes it (dg_tmp_register).
- */
-typedef struct dg_out_s {
-	FILE *f;
-	char *path;
-	char *tmp;
-} dg_out;
-int dg_out_open(dg_out *o, const char *path);
-int dg_out_commit(dg_out *o);
-void dg_out_abort(dg_out *o);
-/* Flush and close F: 0, or the errno of the first failure (EIO when none is known). */
-int dg_out_close_errno(FILE *f);
-/* Temporary name for PATH (PATH.tmp.PID), new string: for writers that are not stdio (HDF5). The
- * name is registered as a live temporary (files.h: removed on SIGINT/SIGTERM; dg_tmp_release when
- * it is renamed or removed), and the PATH.tmp.* of dead processes are removed. */
-char *dg_tmp_name(const char *path);
 
 /* The command line as "dsgap ARGV[0] ARGV[1] ...", a new string (for the record of a run). */
 char *dg_join_args(int argc, char **argv);

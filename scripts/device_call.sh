@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dev/device_call.sh: one device call for kernel work (the dev versions and candidate builds), on the
+# scripts/device_call.sh: one device call for kernel work (the dev versions and candidate builds), on the
 # GPU machine from .carry/ (scripts/device_pack.sh, plus the files below placed in .carry/ after it):
 #   1. scripts/device_all.sh with STEPS (default: the GPU checks and the 12-head length sweep) and
 #      DEADLINE (default 240 s);
@@ -17,7 +17,7 @@
 #      gpu_kernels_dev and build-dev/dsgap-bench-kernels-dev), where present: the attention versions'
 #      checks (--quick) and their times at 32760 and N720 tokens.
 # Everything goes into $OUT/call.tgz; $OUT/call.txt is the headline lines (a device call returns at
-# most 8 files). Run (device tool, carry [".carry"]): bash dev/device_call.sh
+# most 8 files). Run (device tool, carry [".carry"]): bash scripts/device_call.sh
 cd "$(dirname "$0")/.." || exit 2
 W=/tmp/device_call
 rm -rf "$W" && mkdir -p "$W"

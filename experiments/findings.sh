@@ -68,7 +68,7 @@ docs/history.md.
 ## Sources of the open-loop gap
 
 \`results/samples/\`: $nsamp samples (12 classes × noise seeds 1, 2; 4096 tokens, layers 0, 3, 7 × 2
-heads), replayed on the $scard ($srun, metrics by commit $scommit) and decomposed by commit
+heads), replayed on the $scard on $(sed 's#.*/\([0-9-]*\)T\([0-9][0-9]\)\([0-9][0-9]\)Z#\1T\2:\3Z#' <<<"$srun") ($srun, metrics by commit $scommit) and decomposed by commit
 $sacommit. E is the block-sparse estimator's error against dense; it splits into the lost
 contributions of dropped keys (E(oracle)), grouping (E(oracle-block) − E(oracle)) and selection
 (E(est-block) − E(oracle-block)).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# who_wins.sh: README's "Who wins where" section, its numbers filled from the committed results (issue
-# 23): the text between the lines <!-- who-wins:begin --> and <!-- who-wins:end --> of the README is
-# replaced; every other line is kept.
+# who_wins.sh: the "Who wins where" section of results/README.md, its numbers filled from the
+# committed results (issue 23): the text between the lines <!-- who-wins:begin --> and
+# <!-- who-wins:end --> of that file is replaced; every other line is kept.
 #   experiments/who_wins.sh [--comparison DIR] [--length DIR] [--readme FILE]
 #   --comparison DIR  experiments/comparison.sh's output (default results/comparison): comparison.csv,
 #                     run.json. Per target density: the method with the best PSNR, the fastest, the
@@ -19,11 +19,11 @@
 #                     do, the speedup at 32760 tokens. Each (path, P.V, heads) comes from the first DIR
 #                     that has it; each line names its sweep (folder, device, dates and commits of its
 #                     callspeed.csv)
-#   --readme FILE     default README.md
+#   --readme FILE     default results/README.md (experiments/findings.sh calls it on its own output)
 # An input that is not there yet leaves a "pending" line naming the command that makes it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cmp=$ROOT/results/comparison readme=$ROOT/README.md lens=()
+cmp=$ROOT/results/comparison readme=$ROOT/results/README.md lens=()
 while [ $# -gt 0 ]; do
   case $1 in
     --comparison) cmp=${2:?}; shift ;;

@@ -5,7 +5,7 @@
 # $src/..., REV:src/...), up to the first character that cannot be in a path here; a glob or a
 # {a,b} list must match. Left out: placeholders (an upper-case letter: experiments/NAME.sh,
 # results/RUN), a path followed by "is now" (a rename note), and the two records that keep the
-# names of their time (docs/history.md, results/bench/HISTORY.md).
+# names of their time (docs/history.md).
 #   bash tests/paths.sh [ROOT]     (default: the tree above tests/)
 #   bash tests/paths.sh --self-test
 set -u
@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cited() { # cited ROOT: "FILE:LINE:PATH" for every missing citation; the count checked on stderr
   local root=$1 n=0 f line p q
   while IFS= read -r f; do
-    case $f in docs/history.md|results/bench/HISTORY.md) continue ;; esac
+    case $f in docs/history.md) continue ;; esac
     while IFS=: read -r line p; do
       p=${p#"${p%%[a-z]*}"}                # the character before the path
       q=${p%%[!a-z0-9_./*\{\},-]*}          # the path

@@ -1,5 +1,5 @@
 # tests/python.cmake: the Python package (python/, imports as dsgap) against diffusers' models, the C
-# reader and the C engine (label python). The tests run in the virtual environment that .ci/run
+# reader and the C engine (label python). The tests run in the virtual environment that scripts/test.sh
 # makes with pinned torch (CPU), diffusers, h5py and numpy (tests/py/make_venv.sh): $DSGAP_VENV, else
 # /opt/dsgap-venv. Without it the tests are still registered and fail, saying how to make it.
 #   bash tests/py/make_venv.sh && ctest --preset default -L python

@@ -457,6 +457,10 @@ def main(argv=None):
         sys.exit(f"bench_processor: unknown part {bad[0]!r} (wan, hunyuan, overhead)")
     if not a.tiny and not torch.cuda.is_available():
         sys.exit("bench_processor: needs a CUDA device (or --tiny)")
+    def shown(path):  # as libdsgap's writers show a path (dg_path_shown): no directory of this machine
+        path = os.path.abspath(path)
+        return os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else os.path.basename(path)
+
     S = Setup(a.tiny)
     torch.set_grad_enabled(False)
     os.makedirs(a.out, exist_ok=True)
@@ -466,7 +470,7 @@ def main(argv=None):
             ("run", "libdsgap", torch_abi.version()), ("run", "cpus", os.cpu_count())]
     md = [f"# dsgap.torch.attention benchmark{' (--tiny, CPU: a test of the script)' if a.tiny else ''}\n\n"
           f"{dev}, torch {torch.__version__}, diffusers {diffusers.__version__}, libdsgap "
-          f"{torch_abi.version()} ({torch_abi.library_path()}).\n"]
+          f"{torch_abi.version()} ({shown(torch_abi.library_path())}).\n"]
     ok = True
     for p in parts:   # the files are rewritten after every part: a run stopped later keeps them
         t0 = time.time()

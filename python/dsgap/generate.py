@@ -359,7 +359,9 @@ def main(argv=None):
     if a.negative_embeds:
         call["negative_prompt_embeds"] = load_embeds(a.negative_embeds, torch).to(device, dtype)
     call = {k: v for k, v in call.items() if k in params}
-    settings = dict(weights=os.path.abspath(a.model), text=a.prompt_embeds or a.prompt)
+    model = os.path.abspath(a.model)  # recorded as libdsgap records paths: no directory of this machine
+    model = os.path.relpath(model) if model.startswith(os.getcwd() + os.sep) else os.path.basename(model)
+    settings = dict(weights=model, text=a.prompt_embeds or a.prompt)
     if a.negative_embeds or a.negative_prompt:
         settings["negative"] = a.negative_embeds or a.negative_prompt
     try:

@@ -930,6 +930,7 @@ static void write_json(FILE *f, const entry *e, int ne, const dg_compare_opts *o
 			cJSON_AddNumberToObject(u, "sparse_density", e[p].sparse_density);
 			cJSON_AddItemToArray(a, u);
 		}
+	dg_json_paths_shown(j);
 	char *s = cJSON_Print(j);
 	fputs(s, f);
 	fputc('\n', f);

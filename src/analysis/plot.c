@@ -218,10 +218,11 @@ void dg_gp_string(FILE *f, const char *s)
 static void provenance(FILE *f, const plotter *pl)
 {
 	const dg_results *r = pl->r;
-	fprintf(f, "# made by dsgap plot (dsgap %s, commit %s) from %s\n", DG_VERSION,
-		dg_git_commit(), r->dir);
-	fprintf(f, "# trace %s (model %s, source %s); metrics by commit %s on %s, %s\n",
-		r->trace_path, r->model, r->source, r->git_commit, r->device, r->date);
+	char *dir = dg_path_shown(r->dir), *tp = dg_path_shown(r->trace_path), *src = dg_path_shown(r->source);
+	fprintf(f, "# made by dsgap plot (dsgap %s, commit %s) from %s\n", DG_VERSION, dg_git_commit(), dir);
+	fprintf(f, "# trace %s (model %s, source %s); metrics by commit %s on %s, %s\n", tp, r->model,
+		src, r->git_commit, r->device, r->date);
+	free(dir), free(tp), free(src);
 }
 
 static void dat_header(FILE *f, const plotter *pl, const char *name, const char *what,

@@ -624,6 +624,7 @@ static cJSON *merged_run_json(cJSON *first, cJSON *const *cells, int ncells, con
 	for (int i = 0; i < ndirs; i++)
 		cJSON_AddItemToArray(in, cJSON_CreateString(dirs[i]));
 	cJSON_AddItemToObject(x, "schedule", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(run, "schedule"), 1));
+	dg_json_paths_shown(j);
 	return j;
 }
 
@@ -980,16 +981,18 @@ static void summary_lines(merge_ctx *m, const run_merge *r)
 			const acc *x = &r->a[p * m->nd + d];
 			double u = x->units > 0 ? x->units : NAN;
 			const char *pname = cJSON_GetArrayItem(m->policies, p)->valuestring;
+			char *src = dg_path_shown(jstr(r->trace, "source"));
 			dg_sb_printf(&m->summary, "%s,%s,%s,%s,%d,%s,%d,%s,%s,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
-				     r->name, jstr(r->trace, "label"), jstr(r->trace, "source"),
+				     r->name, jstr(r->trace, "label"), src,
 				     jstr(r->sched, "label"), r->warmup, anchors, nanch, pname, m->dstr[d], x->units,
 				     x->density / u, x->rel_l1 / u, x->rel_l2 / u, x->cosine / u, x->mass_mean / u,
 				     x->staleness / u);
 			char v[4][32];
 			dg_sb_printf(&m->md, "| %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s |\n", r->name,
-				     jstr(r->trace, "source"), anchors, pname, m->dstr[d], x->units,
+				     src, anchors, pname, m->dstr[d], x->units,
 				     dg_sig3(v[0], x->density / u), dg_sig3(v[1], x->rel_l2 / u),
 				     dg_sig3(v[2], x->cosine / u), dg_sig3(v[3], x->mass_mean / u));
+			free(src);
 		}
 }
 

@@ -142,6 +142,7 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 		cJSON_AddNumberToObject(j, "offload_pin_s", os->pin_s);
 		cJSON_AddNumberToObject(j, "units", (double)st.as.calls);
 		cJSON_AddNumberToObject(j, "sparse_units", (double)st.as.sparse_calls);
+		dg_json_paths_shown(j);
 		char *text = cJSON_Print(j);
 		cJSON_Delete(j);
 		char *jp = dg_path_join(dir, "run.json");
@@ -423,6 +424,7 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		cJSON *in = cJSON_AddArrayToObject(x, "merged_from");
 		for (int i = 0; i < ndirs; i++)
 			cJSON_AddItemToArray(in, cJSON_CreateString(dirs[i]));
+		dg_json_paths_shown(j);
 		char *text = cJSON_Print(j);
 		cJSON_Delete(j);
 		dg_sbuf js = { 0 };

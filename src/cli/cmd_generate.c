@@ -23,6 +23,7 @@
 #include "policy/presets.h"
 #include "dit/tensorfile.h"
 #include "util/files.h"
+#include "util/json.h"
 #include "util/util.h"
 
 #define MAX_POLICIES 64
@@ -353,6 +354,7 @@ static int write_json(const generate_args *a, const dg_dit_inputs *di, const run
 	cJSON *runs = cJSON_AddArrayToObject(j, "runs");
 	for (int i = 0; i < nres; i++)
 		cJSON_AddItemToArray(runs, run_json(&res[i], a->cli.so.steps));
+	dg_json_paths_shown(j);
 	char *js = cJSON_Print(j);
 	cJSON_Delete(j);
 	char *jp = dg_path_join(a->cli.out, "generate.json");

@@ -29,6 +29,7 @@
 #include "replay/replay_check.h"
 #include "trace/trace.h"
 #include "util/files.h"
+#include "util/json.h"
 #include "util/util.h"
 
 /* a policy at one density: its run, and its time at the outputs */
@@ -291,6 +292,7 @@ static char *run_json(const replay_ctx *c, double wall_s, const char *date)
 	cJSON *tm = cJSON_AddObjectToObject(root, "timing");
 	cJSON_AddNumberToObject(tm, "wall_s", wall_s);
 	cJSON_AddNumberToObject(tm, "dense_s", c->dense_s);
+	dg_json_paths_shown(root);
 	char *s = cJSON_Print(root);
 	cJSON_Delete(root);
 	return s;

@@ -4,6 +4,7 @@
 #include "util/json.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
@@ -58,4 +59,15 @@ cJSON *dg_json_parse(const char *text, size_t len, const char **why, int *line)
 		return NULL;
 	}
 	return root;
+}
+
+void dg_json_paths_shown(cJSON *v)
+{
+	for (cJSON *a = v ? v->child : NULL; a; a = a->next)
+		dg_json_paths_shown(a);
+	if (v && cJSON_IsString(v) && v->valuestring && strchr(v->valuestring, '/')) {
+		char *s = dg_path_shown(v->valuestring);
+		cJSON_SetValuestring(v, s);
+		free(s);
+	}
 }

@@ -18,5 +18,8 @@ cJSON *dg_json_parse(const char *text, size_t len, const char **why, int *line);
 /* The first object at or below v with a key twice: the second of the two items (its ->string the
  * key), or NULL. For readers that report their own positions (safetensors headers: bytes). */
 const cJSON *dg_json_twice(const cJSON *v);
+/* Every string at or below v through dg_path_shown (util.h), in place: for the records dsgap writes
+ * (run.json, generate.json), never for a file it reads back paths from. */
+void dg_json_paths_shown(cJSON *v);
 
 #endif

@@ -359,16 +359,53 @@ int dg_opt_bad(const char *cmd, int c, char **argv, const struct option *longopt
 
 char *dg_join_args(int argc, char **argv)
 {
-	size_t n = 16;
-	for (int i = 0; i < argc; i++)
-		n += strlen(argv[i]) + 1;
-	char *s = dg_malloc(n);
-	strcpy(s, "dsgap");
+	dg_sbuf b = { 0 };
+	dg_sb_printf(&b, "dsgap");
 	for (int i = 0; i < argc; i++) {
-		strcat(s, " ");
-		strcat(s, argv[i]);
+		char *a = dg_path_shown(argv[i]);
+		dg_sb_printf(&b, " %s", a);
+		free(a);
 	}
-	return s;
+	return b.buf;
+}
+
+char *dg_path_shown(const char *s)
+{
+	char cwd[4096];
+	size_t nc = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
+	while (nc > 0 && cwd[nc - 1] == '/') /* "/" itself: every path lies under it */
+		nc--;
+	dg_sbuf b = { 0 };
+	dg_sb_add(&b, "", 0);
+	for (size_t i = 0; s[i];) {
+		bool starts = s[i] == '/' && (i == 0 || strchr(" =,:", s[i - 1]));
+		if (!starts) {
+			dg_sb_add(&b, s + i, 1);
+			i++;
+			continue;
+		}
+		size_t n = strcspn(s + i, " ,:"), e = n;
+		const char *p = s + i;
+		while (e > 1 && p[e - 1] == '/')
+			e--;
+		if (e >= nc && !strncmp(p, cwd, nc) && (e == nc || p[nc] == '/')) {
+			size_t k = nc + (e > nc); /* past the '/' after the working directory */
+			if (k >= e)
+				dg_sb_add(&b, ".", 1);
+			else
+				dg_sb_add(&b, p + k, e - k);
+		} else {
+			size_t k = e;
+			while (k > 0 && p[k - 1] != '/')
+				k--;
+			if (k == e) /* "/" alone */
+				dg_sb_add(&b, ".", 1);
+			else
+				dg_sb_add(&b, p + k, e - k);
+		}
+		i += n;
+	}
+	return b.buf;
 }
 
 int dg_open_input(const char *path)

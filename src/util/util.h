@@ -85,8 +85,14 @@ const char *dg_git_commit(void);
 /* "dir/name" in a new string. */
 char *dg_path_join(const char *dir, const char *name);
 
-/* The command line as "dsgap ARGV[0] ARGV[1] ...", a new string (for the record of a run). */
+/* The command line as "dsgap ARGV[0] ARGV[1] ...", each argument through dg_path_shown, a new
+ * string (for the record of a run). */
 char *dg_join_args(int argc, char **argv);
+/* S with every absolute path in it (one starting S or following a space, '=', ',' or ':'; it ends at
+ * the next space, ',' or ':') shown as recorded results show paths: relative to the working
+ * directory when it lies under it ("." for the directory itself), else its last name. Recorded
+ * results name no directory of the machine that made them (issue 49). New string. */
+char *dg_path_shown(const char *s);
 
 /* The whole file as a NUL-terminated string (new), its length into *len (if not NULL); or NULL
  * with errno set: fopen's error, a read error (EIO, or EISDIR for a directory), or EFBIG (more

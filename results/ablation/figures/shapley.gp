@@ -1,5 +1,5 @@
 # shapley.gp: Shapley shares of G, S, R per density with 95% intervals
-# made by dsgap plot (dsgap 0.1.0, commit ba64aef60d8e) from /tmp/fl/ablation
+# made by dsgap plot (dsgap 0.1.0, commit ba64aef60d8e) from ablation
 # trace synth: grid=5x16x32 heads=4 layers=4 steps=10 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 5b9c0841ebfd on cpu: AMD EPYC (2 threads), 2026-12-03T19:13:23Z
 # re-render inside this directory: gnuplot shapley.gp   (writes shapley.pdf and shapley.png)
 load 'style.gp'

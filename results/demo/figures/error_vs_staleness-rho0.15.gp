@@ -1,6 +1,6 @@
 # error_vs_staleness-rho0.15.gp: mean rel_l2 against steps since the anchor
 # made by dsgap plot (dsgap 0.1.0, commit 1d94d6fbbe68) from dsgap-demo
-# trace dsgap-demo/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source /tmp/democlone/data/model/diffusion_pytorch_model.safetensors); metrics by commit 1d94d6fbbe68 on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-05T11:39:41Z
+# trace dsgap-demo/trace.h5 (model wan2.1-t2v dim 256, 8 layers, 2 heads of 128 (original layout), source diffusion_pytorch_model.safetensors); metrics by commit 1d94d6fbbe68 on cpu: Intel(R) Xeon(R) Processor (2 threads), 2026-12-05T11:39:41Z
 # re-render inside this directory: gnuplot error_vs_staleness-rho0.15.gp   (writes error_vs_staleness-rho0.15.pdf and error_vs_staleness-rho0.15.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {

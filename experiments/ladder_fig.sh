@@ -87,5 +87,5 @@ source=$([ ! -s "$1/run.json" ] || sed -n 's/^[[:space:]]*"source":[[:space:]]*"
   echo "unset output"
   echo "}"
 } > "$fig/sources_vs_density.gp"
-[ -e "$fig/style.gp" ] || cp "$here/../analysis/style.gp" "$fig/"
+cp "$here/../analysis/style.gp" "$fig/" # the current style (its source colours)
 (cd "$fig" && gnuplot sources_vs_density.gp)

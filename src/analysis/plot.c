@@ -1384,7 +1384,7 @@ static int samples_files(const char *tmp, const char *dir, const char *name, con
 	for (int p = 0; p < 2; p++) {
 		fprintf(gp, "%s\nset xtics nomirror %g\nset lmargin at screen %.2f; set rmargin at screen "
 			    "%.2f\nset title '%s'\nset key at screen %.3f, screen 0.01 center bottom "
-			    "horizontal maxrows 1 font ',7' samplen 1\nset xlabel '%s'\n",
+			    "horizontal maxcols 3 Left reverse width -1 font ',7' samplen 1\nset xlabel '%s'\n",
 			p ? "unset ytics" : "set ytics nomirror font ',7' noenhanced ()",
 			tic_step(lo[p], hi[p]), left[p], right[p], title[p],
 			(left[p] + right[p]) / 2, xlabel[p]);

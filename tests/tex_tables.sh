@@ -27,12 +27,13 @@ compile() { # compile FILE.tex: in a two-column article, no overfull box
 }
 # Committed tables made before the two-column writers whose inputs are not in the repository, so that
 # they cannot be remade here (samples: the 24 samples' run folders; refresh: the traces; gpu: a
-# device run's folder; closed_loop: the run's experiment.json). They must compile; their width is
-# reported, not checked. Every other committed table, and every one made above, must fit.
+# device run's folder; closed_loop: the run's experiment.json; demo: its metrics.csv, and dsgap demo
+# run again on another CPU moves a few entries in the third significant figure). They must compile;
+# their width is reported, not checked. Every other committed table, and every one made above, must fit.
 legacy() {
   case $1 in
     results/samples/*.tex | results/refresh/*.tex | results/refresh/*/*.tex | results/gpu/*) return 0 ;;
-    results/closed_loop/closed_loop.tex) return 0 ;;
+    results/closed_loop/closed_loop.tex | results/demo/*.tex) return 0 ;;
   esac
   return 1
 }

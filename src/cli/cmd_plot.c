@@ -2,7 +2,10 @@
  * cmd_plot.c: `dsgap plot DIR [--density X] [--boot N] [--seed X]`: the figures of a results
  * directory (plot.h) into DIR/figures/, each as NAME.dat + NAME.gp (re-render with
  * `cd DIR/figures && gnuplot NAME.gp`) + NAME.pdf + NAME.png.
+ * On a sample set (dsgap decompose DIR1 DIR2 ... --out DIR: no run.json) the one figure
+ * figures/samples-rhoX from its tables (dg_plot_samples).
  *   dsgap plot results/demo --density 0.15
+ *   dsgap plot results/samples
  */
 #include <math.h>
 #include <stdio.h>

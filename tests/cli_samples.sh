@@ -24,6 +24,15 @@ for f in decomposition ablation; do
   check "$f.md: two-level bootstrap, per-sample table, sign stability" bash -c "grep -q 'two-level bootstrap over 3 samples' '$tmp/m1/$f.md' &&
     grep -q '^Per sample' '$tmp/m1/$f.md' && grep -q ' of 3 |' '$tmp/m1/$f.md'"
 done
+# the per-sample table of the .md is in the .tex too (issue 49): a row per sample whose first number
+# is the sample's own E(est-block) of decomposition-samples.csv to 3 significant figures
+check "decomposition.tex: the per-sample table, each sample's E(est-block)" awk -F, '
+  FNR == 1 { f++ }
+  f == 1 && $2 == 0.5 && $3 == "all" && $4 == "E(est-block)" { want[$1] = sprintf("$%.3g$", $5); n++; next }
+  f == 2 && /label\{tab:decomposition-samples-0.5\}/ { in_t = 1 }
+  f == 2 && in_t && /^[abc] & / { split($0, c, " & "); if (c[2] != want[c[1]]) bad++; got++ }
+  f == 2 && in_t && /end\{table\*\}/ { in_t = 0 }
+  END { exit bad || n != 3 || got != 3 }' "$tmp/m1/decomposition-samples.csv" "$tmp/m1/decomposition.tex"
 # the pooled estimate is the mean of the per-sample ones (same units per sample)
 check "E(est-block) pooled = mean of the samples' own" awk -F, '
   FNR == 1 { file++; next }

@@ -224,21 +224,21 @@ awk -F, -v ref="$REF" -v made="$made_by" -v samp="$samples_txt" -v model="$mlabe
   { load() }
   END { printf "%% closed_loop.tex: made by experiments/closed_loop.sh (dsgap %s) from dsgap compare'"'"'s intervals. Needs \\usepackage{booktabs}.\n", commit
     for (ri = 1; ri <= nr; ri++) { r = runs[ri]; sortrho(r)
-      printf "\\begin{table*}[t]\n\\centering\n\\small\n\\caption{Closed loop, %s model, %s%s: PSNR (dB) of the final frames against the dense run of the same sample, means with 95\\%% percentile bootstrap intervals over the samples (1000 replicates, seed 1, paired across methods; $n=%d$ samples per row), at each target density $\\rho$ (in brackets the computed density past the warm-up). Ahead: the samples in which \\texttt{%s}'"'"'s PSNR is higher than the method'"'"'s. Cells: %s.}\n", tex(model), tex(samp), (nr > 1 ? ", run " tex(r) : ""), V(r, pol[r, 1], rho[r, 1], "samples"), tex(ref), tex(made)
+      printf "\\begin{table*}[t]\n\\centering\n\\small\n\\caption{Closed loop, %s model, %s%s: PSNR (dB) of the final frames against the dense run of the same sample, means with 95\\%% percentile bootstrap intervals over the samples under them (1000 replicates, seed 1, paired across methods; $n=%d$ samples per row), at each target density $\\rho$ (in brackets the computed density past the warm-up). Ahead: the samples in which \\texttt{%s}'"'"'s PSNR is higher than the method'"'"'s. Cells: %s.}\n", tex(model), tex(samp), (nr > 1 ? ", run " tex(r) : ""), V(r, pol[r, 1], rho[r, 1], "samples"), tex(ref), tex(made)
       printf "\\label{tab:closed-loop%s}\n\\begin{tabular}{ll", (nr > 1 ? "-" r : "")
-      for (j = 1; j <= nt[r]; j++) printf "rlr"
+      for (j = 1; j <= nt[r]; j++) printf "rr" # the interval under the PSNR: the page of a two-column paper (issue 49)
       printf "}\n\\toprule\n &"
-      for (j = 1; j <= nt[r]; j++) printf " & \\multicolumn{3}{c}{$\\rho=%s$ (%s)}", rho[r, j], dens(r, rho[r, j])
+      for (j = 1; j <= nt[r]; j++) printf " & \\multicolumn{2}{c}{$\\rho=%s$ (%s)}", rho[r, j], dens(r, rho[r, j])
       printf " \\\\\n"
-      for (j = 1; j <= nt[r]; j++) printf "\\cmidrule(lr){%d-%d}", 3 * j, 3 * j + 2
+      for (j = 1; j <= nt[r]; j++) printf "\\cmidrule(lr){%d-%d}", 2 * j + 1, 2 * j + 2
       printf "\nMethod & Source"
-      for (j = 1; j <= nt[r]; j++) printf " & PSNR & 95\\%% CI & ahead"
+      for (j = 1; j <= nt[r]; j++) printf " & PSNR & ahead"
       printf " \\\\\n\\midrule\n"
       for (i = 1; i <= np[r]; i++) { p = pol[r, i]; printf "\\texttt{%s} & %s", tex(p), tex(src[r, p])
         for (j = 1; j <= nt[r]; j++) { t = rho[r, j]
-          if (!have[r, p, t]) printf " & & &"
-          else if (V(r, p, t, "reached") != 1) printf " & \\multicolumn{3}{l}{cannot reach $\\rho$ (%s)}", f3(V(r, p, t, "sparse_density"))
-          else printf " & %s & $[%s, %s]$ & %s", m(V(r, p, t, "psnr")), f3(V(r, p, t, "psnr_lo")), f3(V(r, p, t, "psnr_hi")), (p == ref ? "---" : V(r, p, t, "ahead") " of " V(r, p, t, "paired")) }
+          if (!have[r, p, t]) printf " & &"
+          else if (V(r, p, t, "reached") != 1) printf " & \\multicolumn{2}{l}{cannot reach $\\rho$ (%s)}", f3(V(r, p, t, "sparse_density"))
+          else printf " & \\begin{tabular}[t]{@{}r@{}}%s\\\\{\\scriptsize$[%s, %s]$}\\end{tabular} & %s", m(V(r, p, t, "psnr")), f3(V(r, p, t, "psnr_lo")), f3(V(r, p, t, "psnr_hi")), (p == ref ? "---" : V(r, p, t, "ahead") " of " V(r, p, t, "paired")) }
         printf " \\\\\n" }
       printf "\\bottomrule\n\\end{tabular}\n\\end{table*}\n" } }' "$RESULTS/closed_loop.csv" > "$RESULTS/closed_loop.tex"
 

@@ -263,7 +263,7 @@ SP=$speed_tex OFFNP=$offnp_tex awk -F, -v tol="$tol" -v state="$speed_state" -v 
   NR == FNR { if (FNR > 1 && off() && $7 == 1) np[$1 SUBSEP $20 SUBSEP ($3 + 0)] = 1; next }
   /^\\caption\{/ { if (state == "not_measured") sub(/, and the measured speedup of the denoising loop\.\}/, "; the speedup was not measured (see the note).}")
     print; next }
-  /^Method & / { n = split($0, f, " & "); f[5] = "Density (past the warm-up)"
+  /^Method & / { n = split($0, f, " & ")
     if (state == "not_measured") f[n] = "Speedup (" esc(slabel) ") \\\\"
     s = f[1]; for (i = 2; i <= n; i++) s = s " & " f[i]; print s; next }
   /^\\texttt\{/ { n = split($0, f, " & "); p = f[1]; sub(/^\\texttt\{/, "", p); sched = "—"

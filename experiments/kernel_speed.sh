@@ -100,6 +100,11 @@ densities=$(awk -F, '$1 ~ /^sparse_ms@/ { sub(/^sparse_ms@/, "", $1); print $1 }
 } > "$RESULTS/speed.md"
 {
   echo "% speed.tex: attention speed vs density ($meta), made by experiments/kernel_speed.sh"
+  echo "\\begin{table*}[t]" # the page of a two-column paper (issue 49)
+  echo "\\centering"
+  echo "\\small"
+  echo "\\caption{Attention speed against density: keys kept per query, the ideal speedup (1/\$\\rho\$), our sparse kernel's and FlexAttention's times and their speedups over cuDNN SDPA dense ($meta).}"
+  echo "\\label{tab:speed}"
   echo "\\begin{tabular}{rrrrrrr}"
   echo "\\toprule"
   echo "\$\\rho\$ & keys & ideal & ours (ms) & Flex (ms) & ours/cuDNN & Flex/cuDNN \\\\"
@@ -107,6 +112,7 @@ densities=$(awk -F, '$1 ~ /^sparse_ms@/ { sub(/^sparse_ms@/, "", $1); print $1 }
   awk -F, "$EXP_AWK_SIG3"' NR > 1 { printf "%s & %d & %s$\\times$ & %s & %s & %s$\\times$ & %s$\\times$ \\\\\n", $1, $2, sig3($3), sig3($4), sig3($5), sig3($8), sig3($9) }' "$RESULTS/speed.csv"
   echo "\\bottomrule"
   echo "\\end{tabular}"
+  echo "\\end{table*}"
 } > "$RESULTS/speed.tex"
 {
   echo "# speed_vs_density.dat: speedup over cuDNN SDPA dense vs target density ($meta)"

@@ -146,14 +146,19 @@ awk -F, -v rs=$rshort 'FILENAME == ARGV[1] { if (FNR > 1) has[$1 "," $2 "," $3 "
 } > "$tmp/crossover.md"
 {
   echo "% crossover.tex: made by experiments/kernel_speed_length.sh from $(basename "$calls")$([ $ref = ours ] && echo " (reference: our dense kernel, no cuDNN sweep)" || echo " and $(basename "$cudnn")"). Needs \\usepackage{booktabs}."
+  echo "\\begin{table*}[t]" # the page of a two-column paper (issue 49)
+  echo "\\centering"
+  echo "\\small"
+  echo "\\caption{Speed against sequence length: per path, P\\,V mode, policy, target density and heads, the crossover length \$N\$ below which the policy stops beating $rname (never: slower at the largest \$N\$), and its speedup at 32760 tokens; $dev_short, ${rdate%%T*}.}"
+  echo "\\label{tab:crossover}"
   echo "\\begin{tabular}{lllrrlr}"
   echo "\\toprule"
   echo "Path & P\\,V & Policy & \$\\rho\$ & Heads & Crossover \$N\$ & Speedup at 32760 \\\\"
-  echo "\\multicolumn{7}{l}{\\footnotesize against $rname; $dev_short, ${rdate%%T*}} \\\\"
   echo "\\midrule"
   awk -F, "$EXP_AWK_SIG3"' NR > 1 { p = $3; gsub(/_/, "\\_", p); printf "%s & %s & \\texttt{%s} & %s & %s & %s & %s \\\\\n", $1, $2, p, $4, $5, $6, ($8 == "nan" ? "---" : "$" sig3($8) "\\times$") }' "$tmp/crossover.csv"
   echo "\\bottomrule"
   echo "\\end{tabular}"
+  echo "\\end{table*}"
 } > "$tmp/crossover.tex"
 # figures: one per (path, pv); panels per heads; one block per policy@rho within a panel, then one
 # block per panel of the rows of reps 1 (the warm-up instance's one timed call), ringed

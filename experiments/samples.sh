@@ -156,6 +156,6 @@ if [ $stage != replay ]; then
   while IFS='=' read -r label dir; do args+=("$label=$out/$dir"); done < "$out/samples.txt"
   echo "samples.sh: decompose over ${#args[@]} samples (two-level bootstrap) -> $dest" >&2
   "$DSGAP" decompose "${args[@]}" --out "$dest"
-  bash "$ROOT/experiments/samples_fig.sh" "$dest" "${rho:-0.15}"
+  "$DSGAP" plot "$dest" ${rho:+--density "$rho"} # figures/samples-rhoX (dsgap plot of a sample set)
   echo "samples.sh: tables and figures in $dest" >&2
 fi

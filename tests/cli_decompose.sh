@@ -76,8 +76,8 @@ for f in decomposition ablation; do
 	check "$f.csv: 11 fields, numbers, lo <= hi, layer all or 1-3" awk -F, 'NR > 1 {
 		if (NF != 11 || $4 !~ /^-?[0-9.e+-]+$/ || $5 + 0 > $6 + 0) exit 1
 		if ($2 != "all" && ($2 < 1 || $2 > 3)) exit 1 }' "$r/$f.csv"
-	check "$f.tex: booktabs table with caption and label" bash -c "grep -q '\\\\begin{table\*}' '$r/$f.tex' &&
-		grep -q '\\\\toprule' '$r/$f.tex' && grep -q '\\\\caption{' '$r/$f.tex' && grep -q '\\\\label{tab:$f}' '$r/$f.tex' &&
+	check "$f.tex: booktabs table per density with caption and label" bash -c "grep -q '\\\\begin{table\*}' '$r/$f.tex' &&
+		grep -q '\\\\toprule' '$r/$f.tex' && grep -q '\\\\caption{' '$r/$f.tex' && grep -q '\\\\label{tab:$f-0.1}' '$r/$f.tex' &&
 		grep -q '\\\\label{tab:$f-layers-0.1}' '$r/$f.tex' && ! grep -q '[0-9]e-[0-9]' '$r/$f.tex'"
 	check "$f.tex escapes TeX specials of the trace path" grep -qF 'data/my\_trace\_\#1.h5' "$r/$f.tex"
 	check "$f.md caption: units, clusters, replicates, seed, trace" bash -c \

@@ -74,10 +74,11 @@ check "4 samples in the titles" bash -c "grep -q '4 samples: 4 prompts × seed 1
 check ".tex: no e-notation, no bare ρ or backticks" bash -c "! grep -qE '[0-9]e[-+][0-9]|ρ|\`' '$out/closed_loop.tex'"
 if command -v pdflatex >/dev/null && kpsewhich booktabs.sty >/dev/null 2>&1; then
   cp "$out/closed_loop.tex" "$tmp/t.tex"
-  printf '%s\n' '\documentclass{article}' '\usepackage[T1]{fontenc}' '\usepackage{booktabs}' '\usepackage[margin=1cm,landscape]{geometry}' \
-    '\begin{document}' '\input{t}' '\end{document}' > "$tmp/d.tex"
+  printf '%s\n' '\documentclass[twocolumn]{article}' '\usepackage[T1]{fontenc}' '\usepackage{booktabs}' \
+    '\usepackage[textwidth=7in,columnsep=0.33in,textheight=9in]{geometry}' '\begin{document}' '\input{t}' '\end{document}' > "$tmp/d.tex"
   (cd "$tmp" && pdflatex -interaction=nonstopmode -halt-on-error d.tex > d.out 2>&1)
-  check "closed_loop.tex compiles (article, booktabs)" test $? -eq 0
+  check "closed_loop.tex compiles (two-column article, booktabs)" test $? -eq 0
+  check "closed_loop.tex fits the page of a two-column paper (no overfull box)" bash -c "! grep -q 'Overfull .hbox' '$tmp/d.log'"
 fi
 check "an earlier sheet.png is kept and called not remade" bash -c "grep -qx 'old sheet' '$out/sheet.png' && grep -q 'not remade by this run' '$out/README.md'"
 check "README: what the kept sheet shows (its own cells' prompts, not the table's), a row's PSNR the mean of its shown frames" \

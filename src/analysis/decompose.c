@@ -1208,20 +1208,38 @@ static void write_md(FILE *f, const dg_results *r, const dg_table *t)
 	free(first);
 }
 
-/* tex: $0.123$ and, in a column of its own or small beside it, $[lo, hi]$ */
-static void tex_num(FILE *f, double est, double lo, double hi, bool small_ci)
+/*
+ * The LaTeX tables are laid out for a two-column paper by design (issue 49): each one is a table*
+ * (the page's \textwidth, about 505 pt) or a table (a column's \columnwidth, about 241 pt), one
+ * table per density, without \resizebox; an interval sits under its estimate (tex_stack) so that
+ * no column is wider than its widest number. tests/tex_tables.sh compiles them in a two-column
+ * article and fails on any overfull box.
+ */
+
+/* two lines in one cell, the first on the row's baseline: "\begin{tabular}[t]{@{}r@{}}a\\b\end{tabular}" */
+static void tex_stack_begin(FILE *f, char align) { fprintf(f, "\\begin{tabular}[t]{@{}%c@{}}", align); }
+static void tex_stack_end(FILE *f) { fputs("\\end{tabular}", f); }
+
+/* tex: $0.123$ and $[lo, hi]$: in a column of its own (two cells), or stacked under the estimate
+ * in small type (one cell) */
+static void tex_num(FILE *f, double est, double lo, double hi, bool stacked)
 {
 	char a[32], b[32], c[32];
 	if (isnan(est)) {
-		fputs(small_ci ? "--" : "-- & ", f);
+		fputs(stacked ? "--" : "-- & ", f);
 		return;
 	}
+	const bool ci = !isnan(lo) && !isnan(hi);
+	if (stacked && ci)
+		tex_stack_begin(f, 'r');
 	fprintf(f, "$%s$", num(a, est));
-	if (!isnan(lo) && !isnan(hi))
-		fprintf(f, small_ci ? " {\\scriptsize$[%s, %s]$}" : " & $[%s, %s]$", num(b, lo),
+	if (ci)
+		fprintf(f, stacked ? "\\\\{\\scriptsize$[%s, %s]$}" : " & $[%s, %s]$", num(b, lo),
 			num(c, hi));
-	else if (!small_ci)
+	else if (!stacked)
 		fputs(" & ", f);
+	if (stacked && ci)
+		tex_stack_end(f);
 }
 
 static void tex_boot(FILE *f, const dg_table *t)
@@ -1275,29 +1293,22 @@ static void tex_source(FILE *f, const dg_results *r, const dg_table *t)
 	}
 }
 
-/* the main table: all layers, densities side by side */
-static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const int *first, int nd)
+/* the main table of one density (row w: all layers), spanning the page: quantity, estimate, 95% CI,
+ * share (and in how many samples > 0), then the notes */
+static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w)
 {
 	const quantity *Q = quantities(t->kind);
 	const bool multi = t->n_samples > 1, abl = t->kind == DG_TABLE_ABLATION;
-	const int per = multi ? 4 : 3; /* columns per density: estimate, CI, share, > 0 in */
 	char a[32];
-	fprintf(f, "\n\\begin{table*}[t]\n\\centering\n\\small\n\\caption{%s%s, %s: %s "
-		   "$E$ and its sources at every density ($\\rho$: target, in "
-		   "brackets the computed density), with ", t->loop ? "Closed loop: " : "",
-		   abl ? "MC-Sparse factorial ablation" : "Sources of the dense--sparse attention gap",
-		   t->loop ? "final latents" : "all layers", t->loop && t->loop->measure ==
-		   DG_MEASURE_PSNR ? "minus the PSNR (dB)" : "mean relative $L_2$ error");
+	fprintf(f, "\n\\begin{table*}[t]\n\\centering\n\\small\n\\caption{%s%s at $\\rho=%g$ (computed "
+		   "%s), %s: %s $E$ and its sources, with ", t->loop ? "Closed loop: " : "",
+		abl ? "MC-Sparse factorial ablation" : "Sources of the dense--sparse attention gap",
+		r->density[w->density], num(a, w->density_eff), t->loop ? "final latents" : "all layers",
+		t->loop && t->loop->measure == DG_MEASURE_PSNR ? "minus the PSNR (dB)" : "mean relative $L_2$ error");
 	tex_boot(f, t);
-	fprintf(f, ". ");
-	bool few = false;
-	for (int k = 0; k < nd; k++) {
-		const dg_row *w = &t->row[first[k]];
-		fprintf(f, "%s$\\rho=%g$: ", k ? "; " : "", r->density[w->density]);
-		tex_counts(f, t, w);
-		few |= dg_row_few(t, w->n_samples, w->n_clusters);
-	}
-	if (few) {
+	fprintf(f, "; ");
+	tex_counts(f, t, w);
+	if (dg_row_few(t, w->n_samples, w->n_clusters)) {
 		fputs(". ", f);
 		few_note(f, false);
 	}
@@ -1313,66 +1324,40 @@ static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const int 
 		"single. Shares of $E$(est-block), of lost (residual), of query grouping (PCA).",
 		multi ? " $>0$: samples whose own estimate is positive." : "");
 	char lb[64];
-	fprintf(f, "\\label{tab:%s}\n\\begin{tabular}{l", label_of(lb, t));
-	for (int k = 0; k < nd; k++)
-		fprintf(f, "%s", multi ? "rlrr" : "rlr");
-	fprintf(f, "}\n\\toprule\n");
-	for (int k = 0; k < nd; k++) {
-		const dg_row *w = &t->row[first[k]];
-		fprintf(f, " & \\multicolumn{%d}{c}{$\\rho=%g$ (%s)}", per, r->density[w->density],
-			num(a, w->density_eff));
-	}
-	fprintf(f, " \\\\\n");
-	for (int k = 0; k < nd; k++)
-		fprintf(f, "\\cmidrule(lr){%d-%d}", 2 + k * per, 1 + (k + 1) * per);
-	fprintf(f, "\nQuantity");
-	for (int k = 0; k < nd; k++)
-		fprintf(f, " & Estimate & 95\\%% CI & Share%s", multi ? " & $>0$" : "");
-	fprintf(f, " \\\\\n\\midrule\n");
+	fprintf(f, "\\label{tab:%s-%g}\n\\begin{tabular}{lrlr%s}\n\\toprule\n"
+		   "Quantity & Estimate & 95\\%% CI & Share%s \\\\\n\\midrule\n",
+		label_of(lb, t), r->density[w->density], multi ? "r" : "", multi ? " & $>0$" : "");
 	if (abl) {
 		for (int j = 0; j < 8; j++) {
 			int m = cell_order[j];
-			fprintf(f, "$E$(%s) [%s%s%s%s]", cell_policy()[m], m & 1 ? "G" : "",
+			fprintf(f, "$E$(%s) [%s%s%s%s] & ", cell_policy()[m], m & 1 ? "G" : "",
 				m & 2 ? "S" : "", m & 4 ? "R" : "", m ? "" : "none");
-			for (int k = 0; k < nd; k++) {
-				const dg_row *w = &t->row[first[k]];
-				fputs(" & ", f);
-				tex_num(f, w->est[m], w->lo[m], w->hi[m], false);
-				fprintf(f, " & %s", multi ? " & " : "");
-			}
-			fprintf(f, " \\\\\n");
+			tex_num(f, w->est[m], w->lo[m], w->hi[m], false);
+			fprintf(f, " & %s \\\\\n", multi ? " & " : "");
 		}
 		fprintf(f, "\\midrule\n");
 	}
 	for (int q = abl ? DG_ABL_TOTAL : 0; q < dg_table_quantities(t->kind); q++) {
-		bool any = false;
-		for (int k = 0; k < nd; k++)
-			any |= !isnan(t->row[first[k]].est[q]);
-		if (!any)
+		if (isnan(w->est[q]))
 			continue;
-		fprintf(f, "%s%s", !abl && q == DG_LAD_E_ORACLE_BLOCK ? "\\midrule\n" : "", Q[q].tex);
-		for (int k = 0; k < nd; k++) {
-			const dg_row *w = &t->row[first[k]];
-			char s[64], st[32];
-			fputs(" & ", f);
-			tex_num(f, w->est[q], w->lo[q], w->hi[q], false);
-			share(s, t, w, q);
-			fputs(" & ", f);
-			if (*s) {
-				s[strlen(s) - 1] = 0;
-				fprintf(f, "$%s$\\%%", s);
-			}
-			if (multi)
-				fprintf(f, " & %s", stability(st, w, q));
+		char s[64], st[32];
+		fprintf(f, "%s%s & ", !abl && q == DG_LAD_E_ORACLE_BLOCK ? "\\midrule\n" : "", Q[q].tex);
+		tex_num(f, w->est[q], w->lo[q], w->hi[q], false);
+		share(s, t, w, q);
+		fputs(" & ", f);
+		if (*s) {
+			s[strlen(s) - 1] = 0;
+			fprintf(f, "$%s$\\%%", s);
 		}
+		if (multi)
+			fprintf(f, " & %s", stability(st, w, q));
 		fprintf(f, " \\\\\n");
 	}
 	fprintf(f, "\\bottomrule\n\\end{tabular}\n");
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&buf, &len);
-	for (int k = 0; k < nd; k++)
-		notes(m, r, t, &t->row[first[k]], false);
+	notes(m, r, t, w, false);
 	fclose(m);
 	if (len) { /* the notes under the table; already LaTeX-safe except _ */
 		fprintf(f, "\n\\smallskip\n\\begin{minipage}{0.95\\textwidth}\\footnotesize\n");
@@ -1390,7 +1375,48 @@ static void tex_main(FILE *f, const dg_results *r, const dg_table *t, const int 
 	fprintf(f, "\\end{table*}\n");
 }
 
-/* the peers at matched density of density index d, a table of their own */
+/* each sample's own estimates at one density (row w: all layers), as the Markdown's per-sample
+ * table: one row per sample, then in how many samples each is > 0 */
+static void tex_samples(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w)
+{
+	if (!w->sample_est)
+		return;
+	const int *cols = layer_cols(t);
+	const char *const *head = layer_heads(t, true);
+	char a[32];
+	fprintf(f, "\n\\begin{table*}[t]\n\\centering\n\\small\n\\caption{%s per sample at "
+		   "$\\rho=%g$ (computed %s), all layers, each sample alone (its own mean over its "
+		   "post-warm-up units); last row: samples whose estimate is $>0$. ",
+		t->kind == DG_TABLE_LADDER ? "Sources of the gap" : "Factorial ablation",
+		r->density[w->density], num(a, w->density_eff));
+	tex_source(f, r, t);
+	fprintf(f, ".}\n\\label{tab:%s-samples-%g}\n\\begin{tabular}{l", dg_table_name(t->kind),
+		r->density[w->density]);
+	for (int j = 0; j < LAYER_COLS; j++)
+		fputc('r', f);
+	fprintf(f, "}\n\\toprule\nSample");
+	for (int j = 0; j < LAYER_COLS; j++)
+		fprintf(f, " & %s", head[j]);
+	fprintf(f, " \\\\\n\\midrule\n");
+	for (int s = 0; s < t->n_samples; s++) {
+		const double *e = w->sample_est + (size_t)s * DG_Q_MAX;
+		if (isnan(e[cols[0]]))
+			continue;
+		tex_puts(f, sample_label(r, t, s));
+		for (int j = 0; j < LAYER_COLS; j++)
+			fprintf(f, isnan(e[cols[j]]) ? " & --" : " & $%s$", num(a, e[cols[j]]));
+		fprintf(f, " \\\\\n");
+	}
+	fprintf(f, "\\midrule\n$>0$ in");
+	for (int j = 0; j < LAYER_COLS; j++) {
+		char s[32];
+		fprintf(f, " & %s", stability(s, w, cols[j]));
+	}
+	fprintf(f, " \\\\\n\\bottomrule\n\\end{tabular}\n\\end{table*}\n");
+}
+
+/* the peers at matched density of density index d, a table of their own spanning the page: the
+ * method over its configuration, E and Delta over their intervals */
 static void tex_peers(FILE *f, const dg_results *r, const dg_table *t, const dg_row *w)
 {
 	const char *ref = dg_table_reference(t->kind);
@@ -1402,29 +1428,32 @@ static void tex_peers(FILE *f, const dg_results *r, const dg_table *t, const dg_
 			continue;
 		char a[32], lb[64];
 		if (!any) {
-			fprintf(f, "\n\\begin{table}[t]\n\\centering\n\\small\n\\caption{Peers at "
+			fprintf(f, "\n\\begin{table*}[t]\n\\centering\n\\small\n\\caption{Peers at "
 				   "matched density $\\rho=%g$: per method the configuration whose "
 				   "computed density is closest to the target; $E$ over its post-warm-up "
 				   "units and $\\Delta = E - E$(%s), with ", r->density[w->density], ref);
 			tex_boot(f, t);
-			fprintf(f, "; $n$: units, $c$: clusters. ");
+			fprintf(f, " under each; $n$: units, $c$: clusters. ");
 			tex_source(f, r, t);
-			fprintf(f, ".}\n\\label{tab:%s-peers-%g}\n\\begin{tabular}{llrrrll%s}\n\\toprule\n"
-				   "Method & Configuration & $n$ & $c$ & Density & $E$ & $\\Delta$%s \\\\\n"
+			fprintf(f, ".}\n\\label{tab:%s-peers-%g}\n\\begin{tabular}{lrrrrr%s}\n\\toprule\n"
+				   "Method (configuration) & $n$ & $c$ & Density & $E$ & $\\Delta$%s \\\\\n"
 				   "\\midrule\n", label_of(lb, t), r->density[w->density],
 				multi ? "r" : "", multi ? " & $\\Delta>0$" : "");
 		}
 		any = true;
+		tex_stack_begin(f, 'l');
 		tex_puts(f, p->method->method);
-		fputs(" & \\texttt{", f);
+		fputs("\\\\{\\scriptsize\\texttt{", f);
 		tex_puts(f, r->policy[p->policy]);
+		fputs("}}", f);
+		tex_stack_end(f);
 		if (p->unreached) {
-			fprintf(f, "} & %.0f & %d & \\multicolumn{%d}{l}{cannot reach $\\rho$ "
+			fprintf(f, " & %.0f & %d & \\multicolumn{%d}{l}{cannot reach $\\rho$ "
 				   "(closest %.3f)} \\\\\n", p->n_units, p->n_clusters, multi ? 4 : 3,
 				p->density_eff);
 			continue;
 		}
-		fprintf(f, "} & %.0f & %d & $%s$ & ", p->n_units, p->n_clusters,
+		fprintf(f, " & %.0f & %d & $%s$ & ", p->n_units, p->n_clusters,
 			num(a, p->density_eff));
 		tex_num(f, p->est[0], p->lo[0], p->hi[0], true);
 		fputs(" & ", f);
@@ -1434,7 +1463,7 @@ static void tex_peers(FILE *f, const dg_results *r, const dg_table *t, const dg_
 		fprintf(f, " \\\\\n");
 	}
 	if (any)
-		fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table}\n");
+		fprintf(f, "\\bottomrule\n\\end{tabular}\n\\end{table*}\n");
 }
 
 static void tex_layers(FILE *f, const dg_results *r, const dg_table *t, int first, int end)
@@ -1450,7 +1479,7 @@ static void tex_layers(FILE *f, const dg_results *r, const dg_table *t, int firs
 		   "Sources of the gap" : "Factorial ablation", r->density[w->density],
 		num(a, w->density_eff), multi ? ", $s$: samples" : "");
 	tex_boot(f, t);
-	fprintf(f, ". ");
+	fprintf(f, " under each estimate. ");
 	tex_source(f, r, t);
 	for (int k = first; k < end; k++)
 		if (dg_row_few(t, t->row[k].n_samples, t->row[k].n_clusters)) {
@@ -1459,7 +1488,7 @@ static void tex_layers(FILE *f, const dg_results *r, const dg_table *t, int firs
 			break;
 		}
 	char lb[64];
-	fprintf(f, ".}\n\\label{tab:%s-layers-%g}\n\\begin{tabular}{rrr%slllll}\n\\toprule\n"
+	fprintf(f, ".}\n\\label{tab:%s-layers-%g}\n\\begin{tabular}{rrr%srrrrr}\n\\toprule\n"
 		   "Layer & $n$ & $c$%s", label_of(lb, t), r->density[w->density],
 		multi ? "r" : "", multi ? " & $s$" : "");
 	for (int j = 0; j < LAYER_COLS; j++)
@@ -1496,8 +1525,9 @@ static void write_tex(FILE *f, const dg_results *r, const dg_table *t)
 		free(dir);
 	}
 	fprintf(f, ".\n%% Needs \\usepackage{booktabs}.\n");
-	tex_main(f, r, t, first, nd);
 	for (int k = 0; k < nd; k++) {
+		tex_main(f, r, t, &t->row[first[k]]);
+		tex_samples(f, r, t, &t->row[first[k]]);
 		tex_peers(f, r, t, &t->row[first[k]]);
 		if (first[k + 1] > first[k] + 1)
 			tex_layers(f, r, t, first[k] + 1, first[k + 1]);

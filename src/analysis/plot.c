@@ -586,11 +586,11 @@ static int fig_sources_per_layer(plotter *pl)
 		    "set style fill solid 0.85 noborder\n"
 		    "set xzeroaxis lt -1 lw 1\n"
 		    "f = '%s.dat'\n"
-		    "plot f using 1:(($3+$4)/2):($1-0.4):($1+0.4):3:4 with boxxyerror ls 3 "
+		    "plot f using 1:(($3+$4)/2):($1-0.4):($1+0.4):3:4 with boxxyerror ls ls_lost "
 		    "title 'lost contributions', \\\n"
-		    "\tf using 1:(($5+$6)/2):($1-0.4):($1+0.4):5:6 with boxxyerror ls 2 "
+		    "\tf using 1:(($5+$6)/2):($1-0.4):($1+0.4):5:6 with boxxyerror ls ls_grouping "
 		    "title 'grouping', \\\n"
-		    "\tf using 1:(($7+$8)/2):($1-0.4):($1+0.4):7:8 with boxxyerror ls 1 "
+		    "\tf using 1:(($7+$8)/2):($1-0.4):($1+0.4):7:8 with boxxyerror ls ls_selection "
 		    "title 'selection', \\\n"
 		    "\tf using 1:9%s with %s pt 7 ps 0.6 lc rgb '#000000' lw 1 title "
 		    "'E(est-block) = sum%s'\n",
@@ -658,7 +658,7 @@ static int fig_ablation(plotter *pl)
 		    "set ylabel 'relative L_2 error (mean)'\n"
 		    "set title 'target density {/:Italic ρ} = %g, computed %.3g'\n"
 		    "f = '%s.dat'\n"
-		    "plot f using 1:4:xtic(2) with boxes ls 1 notitle%s\n",
+		    "plot f using 1:4:xtic(2) with boxes ls 9 notitle%s\n",
 		r->density[d], density_eff, name,
 		pl->o->boot ? ", \\\n\tf using 1:5:(0):($6-$5) with vectors " INTERVAL " notitle" :
 			      "");
@@ -717,8 +717,9 @@ static int fig_shapley(plotter *pl)
 		    "set key outside top center horizontal maxrows 2 Left reverse samplen 1 "
 		    "font ',7'\n"
 		    "f = '%s.dat'\n"
-		    "titles = \"'G: grouping' 'S: selection' 'R: residual'\"\n"
-		    "plot for [k=0:2] f using ($1+(k-1)*0.26):(column(3+3*k)) with boxes ls k+1 "
+		    "titles = \"'{/:Italic φ}_G grouping' '{/:Italic φ}_S selection' '{/:Italic φ}_R residual'\"\n"
+		    "src(k) = k == 0 ? ls_grouping : k == 1 ? ls_selection : ls_lost\n"
+		    "plot for [k=0:2] f using ($1+(k-1)*0.26):(column(3+3*k)) with boxes ls src(k) "
 		    "title word(titles, k+1)%s\n",
 		x - 0.4, name,
 		pl->o->boot ? ", \\\n\tfor [k=0:2] f using ($1+(k-1)*0.26):(column(4+3*k)):(0):"
@@ -1120,6 +1121,359 @@ static int install(const char *tmp, const char *final)
 	if (*old)
 		dg_tmp_release(old);
 	return 0;
+}
+
+/* ---- the sample-set figure (a dsgap decompose DIR1 DIR2 ... --out folder, no run.json) ------- */
+
+/* the quantities of the figure: panel 0 the ladder's sources, panel 1 the factorial's Shapley
+ * shares, each drawn in its source's colour (style.gp's ls_SOURCE) */
+static const struct {
+	const char *quantity, *title, *style;
+	int panel;
+} sample_q[] = {
+	{ "selection", "selection", "ls_selection", 0 },
+	{ "grouping", "grouping", "ls_grouping", 0 },
+	{ "lost", "lost contributions", "ls_lost", 0 },
+	{ "shapley_G", "{/:Italic φ}_G grouping", "ls_grouping", 1 },
+	{ "shapley_S", "{/:Italic φ}_S selection", "ls_selection", 1 },
+	{ "shapley_R", "{/:Italic φ}_R residual", "ls_lost", 1 },
+};
+#define SAMPLE_Q (int)(sizeof sample_q / sizeof *sample_q)
+#define SAMPLE_MAX 256
+#define SAMPLE_RHO_MAX 64
+
+typedef struct {
+	double rho[SAMPLE_RHO_MAX]; /* the densities of the tables */
+	int n_rho;
+	double computed;                          /* E(est-block)'s computed density at the chosen one */
+	double est[SAMPLE_Q], lo[SAMPLE_Q], hi[SAMPLE_Q]; /* the pooled estimates */
+	char label[SAMPLE_MAX][DG_POLICY_NAME_MAX];       /* the samples in the order of their file */
+	double v[SAMPLE_MAX][SAMPLE_Q];
+	int n;
+} sample_set;
+
+/* One CSV line into at most max fields (RFC 4180: "a, b" and "" inside quotes); the count. The
+ * fields point into line, which is changed. */
+static int csv_split(char *line, char **field, int max)
+{
+	int n = 0;
+	char *p = line;
+	line[strcspn(line, "\r\n")] = 0;
+	while (n < max) {
+		char *out = p;
+		field[n++] = p;
+		if (*p == '"') {
+			for (p++;; p++) {
+				if (*p == '"' && p[1] == '"')
+					*out++ = *p++;
+				else if (*p == '"' || !*p) {
+					p += *p == '"';
+					break;
+				} else
+					*out++ = *p;
+			}
+			while (*p && *p != ',')
+				p++;
+		} else {
+			while (*p && *p != ',')
+				*out++ = *p++;
+		}
+		const bool more = *p == ',';
+		*out = 0;
+		if (!more)
+			break;
+		p++;
+	}
+	return n;
+}
+
+static int sample_quantity(const char *q)
+{
+	for (int k = 0; k < SAMPLE_Q; k++)
+		if (!strcmp(sample_q[k].quantity, q))
+			return k;
+	return -1;
+}
+
+/*
+ * Read DIR/NAME (decomposition.csv, ablation.csv: pass 0 the densities, pass 1 the pooled rows at
+ * rho; or their -samples.csv: each sample's rows at rho). A missing file is no error (a set with
+ * the ladder or the factorial alone); 0, or -1 after one line.
+ */
+static int sample_read(const char *dir, const char *name, bool per_sample, int pass, double rho,
+		       sample_set *s)
+{
+	char *path = dg_path_join(dir, name);
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		free(path);
+		return 0;
+	}
+	char *line = NULL, *fld[16];
+	size_t cap = 0;
+	int rc = 0, row = 0;
+	while (getline(&line, &cap, f) > 0 && !rc) {
+		if (row++ == 0)
+			continue;
+		int nf = csv_split(line, fld, 16);
+		char *end;
+		if (per_sample) { /* sample,density_target,layer,quantity,estimate */
+			if (nf != 5) {
+				rc = dg_error("plot: %s line %d: %d fields, not 5", path, row, nf);
+				break;
+			}
+			int k = sample_quantity(fld[3]);
+			if (k < 0 || strcmp(fld[2], "all") || fabs(strtod(fld[1], NULL) - rho) > 1e-9)
+				continue;
+			int i = 0;
+			while (i < s->n && strcmp(s->label[i], fld[0]))
+				i++;
+			if (i == s->n) {
+				if (s->n == SAMPLE_MAX) {
+					rc = dg_error("plot: %s: more than %d samples", path, SAMPLE_MAX);
+					break;
+				}
+				snprintf(s->label[s->n], DG_POLICY_NAME_MAX, "%s", fld[0]);
+				for (int j = 0; j < SAMPLE_Q; j++)
+					s->v[s->n][j] = NAN;
+				s->n++;
+			}
+			s->v[i][k] = strtod(fld[4], &end);
+			continue;
+		}
+		/* density_target,layer,quantity,estimate,lo,hi,n_units,n_clusters,n_samples,density,... */
+		if (nf < 10) {
+			rc = dg_error("plot: %s line %d: %d fields, not 11", path, row, nf);
+			break;
+		}
+		double d = strtod(fld[0], &end);
+		if (end == fld[0] || *end) {
+			rc = dg_error("plot: %s line %d: density_target '%s' is not a number", path, row,
+				      fld[0]);
+			break;
+		}
+		if (strcmp(fld[1], "all"))
+			continue;
+		if (pass == 0) {
+			int j = 0;
+			while (j < s->n_rho && s->rho[j] != d)
+				j++;
+			if (j == s->n_rho && s->n_rho < SAMPLE_RHO_MAX)
+				s->rho[s->n_rho++] = d;
+			continue;
+		}
+		if (fabs(d - rho) > 1e-9)
+			continue;
+		if (!strcmp(fld[2], "E(est-block)"))
+			s->computed = strtod(fld[9], NULL);
+		int k = sample_quantity(fld[2]);
+		if (k >= 0) {
+			s->est[k] = strtod(fld[3], NULL);
+			s->lo[k] = strtod(fld[4], NULL);
+			s->hi[k] = strtod(fld[5], NULL);
+		}
+	}
+	free(line);
+	fclose(f);
+	free(path);
+	return rc;
+}
+
+/* an x tic step of about 5 tics over [lo, hi] and 0: 1, 2 or 5 times a power of 10 */
+static double tic_step(double lo, double hi)
+{
+	lo = fmin(lo, 0);
+	hi = fmax(hi, 0);
+	const double r = (hi - lo) / 5;
+	if (!(r > 0))
+		return 1;
+	const double p = pow(10, floor(log10(r))), m = r / p;
+	return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+}
+
+bool dg_plot_is_sample_set(const char *dir)
+{
+	static const char *const need[] = { "decomposition-samples.csv", "ablation-samples.csv" };
+	char *run = dg_path_join(dir, "run.json");
+	struct stat st;
+	bool set = stat(run, &st) != 0;
+	free(run);
+	bool any = false;
+	for (int i = 0; i < 2 && set; i++) {
+		char *p = dg_path_join(dir, need[i]);
+		any |= stat(p, &st) == 0;
+		free(p);
+	}
+	return set && any;
+}
+
+/* the .dat and .gp of samples-rhoX into tmp */
+static int samples_files(const char *tmp, const char *dir, const char *name, const sample_set *s,
+			 double rho)
+{
+	char file[96];
+	snprintf(file, sizeof file, "%s.dat", name);
+	char *path = dg_path_join(tmp, file);
+	FILE *dat = fopen(path, "w");
+	free(path);
+	if (!dat)
+		return dg_error("cannot write %s/figures/%s: %s", dir, file, strerror(errno));
+	fprintf(dat, "# %s.dat: per sample at density_target %g (row 0: all samples pooled, with the "
+		     "two-level 95%% interval; for a sample lo = hi = its estimate)\n"
+		     "# made by dsgap plot (dsgap %s, commit %s) from the sample set's "
+		     "{decomposition,ablation}{,-samples}.csv\n# columns: row label",
+		name, rho, DG_VERSION, dg_git_commit());
+	for (int k = 0; k < SAMPLE_Q; k++)
+		fprintf(dat, " %s", sample_q[k].quantity);
+	fprintf(dat, ", then lo hi of each in that order\n0 \"all samples\"");
+	double lo[2] = { 0, 0 }, hi[2] = { 0, 0 };
+	for (int k = 0; k < SAMPLE_Q; k++)
+		fprintf(dat, " %.10g", s->est[k]);
+	for (int k = 0; k < SAMPLE_Q; k++) {
+		fprintf(dat, " %.10g %.10g", s->lo[k], s->hi[k]);
+		const int p = sample_q[k].panel;
+		if (!isnan(s->lo[k]))
+			lo[p] = fmin(lo[p], s->lo[k]), hi[p] = fmax(hi[p], s->hi[k]);
+	}
+	fputc('\n', dat);
+	for (int i = 0; i < s->n; i++) {
+		fprintf(dat, "%d \"", i + 1);
+		for (const char *c = s->label[i]; *c; c++) /* a gnuplot "..." column: no quote in it */
+			fputc(*c == '"' || (unsigned char)*c < 0x20 ? '?' : *c, dat);
+		fputc('"', dat);
+		for (int k = 0; k < SAMPLE_Q; k++)
+			fprintf(dat, " %.10g", s->v[i][k]);
+		for (int k = 0; k < SAMPLE_Q; k++) {
+			fprintf(dat, " %.10g %.10g", s->v[i][k], s->v[i][k]);
+			const int p = sample_q[k].panel;
+			if (!isnan(s->v[i][k]))
+				lo[p] = fmin(lo[p], s->v[i][k]), hi[p] = fmax(hi[p], s->v[i][k]);
+		}
+		fputc('\n', dat);
+	}
+	if (dg_out_close_errno(dat))
+		return dg_error("cannot write %s/figures/%s", dir, file);
+	snprintf(file, sizeof file, "%s.gp", name);
+	path = dg_path_join(tmp, file);
+	FILE *gp = fopen(path, "w");
+	free(path);
+	if (!gp)
+		return dg_error("cannot write %s/figures/%s: %s", dir, file, strerror(errno));
+	const int rows = s->n + 1;
+	const double h = 1.7 + 0.17 * rows;
+	fprintf(gp, "# %s.gp: per-sample sources (ladder) and Shapley shares (factorial) at "
+		    "density_target %g\n# made by dsgap plot (dsgap %s, commit %s); re-render inside this "
+		    "directory: gnuplot %s.gp\nload 'style.gp'\ndo for [fmt in \"pdf png\"] {\n"
+		    "if (fmt eq \"pdf\") {\n\tset terminal pdfcairo size %.2fin,%.2fin font 'Liberation "
+		    "Sans,8'\n} else {\n\tset terminal pngcairo size %d,%d font 'Liberation Sans,8' "
+		    "fontscale %g linewidth %g\n}\nset output '%s.'.fmt\n",
+		name, rho, DG_VERSION, dg_git_commit(), name, PAGE_W, h, (int)(PAGE_W * PNG_DPI),
+		(int)(h * PNG_DPI), PNG_DPI / 100.0, PNG_DPI / 150.0, name);
+	fprintf(gp, "set multiplot title 'per sample at target density {/:Italic ρ} = %g", rho);
+	if (!isnan(s->computed))
+		fprintf(gp, " (computed %.3g)", s->computed);
+	fprintf(gp, ": each sample alone; top row: all samples pooled with the two-level 95%% "
+		    "interval'\nset tmargin at screen %.3f; set bmargin at screen %.3f\n"
+		    "set yrange [%d - 0.5:-0.5]\nset grid xtics noytics\n"
+		    "set arrow from 0, graph 0 to 0, graph 1 nohead lc rgb '#000000' lw 1\n"
+		    "f = '%s.dat'\n", 1 - 0.55 / h, 0.75 / h, rows, name);
+	static const char *const title[2] = { "(a) sources of the gap (oracle ladder)",
+					      "(b) Shapley shares (factorial; positive = error reduced)" };
+	static const char *const xlabel[2] = { "relative L_2 error", "error reduction" };
+	static const double left[2] = { 0.16, 0.60 }, right[2] = { 0.55, 0.98 };
+	static const int pt[3] = { 7, 5, 9 };
+	for (int p = 0; p < 2; p++) {
+		fprintf(gp, "%s\nset xtics nomirror %g\nset lmargin at screen %.2f; set rmargin at screen "
+			    "%.2f\nset title '%s'\nset key at screen %.3f, screen 0.01 center bottom "
+			    "horizontal maxcols 3 Left reverse width -1 font ',7' samplen 1\nset xlabel '%s'\n",
+			p ? "unset ytics" : "set ytics nomirror font ',7' noenhanced ()",
+			tic_step(lo[p], hi[p]), left[p], right[p], title[p],
+			(left[p] + right[p]) / 2, xlabel[p]);
+		for (int k = 0, j = 0; k < SAMPLE_Q; k++) {
+			if (sample_q[k].panel != p)
+				continue;
+			fprintf(gp, "%s f using %d:($1%+.1f):%d:%d%s with xerrorbars ls %s pt %d ps 0.7 "
+				    "title '%s'", j ? ", \\\n\t" : "plot", 3 + k, 0.2 * (j - 1),
+				3 + SAMPLE_Q + 2 * k, 4 + SAMPLE_Q + 2 * k,
+				p == 0 && j == 0 ? ":ytic(stringcolumn(2))" : "", sample_q[k].style,
+				pt[j % 3], sample_q[k].title);
+			j++;
+		}
+		fputc('\n', gp);
+	}
+	fprintf(gp, "unset multiplot\n");
+	gp_end(gp);
+	if (dg_out_close_errno(gp))
+		return dg_error("cannot write %s/figures/%s", dir, file);
+	return 0;
+}
+
+int dg_plot_samples(const char *dir, double density)
+{
+	sample_set *s = dg_calloc(1, sizeof *s);
+	s->computed = NAN;
+	for (int k = 0; k < SAMPLE_Q; k++)
+		s->est[k] = s->lo[k] = s->hi[k] = NAN;
+	int rc = sample_read(dir, "decomposition.csv", false, 0, 0, s) ||
+		 sample_read(dir, "ablation.csv", false, 0, 0, s) ? -1 : 0;
+	if (!rc && !s->n_rho)
+		rc = dg_error("plot: %s: no table (decomposition.csv or ablation.csv of dsgap decompose "
+			      "--samples)", dir);
+	double rho = NAN;
+	const double want = isnan(density) ? DG_PLOT_DENSITY : density;
+	for (int j = 0; j < s->n_rho && !rc; j++)
+		if (isnan(rho) || fabs(s->rho[j] - want) < fabs(rho - want))
+			rho = s->rho[j];
+	if (!rc && !isnan(density) && fabs(rho - density) > 1e-9) {
+		char have[512] = "";
+		for (int i = 0; i < s->n_rho && strlen(have) + 24 < sizeof have; i++)
+			snprintf(have + strlen(have), sizeof have - strlen(have), "%s%g", i ? ", " : "",
+				 s->rho[i]);
+		rc = dg_error("plot: no density_target %g in %s's tables (there: %s)", density, dir, have);
+	}
+	if (!rc)
+		rc = sample_read(dir, "decomposition.csv", false, 1, rho, s) ||
+		     sample_read(dir, "ablation.csv", false, 1, rho, s) ||
+		     sample_read(dir, "decomposition-samples.csv", true, 0, rho, s) ||
+		     sample_read(dir, "ablation-samples.csv", true, 0, rho, s) ? -1 : 0;
+	if (!rc && !s->n)
+		rc = dg_error("plot: %s: no sample's estimate at density_target %g in "
+			      "{decomposition,ablation}-samples.csv", dir, rho);
+	char name[64];
+	snprintf(name, sizeof name, "samples-rho%g", rho);
+	char *final = dg_path_join(dir, "figures"), *tmp = dg_tmp_name(final);
+	bool made_tmp = false;
+	if (!rc) {
+		made_tmp = mkdir(tmp, 0777) == 0;
+		if (!made_tmp)
+			rc = dg_error("cannot create directory %s: %s", tmp, strerror(errno));
+	}
+	if (!rc) {
+		char *style = dg_path_join(tmp, "style.gp");
+		FILE *f = fopen(style, "w");
+		free(style);
+		rc = !f || fputs(DG_STYLE_GP, f) < 0 ? -1 : 0;
+		if (f && dg_out_close_errno(f))
+			rc = -1;
+		if (rc)
+			dg_error("cannot write %s/figures/style.gp", dir);
+	}
+	if (!rc)
+		rc = samples_files(tmp, dir, name, s, rho);
+	if (!rc)
+		rc = dg_gnuplot(tmp, name);
+	if (!rc)
+		rc = install(tmp, final);
+	if (rc && made_tmp)
+		remove_dir(tmp);
+	dg_tmp_release(tmp);
+	if (!rc)
+		printf("plot: %s/%s.{dat,gp,pdf,png}: %d samples and the pooled estimate at density_target "
+		       "%g\n", final, name, s->n, rho);
+	free(tmp);
+	free(final);
+	free(s);
+	return rc ? -1 : 1;
 }
 
 int dg_plot(const dg_results *r, const dg_plot_opts *o)

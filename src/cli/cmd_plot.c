@@ -2,7 +2,10 @@
  * cmd_plot.c: `dsgap plot DIR [--density X] [--boot N] [--seed X]`: the figures of a results
  * directory (plot.h) into DIR/figures/, each as NAME.dat + NAME.gp (re-render with
  * `cd DIR/figures && gnuplot NAME.gp`) + NAME.pdf + NAME.png.
+ * On a sample set (dsgap decompose DIR1 DIR2 ... --out DIR: no run.json) the one figure
+ * figures/samples-rhoX from its tables (dg_plot_samples).
  *   dsgap plot results/demo --density 0.15
+ *   dsgap plot results/samples
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,19 +18,23 @@
 #include "util/files.h"
 #include "util/util.h"
 
-#define DEFAULT_DENSITY 0.15
+#define DEFAULT_DENSITY DG_PLOT_DENSITY
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: dsgap plot DIR [--density X] [--boot N] [--seed X]\n"
-		   "  DIR          results directory with metrics.csv and run.json (dsgap replay)\n"
+		   "  DIR          results directory with metrics.csv and run.json (dsgap replay), or a\n"
+		   "               sample set (dsgap decompose DIR1 DIR2 ... --out DIR: the tables and\n"
+		   "               their -samples.csv)\n"
 		   "  --density X  density_target of the per-density figures (default: the one "
 		   "closest to %g)\n"
 		   "  --boot N     bootstrap replicates for the 95%% error bars (default 1000; 0: none)\n"
 		   "  --seed X     seed of the bootstrap generator, mt19937 (default 1)\n"
 		   "writes DIR/figures/: error_vs_density, shapley and, named NAME-rhoX for the density,\n"
 		   "sources_per_layer, ablation, error_vs_staleness, mass_distribution (.dat .gp .pdf\n"
-		   ".png; another density's figures are kept) and style.gp\n",
+		   ".png; another density's figures are kept) and style.gp; of a sample set:\n"
+		   "samples-rhoX (each sample's sources and Shapley shares beside the pooled estimate with\n"
+		   "its interval, from the tables: --boot and --seed do not apply)\n",
 		DEFAULT_DENSITY);
 }
 
@@ -37,6 +44,14 @@ int dg_cmd_plot(int argc, char **argv)
 	int rc = dg_results_args_parse(&a, "plot", true, argc, argv, usage);
 	if (rc)
 		return rc > 0 ? 0 : 2;
+	if (dg_plot_is_sample_set(a.dir)) {
+		dg_dir_lock_t lock = { .fd = -1 };
+		rc = dg_dir_lock(&lock, a.dir);
+		if (!rc)
+			rc = dg_plot_samples(a.dir, a.density) < 0;
+		dg_dir_unlock(&lock);
+		return rc ? 1 : 0;
+	}
 	dg_results r;
 	if (dg_results_load(&r, a.dir))
 		return 1;

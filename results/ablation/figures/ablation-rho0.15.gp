@@ -1,5 +1,5 @@
 # ablation-rho0.15.gp: E of the MC-Sparse factorial cells with 95% intervals
-# made by dsgap plot (dsgap 0.1.0, commit a530be9d741a+wip) from synthetic.w3
+# made by dsgap plot (dsgap 0.1.0, commit 9f4f1df65f81+wip) from results/ablation
 # trace synth: grid=5x16x32 heads=4 layers=4 steps=10 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 5b9c0841ebfd on cpu: AMD EPYC (2 threads), 2026-12-03T19:13:23Z
 # re-render inside this directory: gnuplot ablation-rho0.15.gp   (writes ablation-rho0.15.pdf and ablation-rho0.15.png)
 load 'style.gp'
@@ -19,7 +19,7 @@ set xlabel 'components on (G: grouping, S: selection, R: residual)'
 set ylabel 'relative L_2 error (mean)'
 set title 'target density {/:Italic ρ} = 0.15, computed 0.15'
 f = 'ablation-rho0.15.dat'
-plot f using 1:4:xtic(2) with boxes ls 1 notitle, \
+plot f using 1:4:xtic(2) with boxes ls 9 notitle, \
 	f using 1:5:(0):($6-$5) with vectors heads size screen 0.006,90 lc rgb '#000000' lw 1 notitle
 unset output
 }

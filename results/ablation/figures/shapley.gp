@@ -1,5 +1,5 @@
 # shapley.gp: Shapley shares of G, S, R per density with 95% intervals
-# made by dsgap plot (dsgap 0.1.0, commit ba64aef60d8e) from ablation
+# made by dsgap plot (dsgap 0.1.0, commit 9f4f1df65f81+wip) from results/ablation
 # trace synth: grid=5x16x32 heads=4 layers=4 steps=10 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 5b9c0841ebfd on cpu: AMD EPYC (2 threads), 2026-12-03T19:13:23Z
 # re-render inside this directory: gnuplot shapley.gp   (writes shapley.pdf and shapley.png)
 load 'style.gp'
@@ -22,8 +22,9 @@ set yrange [*<0:0<*]
 set ylabel 'error reduction (rel. L_2)'
 set key outside top center horizontal maxrows 2 Left reverse samplen 1 font ',7'
 f = 'shapley.dat'
-titles = "'G: grouping' 'S: selection' 'R: residual'"
-plot for [k=0:2] f using ($1+(k-1)*0.26):(column(3+3*k)) with boxes ls k+1 title word(titles, k+1), \
+titles = "'{/:Italic φ}_G grouping' '{/:Italic φ}_S selection' '{/:Italic φ}_R residual'"
+src(k) = k == 0 ? ls_grouping : k == 1 ? ls_selection : ls_lost
+plot for [k=0:2] f using ($1+(k-1)*0.26):(column(3+3*k)) with boxes ls src(k) title word(titles, k+1), \
 	for [k=0:2] f using ($1+(k-1)*0.26):(column(4+3*k)):(0):(column(5+3*k)-column(4+3*k)) with vectors heads size screen 0.006,90 lc rgb '#000000' lw 1 notitle
 unset output
 }

@@ -1,5 +1,5 @@
 # error_vs_density.gp: mean rel_l2 against the computed density, per policy
-# made by dsgap plot (dsgap 0.1.0, commit ba64aef60d8e) from ladder
+# made by dsgap plot (dsgap 0.1.0, commit 9f4f1df65f81+wip) from results/ladder
 # trace synth: grid=5x16x32 heads=4 layers=3 steps=6 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 5b9c0841ebfd on cpu: AMD EPYC (2 threads), 2026-12-03T19:09:21Z
 # re-render inside this directory: gnuplot error_vs_density.gp   (writes error_vs_density.pdf and error_vs_density.png)
 load 'style.gp'

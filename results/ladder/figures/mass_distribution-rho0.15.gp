@@ -1,5 +1,5 @@
 # mass_distribution-rho0.15.gp: distribution over units of the retained attention mass
-# made by dsgap plot (dsgap 0.1.0, commit 5b9c0841ebfd) from synthetic.w2
+# made by dsgap plot (dsgap 0.1.0, commit 9f4f1df65f81+wip) from results/ladder
 # trace synth: grid=5x16x32 heads=4 layers=3 steps=6 head_dim=64 seed=1 (model synthetic, source synthetic); metrics by commit 5b9c0841ebfd on cpu: AMD EPYC (2 threads), 2026-12-03T19:09:21Z
 # re-render inside this directory: gnuplot mass_distribution-rho0.15.gp   (writes mass_distribution-rho0.15.pdf and mass_distribution-rho0.15.png)
 load 'style.gp'

@@ -16,35 +16,35 @@ set xtics rotate by 0
 unset key
 set title 'all layers'
 f = 'sources_vs_density.dat'
-plot f index 0 using 0:(($2+$3)/2):($0-0.4):($0+0.4):2:3:xtic(strcol(1)."\n(".sprintf("%.3g", $11).")") with boxxyerror ls 3 notitle, \
-  f index 0 using 0:(($4+$5)/2):($0-0.4):($0+0.4):4:5 with boxxyerror ls 2 notitle, \
-  f index 0 using 0:(($6+$7)/2):($0-0.4):($0+0.4):6:7 with boxxyerror ls 1 notitle, \
+plot f index 0 using 0:(($2+$3)/2):($0-0.4):($0+0.4):2:3:xtic(strcol(1)."\n(".sprintf("%.3g", $11).")") with boxxyerror ls ls_lost notitle, \
+  f index 0 using 0:(($4+$5)/2):($0-0.4):($0+0.4):4:5 with boxxyerror ls ls_grouping notitle, \
+  f index 0 using 0:(($6+$7)/2):($0-0.4):($0+0.4):6:7 with boxxyerror ls ls_selection notitle, \
   f index 0 using 0:9:(0):($10-$9) with vectors heads size screen 0.006,90 lc rgb '#000000' lw 1 notitle
 unset ylabel
 set title 'layer 0'
 f = 'sources_vs_density.dat'
-plot f index 1 using 0:(($2+$3)/2):($0-0.4):($0+0.4):2:3:xtic(strcol(1)."\n(".sprintf("%.3g", $11).")") with boxxyerror ls 3 notitle, \
-  f index 1 using 0:(($4+$5)/2):($0-0.4):($0+0.4):4:5 with boxxyerror ls 2 notitle, \
-  f index 1 using 0:(($6+$7)/2):($0-0.4):($0+0.4):6:7 with boxxyerror ls 1 notitle, \
+plot f index 1 using 0:(($2+$3)/2):($0-0.4):($0+0.4):2:3:xtic(strcol(1)."\n(".sprintf("%.3g", $11).")") with boxxyerror ls ls_lost notitle, \
+  f index 1 using 0:(($4+$5)/2):($0-0.4):($0+0.4):4:5 with boxxyerror ls ls_grouping notitle, \
+  f index 1 using 0:(($6+$7)/2):($0-0.4):($0+0.4):6:7 with boxxyerror ls ls_selection notitle, \
   f index 1 using 0:9:(0):($10-$9) with vectors heads size screen 0.006,90 lc rgb '#000000' lw 1 notitle
 unset ylabel
 set title 'layer 1'
 f = 'sources_vs_density.dat'
-plot f index 2 using 0:(($2+$3)/2):($0-0.4):($0+0.4):2:3:xtic(strcol(1)."\n(".sprintf("%.3g", $11).")") with boxxyerror ls 3 notitle, \
-  f index 2 using 0:(($4+$5)/2):($0-0.4):($0+0.4):4:5 with boxxyerror ls 2 notitle, \
-  f index 2 using 0:(($6+$7)/2):($0-0.4):($0+0.4):6:7 with boxxyerror ls 1 notitle, \
+plot f index 2 using 0:(($2+$3)/2):($0-0.4):($0+0.4):2:3:xtic(strcol(1)."\n(".sprintf("%.3g", $11).")") with boxxyerror ls ls_lost notitle, \
+  f index 2 using 0:(($4+$5)/2):($0-0.4):($0+0.4):4:5 with boxxyerror ls ls_grouping notitle, \
+  f index 2 using 0:(($6+$7)/2):($0-0.4):($0+0.4):6:7 with boxxyerror ls ls_selection notitle, \
   f index 2 using 0:9:(0):($10-$9) with vectors heads size screen 0.006,90 lc rgb '#000000' lw 1 notitle
 unset ylabel
 set title 'layer 2'
 f = 'sources_vs_density.dat'
-plot f index 3 using 0:(($2+$3)/2):($0-0.4):($0+0.4):2:3:xtic(strcol(1)."\n(".sprintf("%.3g", $11).")") with boxxyerror ls 3 notitle, \
-  f index 3 using 0:(($4+$5)/2):($0-0.4):($0+0.4):4:5 with boxxyerror ls 2 notitle, \
-  f index 3 using 0:(($6+$7)/2):($0-0.4):($0+0.4):6:7 with boxxyerror ls 1 notitle, \
+plot f index 3 using 0:(($2+$3)/2):($0-0.4):($0+0.4):2:3:xtic(strcol(1)."\n(".sprintf("%.3g", $11).")") with boxxyerror ls ls_lost notitle, \
+  f index 3 using 0:(($4+$5)/2):($0-0.4):($0+0.4):4:5 with boxxyerror ls ls_grouping notitle, \
+  f index 3 using 0:(($6+$7)/2):($0-0.4):($0+0.4):6:7 with boxxyerror ls ls_selection notitle, \
   f index 3 using 0:9:(0):($10-$9) with vectors heads size screen 0.006,90 lc rgb '#000000' lw 1 notitle
 set lmargin at screen 0.02; set rmargin at screen 0.98; set tmargin at screen 0.9; set bmargin at screen 0.87
 unset border; unset tics; unset xlabel; unset ylabel; unset title; unset xzeroaxis; unset grid; set xrange [0:1]; set yrange [0:1]
 set key at screen 0.5, screen 0.885 center center horizontal maxrows 1 samplen 1.5 width 1 font ',7'
-plot NaN with boxes ls 3 title 'lost contributions', NaN with boxes ls 2 title 'grouping', NaN with boxes ls 1 title 'selection', \
+plot NaN with boxes ls ls_lost title 'lost contributions', NaN with boxes ls ls_grouping title 'grouping', NaN with boxes ls ls_selection title 'selection', \
   NaN with vectors heads size screen 0.006,90 lc rgb '#000000' lw 1 title '95% CI of E(est-block) = the sum'
 unset multiplot
 unset output

@@ -266,9 +266,8 @@ SP=$speed_tex OFFNP=$offnp_tex awk -F, -v tol="$tol" -v state="$speed_state" -v 
   /^Method & / { n = split($0, f, " & ")
     if (state == "not_measured") f[n] = "Speedup (" esc(slabel) ") \\\\"
     s = f[1]; for (i = 2; i <= n; i++) s = s " & " f[i]; print s; next }
-  /^\\texttt\{/ { n = split($0, f, " & "); p = f[1]; sub(/^\\texttt\{/, "", p); sched = "—"
-    if (match(p, /\} \(.*\)$/)) { sched = substr(p, RSTART + 3, RLENGTH - 4); p = substr(p, 1, RSTART - 1) }
-    else sub(/\}$/, "", p)
+  /^\\texttt\{/ { n = split($0, f, " & "); p = f[1]; sub(/^\\texttt\{/, "", p); sub(/\}$/, "", p)
+    sched = f[2]; sub(/^\{\\scriptsize /, "", sched); sub(/\}$/, "", sched); if (sched == "---") sched = "—"
     gsub(/\\_/, "_", p)
     if ((p SUBSEP sched SUBSEP (f[3] + 0)) in np) f[5] = substr(f[5], 1, length(f[5]) - 1) "^{\\ddagger}$"
     if (state == "not_measured") f[n] = "--- \\\\"

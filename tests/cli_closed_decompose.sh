@@ -126,7 +126,7 @@ check "decomposition-psnr.md: E is minus the PSNR, no shares of it" \
 check "ablation.md: Shapley shares and their paired differences" \
   eval 'grep -q "| paired: φ_R − φ_G |" "$out/ablation.md" && grep -q "^# MC-Sparse factorial ablation: Shapley attribution in the closed loop" "$out/ablation.md"'
 check "the .tex tables: closed-loop labels, no e-notation" \
-  eval 'grep -q "label{tab:closed-decomposition}" "$out/decomposition.tex" && grep -q "label{tab:closed-ablation-psnr}" "$out/ablation-psnr.tex" && ! grep -q "[0-9]e-[0-9]" "$out"/*.tex'
+  eval 'grep -q "label{tab:closed-decomposition-0\.[0-9]*}" "$out/decomposition.tex" && grep -q "label{tab:closed-ablation-psnr-0\.[0-9]*}" "$out/ablation-psnr.tex" && ! grep -q "[0-9]e-[0-9]" "$out"/*.tex'
 if command -v pdflatex > /dev/null; then
   for f in decomposition ablation-psnr; do
     printf '\\documentclass{article}\\usepackage{booktabs}\\usepackage[utf8]{inputenc}\\begin{document}\n\\input{%s}\n\\end{document}\n' "$out/$f.tex" > "$tmp/doc_$f.tex"

@@ -561,21 +561,21 @@ static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
 	fprintf(f, "; means over the $n$ samples, under the PSNR its 95\\%% bootstrap interval; 3 significant "
 		   "figures), computed density over the sparse calls past the warm-up, and the measured speedup "
 		   "of the denoising loop.}\n"
-		   "\\label{tab:comparison}\n\\begin{tabular}{llrrrrrr}\n\\toprule\nMethod & Source & $\\rho$ & $n$ & "
+		   "\\label{tab:comparison}\n\\begin{tabular}{llrrrrrr}\n\\toprule\nMethod & Schedule & $\\rho$ & $n$ & "
 		   "Density & PSNR & SSIM & Speedup \\\\\n\\midrule\n");
 	for (int p = 0; p < ne; p++) {
 		const entry *x = &e[p];
 		char a[32], b[32], c[32], d[32], g[32], h[32];
 		fputs("\\texttt{", f);
 		tex_str(f, x->policy);
-		fputs("}", f);
-		if (strcmp(x->sched, "—")) {
-			fputs(" (", f);
+		fputs("} & ", f);
+		if (strcmp(x->sched, "—")) { /* the source is in comparison.md and .csv */
+			fputs("{\\scriptsize ", f);
 			tex_str(f, x->sched);
-			fputs(")", f);
+			fputs("}", f);
+		} else {
+			fputs("---", f);
 		}
-		fputs(" & ", f);
-		tex_str(f, x->source);
 		fprintf(f, " & %g & %d & $%s$ & ", x->rho, x->samples, dg_sig3(a, x->sparse_density));
 		if (!x->reached)
 			fputs("\\multicolumn{2}{l}{cannot reach $\\rho$}", f);
@@ -849,10 +849,12 @@ static void matched_tex(FILE *f, const entry *e, int ne, const char **m, int nm,
 				continue;
 			}
 			const entry *x = &e[p];
-			fprintf(f, " & %s$%s$%s {\\scriptsize [%s, %s] ", p == c[i].best ? "\\textbf{" : "", dg_sig3(a, x->est[0]),
-				p == c[i].best ? "}" : "", dg_sig3(b, x->lo[0]), dg_sig3(d, x->hi[0]));
+			/* a cell of three lines: PSNR, its interval, schedule and rho */
+			fprintf(f, " & \\begin{tabular}[t]{@{}l@{}}%s$%s$%s\\\\{\\scriptsize $[%s, %s]$}\\\\{\\scriptsize ",
+				p == c[i].best ? "\\textbf{" : "", dg_sig3(a, x->est[0]), p == c[i].best ? "}" : "",
+				dg_sig3(b, x->lo[0]), dg_sig3(d, x->hi[0]));
 			tex_str(f, x->sched);
-			fprintf(f, ", $\\rho$ %g}", x->rho);
+			fprintf(f, ", $\\rho$ %g}\\end{tabular}", x->rho);
 		}
 		fputs(" \\\\\n", f);
 	}
@@ -861,8 +863,8 @@ static void matched_tex(FILE *f, const entry *e, int ne, const char **m, int nm,
 		if (c[i].next < 0)
 			fputs(" & ---", f);
 		else
-			fprintf(f, " & $%s$ {\\scriptsize [%s, %s]}", dg_sig3(a, c[i].d), dg_sig3(b, c[i].d_lo),
-				dg_sig3(d, c[i].d_hi));
+			fprintf(f, " & \\begin{tabular}[t]{@{}l@{}}$%s$\\\\{\\scriptsize $[%s, %s]$}\\end{tabular}", dg_sig3(a, c[i].d),
+				dg_sig3(b, c[i].d_lo), dg_sig3(d, c[i].d_hi));
 	fputs(" \\\\\n\\bottomrule\n\\end{tabular}\n\\end{table*}\n\n", f);
 }
 

@@ -1,4 +1,4 @@
-# pareto.gp: made by dsgap compare (commit c17ed8ca3ab7+wip): bundled model, 24 samples, 50 steps
+# pareto.gp: made by dsgap compare (commit 62ecbdef1064+wip): bundled model, 24 samples, 50 steps
 # re-render inside this directory: gnuplot pareto.gp   (writes pareto.pdf and pareto.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {

@@ -16,6 +16,21 @@ set style line 13 lc rgb '#117733' lw 2 pt 2 ps 0.9
 set style line 14 lc rgb '#AA4499' lw 2 pt 3 ps 0.9
 set style line 15 lc rgb '#DDCC77' lw 2 pt 1 ps 0.9
 set style line 100 lc rgb '#d0d0d0' lw 0.5 dt 3
+# One colour per source of the gap, the same in every figure (issue 49): a figure draws a source
+# with `ls ls_SOURCE`, never with a style number of its own. The factorial's components are the
+# sources they repair: G grouping, S selection, R (the residual) lost contributions.
+set style line 21 lc rgb '#0072B2' lw 2 pt 7 ps 0.8
+set style line 22 lc rgb '#D55E00' lw 2 pt 5 ps 0.8
+set style line 23 lc rgb '#009E73' lw 2 pt 9 ps 0.9
+set style line 24 lc rgb '#CC79A7' lw 2 pt 11 ps 0.9
+set style line 25 lc rgb '#E69F00' lw 2 pt 13 ps 0.9
+set style line 26 lc rgb '#56B4E9' lw 2 pt 15 ps 0.9
+ls_selection = 21
+ls_grouping = 22
+ls_lost = 23
+ls_staleness = 24
+ls_query_grouping = 25
+ls_key_blocking = 26
 set grid back ls 100
 set border 3 lw 1
 set tics nomirror out scale 0.6

@@ -4,6 +4,12 @@
  * seed): the dense reference, or one sparse policy at one density. It writes, into its folder,
  *   latents.h5   the final latents (channels, F, H, W), fp32 /latents (tensorfile.h)
  *   run.json     policy, density target, effective density, transformer and total time, device
+ *   where the loop drifts (issue 50), when one cell's per-step latents fit 256 MiB (fp32; the
+ *   bundled model's 3x16x32x32 latents: 192 KiB a step, 9.4 MiB at 50 steps):
+ *   steps.h5     the reference's latents after every step, fp32 /latents (steps x channels, F, H, W)
+ *   drift.csv    a sparse cell's: step,rel_l2 of its latents after each step against the
+ *                reference's steps.h5 (read when that cell is done already: with one worker the
+ *                reference runs first); else the cell writes its own steps.h5 for the merge
  * and nothing else: its fidelity (PSNR/SSIM against the sample's reference) and speedup (the
  * reference's transformer time over its own) are computed when the cells are merged, so no cell
  * waits for another and shards, workers and resumes need nothing more than the open loop.
@@ -11,6 +17,8 @@
  * Merged, per run (OUT/RUN/):
  *   closed_loop.csv  DG_CLOSED_HEADER, one row per cell in canonical order (the time columns, then
  *                    rel_l2 = ||x - ref||_2 / ||ref||_2 over the whole final latents, 0 for the reference)
+ *   drift.csv        DG_CLOSED_DRIFT_HEADER, per sparse cell and step: rel_l2 of the latents after
+ *                    that step against the reference's after the same step (header only: none kept)
  *   run.json         the run's settings, the cells' devices, dates, summed times, inputs
  * and per run x policy x density a line of OUT/summary.csv (DG_CLOSED_SUMMARY_HEADER: means over
  * the samples; speedup = mean reference time / mean time) and of OUT/summary.md.
@@ -26,6 +34,7 @@
 
 #define DG_CLOSED_HEADER \
 	"prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup,rel_l2"
+#define DG_CLOSED_DRIFT_HEADER "prompt,seed,policy,density_target,step,rel_l2"
 #define DG_CLOSED_SUMMARY_HEADER \
 	"run,model,schedule,warmup,anchors,policy,density_target,samples,density,psnr,psnr_min,ssim," \
 	"ssim_min,transformer_s,speedup"
@@ -39,6 +48,7 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 
 typedef struct {
 	char *rows;     /* closed_loop.csv */
+	char *drift;    /* drift.csv */
 	char *run_json; /* run.json */
 	char *summary;  /* lines of summary.csv */
 	char *md;       /* lines of summary.md's table */

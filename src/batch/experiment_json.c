@@ -39,7 +39,7 @@ static uint64_t hash_cells(uint64_t h, const dg_experiment *e)
 	return h;
 }
 
-/* a schedule's anchors and dense layers, after its warm-up */
+/* a schedule's anchors and dense layers, after its warm-up; its sparse layers and steps */
 static uint64_t hash_schedule(uint64_t h, const dg_schedule *s)
 {
 	char buf[4096];
@@ -47,6 +47,12 @@ static uint64_t hash_schedule(uint64_t h, const dg_schedule *s)
 	h = dg_fnv_str(dg_fnv_str(h, buf), " ");
 	ints_str(buf, sizeof buf, s->dense_layers, s->ndense_layers);
 	h = dg_fnv_str(h, buf);
+	if (s->sparse_window || s->nsparse_layers) { /* issue 50's keys: absent, the hash is as before */
+		ints_str(buf, sizeof buf, s->sparse_layers, s->nsparse_layers);
+		h = dg_fnv_str(dg_fnv_str(h, " sparse_layers "), buf);
+		snprintf(buf, sizeof buf, " sparse_steps %d %d-%d", s->sparse_window, s->sparse_lo, s->sparse_hi);
+		h = dg_fnv_str(h, buf);
+	}
 	return h;
 }
 

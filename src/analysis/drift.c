@@ -464,7 +464,7 @@ static int sensitivity_table(const run_t *runs, int nruns, const dg_drift_opts *
 				double e[2], lo[2], hi[2];
 				boot(v, 2, ns, ident, 2, o, e, lo, hi);
 				psnr[(size_t)k * nuse + u] = e[0];
-				dg_sb_printf(&t->csv, "%s,%s,%s,%s,%g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", r->name, r->spec,
+				dg_sb_printf(&t->csv, "%s,%s,%s,%s,%g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", r->name, r->label,
 					     lab[u], rowsp[k].policy, rowsp[k].rho, ns, e[0], lo[0], hi[0], e[1], lo[1], hi[1]);
 				char s[6][32];
 				dg_sb_printf(&t->md, "| %s | %s | %s | %g | %d | %s [%s, %s] | %s [%s, %s] |\n", r->name, lab[u],

@@ -281,14 +281,17 @@ static int drift_table(const run_t *r, const dg_drift_opts *o, const char *fig, 
 	rc = dg_out_commit(&dat);
 	snprintf(file, sizeof file, "%s.gp", name);
 	if (!rc && !(rc = open_out(&gp, fig, file))) {
-		gp_head(gp.f, name, "4.6in,2.8in", "1380,840");
+		gp_head(gp.f, name, "4.6in,3.4in", "1380,1020");
+		char t1[400], t2[800];
+		snprintf(t1, sizeof t1, "where the loop drifts: run %s, %d sample%s", r->name, maxs, maxs == 1 ? "" : "s");
+		snprintf(t2, sizeof t2, "schedule %s; %s", r->spec,
+			 o->boot ? "95% bootstrap bands over the samples" : "no bands");
 		fprintf(gp.f, "set title ");
-		char title[1200];
-		snprintf(title, sizeof title, "where the loop drifts: run %s (schedule %s), %d sample%s, %s", r->name,
-			 r->spec, maxs, maxs == 1 ? "" : "s", o->boot ? "95% bootstrap bands over the samples" : "no bands");
-		dg_gp_string(gp.f, title);
+		dg_gp_string(gp.f, t1);
+		fputs(".\"\\n\".", gp.f);
+		dg_gp_string(gp.f, t2);
 		fprintf(gp.f, " noenhanced\nset xlabel 'denoising step'\nset ylabel 'rel-L2 of the latents vs dense (mean)'\n"
-			      "set logscale y\nset format y '10^{%%L}'\nset key outside right top noenhanced\nplot");
+			      "set logscale y\nset format y '10^{%%L}'\nset key below noenhanced\nplot");
 		for (int k = 0; k < np; k++) {
 			char lab[DG_POLICY_NAME_MAX + 40];
 			snprintf(lab, sizeof lab, "%s @ %g", p[k].policy, p[k].rho);
@@ -492,8 +495,8 @@ static int sensitivity_table(const run_t *runs, int nruns, const dg_drift_opts *
 		rc = dg_out_commit(&dat);
 		if (!rc && !(rc = open_out(&gp, fig, "sensitivity.gp"))) {
 			gp_head(gp.f, "sensitivity", "4.6in,2.8in", "1380,840");
-			fprintf(gp.f, "set title 'final PSNR (dB) vs dense, sparse attention only in a window of steps or "
-				      "one layer (mean over the samples)' noenhanced\nunset grid\nset datafile separator "
+			fprintf(gp.f, "set title \"final PSNR (dB) against dense, mean over the samples:\\nsparse attention only in "
+				      "the column's steps or layer, dense elsewhere\" noenhanced\nunset grid\nset datafile separator "
 				      "whitespace\nset view map\nset palette defined (0 '#B2182B', 0.5 '#F7F7F7', 1 '#2166AC')\n"
 				      "set cblabel 'PSNR (dB)'\nset xtics rotate by 30 right noenhanced\nset ytics noenhanced\n"
 				      "set xrange [-0.5:%d.5]\nset yrange [-0.5:%d.5]\nplot 'sensitivity.dat' matrix rowheaders "

@@ -6,6 +6,8 @@
 #     sparse_steps window) exactly 0; the last step's rel_l2 = closed_loop.csv's rel_l2 of the final
 #     latents (computed apart, from latents.h5); sparse_layers=1 drifts, a window drifts only from
 #     its first step; the reference's steps.h5 ends with its latents.h5 (h5py);
+#   - dsgap drift over the runs: staleness rows E(mc-sparse) - E(fresh=X) of closed_loop.csv's rel_l2,
+#     the sensitivity map's rows and columns;
 #   - a cell that runs before its reference's steps.h5 exists keeps its own steps.h5, and the merge
 #     makes the same drift.csv from the two; each row equals numpy's fp64 rel-L2 of the two files.
 # Run: ctest -R cli_stale_loop (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
@@ -56,6 +58,18 @@ ok = s.shape[0] == 4 * c and s.shape[1:] == x.shape[1:] and np.array_equal(s[3 *
 print("PYOK" if ok else "PYBAD %s %s" % (s.shape, x.shape))
 PYEOF
 check "the reference's steps.h5: 4 steps, the last = latents.h5 (h5py)" grep -q PYOK "$tmp/py1.out" || cat "$tmp/py1.out"
+
+# --- dsgap drift over the three runs ---------------------------------------------------------------
+"$DSGAP" drift "$tmp/full/model.w1" "$tmp/full/model.win" "$tmp/full/model.l1" --out "$tmp/tables" --boot 50 \
+  > /dev/null 2> "$tmp/tables.err"
+check "dsgap drift: exit 0, its tables" [ $? -eq 0 -a -s "$tmp/tables/summary.md" ] || cat "$tmp/tables.err"
+check "staleness.csv: fresh=keys, groups, residual per run (9 rows), each E(mc-sparse) - E(fresh) of closed_loop.csv" \
+  [ "$(for r in w1 win l1; do awk -F, -v r=model.$r 'NR == FNR { if (FNR > 1) e[$3] = $13; next }
+      FNR > 1 && $1 == r { d = e["mc-sparse"] - e[$3 "/fresh=" $4]; d -= $9; if (d < 0) d = -d; if (d <= 2e-6) print }' \
+      "$tmp/full/model.$r/closed_loop.csv" "$tmp/tables/staleness.csv"; done | wc -l)" -eq 9 ]
+check "sensitivity.csv: 3 runs x 4 policies, the sparse column named (all, steps 2-3, layer 1)" \
+  [ "$(awk -F, 'NR > 1' "$tmp/tables/sensitivity.csv" | wc -l)" -eq 12 -a \
+    "$(awk -F, 'NR > 1 {print $3}' "$tmp/tables/sensitivity.csv" | sort -u | tr '\n' '|')" = "all|layer 1|steps 2-3|" ]
 
 # --- a cell before its reference's steps: its own steps.h5, drift made by the merge ---------------
 cp -r "$tmp/full" "$tmp/late"

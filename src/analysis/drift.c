@@ -21,6 +21,9 @@
 #include "util/util.h"
 
 #define KEY_MAX 160
+/* summary.md marks a row whose interval rests on fewer samples than this (issue 50 item 7) */
+#define FEW_SAMPLES 5
+#define FEW(n) ((n) < FEW_SAMPLES ? " â " : "")
 
 typedef struct {
 	char sample[KEY_MAX], policy[DG_POLICY_NAME_MAX];
@@ -270,8 +273,8 @@ static int drift_table(const run_t *r, const dg_drift_opts *o, const char *fig, 
 				fprintf(dat.f, "%d %.8g %.8g %.8g\n", s, est[s], est[steps + s], est[2 * steps + s]);
 			if (s == steps - 1 || (s + 1) % 10 == 0) { /* summary.md: every 10th step and the last */
 				char a[32], b[32], c[32];
-				dg_sb_printf(&t->md, "| %s | %s | %g | %d | %d | %s | [%s, %s] |\n", r->name, p[k].policy,
-					     p[k].rho, s, have, dg_sig3(a, est[s]), dg_sig3(b, est[steps + s]),
+				dg_sb_printf(&t->md, "| %s | %s | %g | %d | %d%s | %s | [%s, %s] |\n", r->name, p[k].policy,
+					     p[k].rho, s, have, FEW(have), dg_sig3(a, est[s]), dg_sig3(b, est[steps + s]),
 					     dg_sig3(c, est[2 * steps + s]));
 			}
 		}
@@ -379,8 +382,8 @@ static void staleness_table(const run_t *r, const dg_drift_opts *o, table *t)
 			dg_sb_printf(&t->csv, "%s,%s,%s,%s,%g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g,%.6g\n", r->name,
 				     r->label, base, what, p[k].rho, n, e[0], e[1], d, dlo, dhi, pos, g, glo, ghi);
 			char s[9][32];
-			dg_sb_printf(&t->md, "| %s | staleness: %s | %s | %g | %d | %s | %s | %s [%s, %s] | %d of %d | %s [%s, %s] |\n",
-				     r->name, what, base, p[k].rho, n, dg_sig3(s[0], e[0]), dg_sig3(s[1], e[1]),
+			dg_sb_printf(&t->md, "| %s | staleness: %s | %s | %g | %d%s | %s | %s | %s [%s, %s] | %d of %d | %s [%s, %s] |\n",
+				     r->name, what, base, p[k].rho, n, FEW(n), dg_sig3(s[0], e[0]), dg_sig3(s[1], e[1]),
 				     dg_sig3(s[2], d), dg_sig3(s[3], dlo), dg_sig3(s[4], dhi), pos, n, dg_sig3(s[5], g),
 				     dg_sig3(s[6], glo), dg_sig3(s[7], ghi));
 			t->rows++;
@@ -470,8 +473,8 @@ static int sensitivity_table(const run_t *runs, int nruns, const dg_drift_opts *
 				dg_sb_printf(&t->csv, "%s,%s,%s,%s,%g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", r->name, r->label,
 					     lab[u], rowsp[k].policy, rowsp[k].rho, ns, e[0], lo[0], hi[0], e[1], lo[1], hi[1]);
 				char s[6][32];
-				dg_sb_printf(&t->md, "| %s | %s | %s | %g | %d | %s [%s, %s] | %s [%s, %s] |\n", r->name, lab[u],
-					     rowsp[k].policy, rowsp[k].rho, ns, dg_sig3(s[0], e[0]), dg_sig3(s[1], lo[0]),
+				dg_sb_printf(&t->md, "| %s | %s | %s | %g | %d%s | %s [%s, %s] | %s [%s, %s] |\n", r->name, lab[u],
+					     rowsp[k].policy, rowsp[k].rho, ns, FEW(ns), dg_sig3(s[0], e[0]), dg_sig3(s[1], lo[0]),
 					     dg_sig3(s[2], hi[0]), dg_sig3(s[3], e[1]), dg_sig3(s[4], lo[1]), dg_sig3(s[5], hi[1]));
 				t->rows++;
 			}
@@ -569,8 +572,9 @@ int dg_drift(char *const *dirs, int nruns, const char *out, const dg_drift_opts 
 			dg_sbuf md = { 0 };
 			dg_sb_printf(&md, "# Closed-loop staleness, drift and sensitivity (dsgap drift)\n\nOver the "
 				     "samples (prompt, seed) of %d run%s; 95%% percentile bootstrap intervals over the samples "
-				     "(%d replicates, seed %lu; none: --boot 0); 3 significant figures (the CSVs: 6).\n\n",
-				     nruns, nruns > 1 ? "s" : "", o->boot, o->seed);
+				     "(%d replicates, seed %lu; none: --boot 0); 3 significant figures (the CSVs: 6). â : fewer "
+				     "than %d samples, an interval no wider than their spread (too few to rest on).\n\n",
+				     nruns, nruns > 1 ? "s" : "", o->boot, o->seed, FEW_SAMPLES);
 			dg_sb_printf(&md, "## Staleness, the fourth source\n\nBeside the paper's three (lost "
 				     "contributions, grouping, selection): E = mean rel-L2 of the final latents against "
 				     "dense; staleness of X = E(BASE) - E(BASE/fresh=X), X remade every step while the rest "

@@ -244,7 +244,7 @@ static int drift_table(const run_t *r, const dg_drift_opts *o, const char *fig, 
 		       "interval over the samples, one block per policy x density (gnuplot index), made by dsgap drift "
 		       "(commit %s)\n# columns: step rel_l2 lo hi (the warm-up's exact zeros left out)\n", name,
 		dg_git_commit());
-	int maxs = 0;
+	int maxs = 0, nsteps = 0;
 	for (int k = 0; k < np; k++) {
 		char (*keys)[KEY_MAX] = dg_malloc((size_t)r->nst * KEY_MAX);
 		int ns = 0, steps = 0;
@@ -254,6 +254,7 @@ static int drift_table(const run_t *r, const dg_drift_opts *o, const char *fig, 
 				steps = r->st[i].step + 1 > steps ? r->st[i].step + 1 : steps;
 			}
 		maxs = ns > maxs ? ns : maxs;
+		nsteps = steps > nsteps ? steps : nsteps;
 		double *v = dg_malloc((size_t)steps * ns * sizeof *v), *est = dg_malloc((size_t)steps * 3 * sizeof *est);
 		for (size_t e = 0; e < (size_t)steps * ns; e++)
 			v[e] = NAN;
@@ -294,7 +295,8 @@ static int drift_table(const run_t *r, const dg_drift_opts *o, const char *fig, 
 		fputs(".\"\\n\".", gp.f);
 		dg_gp_string(gp.f, t2);
 		fprintf(gp.f, " noenhanced\nset xlabel 'denoising step'\nset ylabel 'rel-L2 of the latents vs dense (mean)'\n"
-			      "set logscale y\nset format y '10^{%%L}'\nset key below noenhanced\nplot");
+			      "set logscale y\nset format y '10^{%%L}'\nset xtics %d\nset key below noenhanced\nplot",
+			nsteps <= 20 ? 1 : nsteps <= 100 ? 5 : 50);
 		for (int k = 0; k < np; k++) {
 			char lab[DG_POLICY_NAME_MAX + 40];
 			snprintf(lab, sizeof lab, "%s @ %g", p[k].policy, p[k].rho);

@@ -9,7 +9,7 @@
 #   - sensitivity.csv: a row per (window or layer) x policy but dense, the PSNR mean = numpy's, the
 #     column labels "all", "steps 10-19", "layer 3";
 #   - figures rendered (PNG, PDF) when gnuplot is there; bad input: no run, a folder without
-#     run.json, a run with nothing to tabulate (one line, nothing written).
+#     run.json, a run with nothing to tabulate, --out an input run (one line, nothing written).
 # Run: ctest -R cli_drift (needs $DSGAP).
 . "$(dirname "$0")/lib.sh" drift
 PY=/usr/bin/python3
@@ -104,6 +104,8 @@ if command -v gnuplot > /dev/null; then
 fi
 refused "no RUN folder" "no RUN folder given" "$tmp/o2" "$DSGAP" drift --out "$tmp/o2"
 refused "a folder without run.json" "drift: cannot read $tmp/nowhere/run.json" "$tmp/o3" "$DSGAP" drift "$tmp/nowhere" --out "$tmp/o3"
+refused "--out an input run" "is the input run" - "$DSGAP" drift "$tmp/model.all" --out "$tmp/model.all"
+check "--out an input run: its drift.csv kept" [ "$(head -1 "$tmp/model.all/drift.csv")" = "prompt,seed,policy,density_target,step,rel_l2" ]
 mkdir -p "$tmp/empty" && cp "$tmp/model.all/run.json" "$tmp/empty/" &&
   printf 'prompt,seed,policy,density_target,psnr,rel_l2\nc0,1,dense,1,inf,0\n' > "$tmp/empty/closed_loop.csv"
 refused "nothing to tabulate" "nothing to tabulate" "$tmp/o4" "$DSGAP" drift "$tmp/empty" --out "$tmp/o4"

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "analysis/drift.h"
 #include "cli/commands.h"
@@ -34,7 +35,7 @@ int dg_cmd_drift(int argc, char **argv)
 	int c;
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:b:S:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			out = optarg;
@@ -51,13 +52,18 @@ int dg_cmd_drift(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			dg_error("drift: unknown option '%s' (dsgap drift --help)", argv[optind - 1]);
-			return 2;
+			return dg_opt_bad("drift", c, argv, opts);
 		}
 	}
 	if (!out || optind >= argc) {
 		dg_error("drift: %s (dsgap drift --help)", out ? "no RUN folder given" : "--out DIR is required");
 		return 2;
 	}
+	struct stat so, si; /* --out an input run's folder: its drift.csv would be overwritten */
+	for (int i = optind; i < argc && stat(out, &so) == 0; i++)
+		if (stat(argv[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+			dg_error("drift: --out %s is the input run %s: its drift.csv would be overwritten", out, argv[i]);
+			return 2;
+		}
 	return dg_drift(argv + optind, argc - optind, out, &o) ? 1 : 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # closed_staleness.sh: issue 50 items 4 and 5 -> results/closed_staleness/ (or, with --sensitivity,
 # results/closed_sensitivity/): dsgap run of experiments/closed_staleness.ini (closed_sensitivity.ini),
-# then dsgap drift over its merged runs: summary.md, staleness.csv (E(mc-sparse) - E(mc-sparse
+# then dsgap drift over its merged runs: drift.md, staleness.csv (E(mc-sparse) - E(mc-sparse
 # fresh=X): what the staleness of each cached component costs the loop, beside the decomposition's
 # three sources), drift.csv and figures/drift-RUN.{png,pdf} (each step's rel-L2 against dense, mean
 # over the samples with 95% bands), sensitivity.csv and figures/sensitivity.{png,pdf} (the final PSNR
@@ -30,5 +30,5 @@ for r in "${runs[@]}"; do
 done
 exp_readme "# $name: issue 50's staleness, drift and sensitivity in the closed loop
 
-The tables and figures are dsgap drift's (summary.md; src/analysis/drift.h says what each one is)." \
+The tables and figures are dsgap drift's (drift.md; src/analysis/drift.h says what each one is)." \
   "${runs[0]}/run.json"

@@ -62,7 +62,7 @@ print("made")
 PYEOF
 check "synthetic runs made" grep -q made "$tmp/make.out" || cat "$tmp/make.out"
 "$DSGAP" drift "$tmp/model.all" "$tmp/model.win" "$tmp/model.lay" --out "$tmp/out" --boot 400 > "$tmp/drift.out" 2> "$tmp/drift.err"
-check "drift: exit 0 and every table" [ $? -eq 0 -a -s "$tmp/out/summary.md" -a -s "$tmp/out/staleness.csv" \
+check "drift: exit 0 and every table" [ $? -eq 0 -a -s "$tmp/out/drift.md" -a -s "$tmp/out/staleness.csv" \
   -a -s "$tmp/out/drift.csv" -a -s "$tmp/out/sensitivity.csv" ] || cat "$tmp/drift.err"
 "$PY" - "$tmp" > "$tmp/py.out" 2>&1 <<'PYEOF'
 import sys, json, csv

@@ -62,7 +62,7 @@ check "the reference's steps.h5: 4 steps, the last = latents.h5 (h5py)" grep -q 
 # --- dsgap drift over the three runs ---------------------------------------------------------------
 "$DSGAP" drift "$tmp/full/model.w1" "$tmp/full/model.win" "$tmp/full/model.l1" --out "$tmp/tables" --boot 50 \
   > /dev/null 2> "$tmp/tables.err"
-check "dsgap drift: exit 0, its tables" [ $? -eq 0 -a -s "$tmp/tables/summary.md" ] || cat "$tmp/tables.err"
+check "dsgap drift: exit 0, its tables" [ $? -eq 0 -a -s "$tmp/tables/drift.md" ] || cat "$tmp/tables.err"
 check "staleness.csv: fresh=keys, groups, residual per run (9 rows), each E(mc-sparse) - E(fresh) of closed_loop.csv" \
   [ "$(for r in w1 win l1; do awk -F, -v r=model.$r 'NR == FNR { if (FNR > 1) e[$3] = $13; next }
       FNR > 1 && $1 == r { d = e["mc-sparse"] - e[$3 "/fresh=" $4]; d -= $9; if (d < 0) d = -d; if (d <= 2e-6) print }' \

@@ -21,7 +21,7 @@
 #include "util/util.h"
 
 #define KEY_MAX 160
-/* summary.md marks a row whose interval rests on fewer samples than this (issue 50 item 7) */
+/* drift.md marks a row whose interval rests on fewer samples than this (issue 50 item 7) */
 #define FEW_SAMPLES 5
 #define FEW(n) ((n) < FEW_SAMPLES ? " â " : "")
 
@@ -272,7 +272,7 @@ static int drift_table(const run_t *r, const dg_drift_opts *o, const char *fig, 
 			t->rows++;
 			if (est[s] > 0)
 				fprintf(dat.f, "%d %.8g %.8g %.8g\n", s, est[s], est[steps + s], est[2 * steps + s]);
-			if (s == steps - 1 || (s + 1) % 10 == 0) { /* summary.md: every 10th step and the last */
+			if (s == steps - 1 || (s + 1) % 10 == 0) { /* drift.md: every 10th step and the last */
 				char a[32], b[32], c[32];
 				dg_sb_printf(&t->md, "| %s | %s | %g | %d | %d%s | %s | [%s, %s] |\n", r->name, p[k].policy,
 					     p[k].rho, s, have, FEW(have), dg_sig3(a, est[s]), dg_sig3(b, est[steps + s]),
@@ -295,8 +295,8 @@ static int drift_table(const run_t *r, const dg_drift_opts *o, const char *fig, 
 		fputs(".\"\\n\".", gp.f);
 		dg_gp_string(gp.f, t2);
 		fprintf(gp.f, " noenhanced\nset xlabel 'denoising step'\nset ylabel 'rel-L2 of the latents vs dense (mean)'\n"
-			      "set logscale y\nset format y '10^{%%L}'\nset xtics %d\nset key below noenhanced\nplot",
-			nsteps <= 20 ? 1 : nsteps <= 100 ? 5 : 50);
+			      "set logscale y\nset format y '10^{%%L}'\nset xtics %d\nset xrange [0:%d]\nset key below noenhanced\nplot",
+			nsteps <= 20 ? 1 : nsteps <= 100 ? 5 : 50, nsteps > 1 ? nsteps - 1 : 1);
 		for (int k = 0; k < np; k++) {
 			char lab[DG_POLICY_NAME_MAX + 40];
 			snprintf(lab, sizeof lab, "%s @ %g", p[k].policy, p[k].rho);
@@ -606,7 +606,7 @@ int dg_drift(char *const *dirs, int nruns, const char *out, const dg_drift_opts 
 			else
 				dg_sb_printf(&md, "(no sparse_steps or sparse_layers schedule)\n");
 			dg_sbuf empty = { 0 };
-			rc = write_text(stage.path, "summary.md", md.buf, &empty);
+			rc = write_text(stage.path, "drift.md", md.buf, &empty);
 			free(md.buf);
 		}
 		if (!rc && nfig) {
@@ -627,7 +627,7 @@ int dg_drift(char *const *dirs, int nruns, const char *out, const dg_drift_opts 
 		rc = dg_stage_close(&stage, rc) ? -1 : 0;
 	}
 	if (!rc)
-		printf("drift: %d run%s: %d drift rows, %d staleness rows, %d sensitivity rows; wrote %s/summary.md, "
+		printf("drift: %d run%s: %d drift rows, %d staleness rows, %d sensitivity rows; wrote %s/drift.md, "
 		       "drift.csv, staleness.csv, sensitivity.csv, figures/\n", nruns, nruns > 1 ? "s" : "", dt.rows,
 		       st.rows, se.rows, out);
 	for (int i = 0; i < loaded; i++)

@@ -18,9 +18,9 @@
  *                    without either, the whole loop sparse): per policy x density the final PSNR
  *                    and rel_l2 with intervals; figures/sensitivity.{dat,gp,pdf,png} the heat map of
  *                    the mean PSNR (rows policy @ density, columns the windows and layers)
- * and summary.md (every table, 3 significant figures). Written through a staging folder: all or
+ * and drift.md (every table, 3 significant figures). Written through a staging folder: all or
  * nothing. A run without drift.csv rows adds no drift; tables without rows are left out (said in
- * summary.md); no table at all is an error.
+ * drift.md); no table at all is an error.
  */
 #ifndef DG_DRIFT_H
 #define DG_DRIFT_H

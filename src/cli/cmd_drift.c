@@ -20,7 +20,7 @@ static void usage(FILE *f)
 		   "               fresh= switch beside its BASE (the fourth source), and the PSNR gained\n"
 		   "  drift        each step's rel-L2 of the latents against the dense run's, per policy\n"
 		   "  sensitivity  final PSNR and rel-L2 of the runs with sparse_steps or sparse_layers schedules\n"
-		   "Writes DIR/summary.md, DIR/{staleness,drift,sensitivity}.csv and DIR/figures/\n"
+		   "Writes DIR/drift.md, DIR/{staleness,drift,sensitivity}.csv and DIR/figures/\n"
 		   "(drift-RUN and sensitivity .dat, .gp, .pdf, .png), all or nothing.\n");
 }
 

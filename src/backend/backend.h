@@ -103,6 +103,10 @@ struct dg_backend {
 	dg_bscores *(*pooled)(dg_backend *, dg_bgroups *, dg_kv_kind);
 	/* Block sums of token scores. */
 	dg_bscores *(*to_blocks)(dg_backend *, const dg_bscores *);
+	/* Votes (dg_scores_vote) of the groups `to` from the lists `sel` of the groups `from`, as scores
+	 * for select (cols per kv): fresh=groups (policy_run.h). Both backends run the host twin. */
+	dg_bscores *(*vote)(dg_backend *, const dg_bgroups *to, const dg_bgroups *from, const dg_bsel *sel,
+			    dg_kv_kind kv);
 	/* Per-group key lists from scores under a budget. */
 	dg_bsel *(*select)(dg_backend *, const dg_bgroups *, const dg_bscores *, const dg_budget *);
 	/*

@@ -136,6 +136,20 @@ static dg_bscores *cpu_to_blocks(dg_backend *be, const dg_bscores *t)
 	return s;
 }
 
+static dg_bscores *cpu_vote(dg_backend *be, const dg_bgroups *to, const dg_bgroups *from, const dg_bsel *sel,
+			    dg_kv_kind kv)
+{
+	dg_bscores *s = scores_new(to->g.ngroups, kv == DG_KV_BLOCK ? (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE
+								 : be->n);
+	dg_selection lists = sel->s;
+	if (sel->bits)
+		dg_bitmap_decode(sel->bits, sel->ngroups, sel->n, &lists);
+	dg_scores_vote(&to->g, &from->g, &lists, be->n, kv, s->s);
+	if (sel->bits)
+		dg_selection_free(&lists);
+	return s;
+}
+
 static dg_bsel *cpu_select(dg_backend *be, const dg_bgroups *g, const dg_bscores *s, const dg_budget *b)
 {
 	cpu *c = be->impl;
@@ -326,7 +340,7 @@ dg_backend *dg_backend_cpu(int n, int d)
 	c->res = dg_alloc_poisoned(nd);
 	*be = (dg_backend){ .name = "cpu", .n = n, .d = d, .impl = c, .load = cpu_load, .load_device = cpu_load,
 			    .dense = cpu_dense, .groups = cpu_groups, .exact = cpu_exact,
-			    .pooled = cpu_pooled, .to_blocks = cpu_to_blocks, .select = cpu_select, .compact = cpu_compact,
+			    .pooled = cpu_pooled, .to_blocks = cpu_to_blocks, .vote = cpu_vote, .select = cpu_select, .compact = cpu_compact,
 			    .attend = cpu_attend, .peer = cpu_peer, .approx = cpu_approx,
 			    .output = cpu_output, .output_device = cpu_output, .vec_bytes = cpu_vec_bytes,
 			    .sel_lists = cpu_sel_lists, .groups_free = cpu_groups_free,

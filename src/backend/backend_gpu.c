@@ -838,6 +838,45 @@ static dg_bscores *gpu_to_blocks(dg_backend *be, const dg_bscores *t)
 	return view;
 }
 
+static void gpu_sel_lists(dg_backend *be, const dg_bsel *csel, dg_selection *out);
+
+/* a grouping's host perm and offsets (dg_groups, perm downloaded where made on the device) */
+static dg_groups groups_host(gpu *g, const dg_bgroups *bg)
+{
+	dg_groups h = { bg->g.n, bg->g.ngroups, dg_malloc((size_t)bg->g.n * sizeof(int)),
+			dg_malloc((size_t)(bg->g.ngroups + 1) * sizeof(int)) };
+	memcpy(h.off, bg->g.off, (size_t)(h.ngroups + 1) * sizeof(int));
+	if (bg->g.perm) {
+		memcpy(h.perm, bg->g.perm, (size_t)h.n * sizeof(int));
+	} else {
+		CUDA_CHECK(cudaMemcpyAsync(h.perm, bg->perm, (size_t)h.n * 4, cudaMemcpyDeviceToHost, g->stream));
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	}
+	return h;
+}
+
+/* fresh=groups' votes (backend.h): the host twin (dg_scores_vote) on the lists and groupings brought
+ * to the host, the scores uploaded */
+static dg_bscores *gpu_vote(dg_backend *be, const dg_bgroups *to, const dg_bgroups *from, const dg_bsel *sel,
+			    dg_kv_kind kv)
+{
+	gpu *g = be->impl;
+	flush(be);
+	int cols = kv == DG_KV_BLOCK ? (be->n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE : be->n;
+	dg_groups ht = groups_host(g, to), hf = groups_host(g, from);
+	dg_selection lists;
+	gpu_sel_lists(be, sel, &lists);
+	float *hs = dg_malloc((size_t)ht.ngroups * cols * sizeof(float)); /* (to groups, cols) */
+	dg_scores_vote(&ht, &hf, &lists, be->n, kv, hs);
+	dg_bscores *s = scores_new(g, ht.ngroups, cols);
+	CUDA_CHECK(cudaMemcpyAsync(s->s, hs, (size_t)ht.ngroups * cols * 4, cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream)); /* hs is pageable and freed here */
+	free(hs);
+	dg_selection_free(&lists);
+	dg_groups_free(&ht), dg_groups_free(&hf);
+	return s;
+}
+
 static dg_bsel *gpu_select(dg_backend *be, const dg_bgroups *bg, const dg_bscores *sc, const dg_budget *b_in)
 {
 	gpu *g = be->impl;
@@ -1782,7 +1821,7 @@ dg_backend *dg_backend_gpu(int n, int d)
 			    .load_device_bf16 = gpu_load_device_bf16,
 			    .prefetch_groups = gpu_prefetch_groups, .dense = gpu_dense, .groups = gpu_groups,
 			    .exact = gpu_exact,
-			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .select = gpu_select,
+			    .pooled = gpu_pooled, .to_blocks = gpu_to_blocks, .vote = gpu_vote, .select = gpu_select,
 			    .attend = gpu_attend, .compact = gpu_compact, .peer = gpu_peer, .approx = gpu_approx,
 			    .park = gpu_park, .fetch = gpu_fetch, .offload_stats = gpu_offload_stats,
 			    .vec_bytes = gpu_vec_bytes, .sel_lists = gpu_sel_lists, .phases = gpu_phases, .submit = flush, .output = gpu_output, .output_device = gpu_output_device, .groups_free = gpu_groups_free,

@@ -78,16 +78,19 @@ void dg_policy_run_plan(dg_policy_run *r, const dg_schedule *sc, int step, int l
 	const dg_policy *p = r->p;
 	bool warm = step < sc->warmup;
 	r->fresh = NULL;
+	r->make_part = false;
 	if (p->dense || dg_schedule_dense_layer(sc, layer)) {
 		r->dense_out = true;
 		r->make_meta = false;
 	} else if (p->refresh == DG_REFRESH_STEP) {
+		warm |= dg_schedule_dense_step(sc, step); /* outside the sparse window: as in the warm-up */
 		r->dense_out = warm;
 		r->make_meta = !warm || p->residual == DG_RESIDUAL_CACHED;
 	} else {
 		bool anchor = dg_schedule_is_anchor(sc, step) || (!warm && !r->meta);
-		r->dense_out = warm || anchor;
+		r->dense_out = warm || anchor || dg_schedule_dense_step(sc, step);
 		r->make_meta = anchor;
+		r->make_part = !r->dense_out && (p->fresh & (DG_FRESH_GROUPS | DG_FRESH_KEYS));
 	}
 }
 
@@ -95,21 +98,70 @@ bool dg_policy_run_needs_dense(const dg_policy_run *r)
 {
 	const dg_policy *p = r->p;
 	bool exact = !dg_policy_is_peer(p) && p->score == DG_SCORE_EXACT; /* a peer's scores are its own */
+	bool reuse = !r->dense_out && !r->make_meta && p->refresh == DG_REFRESH_ANCHOR;
 	return r->dense_out || p->approx == DG_APPROX_PISA ||
-	       (r->make_meta && (exact || p->residual == DG_RESIDUAL_CACHED));
+	       (r->make_meta && (exact || p->residual == DG_RESIDUAL_CACHED)) ||
+	       (reuse && (p->fresh & DG_FRESH_RESIDUAL)) || (r->make_part && (p->fresh & DG_FRESH_KEYS) && exact);
 }
 
 bool dg_policy_run_groups_with(dg_policy_run *const *runs, int nruns, dg_group_kind kind)
 {
 	for (int i = 0; i < nruns; i++)
-		if (runs[i]->make_meta && !dg_policy_is_peer(runs[i]->p) && runs[i]->p->group == kind)
+		if (!dg_policy_is_peer(runs[i]->p) && runs[i]->p->group == kind &&
+		    (runs[i]->make_meta || (runs[i]->make_part && (runs[i]->p->fresh & DG_FRESH_GROUPS))))
 			return true;
 	return false;
+}
+
+/* a reuse step's metadata of fresh=groups|keys (policy_run.h) into r->fresh: new groups or the
+ * anchor's, new key lists (scores) or the anchor's carried by votes. 0, or -1 after reporting. */
+static int part_metadata(dg_backend *be, dg_policy_run *r, const int grid[3], int text_tokens)
+{
+	const dg_policy *p = r->p;
+	double t0 = dg_now();
+	shared_groups *sg = r->meta->groups;
+	if (p->fresh & DG_FRESH_GROUPS) {
+		dg_bgroups *g = be->groups(be, p->group, grid, text_tokens);
+		if (!g)
+			return -1;
+		sg = dg_malloc(sizeof *sg);
+		*sg = (shared_groups){ 0, g };
+	}
+	dg_bsel *sel;
+	if (p->fresh & DG_FRESH_KEYS) {
+		dg_bscores *tok = NULL, *sc;
+		if (p->score == DG_SCORE_POOLED) {
+			sc = be->pooled(be, sg->g, p->kv);
+		} else {
+			be->exact(be, &sg->g, &tok, 1, NULL, NULL, 0);
+			sc = p->kv == DG_KV_BLOCK ? be->to_blocks(be, tok) : tok;
+		}
+		sel = be->select(be, sg->g, sc, &r->budget);
+		if (sc != tok)
+			be->scores_free(be, sc);
+		be->scores_free(be, tok);
+	} else {
+		dg_bscores *sc = be->vote(be, sg->g, r->meta->groups->g, r->meta->sel, p->kv);
+		sel = be->select(be, sg->g, sc, &r->budget);
+		be->scores_free(be, sc);
+	}
+	r->fresh = meta_new(sg, sel);
+	r->meta_s += since(be, !r->untimed, t0);
+	return 0;
 }
 
 int dg_policy_run_metadata(dg_backend *be, dg_policy_run *const *runs, int nruns, const int grid[3],
 			   int text_tokens)
 {
+	for (int i = 0; i < nruns; i++)
+		if (runs[i]->make_part && part_metadata(be, runs[i], grid, text_tokens)) {
+			for (int j = 0; j < i; j++)
+				if (runs[j]->make_part) {
+					meta_unref(be, runs[j]->fresh);
+					runs[j]->fresh = NULL;
+				}
+			return -1;
+		}
 	shared_groups *groups[DG_GROUP_COUNT] = { 0 };
 	double group_s[DG_GROUP_COUNT] = { 0 };
 	bool timed = false;
@@ -236,7 +288,8 @@ dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg
 	bool cached = p->residual == DG_RESIDUAL_CACHED, per_step = p->refresh == DG_REFRESH_STEP;
 	dg_policy_out out = { .dense = r->dense_out };
 	be->residual_dtype = p->residual_dtype; /* the storage of the residuals attend makes here */
-	if (r->fresh && !per_step) {
+	bool part = r->make_part; /* fresh=groups|keys at a reuse step: r->fresh for this step alone */
+	if (r->fresh && !per_step && !part) {
 		/* an anchor: new metadata, and R = O_dense - O_sparse with its own selection */
 		meta_unref(be, r->meta);
 		r->meta = r->fresh;
@@ -260,22 +313,22 @@ dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg
 		return out;
 	}
 	/* output O_sparse [+ R]; refresh=step: R becomes this step's O_dense - O_sparse */
-	dg_policy_meta *meta = per_step ? r->fresh : r->meta;
-	bool pisa = p->approx == DG_APPROX_PISA;
+	dg_policy_meta *meta = per_step || part ? r->fresh : r->meta;
+	bool pisa = p->approx == DG_APPROX_PISA, new_res = per_step || (p->fresh & DG_FRESH_RESIDUAL);
 	out.pairs = be->attend(be, meta->groups->g, meta->sel, cached ? r->residual : NULL,
-			       cached && per_step ? &r->residual : NULL, pisa ? NULL : m, timed ? &out.seconds : NULL);
+			       cached && new_res ? &r->residual : NULL, pisa ? NULL : m, timed ? &out.seconds : NULL);
 	if (pisa) {
 		double t0 = dg_now();
 		be->approx(be, meta->groups->g, meta->sel, p->block, m);
 		if (timed) /* the term's kernels run asynchronously on a device: waited for (since) */
 			out.seconds += since(be, timed, t0);
 	}
-	if (per_step) {
+	if (per_step || part) {
 		meta_unref(be, r->fresh);
 		r->fresh = NULL;
-	} else {
-		out.staleness = step - r->meta_step;
 	}
+	if (!per_step)
+		out.staleness = step - r->meta_step;
 	if (o)
 		be->output(be, false, o);
 	return out;

@@ -27,7 +27,18 @@
  *   refresh=step:   s < W             O = dense (with a residual: metadata and R for next step)
  *                   otherwise         metadata from this step; O = sparse [+ R of the previous
  *                                     step]; R = O_dense - O_sparse
+ *   a step outside the schedule's sparse_steps window gives O = dense (anchors still make metadata)
  * The default anchor depends on which steps exist, so callers resolve it into the schedule.
+ *
+ * Staleness (fresh=, issue 50): at a refresh=anchor policy's reuse steps the components named in
+ * fresh are remade from the step's unit, only for that step (the anchor's metadata is kept):
+ *   keys      the key lists selected again from this step's scores (exact: the dense LSE) over
+ *             the groups in use
+ *   groups    the queries grouped again (the policy's kind) from this step's Q; without keys, each
+ *             new group's keys are the anchor's lists carried by votes (dg_scores_vote: the top-k
+ *             of the fraction of its queries whose anchor group lists the key)
+ *   residual  R remade every step as refresh=step does: O = sparse + R of the previous step, then
+ *             R = O_dense - O_sparse of this step (so it is one step old, not since the anchor)
  */
 #ifndef DG_POLICY_RUN_H
 #define DG_POLICY_RUN_H
@@ -52,6 +63,7 @@ typedef struct {
 	dg_peer_state *peer;   /* a peer's state carried across steps (svg2's centroids), or NULL */
 	/* the current unit, from dg_policy_run_plan */
 	bool dense_out, make_meta;
+	bool make_part;        /* a reuse step of fresh=groups|keys: metadata for this step alone */
 	dg_policy_meta *fresh; /* metadata made at this unit */
 } dg_policy_run;
 

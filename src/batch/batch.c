@@ -763,7 +763,8 @@ static void summary_heads(merge_ctx *m)
 		     jstr(m->plan, "name"), jstr(m->plan, "fingerprint"));
 }
 
-/* Each run of a closed-loop experiment: RUN/closed_loop.csv, RUN/run.json and its summary lines. */
+/* Each run of a closed-loop experiment: RUN/closed_loop.csv, RUN/drift.csv, RUN/run.json and its
+ * summary lines. */
 static int merge_closed_runs(merge_ctx *m)
 {
 	int err = 0;
@@ -774,8 +775,10 @@ static int merge_closed_runs(merge_ctx *m)
 			break;
 		char *dir = dg_path_join(m->out, jstr(run, "name"));
 		char *cp = dg_path_join(dir, "closed_loop.csv"), *jp = dg_path_join(dir, "run.json");
+		char *dp = dg_path_join(dir, "drift.csv");
 		err = dg_mkdir_track(dir, &m->made) || write_pending(&m->pend, cp, cm.rows) ||
-		      write_pending(&m->pend, jp, cm.run_json);
+		      write_pending(&m->pend, jp, cm.run_json) || write_pending(&m->pend, dp, cm.drift);
+		free(dp);
 		dg_sb_add(&m->summary, cm.summary, strlen(cm.summary));
 		dg_sb_add(&m->md, cm.md, strlen(cm.md));
 		m->rows_total += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(run, "cells"));

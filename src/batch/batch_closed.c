@@ -66,6 +66,68 @@ static dg_wan_model *model_for(const char *path, const char *device, bool *reuse
 	return loaded.model;
 }
 
+/* rel-L2 of x against r, n values each (0 where both are zero) */
+static double rel_l2(const float *x, const float *r, size_t n)
+{
+	double e2 = 0, r2 = 0;
+	for (size_t e = 0; e < n; e++) {
+		double df = (double)x[e] - r[e];
+		e2 += df * df, r2 += (double)r[e] * r[e];
+	}
+	return r2 > 0 ? sqrt(e2 / r2) : (e2 > 0 ? INFINITY : 0);
+}
+
+/* drift.csv (step,rel_l2: each step's latents x against the reference's, (steps, numel) each) */
+static int write_drift(const char *path, const float *x, const float *ref, int steps, size_t numel)
+{
+	dg_out o;
+	if (dg_out_open(&o, path))
+		return -1;
+	fprintf(o.f, "step,rel_l2\n");
+	for (int i = 0; i < steps; i++)
+		fprintf(o.f, "%d,%.9g\n", i, rel_l2(x + (size_t)i * numel, ref + (size_t)i * numel, numel));
+	return dg_out_commit(&o);
+}
+
+/* a cell's per-step latents (steps.h5) when they fit this, else no drift is recorded */
+#define DRIFT_MAX_BYTES ((size_t)256 << 20)
+
+/* Where the loop drifts (issue 50, batch_closed.h): the reference writes its per-step latents to
+ * steps.h5; a sparse cell writes drift.csv against the reference's steps.h5 when that cell is done
+ * already (beside this one in the run's folder), else its own steps.h5 for the merge. */
+static int cell_steps(const dg_experiment *e, const dg_exp_cell *c, const char *dir, const float *steps,
+		      const int shape[4])
+{
+	int n = e->model.steps, sshape[4] = { n * shape[0], shape[1], shape[2], shape[3] };
+	size_t numel = (size_t)shape[0] * shape[1] * shape[2] * shape[3];
+	char ns[32], ref[4096];
+	snprintf(ns, sizeof ns, "%d", n);
+	const char *attrs[] = { "steps", ns, NULL };
+	char *own = dg_path_join(dir, "steps.h5");
+	int rc = 0;
+	snprintf(ref, sizeof ref, "%s", dir);
+	char *slash = strrchr(ref, '/');
+	if (slash)
+		snprintf(slash + 1, sizeof ref - (size_t)(slash + 1 - ref), "%s/steps.h5", e->cells[c->reference].id);
+	dg_tensor t = { 0 };
+	struct stat st;
+	if (c->policy < 0 || !slash || stat(ref, &st)) {
+		rc = dg_latents_write(own, steps, sshape, attrs);
+	} else if (!(rc = dg_tensor_read(ref, "reference steps", &t))) {
+		if (t.ndim != 4 || t.shape[0] != sshape[0] || t.shape[1] != shape[1] || t.shape[2] != shape[2] ||
+		    t.shape[3] != shape[3]) {
+			rc = dg_error("%s: per-step latents of another shape than this cell's", ref);
+		} else {
+			char *dp = dg_path_join(dir, "drift.csv");
+			rc = write_drift(dp, steps, t.data, n, numel);
+			free(dp);
+		}
+		dg_tensor_free(&t);
+	}
+	free(own);
+	return rc;
+}
+
 int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *device,
 		   const char *command_line, bool progress)
 {
@@ -90,7 +152,11 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 				  .cond = di.cond, .uncond = di.uncond };
 	memcpy(so.latent, di.latent, sizeof so.latent);
 	int shape[4] = { di.model->cfg.out_dim, di.latent[0], di.latent[1], di.latent[2] };
-	float *lat = dg_malloc((size_t)shape[0] * shape[1] * shape[2] * shape[3] * sizeof(float));
+	size_t numel = (size_t)shape[0] * shape[1] * shape[2] * shape[3];
+	float *lat = dg_malloc(numel * sizeof(float));
+	float *steps = numel * m->steps * sizeof(float) <= DRIFT_MAX_BYTES ? dg_malloc(numel * m->steps * sizeof(float))
+									   : NULL;
+	so.step_latents = steps;
 	dg_generate_stats st;
 	int rc = dg_generate_run(&so, di.grid, p, rho, &e->runs[c->run].resolved, e->cache_offload, !progress,
 				 lat, &st);
@@ -102,8 +168,11 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 	char *path = dg_path_join(dir, "latents.h5");
 	if (!rc)
 		rc = dg_latents_write(path, lat, shape, attrs);
+	if (!rc && steps)
+		rc = cell_steps(e, c, dir, steps, shape);
 	free(path);
 	free(lat);
+	free(steps);
 	if (!rc) {
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddStringToObject(j, "format", "dsgap-closed-cell");
@@ -190,6 +259,7 @@ static double jnum(const cJSON *o, const char *key)
 /* a cell as found in the folders: its run.json and final latents */
 typedef struct {
 	char id[DG_EXP_CELL_ID_MAX];
+	char dir[4096]; /* the folder it was read from */
 	cJSON *json;
 	dg_tensor lat;
 } found_cell;
@@ -252,6 +322,7 @@ static int load_cell(const char *rname, const char *id, char *const *dirs, int n
 				return found_free(f), -1;
 			}
 			f->lat = t;
+			snprintf(f->dir, sizeof f->dir, "%s", d);
 			snprintf(where, sizeof where, "%s", lp);
 			continue;
 		}
@@ -265,6 +336,57 @@ static int load_cell(const char *rname, const char *id, char *const *dirs, int n
 	if (!f->json)
 		return dg_error("merge: cell %s/%s is in none of the folders", rname, id);
 	return 0;
+}
+
+/* the cell's per-step drift rows (prompt,seed,policy,density_target,step,rel_l2) into b: from its
+ * drift.csv, else from its steps.h5 against the reference's; nothing where neither is there (the
+ * latents did not fit DRIFT_MAX_BYTES). 0 or -1 (reported). */
+static int cell_drift(const found_cell *cell, const found_cell *ref, const char *prefix, dg_sbuf *b)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/drift.csv", cell->dir);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		char line[256];
+		int lineno = 0, rc = 0;
+		while (fgets(line, sizeof line, f) && !rc) {
+			int step;
+			double v;
+			char tail;
+			if (++lineno == 1)
+				rc = strcmp(line, "step,rel_l2\n") ? dg_error("merge: %s:1: expected the header step,rel_l2",
+									  path) : 0;
+			else if (sscanf(line, "%d,%lf%c", &step, &v, &tail) != 3 || tail != '\n' || step < 0)
+				rc = dg_error("merge: %s:%d: expected STEP,REL_L2", path, lineno);
+			else
+				dg_sb_printf(b, "%s,%d,%.9g\n", prefix, step, v);
+		}
+		fclose(f);
+		return rc;
+	}
+	char rp[4200];
+	snprintf(path, sizeof path, "%s/steps.h5", cell->dir);
+	snprintf(rp, sizeof rp, "%s/steps.h5", ref->dir);
+	struct stat st;
+	if (stat(path, &st) || stat(rp, &st))
+		return 0;
+	dg_tensor x, r;
+	if (dg_tensor_read(path, "per-step latents", &x))
+		return -1;
+	if (dg_tensor_read(rp, "reference steps", &r))
+		return dg_tensor_free(&x), -1;
+	int rc = 0;
+	size_t numel = (size_t)cell->lat.shape[0] * cell->lat.shape[1] * cell->lat.shape[2] * cell->lat.shape[3];
+	bool same = x.ndim == 4 && r.ndim == 4 && numel > 0;
+	for (int i = 0; same && i < 4; i++)
+		same = x.shape[i] == r.shape[i];
+	if (!same || x.shape[0] % cell->lat.shape[0])
+		rc = dg_error("merge: %s: per-step latents of another shape than %s's", path, rp);
+	for (int64_t i = 0; !rc && i < x.shape[0] / cell->lat.shape[0]; i++)
+		dg_sb_printf(b, "%s,%lld,%.9g\n", prefix, (long long)i,
+			     rel_l2(x.data + (size_t)i * numel, r.data + (size_t)i * numel, numel));
+	dg_tensor_free(&x), dg_tensor_free(&r);
+	return rc;
 }
 
 /* means over the samples of one policy x density */
@@ -299,7 +421,7 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 	int ncells = cJSON_GetArraySize(cells);
 	if (cJSON_GetArraySize(info) != ncells)
 		return dg_error("merge: experiment.json: run %s has no cell_info for its %d cells", rname, ncells);
-	dg_sbuf rows = { 0 }, summary = { 0 }, md = { 0 }, devices = { 0 };
+	dg_sbuf rows = { 0 }, summary = { 0 }, md = { 0 }, devices = { 0 }, drift = { 0 };
 	dg_sb_printf(&rows, "%s\n", DG_CLOSED_HEADER);
 	/* the schedule's columns: anchor_every, anchors, dense_layers (older experiment.json: no
 	 * anchor_every, so a list when the spec gives anchors, else once) */
@@ -318,6 +440,7 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		snprintf(every, sizeof every, "%s", cJSON_IsString(ae) ? ae->valuestring :
 			 strstr(jstr(sched, "spec"), "anchors=") ? "given" : "once");
 	int warmup = (int)jnum(sched, "warmup");
+	dg_sb_printf(&drift, "%s\n", DG_CLOSED_DRIFT_HEADER);
 	acc *a = dg_calloc((size_t)ncells, sizeof *a);
 	int na = 0, rc = 0, mixed = 0;
 	found_cell ref = { 0 };
@@ -369,6 +492,14 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 			     jstr(ci, "prompt"), jnum(ci, "seed"), pol, rho, dens, fs.psnr, fs.ssim, fs.psnr_min,
 			     fs.ssim_min, t, jnum(cell.json, "total_s"), tref / t,
 			     r2 > 0 ? sqrt(e2 / r2) : (e2 > 0 ? INFINITY : 0), warmup, every, anchors, dense);
+		if (strcmp(id, rid)) { /* a sparse cell: its drift against the reference, per step */
+			char prefix[512];
+			snprintf(prefix, sizeof prefix, "%s,%.0f,%s,%g", jstr(ci, "prompt"), jnum(ci, "seed"), pol, rho);
+			if ((rc = cell_drift(&cell, &ref, prefix, &drift))) {
+				found_free(&cell);
+				break;
+			}
+		}
 		int k = 0;
 		while (k < na && (strcmp(a[k].policy, pol) || a[k].rho != rho))
 			k++;
@@ -432,10 +563,12 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		cJSON_free(text);
 		out->run_json = js.buf;
 		out->rows = rows.buf;
+		out->drift = drift.buf;
 		out->summary = summary.buf ? summary.buf : dg_strdup("");
 		out->md = md.buf ? md.buf : dg_strdup("");
 	} else {
 		free(rows.buf);
+		free(drift.buf);
 		free(summary.buf);
 		free(md.buf);
 	}
@@ -447,6 +580,7 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 void dg_closed_merged_free(dg_closed_merged *m)
 {
 	free(m->rows);
+	free(m->drift);
 	free(m->run_json);
 	free(m->summary);
 	free(m->md);

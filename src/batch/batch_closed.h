@@ -4,6 +4,12 @@
  * seed): the dense reference, or one sparse policy at one density. It writes, into its folder,
  *   latents.h5   the final latents (channels, F, H, W), fp32 /latents (tensorfile.h)
  *   run.json     policy, density target, effective density, transformer and total time, device
+ *   where the loop drifts (issue 50), when one cell's per-step latents fit 256 MiB (fp32; the
+ *   bundled model's 3x16x32x32 latents: 192 KiB a step, 9.4 MiB at 50 steps):
+ *   steps.h5     the reference's latents after every step, fp32 /latents (steps x channels, F, H, W)
+ *   drift.csv    a sparse cell's: step,rel_l2 of its latents after each step against the
+ *                reference's steps.h5 (read when that cell is done already: with one worker the
+ *                reference runs first); else the cell writes its own steps.h5 for the merge
  * and nothing else: its fidelity (PSNR/SSIM against the sample's reference) and speedup (the
  * reference's transformer time over its own) are computed when the cells are merged, so no cell
  * waits for another and shards, workers and resumes need nothing more than the open loop.
@@ -14,6 +20,8 @@
  *                    then the run's schedule: warmup, anchor_every (N of anchors=every:N, "once" for
  *                    the default single anchor, "given" for a list), the resolved anchors a;b and
  *                    the dense layers l;m or "none", so rows of several runs group by them)
+ *   drift.csv        DG_CLOSED_DRIFT_HEADER, per sparse cell and step: rel_l2 of the latents after
+ *                    that step against the reference's after the same step (header only: none kept)
  *   run.json         the run's settings, the cells' devices, dates, summed times, inputs
  * and per run x policy x density a line of OUT/summary.csv (DG_CLOSED_SUMMARY_HEADER: means over
  * the samples; speedup = mean reference time / mean time) and of OUT/summary.md.
@@ -30,6 +38,7 @@
 #define DG_CLOSED_HEADER \
 	"prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup,rel_l2," \
 	"warmup,anchor_every,anchors,dense_layers"
+#define DG_CLOSED_DRIFT_HEADER "prompt,seed,policy,density_target,step,rel_l2"
 #define DG_CLOSED_SUMMARY_HEADER \
 	"run,model,schedule,warmup,anchors,policy,density_target,samples,density,psnr,psnr_min,ssim," \
 	"ssim_min,transformer_s,speedup,anchor_every,dense_layers"
@@ -50,6 +59,7 @@ void dg_closed_release(void);
 
 typedef struct {
 	char *rows;     /* closed_loop.csv */
+	char *drift;    /* drift.csv */
 	char *run_json; /* run.json */
 	char *summary;  /* lines of summary.csv */
 	char *md;       /* lines of summary.md's table */

@@ -40,7 +40,7 @@ static uint64_t hash_cells(uint64_t h, const dg_experiment *e)
 }
 
 /* a schedule's given anchors (a default one follows from the warm-up) and dense layers, after its
- * warm-up */
+ * warm-up; anchors=every:N; its sparse layers and steps */
 static uint64_t hash_schedule(uint64_t h, const dg_schedule *s)
 {
 	char buf[4096];
@@ -50,6 +50,12 @@ static uint64_t hash_schedule(uint64_t h, const dg_schedule *s)
 	h = dg_fnv_str(h, buf);
 	if (s->anchor_every) { /* anchors=every:N (absent before it existed: old fingerprints kept) */
 		snprintf(buf, sizeof buf, " every %d", s->anchor_every);
+		h = dg_fnv_str(h, buf);
+	}
+	if (s->sparse_window || s->nsparse_layers) { /* issue 50's keys: absent, the hash is as before */
+		ints_str(buf, sizeof buf, s->sparse_layers, s->nsparse_layers);
+		h = dg_fnv_str(dg_fnv_str(h, " sparse_layers "), buf);
+		snprintf(buf, sizeof buf, " sparse_steps %d %d-%d", s->sparse_window, s->sparse_lo, s->sparse_hi);
 		h = dg_fnv_str(h, buf);
 	}
 	return h;

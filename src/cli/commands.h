@@ -23,5 +23,6 @@ int dg_cmd_refreshstats(int argc, char **argv); /* cmd_refreshstats.c */
 int dg_cmd_sheet(int argc, char **argv);     /* cmd_sheet.c */
 int dg_cmd_compare(int argc, char **argv);   /* cmd_compare.c */
 int dg_cmd_callspeed(int argc, char **argv); /* cmd_callspeed.c */
+int dg_cmd_drift(int argc, char **argv);     /* cmd_drift.c */
 
 #endif

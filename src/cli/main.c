@@ -35,6 +35,7 @@ static const struct {
 	{ "sheet", dg_cmd_sheet, "contact sheet (PNG, PDF) of generated pixel-space clips, a row per run" },
 	{ "compare", dg_cmd_compare, "every method's closed-loop fidelity against its speedup: tables, Pareto figure" },
 	{ "callspeed", dg_cmd_callspeed, "one attention call per policy against sequence length, metadata amortised" },
+	{ "drift", dg_cmd_drift, "closed loop: staleness as a fourth source, per-step drift, step x layer map" },
 };
 
 static void usage(FILE *f)

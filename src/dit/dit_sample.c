@@ -89,6 +89,8 @@ int dg_dit_sample(const dg_dit_sample_opts *o, float *out, dg_dit_sample_stats *
 		if (cfg)
 			dg_cfg_combine(v, vu, o->guidance, n);
 		dg_sampler_step(s, i, v, x);
+		if (o->step_latents)
+			memcpy(o->step_latents + (size_t)i * n, x, n * sizeof(float));
 		for (size_t j = 0; j < n; j++) /* finite inputs of 3e38 (noise, weights) overflow: never exit 0 */
 			if (!isfinite(x[j])) {
 				rc = dg_error("%s: the latents are not finite after step %d of %d (value %zu: %g): inputs "

@@ -25,6 +25,7 @@ typedef struct {
 	const dg_wan_context *uncond; /* needed when guidance != 1 */
 	dg_dit_attn *attn;            /* NULL: dense */
 	const char *label;            /* progress line prefix; NULL: quiet */
+	float *step_latents;          /* NULL, or (steps, out_dim, F, H, W): the latents after each step */
 } dg_dit_sample_opts;
 
 #define DG_DIT_STEP_TIMES 1000 /* steps whose own times are kept (dg_dit_sample_stats.step_s) */

@@ -116,7 +116,8 @@ static int bad_switch(const char *spec, const char *sw)
 			"kv=token|block score=exact|pooled|antidiag|sparge|centroid|runmax "
 			"mask=none|radial|sta|window approx=none|pisa budget=topk|topp:P|matched sinks=A-B "
 			"residual=none|cached refresh=anchor|step theta= minkc= decay= stride= qc= kc= "
-			"window= block= threshold= residual_dtype=fp32|bf16|fp8 keys=list|bitmap cfg_meta=own|shared)",
+			"window= block= threshold= residual_dtype=fp32|bf16|fp8 keys=list|bitmap cfg_meta=own|shared "
+			"fresh=groups+keys+residual)",
 			spec, sw);
 }
 
@@ -131,6 +132,30 @@ static int set_param(const char *val, double lo, double hi, double *d, int *i)
 		*i = (int)x;
 	else
 		*d = x;
+	return 0;
+}
+
+/* fresh=a+b+c: the bits of groups, keys, residual (each at most once) */
+static int set_fresh(const char *val, unsigned *fresh)
+{
+	static const char *const names[] = { "groups", "keys", "residual" };
+	char buf[64], *items[4];
+	if (strlen(val) >= sizeof buf)
+		return 1;
+	snprintf(buf, sizeof buf, "%s", val);
+	int n = dg_split(buf, '+', items, 4);
+	if (n < 1)
+		return 1;
+	unsigned bits = 0;
+	for (int i = 0; i < n; i++) {
+		int k = 0;
+		while (k < 3 && strcmp(items[i], names[k]))
+			k++;
+		if (k == 3 || (bits & 1u << k))
+			return 1;
+		bits |= 1u << k;
+	}
+	*fresh = bits;
 	return 0;
 }
 
@@ -158,6 +183,8 @@ static int set_switch(dg_policy *p, const char *spec, char *sw)
 		bad = dg_keys_name_parse(val, &v) || ((p->keys = v), 0);
 	else if (!strcmp(key, "cfg_meta"))
 		bad = dg_cfg_meta_name_parse(val, &v) || ((p->cfg_meta = v), 0);
+	else if (!strcmp(key, "fresh"))
+		bad = set_fresh(val, &p->fresh);
 	else if (!strcmp(key, "mask"))
 		bad = dg_mask_name_parse(val, &v) || ((p->mask = v), 0);
 	else if (!strcmp(key, "approx"))
@@ -278,6 +305,18 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 	if (p->cfg_meta == DG_CFG_META_SHARED && p->refresh != DG_REFRESH_ANCHOR)
 		return dg_error("policy '%s': cfg_meta=shared shares the anchor's metadata between the CFG "
 				"passes: it needs refresh=anchor", spec);
+	if (p->fresh && p->refresh != DG_REFRESH_ANCHOR)
+		return dg_error("policy '%s': fresh= remakes a component of the anchor's metadata every step: "
+				"it needs refresh=anchor", spec);
+	if ((p->fresh & (DG_FRESH_GROUPS | DG_FRESH_KEYS)) && dg_policy_is_peer(p))
+		return dg_error("policy '%s': fresh=groups and fresh=keys remake the shared path's groups and "
+				"key lists: no peer metadata", spec);
+	if ((p->fresh & DG_FRESH_RESIDUAL) && p->residual != DG_RESIDUAL_CACHED)
+		return dg_error("policy '%s': fresh=residual remakes a cached residual: it needs "
+				"residual=cached", spec);
+	if ((p->fresh & DG_FRESH_GROUPS) && !(p->fresh & DG_FRESH_KEYS) && p->budget != DG_BUDGET_TOPK)
+		return dg_error("policy '%s': fresh=groups carries the anchor's key lists by votes, which "
+				"only a top-k budget ranks: it needs budget=topk (or fresh=groups+keys)", spec);
 	if (p->budget == DG_BUDGET_TOPP && (p->approx == DG_APPROX_PISA || p->mask != DG_MASK_NONE))
 		return dg_error("policy '%s': budget=topp has no meaning with a mask or approx=pisa", spec);
 	if (p->budget == DG_BUDGET_TOPP && p->score == DG_SCORE_RUNMAX)
@@ -354,8 +393,20 @@ int dg_schedule_parse(const char *s, dg_schedule *out)
 			out->ndense_layers = strcmp(val, "none") ? parse_list(val, out->dense_layers, DG_SCHEDULE_MAX) : 0;
 			if (out->ndense_layers < 0)
 				return dg_error("schedule: bad dense_layers '%s' (l;m or none)", val);
+		} else if (!strcmp(key, "sparse_steps")) {
+			char *end, *end2 = NULL;
+			long a = strtol(val, &end, 10), b = *end == '-' ? strtol(end + 1, &end2, 10) : -1;
+			if (end == val || *end != '-' || end2 == end + 1 || *end2 || a < 0 || b < a || b > 1000000)
+				return dg_error("schedule: bad sparse_steps '%s' (a-b, 0 <= a <= b)", val);
+			out->sparse_window = true;
+			out->sparse_lo = (int)a, out->sparse_hi = (int)b;
+		} else if (!strcmp(key, "sparse_layers")) {
+			out->nsparse_layers = parse_list(val, out->sparse_layers, DG_SCHEDULE_MAX);
+			if (out->nsparse_layers < 1)
+				return dg_error("schedule: bad sparse_layers '%s'", val);
 		} else
-			return dg_error("schedule: unknown key '%s' (warmup, anchors, dense_layers)", key);
+			return dg_error("schedule: unknown key '%s' (warmup, anchors, dense_layers, sparse_steps, "
+					"sparse_layers)", key);
 	}
 	if (!out->anchors_given) { /* the default anchor: the last warm-up step, else step 0 */
 		out->anchors[0] = out->warmup > 0 ? out->warmup - 1 : 0;
@@ -444,7 +495,15 @@ bool dg_schedule_dense_layer(const dg_schedule *s, int layer)
 	for (int i = 0; i < s->ndense_layers; i++)
 		if (s->dense_layers[i] == layer)
 			return true;
-	return false;
+	for (int i = 0; i < s->nsparse_layers; i++)
+		if (s->sparse_layers[i] == layer)
+			return false;
+	return s->nsparse_layers > 0;
+}
+
+bool dg_schedule_dense_step(const dg_schedule *s, int step)
+{
+	return s->sparse_window && (step < s->sparse_lo || step > s->sparse_hi);
 }
 
 int dg_schedule_check_loop(const dg_schedule *s, int steps, int layers, char *why, size_t size)

@@ -13,6 +13,10 @@
  *       residual=cached)  keys=list|bitmap (needs kv=token)  cfg_meta=own|shared (the closed loop's
  *       unconditional CFG pass takes the conditional pass's groups and key lists; needs
  *       refresh=anchor; one stream in the replay: no effect there)
+ *       staleness (issue 50): fresh=groups|keys|residual, combinable as fresh=groups+keys (needs
+ *       refresh=anchor): that cached component is remade at every step past the anchor while
+ *       the others stay at the anchor (policy_run.h says how); groups and keys need the shared
+ *       metadata path (no peer), residual needs residual=cached, groups needs budget=topk
  * With budget=topk the density comes from --density; topp ignores it (one run per density still).
  * budget=matched (peer presets only): the peer's own knob (top-p, decay, window, threshold) is calibrated per
  * unit so that its computed density is --density's (peers.h); top-k peers (chipmunk, pisa) run topk.
@@ -32,6 +36,9 @@
 #include <stddef.h>
 
 #include "policy/presets.h"  /* the named policies (and switches.h, the switches' values) */
+
+/* fresh=: the cached components a refresh=anchor policy remakes every step (bits) */
+enum { DG_FRESH_GROUPS = 1, DG_FRESH_KEYS = 2, DG_FRESH_RESIDUAL = 4 };
 
 const char *dg_group_name(dg_group_kind k);
 const char *dg_kv_name(dg_kv_kind k);
@@ -66,6 +73,7 @@ typedef struct {
 	dg_resdtype residual_dtype;    /* how a cached residual is stored between steps */
 	dg_keys_kind keys;             /* how key lists are stored between steps */
 	dg_cfg_meta cfg_meta;          /* CFG's two passes: own metadata each, or the conditional's */
+	unsigned fresh;                /* DG_FRESH_* bits: components remade every step (staleness) */
 	/* peer parameters (peers.h; the presets set the published defaults) */
 	double theta;   /* spargeattn: self-similarity threshold */
 	double minkc;   /* svg2: minimum fraction of key clusters kept */
@@ -103,6 +111,9 @@ int dg_policies_expand(const char *list, dg_policy *out, int max);
  *                   default (anchors=once): the last stored step < W, else the first stored step
  *   anchors=every:N the default anchor a0, then a0 + N, a0 + 2N, ... (the steps that exist)
  *   dense_layers=.. layers that always give the dense output (none: no layer)
+ *   sparse_steps=a-b  the policy's output only at steps a..b (inclusive); dense elsewhere (anchors
+ *                   still make their metadata there): the step x layer sensitivity map (issue 50)
+ *   sparse_layers=l;m only these layers sparse; every other layer dense (as dense_layers)
  * Written "warmup=10,anchors=9;25,dense_layers=0" (lists inside a key use ';' or '-' ranges).
  */
 typedef struct {
@@ -113,6 +124,10 @@ typedef struct {
 	int dense_layers[DG_SCHEDULE_MAX];
 	bool anchors_given;
 	int anchor_every;    /* anchors=every:N: N; 0 otherwise */
+	bool sparse_window;            /* sparse_steps given: [sparse_lo, sparse_hi] */
+	int sparse_lo, sparse_hi;
+	int nsparse_layers;            /* > 0: sparse_layers given */
+	int sparse_layers[DG_SCHEDULE_MAX];
 } dg_schedule;
 
 /* Parse s ("" or NULL: no warm-up, no dense layer) into out. The default anchor is resolved here,
@@ -127,6 +142,7 @@ bool dg_schedule_is_anchor(const dg_schedule *s, int step);
  * else the first stored step. Returns -1, or the position in s->anchors of the first given anchor
  * that is not a step (the caller reports it). */
 int dg_schedule_resolve_anchors(dg_schedule *s, const int *step_index, int nsteps);
+/* A layer whose output is always dense: in dense_layers, or not in a given sparse_layers. */
 bool dg_schedule_dense_layer(const dg_schedule *s, int layer);
 /* Whether a and b (both parsed by dg_schedule_parse, so zeroed past their items) differ at most in
  * their anchors: a refresh=step policy (and dense) acts the same under both. */
@@ -135,5 +151,7 @@ bool dg_schedule_same_but_anchors(const dg_schedule *a, const dg_schedule *b);
  * not known, not checked): warm-up below the step count, given anchors and dense layers that
  * exist. 0, or -1 with the problem in why[size] (no report: the caller names the input). */
 int dg_schedule_check_loop(const dg_schedule *s, int steps, int layers, char *why, size_t size);
+/* A step outside a given sparse_steps window (the output dense there). */
+bool dg_schedule_dense_step(const dg_schedule *s, int step);
 
 #endif

@@ -419,6 +419,36 @@ void dg_scores_to_blocks(const float *token_scores, int ngroups, int n, float *b
 		}
 }
 
+void dg_scores_vote(const dg_groups *to, const dg_groups *from, const dg_selection *lists, int n,
+		    dg_kv_kind kv, float *scores)
+{
+	int *owner = dg_malloc((size_t)n * sizeof *owner);  /* (n) each query's `from` group */
+	int *cnt = dg_calloc((size_t)from->ngroups, sizeof *cnt); /* (from groups) members of b */
+	float *tok = dg_malloc((size_t)n * sizeof *tok);     /* (n) one group's token votes */
+	int nb = (n + DG_KV_BLOCK_SIZE - 1) / DG_KV_BLOCK_SIZE;
+	for (int a = 0; a < from->ngroups; a++)
+		for (int i = from->off[a]; i < from->off[a + 1]; i++)
+			owner[from->perm[i]] = a;
+	for (int b = 0; b < to->ngroups; b++) {
+		int size = to->off[b + 1] - to->off[b];
+		for (int i = to->off[b]; i < to->off[b + 1]; i++)
+			cnt[owner[to->perm[i]]]++;
+		memset(tok, 0, (size_t)n * sizeof *tok);
+		for (int a = 0; a < from->ngroups; a++) {
+			for (int64_t e = lists->off[a]; cnt[a] && e < lists->off[a + 1]; e++)
+				tok[lists->idx[e]] += (float)cnt[a]; /* integers: exact below 2^24 */
+			cnt[a] = 0;
+		}
+		for (int j = 0; j < n; j++)
+			tok[j] /= (float)size;
+		if (kv == DG_KV_BLOCK)
+			dg_scores_to_blocks(tok, 1, n, scores + (size_t)b * nb);
+		else
+			memcpy(scores + (size_t)b * n, tok, (size_t)n * sizeof *tok);
+	}
+	free(owner), free(cnt), free(tok);
+}
+
 void dg_joint_selection(const dg_groups *g, dg_selection *sel, int n, int text, int align)
 {
 	if (text <= 0)

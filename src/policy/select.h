@@ -98,6 +98,13 @@ void dg_joint_split(dg_groups *g, dg_selection *sel, int text);
 void dg_scores_pooled(const float *q, const float *k, int n, int d, const dg_groups *g,
 		      dg_kv_kind kv, float *scores);
 
+/* Votes (fresh=groups, policy_run.h): scores (to->ngroups, cols) for the groups `to` from the key
+ * lists of the groups `from` of the same n queries: key j of group b scores the fraction of b's
+ * queries whose `from` group lists j; kv=block sums them per block of 128 keys, as exact scores do
+ * (cols: n, or ceil(n/128)). Where `to` is `from`, a top-k of the same count gives the lists back. */
+void dg_scores_vote(const dg_groups *to, const dg_groups *from, const dg_selection *lists, int n,
+		    dg_kv_kind kv, float *scores);
+
 /* Block scores from token scores: (ngroups, n) -> (ngroups, ceil(n/128)) sums. */
 void dg_scores_to_blocks(const float *token_scores, int ngroups, int n, float *block_scores);
 

@@ -2,7 +2,7 @@
 # findings.sh: results/README.md, the findings, made from the committed results (issue 49): every
 # number it quotes is read here from a CSV, table or run record under results/, and each block names
 # its device, date and commit once (from the same files). The "Who wins where" block is
-# experiments/who_wins.sh's (called here); "Closed loop across schedules" is a placeholder heading.
+# experiments/who_wins.sh's (called here); "Closed loop across schedules" reads results/schedules/.
 #   experiments/findings.sh [--out FILE] [--results DIR]
 #     --out FILE     default results/README.md (tests/findings.sh checks that the committed file
 #                    equals this script's output)
@@ -198,11 +198,60 @@ loop it trails the methods that reach the density (the counts above): the loss i
 the steps (a likely cause, not tested: the residual cached at the anchor going stale, as the
 refresh block shows it growing with the steps since the anchor).
 
+EOF
+# --- the closed loop across schedules (issue 50) ------------------------------------------------------
+S=$R/schedules
+if [ -s "$S/comparison.csv" ] && [ -s "$S/matched.csv" ]; then
+SJ=$S/runs/schedules_cached/bundled.w10_once/run.json SP=$S/runs/schedules_speed_cached/wan13b-480p.w2/run.json
+# psched POLICY SCHEDULE RHO: "PSNR [lo, hi]" of a comparison.csv row
+psched() { awk -F, -v p="$1" -v s="$2" -v r="$3" 'NR > 1 && $1 == p && $20 == s && $3 + 0 == r + 0 { printf "%.1f [%.1f, %.1f]", $8, $9, $10 }' "$S/comparison.csv"; }
+# ahead RUN_A POLICY_A RHO_A RUN_B POLICY_B RHO_B: in how many samples A's PSNR is above B's
+ahead() { awk -F, -v pa="$2" -v ra="$3" -v pb="$5" -v rb="$6" 'FNR == 1 { f++; next }
+    f == 1 && $3 == pa && $4 + 0 == ra + 0 { a[$1 "/" $2] = $6 } f == 2 && $3 == pb && $4 + 0 == rb + 0 { b[$1 "/" $2] = $6 }
+    END { for (k in a) if (k in b) { n++; m += a[k] > b[k] } printf "%d of %d", m, n }' "$S/runs/$1/closed_loop.csv" "$S/runs/$4/closed_loop.csv"; }
+cat <<EOF
 ## Closed loop across schedules
 
-*Being rerun at 50 steps across schedules, see issue 50.*
+\`results/schedules/\` (\`experiments/schedules.sh\`, issue 50): whole generations of the bundled model's
+24 samples at the paper's 50 UniPC steps with its 20% warm-up (10 dense steps), PSNR of the final
+latents against the dense run's (95% bootstrap intervals over the samples); the methods with cached
+metadata (mc-sparse, chipmunk) under one anchor and anchors every 20, 10 and 5 steps, the per-step
+peers at ρ 0.15, 0.22 and 0.3. Fidelity on the $(jstr device "$SJ" | card), $(jstr date "$SJ") (binaries
+of $(jstr git_commit "$SJ" | cut -c1-7)); speedups projected to each 50-step schedule from the step
+costs (dense, anchor, reuse step) of 10-step runs of the Wan2.1-1.3B architecture at 480p on the
+$(jstr device "$SP" | card), same machine and day (\`dsgap compare --help\`).
+
+| method | schedule | ρ | density, every call | PSNR (dB) | speedup |
+|---|---|---|---|---|---|
+EOF
+awk -F, 'NR > 1 && $1 != "dense" && $7 == 1 { x = $1; sub(/\/budget=matched/, "", x)
+    printf "%s|%s|%s|%s|%.3f|%.1f [%.1f, %.1f]|%s\n", $5, x, $20, $3, $5, $8, $9, $10, ($17 == "nan" ? "not measured" : sprintf("%.2f×", $17)) }' \
+  "$S/comparison.csv" | sort -t'|' -k1,1g -k2,2 | cut -d'|' -f2- | sed 's/|/ | /g; s/^/| /; s/$/ |/'
+cat <<EOF
+
+- **The ranking is the schedule's.** With one anchor (the comparison's setting above) mc-sparse is the
+  worst method at ρ 0.15: $(psched mc-sparse "w10 once" 0.15) dB against est-block $(psched est-block w10 0.15), svg2
+  $(psched svg2/budget=matched w10 0.15) and PISA $(psched pisa w10 0.15). With an anchor every 10 steps it computes
+  about as many pairs as the per-step peers at ρ 0.22 and reaches $(psched mc-sparse "w10 every:10" 0.15) dB,
+  against svg2 $(psched svg2/budget=matched w10 0.22) and est-block $(psched est-block w10 0.22); it is ahead of svg2
+  at ρ 0.22 in $(ahead schedules_cached/bundled.w10_e10 mc-sparse 0.15 schedules_peers/bundled.w10 svg2/budget=matched 0.22) samples.
+- **At matched speed** (\`matched.md\`): the best PSNR at a projected speedup of at least 1.5× is
+  $(awk -F, '$1 == "speedup" && $2 == 1.5 && $13 == 1 { printf "%s (%s) %.1f dB at %.2f×, %.2f [%.2f, %.2f] dB above the next method", $3, $4, $10, $8, $14, $15, $16 }' "$S/matched.csv");
+  at 1.8× only mc-sparse with one anchor remains ($(psched mc-sparse "w10 once" 0.15) dB); nothing reaches 2×.
+- **At matched computed density**: with at most 0.35 of the pairs svg2 leads ($(psched svg2/budget=matched w10 0.15) dB);
+  with at most 0.40, mc-sparse and chipmunk every 10 steps (both 0.393) lead,
+  $(awk -F, '$1 == "density" && $2 == 0.4 && $13 == 1 { printf "%.2f [%.2f, %.2f] dB apart", $14, $15, $16 }' "$S/matched.csv")
+  (mc-sparse ahead in $(ahead schedules_cached/bundled.w10_e10 mc-sparse 0.15 schedules_cached/bundled.w10_e10 chipmunk 0.15) samples): what wins is refreshing
+  cached metadata, which chipmunk's voxel groups gain from as much as MC-Sparse's PCA groups.
+- **Where the paper's expectation fails**: MC-Sparse ahead at equal density holds only with anchors
+  every 10 steps or more often, and then not against chipmunk; with its one anchor at step W−1 the
+  cached metadata goes stale and every per-step peer is ahead. The speedups are projections: an
+  anchor step of mc-sparse costs $(awk -F, 'FNR == 1 { next } $3 == "dense" { d = $10 } $3 == "mc-sparse" { m = $10 } END { printf "%.2f", ((m - d / 10) / 9) / (d / 10) }' "$S/runs/schedules_speed_cached/wan13b-480p.w2all/closed_loop.csv")
+  dense steps (its 10-step run with an anchor at every step past the warm-up). svg2's and PISA's
+  speed was not rerun here: in the comparison's speed stage (Speed, below) they run below 1×.
 
 EOF
+fi
 # --- speed ----------------------------------------------------------------------------------------
 G=$R/gpu/2026-12-04T0210Z-dit
 sdev=$(jstr speed_device "$J" | card)

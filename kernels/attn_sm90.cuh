@@ -29,7 +29,7 @@
  *             kernel's 200 consumer registers at d=128 it runs without the overlap and ping-pong.
  * The earlier versions and the experiments (other stage counts, no overlap, no ping-pong, the
  * non-persistent sparse walk, TMA or lean gathers, the phase clock, K ahead of V, staged epilogues):
- * dev/kernels/attn_sm90_lab.cuh, measured in dev/kernels/HISTORY.md.
+ * dev/kernels/attn_sm90_lab.cuh, measured in docs/history.md, "Kernel versions".
  * Contract: launched with 384 threads, dg_sm90_cfg<D, 2>::SMEM bytes of dynamic shared memory, and the
  * grid of its launcher (dense and window: (query blocks of 128, heads); sparse:
  * dg_sparse_persistent_grid); reads p only as dg_attn_params states.

@@ -8,7 +8,7 @@
  * two passes (mean, then centred squares). Rows up to 2048 wide with 16-byte aligned operands go to
  * the warp-per-row kernels: 16-byte loads and stores, the row in the lane's registers, reductions
  * by shuffles alone (the block-per-row kernels move 4 to 8 bytes a thread; their measured bandwidth:
- * dev/kernels/HISTORY.md); other rows go to the block-per-row kernels, one row per block so that no
+ * docs/history.md, "Kernel versions"); other rows go to the block-per-row kernels, one row per block so that no
  * thread divides a 64-bit index. Launchers declared in dsgap_kernels.h.
  * Check: tests/gpu_dit.c (against the CPU op table and fp64, docs/spec.md §9).
  */

@@ -13,7 +13,7 @@
  * dg_flash_fwd_rows (the first rows of dg_flash_fwd's, for joint attention's text rows),
  * declared in dsgap_kernels.h. Check: tests/gpu_kernels.cu (fp64 reference, FA3 tolerance rule). Time:
  * dsgap-bench-kernels (bench/bench_attn.cu) and scripts/gpu_run.sh on the H200; results/bench/BENCH.md.
- * Earlier versions, their test and benchmark: dev/kernels/ (measured in dev/kernels/HISTORY.md).
+ * Earlier versions, their test and benchmark: dev/kernels/ (measured in docs/history.md, "Kernel versions").
  */
 #include "dsgap_kernels.h"
 #include "attn_sm90.cuh"

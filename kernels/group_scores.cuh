@@ -179,7 +179,7 @@ DGM_DEV void put_key_sums(float r0, float r1, const GSParams &p, int g, int c, i
  * GS_STAGES-deep ring (cp.async, mbarriers); WG1 and WG2 (consumers) take 64 keys of each tile each
  * (M = 64 keys, N = 128 queries), hold the chunk's 32 per-column -LSE terms of each group in
  * registers, and write their keys' scores directly. Every K tile copied from L2 serves both groups
- * (half the K traffic of one group a CTA: dev/kernels/HISTORY.md).
+ * (half the K traffic of one group a CTA: docs/history.md, "Kernel versions").
  * Ping-pong: the two consumer warpgroups take turns to issue their wgmma (named barriers, FA3's
  * ping-pong), so one's exponentials (the issue-bound part) run under the other's wgmma.
  * Arithmetic: the attention kernels', p = ex2.approx.ftz(fma(s, c, -LSE log2(e))) with c and the

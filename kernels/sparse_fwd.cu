@@ -26,7 +26,7 @@
  * (template parameter RES; the fp32 kernels are the RES = DG_RES_F32 instances, unchanged).
  * Launchers: dg_sparse_fwd, dg_sparse_fwd_rq, dg_sparse_fwd_heads (dsgap_kernels.h). Test: tests/gpu_kernels.cu.
  * Bench: dsgap-bench-kernels (effective TFLOP/s on computed pairs, ratios to dense and cuDNN).
- * Earlier versions, their test and benchmark: dev/kernels/ (measured in dev/kernels/HISTORY.md).
+ * Earlier versions, their test and benchmark: dev/kernels/ (measured in docs/history.md, "Kernel versions").
  */
 #include "dsgap_kernels.h"
 #include "attn_sm90.cuh"

@@ -7,7 +7,7 @@
  * same code; scripts/kernels_sass.sh checks the shipped kernels' SASS across a refactor).
  * Contract: as kernels/attn_sm90.cuh (384 threads, dg_lab_sm90_cfg<D, STAGES>::SMEM bytes, or
  * SMEM_STAGED with the staged epilogues); the versions that use each switch: flash_fwd_v.cu,
- * sparse_fwd_v.cu, measured in HISTORY.md.
+ * sparse_fwd_v.cu, measured in docs/history.md, "Kernel versions".
  * Template switches (the promoted kernels are <D, 2, OVERLAP, PINGPONG, dense, !FAST> (flash_fwd.cu),
  * <D, 2, OVERLAP, PINGPONG, SPARSE, FAST> (sparse_fwd.cu) and the dense one with WINDOW (window_fwd.cu),
  * each with PRECISE both ways; the other combinations are the earlier numbered versions):
@@ -23,7 +23,7 @@
  *             every copy pass unrolled, producer 96 registers, consumers 200), DG_GATHER_LEAN (dev/kernels'
  *             sparse v10: passes unrolled by 4, so the producer fits 40 registers and the consumers
  *             get 232, as the dense kernel's; faster in the kernel bench, slower in the DiT call:
- *             dev/kernels/HISTORY.md), DG_GATHER_TMA (sparse v9: K and V rows by TMA, warp 0 of the
+ *             docs/history.md, "Kernel versions"), DG_GATHER_TMA (sparse v9: K and V rows by TMA, warp 0 of the
  *             producer, one 64-column box a row half).
  *   KAHEAD    (dg_lab_sm90_body only; not with DG_GATHER_TMA) the producer copies K one tile ahead of V:
  *             K(0), then K(t+1) and V(t), the consumers' order (dev/kernels' sparse v13, v14);
@@ -32,7 +32,7 @@
  *             (the kernels': write_rows from the registers), DG_EPI_STAGED (dev/kernels' sparse v15:
  *             write_rows_staged, whole rows through 64 KiB more shared memory), DG_EPI_PREFETCH (v17: the
  *             producer copies the item's residual rows into the staging rows); neither faster where it
- *             counts (dev/kernels/HISTORY.md).
+ *             counts (docs/history.md, "Kernel versions").
  *   WINDOW    (dense walk) DiTFastAttn's window: each item walks its window's key tiles
  *             (window_tiles.h: contiguous rows, no list), the tiles that cross the
  *             window's edge masked per pair (mask_window), and the sparse epilogue in place.

@@ -2,7 +2,7 @@
  * dsgap_kernels_dev.h: the numbered versions of dsgap's versioned kernels (dev/kernels/, the library
  * dsgapkernels_dev, built with -DDSGAP_DEV_KERNELS=ON; it links dsgapkernels). The earlier versions
  * are kept so that a new version can be developed, tested (gpu_kernels_dev, gpu_meta_dev) and timed
- * (dsgap-bench-kernels-dev) against them; their history and measured times: HISTORY.md.
+ * (dsgap-bench-kernels-dev) against them; their history and measured times: docs/history.md, "Kernel versions".
  *
  * Each op has dg_<op>_v(version, <the arguments of the promoted launcher>) and dg_<op>_name(version):
  *   version 1..N  the op's numbered versions; the promoted version's number (DG_<OP>_PROMOTED) runs

@@ -2,7 +2,7 @@
  * flash_fwd_v.cu: the numbered versions of dense attention (dg_flash_fwd_v, dsgap_kernels_dev.h).
  * v1 is attn_fa2.cuh's kernel, v2..v5 attn_sm90_lab.cuh's with other template switches; v4, the
  * promoted one, is kernels/flash_fwd.cu's launcher. Arguments are checked and the parameter block
- * filled as the promoted launcher does (dg_flash_params). Measured times: HISTORY.md.
+ * filled as the promoted launcher does (dg_flash_params). Measured times: docs/history.md, "Kernel versions".
  */
 #include "dsgap_kernels_dev.h"
 #include "attn_fa2.cuh"

@@ -167,7 +167,7 @@ DGM_DEV float poly_ex2(float x)
  * NG: groups a CTA (1, or 2 with FAST). With 2, the producer copies chunk c of both groups (Q of 256
  * queries) and each consumer runs two wgmma turns and their exponentials per K tile, one group each:
  * every K tile copied from L2 serves twice the queries (v5 at 0.69 ms a head moved 2.1 GB of K a head,
- * about 3 TB/s, and was bound by neither the MUFU nor the tensor cores: dev/kernels/HISTORY.md).
+ * about 3 TB/s, and was bound by neither the MUFU nor the tensor cores: docs/history.md, "Kernel versions").
  * OVL (NG 2 only; dev/kernels' v9, v10): each consumer holds two accumulators and issues both
  * groups' wgmma chains on a K tile in one turn, taking group 0's exponentials while group 1's chain
  * runs (the attention kernels' intra-warpgroup overlap); both groups' chains run for every chunk (an

@@ -13,7 +13,7 @@
  *   v9, v10 v6 with two accumulators a consumer (OVL): one group's wgmma runs under the exponentials of
  *           the other group's turn, with (v9) and without (v10) the ping-pong between the warpgroups.
  * v3 to v10 accumulate chunked groups in the token scores, so block-only calls (scores NULL) run v2.
- * Measured times: HISTORY.md.
+ * Measured times: docs/history.md, "Kernel versions".
  */
 #include "dsgap_kernels_dev.h"
 #include "group_scores_lab.cuh"

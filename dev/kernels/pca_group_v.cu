@@ -18,7 +18,7 @@
  *       levels of 8192- and 16384-row nodes a node sort is one CTA per (node, head), too few to fill
  *       the GPU (v8's sort phase is 0.1 ms over v5's at 12 heads, and v7/v8 are slower than v6 at one
  *       head): the promoted one, kernels/pca_group.cu's launcher.
- * Measured times: HISTORY.md.
+ * Measured times: docs/history.md, "Kernel versions".
  */
 #include "dsgap_kernels_dev.h"
 /* v2, v3 and v6 instantiate stage_xt_lab with STAGE_PAIRS or STAGE_VEC, which return before the batched

@@ -15,7 +15,7 @@
  * v15 with the phase clock; v17 is v15 with the residual rows prefetched into the staging rows by the
  * producer during the item (DG_EPI_PREFETCH), v18 v17 with the phase clock. The small-group kernel
  * (kernels/sparse_small.cuh) is the same in all. Arguments are checked and the parameter block filled as the promoted launcher does
- * (dg_sparse_fwd_params). Measured times: HISTORY.md.
+ * (dg_sparse_fwd_params). Measured times: docs/history.md, "Kernel versions".
  */
 #include "dsgap_kernels_dev.h"
 #include "attn_fa2.cuh"

@@ -9,10 +9,11 @@
 #   experiments/schedules.sh --stage gpu [--budget S] [--pack FILE]   (on the GPU machine)
 #       the fidelity experiments schedules_cached.ini, schedules_peers.ini, schedules_cached_b.ini
 #       (50 UniPC steps, the bundled model's 24 samples; FID_WORKERS processes, default 8) until S x
-#       0.6 s (default S 545), then the Wan2.1-1.3B random-weight model (scripts/gpu_dit.py make)
-#       and the speed experiments schedules_speed_cached.ini, schedules_speed_step.ini (one process);
-#       packs the merged runs (their cells' latents too for a run cut short) into FILE (default
-#       $OUT/schedules.tgz, split into 15 MB parts FILE.NN for the device tool)
+#       0.6 s (default S 545), then the speed experiments schedules_speed_cached.ini and
+#       schedules_speed_step.ini (one process) on the Wan2.1-1.3B random-weight model
+#       (scripts/gpu_dit.py make, first), through experiments/device_runs.sh: it packs the merged
+#       runs (their cells' latents too for a run cut short) into FILE (default $OUT/schedules.tgz,
+#       split into 15 MB parts FILE.NN for the device tool)
 #   experiments/schedules.sh --stage analyse --from FILE|DIR [--out DIR | --update-results]
 #       here: unpack (FILE or its parts FILE.NN; or a folder of the experiments' merged run folders,
 #       as results/schedules/runs/ keeps them), merge a run cut short from its finished cells,
@@ -36,29 +37,13 @@ done
 FID="schedules_cached schedules_peers schedules_cached_b" SPEED="schedules_speed_cached schedules_speed_step"
 case $stage in
 gpu)
-  DSGAP=${DSGAP:-$ROOT/.carry/bin/dsgap}
-  pack=${pack:-${OUT:?set OUT or --pack}/schedules.tgz}
-  work=${DSGAP_WORK:-/tmp/schedules}
-  mkdir -p "$work"
-  t0=$SECONDS fid_end=$((budget * 6 / 10))
-  step() { # NAME END_SECONDS WORKERS: dsgap run under what is left until END
-    local left=$(($2 - (SECONDS - t0)))
-    [ $left -gt 20 ] || { echo "schedules: $1 skipped: no time left"; return 0; }
-    echo "schedules: [$((SECONDS - t0))s] $1 ($left s left)"
-    timeout -s INT $left "$DSGAP" run "$ROOT/experiments/$1.ini" --out "$work/$1" --workers "$3" > "$work/$1.log" 2>&1 ||
-      echo "schedules: $1 stopped (status $?): $(grep 'cells done' "$work/$1.log" | tail -1)"
-  }
-  for e in $FID; do step "$e" $fid_end "${FID_WORKERS:-8}"; done
   [ -s "$ROOT/build/w13b/model/config.json" ] || OMP_NUM_THREADS=16 timeout 120 python3 "$ROOT/scripts/gpu_dit.py" make \
     1.3b "$ROOT/build/w13b" --seed 2 || echo "schedules: the Wan2.1-1.3B model was not made (status $?)"
-  for e in $SPEED; do OMP_NUM_THREADS=16 step "$e" $((budget - 25)) 1; done
-  rm -f "$work.tar"
-  (cd "$work" && for e in $FID $SPEED; do [ -e "$e.log" ] || continue
-     if [ -s "$e/summary.csv" ]; then tar rf "$work.tar" --exclude='*.lock' --exclude=latents.h5 "$e" "$e.log"
-     elif [ -d "$e" ]; then tar rf "$work.tar" --exclude='*.lock' "$e" "$e.log"
-     else tar rf "$work.tar" "$e.log"; fi; done)
-  gzip -1f "$work.tar" && split -b 15m -d "$work.tar.gz" "$pack."
-  echo "schedules: [$((SECONDS - t0))s] packed into $pack.NN" ;;
+  specs=()
+  for e in $FID; do specs+=("$e:${FID_WORKERS:-8}:$((budget * 6 / 10))"); done
+  for e in $SPEED; do specs+=("$e:1"); done
+  DSGAP_WORK=${DSGAP_WORK:-/tmp/schedules} OMP_NUM_THREADS=16 \
+    bash "$ROOT/experiments/device_runs.sh" --budget "$budget" --pack "${pack:-${OUT:?set OUT or --pack}/schedules.tgz}" "${specs[@]}" ;;
 analyse)
   DSGAP=${DSGAP:-$ROOT/build/dsgap}
   [ -n "$from" ] || { echo "schedules.sh: --stage analyse needs --from FILE" >&2; exit 2; }

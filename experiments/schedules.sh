@@ -7,10 +7,10 @@
 # difference of the best method over the next), figures/pareto.{png,pdf}, README.md.
 #
 #   experiments/schedules.sh --stage gpu [--budget S] [--pack FILE]   (on the GPU machine)
-#       the fidelity experiments schedules_cached.ini, schedules_peers.ini, schedules_cached_b.ini
-#       (50 UniPC steps, the bundled model's 24 samples; FID_WORKERS processes, default 8) until S x
-#       0.6 s (default S 545), then the speed experiments schedules_speed_cached.ini and
-#       schedules_speed_step.ini (one process) on the Wan2.1-1.3B random-weight model
+#       the fidelity experiments schedules_cached.ini, schedules_peers.ini, schedules_cached_b.ini,
+#       schedules_axes.ini (50 UniPC steps, the bundled model's 24 samples; FID_WORKERS processes,
+#       default 8) until S x 0.6 s (default S 545), then the speed experiments
+#       schedules_speed_{cached,step,dl0,peers}.ini (one process) on the Wan2.1-1.3B random-weight model
 #       (scripts/gpu_dit.py make, first), through experiments/device_runs.sh: it packs the merged
 #       runs (their cells' latents too for a run cut short) into FILE (default $OUT/schedules.tgz,
 #       split into 15 MB parts FILE.NN for the device tool)
@@ -34,7 +34,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-FID="schedules_cached schedules_peers schedules_cached_b" SPEED="schedules_speed_cached schedules_speed_step"
+FID="schedules_cached schedules_peers schedules_cached_b schedules_axes"
+SPEED="schedules_speed_cached schedules_speed_step schedules_speed_dl0 schedules_speed_peers"
 case $stage in
 gpu)
   [ -s "$ROOT/build/w13b/model/config.json" ] || OMP_NUM_THREADS=16 timeout 120 python3 "$ROOT/scripts/gpu_dit.py" make \

@@ -7,10 +7,10 @@
 # mean of the per-sample differences).
 # Run: ctest -R cli_compare_matched (needs $DSGAP).
 . "$(dirname "$0")/lib.sh" compare_matched
-run() { # DIR STEPS WARMUP ANCHORS(json list) then rows "prompt,seed,policy,rho,density,psnr,time" on stdin
+run() { # DIR STEPS WARMUP ANCHORS [DENSE_LAYERS] (json lists) then rows "prompt,seed,policy,rho,density,psnr,time" on stdin
   mkdir -p "$1"
-  printf '{"format": "dsgap-closed-loop", "device": "cpu: test", "model": {"label": "t", "steps": %d},\n "schedule": {"label": "s", "warmup": %d, "anchors": %s, "dense_layers": []}}\n' \
-    "$2" "$3" "$4" > "$1/run.json"
+  printf '{"format": "dsgap-closed-loop", "device": "cpu: test", "model": {"label": "t", "steps": %d},\n "schedule": {"label": "s", "warmup": %d, "anchors": %s, "dense_layers": %s}}\n' \
+    "$2" "$3" "$4" "${5:-[]}" > "$1/run.json"
   { echo "prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup,rel_l2"
     awk -F, -v OFS=, '{ print $1, $2, $3, $4, $5, $6, 0.5, $6, 0.5, $7, $7, 1, 0.1 }'; } > "$1/closed_loop.csv"
 }
@@ -85,6 +85,27 @@ check "matched.md and matched.tex written" eval '[ -s "$tmp/out/matched.md" ] &&
 check "one speed schedule: mc-sparse not projected (nan), est-block still 50/26" \
   eval '[ "$(awk -F, '"'"'NR > 1 && $1 == "mc-sparse" { print $17 }'"'"' "$tmp/out1/comparison.csv" | sort -u)" = nan ] &&
     near "$(awk -F, '"'"'NR > 1 && $1 == "est-block" { print $17 }'"'"' "$tmp/out1/comparison.csv")" 1.923077'
+# dense layers: a speed run with layer 0 dense adds t_l per dense layer to each sparse step (0.25 here:
+# mc-sparse 1 + 2 + 8 * 0.75 = 9, est-block 2 + 8 * 0.65 = 7.2); projected at 50 steps, warm-up 10,
+# layer 0 dense: mc-sparse 9 + 2 + 40 * 0.75 = 41 (50 / 41), est-block 10 + 40 * 0.65 = 36 (50 / 36)
+run "$tmp/f_dl0" 50 10 '[9]' '[0]' <<'R'
+a,1,dense,1,1,inf,1
+a,1,mc-sparse,0.15,0.35,25,1
+a,1,est-block,0.15,0.35,27,1
+R
+run "$tmp/s_dl0" 10 2 '[1]' '[0]' <<'R'
+x,1,dense,1,1,inf,10
+x,1,mc-sparse,0.15,0.4,0,9
+x,1,est-block,0.15,0.4,0,7.2
+R
+dl0() { awk -F, -v p="$2" 'NR > 1 && $1 == p { print $20 "|" $17 }' "$1/comparison.csv"; }
+"$DSGAP" compare "$tmp/f_dl0" --speed "$tmp/s_once" --speed "$tmp/s_all" --speed "$tmp/s_dl0" --out "$tmp/out4" --boot 50 > /dev/null 2>&1
+check "dense layers projected: mc-sparse 50/41, est-block 50/36" \
+  eval 'near "$(dl0 "$tmp/out4" mc-sparse | grep "^w10 once dl=0|" | cut -d"|" -f2)" 1.219512 &&
+    near "$(dl0 "$tmp/out4" est-block | grep "^w10 dl=0|" | cut -d"|" -f2)" 1.388889'
+"$DSGAP" compare "$tmp/f_dl0" --speed "$tmp/s_once" --speed "$tmp/s_all" --out "$tmp/out5" --boot 50 > /dev/null 2>&1
+check "dense layers with no speed run of a dense layer: not projected (nan)" \
+  eval '[ "$(dl0 "$tmp/out5" mc-sparse | cut -d"|" -f2)" = nan ] && [ "$(dl0 "$tmp/out5" est-block | cut -d"|" -f2)" = nan ]'
 # a sample twice inside one run is refused
 { cat "$tmp/f_once/closed_loop.csv"; tail -1 "$tmp/f_once/closed_loop.csv"; } > "$tmp/dup.csv"
 mkdir -p "$tmp/f_dup" && cp "$tmp/f_once/run.json" "$tmp/f_dup/" && mv "$tmp/dup.csv" "$tmp/f_dup/closed_loop.csv"

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 
 #include <cjson/cJSON.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_multifit.h>
 
 #include "analysis/bootstrap.h"
 #include "analysis/decompose.h"
@@ -389,15 +391,62 @@ static bool is_cached(const char *policy)
 }
 
 /*
+ * Least squares for the step costs of one policy at one density (speed_stats): the rows are the
+ * speed runs j of it, y_j = T_j - nd_j t_d, the columns na_j (cached policies only), ns_j and
+ * ns_j * dl_j (when some run has dense layers: the extra cost of one dense layer in a sparse step).
+ * cost[] gets t_a, t_s, t_l (0 for a column left out). False where the columns are not separated
+ * (e.g. one anchor share only: the anchor's and the sparse step's costs are one unknown).
+ */
+static bool fit_step_costs(int nrun, const int *na, const int *ns, const int *dl, const double *y,
+			   bool cached, double cost[3])
+{
+	bool layers = false;
+	for (int j = 0; j < nrun; j++)
+		layers = layers || (dl[j] && ns[j]);
+	const size_t p = (size_t)cached + 1 + layers;
+	cost[0] = cost[1] = cost[2] = 0;
+	if (nrun < (int)p)
+		return false;
+	gsl_matrix *X = gsl_matrix_alloc((size_t)nrun, p), *cov = gsl_matrix_alloc(p, p);
+	gsl_vector *Y = gsl_vector_alloc((size_t)nrun), *c = gsl_vector_alloc(p);
+	gsl_multifit_linear_workspace *w = gsl_multifit_linear_alloc((size_t)nrun, p);
+	for (int j = 0; j < nrun; j++) {
+		size_t k = 0;
+		if (cached)
+			gsl_matrix_set(X, (size_t)j, k++, na[j]);
+		gsl_matrix_set(X, (size_t)j, k++, ns[j]);
+		if (layers)
+			gsl_matrix_set(X, (size_t)j, k, (double)ns[j] * dl[j]);
+		gsl_vector_set(Y, (size_t)j, y[j]);
+	}
+	double chisq;
+	size_t rank = 0;
+	gsl_error_handler_t *old = gsl_set_error_handler_off();
+	int st = gsl_multifit_linear_tsvd(X, Y, 1e-9, c, cov, &chisq, &rank, w);
+	gsl_set_error_handler(old);
+	bool ok = !st && rank == p;
+	if (ok) {
+		size_t k = 0;
+		cost[0] = cached ? gsl_vector_get(c, k++) : 0;
+		cost[1] = gsl_vector_get(c, k++);
+		cost[2] = layers ? gsl_vector_get(c, k) : NAN; /* NaN: no run measured a dense layer */
+	}
+	gsl_multifit_linear_free(w), gsl_vector_free(c), gsl_vector_free(Y), gsl_matrix_free(cov), gsl_matrix_free(X);
+	return ok;
+}
+
+/*
  * Speedup of every entry: dense time / the entry's time of the denoising loop.
  *   own (no speed runs): the fidelity runs' own times, mean over the entry's samples.
  *   speed runs: a speed row of the entry's very schedule (same steps and sched_desc) is used as
  *   measured; otherwise the entry's time is projected from step costs fitted to the speed runs:
  *   t_d = dense time / steps; per policy and density, each speed run j of it gives
- *   T_j - nd_j t_d = na_j t_a + ns_j t_s (step_counts), solved by least squares for the anchor
- *   step's cost t_a and the sparse step's t_s (t_s alone for refresh=step policies; a refresh=anchor
- *   policy needs two schedules of different anchor shares, else NaN); the entry's time is then
- *   nd t_d + na t_a + ns t_s at its own steps. Schedules with dense layers are not projected.
+ *   T_j - nd_j t_d = na_j t_a + ns_j (t_s + dl_j t_l) (step_counts; dl_j its dense layers), solved
+ *   by least squares (fit_step_costs) for the anchor step's cost t_a, the sparse step's t_s and a
+ *   dense layer's extra cost in a sparse step t_l (t_a only for refresh=anchor policies, which
+ *   need two schedules of different anchor shares; t_l only where a speed run has dense layers,
+ *   which an entry with dense layers needs); the entry's time is then nd t_d + na t_a +
+ *   ns (t_s + dl t_l) at its own steps, else NaN.
  */
 static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 {
@@ -410,8 +459,10 @@ static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 		return dg_error("compare: the speed runs have no dense rows");
 	dense_t /= dense_n;
 	const double td = dense_t / sp->steps;
-	double *tj = dg_malloc((size_t)(sp->nruns + 1) * sizeof *tj);
-	int *nj = dg_malloc((size_t)(sp->nruns + 1) * sizeof *nj);
+	const int nr = sp->nruns + 1;
+	double *tj = dg_malloc((size_t)nr * sizeof *tj), *y = dg_malloc((size_t)nr * sizeof *y);
+	int *nj = dg_malloc((size_t)nr * sizeof *nj), *fa = dg_malloc((size_t)nr * 3 * sizeof *fa);
+	int *fs = fa + nr, *fl = fa + 2 * nr;
 	for (int p = 0; p < ne; p++) {
 		entry *x = &e[p];
 		x->speedup = x->speed_density = NAN, x->speed_samples = 0, x->projected = false;
@@ -436,34 +487,26 @@ static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 			x->speed_density = dn / n;
 			continue;
 		}
-		if (own || !nall || x->rs.ndense_layers)
+		if (own || !nall)
 			continue;
 		bool cached = is_cached(x->policy);
-		double saa = 0, sas = 0, sss = 0, say = 0, ssy = 0;
+		int nfit = 0;
 		for (int j = 0; j < sp->nruns; j++) {
-			if (!nj[j] || sp->runs[j].ndense_layers)
+			if (!nj[j])
 				continue;
-			int nd, na, ns;
-			step_counts(&sp->runs[j], cached, &nd, &na, &ns);
-			double y = tj[j] / nj[j] - nd * td;
-			saa += (double)na * na, sas += (double)na * ns, sss += (double)ns * ns;
-			say += na * y, ssy += ns * y;
+			int nd;
+			step_counts(&sp->runs[j], cached, &nd, &fa[nfit], &fs[nfit]);
+			fl[nfit] = sp->runs[j].ndense_layers;
+			y[nfit++] = tj[j] / nj[j] - nd * td;
 		}
-		double ta = 0, ts;
-		if (!cached) {
-			if (sss <= 0)
-				continue;
-			ts = ssy / sss;
-		} else {
-			double det = saa * sss - sas * sas;
-			if (!(fabs(det) > 1e-9 * (saa * sss)))
-				continue; /* one anchor share only: the anchor's and the sparse step's costs not separated */
-			ta = (say * sss - ssy * sas) / det;
-			ts = (saa * ssy - sas * say) / det;
-		}
+		double cost[3];
+		if (!fit_step_costs(nfit, fa, fs, fl, y, cached, cost))
+			continue;
 		int nd, na, ns;
 		step_counts(&x->rs, cached, &nd, &na, &ns);
-		double tp = nd * td + na * ta + ns * ts;
+		double tp = nd * td + na * cost[0] + ns * cost[1];
+		if (x->rs.ndense_layers)
+			tp += (double)ns * x->rs.ndense_layers * cost[2];
 		if (!(tp > 0))
 			continue;
 		x->speedup = x->rs.steps * td / tp;
@@ -471,7 +514,7 @@ static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 		x->speed_samples = nall;
 		x->projected = true;
 	}
-	free(tj), free(nj);
+	free(tj), free(y), free(nj), free(fa);
 	return 0;
 }
 

@@ -65,10 +65,12 @@ set_note="the full set: all ${#samples[@]} samples of experiments/refresh.ini"
 [ -z "$only" ] || set_note="a reduced set of ${#samples[@]} of the ini's 24 samples (\`experiments/refresh.sh --update-results --samples $only\`), chosen to keep the run on 2 shared CPU cores near half an hour; the full set: \`experiments/refresh.sh --update-results\` (24 captures and replays: hours on 2 CPU cores, minutes with DSGAP_DEVICE=gpu)"
 exp_readme "# Experiment 3: the refresh interval over the bundled model's samples (and a synthetic trace)
 
-Policies \`dense baseline mc-residual mc-gs mc-sparse\` (refresh=anchor) at density 0.15; warm-up 2
-steps; four schedules with 1, 2, 3 and 6 evenly spaced anchors over the 12 reuse steps (\`a1\`:
-anchor 1; \`a2\`: 1, 7; \`a3\`: 1, 5, 9; \`a6\`: 1, 3, 5, 7, 9, 11). An anchor step gives the dense
-output (error 0) and costs a dense pass plus the metadata.
+Policies \`dense baseline mc-residual mc-gs mc-sparse\` (refresh=anchor) and mc-sparse with one cached
+component remade at every step (\`fresh=keys\`, \`fresh=groups\`, \`fresh=residual\`: what the staleness
+of each costs a call) at density 0.15; warm-up 2 steps; four schedules with 1, 2, 3 and 6 evenly
+spaced anchors over the 12 reuse steps (\`a1\`: anchor 1; \`a2\`: 1, 7; \`a3\`: 1, 5, 9; \`a6\`: 1, 3,
+5, 7, 9, 11). An anchor step gives the dense output (error 0) and costs a dense pass plus the
+metadata.
 
 **Samples**: the bundled model (\`data/model\`), its own attention captured per sample (class x noise
 seed, as results/samples/: 4096 tokens, layers 0/3/7 x 2 heads, CFG 3, shift 3) with 14 UniPC steps:

@@ -25,15 +25,13 @@ fail=0
 # matched peers too (budget=matched bisects on the device's block scores). Then joint attention: 77 text
 # tokens (one short text group) before 1000 video tokens at d=64, 200 (two text groups) before 1280 at
 # d=128 (synth --text)
-for shape in "2x20x25 64 3 0" "4x25x41 128 2 0" "2x20x25 64 3 77" "2x16x40 128 2 200"; do
-  set -- $shape
-  grid=$1 d=$2 heads=$3 text=$4
+pair() { # GRID D HEADS TEXT SCHEDULE POLICIES [LABEL]: replay on both devices, compare metrics.csv
+  local grid=$1 d=$2 heads=$3 text=$4 schedule=$5 policies=$6 label=${7:-}
   "$DSGAP" synth --out "$tmp/t.h5" --grid "$grid" --heads "$heads" --layers 1 --steps 4 --head-dim "$d" --text "$text" \
     --seed $RANDOM >/dev/null
   for dev in cpu gpu; do
     "$DSGAP" replay "$tmp/t.h5" --device $dev --precise on \
-      --policies all,peers,spargeattn/theta=-0.1/budget=matched,xattention/budget=matched,spargeattn/theta=-0.1 --density 0.1,0.25 \
-      --schedule warmup=1 --out "$tmp/$dev" --quiet || { echo "FAIL replay --device $dev"; fail=1; }
+      --policies "$policies" --density 0.1,0.25 --schedule "$schedule" --out "$tmp/$dev" --quiet || { echo "FAIL replay --device $dev"; fail=1; }
   done
   # PCA-grouped policies (run.json's group): on a random trace two split directions can tie to fp32
   # rounding and the GPU's grouping take the other (gpu_meta checks the grouping by its inertia); their
@@ -42,7 +40,7 @@ for shape in "2x20x25 64 3 0" "4x25x41 128 2 0" "2x20x25 64 3 77" "2x16x40 128 2
   pca=$(python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(open(sys.argv[1]))["policies"] if p.get("group") == "pca"))' \
     "$tmp/cpu/run.json") || { echo "FAIL run.json"; fail=1; }
   # join rows by (policy, density_target, step, layer, head); compare
-  if ! awk -F, -v shape="$grid d=$d text=$text" -v pca="$pca" '
+  if ! awk -F, -v shape="$grid d=$d text=$text $schedule${label:+ $label}" -v pca="$pca" '
     BEGIN { np = split(pca, pl, " "); for (i = 1; i <= np; i++) isp[pl[i]] = 1 }
     FNR == 1 { next }
     NR == FNR { key = $1 FS $2 FS $4 FS $5 FS $6; for (i = 3; i <= 13; i++) cpu[key, i] = $i; n++; next }
@@ -66,6 +64,18 @@ for shape in "2x20x25 64 3 0" "4x25x41 128 2 0" "2x20x25 64 3 77" "2x16x40 128 2
     }' "$tmp/cpu/metrics.csv" "$tmp/gpu/metrics.csv"; then
     fail=1
   fi
+}
+all="all,peers,spargeattn/theta=-0.1/budget=matched,xattention/budget=matched,spargeattn/theta=-0.1"
+for shape in "2x20x25 64 3 0" "4x25x41 128 2 0" "2x20x25 64 3 77" "2x16x40 128 2 200"; do
+  pair $shape warmup=1 "$all"
+done
+# staleness (issue 50; policy_run.h): each cached component remade every step, alone and together,
+# the block and pooled-score variants, and a sparse_steps window, as the closed loop runs them
+fresh="mc-sparse,mc-sparse/fresh=keys,mc-sparse/fresh=groups,mc-sparse/fresh=residual,mc-sparse/fresh=groups+keys+residual"
+fresh="$fresh,mc-sparse/keys=bitmap/fresh=groups,mc-sr/fresh=keys,mc-gr/fresh=keys,chipmunk/fresh=residual"
+for shape in "2x20x25 64 3 0" "4x25x41 128 2 0"; do
+  pair $shape warmup=1 "$fresh" fresh
+  pair $shape warmup=1,sparse_steps=2-3 "$fresh" fresh
 done
 [ $fail -eq 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
 exit $fail

@@ -206,8 +206,9 @@ int dg_decompose_closed(int argc, char **argv)
 	char *runs = dg_calloc(runs_len, 1);
 	for (int i = optind; i < argc && !rc; i++) {
 		rc = dg_loop_rows_read(argv[i], &rs, "decompose");
-		snprintf(runs + strlen(runs), runs_len - strlen(runs), "%s%s", i > optind ? ", " : "",
-			 argv[i]);
+		char *shown = dg_path_shown(argv[i]); /* never longer than argv[i] */
+		snprintf(runs + strlen(runs), runs_len - strlen(runs), "%s%s", i > optind ? ", " : "", shown);
+		free(shown);
 		char *m = dg_path_join(argv[i], "closed_loop.csv"), *j = dg_path_join(argv[i], "run.json");
 		dg_input_add(m); /* no table may overwrite an input */
 		dg_input_add(j);

@@ -10,7 +10,8 @@
 # Sources: results/samples/{decomposition,ablation}.{csv,md}, results/samples/README.md;
 # results/refresh/{trends,anchors}.csv, README.md; results/attention/attnstats.md, README.md;
 # results/comparison/{comparison.csv,run.json}, fidelity/*/closed_loop.csv, speed/*/run.json;
-# results/gpu/2026-12-04T0210Z-dit/{480p,720p}/generate.csv; results/kernel_speed/*/crossover.csv.
+# results/gpu/2026-12-04T0210Z-dit/{480p,720p}/generate.csv; results/kernel_speed/*/crossover.csv;
+# results/closed_ladder/{decomposition,ablation}.csv.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$ROOT/results/README.md R=$ROOT/results
@@ -249,6 +250,56 @@ cat <<EOF
   anchor step of mc-sparse costs $(awk -F, 'FNR == 1 { next } $3 == "dense" { d = $10 } $3 == "mc-sparse" { m = $10 } END { printf "%.2f", ((m - d / 10) / 9) / (d / 10) }' "$S/runs/schedules_speed_cached/wan13b-480p.w2all/closed_loop.csv")
   dense steps (its 10-step run with an anchor at every step past the warm-up). svg2's and PISA's
   speed was not rerun here: in the comparison's speed stage (Speed, below) they run below 1×.
+
+EOF
+fi
+# --- the three sources inside the loop (issue 50, item 3) -------------------------------------------
+L=$R/closed_ladder
+if [ -s "$L/decomposition.csv" ] && [ -s "$L/ablation.csv" ]; then
+LJ=$L/bundled.w10/run.json
+# share FILE RHO A B: A / B as a percentage (estimates of a decompose CSV, layer all)
+share() { awk -F, -v r="$2" -v k="$3" -v t="$4" '$1 == r && $2 == "all" && $3 == k { a = $4 } $1 == r && $2 == "all" && $3 == t { b = $4 }
+    END { printf "%.0f%%", 100 * a / b }' "$1"; }
+# neg FILE RHO QUANTITY: "E [lo, hi]" of minus the quantity
+neg() { awk -F, -v r="$2" -v k="$3" '$1 == r && $2 == "all" && $3 == k { printf "%.3g [%.3g, %.3g]", -$4, -$6, -$5 }' "$1"; }
+cat <<EOF
+## The three sources inside the loop
+
+\`results/closed_ladder/\` (\`experiments/closed_ladder.sh\`, issue 50): the oracle ladder, each rung
+selecting anew at every call (nothing stale), and the MC-Sparse 2³ factorial (metadata at the one
+anchor, step 9) in whole generations of the bundled model's 24 samples, 50 UniPC steps, warm-up 10;
+E = mean rel-L2 of the final latents against the dense run's, 95% bootstrap intervals over the
+samples (\`decomposition.md\`, \`ablation.md\`; in dB: \`*-psnr.md\`). $(jstr device "$LJ" | card),
+$(jstr date "$LJ") (binaries of $(jstr git_commit "$LJ" | cut -c1-7)).
+
+| ρ | E(est-block) | lost contributions | query grouping | key blocking | selection |
+|---|---|---|---|---|---|
+EOF
+for r in 0.15 0.25; do
+  printf '| %s | %s | %s (%s) | %s (%s) | %s | %s |\n' "$r" "$(q "$L/decomposition.csv" $r "E(est-block)")" \
+    "$(q "$L/decomposition.csv" $r lost)" "$(share "$L/decomposition.csv" $r lost "E(est-block)")" \
+    "$(q "$L/decomposition.csv" $r query_grouping)" "$(share "$L/decomposition.csv" $r query_grouping "E(est-block)")" \
+    "$(q "$L/decomposition.csv" $r key_blocking)" "$(q "$L/decomposition.csv" $r selection)"
+done
+cat <<EOF
+
+- **Grouping dominates inside the loop at ρ 0.15**: grouping minus lost contributions, paired, is
+  $(neg "$L/decomposition.csv" 0.15 lost-grouping) (grouping the larger in $(awk -F, '$1 == 0.15 && $2 == "all" && $3 == "lost-grouping" { printf "%d of %d", $9 - $11, $9 }' "$L/decomposition.csv") samples); at ρ 0.25 the two are
+  not told apart ($(neg "$L/decomposition.csv" 0.25 lost-grouping)). Selection is small at both (exact
+  against pooled block scores, both fresh). In the open loop (above) lost contributions are the
+  larger share: the loop amplifies the error of 128 queries sharing one key list.
+- **Key blocking is negative** ($(q "$L/decomposition.csv" 0.15 key_blocking) at ρ 0.15, positive in
+  $(pos "$L/decomposition.csv" 0.15 key_blocking) samples): groups sharing their top key blocks end closer to dense than
+  the same groups sharing their top single keys, as in the open loop.
+- **What repairs each**: PCA query groups win back $(share "$L/decomposition.csv" 0.15 pca_over_raster query_grouping) of query grouping and a
+  per-step residual $(share "$L/decomposition.csv" 0.15 residual_recovers lost) of the lost contributions at ρ 0.15
+  (E(oracle+res) $(q "$L/decomposition.csv" 0.15 "E(oracle+res)")).
+- **The factorial with one anchor** (metadata and residual made at step 9, reused for 40 steps):
+  mc-sparse $(q "$L/ablation.csv" 0.15 "E(mc-sparse)") against the baseline's $(q "$L/ablation.csv" 0.15 "E(baseline)") at ρ 0.15;
+  Shapley shares of the reduction φ_G $(q "$L/ablation.csv" 0.15 shapley_G), φ_S $(q "$L/ablation.csv" 0.15 shapley_S),
+  φ_R $(q "$L/ablation.csv" 0.15 shapley_R); the grouping–residual interaction $(q "$L/ablation.csv" 0.15 I_GR) (positive:
+  together they win back less than the sum apart). The same components made fresh at every call
+  reach E(oracle+res) above: the distance between the two is what one anchor's staleness costs.
 
 EOF
 fi

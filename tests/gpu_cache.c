@@ -29,7 +29,7 @@
 
 #include "backend/backend.h"
 #include "backend/policy_run.h"
-#include "dit/generate.h"
+#include "loop/generate.h"
 #include "dsgap_kernels.h"
 #include "policy/cache_store.h"
 #include "testhelp.h"

@@ -9,7 +9,7 @@ import re
 import sys
 
 RANK = {"util": 0, "trace": 1, "policy": 2, "backend": 3,
-        "replay": 4, "dit": 4, "analysis": 4, "api": 5, "bench": 5, "batch": 6, "cli": 7}
+        "replay": 4, "dit": 4, "analysis": 4, "api": 5, "bench": 5, "loop": 5, "batch": 6, "cli": 7}
 GENERATED = {"analysis/style_gp.h", "util/git_commit.h"}  # made by CMake in the build tree
 EXTERNAL = {"dsgap_kernels.h", "api_convert.h",  # kernels/: below every layer of src/
             "dsgap.h",  # include/: libdsgap's public header, what src/api/ implements

@@ -2,7 +2,7 @@
  * generate.c: one closed-loop run under a policy and its fidelity summary (generate.h).
  *   used by dsgap generate (cmd_generate.c) and dsgap run's closed-loop cells (batch_closed.c)
  */
-#include "dit/generate.h"
+#include "loop/generate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dit/fidelity.h"
-#include "dit/memplan.h"
+#include "loop/memplan.h"
 #include "util/util.h"
 
 int dg_generate_run(dg_dit_sample_opts *so, const int grid[3], const dg_policy *p, double rho,

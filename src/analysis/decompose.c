@@ -1212,7 +1212,7 @@ static void write_md(FILE *f, const dg_results *r, const dg_table *t)
  * The LaTeX tables are laid out for a two-column paper by design (issue 49): each one is a table*
  * (the page's \textwidth, about 505 pt) or a table (a column's \columnwidth, about 241 pt), one
  * table per density, without \resizebox; an interval sits under its estimate (tex_stack) so that
- * no column is wider than its widest number. tests/tex_tables.sh compiles them in a two-column
+ * no column is wider than its widest number. tests/cli/tex_tables.sh compiles them in a two-column
  * article and fails on any overfull box.
  */
 

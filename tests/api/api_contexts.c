@@ -1,7 +1,7 @@
 /*
  * api_contexts.c: libdsgap's contexts leave nothing behind (issue 22: "no leak over 100 contexts
  * created and destroyed, checked under ASan"). Built with AddressSanitizer, UBSan and LeakSanitizer
- * against libdsgap_asan.so (the library compiled with the same sanitizers, tests/asan.cmake), on
+ * against libdsgap_asan.so (the library compiled with the same sanitizers, tests/CMakeLists.txt), on
  * the public ABI alone (include/dsgap.h), CPU backend. 100 contexts, each of another kind: dense,
  * ladder rungs, mc-sparse (warm-up, anchors, dense layers, its residual reused across steps,
  * cfg_meta=shared, top-p budget), peers (svg2, sparge, xattention, radial, sta, ditfastattn,

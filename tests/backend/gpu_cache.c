@@ -10,7 +10,7 @@
  *     ascending; the GPU's mc-sparse lists equal the CPU's but for near-ties (<= 0.2% of keys);
  *   - policy runs (dg_policy_run on both backends, anchor then two reuse steps, n = 1000 d = 64 and
  *     n = 2100 d = 128): mc-sparse with residual_dtype=bf16|fp8, keys=bitmap and both combined:
- *     outputs within the GPU-vs-CPU tolerance (rel_l2 <= 1e-3, tests/gpu_replay.sh) through both
+ *     outputs within the GPU-vs-CPU tolerance (rel_l2 <= 1e-3, tests/replay/gpu_replay.sh) through both
  *     GPU paths (with metrics: the residual decoded; without: the sparse kernel's epilogue reading
  *     the stored dtype); the stored residual's bytes equal dg_residual_encode of the GPU's own fp32
  *     residual (the same selection, bit-exact rounding) and have the CPU's size; keys=bitmap outputs

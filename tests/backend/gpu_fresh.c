@@ -1,11 +1,11 @@
 /*
  * gpu_fresh.c: staleness (fresh=groups|keys|residual, issue 50; policy_run.h) on the GPU backend
- * against the CPU backend, its twin (whose outputs tests/test_policy_run.c checks against an fp64
+ * against the CPU backend, its twin (whose outputs tests/backend/test_policy_run.c checks against an fp64
  * composition): dg_policy_run on both backends over an anchor and four reuse steps of drifting
  * random units (n = 1000 d = 64 and n = 2100 d = 128), mc-sparse and every fresh combination, also
  * with keys=bitmap (votes from compacted lists), mc-sr (kv=block) and mc-gr (pooled scores) with
  * fresh=keys, and a sparse_steps window: outputs within the GPU-vs-CPU tolerance (rel_l2 <= 1e-3,
- * as tests/gpu_cache.c), through the device loads (load_device) as the DiT engine loads, and the
+ * as tests/backend/gpu_cache.c), through the device loads (load_device) as the DiT engine loads, and the
  * dense pass run only where dg_policy_run_needs_dense says (the loop's own skipping).
  * Exits 77 (skipped) without a CUDA device.
  */

@@ -3,8 +3,8 @@
 # dsgap attnstats against an independent fp64 NumPy computation of row entropy and per-query top-K
 # mass from the captured trace (read with h5py), dsgap sheet's image against the latents it shows,
 # the demo's bad inputs. One line per check; exit 1 on any failure.
-#   DSGAP=build/dsgap DSGAP_SOURCE=. bash tests/cli_bundled.sh
-. "$(dirname "$0")/lib.sh" bundled
+#   DSGAP=build/dsgap DSGAP_SOURCE=. bash tests/cli/cli_bundled.sh
+. "$(dirname "$0")/../lib.sh" bundled
 export PYTHONDONTWRITEBYTECODE=1
 SRC=${DSGAP_SOURCE:-.}
 M=$SRC/data/model

@@ -11,7 +11,7 @@
 # extreme is drawn in a quarter of the replicates). Also: experiments/closed_ladder.ini expands to its
 # grid, the "few samples" mark, and bad input (one line, nothing written).
 # Run: ctest -R cli_closed_decompose (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
-. "$(dirname "$0")/lib.sh" closed_decompose
+. "$(dirname "$0")/../lib.sh" closed_decompose
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 MODELS=${WAN_MODELS:-$PWD/wan_models}
 FIX=$DSGAP_SOURCE/tests/fixtures/wan

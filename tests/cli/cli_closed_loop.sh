@@ -9,7 +9,7 @@
 # refused; [device] cache_offload = true (--cache-offload: a no-op on the CPU) is the same
 # experiment (its fingerprint); bad experiment files (one line naming FILE:LINE, nothing written).
 # Run: ctest -R cli_closed_loop (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
-. "$(dirname "$0")/lib.sh" closed
+. "$(dirname "$0")/../lib.sh" closed
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 MODELS=${WAN_MODELS:-$PWD/wan_models}
 FIX=$DSGAP_SOURCE/tests/fixtures/wan

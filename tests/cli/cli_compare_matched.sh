@@ -6,7 +6,7 @@
 # below by hand), matched.csv's picks at each speedup and density, and its paired difference (the
 # mean of the per-sample differences).
 # Run: ctest -R cli_compare_matched (needs $DSGAP).
-. "$(dirname "$0")/lib.sh" compare_matched
+. "$(dirname "$0")/../lib.sh" compare_matched
 run() { # DIR STEPS WARMUP ANCHORS(json list) then rows "prompt,seed,policy,rho,density,psnr,time" on stdin
   mkdir -p "$1"
   printf '{"format": "dsgap-closed-loop", "device": "cpu: test", "model": {"label": "t", "steps": %d},\n "schedule": {"label": "s", "warmup": %d, "anchors": %s, "dense_layers": []}}\n' \

@@ -9,7 +9,7 @@
 # the Pareto figure's data (unreached peers and dense left out, the frontier non-dominated); and bad
 # input to dsgap compare (one line, nothing written).
 # Run: ctest -R cli_comparison (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
-. "$(dirname "$0")/lib.sh" comparison
+. "$(dirname "$0")/../lib.sh" comparison
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 MODELS=${WAN_MODELS:-$PWD/wan_models}
 FIX=$DSGAP_SOURCE/tests/fixtures/wan

@@ -4,8 +4,8 @@
 # sums), figures (.dat .gp .png .pdf, re-rendered by gnuplot alone), reproducibility of the
 # bootstrap, and bad input: one line "dsgap: error: ..." naming file:line, a non-zero exit and
 # no partial output (no *.tmp.* files, no figures directory).
-#   DSGAP=build-cpu/dsgap bash tests/cli_decompose.sh
-. "$(dirname "$0")/lib.sh" decompose
+#   DSGAP=build-cpu/dsgap bash tests/cli/cli_decompose.sh
+. "$(dirname "$0")/../lib.sh" decompose
 set -e
 # no_partial DIR: no temporary file or directory and no table or figure left in DIR
 no_partial() {

@@ -3,8 +3,8 @@
 # with h5py against the fp64 reference (tests/wan_ref.py), the trace fed to info and replay; and the
 # bad inputs: broken checkpoints, wrong input shapes, a capture that cannot fit the disk, each a
 # one-line error, a non-zero exit and no output file.
-#   DSGAP=build/dsgap DSGAP_SOURCE=. bash tests/cli_dit.sh   (after `ctest -R wan_models`)
-. "$(dirname "$0")/lib.sh" dit
+#   DSGAP=build/dsgap DSGAP_SOURCE=. bash tests/cli/cli_dit.sh   (after `ctest -R wan_models`)
+. "$(dirname "$0")/../lib.sh" dit
 export PYTHONDONTWRITEBYTECODE=1
 SRC=${DSGAP_SOURCE:-.}
 FIX=$SRC/tests/fixtures/wan

@@ -11,7 +11,7 @@
 #   - figures rendered (PNG, PDF) when gnuplot is there; bad input: no run, a folder without
 #     run.json, a run with nothing to tabulate, --out an input run (one line, nothing written).
 # Run: ctest -R cli_drift (needs $DSGAP).
-. "$(dirname "$0")/lib.sh" drift
+. "$(dirname "$0")/../lib.sh" drift
 PY=/usr/bin/python3
 "$PY" - "$tmp" > "$tmp/make.out" 2>&1 <<'PYEOF'
 import sys, json, os, numpy as np

@@ -4,7 +4,7 @@
 # and a value missing after its first option that takes one (from its --help) give exit 2, nothing on
 # stdout and one line on stderr, "dsgap: error: CMD: ...", naming the option.
 # Run: ctest -R cli_options (needs $DSGAP, the dsgap binary).
-. "$(dirname "$0")/lib.sh" options
+. "$(dirname "$0")/../lib.sh" options
 cmds=$("$DSGAP" help | sed -n '/^commands:/,$p' | awk 'NR > 1 { print $1 }')
 check "dsgap help lists the commands" test "$(echo "$cmds" | wc -l)" -ge 15
 rejected() { # rejected CMD WANT ARGS...: exit 2, stdout empty, stderr the one line WANT

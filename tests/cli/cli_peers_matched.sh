@@ -6,8 +6,8 @@
 # matched rows do not depend on the other policies of the run, and the unmatched presets' rows
 # (metrics.csv without time_ms) are the same with or without matched policies beside them;
 # budget=matched on a non-peer is refused.
-#   DSGAP=build-cpu/dsgap bash tests/cli_peers_matched.sh
-. "$(dirname "$0")/lib.sh" peers-matched
+#   DSGAP=build-cpu/dsgap bash tests/cli/cli_peers_matched.sh
+. "$(dirname "$0")/../lib.sh" peers-matched
 set -e
 "$DSGAP" synth --out "$tmp/t.h5" --grid 5x16x32 --heads 4 --layers 1 --steps 3 --seed 1 >/dev/null
 matched="svg2/budget=matched,spargeattn/budget=matched,spargeattn/theta=-0.1/budget=matched"

@@ -3,7 +3,7 @@
 # contents, and replay's answers to bad input: one line "dsgap: error: ..." naming the file or the
 # problem, a non-zero exit, and no partial output left behind.
 # Run: ctest -R cli_pipeline (needs $DSGAP, the dsgap binary).
-. "$(dirname "$0")/lib.sh" cli
+. "$(dirname "$0")/../lib.sh" cli
 
 # --- the pipeline ----------------------------------------------------------------------------------
 "$DSGAP" synth --out "$tmp/t.h5" --grid 2x8x20 --heads 4 --layers 2 --steps 5 --head-dim 32 --seed 7 >/dev/null

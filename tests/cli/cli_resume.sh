@@ -8,7 +8,7 @@
 #     installed: exit 0, the batch completes, merged output equal to an undamaged run's;
 #   a rerun of a complete batch recomputes nothing.
 # Run: ctest -R cli_resume (needs $DSGAP, $DSGAP_SOURCE; /usr/bin/python3 with h5py, else skipped).
-. "$(dirname "$0")/lib.sh" resume
+. "$(dirname "$0")/../lib.sh" resume
 PY=${DSGAP_PYTHON:-/usr/bin/python3}
 "$PY" -c 'import h5py' 2>/dev/null || { echo "skipped: $PY has no h5py"; exit 77; }
 rows() { cut -d, -f1-13 "$1"; } # every column but time_ms

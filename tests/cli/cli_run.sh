@@ -8,7 +8,7 @@
 #   mid-run loses only its unfinished cell and a rerun completes the batch; decompose and plot
 #   read the merged folders.
 # Run: ctest -R cli_run (needs $DSGAP, the dsgap binary, and $DSGAP_SOURCE, the source tree).
-. "$(dirname "$0")/lib.sh" run
+. "$(dirname "$0")/../lib.sh" run
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 rows() { cut -d, -f1-13 "$1"; } # every column but time_ms, the one measured value
 same_rows() { cmp -s <(rows "$1") <(rows "$2"); }

@@ -2,7 +2,7 @@
 # cli_samples.sh: dsgap decompose over a sample set (issue 19): three synthetic "samples" (seeds),
 # LABEL=DIR operands and a --samples list give the same tables; counts, per-sample rows and sign
 # stability are consistent; one sample reproduces the single-folder tables; bad lists are refused.
-. "$(dirname "$0")/lib.sh" samples
+. "$(dirname "$0")/../lib.sh" samples
 set -o pipefail
 for s in 1 2 3; do
   "$DSGAP" synth --out "$tmp/t$s.h5" --grid 2x8x16 --heads 2 --layers 2 --steps 5 --head-dim 32 --seed $s >/dev/null &&

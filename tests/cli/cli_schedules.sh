@@ -7,7 +7,7 @@
 # (counted: the generations in cells/), gives the same latents (h5diff, exact) as the same cells
 # run one by one (one process each, a fresh model load each), and carries the schedule's columns.
 # Run: ctest -R cli_schedules (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
-. "$(dirname "$0")/lib.sh" schedules
+. "$(dirname "$0")/../lib.sh" schedules
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 MODELS=${WAN_MODELS:-$PWD/wan_models}
 FIX=$DSGAP_SOURCE/tests/fixtures/wan

@@ -11,7 +11,7 @@
 #   - a cell that runs before its reference's steps.h5 exists keeps its own steps.h5, and the merge
 #     makes the same drift.csv from the two; each row equals numpy's fp64 rel-L2 of the two files.
 # Run: ctest -R cli_stale_loop (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
-. "$(dirname "$0")/lib.sh" stale
+. "$(dirname "$0")/../lib.sh" stale
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 MODELS=${WAN_MODELS:-$PWD/wan_models}
 FIX=$DSGAP_SOURCE/tests/fixtures/wan

@@ -2,8 +2,8 @@
 # cli_trace.sh: dsgap synth and dsgap info end to end, and their bad input (docs/spec.md §9): each bad case
 # must give one line on stderr, "dsgap: error: ..." naming the file, a non-zero exit and no partial
 # output file. Cases that need h5py to make the bad file are skipped without it.
-#   DSGAP=build-cpu/dsgap bash tests/cli_trace.sh
-. "$(dirname "$0")/lib.sh" trace
+#   DSGAP=build-cpu/dsgap bash tests/cli/cli_trace.sh
+. "$(dirname "$0")/../lib.sh" trace
 set -e
 PY=/usr/bin/python3
 # no_output PATH: neither PATH nor a temporary PATH.tmp.* is left

@@ -2,8 +2,8 @@
 # cli_validate.sh: what dsgap refuses before it works, and the numerics that must never reach a file
 # as nan or inf (issue 18, reproductions 5, 6, 8, 9, 10 and 13). Each bad case: a non-zero exit, one
 # line "dsgap: error: ..." naming the file or option and the reason, and no output left behind.
-#   DSGAP=build-cpu/dsgap bash tests/cli_validate.sh
-. "$(dirname "$0")/lib.sh" validate
+#   DSGAP=build-cpu/dsgap bash tests/cli/cli_validate.sh
+. "$(dirname "$0")/../lib.sh" validate
 PY=/usr/bin/python3
 t=$tmp/t.h5
 "$DSGAP" synth --out "$t" --grid 1x8x16 --heads 2 --layers 2 --steps 2 --seed 3 >/dev/null || { echo "FAIL synth"; exit 1; }

@@ -6,10 +6,10 @@
 # closed_loop.csv without times, every cell's final latents) and compare's and drift's tables over
 # it. Made before issue 49's moves (src/cli's analysis into analysis/ and bench/, dit/ and
 # backend_gpu.c split), so a move that changes an output fails here.
-#   bash tests/golden.sh            check (ctest -R golden; needs $DSGAP, $DSGAP_SOURCE, wan_models)
-#   bash tests/golden.sh --update   write the goldens anew (only when an output is meant to change)
+#   bash tests/cli/golden.sh            check (ctest -R golden; needs $DSGAP, $DSGAP_SOURCE, wan_models)
+#   bash tests/cli/golden.sh --update   write the goldens anew (only when an output is meant to change)
 # Normalised away: the commit, dates, the scratch folder's path, timing columns, the device's name.
-. "$(dirname "$0")/lib.sh" golden
+. "$(dirname "$0")/../lib.sh" golden
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 command -v gnuplot >/dev/null || { echo "skipped: no gnuplot"; exit 77; }
 MODELS=${WAN_MODELS:-$PWD/wan_models}

@@ -6,7 +6,7 @@
 # e-notation (issue 19). Debian texlive-latex-base + texlive-latex-recommended.
 # Skipped (77) without pdflatex or booktabs.sty.
 set -uo pipefail
-src=${DSGAP_SOURCE:-$(cd "$(dirname "$0")/.." && pwd)}
+src=${DSGAP_SOURCE:-$(cd "$(dirname "$0")/../.." && pwd)}
 command -v pdflatex >/dev/null && kpsewhich booktabs.sty >/dev/null || {
   echo "skipped: pdflatex or booktabs.sty missing (apt-get install texlive-latex-base texlive-latex-recommended)"; exit 77; }
 tmp=$(mktemp -d /tmp/dsgap-tex.XXXXXX)

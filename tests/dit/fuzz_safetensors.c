@@ -1,10 +1,10 @@
 /*
  * fuzz_safetensors.c: libFuzzer target for the safetensors header parser (src/dit/safetensors.c):
  * any byte string is a candidate file; dg_st_parse must return 0 or -1 without crashing, and an
- * accepted header must tile the file. Not part of CTest (tests/test_safetensors.c runs a
+ * accepted header must tile the file. Not part of CTest (tests/dit/test_safetensors.c runs a
  * deterministic mutation loop there). With clang and libclang-rt-14-dev:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
- *     -Isrc -Ibuild/src tests/fuzz_safetensors.c src/dit/safetensors.c src/util/util.c src/util/files.c \
+ *     -Isrc -Ibuild/src tests/dit/fuzz_safetensors.c src/dit/safetensors.c src/util/util.c src/util/files.c \
  *     -lcjson -lm -o fuzz_safetensors          (build/src: a configured build's util/git_commit.h)
  *   mkdir -p corpus && ./fuzz_safetensors -close_fd_mask=2 -max_total_time=300 corpus tests/fixtures/wan
  * (-close_fd_mask=2 silences the one-line error of every rejected input; crashes are still reported.)

@@ -17,7 +17,7 @@
  *   2. one forward of the test models (head_dim 64 and 128): every block's output and the velocity;
  *   3. three UniPC + CFG steps through the entry point: dense, mc-sparse at density 1 and DiTFastAttn's
  *      window under the rule, mc-sparse at 0.3 reported (selection flips; see test_model).
- *   gpu_dit MODELS_DIR FIXTURES_DIR   (tests/gpu_dit.cmake; exits 77 without a CUDA device)
+ *   gpu_dit MODELS_DIR FIXTURES_DIR   (tests/CMakeLists.txt; exits 77 without a CUDA device)
  */
 #include <math.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * test_safetensors.c: the safetensors reader (src/dit/safetensors.h): every header rule with its
  * one-line message, F16/BF16 conversion (exhaustive), sharded indexes, and a deterministic mutation
  * loop over the header parser (no crash; every failure exactly one line; every success a tiling of
- * the file). tests/fuzz_safetensors.c is the libFuzzer version of the loop.
+ * the file). tests/dit/fuzz_safetensors.c is the libFuzzer version of the loop.
  *   ctest -R test_safetensors        (or: build-dir/tests/test_safetensors [iterations])
  */
 #include <fcntl.h>

@@ -7,7 +7,7 @@
  * on) stops the program with the op and argument named; so does an operand buffer (alloc_operand:
  * bf16 only on a device) passed where an op reads or writes fp32.
  * The arithmetic is the CPU table's (wan_ops_cpu.c), so its outputs equal the CPU's bit for bit.
- *   dg_wan_load_ops(&m, path, dg_wan_ops_checked())   (tests/test_wan.c, which also checks that it stops)
+ *   dg_wan_load_ops(&m, path, dg_wan_ops_checked())   (tests/dit/test_wan.c, which also checks that it stops)
  */
 #include <stdlib.h>
 #include <string.h>

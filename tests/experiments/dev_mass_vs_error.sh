@@ -6,7 +6,7 @@
 # float64 numpy, the replay's C), the error identity O^ - O = (1 - m)(kept mean - dropped mean) holds
 # per query, and per-token selection keeps at least the mass of block selection in every unit.
 # Run: ctest -R dev_mass_vs_error (needs $DSGAP, $DSGAP_SOURCE and the venv's numpy and h5py).
-. "$(dirname "$0")/lib.sh" mass_vs_error
+. "$(dirname "$0")/../lib.sh" mass_vs_error
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 PY=${DSGAP_VENV:-/opt/dsgap-venv}/bin/python
 "$DSGAP" synth --out "$tmp/t.h5" --grid 4x16x16 --heads 2 --layers 2 --steps 3 --seed 5 > /dev/null

@@ -4,7 +4,7 @@
 # own and shared equal to an independent `dsgap generate` of that prompt with the experiment's
 # options, shared − own their difference, the table's mean and sign count those of the rows; a run
 # that fails is one line and a non-zero exit. Exit 77 (skipped) without the bundled model.
-. "$(dirname "$0")/lib.sh" exp-cfg-meta-guidance
+. "$(dirname "$0")/../lib.sh" exp-cfg-meta-guidance
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 src=$DSGAP_SOURCE
 [ -f "$src/data/model/config.json" ] || { echo "skipped: no bundled model in data/model"; exit 77; }

@@ -13,7 +13,7 @@
 # describing it from its cells' rows (sheet-closed_loop.csv); the checkout's git status does not
 # change; closed_loop_fig.sh refuses a per-sample csv; --sheet needs a run folder. Exit 77 (skipped)
 # without gnuplot.
-. "$(dirname "$0")/lib.sh" exp-closed-loop
+. "$(dirname "$0")/../lib.sh" exp-closed-loop
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 command -v gnuplot >/dev/null || { echo "skipped: no gnuplot"; exit 77; }
 src=$DSGAP_SOURCE

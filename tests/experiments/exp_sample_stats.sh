@@ -6,7 +6,7 @@
 # git status is unchanged. dsgap attnstats over two samples per source: per-sample H and mass and
 # the sign counts of ΔH, Δmass recomputed from attnstats.csv; intervals hold their estimate. Bad
 # input (unpaired samples, a missing run) is one line and no output. Exit 77 without gnuplot or git.
-. "$(dirname "$0")/lib.sh" expstats
+. "$(dirname "$0")/../lib.sh" expstats
 SRC=${DSGAP_SOURCE:?DSGAP_SOURCE: the source tree}
 command -v gnuplot >/dev/null || { echo "skipped: no gnuplot"; exit 77; }
 git -C "$SRC" rev-parse --is-inside-work-tree >/dev/null 2>&1 || { echo "skipped: $SRC is not a git checkout"; exit 77; }

@@ -2,8 +2,8 @@
 # findings.sh: results/README.md, the findings, is what experiments/findings.sh makes from the
 # committed results (issue 49: every number quoted there comes from a results file), and the script
 # reads them: one number changed in a copy of the results changes its output there.
-#   bash tests/findings.sh        (ctest sets $DSGAP and $DSGAP_SOURCE)
-. "$(dirname "$0")/lib.sh" findings
+#   bash tests/experiments/findings.sh        (ctest sets $DSGAP and $DSGAP_SOURCE)
+. "$(dirname "$0")/../lib.sh" findings
 src=$DSGAP_SOURCE
 bash "$src/experiments/findings.sh" --out "$tmp/README.md" 2> "$tmp/err"
 check "findings.sh ran ($(head -c 300 "$tmp/err"))" test -s "$tmp/README.md"

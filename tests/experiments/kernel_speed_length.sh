@@ -10,7 +10,7 @@
 #     the amortisation (refresh=anchor: call + anchor / K; refresh=step: call), densities near the target,
 #     and the analysis end to end on its CSV with a synthetic cuDNN CSV.
 # Run: ctest -R kernel_speed_length (needs $DSGAP, $DSGAP_SOURCE).
-. "$(dirname "$0")/lib.sh" kslen
+. "$(dirname "$0")/../lib.sh" kslen
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 S=$DSGAP_SOURCE/experiments/kernel_speed_length.sh
 ns="1024 2048 4096 8192 16384 32760 65536 131072"
@@ -63,7 +63,7 @@ meta_ok() { awk -F'|' '$4 ~ /`slow`/ { s = ($7 + 0 == 2400 && $8 + 0 == 40 && $9
   END { exit !(s && f) }' "$tmp/out/crossover.md" && grep -q "^## Metadata beside attention at 32760 tokens, 12 heads" "$tmp/out/crossover.md"; }
 check "crossover.md: metadata beside attention at 32760 tokens, 12 heads (per refresh, per call, over attention)" meta_ok
 check "crossover.tex: a line per crossover" [ "$(grep -c '\\texttt' "$tmp/out/crossover.tex")" -eq 16 ]
-# the tables' numbers: lib.sh's sig3 writes dg_sig3's (tests/test_bootstrap.c's cases; nan, inf from CSVs)
+# the tables' numbers: lib.sh's sig3 writes dg_sig3's (tests/analysis/test_bootstrap.c's cases; nan, inf from CSVs)
 sig3_ok() ( . "$DSGAP_SOURCE/experiments/lib.sh"
   printf '%s\n' '0.0000985312 0.0000985' '0.12549 0.125' '12.34 12.3' '0.09996 0.100' '-0.0034567 -0.00346' \
     '1234.6 1235' '0 0' '1 1.00' '0.5 0.500' '29892.4 29892' 'nan nan' '-nan nan' 'inf inf' '-inf -inf' |

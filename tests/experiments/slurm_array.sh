@@ -8,7 +8,7 @@
 # Always stops the daemons it started (by the PIDs in their pid files).
 # Run: ctest -R slurm_array (labels slow, cpu; needs $DSGAP and $DSGAP_SOURCE).
 # Reference: ../shared/reference/slurm-single-node.md (a configuration seen working here).
-. "$(dirname "$0")/lib.sh" slurm
+. "$(dirname "$0")/../lib.sh" slurm
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "not root: slurmd needs root to start jobs as their user"

@@ -3,7 +3,7 @@
 below it. The order is defined here (docs/architecture.md explains it); siblings of one rank may not
 include each other. Also fails on a folder of src/ that has no rank, an include of a src/ header
 without its folder, and an include of a header that does not exist.
-  python3 tests/layers.py SRC_DIR"""
+  python3 tests/repo/layers.py SRC_DIR"""
 import os
 import re
 import sys
@@ -23,7 +23,7 @@ def main(src):
         if not os.path.isdir(path):
             continue
         if layer not in RANK:
-            errors.append(f"src/{layer}/: a folder with no layer rank (tests/layers.py)")
+            errors.append(f"src/{layer}/: a folder with no layer rank (tests/repo/layers.py)")
             continue
         headers.update(f"{layer}/{f}" for f in os.listdir(path) if f.endswith(".h"))
     nfiles = 0

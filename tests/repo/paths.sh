@@ -6,8 +6,8 @@
 # {a,b} list must match. Left out: placeholders (an upper-case letter: experiments/NAME.sh,
 # results/RUN), a path followed by "is now" (a rename note), and the two records that keep the
 # names of their time (docs/history.md).
-#   bash tests/paths.sh [ROOT]     (default: the tree above tests/)
-#   bash tests/paths.sh --self-test
+#   bash tests/repo/paths.sh [ROOT]     (default: the tree above tests/)
+#   bash tests/repo/paths.sh --self-test
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 cited() { # cited ROOT: "FILE:LINE:PATH" for every missing citation; the count checked on stderr
@@ -50,7 +50,7 @@ src/util/util.c:1: $none does not exist"
   printf 'self-test: got\n%s\nwanted\n%s\n' "$got" "$want"
   exit 1
 fi
-out=$(cited "${1:-$here/..}")
+out=$(cited "${1:-$here/../..}")
 [ -z "$out" ] && exit 0
 echo "$out"
 echo "$(echo "$out" | wc -l) cited paths do not exist"

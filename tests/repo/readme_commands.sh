@@ -4,9 +4,9 @@
 # command; both scripts are there and executable, and the test command makes the Python test
 # environment (tests/py/make_venv.sh) before the ci workflow, so the python tests run, never skip.
 # The comparison itself is checked on a copy of .ci/run that runs something else.
-#   bash tests/readme_commands.sh [ROOT]     (default: $DSGAP_SOURCE, else the tree above tests/)
+#   bash tests/repo/readme_commands.sh [ROOT]     (default: $DSGAP_SOURCE, else the tree above tests/)
 set -u
-root=${1:-${DSGAP_SOURCE:-$(cd "$(dirname "$0")/.." && pwd)}}
+root=${1:-${DSGAP_SOURCE:-$(cd "$(dirname "$0")/../.." && pwd)}}
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }

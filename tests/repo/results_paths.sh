@@ -4,8 +4,8 @@
 # /opt/; and the writers show such paths relative to the working directory or by their last name
 # (dg_path_shown): replay's run.json, decompose's tables, plot's files and an experiment's merged
 # run.json and summary.csv, made here from traces under this test's /tmp folder, hold none.
-#   bash tests/results_paths.sh        (needs $DSGAP, $DSGAP_SOURCE: ctest sets them)
-. "$(dirname "$0")/lib.sh" results_paths
+#   bash tests/repo/results_paths.sh        (needs $DSGAP, $DSGAP_SOURCE: ctest sets them)
+. "$(dirname "$0")/../lib.sh" results_paths
 pat='(^|[^A-Za-z0-9_.~-])/(work|root|home|tmp|opt)/'
 scan() { # scan FILE...: "FILE:LINE: TEXT" of each absolute path in the text files given
   local f

@@ -1,7 +1,7 @@
 """
 interop_h5py.py: dsgap traces and h5py agree (docs/spec.md §6, §9). Run by Debian's own interpreter, where
 python3-h5py and python3-numpy install; exits 77 (skipped) when they are missing.
-  DSGAP=build/dsgap /usr/bin/python3 tests/interop_h5py.py build/tests/test_trace
+  DSGAP=build/dsgap /usr/bin/python3 tests/trace/interop_h5py.py build/tests/test_trace
 
 1. test_trace --fixture writes a small trace of known values and, as raw float32, what dsgap reads
    back; h5py must read the same values bit for bit, and the same metadata, attributes as str.
@@ -36,7 +36,7 @@ def check(descr, cond):
 def fixture(tmp, test_trace):
     h5, raw = os.path.join(tmp, "fixture.h5"), os.path.join(tmp, "fixture.f32")
     subprocess.run([test_trace, "--fixture", h5, raw], check=True)
-    shape = (3, 2, 3, 37, 24)  # (steps, layers, heads, tokens, head_dim), as tests/test_trace.c makes it
+    shape = (3, 2, 3, 37, 24)  # (steps, layers, heads, tokens, head_dim), as tests/trace/test_trace.c makes it
     want = np.fromfile(raw, dtype="<f4").reshape((3,) + shape)
     with h5py.File(h5, "r") as f:
         for i, name in enumerate("qkv"):

@@ -11,7 +11,7 @@
  *   FAULTFS_COUNT=F    at exit, append "PID COUNT" (the calls counted) to F
  * Child processes (gnuplot, workers after exec) do not inherit the interposer: it clears LD_PRELOAD.
  * Forked children (no exec) keep counting on their own copy of the counter.
- * Build: a shared library (tests/faults.cmake); used by tests/faults.sh.
+ * Build: a shared library (tests/CMakeLists.txt); used by tests/util/faults.sh.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # faults.sh: nothing lost, nothing silently wrong (issue 18), for every command that writes files.
-#   full disk: each writer runs under tests/faultfs.c (LD_PRELOAD) with its Nth write-level call
+#   full disk: each writer runs under tests/util/faultfs.c (LD_PRELOAD) with its Nth write-level call
 #     failing with ENOSPC: every N up to the cap (FAULTS_CAP, default 12; 0: every call of every
 #     writer), then every k-th (k: about (calls - cap) / cap) and the last call; each failure must exit non-zero (never a crash) with exactly one line on
 #     stderr naming a file, leave no file and no empty folder behind and leave its inputs unchanged;
@@ -9,7 +9,7 @@
 #     tables after a replay), 10 (SIGTERM / ulimit -f temporaries, a partial decompose), 12 (two
 #     writers on one folder).
 # Run: ctest -R faults (needs $DSGAP, $DSGAP_SOURCE, the wan_models fixture); argument: faultfs.so
-. "$(dirname "$0")/lib.sh" faults
+. "$(dirname "$0")/../lib.sh" faults
 : "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
 FAULTFS=${1:?usage: faults.sh faultfs.so}
 MODELS=${WAN_MODELS:-$PWD/wan_models}

@@ -165,14 +165,6 @@ static int build_rows(const dg_attn_sources *S, row *rows, int boot)
 	return n;
 }
 
-static int open_out(dg_out *o, const char *dir, const char *name)
-{
-	char *path = dg_path_join(dir, name);
-	int rc = dg_out_open(o, path);
-	free(path);
-	return rc;
-}
-
 /* "0.123 [0.100, 0.140]" (the interval only with several samples) */
 static const char *cell(char *buf, const dg_attn_sources *S, const row *w, int q)
 {
@@ -246,7 +238,7 @@ static int write_outputs(const char *dir, const dg_attn_sources *S, const row *r
 	const dg_trace_meta *m0 = &S->src[0].meta;
 	const int nitems = S->nsrc * S->ns, nq = n_quant(S->nsrc);
 	dg_out o;
-	if (open_out(&o, dir, "attnstats.csv"))
+	if (dg_out_open_in(&o, dir, "attnstats.csv"))
 		return -1;
 	fprintf(o.f, "source,sample,trace,step,layer,head,tokens,entropy_norm,oracle_mass,density\n");
 	for (int i = 0; i < nitems; i++) {
@@ -264,7 +256,7 @@ static int write_outputs(const char *dir, const dg_attn_sources *S, const row *r
 						m->head_index[h], m->tokens, S->src[i].entropy[u], S->src[i].mass[u], rho);
 				}
 	}
-	if (dg_out_commit(&o) || open_out(&o, dir, "attnstats.md"))
+	if (dg_out_commit(&o) || dg_out_open_in(&o, dir, "attnstats.md"))
 		return -1;
 	int K = dg_topk_count(rho, m0->tokens);
 	char u[32];
@@ -291,7 +283,7 @@ static int write_outputs(const char *dir, const dg_attn_sources *S, const row *r
 	if (dg_out_commit(&o))
 		return -1;
 	if (S->ns > 1) {
-		if (open_out(&o, dir, "attnstats-samples.csv"))
+		if (dg_out_open_in(&o, dir, "attnstats-samples.csv"))
 			return -1;
 		fprintf(o.f, "sample,layer,quantity,estimate\n");
 		for (int s = 0; s < S->ns; s++)
@@ -320,7 +312,7 @@ static int write_outputs(const char *dir, const dg_attn_sources *S, const row *r
 	char name[64], file[80];
 	snprintf(name, sizeof name, "attnstats-rho%g", rho);
 	snprintf(file, sizeof file, "%s.dat", name);
-	if (open_out(&o, dir, file))
+	if (dg_out_open_in(&o, dir, file))
 		return -1;
 	fprintf(o.f, "# %s.dat: per source (gnuplot index), layer and head: means over steps%s\n"
 		     "# made by %s (commit %s)\n# columns: layer head entropy_norm lo hi oracle_mass lo hi\n",
@@ -343,11 +335,11 @@ static int write_outputs(const char *dir, const dg_attn_sources *S, const row *r
 		}
 		fprintf(o.f, "\n\n");
 	}
-	if (dg_out_commit(&o) || open_out(&o, dir, "style.gp"))
+	if (dg_out_commit(&o) || dg_out_open_in(&o, dir, "style.gp"))
 		return -1;
 	fputs(DG_STYLE_GP, o.f);
 	snprintf(file, sizeof file, "%s.gp", name);
-	if (dg_out_commit(&o) || open_out(&o, dir, file))
+	if (dg_out_commit(&o) || dg_out_open_in(&o, dir, file))
 		return -1;
 	/* one key, right of the second panel (outside the data); x ticks at the captured layers */
 	/* heads, then sources, side by side, centred on the layer */

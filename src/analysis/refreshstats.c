@@ -238,18 +238,10 @@ static const char *k_of_n(char *buf, int k, int n)
 	return buf;
 }
 
-static int open_out(dg_out *o, const char *dir, const char *name)
-{
-	char *path = dg_path_join(dir, name);
-	int rc = dg_out_open(o, path);
-	free(path);
-	return rc;
-}
-
 static int write_csvs(const char *out, const ctx *C, const tables *T, const dg_sample_list *l)
 {
 	dg_out o;
-	if (open_out(&o, out, "anchors.csv"))
+	if (dg_out_open_in(&o, out, "anchors.csv"))
 		return -1;
 	fprintf(o.f, "schedule,n_anchors,policy,rel_l2,lo,hi,n_units,n_clusters,n_samples,n_lower,n_paired\n");
 	for (int k = 0; k < T->nk; k++)
@@ -259,7 +251,7 @@ static int write_csvs(const char *out, const ctx *C, const tables *T, const dg_s
 				T->policy[p], s->est, s->lo, s->hi, s->n_units, s->n_clusters, s->n_samples,
 				T->lower[k][p], T->paired[k][p]);
 		}
-	if (dg_out_commit(&o) || open_out(&o, out, "staleness.csv"))
+	if (dg_out_commit(&o) || dg_out_open_in(&o, out, "staleness.csv"))
 		return -1;
 	fprintf(o.f, "schedule,policy,staleness,rel_l2,lo,hi,n_units,n_clusters,n_samples\n");
 	for (int k = 0; k < T->nk; k++)
@@ -271,7 +263,7 @@ static int write_csvs(const char *out, const ctx *C, const tables *T, const dg_s
 						T->policy[p], st, s->est, s->lo, s->hi, s->n_units,
 						s->n_clusters, s->n_samples);
 			}
-	if (dg_out_commit(&o) || open_out(&o, out, "trends.csv"))
+	if (dg_out_commit(&o) || dg_out_open_in(&o, out, "trends.csv"))
 		return -1;
 	fprintf(o.f, "policy,quantity,estimate,lo,hi,n_samples,n_pos,n_fin,n_units,n_clusters\n");
 	for (int p = 0; p < T->np; p++)
@@ -286,7 +278,7 @@ static int write_csvs(const char *out, const ctx *C, const tables *T, const dg_s
 		return -1;
 	if (C->ns < 2)
 		return 0;
-	if (open_out(&o, out, "samples.csv"))
+	if (dg_out_open_in(&o, out, "samples.csv"))
 		return -1;
 	fprintf(o.f, "sample,policy,quantity,estimate\n");
 	for (int s = 0; s < C->ns; s++)
@@ -319,7 +311,7 @@ static int write_md(const char *out, const ctx *C, const tables *T, const dg_sam
 		    const char *cmdline)
 {
 	dg_out o;
-	if (open_out(&o, out, "refresh.md"))
+	if (dg_out_open_in(&o, out, "refresh.md"))
 		return -1;
 	FILE *f = o.f;
 	char a[32], b[80], c[64], e[32];
@@ -403,8 +395,7 @@ static int write_md(const char *out, const ctx *C, const tables *T, const dg_sam
 static void tex_policy(FILE *f, const char *p)
 {
 	fputs("\\texttt{", f);
-	for (; *p; p++)
-		fprintf(f, *p == '_' || *p == '%' || *p == '&' || *p == '#' ? "\\%c" : "%c", *p);
+	dg_tex_name(f, p);
 	fputc('}', f);
 }
 
@@ -437,7 +428,7 @@ static int write_tex(const char *out, const ctx *C, const tables *T)
 {
 	dg_out o;
 	char a[64];
-	if (open_out(&o, out, "anchors.tex"))
+	if (dg_out_open_in(&o, out, "anchors.tex"))
 		return -1;
 	FILE *f = o.f;
 	tex_head(f, C, T, "anchors", "Error against the number of anchors");
@@ -456,7 +447,7 @@ static int write_tex(const char *out, const ctx *C, const tables *T)
 				T->paired[k][p] ? k_of_n(a, T->lower[k][p], T->paired[k][p]) : "---");
 		}
 	fputs("\\bottomrule\n\\end{tabular}\n\\end{table*}\n", f);
-	if (dg_out_commit(&o) || open_out(&o, out, "trends.tex"))
+	if (dg_out_commit(&o) || dg_out_open_in(&o, out, "trends.tex"))
 		return -1;
 	f = o.f;
 	tex_head(f, C, T, "trends", "Trends of the refresh error");
@@ -505,7 +496,7 @@ static int write_figures(const char *out, const ctx *C, const tables *T)
 		char nbuf[64], file[80];
 		const char *name = fig_name(nbuf, which, C->rho);
 		snprintf(file, sizeof file, "%s.dat", name);
-		if ((rc = open_out(&o, fig, file)))
+		if ((rc = dg_out_open_in(&o, fig, file)))
 			break;
 		fprintf(o.f, "# %s.dat: mean rel_l2 with its 95%% interval, one block per policy (gnuplot "
 			     "index), made by dsgap refreshstats (commit %s)\n# columns: %s rel_l2 lo hi\n", name,
@@ -524,7 +515,7 @@ static int write_figures(const char *out, const ctx *C, const tables *T)
 		if ((rc = dg_out_commit(&o)))
 			break;
 		snprintf(file, sizeof file, "%s.gp", name);
-		if ((rc = open_out(&o, fig, file)))
+		if ((rc = dg_out_open_in(&o, fig, file)))
 			break;
 		fprintf(o.f, "# %s.gp: re-render inside this directory: gnuplot %s.gp\nload 'style.gp'\n"
 			     "do for [fmt in \"pdf png\"] {\n"
@@ -559,7 +550,7 @@ static int write_figures(const char *out, const ctx *C, const tables *T)
 		if ((rc = dg_out_commit(&o)))
 			break;
 	}
-	if (!rc && !(rc = open_out(&o, fig, "style.gp"))) {
+	if (!rc && !(rc = dg_out_open_in(&o, fig, "style.gp"))) {
 		fputs(DG_STYLE_GP, o.f);
 		rc = dg_out_commit(&o);
 	}

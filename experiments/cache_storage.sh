@@ -22,7 +22,7 @@ if [ "${SUMMARY_ONLY:-0}" != 1 ]; then # SUMMARY_ONLY=1: the tables from the run
 "$DSGAP" synth --out "$W/synth.h5" --grid 4x16x32 --heads 4 --head-dim 128 --layers 2 --steps 12 --seed 1
 "$DSGAP" replay "$W/synth.h5" --out "$W/replay" --policies "$POL" --density 0.15,0.25 --schedule warmup=4
 M=$ROOT/data/model
-# keys=bitmap is bit-identical to lists (tests/test_cache.c), so the closed loop leaves it out
+# keys=bitmap is bit-identical to lists (tests/policy/test_cache.c), so the closed loop leaves it out
 CL=mc-sparse,mc-sparse/residual_dtype=bf16,mc-sparse/residual_dtype=fp8,mc-sparse/cfg_meta=shared
 "$DSGAP" generate --model "$M" --text "$M/conds.safetensors:cockatoo" --negative "$M/conds.safetensors:null" \
   --latent 8x32x32 --seed 1 --steps 10 --shift 3 --guidance 3 --policies "dense,$CL" --density 0.15 \

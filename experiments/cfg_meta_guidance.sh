@@ -10,7 +10,7 @@
 #   DSGAP=build/dsgap experiments/cfg_meta_guidance.sh OUTDIR [G ...]   (default G: 1.5 3 5; 29 min on 2
 #   cores before the runs shared the cores out by OMP_NUM_THREADS, 2026-12-06; the test 2.9x faster)
 # -> OUTDIR/cfg_meta_guidance.{csv,md}. CMG_LATENT (default 8x32x32) and CMG_STEPS (default 10) make it
-# smaller (tests/exp_cfg_meta_guidance.sh).
+# smaller (tests/experiments/exp_cfg_meta_guidance.sh).
 set -eu
 cd "$(dirname "$0")/.."
 DSGAP=${DSGAP:-build/dsgap}

@@ -25,7 +25,7 @@
 #                  COMPARISON_SPEED_INI=none, speed (experiments/comparison_speed.ini) with dsgap run
 #                  here, then the tables. COMPARISON_SPEED_INI=none: the fidelity run's own times are the
 #                  speed (say so in the figure). The CPU path: EXP_INI=a small experiment of the
-#                  same form (tests/cli_comparison.sh runs one end to end); the full experiment is 744
+#                  same form (tests/cli/cli_comparison.sh runs one end to end); the full experiment is 744
 #                  cells of several minutes each on 2 CPU cores (one measured: 444 s): a GPU job.
 #   gpu            on the GPU machine (scripts/device_all.sh's `comparison` step, which sets DSGAP and
 #                  the libraries): the fidelity run (--device gpu), the Wan2.1-1.3B random-weight model
@@ -95,7 +95,7 @@ gpu|speed)
   t0=$(date +%s)
   left() { echo $(( budget - ($(date +%s) - t0) )); }
   ok=1
-  dev=${COMPARISON_DEVICE:-gpu} # cpu: the stage's own test (tests/cli_comparison.sh)
+  dev=${COMPARISON_DEVICE:-gpu} # cpu: the stage's own test (tests/cli/cli_comparison.sh)
   [ "$stage" = speed ] || run_exp fidelity "$fid_ini" "$(left)" --device "$dev" || ok=0
   if [ "$speed_ini" != none ] && [ "$(left)" -gt 60 ]; then
     if [ "$speed_ini" = "$ROOT/experiments/comparison_speed.ini" ] && [ ! -s "$ROOT/build/w13b/model/config.json" ]; then

@@ -4,7 +4,7 @@
 # its device, date and commit once (from the same files). The "Who wins where" block is
 # experiments/who_wins.sh's (called here); "Closed loop across schedules" reads results/schedules/.
 #   experiments/findings.sh [--out FILE] [--results DIR]
-#     --out FILE     default results/README.md (tests/findings.sh checks that the committed file
+#     --out FILE     default results/README.md (tests/experiments/findings.sh checks that the committed file
 #                    equals this script's output)
 #     --results DIR  the results tree read (default results/; the names printed stay results/...)
 # Sources: results/samples/{decomposition,ablation}.{csv,md}, results/samples/README.md;
@@ -59,7 +59,7 @@ cat <<EOF
 
 What dsgap found with the bundled model (\`data/model/\`, a Wan2.1-architecture video DiT trained by the
 project) and the Wan2.1 architectures at random weights. Made by \`experiments/findings.sh\` from the
-committed results (edit the script, not this file; \`tests/findings.sh\` checks that they agree).
+committed results (edit the script, not this file; \`tests/experiments/findings.sh\` checks that they agree).
 Every block names its source folder, device, date and commit once; intervals are 95% (two-level
 bootstrap over samples, then (layer, head) clusters, in the open loop; over samples in the closed
 loop); "k of n" counts the samples whose own estimate is positive. How to read the tables:

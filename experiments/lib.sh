@@ -29,7 +29,7 @@
 #                          writes it: 0.0000985, 0.125, 12.3, 1235; nan, inf and -inf as words
 #                          (awk "$EXP_AWK_SIG3"' { print sig3($1) }')
 #   exp_sig3 X             X to 3 significant figures (EXP_AWK_SIG3's sig3)
-# EXP_INI=FILE runs another experiment file of the same form (e.g. a tiny one: tests/exp_out.sh);
+# EXP_INI=FILE runs another experiment file of the same form (e.g. a tiny one: tests/experiments/exp_out.sh);
 # DSGAP_WORK=DIR moves the scratch folder; KEEP_WORK=0 removes it at the end; DSGAP_DEVICE=gpu
 # captures the bundled trace on the GPU.
 # shellcheck shell=bash

@@ -1,7 +1,7 @@
 /*
  * cache_store.cu: how the GPU backend stores a cached-residual policy's cache between steps (issue 21,
  * docs/spec.md §3.1 `residual_dtype`, `keys`), the device twins of src/policy/cache_store.c, which is
- * the specification: the same bytes bit for bit (tests/gpu_cache.c).
+ * the specification: the same bytes bit for bit (tests/backend/gpu_cache.c).
  *   residual  fp32 R -> bf16 (round to nearest even, NaN quietened as dg_f32_to_bf16) or fp8 e4m3
  *             with a power-of-two scale per row (one warp per row: the row's max |r|, its exponent
  *             as dg_fp8_row_exp, then each value as dg_f32_to_e4m3); and back (the replay's

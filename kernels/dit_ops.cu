@@ -10,7 +10,7 @@
  * by shuffles alone (the block-per-row kernels move 4 to 8 bytes a thread; their measured bandwidth:
  * docs/history.md, "Kernel versions"); other rows go to the block-per-row kernels, one row per block so that no
  * thread divides a 64-bit index. Launchers declared in dsgap_kernels.h.
- * Check: tests/gpu_dit.c (against the CPU op table and fp64, docs/spec.md §9).
+ * Check: tests/dit/gpu_dit.c (against the CPU op table and fp64, docs/spec.md §9).
  */
 #include <cuda_bf16.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
  * consumer warpgroups issuing their GEMMs in turns (ping-pong, named barriers).
  * Launchers: dg_flash_fwd, dg_flash_fwd_kv (its own key count, for cross-attention; heads merged) and
  * dg_flash_fwd_rows (the first rows of dg_flash_fwd's, for joint attention's text rows),
- * declared in dsgap_kernels.h. Check: tests/gpu_kernels.cu (fp64 reference, FA3 tolerance rule). Time:
+ * declared in dsgap_kernels.h. Check: tests/kernels/gpu_kernels.cu (fp64 reference, FA3 tolerance rule). Time:
  * dsgap-bench-kernels (bench/bench_attn.cu) and scripts/gpu_run.sh on the H200; results/bench/BENCH.md.
  * Earlier versions, their test and benchmark: dev/kernels/ (measured in docs/history.md, "Kernel versions").
  */

@@ -17,7 +17,7 @@
  *
  *   q, k (n, d) bf16; lse (n) fp32 natural log; scores (ngroups, n) and/or block_scores
  *   (ngroups, ceil(n/128)) fp32.
- * Build: part of dsgapkernels (kernels/CMakeLists.txt); test: tests/gpu_meta.c. Earlier versions:
+ * Build: part of dsgapkernels (kernels/CMakeLists.txt); test: tests/kernels/gpu_meta.c. Earlier versions:
  * dev/kernels/ (measured in docs/history.md, "Kernel versions").
  */
 #include "dsgap_kernels.h"

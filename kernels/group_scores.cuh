@@ -184,7 +184,7 @@ DGM_DEV void put_key_sums(float r0, float r1, const GSParams &p, int g, int c, i
  * ping-pong), so one's exponentials (the issue-bound part) run under the other's wgmma.
  * Arithmetic: the attention kernels', p = ex2.approx.ftz(fma(s, c, -LSE log2(e))) with c and the
  * column term one fp32 value each (3 instructions per probability with the row sum's add); its error
- * model: tests/gpu_meta.c; probabilities under 2^-126 flush to 0.
+ * model: tests/kernels/gpu_meta.c; probabilities under 2^-126 flush to 0.
  * Groups of more than 128 queries: the chunks run one after the other, accumulating in the token
  * scores (so this kernel needs them: block-only calls go to group_scores_kernel); block scores come
  * from the token scores by block_sums. The CTA runs the larger chunk count of its two groups; a group

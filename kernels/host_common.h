@@ -1,6 +1,6 @@
 /*
  * host_common.h: the host-side pieces that the kernel benchmark (bench/bench_attn.cu) and the GPU tests
- * (tests/gpu_kernels.cu, tests/gpu_meta.c, and dev/kernels' variants of all three) share, for C and
+ * (tests/kernels/gpu_kernels.cu, tests/kernels/gpu_meta.c, and dev/kernels' variants of all three) share, for C and
  * CUDA C++ alike: the build's commit, a fatal CUDA_CHECK that prints the failing call, the
  * splitmix64 generator of the test inputs (seeded through rng_state), and the exit-77 skip of a
  * machine without a CUDA device.

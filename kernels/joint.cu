@@ -9,7 +9,7 @@
  *                  put behind the text queries: perm[i] = i for i < text, perm[text + i] = text +
  *                  vperm[i].
  * Launchers: dsgap_kernels.h ("joint attention"). Used by src/backend/backend_gpu.c; checked
- * against the CPU backend by tests/gpu_replay.sh (text-token traces, identical selections).
+ * against the CPU backend by tests/replay/gpu_replay.sh (text-token traces, identical selections).
  */
 #include "dsgap_kernels.h"
 #include "meta_common.cuh"

@@ -6,7 +6,7 @@
  *   interpolation at (nq-1)*0.05 of the sorted values; mass NULL: both 1).
  * One pass of per-block double partials, a CUB radix sort of the mass, and one finishing block that
  * reduces the partials in a fixed order (deterministic) and writes the 6 doubles.
- * Build: part of dsgapkernels; test: tests/gpu_meta.c.
+ * Build: part of dsgapkernels; test: tests/kernels/gpu_meta.c.
  */
 #include "dsgap_kernels.h"
 #include "meta_common.cuh"

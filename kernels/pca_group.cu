@@ -20,10 +20,10 @@
  * memory instead, without the head bits; larger node sorts are one CTA per (node, head), too few to
  * fill the GPU, so CUB sorts those levels: docs/history.md, "Kernel versions", v7 to v9).
  * fp32 sums are ordered differently from OpenBLAS, so near-ties of projection may order
- * differently from the CPU (tests/gpu_meta.c).
+ * differently from the CPU (tests/kernels/gpu_meta.c).
  *
  *   q (heads, n, d) bf16 -> perm (heads, n) int32, goff (ceil(n/128)+1) int32 (the same for all).
- * Build: part of dsgapkernels; test and timing: tests/gpu_meta.c (--bench). Earlier versions:
+ * Build: part of dsgapkernels; test and timing: tests/kernels/gpu_meta.c (--bench). Earlier versions:
  * dev/kernels/ (measured in docs/history.md, "Kernel versions").
  */
 #include "dsgap_kernels.h"

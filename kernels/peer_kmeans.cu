@@ -14,7 +14,7 @@
  *            order over their count, rounded to fp32 (the CPU's bits given the same labels), the
  *            members' rows staged through shared memory a tile ahead of the sum; an empty cluster
  *            keeps its centroid.
- * Build: part of dsgapkernels; test: tests/gpu_meta.c (--peers: svg2's key lists identical to the
+ * Build: part of dsgapkernels; test: tests/kernels/gpu_meta.c (--peers: svg2's key lists identical to the
  * CPU's over a cold and a warm step).
  */
 #include "dsgap_kernels.h"

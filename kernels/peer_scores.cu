@@ -20,7 +20,7 @@
  * x = (float)(e / sum).
  * svg2: the logits of the kept query and key centroids, the softmax weighted by the key clusters'
  * sizes (peers.c svg2). dg_peer_window: DiTFastAttn's window lists, from (n, text, w) alone.
- * Build: part of dsgapkernels; test: tests/gpu_meta.c (--peers), tests/gpu_replay.sh.
+ * Build: part of dsgapkernels; test: tests/kernels/gpu_meta.c (--peers), tests/replay/gpu_replay.sh.
  */
 #include "dsgap_kernels.h"
 #include "pooled_common.cuh"

@@ -14,7 +14,7 @@
  *   write    a CTA per group: take = the forced parts and the first keep ranked parts.
  * Parts are given by their sizes and sink counts, or (psize NULL) are the raster blocks of bs tokens
  * of the block peers, whose query groups are the same blocks.
- * Build: part of dsgapkernels; test: tests/gpu_meta.c (peer take, and the backend's block peers).
+ * Build: part of dsgapkernels; test: tests/kernels/gpu_meta.c (peer take, and the backend's block peers).
  */
 #include "dsgap_kernels.h"
 #include "meta_common.cuh"

@@ -9,9 +9,9 @@
  * them), 256 threads, each 4 queries x D/16 columns: per dropped block the queries' weights (w in
  * double from the fp32 logit, as the CPU), then Q H_c from 16-row slices of H_c in shared memory,
  * accumulated in fp32; num and den finished in double. Not bit for bit the CPU's (its sums run in
- * other orders): the replay's metrics agree to fp32 accumulation level (tests/gpu_replay.sh,
- * tests/gpu_meta.c).
- * Build: part of dsgapkernels; test: tests/gpu_meta.c, tests/gpu_replay.sh.
+ * other orders): the replay's metrics agree to fp32 accumulation level (tests/replay/gpu_replay.sh,
+ * tests/kernels/gpu_meta.c).
+ * Build: part of dsgapkernels; test: tests/kernels/gpu_meta.c, tests/replay/gpu_replay.sh.
  */
 #include "dsgap_kernels.h"
 #include "pooled_common.cuh"

@@ -6,7 +6,7 @@
  * qbar_G = mean of the group's queries and kbar_b = mean of block b's keys, summed in fp32 in the
  * CPU's order (so bit-identical); logits by the fp32 SIMT tile product of pooled_common.cuh; the
  * softmax per row takes the max, sums exp(x - max) in double and divides in double, as the CPU does.
- * Build: part of dsgapkernels; test: tests/gpu_meta.c.
+ * Build: part of dsgapkernels; test: tests/kernels/gpu_meta.c.
  */
 #include "dsgap_kernels.h"
 #include "pooled_common.cuh"

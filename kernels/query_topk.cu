@@ -11,7 +11,7 @@
  * threshold by index, and emits the kept indices in order with warp ballots.
  *
  *   q, k (n, d) bf16; lse (n) fp32; sidx[i] (n, dg_query_topk_row(n, K[i], sinks)) int32.
- * Build: part of dsgapkernels; test: tests/gpu_meta.c.
+ * Build: part of dsgapkernels; test: tests/kernels/gpu_meta.c.
  */
 #include "dsgap_kernels.h"
 #define DGM_WANT_ROWS_TOPK

@@ -17,7 +17,7 @@
  * keys) and marks the kept blocks. Then a CUB exclusive scan of the counts gives soff, and the
  * ordered emission writes sidx. dg_fixed_offsets writes the offsets of equal-count lists (the
  * per-query oracle's) with the same fill kernel as token topk.
- * Build: part of dsgapkernels; test: tests/gpu_meta.c.
+ * Build: part of dsgapkernels; test: tests/kernels/gpu_meta.c.
  */
 #include "dsgap_kernels.h"
 #define DGM_WANT_ROWS_TOPK

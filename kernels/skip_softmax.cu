@@ -18,7 +18,7 @@
  * style body: 8 warps of 16 query rows, K and V double-buffered. QK^T is computed for every tile
  * (the skip is decided on its scores) and V is loaded for every tile (a kernel tuned for speed would
  * load V after the decision); the skip vote is one __syncthreads_and per tile. Modes as dg_flash_fwd
- * (P to bf16, or precise hi + lo). Check: tests/gpu_kernels.cu (against the CPU twin's gaps and an
+ * (P to bf16, or precise hi + lo). Check: tests/kernels/gpu_kernels.cu (against the CPU twin's gaps and an
  * fp64 sparse attention over the tiles the kernel computed).
  */
 #include "dsgap_kernels.h"

@@ -24,7 +24,7 @@
  * At d=128 the precise mode runs without the overlap (registers: attn_sm90.cuh).
  * Stored residuals (issue 21): bf16 or fp8 e4m3 with row scales, read in their dtype by the epilogue
  * (template parameter RES; the fp32 kernels are the RES = DG_RES_F32 instances, unchanged).
- * Launchers: dg_sparse_fwd, dg_sparse_fwd_rq, dg_sparse_fwd_heads (dsgap_kernels.h). Test: tests/gpu_kernels.cu.
+ * Launchers: dg_sparse_fwd, dg_sparse_fwd_rq, dg_sparse_fwd_heads (dsgap_kernels.h). Test: tests/kernels/gpu_kernels.cu.
  * Bench: dsgap-bench-kernels (effective TFLOP/s on computed pairs, ratios to dense and cuDNN).
  * Earlier versions, their test and benchmark: dev/kernels/ (measured in docs/history.md, "Kernel versions").
  */

@@ -8,7 +8,7 @@
  * edge, and ends with the sparse epilogue: output fp32 in place, + residual of any stored dtype, and
  * the retained mass against lse_ref. Modes as dg_flash_fwd (P to bf16, or precise hi + lo).
  * Launchers: dg_window_fwd, and dg_window_fwd_heads (the DiT's reuse steps: a site's heads in one
- * launch, each with its own residual, bf16 output with the heads merged) (dsgap_kernels.h). Test: tests/gpu_kernels.cu (fp64 reference of the
+ * launch, each with its own residual, bf16 output with the heads merged) (dsgap_kernels.h). Test: tests/kernels/gpu_kernels.cu (fp64 reference of the
  * window, FA3 tolerance rule; and against dg_sparse_fwd on dg_peer_window's lists).
  */
 #include "dsgap_kernels.h"

@@ -1,6 +1,6 @@
 /*
  * window_tiles.h: window attention's key tiles (dg_window_fwd, kernels/window_fwd.cu), in C for the
- * kernel (attn_sm90.cuh, WINDOW) and its CPU test (tests/test_window_tiles.c) alike.
+ * kernel (attn_sm90.cuh, WINDOW) and its CPU test (tests/kernels/test_window_tiles.c) alike.
  *   dg_window_attends   query i attends key j: i < text, j < text or |i - j| <= w (DiTFastAttn's
  *                       window, docs/spec.md §2.9; peers.c's window lists on the CPU);
  *   dg_window_tiles_of  the key tiles of query rows r0 .. r0+rows-1 of n tokens: rows holding a text

@@ -13,12 +13,12 @@
 # demo_gpu sass"):
 #   gpu_kernels gpu_meta gpu_replay  the kernel and metadata tests, GPU replay against CPU replay
 #   gpu_meta_peers                   gpu_meta --peers: the peers' device metadata alone (in gpu_meta too)
-#   gpu_api                          libdsgap's C ABI on the GPU against its CPU ABI (tests/gpu_api.c)
+#   gpu_api                          libdsgap's C ABI on the GPU against its CPU ABI (tests/api/gpu_api.c)
 #   gpu_cache                        the GPU's cache storage (residual_dtype, keys=bitmap) against the
 #                                    CPU twin, bit for bit, and --cache-offload bit-identical to the
-#                                    run without (backend and closed loop; tests/gpu_cache.c)
+#                                    run without (backend and closed loop; tests/backend/gpu_cache.c)
 #   gpu_fresh                        staleness (fresh=groups|keys|residual) and sparse_steps on the GPU
-#                                    backend against the CPU's (tests/gpu_fresh.c)
+#                                    backend against the CPU's (tests/backend/gpu_fresh.c)
 #   gpu_dit                          scripts/gpu_dit.sh check: op table test, PyTorch comparison
 #   memcheck racecheck               compute-sanitizer on a GPU replay of every policy (with and
 #                                    without a text prefix)
@@ -191,7 +191,7 @@ CAP=${CHECK_CAP:-$(($(left) / 2))} # each check stops there
 has "$SEL" gpu_kernels && run gpu_kernels "$CAP" "$BIN/gpu_kernels" &
 has "$SEL" gpu_meta && run gpu_meta "$CAP" "$BIN/gpu_meta" &
 has "$SEL" gpu_meta_peers && run gpu_meta_peers "$CAP" "$BIN/gpu_meta" --peers &
-has "$SEL" gpu_replay && run gpu_replay "$CAP" bash tests/gpu_replay.sh &
+has "$SEL" gpu_replay && run gpu_replay "$CAP" bash tests/replay/gpu_replay.sh &
 has "$SEL" gpu_cache && run gpu_cache "$CAP" "$BIN/gpu_cache" &
 has "$SEL" gpu_fresh && run gpu_fresh "$CAP" "$BIN/gpu_fresh" &
 has "$SEL" gpu_dit && run dit_check "$CAP" bash scripts/gpu_dit.sh check &

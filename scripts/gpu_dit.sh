@@ -39,7 +39,7 @@ step() { # name timeout command...
 }
 
 if [ "$MODE" = check ] || [ "$MODE" = all ]; then
-# --- 0. the GPU op table against the CPU one (tests/gpu_dit.c), on the test models of tests/wan.cmake
+# --- 0. the GPU op table against the CPU one (tests/dit/gpu_dit.c), on the test models of ctest wan_models
 step wan_models 60 $PY -B tests/wan_ref.py derive tests/fixtures/wan "$W/wan_models"
 step gpu_dit_test 120 "$(dirname "$DSGAP")/gpu_dit" "$W/wan_models" tests/fixtures/wan
 grep -E "passed, .* failed" "$L" | tail -1

@@ -15,6 +15,6 @@ if [ -z "${DSGAP_VENV:-}" ]; then
   [ -w "$DSGAP_VENV" ] || [ -w /opt ] || "$DSGAP_VENV/bin/python" -c 'import torch, diffusers, h5py, numpy' 2>/dev/null ||
     DSGAP_VENV=${XDG_CACHE_HOME:-$HOME/.cache}/dsgap-venv
 fi
-export DSGAP_VENV # read by tests/python.cmake when the workflow configures
+export DSGAP_VENV # read by tests/CMakeLists.txt when the workflow configures
 bash tests/py/make_venv.sh "$DSGAP_VENV"
 cmake --workflow --preset ci

@@ -1,5 +1,5 @@
-# tests/lib.sh: the preamble of the shell tests (tests/*.sh), sourced first thing:
-#   . "$(dirname "$0")/lib.sh" NAME
+# tests/lib.sh: the preamble of the shell tests (tests/*/*.sh), sourced first thing:
+#   . "$(dirname "$0")/../lib.sh" NAME     (from a test in a folder of tests/)
 # Sets -u, needs $DSGAP (the dsgap binary; ctest sets it and $DSGAP_SOURCE), makes the scratch
 # folder $tmp (/tmp/dsgap-NAME-XXXXXX, removed on exit; a test that traps EXIT itself removes it
 # there) and gives:

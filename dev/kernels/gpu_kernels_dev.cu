@@ -1,9 +1,9 @@
 /*
- * gpu_kernels_dev.cu: tests/gpu_kernels.cu's checks (fp64 reference, FA3 tolerance rule, every output
+ * gpu_kernels_dev.cu: tests/kernels/gpu_kernels.cu's checks (fp64 reference, FA3 tolerance rule, every output
  * written, sparse with all keys = dense bit for bit) on every numbered version of the dense and sparse
  * attention kernels (dsgap_kernels_dev.h), in both P.V modes; the versions' own argument checks.
  * Every sparse version through the DiT's table of heads (dg_sparse_fwd_heads_v) equals its own
- * per-head output rounded to bf16, bit for bit; dg_flash_fwd_kv is tests/gpu_kernels.cu's alone.
+ * per-head output rounded to bf16, bit for bit; dg_flash_fwd_kv is tests/kernels/gpu_kernels.cu's alone.
  *   gpu_kernels_dev [--quick] [--version V]   (V: that version alone)
  *   env: DG_SEED, DG_WATCHDOG_S as gpu_kernels
  * Exits 77 (skipped) when there is no CUDA device. On a device other than sm_90 only version 1 is run.

@@ -162,7 +162,7 @@ DGM_DEV float poly_ex2(float x)
  * FAST: the attention kernels' arithmetic, p = ex2.approx.ftz(fma(s, c, -LSE log2(e))) with c and the
  * column term one fp32 value each (3 instructions per probability with the row sum's add); without
  * it prob_of's hi + lo terms and the accurate exp2f (about 9). The error grows from one rounding of
- * t to roundings of |s c| and |LSE log2(e)| too (tests/gpu_meta.c's error model); probabilities
+ * t to roundings of |s c| and |LSE log2(e)| too (tests/kernels/gpu_meta.c's error model); probabilities
  * under 2^-126 flush to 0.
  * NG: groups a CTA (1, or 2 with FAST). With 2, the producer copies chunk c of both groups (Q of 256
  * queries) and each consumer runs two wgmma turns and their exponentials per K tile, one group each:

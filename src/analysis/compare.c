@@ -583,16 +583,6 @@ static void write_md(FILE *f, const entry *e, int ne, const dg_compare_opts *o, 
 	}
 }
 
-/* LaTeX: _ and % escaped */
-static void tex_str(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '_' || *s == '%' || *s == '&' || *s == '#')
-			fputc('\\', f);
-		fputc(*s, f);
-	}
-}
-
 /* A table* (the page of a two-column paper, issue 49): the PSNR's interval under it in small type,
  * so that the table fits 7 in without \resizebox. */
 static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
@@ -600,7 +590,7 @@ static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
 	fprintf(f, "%% comparison.tex: made by dsgap compare (commit %s). Needs \\usepackage{booktabs}.\n"
 		   "\\begin{table*}[t]\n\\centering\n\\small\n\\caption{Every method at each target density: "
 		   "fidelity of the final latents against dense (", dg_git_commit());
-	tex_str(f, o->title);
+	dg_tex_name(f, o->title);
 	fprintf(f, "; means over the $n$ samples, under the PSNR its 95\\%% bootstrap interval; 3 significant "
 		   "figures), computed density over the sparse calls past the warm-up, and the measured speedup "
 		   "of the denoising loop.}\n"
@@ -610,11 +600,11 @@ static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
 		const entry *x = &e[p];
 		char a[32], b[32], c[32], d[32], g[32], h[32];
 		fputs("\\texttt{", f);
-		tex_str(f, x->policy);
+		dg_tex_name(f, x->policy);
 		fputs("} & ", f);
 		if (strcmp(x->sched, "—")) { /* the source is in comparison.md and .csv */
 			fputs("{\\scriptsize ", f);
-			tex_str(f, x->sched);
+			dg_tex_name(f, x->sched);
 			fputs("}", f);
 		} else {
 			fputs("---", f);
@@ -872,7 +862,7 @@ static void matched_tex(FILE *f, const entry *e, int ne, const char **m, int nm,
 		   "95\\%% bootstrap interval over the samples) among its schedules and densities at %s (", kind == 0 ?
 		   "speed" : "computed density", kind == 0 ? "a measured or projected ($^p$) speedup of at least the "
 		   "column's" : "a computed density over every call of at most the column's");
-	tex_str(f, o->title);
+	dg_tex_name(f, o->title);
 	fprintf(f, "); the last row: the paired difference of the best method over the next.}\n\\label{tab:matched-%s}\n"
 		   "\\begin{tabular}{l", matched_kind[kind]);
 	for (int i = 0; i < nt; i++)
@@ -883,7 +873,7 @@ static void matched_tex(FILE *f, const entry *e, int ne, const char **m, int nm,
 	fputs(" \\\\\n\\midrule\n", f);
 	for (int k = 0; k < nm; k++) {
 		fputs("\\texttt{", f);
-		tex_str(f, m[k]);
+		dg_tex_name(f, m[k]);
 		fputs("}", f);
 		for (int i = 0; i < nt; i++) {
 			int p = best_of(e, ne, m[k], NULL, kind, t[i]);
@@ -896,7 +886,7 @@ static void matched_tex(FILE *f, const entry *e, int ne, const char **m, int nm,
 			fprintf(f, " & \\begin{tabular}[t]{@{}l@{}}%s$%s$%s\\\\{\\scriptsize $[%s, %s]$}\\\\{\\scriptsize ",
 				p == c[i].best ? "\\textbf{" : "", dg_sig3(a, x->est[0]), p == c[i].best ? "}" : "",
 				dg_sig3(b, x->lo[0]), dg_sig3(d, x->hi[0]));
-			tex_str(f, x->sched);
+			dg_tex_name(f, x->sched);
 			fprintf(f, ", $\\rho$ %g}\\end{tabular}", x->rho);
 		}
 		fputs(" \\\\\n", f);
@@ -1045,9 +1035,7 @@ int dg_compare(const dg_compare_opts *o)
 	dg_out out[NF];
 	int nopen = 0, bad = dg_mkdir_p(figs), nm = 0;
 	while (nopen < NF && !bad) {
-		char *path = dg_path_join(st.path, names[nopen]);
-		bad = dg_out_open(&out[nopen], path);
-		free(path);
+		bad = dg_out_open_in(&out[nopen], st.path, names[nopen]);
 		nopen += !bad;
 	}
 	if (!bad) {

@@ -568,6 +568,15 @@ const char *dg_sig3(char *buf, double x)
 	return buf;
 }
 
+void dg_tex_name(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '_' || *s == '%' || *s == '&' || *s == '#')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+}
+
 static const char *num(char *buf, double x) { return dg_sig3(buf, x); }
 
 /* "[lo, hi]", or "" when there is no interval */
@@ -1212,7 +1221,7 @@ static void write_md(FILE *f, const dg_results *r, const dg_table *t)
  * The LaTeX tables are laid out for a two-column paper by design (issue 49): each one is a table*
  * (the page's \textwidth, about 505 pt) or a table (a column's \columnwidth, about 241 pt), one
  * table per density, without \resizebox; an interval sits under its estimate (tex_stack) so that
- * no column is wider than its widest number. tests/tex_tables.sh compiles them in a two-column
+ * no column is wider than its widest number. tests/cli/tex_tables.sh compiles them in a two-column
  * article and fails on any overfull box.
  */
 
@@ -1546,9 +1555,7 @@ int dg_table_write_dir(const dg_results *r, const dg_table *t, const char *dir)
 		char st[48];
 		snprintf(file, sizeof file, "%s%s.%s", stem(st, t),
 			 n == 3 ? "-samples" : "", ext[n]);
-		char *path = dg_path_join(dir, file);
-		rc = dg_out_open(&out[n], path);
-		free(path);
+		rc = dg_out_open_in(&out[n], dir, file);
 	}
 	if (rc) {
 		for (int i = 0; i < n - 1; i++)

@@ -49,6 +49,8 @@
 #ifndef DG_DECOMPOSE_H
 #define DG_DECOMPOSE_H
 
+#include <stdio.h>
+
 #include "analysis/results.h"
 #include "policy/policy.h"
 #include "policy/presets.h"
@@ -191,5 +193,8 @@ int dg_table_write(const dg_results *r, const dg_table *t);
 int dg_table_write_dir(const dg_results *r, const dg_table *t, const char *dir);
 /* x to 3 significant figures in fixed notation (never e-notation): 0.0000985, 0.125, 12.3 */
 const char *dg_sig3(char *buf, double x);
+/* a name (policy, schedule, title) in LaTeX text: _, %, & and # escaped (compare's and refreshstats'
+ * tables; this file's own escape every special character) */
+void dg_tex_name(FILE *f, const char *s);
 
 #endif

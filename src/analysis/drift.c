@@ -198,14 +198,6 @@ static int sample_ix(char (*keys)[KEY_MAX], int *n, const char *s)
 	return (*n)++;
 }
 
-static int open_out(dg_out *o, const char *dir, const char *name)
-{
-	char *p = dg_path_join(dir, name);
-	int rc = dg_out_open(o, p);
-	free(p);
-	return rc;
-}
-
 static void gp_head(FILE *f, const char *name, const char *size_pdf, const char *size_png)
 {
 	fprintf(f, "# %s.gp: re-render inside this directory: gnuplot %s.gp\nload 'style.gp'\n"
@@ -236,7 +228,7 @@ static int drift_table(const run_t *r, const dg_drift_opts *o, const char *fig, 
 	dg_out dat, gp;
 	char file[320];
 	snprintf(file, sizeof file, "%s.dat", name);
-	if ((rc = open_out(&dat, fig, file))) {
+	if ((rc = dg_out_open_in(&dat, fig, file))) {
 		free(p);
 		return -1;
 	}
@@ -284,7 +276,7 @@ static int drift_table(const run_t *r, const dg_drift_opts *o, const char *fig, 
 	}
 	rc = dg_out_commit(&dat);
 	snprintf(file, sizeof file, "%s.gp", name);
-	if (!rc && !(rc = open_out(&gp, fig, file))) {
+	if (!rc && !(rc = dg_out_open_in(&gp, fig, file))) {
 		gp_head(gp.f, name, "4.6in,3.4in", "1380,1020");
 		char t1[400], t2[800];
 		snprintf(t1, sizeof t1, "where the loop drifts: run %s, %d sample%s", r->name, maxs, maxs == 1 ? "" : "s");
@@ -483,7 +475,7 @@ static int sensitivity_table(const run_t *runs, int nruns, const dg_drift_opts *
 			free(v), free(keys);
 		}
 	dg_out dat, gp;
-	if (nrow && !(rc = open_out(&dat, fig, "sensitivity.dat"))) {
+	if (nrow && !(rc = dg_out_open_in(&dat, fig, "sensitivity.dat"))) {
 		fprintf(dat.f, "# sensitivity.dat: mean final PSNR (dB) against dense with sparse attention only in "
 			       "the column's steps or layers, dense elsewhere; made by dsgap drift (commit %s)\n",
 			dg_git_commit());
@@ -498,7 +490,7 @@ static int sensitivity_table(const run_t *runs, int nruns, const dg_drift_opts *
 			fputc('\n', dat.f);
 		}
 		rc = dg_out_commit(&dat);
-		if (!rc && !(rc = open_out(&gp, fig, "sensitivity.gp"))) {
+		if (!rc && !(rc = dg_out_open_in(&gp, fig, "sensitivity.gp"))) {
 			gp_head(gp.f, "sensitivity", "4.6in,2.8in", "1380,840");
 			fprintf(gp.f, "set title \"final PSNR (dB) against dense, mean over the samples:\\nsparse attention only in "
 				      "the column's steps or layer, dense elsewhere\" noenhanced\nunset grid\nset datafile separator "
@@ -522,7 +514,7 @@ static int sensitivity_table(const run_t *runs, int nruns, const dg_drift_opts *
 static int write_text(const char *dir, const char *name, const char *head, const dg_sbuf *body)
 {
 	dg_out o;
-	if (open_out(&o, dir, name))
+	if (dg_out_open_in(&o, dir, name))
 		return -1;
 	fputs(head, o.f);
 	if (body->buf)
@@ -557,7 +549,7 @@ int dg_drift(char *const *dirs, int nruns, const char *out, const dg_drift_opts 
 				      "or sparse_layers schedule in the %d run%s: nothing to tabulate", nruns, nruns > 1 ? "s" : "");
 		if (!rc) {
 			dg_out s;
-			rc = open_out(&s, fig, "style.gp");
+			rc = dg_out_open_in(&s, fig, "style.gp");
 			if (!rc) {
 				fputs(DG_STYLE_GP, s.f);
 				rc = dg_out_commit(&s);

@@ -164,7 +164,7 @@ struct dg_backend {
 	 * so far): bytes to and from the host, copy-stream seconds, and the seconds the compute stream
 	 * spent waiting for a copy (what the overlap did not hide), pinning (host allocation) seconds. */
 	void (*offload_stats)(dg_backend *, dg_offload_stats *st);
-	/* Optional (tests/gpu_cache.c): the bytes of a stored residual (dg_residual_bytes of its
+	/* Optional (tests/backend/gpu_cache.c): the bytes of a stored residual (dg_residual_bytes of its
 	 * storage), copied to host (or NULL: only the size); a selection's lists on the host as attend
 	 * reads them (a bitmap decoded; free with dg_selection_free). */
 	size_t (*vec_bytes)(dg_backend *, const dg_bvec *, void *host);

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "analysis/decompose.h"
-#include "dit/generate.h"
+#include "loop/generate.h"
 #include "dit/tensorfile.h"
 #include "util/json.h"
 #include "util/files.h"

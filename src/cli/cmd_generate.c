@@ -18,8 +18,8 @@
 
 #include "cli/commands.h"
 #include "cli/dit_cli.h"
-#include "dit/generate.h"
-#include "dit/memplan.h"
+#include "loop/generate.h"
+#include "loop/memplan.h"
 #include "policy/presets.h"
 #include "dit/tensorfile.h"
 #include "util/files.h"

@@ -66,7 +66,7 @@ dg_dit_attn *dg_dit_attn_new_opts(dg_wan_ops *ops, const dg_policy *policy, doub
 				  const dg_schedule *schedule, const int grid[3], int layers, int heads, int d,
 				  int passes, const dg_dit_attn_opts *opts)
 {
-	/* the tests' checked table (tests/wan_ops_checked.c) takes the device path (host copies, load_device,
+	/* the tests' checked table (tests/dit/wan_ops_checked.c) takes the device path (host copies, load_device,
 	 * output_device) over the CPU backend, so that CPU tests exercise it */
 	bool sparse = policy && !policy->dense, host = !strcmp(ops->name, "cpu"),
 	     gpu = !strcmp(ops->name, "gpu");

@@ -13,8 +13,8 @@
  * end - begin == prod(shape) * dtype size; sorted by offset the tensors tile the data buffer from 0
  * without holes or overlaps, and it ends exactly at the end of the file; names are unique and
  * non-empty; __metadata__ is a flat string map. Every failure is one line naming the file and the
- * tensor or byte offset, and the reader never crashes on malformed input (tests/test_safetensors.c
- * mutates headers in a loop; tests/fuzz_safetensors.c is a libFuzzer target).
+ * tensor or byte offset, and the reader never crashes on malformed input (tests/dit/test_safetensors.c
+ * mutates headers in a loop; tests/dit/fuzz_safetensors.c is a libFuzzer target).
  *
  * Tensors are converted at load: dg_st_read_f32 (F32/BF16/F16 -> float, exact) or dg_st_read_bf16
  * (raw BF16 words; F32/F16 rounded to nearest even).

@@ -115,7 +115,7 @@ typedef struct {
  */
 int dg_wan_load(dg_wan_model **out, const char *path, const char *device);
 /* The same with the op table given (the model owns it, also on failure): tests pass a checked
- * stand-in for a device table (tests/wan_ops_checked.c). */
+ * stand-in for a device table (tests/dit/wan_ops_checked.c). */
 int dg_wan_load_ops(dg_wan_model **out, const char *path, dg_wan_ops *ops);
 /* Whether PATH would load: its files, tensor names and shapes and its config, checked as
  * dg_wan_load checks them (the same messages), without reading the weights. 0 or -1. */

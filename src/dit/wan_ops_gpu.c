@@ -468,7 +468,7 @@ static void gpu_linear_add(dg_wan_ops *o, const dg_wan_linear *l, const float *x
  * x's bf16 shadow -> GEMM with l1, epilogue bias + GELU, bf16 out: the hidden (m, l1->out) in the
  * table's scratch -> GEMM with l2 reading it, epilogue bias, fp32 y. cuBLASLt's GELU epilogue is
  * the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the form XLA and PyTorch
- * fuse into it (tests/gpu_dit.c tells it from the erf GELU); it acts on the fp32 accumulator, so the
+ * fuse into it (tests/dit/gpu_dit.c tells it from the erf GELU); it acts on the fp32 accumulator, so the
  * hidden is rounded to bf16 once, after the GELU, where the second GEMM's operand always was. With a
  * bf16 output cuBLASLt takes the bias in bf16 only: l1's bias is rounded to bf16 (exact for Wan's
  * bf16 checkpoints).

@@ -2,7 +2,7 @@
  * cache_store.h: how a cached-residual policy stores its cache between steps (issue 21, docs/spec.md
  * §3.1 `residual_dtype`, `keys`): the residual R = O_dense - O_sparse in fp32, bf16 or fp8, and the
  * key lists as int32 lists or one bitmap per group. The CPU backend stores exactly these bytes and
- * decodes them before use; the GPU backend must give the same values bit for bit (tests/gpu_cache.c).
+ * decodes them before use; the GPU backend must give the same values bit for bit (tests/backend/gpu_cache.c).
  *
  * Residual storage of an (n, d) residual, row i = one query's output row:
  *   fp32  n*d floats, exact.

@@ -781,7 +781,7 @@ static void sel_from_block_mask(const unsigned char *mask, int G, int P, int n, 
  * more than KB/3 set entries exceed 0.6 of its non-empty columns. A column's count is the length of
  * an interval (the block's rows, the frame's rows and the band |c - a| <= floor(width)), so each
  * block is counted in O(KB) instead of building the O(tpf^2) token mask: the same counts, the same
- * mask (tests/test_peers.c checks it against the token-mask form).
+ * mask (tests/policy/test_peers.c checks it against the token-mask form).
  */
 static void radial_mask(int F, int video, double decay, unsigned char *mask)
 {

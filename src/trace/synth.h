@@ -7,7 +7,7 @@
  * 0; joint attention, docs/spec.md §3.7): each text token's q, k and v are unit Gaussians of its own
  * (layer, head) stream, the same at every step, unrelated to the grid. Each (layer, head) is one of
  * four kinds, cycling with head + layer, so every layer holds every kind when heads >= 4.
- * Measured on the defaults (1024 tokens; tests/test_trace.c checks the bounds in brackets):
+ * Measured on the defaults (1024 tokens; tests/trace/test_trace.c checks the bounds in brackets):
  *   local    attention decays with the 3D distance of token positions (random Fourier features of
  *            (f, y, x), like RoPE): the top 15% of keys hold 0.85-0.92 of a query's mass [0.6, 0.95]
  *            (0.76-0.79 at 4608 tokens)

@@ -4,7 +4,7 @@
  * words (memory type = file type, so no HDF5 conversion) and converts them itself: HDF5 1.10.8's
  * software conversion is slow and rounds ties away from zero, not to even. f16 and f32
  * traces (made with h5py, say) are read through HDF5's own conversion to native float.
- * The layout is in trace.h; tests/test_trace.c and tests/cli_trace.sh check it.
+ * The layout is in trace.h; tests/trace/test_trace.c and tests/cli/cli_trace.sh check it.
  */
 #include "trace/trace.h"
 

@@ -685,6 +685,14 @@ int dg_out_open(dg_out *o, const char *path)
 	return 0;
 }
 
+int dg_out_open_in(dg_out *o, const char *dir, const char *name)
+{
+	char *path = dg_path_join(dir, name);
+	int rc = dg_out_open(o, path);
+	free(path);
+	return rc;
+}
+
 static void out_free(dg_out *o)
 {
 	dg_tmp_release(o->tmp);

@@ -110,6 +110,8 @@ typedef struct dg_out_s {
 	char *tmp;
 } dg_out;
 int dg_out_open(dg_out *o, const char *path);
+/* dg_out_open of the file NAME in the folder DIR */
+int dg_out_open_in(dg_out *o, const char *dir, const char *name);
 int dg_out_commit(dg_out *o);
 void dg_out_abort(dg_out *o);
 /* Flush and close F: 0, or the errno of the first failure (EIO when none is known). */

@@ -1,5 +1,5 @@
 #!/bin/bash
-# make_venv.sh [VENV]: the Python test environment (tests/python.cmake), default $DSGAP_VENV or
+# make_venv.sh [VENV]: the Python test environment (tests/CMakeLists.txt), default $DSGAP_VENV or
 # /opt/dsgap-venv: Debian's python3 venv with tests/py/requirements.txt (pinned, from PyPI), torch
 # without its CUDA packages (tests/py/torch_stubs.py stubs the CUDA libraries it links and the machine
 # lacks). Kept while requirements.txt and torch_stubs.py are unchanged (a stamp holds their hash);

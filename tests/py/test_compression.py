@@ -9,7 +9,7 @@
 and the capture's deferred finiteness check (a NaN unit is an error naming it, no file left), a
 bad compression (one-line error), a non-contiguous array written both ways.
 
-  python test_compression.py WORKDIR       Environment: DSGAP, REPLAY_DENSE (tests/python.cmake).
+  python test_compression.py WORKDIR       Environment: DSGAP, REPLAY_DENSE (tests/CMakeLists.txt).
 """
 import csv
 import json

@@ -1,7 +1,7 @@
 """test_torch.py: dsgap.torch.attention (libdsgap through ctypes) inside tiny random-initialised
 diffusers models on the CPU backend.
 
-  python test_torch.py            (DSGAP_LIB: libdsgap.so, set by tests/python.cmake)
+  python test_torch.py            (DSGAP_LIB: libdsgap.so, set by tests/CMakeLists.txt)
 
   1. every family of test_families.py (Wan2.1, Wan2.2, HunyuanVideo with padded text, CogVideoX,
      Mochi, LTX-Video, FLUX), fp32, a 3-step loop: policy "dense" through libdsgap equals torch's own

@@ -7,7 +7,7 @@ Verification), on the CPU, at small configurations with random weights.
 Needs torch, diffusers and safetensors (a virtualenv outside the repository, e.g.
 `python3 -m venv /tmp/venv && /tmp/venv/bin/pip install torch diffusers accelerate safetensors numpy`;
 accelerate for from_pretrained(torch_dtype=bfloat16)) and
-dsgap's build (tests/wan_dump.c: one forward, every block's output and Q/K/V dumped).
+dsgap's build (tests/dit/wan_dump.c: one forward, every block's output and Q/K/V dumped).
 
 Per configuration and weight precision (F32, and the same weights rounded to bf16 and stored BF16):
   1. a WanTransformer3DModel with every parameter random (norm weights and biases included, so a
@@ -314,7 +314,7 @@ def main():
     log("date %s UTC" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"))
     git = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "src"], capture_output=True, text=True).stdout
-    log("dsgap %s%s (CPU engine, fp32); wan_dump %s (tests/wan_dump.c)" % (
+    log("dsgap %s%s (CPU engine, fp32); wan_dump %s (tests/dit/wan_dump.c)" % (
         git, " + uncommitted src changes" if dirty else "", os.path.relpath(a.dump, root)))
     log("python %s, torch %s (CPU, %d threads), diffusers %s, safetensors %s, numpy %s; %s" % (
         platform.python_version(), torch.__version__, torch.get_num_threads(), diffusers.__version__,

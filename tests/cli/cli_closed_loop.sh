@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# cli_closed_loop.sh: the closed-loop cells of dsgap run (experiment 4, [model] + [prompts]) on the
+# tiny random-weight Wan model of the test fixtures (tests/wan_ref.py derive: 2 layers, 2 heads of
+# 64): the grid (--list: one dense reference per sample, then policy x density), a full run and
+# its closed_loop.csv (the reference is exact, density 1 reproduces it, a sparse policy does not);
+# resume (finished cells skipped, a killed run's temporary folder removed, a removed cell redone,
+# the same rows); shards 0/2 + 1/2 merged and --workers 2 equal the unsharded run but for the
+# time columns; merge refuses an incomplete set; a changed experiment in the same folder is
+# refused; [device] cache_offload = true (--cache-offload: a no-op on the CPU) is the same
+# experiment (its fingerprint); bad experiment files (one line naming FILE:LINE, nothing written).
+# Run: ctest -R cli_closed_loop (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
+. "$(dirname "$0")/../lib.sh" closed
+: "${DSGAP_SOURCE:?set DSGAP_SOURCE to the source tree}"
+MODELS=${WAN_MODELS:-$PWD/wan_models}
+FIX=$DSGAP_SOURCE/tests/fixtures/wan
+[ -d "$MODELS/orig_hd64" ] || { echo "no test models in $MODELS (run: ctest -R wan_models)"; exit 1; }
+# every column but the measured times (closed_loop.csv: 10-12; summary.csv: the last 2)
+same_rows() { cmp -s <(cut -d, -f1-9,13 "$1") <(cut -d, -f1-9,13 "$2"); }
+same_summary() { cmp -s <(cut -d, -f1-13 "$1") <(cut -d, -f1-13 "$2"); }
+
+# 384 tokens (4x8x12 after the 1x2x2 patch), 3 UniPC steps with CFG, 2 seeds of one prompt
+M='[model]\npath = '"$MODELS"'/orig_hd64\nlatent = 4x16x24\nsteps = 3\nshift = 3\nguidance = 2\n'
+printf '%b' "[experiment]\nname = closed\n${M}seeds = 3, 4\n[prompts]\nfix = $FIX/text.safetensors\n[policies]
+list = dense, mc-sparse, ditfastattn/window=64\n[densities]\nlist = 0.3, 1\n[schedules]\nw1 = warmup=1\n" > "$tmp/c.ini"
+run=model.w1
+
+# --- the grid -------------------------------------------------------------------------------------
+"$DSGAP" run "$tmp/c.ini" --out "$tmp/full" --list > "$tmp/list.txt" 2> "$tmp/list.err"
+check "--list: 2 samples x (dense + 2 policies x 2 densities) = 10 cells" [ "$(wc -l < "$tmp/list.txt")" -eq 10 ]
+check "--list: the sample's reference first" grep -qx "0 $run/fix.s3.dense" "$tmp/list.txt"
+check "--list: then policy x density ('/' in a spec made '_')" grep -qx "4 $run/fix.s3.ditfastattn_window=64@1" "$tmp/list.txt"
+check "--list writes nothing" [ ! -e "$tmp/full" ]
+
+# --- a full run -----------------------------------------------------------------------------------
+"$DSGAP" run "$tmp/c.ini" --out "$tmp/full" > /dev/null 2> "$tmp/full.err"
+check "run: exit 0" [ $? -eq 0 ] || cat "$tmp/full.err"
+csv=$tmp/full/$run/closed_loop.csv
+check "closed_loop.csv: header and 10 rows" [ "$(head -1 "$csv")" = \
+  "prompt,seed,policy,density_target,density,psnr,ssim,psnr_min,ssim_min,transformer_s,total_s,speedup,rel_l2,warmup,anchor_every,anchors,dense_layers" -a "$(wc -l < "$csv")" -eq 11 ]
+check "the reference rows: psnr inf, ssim 1, density 1, speedup 1, rel_l2 0" \
+  [ "$(awk -F, '$3 == "dense" && $6 == "inf" && $7 == 1 && $5 == 1 && $12 == 1 && $13 == 0' "$csv" | wc -l)" -eq 2 ]
+check "mc-sparse at density 1 reproduces the reference (psnr > 90, rel_l2 < 1e-4), at 0.3 it does not" \
+  [ "$(awk -F, '$3 == "mc-sparse" && (($4 == 1 && $6 > 90 && $13 < 1e-4) || ($4 == 0.3 && $6 < 90 && $5 < 0.9 && $7 < 1 && $13 > 1e-3))' "$csv" | wc -l)" -eq 4 ]
+check "summary.csv: one line per policy x density (+ header)" [ "$(wc -l < "$tmp/full/summary.csv")" -eq 6 ]
+check "summary.md and experiment.json written" [ -s "$tmp/full/summary.md" -a -s "$tmp/full/experiment.json" ]
+check "each cell holds latents.h5 and run.json" [ -s "$tmp/full/cells/$run/fix.s4.mc-sparse@0.3/latents.h5" \
+  -a -s "$tmp/full/cells/$run/fix.s4.mc-sparse@0.3/run.json" ]
+
+# --- resume ---------------------------------------------------------------------------------------
+cp "$csv" "$tmp/first.csv"
+"$DSGAP" run "$tmp/c.ini" --out "$tmp/full" 2> "$tmp/rerun.err" > /dev/null
+check "a rerun skips every finished cell" grep -q "10 of 10 cells already done, 0 to run" "$tmp/rerun.err"
+rm -rf "$tmp/full/cells/$run/fix.s4.mc-sparse@0.3"
+mkdir "$tmp/full/cells/$run/.fix.s4.mc-sparse@0.3.tmp.host.999999" # left by a killed process
+touch "$tmp/full/cells/$run/.fix.s4.mc-sparse@0.3.tmp.host.999999/latents.h5"
+"$DSGAP" run "$tmp/c.ini" --out "$tmp/full" 2> "$tmp/resume.err" > /dev/null
+check "resume: runs only the missing cell" grep -q "9 of 10 cells already done, 1 to run" "$tmp/resume.err"
+check "resume: the killed run's temporary folder is gone" [ -z "$(ls -A "$tmp/full/cells/$run" | grep tmp)" ]
+check "resume: the same rows" same_rows "$tmp/first.csv" "$csv"
+
+# --- shards, merge, workers -----------------------------------------------------------------------
+"$DSGAP" run "$tmp/c.ini" --out "$tmp/s0" --shard 0/2 --quiet && "$DSGAP" run "$tmp/c.ini" --out "$tmp/s1" --shard 1/2 --quiet
+check "shards run" [ $? -eq 0 ]
+"$DSGAP" merge "$tmp/s0" --out "$tmp/bad_merge" 2> "$tmp/merge1.err"
+check "merge refuses an incomplete set of cells and writes nothing" \
+  [ $? -ne 0 -a ! -e "$tmp/bad_merge/summary.csv" ] && grep -q "cells are missing" "$tmp/merge1.err"
+"$DSGAP" merge "$tmp/s0" "$tmp/s1" --out "$tmp/merged" --quiet
+check "merge of 2 shards = the unsharded run (closed_loop.csv)" same_rows "$csv" "$tmp/merged/$run/closed_loop.csv"
+check "merge of 2 shards = the unsharded run (summary.csv)" same_summary "$tmp/full/summary.csv" "$tmp/merged/summary.csv"
+"$DSGAP" run "$tmp/c.ini" --out "$tmp/w2" --workers 2 --quiet
+check "--workers 2 = one process" same_rows "$csv" "$tmp/w2/$run/closed_loop.csv"
+printf '[device]\ncache_offload = true\n' | cat "$tmp/c.ini" - > "$tmp/coff.ini"
+"$DSGAP" run "$tmp/coff.ini" --out "$tmp/full" 2> "$tmp/coff.err" > /dev/null
+check "[device] cache_offload = true: the same experiment (its cells already done)" \
+  grep -q "10 of 10 cells already done, 0 to run" "$tmp/coff.err"
+sed 's/^steps = 3/steps = 4/' "$tmp/c.ini" > "$tmp/c4.ini"
+"$DSGAP" run "$tmp/c4.ini" --out "$tmp/full" 2> "$tmp/fp.err" > /dev/null
+check "a changed experiment in the same folder is refused" grep -q "was made by another experiment" "$tmp/fp.err"
+
+# --- bad experiment files -------------------------------------------------------------------------
+P="[prompts]\nfix = $FIX/text.safetensors\n"
+bad_ini "traces and a model" "$tmp/bad.ini:2: [traces] with [model]" \
+  "[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n${M}${P}"
+bad_ini "no model path" "$tmp/bad.ini:2: [model] path = the checkpoint folder is required" "[model]\nlatent = 2x8x8\n${P}"
+bad_ini "model folder missing" "$tmp/bad.ini:2: [model] path: cannot open $tmp/nowhere" "[model]\npath = nowhere\n${P}"
+bad_ini "bad latent" "$tmp/bad.ini:3: [model] bad latent '4x16'" "[model]\npath = $MODELS/orig_hd64\nlatent = 4x16\n${P}"
+bad_ini "unknown key" "$tmp/bad.ini:3: unknown key 'stpes' in [model]" "[model]\npath = $MODELS/orig_hd64\nstpes = 3\n${P}"
+bad_ini "bad seed" "$tmp/bad.ini:7: [model] seeds: '-1' is not a seed" "${M}seeds = -1\n${P}"
+bad_ini "no prompts" "$tmp/bad.ini:2: no prompts" "${M}"
+bad_ini "prompt file missing" "$tmp/bad.ini:9: prompt 'x': cannot open $tmp/none.safetensors" "${M}${P}x = none.safetensors:text\n"
+bad_ini "cache_offload not a boolean" "$tmp/bad.ini:10: [device] cache_offload is true or false, not 'yes'" \
+  "${M}${P}[device]\ncache_offload = yes\n"
+bad_ini "cache_offload in a replay experiment" \
+  "$tmp/bad.ini:4: [device] cache_offload is for a closed-loop experiment ([model] and [prompts])" \
+  "[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n[device]\ncache_offload = true\n"
+bad_ini "anchor after the last step" "$tmp/bad.ini:10: schedule 'a': anchor step 5 is not a step of the 3" \
+  "${M}${P}[schedules]\na = warmup=1,anchors=5\n"
+
+finish

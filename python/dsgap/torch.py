@@ -36,6 +36,11 @@ from .families import FAMILIES, family_of
 _DTYPES = {_torch.bfloat16: _abi.BF16, _torch.float16: _abi.FP16, _torch.float32: _abi.FP32}
 
 
+def _err(code, message):
+    """the processor's own error: "dsgap: " and a message that says what to do"""
+    return _abi.DsgapError(code, message, fix="")
+
+
 def _bind(module, args, kwargs):
     import inspect
     try:
@@ -61,23 +66,29 @@ class attention:
 
     def __init__(self, model, policy="mc-sparse", density=0.15, schedule="", branches=2, dense_sites="torch"):
         if dense_sites not in ("torch", "dsgap"):
-            raise _abi.DsgapError(1, f"dsgap.torch.attention: dense_sites {dense_sites!r} is neither 'torch' nor 'dsgap'")
+            raise _err(1, f"dense_sites={dense_sites!r}: pass dense_sites='torch' (the default) or 'dsgap'")
         self.model, self.policy, self.schedule, self.branches = model, policy, schedule or "", branches
         self.dense_sites = dense_sites
         self.density = list(density) if isinstance(density, (list, tuple)) else [float(density)]
         self.family = family_of(model)
         if self.family is None:
-            raise _abi.DsgapError(1, f"dsgap.torch.attention: {type(model).__name__} is not a supported model "
-                                     f"(supported: {', '.join(FAMILIES)})")
+            raise _err(1, f"{type(model).__name__} is not a model dsgap.torch.attention supports: pass the "
+                          f"transformer of a supported family ({', '.join(FAMILIES)}), e.g. pipe.transformer; "
+                          f"dsgap.describe(model, ...) lists where another model attends, and dsgap.capture's "
+                          f"generic mode (layout=, grid=) records it")
         self.ctx, self.hooks, self.installed = None, [], False
         self.fallback_calls = self.torch_dense_calls = 0
+        self._final = None   # libdsgap's counters when the context was closed (stats() after the with block)
 
     # --------------------------------------------------------------------------------------------
     def install(self):
         mods = self.family.attention(self.model)
         if not mods:
-            raise _abi.DsgapError(1, f"dsgap.torch.attention: {type(self.model).__name__} has no attention blocks")
+            raise _err(1, f"{type(self.model).__name__} has no attention blocks: pass the model's transformer "
+                          f"with its blocks (e.g. pipe.transformer)")
         self.nlayers = len(mods)
+        self.fallback_calls = self.torch_dense_calls = 0   # a new run counts from zero
+        self._final = None
         self.step, self.last_t, self.call_in_step, self.cur, self.layer = -1, None, 0, None, None
         for lid, (name, mod, order) in enumerate(mods):
             self.hooks.append(mod.register_forward_pre_hook(self._layer_pre(lid, order)))
@@ -96,6 +107,7 @@ class attention:
                 h.remove()
             self.hooks, self.installed = [], False
         if self.ctx is not None:
+            self._final = self.ctx.stats()   # the run's numbers, for stats() after the with block
             self.ctx.close()
             self.ctx = None
 
@@ -109,8 +121,14 @@ class attention:
     def stats(self):
         """libdsgap's counters (dsgap_stats: calls, sparse_calls, pairs, full_pairs, seconds, ...)
         and the SDPA calls that ran torch's own attention: fallback_calls (calls dsgap cannot take),
-        torch_dense_calls (plain dense sites under dense_sites="torch")"""
-        s = self.ctx.stats() if self.ctx is not None else {name: 0 for name, _ in _abi._Stats._fields_}
+        torch_dense_calls (plain dense sites under dense_sites="torch"). Inside the with block: so
+        far; after it: the whole run's (kept when the context is freed); zeros before any call"""
+        if self.ctx is not None:
+            s = self.ctx.stats()
+        elif self._final is not None:
+            s = dict(self._final)
+        else:
+            s = {name: 0 for name, _ in _abi._Stats._fields_}
         s["fallback_calls"] = self.fallback_calls
         s["torch_dense_calls"] = self.torch_dense_calls
         return s
@@ -150,8 +168,9 @@ class attention:
                                     grid, text, device)
             self.shape = (H, D, tuple(grid), text, device)
         elif self.shape != (H, D, tuple(grid), text, device):
-            raise _abi.DsgapError(4, f"dsgap.torch.attention: attention of {H} heads x {D}, grid {grid}, {text} text "
-                                     f"tokens on {device}, but the context was made for {self.shape}")
+            raise _err(4, f"attention of {H} heads x {D}, grid {grid}, {text} text tokens on {device}, but this "
+                          f"dsgap.torch.attention was made for {self.shape} (heads, head_dim, grid, text tokens, "
+                          f"device): use one dsgap.torch.attention per resolution and prompt length")
         return self.ctx
 
     def _key_padding(self, mask, B, S):
@@ -180,8 +199,9 @@ class attention:
             return self.branches - 1 - call if self.branches == 2 else call  # a processor looping over the batch
         if B == 1:
             return min(self.call_in_step, self.branches - 1)  # sequential CFG: the first call (cond) = 0
-        raise _abi.DsgapError(4, f"dsgap.torch.attention: batch {B} in the attention call ({cur['B']} in the "
-                                 f"model's input): dsgap keeps state for {self.branches} branches")
+        raise _err(4, f"batch {B} in the attention call ({cur['B']} in the model's input): dsgap.torch.attention "
+                      f"keeps state for {self.branches} branches; run one video at a time (batch 1, or 2 for "
+                      f"batched CFG), or pass branches=1 for a run without CFG")
 
     def _torch_dense(self, query, key, value, **kw):
         """a plain dense site (dense_sites="torch"): torch's own SDPA"""
@@ -213,8 +233,9 @@ class attention:
             n = S if keep is None else int(keep.numel())
             text = n - video
             if text < 0 or (il["order"] == "video" and text):
-                raise _abi.DsgapError(4, f"dsgap.torch.attention: layer {il['lid']}: {n} tokens in the attention "
-                                         f"call, {video} in the video grid {cur['grid']} (order {il['order']!r})")
+                raise _err(4, f"layer {il['lid']}: {n} tokens in the attention call, {video} in the video grid "
+                              f"{cur['grid']} (order {il['order']!r}): the model's input does not match its "
+                              f"family's layout; pass the latents the pipeline makes for this model")
             items.append((self._branch(i, B, call), i, keep, n, text))
         ctx = self._context(H, D, items[0][4], q.is_cuda)
         if self.dense_sites == "torch" and all(ctx.site_is_dense(self.step, il["lid"], b) for b, *_ in items):

@@ -17,7 +17,9 @@ diffusers models on the CPU backend.
      per call and branch 0 is the conditional item; mc-sparse/cfg_meta=shared (the unconditional
      branch takes the conditional one's selections) batched equals the same policy run sequentially
      (cond call, then uncond); the batch in the other order (a wrong branch) does not;
-  5. errors: an unsupported model, a shape other than the context's.
+  5. stats() read after the with block is the run's numbers (issue 51), a second run its own;
+  6. errors: an unsupported model, a bad argument, a shape other than the context's, a bad policy: one
+     line starting "dsgap:" that says what to do, no "libdsgap:" or DSGAP_E_* (issue 51).
 """
 import os
 import sys
@@ -184,12 +186,47 @@ def cfg():
     ck.check("negative control: the batch in the other order (branches swapped) differs", es > 1e-5, f"max rel {es:.1e}")
 
 
+def clean(e):
+    """issue 51: the processor's errors start with "dsgap:", say what to do, leak no "libdsgap:" or status name"""
+    s = str(e)
+    return s.startswith("dsgap: ") and "libdsgap:" not in s and "DSGAP_E" not in s and "\n" not in s
+
+
+def after_with():
+    """issue 51: stats() read after the with block (python/README.md's example) is the run's numbers"""
+    m, x = wan(layers=2, latent=(2, 16, 16))
+    txt = torch.randn(1, 5, 24)
+    kw = lambda t: dict(hidden_states=x, timestep=torch.tensor([t]), encoder_hidden_states=txt)  # noqa: E731
+    a = dt.attention(m, policy="mc-sparse", density=0.25, schedule="dense_layers=0", branches=1)
+    with a:
+        loop(m, kw)
+        inside = a.stats()
+    after = a.stats()
+    ck.check("stats() after the with block = the run's numbers read inside it (not zeros)",
+             after == inside and after["calls"] > 0 and after["sparse_calls"] > 0 and after["torch_dense_calls"] > 0
+             and a.ctx is None, f"after {after['calls']} units, {after['sparse_calls']} sparse, "
+             f"{after['torch_dense_calls']} torch dense; inside {inside['calls']}")
+    with a:   # a second run counts from zero
+        m(**kw(TS[0]))
+    again = a.stats()
+    ck.check("a second with block on the same object: its own numbers, from zero",
+             0 < again["calls"] + again["torch_dense_calls"] < after["calls"] + after["torch_dense_calls"],
+             f"{again['calls']} units, {again['torch_dense_calls']} torch dense")
+
+
 def errors():
     try:
         dt.attention(torch.nn.Linear(2, 2))
         ck.check("an unsupported model is refused", False)
     except torch_abi.DsgapError as e:
-        ck.check("an unsupported model is refused, naming the supported ones", "WanTransformer3DModel" in str(e), str(e))
+        ck.check("an unsupported model is refused, naming the supported ones and what to do, 'dsgap:' first",
+                 "WanTransformer3DModel" in str(e) and "dsgap.describe" in str(e) and clean(e), str(e))
+    try:
+        dt.attention(wan(layers=1, latent=(1, 4, 4))[0], dense_sites="cuda")
+        ck.check("a bad dense_sites is refused", False)
+    except torch_abi.DsgapError as e:
+        ck.check("a bad dense_sites is refused, naming the argument and its values", "dense_sites=" in str(e) and
+                 "'torch'" in str(e) and clean(e), str(e))
     m, x = wan(layers=1, latent=(1, 4, 4))
     txt = torch.randn(1, 5, 24)
     try:
@@ -198,20 +235,23 @@ def errors():
             m(hidden_states=torch.randn(1, 4, 2, 4, 4), timestep=torch.tensor([8.0]), encoder_hidden_states=txt)
         ck.check("another shape within one context is refused", False)
     except torch_abi.DsgapError as e:
-        ck.check("another shape within one context is refused", "context was made for" in str(e), str(e))
+        ck.check("another shape within one context is refused, saying what to do", "was made for" in str(e) and
+                 "one dsgap.torch.attention per resolution" in str(e) and clean(e), str(e))
     try:
         with dt.attention(m, policy="no-such-policy"):
             m(hidden_states=x, timestep=torch.tensor([9.0]), encoder_hidden_states=txt)
         ck.check("a bad policy spec is libdsgap's error", False)
     except torch_abi.DsgapError as e:
-        ck.check("a bad policy spec is libdsgap's error", e.code == 2, str(e))
+        ck.check("a bad policy spec is libdsgap's error: its code kept, the message 'dsgap:' and what to check",
+                 e.code == 2 and e.status == "DSGAP_E_POLICY" and "no-such-policy" in str(e) and "policy=" in str(e)
+                 and clean(e), str(e))
     ck.check("the SDPA wrapper is removed after an error",
              torch.nn.functional.scaled_dot_product_attention.__module__.startswith("torch"))
 
 
 def main():
     print("libdsgap", torch_abi.version(), "at", torch_abi.library_path())
-    for part in (families, sparse, dense_sites, bf16, cfg, errors):
+    for part in (families, sparse, dense_sites, bf16, cfg, after_with, errors):
         t0 = time.time()
         part()
         print(f"   {part.__name__}: {time.time() - t0:.1f} s")

@@ -17,7 +17,7 @@ import os
 ABI_VERSION = 1
 BF16, FP16, FP32 = 0, 1, 2
 STATUS = {0: "DSGAP_OK", 1: "DSGAP_E_ARG", 2: "DSGAP_E_POLICY", 3: "DSGAP_E_DEVICE", 4: "DSGAP_E_INDEX",
-          5: "DSGAP_E_DTYPE", 6: "DSGAP_E_RUN"}
+          5: "DSGAP_E_DTYPE", 6: "DSGAP_E_RUN", 7: "DSGAP_E_MEMORY"}
 
 
 # what to change, by libdsgap's code, when its own message does not say

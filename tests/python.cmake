@@ -55,6 +55,9 @@ dg_pytest(python_bench_processor COMMAND ${CMAKE_SOURCE_DIR}/python/bench/bench_
 # (the C engine) on the same weights, noise and text, both key layouts (the wan_models fixture)
 dg_pytest(python_engines COMMAND ${DG_PY}/test_engines.py ${CMAKE_CURRENT_BINARY_DIR}/wan_models
           ${CMAKE_CURRENT_BINARY_DIR}/py_engines FIXTURES wan_models)
+# issue 51: the generic mode made safe: dsgap.describe (sites, kinds, text, layout), layers by block, a
+# wrong grid refused, the timestep scale detected, joint padding masks (capture and the processor)
+dg_pytest(python_generic COMMAND ${DG_PY}/test_generic.py ${CMAKE_CURRENT_BINARY_DIR}/py_generic)
 # issue 51: libdsgap never ends its caller: out of memory at dsgap_context_create and in a call (a child
 # under RLIMIT_AS, through ctypes) is DSGAP_E_MEMORY with the bytes and what would fit; the process survives
 dg_pytest(python_memory COMMAND ${DG_PY}/test_memory.py)

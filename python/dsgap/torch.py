@@ -31,6 +31,7 @@ import math
 import torch as _torch
 
 from . import torch_abi as _abi
+from .capture import padding_keep
 from .families import FAMILIES, family_of
 
 _DTYPES = {_torch.bfloat16: _abi.BF16, _torch.float16: _abi.FP16, _torch.float32: _abi.FP32}
@@ -179,16 +180,14 @@ class attention:
         m = mask
         while m.dim() < 4:
             m = m.unsqueeze(0)
-        valid = m if m.dtype == _torch.bool else m > -1e4
-        if valid.shape[-1] != S or valid.shape[0] not in (1, B):
+        if m.shape[-1] != S or m.shape[0] not in (1, B):
             return None
         keeps = []
         for i in range(B):
-            vi = valid[i if valid.shape[0] > 1 else 0]
-            if not bool((vi == vi[:1, :1, :]).all()):
+            keep = padding_keep(mask, i, S)   # key padding, or valid queries AND keys (HunyuanVideo-1.5)
+            if keep is None:
                 return None
-            row = vi[0, 0]
-            keeps.append(None if bool(row.all()) else row.nonzero().flatten())
+            keeps.append(None if keep.numel() == S else keep)
         return keeps
 
     def _branch(self, i, B, call):
@@ -267,11 +266,14 @@ class attention:
                 full.index_copy_(1, keep, oi)
                 drop = _torch.ones(S, dtype=_torch.bool, device=q.device)
                 drop[keep] = False
-                drop = drop.nonzero().flatten()   # padded queries: torch's attention over the kept keys
-                valid = ~_torch.ones(S, dtype=_torch.bool, device=q.device)
-                valid[keep] = True
-                full.index_copy_(1, drop, self.orig_sdpa(q[i:i + 1].index_select(2, drop), k[i:i + 1], v[i:i + 1],
-                                                         attn_mask=valid[None, None, None, :])[0])
+                drop = drop.nonzero().flatten()   # padded queries: torch's attention, under their own mask rows
+                mi = attn_mask
+                while mi.dim() < 4:
+                    mi = mi.unsqueeze(0)
+                mi = mi[i:i + 1] if mi.shape[0] > 1 else mi   # the padded queries' own rows: as torch would
+                mi = mi.expand(mi.shape[0], mi.shape[1], S, S).index_select(2, drop)
+                full.index_copy_(1, drop, self.orig_sdpa(query[i:i + 1].index_select(2, drop), key[i:i + 1],
+                                                         value[i:i + 1], attn_mask=mi)[0].to(out.dtype))
             elif perm is not None:
                 out[i].copy_(oi)
         return out.to(query.dtype)

@@ -242,10 +242,13 @@ class capture:
             # layers by attention module (block order), not by SDPA call: an SDPA call inside an attention
             # module (one with a processor, or an *Attention* class) is that module's site; cross attention
             # is no layer; calls outside any such module are numbered by their order in the forward
-            self.site_ids, self.site_names, self.gen_stack = {}, [], []
+            self.site_ids, self.site_names, self.gen_stack, self.site = {}, [], [], None
+            self.vproj = {}   # the text's V projection of a joint module (add_v_proj): where the text sits
             for name, mod in attention_modules(self.module):
                 self.hooks.append(mod.register_forward_pre_hook(self._gen_pre(name)))
                 self.hooks.append(mod.register_forward_hook(self._gen_post))
+                if isinstance(getattr(mod, "add_v_proj", None), torch.nn.Module):
+                    self.hooks.append(mod.add_v_proj.register_forward_hook(self._grab_v(name)))
         self.hooks.append(self.module.register_forward_pre_hook(self._pre, with_kwargs=True))
         self.hooks.append(self.module.register_forward_hook(self._post))
         self.orig_sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -352,6 +355,26 @@ class capture:
             self.gen_stack.append([name, 0])
         return hook
 
+    def _grab_v(self, name):
+        def hook(mod, args, out):
+            if self.cur is not None and torch.is_tensor(out) and out.dim() == 3:
+                self.vproj[name] = out.detach()
+        return hook
+
+    def _check_layout(self, where, site, order, i, vi, S, text):
+        """under a text layout, the text's V rows (add_v_proj's output, where the module has one) must be
+        where the layout says: one error naming the right layout otherwise"""
+        tv = self.vproj.pop(site, None) if site else None
+        if tv is None or tv.shape[1] != text or tv.shape[-1] != vi.shape[0] * vi.shape[-1]:
+            return
+        tv = tv[min(i, tv.shape[0] - 1)].reshape(text, vi.shape[0], -1).transpose(0, 1).to(vi.dtype)
+        first, last = torch.equal(vi[:, :text], tv), torch.equal(vi[:, S - text:], tv)
+        right = "text,video" if first and not last else "video,text" if last and not first else None
+        if right is not None and right != order:
+            raise CaptureError(f"dsgap.capture: {where} ({site}): layout {order!r}, but the text's values "
+                               f"(add_v_proj) are the {'first' if first else 'last'} {text} tokens of the call: "
+                               f"pass layout={right!r} (dsgap.describe(model, ...) reads it)")
+
     def _gen_post(self, mod, args, out):
         if self.gen_stack:
             self.gen_stack.pop()
@@ -388,6 +411,7 @@ class capture:
         else:
             if query.dim() == 4 and key.dim() == 4 and key.shape[-2] != query.shape[-2]:
                 return out   # cross attention: no layer
+            self.site = self.gen_stack[-1][0] if self.gen_stack else None
             if self.gen_stack:
                 site = self.gen_stack[-1]
                 skey, sname = (site[0], site[1]), site[0] + (f" (call {site[1]})" if site[1] else "")
@@ -455,6 +479,8 @@ class capture:
                                f"grid does not match the video tokens; pass grid=(F, H, W) with F*H*W = "
                                f"{S - max(given)} (dsgap.describe(model, ...) lists each site's tokens), or "
                                f"check_text=False when the attention holds other extra tokens")
+        if not self.family and text and S == q.shape[2]:   # no padding dropped: the rows are the call's
+            self._check_layout(where, self.site, order, i, vi, S, text)
         if order == "video,text" and text:
             idx = torch.cat([torch.arange(video, S), torch.arange(0, video)]).to(qi.device)
             qi, ki, vi = qi[:, idx], ki[:, idx], vi[:, idx]
@@ -495,7 +521,6 @@ class capture:
                            "steps": self.steps, "layers": sorted(self.layer_pos), "heads": self.heads,
                            "total_layers": self.nlayers, "grid": list(grid), "text_tokens": text,
                            "timestep_scale": self.ts_scale,
-                           "layer_sites": None if self.family else self.site_names,
                            "compression": self.compression},
                "run": {"captured_pass": self.branch if isinstance(self.branch, str) else f"batch {self.branch}"},
                "versions": {"torch": torch.__version__, "python": platform.python_version()}}

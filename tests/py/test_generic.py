@@ -11,8 +11,9 @@ diffusers models (CPU, nothing downloaded).
      records exactly what the family mode records at blocks 1 and 2 (SDPA call numbers would be 2
      and 4: cross attention in between); SD3 with describe's layout and grid: each recorded layer's Q
      rows equal that block's SDPA query, text moved first;
-  3. a wrong grid under a joint layout (SD3, grid (1, 4, 4): 16 video tokens, so "text" would be
-     the rest) is one error naming the grid and the right token count, and writes no trace;
+  3. a wrong grid under a joint layout (SD3, grid (1, 2, 4): 8 video tokens, so "text" would be
+     the rest) is one error naming the grid and the right token count, and a wrong layout (SD3's
+     text is last; "text,video" given) one error naming the right layout; neither writes a trace;
   4. timesteps: a model given t / 1000 (SD3's pipeline passes t in [0, 1000]; here the generic
      model is given sigma) records /timestep = 1000 t and /sigma = t without a scheduler (detected),
      with timestep_scale=1000, and with a FlowMatch scheduler: its sigmas (not 0.001 each);
@@ -120,6 +121,14 @@ def capture_part(work):
         ok &= np.array_equal(q[0, pos], want)
     ck.check("generic SD3 with describe's layout and grid: layer i = block i's SDPA query, text moved first",
              ok and meta["text_tokens"] == 6 and tuple(meta["grid"]) == (1, 4, 4))
+    wrong = os.path.join(work, "sd3_layout.h5")
+    try:
+        with dsgap.capture(m, wrong, layers=[1], layout="text,video", grid=(1, 4, 4), progress=False):
+            m(**kw(500.0))
+        ck.check("a layout that puts the text where it is not is refused", False)
+    except dsgap.CaptureError as e:
+        ck.check("layout 'text,video' on SD3 (its text last): one error naming the right layout, no trace written",
+                 "pass layout='video,text'" in str(e) and not os.path.exists(wrong), str(e))
     bad = os.path.join(work, "sd3_bad.h5")
     try:
         with dsgap.capture(m, bad, layers=[0], layout="video,text", grid=(1, 2, 4), progress=False):

@@ -18,11 +18,13 @@ branch 0's metadata): batched CFG (batch 2): the batch item, diffusers concatena
 the layer, the same way (the unconditional call comes first there: cfg_meta=shared then adopts the
 conditional branch's selections one step late); sequential CFG (batch 1): the model's call within the step, the first (diffusers' Wan,
 HunyuanVideo pipelines: the conditional) branch 0. A key-padding mask (padded text tokens, the
-same for every query and head) is taken: dsgap attends over the kept tokens (a copy), the padded
-queries get torch's attention over the kept keys. A call that is plain dense attention under the
+same for every query and head) or a joint padding mask (valid queries AND keys, HunyuanVideo-1.5)
+is taken: dsgap attends over the kept tokens (a copy), the padded queries get torch's attention
+under their own mask rows. A call that is plain dense attention under the
 schedule (dsgap_site_is_dense: a warm-up step before the anchor, a dense layer) runs torch's own SDPA
 (dense_sites="torch", the default: cuDNN/flash on the GPU), counted in stats()["torch_dense_calls"].
-Calls dsgap cannot take (another mask, causal,
+CFG branches whose prompts keep different numbers of text tokens get one libdsgap context per text
+length (self.ctxs; stats() sums them). Calls dsgap cannot take (another mask, causal,
 dropout, cross or grouped-query attention, another scale) run torch's own SDPA and are counted in
 stats()["fallback_calls"].
 """
@@ -77,7 +79,7 @@ class attention:
                           f"transformer of a supported family ({', '.join(FAMILIES)}), e.g. pipe.transformer; "
                           f"dsgap.describe(model, ...) lists where another model attends, and dsgap.capture's "
                           f"generic mode (layout=, grid=) records it")
-        self.ctx, self.hooks, self.installed = None, [], False
+        self.ctx, self.ctxs, self.shape, self.hooks, self.installed = None, {}, None, [], False
         self.fallback_calls = self.torch_dense_calls = 0
         self._final = None   # libdsgap's counters when the context was closed (stats() after the with block)
 
@@ -107,10 +109,11 @@ class attention:
             for h in self.hooks:
                 h.remove()
             self.hooks, self.installed = [], False
-        if self.ctx is not None:
-            self._final = self.ctx.stats()   # the run's numbers, for stats() after the with block
-            self.ctx.close()
-            self.ctx = None
+        if self.ctxs:
+            self._final = self._ctx_stats()   # the run's numbers, for stats() after the with block
+            for c in self.ctxs.values():
+                c.close()
+        self.ctx, self.ctxs, self.shape = None, {}, None
 
     def __enter__(self):
         return self.install()
@@ -124,14 +127,22 @@ class attention:
         and the SDPA calls that ran torch's own attention: fallback_calls (calls dsgap cannot take),
         torch_dense_calls (plain dense sites under dense_sites="torch"). Inside the with block: so
         far; after it: the whole run's (kept when the context is freed); zeros before any call"""
-        if self.ctx is not None:
-            s = self.ctx.stats()
+        if self.ctxs:
+            s = self._ctx_stats()
         elif self._final is not None:
             s = dict(self._final)
         else:
             s = {name: 0 for name, _ in _abi._Stats._fields_}
         s["fallback_calls"] = self.fallback_calls
         s["torch_dense_calls"] = self.torch_dense_calls
+        return s
+
+    def _ctx_stats(self):
+        """libdsgap's counters summed over the contexts (one per text length, see _context)"""
+        s = {name: 0 for name, _ in _abi._Stats._fields_}
+        for c in self.ctxs.values():
+            for k, v in c.stats().items():
+                s[k] += v
         return s
 
     # --------------------------------------------------------------------------------------------
@@ -163,16 +174,32 @@ class attention:
 
     # --------------------------------------------------------------------------------------------
     def _context(self, H, D, text, cuda):
+        """the libdsgap context of calls with `text` text tokens: one per text length, so that CFG branches
+        whose prompts keep different numbers of text tokens (HunyuanVideo's padded prompts, joint models)
+        each have theirs (the same state layout: branch b of its own context)"""
         grid, device = self.cur["grid"], "gpu" if cuda else "cpu"
-        if self.ctx is None:
-            self.ctx = _abi.Context(self.policy, self.density, self.schedule, self.nlayers, H, D, self.branches,
-                                    grid, text, device)
-            self.shape = (H, D, tuple(grid), text, device)
-        elif self.shape != (H, D, tuple(grid), text, device):
-            raise _err(4, f"attention of {H} heads x {D}, grid {grid}, {text} text tokens on {device}, but this "
-                          f"dsgap.torch.attention was made for {self.shape} (heads, head_dim, grid, text tokens, "
-                          f"device): use one dsgap.torch.attention per resolution and prompt length")
-        return self.ctx
+        shape = (H, D, tuple(grid), device)
+        if self.shape is None:
+            self.shape = shape
+        elif self.shape != shape:
+            raise _err(4, f"attention of {H} heads x {D}, grid {grid} on {device}, but this dsgap.torch.attention "
+                          f"was made for {self.shape} (heads, head_dim, grid, device): use one "
+                          f"dsgap.torch.attention per resolution")
+        ctx = self.ctxs.get(text)
+        if ctx is None:
+            if self.ctxs and "cfg_meta=shared" in self.policy:
+                raise _err(4, f"{text} text tokens in this call, {sorted(self.ctxs)} in earlier ones: cfg_meta=shared "
+                              f"gives one CFG branch the other's selections, which needs one token count; pad both "
+                              f"prompts to one length (the same text mask length) or drop cfg_meta=shared")
+            if len(self.ctxs) >= self.branches:
+                raise _err(4, f"{text} text tokens in this call, {sorted(self.ctxs)} in earlier ones: more text "
+                              f"lengths than the {self.branches} CFG branch(es); keep one prompt length per branch "
+                              f"through the run")
+            ctx = self.ctxs[text] = _abi.Context(self.policy, self.density, self.schedule, self.nlayers, H, D,
+                                                 self.branches, grid, text, device)
+            if self.ctx is None:
+                self.ctx = ctx
+        return ctx
 
     def _key_padding(self, mask, B, S):
         """per batch item, the kept key indices (None: all) of a key-padding mask (the same for every
@@ -236,8 +263,8 @@ class attention:
                               f"{cur['grid']} (order {il['order']!r}): the model's input does not match its "
                               f"family's layout; pass the latents the pipeline makes for this model")
             items.append((self._branch(i, B, call), i, keep, n, text))
-        ctx = self._context(H, D, items[0][4], q.is_cuda)
-        if self.dense_sites == "torch" and all(ctx.site_is_dense(self.step, il["lid"], b) for b, *_ in items):
+        if self.dense_sites == "torch" and all(self._context(H, D, text, q.is_cuda).site_is_dense(self.step, il["lid"], b)
+                                               for b, _, _, _, text in items):
             # plain dense attention that leaves the context as it is (warm-up, dense layers): torch's own
             self.torch_dense_calls += 1
             return self._torch_dense(query, key, value, attn_mask=attn_mask, scale=scale, **kw)

@@ -17,8 +17,11 @@ diffusers models on the CPU backend.
      per call and branch 0 is the conditional item; mc-sparse/cfg_meta=shared (the unconditional
      branch takes the conditional one's selections) batched equals the same policy run sequentially
      (cond call, then uncond); the batch in the other order (a wrong branch) does not;
-  5. stats() read after the with block is the run's numbers (issue 51), a second run its own;
-  6. errors: an unsupported model, a bad argument, a shape other than the context's, a bad policy: one
+  5. CFG branches with different text lengths (issue 51): HunyuanVideo batched (padded, per-item masks)
+     and sequential (cut prompts), FLUX sequential: "dense" = torch, mc-sparse runs (a context per text
+     length), batched = sequential; cfg_meta=shared with two lengths is one clear error;
+  6. stats() read after the with block is the run's numbers (issue 51), a second run its own;
+  7. errors: an unsupported model, a bad argument, a shape other than the context's, a bad policy: one
      line starting "dsgap:" that says what to do, no "libdsgap:" or DSGAP_E_* (issue 51).
 """
 import os
@@ -186,6 +189,97 @@ def cfg():
     ck.check("negative control: the batch in the other order (branches swapped) differs", es > 1e-5, f"max rel {es:.1e}")
 
 
+def cfg_text():
+    """issue 51 item 5: CFG branches whose prompts keep different numbers of text tokens, batched (one
+    padded batch, per-item key-padding masks) and sequential (prompts of two lengths), HunyuanVideo
+    (dual + single stream, text last) and FLUX (joint, text first)"""
+    hv, kw, grid, text = models("hunyuanvideo")
+    randomize(hv)
+    hv.eval()
+    base = kw(900.0)
+    txt, pooled = base["encoder_hidden_states"], base["pooled_projections"]
+    x = torch.randn(1, 4, 3, 32, 32)   # 768 video tokens: top-k at 0.25 keeps fewer keys than all
+    utxt = torch.randn_like(txt)
+    cmask = torch.tensor([[1, 1, 1, 1, 1, 0, 0]], dtype=torch.bool)   # cond: 5 text tokens
+    umask = torch.tensor([[1, 1, 1, 0, 0, 0, 0]], dtype=torch.bool)   # uncond: 3
+
+    def bat(t):
+        return dict(hidden_states=torch.cat([x, x]), timestep=torch.full((2,), t), encoder_hidden_states=torch.cat([utxt, txt]),
+                    encoder_attention_mask=torch.cat([umask, cmask]), pooled_projections=torch.cat([pooled, pooled]),
+                    guidance=torch.full((2,), 4000.0))
+
+    def seq(t, cond):   # sequential: the prompts cut to their own lengths (no mask)
+        e, n = (txt, 5) if cond else (utxt, 3)
+        return dict(hidden_states=x, timestep=torch.full((1,), t), encoder_hidden_states=e[:, :n],
+                    encoder_attention_mask=torch.ones(1, n, dtype=torch.bool), pooled_projections=pooled,
+                    guidance=torch.full((1,), 4000.0))
+
+    def run_bat():
+        return [hv(**bat(t))[0] for t in TS]
+
+    def run_seq():
+        return [torch.cat([hv(**seq(t, False))[0], hv(**seq(t, True))[0]]) for t in TS]
+
+    for name, run in (("batched", run_bat), ("sequential", run_seq)):
+        ref = run()
+        with dt.attention(hv, policy="dense", dense_sites="dsgap") as a:
+            out = run()
+            texts = sorted(a.ctxs)
+        s = a.stats()
+        e = max(rel(o, r) for o, r in zip(out, ref))
+        ck.check(f"HunyuanVideo, CFG {name}, cond 5 / uncond 3 text tokens: 'dense' through libdsgap = torch, "
+                 f"every call taken", e < 1e-5 and s["calls"] > 0 and s["fallback_calls"] == 0 and texts == [3, 5],
+                 f"max rel {e:.1e}, units {s['calls']}, fallback {s['fallback_calls']}")
+    outs = {}
+    for name, run in (("batched", run_bat), ("sequential", run_seq)):
+        with dt.attention(hv, policy="mc-sparse", density=0.25) as a:
+            outs[name] = run()
+            texts = sorted(a.ctxs)
+        s = a.stats()
+        ck.check(f"HunyuanVideo, CFG {name}, 5 / 3 text tokens: mc-sparse at 0.25 runs (a context per text length), "
+                 f"finite, sparse", texts == [3, 5] and s["sparse_calls"] > 0 and s["fallback_calls"] == 0 and
+                 all(bool(torch.isfinite(o).all()) for o in outs[name]), f"texts {texts}, sparse {s['sparse_calls']}")
+    e = max(rel(b, q) for b, q in zip(outs["batched"], outs["sequential"]))
+    d = max(rel(b, r) for b, r in zip(outs["batched"][1:], ref[1:]))
+    ck.check("mc-sparse batched (padded) = sequential (cut prompts), and it differs from dense", e < 1e-4 and d > 1e-4,
+             f"batched vs sequential {e:.1e}, vs dense {d:.1e}")
+    try:
+        with dt.attention(hv, policy="mc-sparse/cfg_meta=shared", density=0.25):
+            run_bat()
+        ck.check("cfg_meta=shared with two text lengths is refused", False)
+    except torch_abi.DsgapError as e:
+        ck.check("cfg_meta=shared with two text lengths: one 'dsgap:' line saying to pad the prompts or drop it",
+                 clean(e) and "pad both prompts" in str(e), str(e))
+    # FLUX (joint attention, text first): sequential CFG with prompts of 6 and 3 tokens
+    flux = models("flux")[0]
+    randomize(flux)
+    flux.eval()
+    h, w = 4, 6
+    ids = torch.zeros(h, w, 3)
+    ids[..., 1], ids[..., 2] = torch.arange(h)[:, None], torch.arange(w)[None, :]
+    fx, ctxt, utx, fpool = torch.randn(1, h * w, 8), torch.randn(1, 6, 24), torch.randn(1, 3, 24), torch.randn(1, 8)
+
+    def frun():
+        out = []
+        for t in TS:
+            for e in (ctxt, utx):
+                out.append(flux(hidden_states=fx, encoder_hidden_states=e, pooled_projections=fpool,
+                                timestep=torch.full((1,), t / 1000), img_ids=ids.reshape(-1, 3),
+                                txt_ids=torch.zeros(e.shape[1], 3))[0])
+        return out
+    ref = frun()
+    with dt.attention(flux, policy="dense", dense_sites="dsgap") as a:
+        out = frun()
+    s = a.stats()
+    e = max(rel(o, r) for o, r in zip(out, ref))
+    with dt.attention(flux, policy="mc-sparse", density=0.25) as a:
+        sp = frun()
+    s2 = a.stats()
+    ck.check("FLUX, sequential CFG with 6 / 3 text tokens: 'dense' = torch, mc-sparse runs finite and sparse",
+             e < 1e-5 and s["fallback_calls"] == 0 and s2["sparse_calls"] > 0 and
+             all(bool(torch.isfinite(o).all()) for o in sp), f"max rel {e:.1e}, sparse {s2['sparse_calls']}")
+
+
 def clean(e):
     """issue 51: the processor's errors start with "dsgap:", say what to do, leak no "libdsgap:" or status name"""
     s = str(e)
@@ -251,7 +345,7 @@ def errors():
 
 def main():
     print("libdsgap", torch_abi.version(), "at", torch_abi.library_path())
-    for part in (families, sparse, dense_sites, bf16, cfg, after_with, errors):
+    for part in (families, sparse, dense_sites, bf16, cfg, cfg_text, after_with, errors):
         t0 = time.time()
         part()
         print(f"   {part.__name__}: {time.time() - t0:.1f} s")

@@ -8,7 +8,7 @@
 
 A tensor is passed as (address, stride_token, stride_head, stride_dim) in elements: nothing is
 copied. The library is found at $DSGAP_LIB, else build/libdsgap.so of the repository this package
-sits in, else the linker's search path (libdsgap.so).
+sits in, else the linker's search path (libdsgap.so); library_path() says the order.
 """
 import ctypes
 import ctypes.util
@@ -64,13 +64,16 @@ _lib = None
 
 
 def library_path():
+    """$DSGAP_LIB, else the libdsgap.so installed inside this package (pip install ./python ships the
+    one built, python/build_backend.py), else build/libdsgap.so of the repository this package sits
+    in, else the linker's search path"""
     p = os.environ.get("DSGAP_LIB")
     if p:
         return p
     here = os.path.dirname(os.path.abspath(__file__))
-    built = os.path.join(here, "..", "..", "build", "libdsgap.so")
-    if os.path.exists(built):
-        return os.path.normpath(built)
+    for built in (os.path.join(here, "libdsgap.so"), os.path.join(here, "..", "..", "build", "libdsgap.so")):
+        if os.path.exists(built):
+            return os.path.normpath(built)
     return ctypes.util.find_library("dsgap") or "libdsgap.so"
 
 

@@ -24,7 +24,7 @@ function(dg_pytest name)
   endif()
 endfunction()
 
-foreach(fam wan wan22 hunyuanvideo cogvideox mochi ltx flux skyreels cosmos sd3 qwenimage flux2)
+foreach(fam wan wan22 hunyuanvideo cogvideox mochi ltx flux skyreels cosmos sd3 qwenimage flux2 hunyuanvideo15)
   dg_pytest(python_family_${fam} COMMAND ${DG_PY}/test_families.py ${fam} ${CMAKE_CURRENT_BINARY_DIR}/py_${fam})
 endforeach()
 # negative controls (no RoPE, wrong CFG branch), generic mode, errors, the C writer's format,

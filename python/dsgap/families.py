@@ -127,6 +127,10 @@ FAMILIES = {
     "Flux2Transformer2DModel": Family(
         "flux2", _two(_blocks("transformer_blocks", "attn"), _blocks("single_transformer_blocks", "attn")),
         "text,video", _flux2_grid, sigma_scale=1.0),
+    # HunyuanVideo-1.5: the double-stream blocks' joint attention (text, second text and image tokens last),
+    # under a valid-queries-AND-keys mask; the text refiner's self-attention is no layer
+    "HunyuanVideo15Transformer3DModel": Family("hunyuanvideo-1.5", _blocks("transformer_blocks", "attn"), "video,text",
+                                               _hunyuan_grid),
     "FluxTransformer2DModel": Family(
         "flux", _two(_blocks("transformer_blocks", "attn"), _blocks("single_transformer_blocks", "attn")),
         "text,video", _flux_grid, sigma_scale=1.0),

@@ -130,6 +130,17 @@ def models(fam):
         x, txt = torch.randn(1, h * w, 8), torch.randn(1, 6, 24)
         return m, lambda t: dict(hidden_states=x, encoder_hidden_states=txt, timestep=torch.full((1,), float(t) / 1000),
                                  img_ids=ids[None], txt_ids=torch.zeros(1, 6, 4)), (1, h, w), 6
+    if fam == "hunyuanvideo15":
+        m = D.HunyuanVideo15Transformer3DModel(in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16,
+                                               num_layers=2, num_refiner_layers=1, patch_size=1, patch_size_t=1,
+                                               text_embed_dim=24, text_embed_2_dim=16, image_embed_dim=8,
+                                               rope_axes_dim=(4, 6, 6), target_size=64, task_type="t2v")
+        x, txt, txt2 = torch.randn(1, 4, 2, 4, 6), torch.randn(1, 7, 24), torch.randn(1, 3, 16)
+        mask, mask2 = torch.tensor([[1, 1, 1, 1, 1, 0, 0]]), torch.tensor([[1, 1, 0]])   # padded: dropped
+        img = torch.randn(1, 4, 8)
+        return m, lambda t: dict(hidden_states=x, timestep=torch.full((1,), float(t)), encoder_hidden_states=txt,
+                                 encoder_attention_mask=mask, encoder_hidden_states_2=txt2,
+                                 encoder_attention_mask_2=mask2, image_embeds=img), (2, 4, 6), 11
     raise SystemExit(f"unknown family {fam}")
 
 

@@ -56,7 +56,7 @@ def loop(m, kw):
 
 def families():
     for fam in ("wan", "wan22", "hunyuanvideo", "cogvideox", "mochi", "ltx", "flux", "skyreels", "cosmos", "sd3",
-                "qwenimage", "flux2"):
+                "qwenimage", "flux2", "hunyuanvideo15"):
         t0 = time.time()
         m, kw, grid, text = models(fam)
         randomize(m)

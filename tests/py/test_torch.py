@@ -9,7 +9,7 @@ diffusers models on the CPU backend.
      every attention call went to libdsgap (no fallback), the sparse path ran (sparse_calls > 0); and
      "mc-sparse" at density 0.25 over the same 3 steps stays finite (test python_torch_asan runs all
      of this file with libdsgap_asan.so, the C side under AddressSanitizer and UBSan);
-  2. Wan2.1 and FLUX at 512 video tokens: mc-sparse at density 0.25 differs from dense, stays finite,
+  2. Wan2.1, FLUX, SD3 and Qwen-Image at 512+ video tokens: mc-sparse at density 0.25 differs from dense, stays finite,
      computes fewer pairs (effective density < 1);
   3. dense_sites="torch": the schedule's plain dense sites run torch's SDPA, with the same outputs;
      Wan2.1 in bf16: "dense" through libdsgap equals torch's bf16 SDPA within bf16 tolerance;
@@ -102,14 +102,31 @@ def sparse():
     fx, ftxt, pooled = torch.randn(1, h * w, 8), torch.randn(1, 6, 24), torch.randn(1, 8)
     fkw = lambda t: dict(hidden_states=fx, encoder_hidden_states=ftxt, pooled_projections=pooled,  # noqa: E731
                          timestep=torch.full((1,), t / 1000), img_ids=ids.reshape(-1, 3), txt_ids=torch.zeros(6, 3))
-    for name, model, k in (("wan", m, kw), ("flux", flux.eval(), fkw)):
+    # issue 51's joint families at 512+ video tokens: SD3 (text last), Qwen-Image (text first, t / 1000)
+    import diffusers as D
+    torch.manual_seed(0)
+    sd3 = D.SD3Transformer2DModel(sample_size=48, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=16,
+                                  num_attention_heads=2, joint_attention_dim=24, caption_projection_dim=32,
+                                  pooled_projection_dim=8, out_channels=4, pos_embed_max_size=24)
+    randomize(sd3)
+    sx, stxt, spool = torch.randn(1, 4, 48, 48), torch.randn(1, 6, 24), torch.randn(1, 8)
+    skw = lambda t: dict(hidden_states=sx, encoder_hidden_states=stxt, pooled_projections=spool,  # noqa: E731
+                         timestep=torch.full((1,), t))
+    qwen = D.QwenImageTransformer2DModel(patch_size=2, in_channels=16, out_channels=4, num_layers=2, attention_head_dim=16,
+                                         num_attention_heads=2, joint_attention_dim=24, axes_dims_rope=(4, 6, 6))
+    randomize(qwen)
+    qx, qtxt = torch.randn(1, h * w, 16), torch.randn(1, 7, 24)
+    qkw = lambda t: dict(hidden_states=qx, encoder_hidden_states=qtxt, encoder_hidden_states_mask=torch.ones(1, 7),  # noqa: E731
+                         timestep=torch.full((1,), t / 1000), img_shapes=[(1, h, w)])
+    for name, model, k in (("wan", m, kw), ("flux", flux.eval(), fkw), ("sd3", sd3.eval(), skw),
+                           ("qwen-image", qwen.eval(), qkw)):
         ref = loop(model, k)
         with dt.attention(model, policy="mc-sparse", density=0.25) as a:
             out = loop(model, k)
             s = a.stats()
         e0, e = rel(out[0], ref[0]), max(rel(o, r) for o, r in zip(out[1:], ref[1:]))
         dens = s["pairs"] / s["full_pairs"]
-        ck.check(f"{name}, 512 video tokens: mc-sparse at 0.25: the anchor step is dense, later steps differ, finite, "
+        ck.check(f"{name}, 512+ video tokens: mc-sparse at 0.25: the anchor step is dense, later steps differ, finite, "
                  f"fewer pairs", e0 < 1e-5 and e > 1e-4 and all(bool(torch.isfinite(o).all()) for o in out)
                  and dens < 0.9 and s["fallback_calls"] == 0, f"step 0 {e0:.1e}, later max rel {e:.2e}, density {dens:.3f}")
 

@@ -58,6 +58,9 @@ dg_pytest(python_engines COMMAND ${DG_PY}/test_engines.py ${CMAKE_CURRENT_BINARY
 # issue 51: the generic mode made safe: dsgap.describe (sites, kinds, text, layout), layers by block, a
 # wrong grid refused, the timestep scale detected, joint padding masks (capture and the processor)
 dg_pytest(python_generic COMMAND ${DG_PY}/test_generic.py ${CMAKE_CURRENT_BINARY_DIR}/py_generic)
+# issue 51: every policy's joint-attention rule through libdsgap against float64 NumPy: text queries
+# dense, text keys kept for every video query (a marker's lower bound), with a negative control
+dg_pytest(python_joint_ref COMMAND ${DG_PY}/test_joint_ref.py)
 # issue 51: libdsgap never ends its caller: out of memory at dsgap_context_create and in a call (a child
 # under RLIMIT_AS, through ctypes) is DSGAP_E_MEMORY with the bytes and what would fit; the process survives
 dg_pytest(python_memory COMMAND ${DG_PY}/test_memory.py)

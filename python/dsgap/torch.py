@@ -39,6 +39,29 @@ from .families import FAMILIES, family_of
 _DTYPES = {_torch.bfloat16: _abi.BF16, _torch.float16: _abi.FP16, _torch.float32: _abi.FP32}
 
 
+class _Generic:
+    """the generic mode's family: every attention module (dsgap.capture's attention_modules; layer i =
+    the i-th, cross-attention calls left to torch), the token layout and grid given"""
+    name = "generic"
+
+    def __init__(self, layout, grid):
+        from .capture import ORDERS
+        if layout not in ORDERS:
+            raise _err(1, f"layout={layout!r}: pass one of {ORDERS} (dsgap.describe(model, ...) reads it)")
+        if grid is None:
+            raise _err(1, "the generic mode needs grid=(frames, height, width) of the video tokens (or a function "
+                          "of the forward's arguments returning it; dsgap.describe(model, ...) gives the video tokens)")
+        self.layout, self._grid = layout, grid
+
+    def attention(self, m):
+        from .capture import attention_modules
+        return [(name, mod, self.layout) for name, mod in attention_modules(m)]
+
+    def grid(self, m, a):
+        g = self._grid(a) if callable(self._grid) else self._grid
+        return tuple(int(x) for x in g)
+
+
 def _err(code, message):
     """the processor's own error: "dsgap: " and a message that says what to do"""
     return _abi.DsgapError(code, message, fix="")
@@ -65,20 +88,25 @@ class attention:
     steps and the family's attention layers; branches: 2 (CFG) or 1; dense_sites: "torch" (calls
     that are plain dense attention under the schedule, dsgap_site_is_dense: warm-up steps before the
     anchor, dense layers, the "dense" policy, run torch's own SDPA, its fastest dense kernel) or
-    "dsgap" (every call through libdsgap's kernels)."""
+    "dsgap" (every call through libdsgap's kernels). Generic mode (any model; forced by layout=):
+    layout "video", "text,video" or "video,text" and grid (frames, height, width) or a function of the
+    forward's bound arguments, as dsgap.capture's; every attention module is a layer, its self- and
+    joint-attention calls go to libdsgap, cross attention runs torch's own (not a fallback)."""
 
-    def __init__(self, model, policy="mc-sparse", density=0.15, schedule="", branches=2, dense_sites="torch"):
+    def __init__(self, model, policy="mc-sparse", density=0.15, schedule="", branches=2, dense_sites="torch", *,
+                 layout=None, grid=None):
         if dense_sites not in ("torch", "dsgap"):
             raise _err(1, f"dense_sites={dense_sites!r}: pass dense_sites='torch' (the default) or 'dsgap'")
         self.model, self.policy, self.schedule, self.branches = model, policy, schedule or "", branches
         self.dense_sites = dense_sites
         self.density = list(density) if isinstance(density, (list, tuple)) else [float(density)]
-        self.family = family_of(model)
+        self.family = family_of(model) if layout is None else _Generic(layout, grid)
         if self.family is None:
             raise _err(1, f"{type(model).__name__} is not a model dsgap.torch.attention supports: pass the "
-                          f"transformer of a supported family ({', '.join(FAMILIES)}), e.g. pipe.transformer; "
-                          f"dsgap.describe(model, ...) lists where another model attends, and dsgap.capture's "
-                          f"generic mode (layout=, grid=) records it")
+                          f"transformer of a supported family ({', '.join(FAMILIES)}), e.g. pipe.transformer, or "
+                          f"use the generic mode: dsgap.torch.attention(model, ..., layout='text,video', "
+                          f"grid=(F, H, W)); dsgap.describe(model, ...) lists where the model attends, its "
+                          f"layout and video tokens")
         self.ctx, self.ctxs, self.shape, self.hooks, self.installed = None, {}, None, [], False
         self.fallback_calls = self.torch_dense_calls = 0
         self._final = None   # libdsgap's counters when the context was closed (stats() after the with block)
@@ -245,7 +273,8 @@ class attention:
             keeps = self._key_padding(attn_mask, q.shape[0], q.shape[2])
             ok = keeps is not None
         if not ok:
-            if il is not None:
+            cross = q.dim() == 4 and k.dim() == 4 and k.shape[-2] != q.shape[-2]
+            if il is not None and not (cross and self.family.name == "generic"):   # generic: cross attention is no site
                 self.fallback_calls += 1
             return self.orig_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                                   scale=scale, **kw)

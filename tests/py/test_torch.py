@@ -20,8 +20,9 @@ diffusers models on the CPU backend.
   5. CFG branches with different text lengths (issue 51): HunyuanVideo batched (padded, per-item masks)
      and sequential (cut prompts), FLUX sequential: "dense" = torch, mc-sparse runs (a context per text
      length), batched = sequential; cfg_meta=shared with two lengths is one clear error;
-  6. stats() read after the with block is the run's numbers (issue 51), a second run its own;
-  7. errors: an unsupported model, a bad argument, a shape other than the context's, a bad policy: one
+  6. the generic mode (layout=, grid=) on Wan2.1 and SD3: "dense" = torch, mc-sparse = the family mode's;
+  7. stats() read after the with block is the run's numbers (issue 51), a second run its own;
+  8. errors: an unsupported model, a bad argument, a shape other than the context's, a bad policy: one
      line starting "dsgap:" that says what to do, no "libdsgap:" or DSGAP_E_* (issue 51).
 """
 import os
@@ -298,6 +299,40 @@ def cfg_text():
              all(bool(torch.isfinite(o).all()) for o in sp), f"max rel {e:.1e}, sparse {s2['sparse_calls']}")
 
 
+def generic():
+    """issue 51 item 4: the closed loop's generic mode (layout=, grid=): Wan2.1 (self attention, cross
+    attention left to torch) and SD3 (joint, text last) under mc-sparse at 0.25 equal the family mode's
+    run (Wan2.1 bit for bit; SD3 within fp32 rounding: the generic mode also takes SD3.5's image-only
+    attn2 of block 0, which the family leaves to torch); 'dense' equals torch; no fallback counted"""
+    m, kw = models("wan")[:2]
+    randomize(m)
+    m.eval()
+    sd3, skw = models("sd3")[:2]
+    randomize(sd3)
+    sd3.eval()
+    for name, model, k, layout, grid in (("Wan2.1", m, kw, "video", (3, 3, 4)), ("SD3", sd3, skw, "video,text", (1, 3, 4))):
+        ref = loop(model, k)
+        with dt.attention(model, policy="dense", dense_sites="dsgap", layout=layout, grid=grid) as a:
+            dense = loop(model, k)
+        sd = a.stats()
+        with dt.attention(model, policy="mc-sparse", density=0.25) as a:
+            fam = loop(model, k)
+        with dt.attention(model, policy="mc-sparse", density=0.25, layout=layout, grid=grid) as a:
+            gen = loop(model, k)
+        sg = a.stats()
+        ed = max(rel(o, r) for o, r in zip(dense, ref))
+        eg = max(rel(o, r) for o, r in zip(gen, fam))
+        ck.check(f"generic mode on {name} (layout {layout!r}): 'dense' = torch, mc-sparse = the family mode's, every "
+                 f"self/joint call taken, no fallback", ed < 1e-5 and eg < 1e-5 and sd["calls"] > 0 and sg["calls"] > 0
+                 and sd["fallback_calls"] == 0 and sg["fallback_calls"] == 0,
+                 f"dense {ed:.1e}, vs family {eg:.1e}, units {sg['calls']}, fallback {sg['fallback_calls']}")
+    try:
+        dt.attention(m, layout="text-video", grid=(1, 2, 3))
+        ck.check("a bad generic layout is refused", False)
+    except torch_abi.DsgapError as e:
+        ck.check("a bad generic layout is refused naming the choices", "layout=" in str(e) and clean(e), str(e))
+
+
 def clean(e):
     """issue 51: the processor's errors start with "dsgap:", say what to do, leak no "libdsgap:" or status name"""
     s = str(e)
@@ -331,8 +366,9 @@ def errors():
         dt.attention(torch.nn.Linear(2, 2))
         ck.check("an unsupported model is refused", False)
     except torch_abi.DsgapError as e:
-        ck.check("an unsupported model is refused, naming the supported ones and what to do, 'dsgap:' first",
-                 "WanTransformer3DModel" in str(e) and "dsgap.describe" in str(e) and clean(e), str(e))
+        ck.check("an unsupported model is refused, naming the supported ones and the generic mode, 'dsgap:' first",
+                 "WanTransformer3DModel" in str(e) and "dsgap.describe" in str(e) and "layout=" in str(e) and clean(e),
+                 str(e))
     try:
         dt.attention(wan(layers=1, latent=(1, 4, 4))[0], dense_sites="cuda")
         ck.check("a bad dense_sites is refused", False)
@@ -363,7 +399,7 @@ def errors():
 
 def main():
     print("libdsgap", torch_abi.version(), "at", torch_abi.library_path())
-    for part in (families, sparse, dense_sites, bf16, cfg, cfg_text, after_with, errors):
+    for part in (families, sparse, dense_sites, bf16, cfg, cfg_text, generic, after_with, errors):
         t0 = time.time()
         part()
         print(f"   {part.__name__}: {time.time() - t0:.1f} s")

@@ -12,8 +12,9 @@ module path, kind (self, joint: text and video in one call, cross: keys of anoth
 head_dim, query and key tokens, text tokens (tokens less the video tokens), the mask (none, key
 padding, joint padding: valid queries AND keys, other) and, where the module projects the text itself
 (add_v_proj: diffusers' joint attention), where the text sits (first or last), read from V's rows.
-Video tokens: grid= (frames, height, width) when given, else the fewest tokens of a self- or joint
-site less the text given to the forward (encoder_hidden_states) at joint sites.
+Video tokens: grid= (frames, height, width) when given, else from hidden_states and the model's
+patch sizes (when a site agrees), else the fewest tokens of a self- or joint site less the text
+given to the forward (encoder_hidden_states) at joint sites.
 """
 import inspect
 
@@ -27,6 +28,33 @@ def _bind(module, args, kwargs):
         return dict(inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments)
     except TypeError:
         return dict(kwargs)
+
+
+def _video_from_input(model, a, sites):
+    """the video tokens from the forward's hidden_states and the model's patch sizes: (B, S, C) is S
+    tokens already; (B, C, F, H, W) and (B, C, H, W) over patch_size (and patch_size_t); None unless
+    some self/joint site holds that many tokens or more in every joint site"""
+    hs = a.get("hidden_states")
+    cfg = getattr(model, "config", None)
+    if not isinstance(hs, torch.Tensor):
+        return None
+    p = getattr(cfg, "patch_size", None) if cfg is not None else None
+    pt = getattr(cfg, "patch_size_t", None) if cfg is not None else None
+    p3 = tuple(p) if isinstance(p, (list, tuple)) else (pt or 1, p, p) if p else None
+    if hs.dim() == 3:
+        est = int(hs.shape[1])
+    elif hs.dim() == 5 and p3:
+        est = (hs.shape[2] // p3[0]) * (hs.shape[3] // p3[1]) * (hs.shape[4] // p3[2])
+    elif hs.dim() == 4 and p3:
+        est = (hs.shape[2] // p3[1]) * (hs.shape[3] // p3[2])
+    else:
+        return None
+    own = [r for r in sites if r["kind"] != "cross"]
+    if est > 0 and own and (any(r["tokens"] == est for r in own) or
+                            all(r["tokens"] > est for r in own if r["kind"] == "joint") and
+                            any(r["kind"] == "joint" for r in own)):
+        return int(est)
+    return None
 
 
 class Description:
@@ -147,8 +175,10 @@ def describe(model, *args, grid=None, **kwargs):
     if grid is not None:
         video = int(grid[0]) * int(grid[1]) * int(grid[2])
     else:
-        cand = [r["tokens"] - (T if r["kind"] == "joint" else 0) for r in sites if r["kind"] != "cross"]
-        video = min(cand) if cand else None
+        video = _video_from_input(model, bound, sites)
+        if video is None:
+            cand = [r["tokens"] - (T if r["kind"] == "joint" else 0) for r in sites if r["kind"] != "cross"]
+            video = min(cand) if cand else None
     layer, ids = 0, {}
     for r in sites:
         if r["kind"] == "cross":
@@ -157,7 +187,7 @@ def describe(model, *args, grid=None, **kwargs):
             ids[r["module"]] = layer
             layer += 1
         r["layer"] = ids[r["module"]]
-        r["text_tokens"] = None if video is None else r["tokens"] - video
+        r["text_tokens"] = None if video is None or r["tokens"] < video else r["tokens"] - video
     at = {r["text_at"] for r in sites if r["text_at"]}
     layout = None
     if len(at) == 1:

@@ -6,7 +6,8 @@ diffusers models (CPU, nothing downloaded).
   1. dsgap.describe on Wan2.1 (self + cross attention): one layer per block (attn1), cross attention
      listed without a layer, no text in the self-attention; on SD3 (joint attention, the text last):
      every block's attn a joint site with the text given, layout "video,text" read from V's rows,
-     video tokens = the latent's patches;
+     video tokens = the latent's patches; on HunyuanVideo-1.5 (a text refiner before the blocks, extra
+     text and image tokens under a joint padding mask) the video tokens from the latent's patches;
   2. generic capture, layers by block: Wan2.1 in generic mode (layout "video") at layers [1, 2]
      records exactly what the family mode records at blocks 1 and 2 (SDPA call numbers would be 2
      and 4: cross attention in between); SD3 with describe's layout and grid: each recorded layer's Q
@@ -93,6 +94,17 @@ def describe_part():
              "read from V), 16 video tokens", len(d) == 3 and all(r["kind"] == "joint" for r in d) and
              [r["layer"] for r in d] == [0, 1, 2] and all(r["text_tokens"] == 6 for r in d) and
              d.layout == "video,text" and d.video_tokens == 16, str(d))
+    from test_families import models
+    hv, kw15, grid, text = models("hunyuanvideo15")
+    randomize(hv)
+    d = dsgap.describe(hv.eval(), **kw15(500.0))
+    print(d)
+    joint = [r for r in d if r["kind"] == "joint"]
+    ck.check("describe HunyuanVideo-1.5: video tokens from the latent and patch sizes (48), joint sites with the "
+             "text, second text and image (14 tokens, a joint padding mask, text last), the text refiner's "
+             "self-attention listed first", d.video_tokens == 48 and len(joint) == 2 and
+             all(r["text_tokens"] == 14 and r["mask"] == "joint padding" and r["text_at"] == "last" for r in joint)
+             and d.rows[0]["module"].startswith("context_embedder") and d.layout == "video,text", str(d))
     return d
 
 

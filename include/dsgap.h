@@ -36,9 +36,17 @@
  * last failed dsgap_context_create (or of a call with ctx NULL) dsgap_last_error(NULL). Messages are
  * one line, lowercase, problem first ("layer 7 out of range [0, 4)"). A failed dsgap_attend leaves
  * O unspecified and the context usable; a failure inside the policy (DSGAP_E_RUN) may leave the
- * (branch, layer)'s metadata as it was. What the library cannot recover from stays fatal, as in the
- * dsgap program: running out of host memory, a CUDA runtime error (an illegal address, a lost
- * device) and internal assertions print one line and end the process.
+ * (branch, layer)'s metadata as it was. The library never ends its caller's process on memory:
+ * an allocation that fails in dsgap_context_create or in a call (host or device) returns
+ * DSGAP_E_MEMORY with a message naming the bytes, the context's estimated need (operand buffers,
+ * working buffers, the policy's caches built during the run), the memory available (MemAvailable,
+ * the address-space limit RLIMIT_AS, or the device's free memory) and the largest token count (and
+ * branches=1 where it helps) that would fit. A host call checks up front that its working memory
+ * (the threads' buffers, the site's new caches) can be allocated; after a failure inside a call the
+ * context refuses further calls (DSGAP_E_RUN) and is to be destroyed, which frees it (what the
+ * interrupted code had allocated may stay allocated). Other fatal conditions of the core on the
+ * calling thread (a CUDA runtime error) return DSGAP_E_RUN or DSGAP_E_DEVICE alike; internal
+ * assertions (bugs) still abort.
  *
  * Tensors. Q, K, V, O of one branch and layer: `tokens` rows of `heads` heads of head_dim elements,
  * element (t, h, e) at data + t*stride_token + h*stride_head + e*stride_dim (strides in elements,
@@ -72,7 +80,8 @@ typedef enum {
 	DSGAP_E_DEVICE = 3,  /* the device is not available or cannot run this shape (GPU: head_dim 64 or 128) */
 	DSGAP_E_INDEX = 4,   /* step, layer or branch out of range, or tokens other than the context's */
 	DSGAP_E_DTYPE = 5,   /* a dtype the device does not take */
-	DSGAP_E_RUN = 6      /* the policy failed on these inputs (e.g. queries that cannot be grouped) */
+	DSGAP_E_RUN = 6,     /* the policy failed on these inputs (e.g. queries that cannot be grouped) */
+	DSGAP_E_MEMORY = 7   /* out of memory (host or device): the message names the size and what fits */
 } dsgap_status;
 
 typedef enum { DSGAP_BF16 = 0, DSGAP_FP16 = 1, DSGAP_FP32 = 2 } dsgap_dtype;

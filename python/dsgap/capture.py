@@ -5,7 +5,8 @@ and head, into a dsgap trace (docs/spec.md §6), while the model runs.
 How: while the context is open, torch.nn.functional.scaled_dot_product_attention is wrapped; a
 forward pre-hook on the top-level module tracks the denoising step (a new step when the timestep
 changes) and the CFG branch; pre/post hooks on the family's attention modules say which layer an
-SDPA call belongs to (generic mode: the k-th SDPA call of a forward is layer k). A recorded call
+SDPA call belongs to (generic mode: the attention modules reached, in order, cross attention
+skipped; dsgap.describe lists them). A recorded call
 is reduced to the chosen batch item and heads, its padded text tokens dropped (key-padding masks),
 its tokens reordered to the trace's text-prefix order, rounded to bf16 on the device (one
 contiguous copy the queue owns, with a device flag saying whether it is finite: the model's thread
@@ -32,6 +33,55 @@ from . import trace as _trace
 from .families import FAMILIES, family_of
 
 ORDERS = ("video", "text,video", "video,text")
+
+
+def padding_keep(mask, i, S):
+    """the kept token indices of batch item i of an SDPA mask over S tokens: a key-padding mask (every
+    query row and head the same) or a joint padding mask (valid queries AND valid keys: a padded
+    query's row masks every key; HunyuanVideo-1.5); None when it is another mask"""
+    m = mask
+    while m.dim() < 4:
+        m = m.unsqueeze(0)
+    m = m[i if m.shape[0] > 1 else 0]
+    valid = m if m.dtype == torch.bool else m > -1e4
+    valid = valid.expand(valid.shape[0], S, S)
+    if not bool((valid == valid[:1]).all()):   # heads differ
+        return None
+    v0 = valid[0]
+    if bool((v0 == v0[:1]).all()):             # key padding
+        return v0[0].nonzero().flatten()
+    kv, qv = v0.any(0), v0.any(1)
+    if bool((qv == kv).all()) and bool(((v0 == kv[None]) | ~qv[:, None]).all()):
+        return kv.nonzero().flatten()
+    return None
+
+
+def attention_modules(model):
+    """(path, module) of the modules whose SDPA calls are attention sites: those with an attention
+    processor (diffusers' Attention and its kin) or an *Attention* class, outermost first"""
+    out = []
+    for name, mod in model.named_modules():
+        if name and (hasattr(mod, "processor") or "attention" in type(mod).__name__.lower()) and \
+                not any(name.startswith(p + ".") for p, _ in out):
+            out.append((name, mod))
+    return out
+
+
+def text_given(a, b=0):
+    """the text token counts a forward's bound arguments give (encoder_hidden_states' length, and its
+    mask's valid count for batch item b), or None"""
+    e = a.get("encoder_hidden_states")
+    if isinstance(e, (list, tuple)):
+        e = e[0] if e else None
+    if not torch.is_tensor(e) or e.dim() != 3:
+        return None
+    counts = {int(e.shape[1])}
+    for k in ("encoder_attention_mask", "encoder_hidden_states_mask", "attention_mask"):
+        m = a.get(k)
+        if torch.is_tensor(m) and m.dim() == 2 and m.shape[-1] == e.shape[1]:
+            mi = m[min(b, m.shape[0] - 1)]
+            counts.add(int((mi > 0.5).sum()) if mi.dtype != torch.bool else int(mi.sum()))
+    return counts
 
 
 class CaptureError(RuntimeError):
@@ -98,7 +148,9 @@ class capture:
     """Context manager: record the attention of `module` into the trace `path`.
 
     steps, layers, heads: denoising steps, attention layers (positions in the family's list of
-    attention modules, or SDPA call order in generic mode) and heads to keep (None: all).
+    attention modules; in generic mode the self- and joint-attention sites in the order a forward
+    reaches them, as dsgap.describe lists them: block numbers, cross attention skipped) and heads to
+    keep (None: all).
     branch: "cond" or "uncond" under classifier-free guidance (batched: the second half of the
     batch is cond, as diffusers' pipelines concatenate [uncond, cond]; sequential: the first call
     of a step is cond), or an int: that batch item of every call.
@@ -106,6 +158,10 @@ class capture:
     call ("video", "text,video" or "video,text") and grid the video grid (frames, height, width)
     or a function of the forward's bound arguments returning it.
     scheduler: to record /sigma from its sigmas (else sigma = timestep / 1000, flow matching);
+    timestep_scale: the factor from the model's timestep argument to the 0..1000 timestep recorded in
+    /timestep (1: given timesteps, Wan, HunyuanVideo; 1000: given t / 1000, FLUX, FLUX.2, Qwen-Image);
+    None: the family's, else detected at the first step from the scheduler's timesteps (which of
+    timesteps and timesteps / 1000 the model is given), else from the value (at most 1: 1000);
     total_steps: the run's step count when steps is None, for the disk check up front.
     dtype: "bf16" (the C writer's type, default) or "float32" (exact; dsgap reads both).
     compression: "none" (default: chunks written as they are, the writer bound by memory copies and
@@ -116,9 +172,9 @@ class capture:
     """
 
     def __init__(self, module, path, steps=None, layers=None, heads=None, branch="cond", *, layout=None,
-                 grid=None, scheduler=None, total_steps=None, progress=True, max_queue_bytes=None,
+                 grid=None, scheduler=None, timestep_scale=None, total_steps=None, progress=True, max_queue_bytes=None,
                  model=None, source="", config=None, threads=None, dtype="bf16",
-                 compression=_trace.DEFAULT_COMPRESSION):
+                 compression=_trace.DEFAULT_COMPRESSION, check_text=True):
         if branch not in ("cond", "uncond") and not isinstance(branch, int):
             raise CaptureError(f"dsgap.capture: branch must be 'cond', 'uncond' or a batch index, not {branch!r}")
         self.module, self.path = module, os.fspath(path)
@@ -143,7 +199,11 @@ class capture:
                 raise CaptureError(f"dsgap.capture: layout must be one of {ORDERS}, not {layout!r}")
             if grid is None:
                 raise CaptureError("dsgap.capture: generic mode needs grid=(frames, height, width) of the video tokens")
-        self.layout, self.grid_arg = layout, grid
+        self.layout, self.grid_arg, self.check_text = layout, grid, check_text
+        if timestep_scale is not None and not (isinstance(timestep_scale, (int, float)) and timestep_scale > 0):
+            raise CaptureError(f"dsgap.capture: timestep_scale={timestep_scale!r}: pass a positive number (1: the model "
+                               f"is given timesteps in [0, 1000]; 1000: it is given t / 1000, e.g. FLUX, Qwen-Image)")
+        self.ts_scale = None if timestep_scale is None else float(timestep_scale)
 
     # ----------------------------------------------------------------------------------------------
     def __enter__(self):
@@ -179,6 +239,16 @@ class capture:
         else:
             self.nlayers = None
             self.layer_pos = {lid: i for i, lid in enumerate(self.layers)} if self.layers else None
+            # layers by attention module (block order), not by SDPA call: an SDPA call inside an attention
+            # module (one with a processor, or an *Attention* class) is that module's site; cross attention
+            # is no layer; calls outside any such module are numbered by their order in the forward
+            self.site_ids, self.site_names, self.gen_stack, self.site = {}, [], [], None
+            self.vproj = {}   # the text's V projection of a joint module (add_v_proj): where the text sits
+            for name, mod in attention_modules(self.module):
+                self.hooks.append(mod.register_forward_pre_hook(self._gen_pre(name)))
+                self.hooks.append(mod.register_forward_hook(self._gen_post))
+                if isinstance(getattr(mod, "add_v_proj", None), torch.nn.Module):
+                    self.hooks.append(mod.add_v_proj.register_forward_hook(self._grab_v(name)))
         self.hooks.append(self.module.register_forward_pre_hook(self._pre, with_kwargs=True))
         self.hooks.append(self.module.register_forward_hook(self._post))
         self.orig_sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -247,20 +317,67 @@ class capture:
             grid = tuple(int(x) for x in (self.grid_arg(a) if callable(self.grid_arg) else self.grid_arg))
         pos = self.steps.index(self.step) if self.steps is not None else len(self.step_info)
         tval = float(torch.as_tensor(t).detach().flatten().float()[min(b, torch.as_tensor(t).numel() - 1)]) if t is not None else float(self.step)
-        scale = self.family.sigma_scale if self.family else 1000.0
-        sigma, timestep = tval / scale, tval * 1000.0 / scale
+        timestep = tval * self._timestep_scale(tval)
+        sigma = timestep / 1000.0
         if self.scheduler is not None and getattr(self.scheduler, "sigmas", None) is not None:
             ts = getattr(self.scheduler, "timesteps", None)
-            if ts is not None:
+            if ts is not None and len(ts):
                 hit = (torch.as_tensor(ts).float().cpu() - timestep).abs().argmin().item()
                 sigma = float(self.scheduler.sigmas[hit])
         self.step_info[pos] = (self.step, timestep, sigma)
-        self.cur = dict(step_pos=pos, b=b, B=B, grid=grid, video=grid[0] * grid[1] * grid[2], sdpa=0)
+        self.cur = dict(step_pos=pos, b=b, B=B, grid=grid, video=grid[0] * grid[1] * grid[2], sdpa=0,
+                        text_given=None if self.family or not self.check_text else text_given(a, b))
+
+    def _timestep_scale(self, tval):
+        """the factor from the forward's timestep to the 0..1000 timestep (its sigma: / 1000): timestep_scale=,
+        else the family's, else detected at the first recorded step: from the scheduler (whether the model
+        is given its timesteps or timesteps / 1000), else from the value (at most 1: t / 1000)"""
+        if self.ts_scale is None:
+            ts = getattr(self.scheduler, "timesteps", None) if self.scheduler is not None else None
+            if self.family:
+                self.ts_scale = 1000.0 / self.family.sigma_scale
+            elif ts is not None and len(ts):
+                ts = torch.as_tensor(ts).float().cpu()
+                raw = float((ts - tval).abs().min())
+                div = float((ts / 1000.0 - tval).abs().min()) * 1000.0
+                self.ts_scale = 1000.0 if div < raw else 1.0
+            else:
+                self.ts_scale = 1000.0 if abs(tval) <= 1.0 + 1e-6 else 1.0
+        return self.ts_scale
 
     def _post(self, module, args, out):
         self.cur = None
         if self.werr is not None:
             raise self.werr
+
+    def _gen_pre(self, name):
+        def hook(mod, args):
+            self.gen_stack.append([name, 0])
+        return hook
+
+    def _grab_v(self, name):
+        def hook(mod, args, out):
+            if self.cur is not None and torch.is_tensor(out) and out.dim() == 3:
+                self.vproj[name] = out.detach()
+        return hook
+
+    def _check_layout(self, where, site, order, i, vi, S, text):
+        """under a text layout, the text's V rows (add_v_proj's output, where the module has one) must be
+        where the layout says: one error naming the right layout otherwise"""
+        tv = self.vproj.pop(site, None) if site else None
+        if tv is None or tv.shape[1] != text or tv.shape[-1] != vi.shape[0] * vi.shape[-1]:
+            return
+        tv = tv[min(i, tv.shape[0] - 1)].reshape(text, vi.shape[0], -1).transpose(0, 1).to(vi.dtype)
+        first, last = torch.equal(vi[:, :text], tv), torch.equal(vi[:, S - text:], tv)
+        right = "text,video" if first and not last else "video,text" if last and not first else None
+        if right is not None and right != order:
+            raise CaptureError(f"dsgap.capture: {where} ({site}): layout {order!r}, but the text's values "
+                               f"(add_v_proj) are the {'first' if first else 'last'} {text} tokens of the call: "
+                               f"pass layout={right!r} (dsgap.describe(model, ...) reads it)")
+
+    def _gen_post(self, mod, args, out):
+        if self.gen_stack:
+            self.gen_stack.pop()
 
     def _attn_pre(self, lid, name, order):
         def hook(mod, args):
@@ -292,9 +409,21 @@ class capture:
             il["calls"] += 1
             lid, order = il["lid"], il["order"]
         else:
-            lid, order = cur["sdpa"], self.layout
-            cur["sdpa"] += 1
-            call = 0
+            if query.dim() == 4 and key.dim() == 4 and key.shape[-2] != query.shape[-2]:
+                return out   # cross attention: no layer
+            self.site = self.gen_stack[-1][0] if self.gen_stack else None
+            if self.gen_stack:
+                site = self.gen_stack[-1]
+                skey, sname = (site[0], site[1]), site[0] + (f" (call {site[1]})" if site[1] else "")
+                site[1] += 1
+            else:
+                skey, sname = ("", cur["sdpa"]), f"SDPA call {cur['sdpa']} outside attention modules"
+                cur["sdpa"] += 1
+            lid = self.site_ids.get(skey)
+            if lid is None:
+                lid = self.site_ids[skey] = len(self.site_ids)
+                self.site_names.append(sname)
+            order, call = self.layout, 0
             if self.layer_pos is not None and lid not in self.layer_pos:
                 return out
         with torch.no_grad():
@@ -326,24 +455,32 @@ class capture:
         qi, ki, vi = q[i], k[i], v[i]   # (H, S, D)
         S = qi.shape[1]
         if mask is not None:
-            m = mask
-            while m.dim() < 4:
-                m = m.unsqueeze(0)
-            m = m[i if m.shape[0] > 1 else 0]
-            valid = m if m.dtype == torch.bool else m > -1e4
-            valid = valid.expand(valid.shape[0], S, S)
-            if not bool((valid == valid[:1, :1, :]).all()):
-                raise CaptureError(f"dsgap.capture: unsupported attention in {where}: the attention mask is not a "
-                                   f"key-padding mask (it differs between queries or heads)")
-            keep = valid[0, 0].nonzero().flatten()
+            keep = padding_keep(mask, i, S)
+            if keep is None:
+                raise CaptureError(f"dsgap.capture: unsupported attention in {where}: the attention mask is neither "
+                                   f"a key-padding mask (the same for every query and head) nor a joint padding mask "
+                                   f"(valid queries AND valid keys); dsgap takes only padded tokens left out")
             if keep.numel() < S:
                 qi, ki, vi = qi[:, keep], ki[:, keep], vi[:, keep]
                 S = keep.numel()
         video = cur["video"]
         text = S - video
+        g = "x".join(map(str, cur["grid"]))
         if text < 0 or (order == "video" and text):
             raise CaptureError(f"dsgap.capture: {where}: the attention call has {S} tokens but the video grid "
-                               f"{'x'.join(map(str, cur['grid']))} has {video} (layout {order!r})")
+                               f"{g} has {video} (layout {order!r}): pass grid=(frames, height, width) of the "
+                               f"video tokens after patchify" + (", and a layout with text ('text,video' or "
+                               f"'video,text') for joint attention" if order == "video" and text > 0 else ""))
+        given = cur.get("text_given")
+        if given is not None and order != "video" and text not in given:
+            raise CaptureError(f"dsgap.capture: {where}: the attention call has {S} tokens and grid {g} has {video} "
+                               f"video tokens, so {text} would be text, but the model was given "
+                               f"{' or '.join(map(str, sorted(set(given))))} text tokens (encoder_hidden_states): the "
+                               f"grid does not match the video tokens; pass grid=(F, H, W) with F*H*W = "
+                               f"{S - max(given)} (dsgap.describe(model, ...) lists each site's tokens), or "
+                               f"check_text=False when the attention holds other extra tokens")
+        if not self.family and text and S == q.shape[2]:   # no padding dropped: the rows are the call's
+            self._check_layout(where, self.site, order, i, vi, S, text)
         if order == "video,text" and text:
             idx = torch.cat([torch.arange(video, S), torch.arange(0, video)]).to(qi.device)
             qi, ki, vi = qi[:, idx], ki[:, idx], vi[:, idx]
@@ -383,6 +520,7 @@ class capture:
                            "branch": self.branch, "attention_order": order, "trace_order": "text,video",
                            "steps": self.steps, "layers": sorted(self.layer_pos), "heads": self.heads,
                            "total_layers": self.nlayers, "grid": list(grid), "text_tokens": text,
+                           "timestep_scale": self.ts_scale,
                            "compression": self.compression},
                "run": {"captured_pass": self.branch if isinstance(self.branch, str) else f"batch {self.branch}"},
                "versions": {"torch": torch.__version__, "python": platform.python_version()}}

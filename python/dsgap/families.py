@@ -71,6 +71,32 @@ def _flux_grid(m, a):
     return 1, 1, S
 
 
+def _flux2_grid(m, a):
+    """FLUX.2's image ids (frames, height, width, layer) per token"""
+    ids = a.get("img_ids")
+    S = a["hidden_states"].shape[1]
+    if ids is not None:
+        ids = ids[0] if ids.dim() == 3 else ids
+        f, h, w = (int(ids[:, i].max()) + 1 for i in range(3))
+        if f * h * w == S:
+            return f, h, w
+    return 1, 1, S
+
+
+def _sd3_grid(m, a):
+    _, _, H, W = a["hidden_states"].shape
+    p = _cfg(m, "patch_size")
+    return 1, H // p, W // p
+
+
+def _qwen_grid(m, a):
+    """Qwen-Image's img_shapes: (frames, height, width) in tokens, per batch item (or a list of them)"""
+    s = a["img_shapes"][0]
+    if isinstance(s, list):
+        s = s[0]
+    return tuple(s)
+
+
 def _blocks(attr, sub):
     def f(m):
         return [(f"{attr}.{i}.{sub}", getattr(b, sub)) for i, b in enumerate(getattr(m, attr, []) or [])]
@@ -90,6 +116,21 @@ FAMILIES = {
                                           _cogvideox_grid),
     "MochiTransformer3DModel": Family("mochi", _blocks("transformer_blocks", "attn1"), "video,text", _mochi_grid),
     "LTXVideoTransformer3DModel": Family("ltx-video", _blocks("transformer_blocks", "attn1"), "video", _ltx_grid),
+    # issue 51: SkyReels-V2 (Wan's blocks), Cosmos (self-attention attn1; attn2 is cross), SD3/3.5 (the
+    # joint attention attn only, not SD3.5's image-only attn2; text last), Qwen-Image (joint, text first,
+    # given t / 1000), FLUX.2 (dual + single stream, text first, given t / 1000)
+    "SkyReelsV2Transformer3DModel": Family("skyreels-v2", _blocks("blocks", "attn1"), "video", _wan_grid),
+    "CosmosTransformer3DModel": Family("cosmos", _blocks("transformer_blocks", "attn1"), "video", _wan_grid),
+    "SD3Transformer2DModel": Family("sd3", _blocks("transformer_blocks", "attn"), "video,text", _sd3_grid),
+    "QwenImageTransformer2DModel": Family("qwen-image", _blocks("transformer_blocks", "attn"), "text,video",
+                                          _qwen_grid, sigma_scale=1.0),
+    "Flux2Transformer2DModel": Family(
+        "flux2", _two(_blocks("transformer_blocks", "attn"), _blocks("single_transformer_blocks", "attn")),
+        "text,video", _flux2_grid, sigma_scale=1.0),
+    # HunyuanVideo-1.5: the double-stream blocks' joint attention (text, second text and image tokens last),
+    # under a valid-queries-AND-keys mask; the text refiner's self-attention is no layer
+    "HunyuanVideo15Transformer3DModel": Family("hunyuanvideo-1.5", _blocks("transformer_blocks", "attn"), "video,text",
+                                               _hunyuan_grid),
     "FluxTransformer2DModel": Family(
         "flux", _two(_blocks("transformer_blocks", "attn"), _blocks("single_transformer_blocks", "attn")),
         "text,video", _flux_grid, sigma_scale=1.0),

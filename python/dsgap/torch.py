@@ -18,11 +18,13 @@ branch 0's metadata): batched CFG (batch 2): the batch item, diffusers concatena
 the layer, the same way (the unconditional call comes first there: cfg_meta=shared then adopts the
 conditional branch's selections one step late); sequential CFG (batch 1): the model's call within the step, the first (diffusers' Wan,
 HunyuanVideo pipelines: the conditional) branch 0. A key-padding mask (padded text tokens, the
-same for every query and head) is taken: dsgap attends over the kept tokens (a copy), the padded
-queries get torch's attention over the kept keys. A call that is plain dense attention under the
+same for every query and head) or a joint padding mask (valid queries AND keys, HunyuanVideo-1.5)
+is taken: dsgap attends over the kept tokens (a copy), the padded queries get torch's attention
+under their own mask rows. A call that is plain dense attention under the
 schedule (dsgap_site_is_dense: a warm-up step before the anchor, a dense layer) runs torch's own SDPA
 (dense_sites="torch", the default: cuDNN/flash on the GPU), counted in stats()["torch_dense_calls"].
-Calls dsgap cannot take (another mask, causal,
+CFG branches whose prompts keep different numbers of text tokens get one libdsgap context per text
+length (self.ctxs; stats() sums them). Calls dsgap cannot take (another mask, causal,
 dropout, cross or grouped-query attention, another scale) run torch's own SDPA and are counted in
 stats()["fallback_calls"].
 """
@@ -31,9 +33,38 @@ import math
 import torch as _torch
 
 from . import torch_abi as _abi
+from .capture import padding_keep
 from .families import FAMILIES, family_of
 
 _DTYPES = {_torch.bfloat16: _abi.BF16, _torch.float16: _abi.FP16, _torch.float32: _abi.FP32}
+
+
+class _Generic:
+    """the generic mode's family: every attention module (dsgap.capture's attention_modules; layer i =
+    the i-th, cross-attention calls left to torch), the token layout and grid given"""
+    name = "generic"
+
+    def __init__(self, layout, grid):
+        from .capture import ORDERS
+        if layout not in ORDERS:
+            raise _err(1, f"layout={layout!r}: pass one of {ORDERS} (dsgap.describe(model, ...) reads it)")
+        if grid is None:
+            raise _err(1, "the generic mode needs grid=(frames, height, width) of the video tokens (or a function "
+                          "of the forward's arguments returning it; dsgap.describe(model, ...) gives the video tokens)")
+        self.layout, self._grid = layout, grid
+
+    def attention(self, m):
+        from .capture import attention_modules
+        return [(name, mod, self.layout) for name, mod in attention_modules(m)]
+
+    def grid(self, m, a):
+        g = self._grid(a) if callable(self._grid) else self._grid
+        return tuple(int(x) for x in g)
+
+
+def _err(code, message):
+    """the processor's own error: "dsgap: " and a message that says what to do"""
+    return _abi.DsgapError(code, message, fix="")
 
 
 def _bind(module, args, kwargs):
@@ -57,27 +88,38 @@ class attention:
     steps and the family's attention layers; branches: 2 (CFG) or 1; dense_sites: "torch" (calls
     that are plain dense attention under the schedule, dsgap_site_is_dense: warm-up steps before the
     anchor, dense layers, the "dense" policy, run torch's own SDPA, its fastest dense kernel) or
-    "dsgap" (every call through libdsgap's kernels)."""
+    "dsgap" (every call through libdsgap's kernels). Generic mode (any model; forced by layout=):
+    layout "video", "text,video" or "video,text" and grid (frames, height, width) or a function of the
+    forward's bound arguments, as dsgap.capture's; every attention module is a layer, its self- and
+    joint-attention calls go to libdsgap, cross attention runs torch's own (not a fallback)."""
 
-    def __init__(self, model, policy="mc-sparse", density=0.15, schedule="", branches=2, dense_sites="torch"):
+    def __init__(self, model, policy="mc-sparse", density=0.15, schedule="", branches=2, dense_sites="torch", *,
+                 layout=None, grid=None):
         if dense_sites not in ("torch", "dsgap"):
-            raise _abi.DsgapError(1, f"dsgap.torch.attention: dense_sites {dense_sites!r} is neither 'torch' nor 'dsgap'")
+            raise _err(1, f"dense_sites={dense_sites!r}: pass dense_sites='torch' (the default) or 'dsgap'")
         self.model, self.policy, self.schedule, self.branches = model, policy, schedule or "", branches
         self.dense_sites = dense_sites
         self.density = list(density) if isinstance(density, (list, tuple)) else [float(density)]
-        self.family = family_of(model)
+        self.family = family_of(model) if layout is None else _Generic(layout, grid)
         if self.family is None:
-            raise _abi.DsgapError(1, f"dsgap.torch.attention: {type(model).__name__} is not a supported model "
-                                     f"(supported: {', '.join(FAMILIES)})")
-        self.ctx, self.hooks, self.installed = None, [], False
+            raise _err(1, f"{type(model).__name__} is not a model dsgap.torch.attention supports: pass the "
+                          f"transformer of a supported family ({', '.join(FAMILIES)}), e.g. pipe.transformer, or "
+                          f"use the generic mode: dsgap.torch.attention(model, ..., layout='text,video', "
+                          f"grid=(F, H, W)); dsgap.describe(model, ...) lists where the model attends, its "
+                          f"layout and video tokens")
+        self.ctx, self.ctxs, self.shape, self.hooks, self.installed = None, {}, None, [], False
         self.fallback_calls = self.torch_dense_calls = 0
+        self._final = None   # libdsgap's counters when the context was closed (stats() after the with block)
 
     # --------------------------------------------------------------------------------------------
     def install(self):
         mods = self.family.attention(self.model)
         if not mods:
-            raise _abi.DsgapError(1, f"dsgap.torch.attention: {type(self.model).__name__} has no attention blocks")
+            raise _err(1, f"{type(self.model).__name__} has no attention blocks: pass the model's transformer "
+                          f"with its blocks (e.g. pipe.transformer)")
         self.nlayers = len(mods)
+        self.fallback_calls = self.torch_dense_calls = 0   # a new run counts from zero
+        self._final = None
         self.step, self.last_t, self.call_in_step, self.cur, self.layer = -1, None, 0, None, None
         for lid, (name, mod, order) in enumerate(mods):
             self.hooks.append(mod.register_forward_pre_hook(self._layer_pre(lid, order)))
@@ -95,9 +137,11 @@ class attention:
             for h in self.hooks:
                 h.remove()
             self.hooks, self.installed = [], False
-        if self.ctx is not None:
-            self.ctx.close()
-            self.ctx = None
+        if self.ctxs:
+            self._final = self._ctx_stats()   # the run's numbers, for stats() after the with block
+            for c in self.ctxs.values():
+                c.close()
+        self.ctx, self.ctxs, self.shape = None, {}, None
 
     def __enter__(self):
         return self.install()
@@ -109,10 +153,24 @@ class attention:
     def stats(self):
         """libdsgap's counters (dsgap_stats: calls, sparse_calls, pairs, full_pairs, seconds, ...)
         and the SDPA calls that ran torch's own attention: fallback_calls (calls dsgap cannot take),
-        torch_dense_calls (plain dense sites under dense_sites="torch")"""
-        s = self.ctx.stats() if self.ctx is not None else {name: 0 for name, _ in _abi._Stats._fields_}
+        torch_dense_calls (plain dense sites under dense_sites="torch"). Inside the with block: so
+        far; after it: the whole run's (kept when the context is freed); zeros before any call"""
+        if self.ctxs:
+            s = self._ctx_stats()
+        elif self._final is not None:
+            s = dict(self._final)
+        else:
+            s = {name: 0 for name, _ in _abi._Stats._fields_}
         s["fallback_calls"] = self.fallback_calls
         s["torch_dense_calls"] = self.torch_dense_calls
+        return s
+
+    def _ctx_stats(self):
+        """libdsgap's counters summed over the contexts (one per text length, see _context)"""
+        s = {name: 0 for name, _ in _abi._Stats._fields_}
+        for c in self.ctxs.values():
+            for k, v in c.stats().items():
+                s[k] += v
         return s
 
     # --------------------------------------------------------------------------------------------
@@ -144,15 +202,32 @@ class attention:
 
     # --------------------------------------------------------------------------------------------
     def _context(self, H, D, text, cuda):
+        """the libdsgap context of calls with `text` text tokens: one per text length, so that CFG branches
+        whose prompts keep different numbers of text tokens (HunyuanVideo's padded prompts, joint models)
+        each have theirs (the same state layout: branch b of its own context)"""
         grid, device = self.cur["grid"], "gpu" if cuda else "cpu"
-        if self.ctx is None:
-            self.ctx = _abi.Context(self.policy, self.density, self.schedule, self.nlayers, H, D, self.branches,
-                                    grid, text, device)
-            self.shape = (H, D, tuple(grid), text, device)
-        elif self.shape != (H, D, tuple(grid), text, device):
-            raise _abi.DsgapError(4, f"dsgap.torch.attention: attention of {H} heads x {D}, grid {grid}, {text} text "
-                                     f"tokens on {device}, but the context was made for {self.shape}")
-        return self.ctx
+        shape = (H, D, tuple(grid), device)
+        if self.shape is None:
+            self.shape = shape
+        elif self.shape != shape:
+            raise _err(4, f"attention of {H} heads x {D}, grid {grid} on {device}, but this dsgap.torch.attention "
+                          f"was made for {self.shape} (heads, head_dim, grid, device): use one "
+                          f"dsgap.torch.attention per resolution")
+        ctx = self.ctxs.get(text)
+        if ctx is None:
+            if self.ctxs and "cfg_meta=shared" in self.policy:
+                raise _err(4, f"{text} text tokens in this call, {sorted(self.ctxs)} in earlier ones: cfg_meta=shared "
+                              f"gives one CFG branch the other's selections, which needs one token count; pad both "
+                              f"prompts to one length (the same text mask length) or drop cfg_meta=shared")
+            if len(self.ctxs) >= self.branches:
+                raise _err(4, f"{text} text tokens in this call, {sorted(self.ctxs)} in earlier ones: more text "
+                              f"lengths than the {self.branches} CFG branch(es); keep one prompt length per branch "
+                              f"through the run")
+            ctx = self.ctxs[text] = _abi.Context(self.policy, self.density, self.schedule, self.nlayers, H, D,
+                                                 self.branches, grid, text, device)
+            if self.ctx is None:
+                self.ctx = ctx
+        return ctx
 
     def _key_padding(self, mask, B, S):
         """per batch item, the kept key indices (None: all) of a key-padding mask (the same for every
@@ -160,16 +235,14 @@ class attention:
         m = mask
         while m.dim() < 4:
             m = m.unsqueeze(0)
-        valid = m if m.dtype == _torch.bool else m > -1e4
-        if valid.shape[-1] != S or valid.shape[0] not in (1, B):
+        if m.shape[-1] != S or m.shape[0] not in (1, B):
             return None
         keeps = []
         for i in range(B):
-            vi = valid[i if valid.shape[0] > 1 else 0]
-            if not bool((vi == vi[:1, :1, :]).all()):
+            keep = padding_keep(mask, i, S)   # key padding, or valid queries AND keys (HunyuanVideo-1.5)
+            if keep is None:
                 return None
-            row = vi[0, 0]
-            keeps.append(None if bool(row.all()) else row.nonzero().flatten())
+            keeps.append(None if keep.numel() == S else keep)
         return keeps
 
     def _branch(self, i, B, call):
@@ -180,8 +253,9 @@ class attention:
             return self.branches - 1 - call if self.branches == 2 else call  # a processor looping over the batch
         if B == 1:
             return min(self.call_in_step, self.branches - 1)  # sequential CFG: the first call (cond) = 0
-        raise _abi.DsgapError(4, f"dsgap.torch.attention: batch {B} in the attention call ({cur['B']} in the "
-                                 f"model's input): dsgap keeps state for {self.branches} branches")
+        raise _err(4, f"batch {B} in the attention call ({cur['B']} in the model's input): dsgap.torch.attention "
+                      f"keeps state for {self.branches} branches; run one video at a time (batch 1, or 2 for "
+                      f"batched CFG), or pass branches=1 for a run without CFG")
 
     def _torch_dense(self, query, key, value, **kw):
         """a plain dense site (dense_sites="torch"): torch's own SDPA"""
@@ -199,7 +273,8 @@ class attention:
             keeps = self._key_padding(attn_mask, q.shape[0], q.shape[2])
             ok = keeps is not None
         if not ok:
-            if il is not None:
+            cross = q.dim() == 4 and k.dim() == 4 and k.shape[-2] != q.shape[-2]
+            if il is not None and not (cross and self.family.name == "generic"):   # generic: cross attention is no site
                 self.fallback_calls += 1
             return self.orig_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                                   scale=scale, **kw)
@@ -213,11 +288,12 @@ class attention:
             n = S if keep is None else int(keep.numel())
             text = n - video
             if text < 0 or (il["order"] == "video" and text):
-                raise _abi.DsgapError(4, f"dsgap.torch.attention: layer {il['lid']}: {n} tokens in the attention "
-                                         f"call, {video} in the video grid {cur['grid']} (order {il['order']!r})")
+                raise _err(4, f"layer {il['lid']}: {n} tokens in the attention call, {video} in the video grid "
+                              f"{cur['grid']} (order {il['order']!r}): the model's input does not match its "
+                              f"family's layout; pass the latents the pipeline makes for this model")
             items.append((self._branch(i, B, call), i, keep, n, text))
-        ctx = self._context(H, D, items[0][4], q.is_cuda)
-        if self.dense_sites == "torch" and all(ctx.site_is_dense(self.step, il["lid"], b) for b, *_ in items):
+        if self.dense_sites == "torch" and all(self._context(H, D, text, q.is_cuda).site_is_dense(self.step, il["lid"], b)
+                                               for b, _, _, _, text in items):
             # plain dense attention that leaves the context as it is (warm-up, dense layers): torch's own
             self.torch_dense_calls += 1
             return self._torch_dense(query, key, value, attn_mask=attn_mask, scale=scale, **kw)
@@ -246,11 +322,14 @@ class attention:
                 full.index_copy_(1, keep, oi)
                 drop = _torch.ones(S, dtype=_torch.bool, device=q.device)
                 drop[keep] = False
-                drop = drop.nonzero().flatten()   # padded queries: torch's attention over the kept keys
-                valid = ~_torch.ones(S, dtype=_torch.bool, device=q.device)
-                valid[keep] = True
-                full.index_copy_(1, drop, self.orig_sdpa(q[i:i + 1].index_select(2, drop), k[i:i + 1], v[i:i + 1],
-                                                         attn_mask=valid[None, None, None, :])[0])
+                drop = drop.nonzero().flatten()   # padded queries: torch's attention, under their own mask rows
+                mi = attn_mask
+                while mi.dim() < 4:
+                    mi = mi.unsqueeze(0)
+                mi = mi[i:i + 1] if mi.shape[0] > 1 else mi   # the padded queries' own rows: as torch would
+                mi = mi.expand(mi.shape[0], mi.shape[1], S, S).index_select(2, drop)
+                full.index_copy_(1, drop, self.orig_sdpa(query[i:i + 1].index_select(2, drop), key[i:i + 1],
+                                                         value[i:i + 1], attn_mask=mi)[0].to(out.dtype))
             elif perm is not None:
                 out[i].copy_(oi)
         return out.to(query.dtype)

@@ -8,7 +8,7 @@
 
 A tensor is passed as (address, stride_token, stride_head, stride_dim) in elements: nothing is
 copied. The library is found at $DSGAP_LIB, else build/libdsgap.so of the repository this package
-sits in, else the linker's search path (libdsgap.so).
+sits in, else the linker's search path (libdsgap.so); library_path() says the order.
 """
 import ctypes
 import ctypes.util
@@ -17,15 +17,27 @@ import os
 ABI_VERSION = 1
 BF16, FP16, FP32 = 0, 1, 2
 STATUS = {0: "DSGAP_OK", 1: "DSGAP_E_ARG", 2: "DSGAP_E_POLICY", 3: "DSGAP_E_DEVICE", 4: "DSGAP_E_INDEX",
-          5: "DSGAP_E_DTYPE", 6: "DSGAP_E_RUN"}
+          5: "DSGAP_E_DTYPE", 6: "DSGAP_E_RUN", 7: "DSGAP_E_MEMORY"}
+
+
+# what to change, by libdsgap's code, when its own message does not say
+_FIX = {1: "check the arguments named above", 2: "check policy=, density= and schedule= (docs/spec.md: "
+        "policy specs and schedules)", 3: "pass tensors on a device this libdsgap was built for (dsgap.torch_abi."
+        "version() says cpu or gpu)", 4: "the model's shapes changed between calls: use one dsgap.torch.attention "
+        "per resolution and branch count", 5: "run the model in bfloat16, float16 or float32",
+        6: "the policy's reason is on stderr"}
 
 
 class DsgapError(RuntimeError):
-    """A libdsgap call that returned an error: .code (dsgap_status), the library's message."""
+    """An error of dsgap's Python layer or of a libdsgap call: one line that starts with "dsgap:"
+    and says what to do; .code is libdsgap's status (dsgap_status: 1 argument, 2 policy, 3 device,
+    4 index, 5 dtype, 6 run), .status its name."""
 
-    def __init__(self, code, message):
-        super().__init__(f"libdsgap: {message} ({STATUS.get(code, code)})")
-        self.code = code
+    def __init__(self, code, message, fix=None):
+        message = message[len("dsgap: "):] if message.startswith("dsgap: ") else message
+        fix = _FIX.get(code, "") if fix is None else fix   # None: libdsgap's message, the fix by its code
+        super().__init__(f"dsgap: {message}" + (f"; {fix}" if fix else ""))
+        self.code, self.status = code, STATUS.get(code, str(code))
 
 
 class _Config(ctypes.Structure):
@@ -52,13 +64,16 @@ _lib = None
 
 
 def library_path():
+    """$DSGAP_LIB, else the libdsgap.so installed inside this package (pip install ./python ships the
+    one built, python/build_backend.py), else build/libdsgap.so of the repository this package sits
+    in, else the linker's search path"""
     p = os.environ.get("DSGAP_LIB")
     if p:
         return p
     here = os.path.dirname(os.path.abspath(__file__))
-    built = os.path.join(here, "..", "..", "build", "libdsgap.so")
-    if os.path.exists(built):
-        return os.path.normpath(built)
+    for built in (os.path.join(here, "libdsgap.so"), os.path.join(here, "..", "..", "build", "libdsgap.so")):
+        if os.path.exists(built):
+            return os.path.normpath(built)
     return ctypes.util.find_library("dsgap") or "libdsgap.so"
 
 
@@ -70,10 +85,12 @@ def lib():
         try:
             L = ctypes.CDLL(path)
         except OSError as e:
-            raise DsgapError(1, f"cannot load {path} ({e}): build it (cmake --build build) or set DSGAP_LIB") from None
+            raise DsgapError(1, f"cannot load libdsgap at {path} ({e}): build it (cmake --build build) or set "
+                                f"DSGAP_LIB to its path", fix="") from None
         L.dsgap_abi_version.restype = ctypes.c_int
         if L.dsgap_abi_version() != ABI_VERSION:
-            raise DsgapError(1, f"{path} has ABI version {L.dsgap_abi_version()}, this binding {ABI_VERSION}")
+            raise DsgapError(1, f"{path} has ABI version {L.dsgap_abi_version()}, this binding {ABI_VERSION}: "
+                                f"rebuild libdsgap from this checkout or set DSGAP_LIB to a matching one", fix="")
         L.dsgap_version.restype = ctypes.c_char_p
         L.dsgap_last_error.restype = ctypes.c_char_p
         L.dsgap_last_error.argtypes = [ctypes.c_void_p]
@@ -103,7 +120,8 @@ def frames_fidelity(ref, x):
     ref = np.ascontiguousarray(ref, dtype=np.float32)
     x = np.ascontiguousarray(x, dtype=np.float32)
     if ref.ndim != 4 or x.shape != ref.shape:
-        raise DsgapError(1, f"frames fidelity: shapes {ref.shape} and {x.shape}: two equal (C, F, H, W)")
+        raise DsgapError(1, f"frames fidelity: shapes {ref.shape} and {x.shape}: pass two arrays of one "
+                            f"(C, F, H, W) shape", fix="")
     C, F, H, W = ref.shape
     psnr, ssim = np.zeros(F), np.zeros(F)
     rc = lib().dsgap_frames_fidelity(ref.ctypes.data, x.ctypes.data, C, F, H, W, psnr.ctypes.data,

@@ -18,6 +18,12 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +31,7 @@
 
 #include "dit/dit_attn.h"
 #include "dit/fidelity.h"
+#include "dit/memplan.h"
 #include "dit/wan_ops.h"
 #include "policy/policy.h"
 #include "util/util.h"
@@ -45,6 +52,10 @@ struct dsgap_context {
 	int layers, heads, d, branches, n;
 	float *q, *k, *v, *out; /* operand buffers of ops: (heads, n, d) x 3, (n, heads*d) */
 	double seconds;         /* inside dsgap_attend (host time) */
+	dg_policy policy;       /* as parsed, and the schedule: the memory estimates of a failure */
+	dg_schedule sched;
+	double rho;
+	char broken[MSG_MAX];   /* a call failed inside the core (out of memory): every later call refused */
 #ifdef DG_HAVE_CUDA
 	cudaEvent_t converted;  /* the caller's stream after the conversions: the table's stream waits on it */
 	cudaEvent_t attended;   /* the table's stream after the entry point: the caller's waits on it */
@@ -199,6 +210,110 @@ void dg_api_scatter_host(const float *src, int n, int heads, int d, const dsgap_
 }
 
 /* ------------------------------------------------------------------------------------------------ */
+/* memory: what a context needs, what is available, what would fit (DSGAP_E_MEMORY's message)       */
+
+#define GB 1e9
+
+typedef struct {
+	double operands, scratch, caches, threads, total; /* bytes */
+} mem_need;
+
+/* the estimates of a context (dit/memplan.h's for the policy's part) of n tokens and branches */
+static void context_need(const dg_policy *p, const dg_schedule *s, double rho, int layers, int heads, int d,
+			 int branches, int n, bool gpu, mem_need *m)
+{
+	dg_wan_config c;
+	dg_wan_config_default(&c);
+	c.dim = heads * d, c.num_heads = heads, c.num_layers = layers, c.ffn_dim = 0;
+	int grid[3] = { 1, 1, n };
+	dg_memplan plan;
+	dg_memplan_make(&plan, &c, grid, p, rho, s, branches, gpu, false);
+	int threads = 1;
+#ifdef _OPENMP
+	threads = omp_get_max_threads();
+#endif
+	m->operands = 4.0 * heads * n * d * (gpu ? 2 : 4);
+	/* the CPU backend's six (n, d) / n buffers (backend_cpu.c), else the plan's O, LSE, scores */
+	m->scratch = p->dense ? 0 : plan.scratch + (gpu ? 0 : 3.0 * n * d * 4);
+	m->caches = p->dense ? 0 : plan.device_caches;
+	/* the host threads' score rows of dense attention (policy/attention.c: at most 32 MB each) */
+	double rows = fmin(32.0 * n * 4, 32e6) + 2.0 * n * 4;
+	m->threads = gpu ? 0 : threads * rows;
+	m->total = m->operands + m->scratch + m->caches + m->threads;
+}
+
+/* bytes the process may still allocate on the host and where that limit comes from */
+static double host_available(const char **what)
+{
+	double avail = dg_memplan_host_limit(); /* DSGAP_HOST_LIMIT_GIB or MemAvailable */
+	*what = getenv("DSGAP_HOST_LIMIT_GIB") ? "DSGAP_HOST_LIMIT_GIB" : "MemAvailable";
+	struct rlimit r;
+	if (!getrlimit(RLIMIT_AS, &r) && r.rlim_cur != RLIM_INFINITY) {
+		double vm = 0;
+		FILE *f = fopen("/proc/self/statm", "r");
+		if (f) {
+			unsigned long pages = 0;
+			if (fscanf(f, "%lu", &pages) == 1)
+				vm = (double)pages * sysconf(_SC_PAGESIZE);
+			fclose(f);
+		}
+		double left = (double)r.rlim_cur - vm;
+		if (!(avail > 0) || left < avail)
+			avail = left, *what = "RLIMIT_AS, the address-space limit";
+	}
+	return avail > 0 ? avail : 0;
+}
+
+static double available(bool gpu, const char **what)
+{
+#ifdef DG_HAVE_CUDA
+	if (gpu) {
+		size_t fr = 0, total = 0;
+		*what = "the device's free memory";
+		return cudaMemGetInfo(&fr, &total) == cudaSuccess ? (double)fr : 0;
+	}
+#endif
+	(void)gpu;
+	return host_available(what);
+}
+
+/* msg: "<head>: <the context's need>, <available>: <what would fit>" (one line) */
+static void memory_message(char *msg, size_t size, const char *head, const dg_policy *p, const dg_schedule *s,
+			   double rho, int layers, int heads, int d, int branches, int n, bool gpu, double avail,
+			   const char *from)
+{
+	mem_need m;
+	context_need(p, s, rho, layers, heads, d, branches, n, gpu, &m);
+	int at = snprintf(msg, size, "%s: policy '%s', %d layers x %d heads x %d, %d branch%s, %d tokens on the %s "
+			  "needs about %.2f GB (operand buffers %.2f, working buffers %.2f, the policy's caches built "
+			  "during the run %.2f), and %.2f GB is available (%s)", head, p->dense ? "dense" : p->name,
+			  layers, heads, d, branches, branches > 1 ? "es" : "", n, gpu ? "gpu" : "cpu", m.total / GB,
+			  m.operands / GB, (m.scratch + m.threads) / GB, m.caches / GB, avail / GB, from);
+	if (at < 0 || (size_t)at >= size)
+		return;
+	int lo = 0, hi = n; /* the most tokens that fit: need grows with n */
+	while (lo < hi) {
+		int mid = lo + (hi - lo + 1) / 2;
+		mem_need t;
+		context_need(p, s, rho, layers, heads, d, branches, mid, gpu, &t);
+		if (t.total <= avail)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	mem_need b1;
+	context_need(p, s, rho, layers, heads, d, 1, n, gpu, &b1);
+	if (lo >= n)
+		snprintf(msg + at, size - at, ": it should fit; free memory elsewhere in the process (or raise the limit) "
+			 "and try again");
+	else if (lo > 0)
+		snprintf(msg + at, size - at, ": at most %d tokens (a smaller grid or fewer text tokens) would fit%s", lo,
+			 branches > 1 && b1.total <= avail ? ", or branches=1 (no CFG state) at these tokens" : "");
+	else
+		snprintf(msg + at, size - at, ": no token count fits; free memory or raise the limit");
+}
+
+/* ------------------------------------------------------------------------------------------------ */
 /* the ABI                                                                                          */
 
 int dsgap_abi_version(void) { return DSGAP_ABI_VERSION; }
@@ -282,6 +397,16 @@ void dsgap_context_destroy(dsgap_context *ctx)
 	free(ctx);
 }
 
+/* what dsgap_context_create keeps across its trap (not automatic variables: a longjmp leaves those
+ * changed after setjmp indeterminate) */
+static _Thread_local struct {
+	capture cap;
+	bool capturing;
+	dg_policy policy;
+	dg_schedule sched;
+	dsgap_context *ctx;
+} mk;
+
 int dsgap_context_create(const dsgap_config *cfg, dsgap_context **out)
 {
 	if (!out)
@@ -291,21 +416,45 @@ int dsgap_context_create(const dsgap_config *cfg, dsgap_context **out)
 	int rc = check_config(cfg, &gpu);
 	if (rc)
 		return rc;
-	dg_policy policy;
-	dg_schedule sched;
-	memset(&sched, 0, sizeof sched);
+	dg_trap trap;
+	memset(&mk, 0, sizeof mk);
+	int jumped = setjmp(trap.jb);
+	if (jumped) { /* out of memory (or another fatal condition) on this thread: a code, never an exit */
+		dg_trap_cur = NULL;
+		if (mk.capturing)
+			capture_end(&mk.cap, NULL, 0), mk.capturing = false;
+		char head[384];
+		int n = cfg->text_tokens + cfg->frames * cfg->height * cfg->width;
+		bool oom = jumped == 1 || strstr(trap.msg, "out of memory");
+		dsgap_context_destroy(mk.ctx); /* what was made; parts allocated before the failure may stay */
+		mk.ctx = NULL;
+		if (oom) {
+			const char *from;
+			double avail = available(gpu, &from);
+			snprintf(head, sizeof head, "%s making the context", trap.msg);
+			memory_message(thread_err, MSG_MAX, head, &mk.policy, &mk.sched, cfg->densities[0], cfg->layers,
+				       cfg->heads, cfg->head_dim, cfg->branches, n, gpu, avail, from);
+		} else {
+			fail(NULL, 0, "making the context: %s", trap.msg);
+		}
+		return oom ? DSGAP_E_MEMORY : gpu ? DSGAP_E_DEVICE : DSGAP_E_RUN;
+	}
+	dg_trap_cur = &trap;
 	char why[256];
-	capture cap;
-	capture_begin(&cap);
-	if (dg_policy_parse(cfg->policy, &policy))
+	capture_begin(&mk.cap);
+	mk.capturing = true;
+	if (dg_policy_parse(cfg->policy, &mk.policy))
 		rc = DSGAP_E_POLICY;
-	else if (dg_schedule_parse(cfg->schedule, &sched))
+	else if (dg_schedule_parse(cfg->schedule, &mk.sched))
 		rc = DSGAP_E_POLICY;
-	else if (dg_schedule_check_loop(&sched, 0, cfg->layers, why, sizeof why))
+	else if (dg_schedule_check_loop(&mk.sched, 0, cfg->layers, why, sizeof why))
 		rc = DSGAP_E_POLICY, dg_error("schedule '%s': %s", cfg->schedule, why);
+	dg_policy policy = mk.policy;
+	dg_schedule sched = mk.sched;
 	dsgap_context *ctx = NULL;
 	if (!rc) {
-		ctx = dg_calloc(1, sizeof *ctx);
+		ctx = mk.ctx = dg_calloc(1, sizeof *ctx);
+		ctx->policy = policy, ctx->sched = sched, ctx->rho = cfg->densities[0];
 		ctx->gpu = gpu;
 		ctx->layers = cfg->layers, ctx->heads = cfg->heads, ctx->d = cfg->head_dim;
 		ctx->branches = cfg->branches;
@@ -324,8 +473,10 @@ int dsgap_context_create(const dsgap_config *cfg, dsgap_context **out)
 		if (!ctx->attn)
 			rc = DSGAP_E_DEVICE;
 	}
-	capture_end(&cap, rc ? thread_err : NULL, MSG_MAX);
+	mk.capturing = false;
+	capture_end(&mk.cap, rc ? thread_err : NULL, MSG_MAX);
 	if (rc) {
+		dg_trap_cur = NULL;
 		if (!thread_err[0])
 			fail(NULL, rc, "policy '%s' on %s: cannot make the context", cfg->policy, cfg->device);
 		dsgap_context_destroy(ctx);
@@ -336,6 +487,8 @@ int dsgap_context_create(const dsgap_config *cfg, dsgap_context **out)
 	ctx->k = ctx->ops->alloc_operand(ctx->ops, hs);
 	ctx->v = ctx->ops->alloc_operand(ctx->ops, hs);
 	ctx->out = ctx->ops->alloc_operand(ctx->ops, hs);
+	dg_trap_cur = NULL;
+	mk.ctx = NULL;
 	*out = ctx;
 	return DSGAP_OK;
 }
@@ -392,6 +545,34 @@ int dsgap_site_is_dense(dsgap_context *ctx, int step, int layer, int branch, int
 	return DSGAP_OK;
 }
 
+static int attend(dsgap_context *ctx, int step, int layer, int branch, const dsgap_tensor *q,
+		  const dsgap_tensor *k, const dsgap_tensor *v, const dsgap_tensor *o, dsgap_dtype dtype,
+		  int tokens, void *stream);
+
+/* a host call's working memory up front (its threads' buffers are not covered by the trap, util.h):
+ * the policy's buffers, the threads' score rows and the caches one site adds */
+static int host_memory_check(dsgap_context *ctx, int step, int layer, int branch)
+{
+	mem_need m;
+	context_need(&ctx->policy, &ctx->sched, ctx->rho, ctx->layers, ctx->heads, ctx->d, ctx->branches, ctx->n,
+		     false, &m);
+	double site = ctx->policy.dense ? 0 : m.caches / ((double)ctx->branches * ctx->layers);
+	double want = m.threads + (ctx->policy.dense ? 0 : m.scratch) + site;
+	void *p = want > 0 && want < 9e18 ? malloc((size_t)want) : NULL;
+	if (p || !(want > 0)) {
+		free(p);
+		return 0;
+	}
+	const char *from;
+	double avail = host_available(&from);
+	char head[256];
+	snprintf(head, sizeof head, "out of memory (%.0f bytes of working memory) at step %d, layer %d, branch %d",
+		 want, step, layer, branch);
+	memory_message(ctx->err, MSG_MAX, head, &ctx->policy, &ctx->sched, ctx->rho, ctx->layers, ctx->heads,
+		       ctx->d, ctx->branches, ctx->n, false, avail, from);
+	return DSGAP_E_MEMORY;
+}
+
 int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsgap_tensor *q,
 		 const dsgap_tensor *k, const dsgap_tensor *v, const dsgap_tensor *o, dsgap_dtype dtype,
 		 int tokens, void *stream)
@@ -399,6 +580,37 @@ int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsga
 	if (!ctx)
 		return fail(NULL, DSGAP_E_ARG, "context is NULL");
 	ctx->err[0] = 0;
+	if (ctx->broken[0])
+		return fail(ctx, DSGAP_E_RUN, "this context failed in an earlier call (%.700s): destroy it "
+			    "(dsgap_context_destroy frees its memory) and make one that fits", ctx->broken);
+	dg_trap trap;
+	int jumped = setjmp(trap.jb);
+	if (jumped) {
+		dg_trap_cur = NULL;
+		bool oom = jumped == 1 || strstr(trap.msg, "out of memory");
+		if (oom) {
+			const char *from;
+			double avail = available(ctx->gpu, &from);
+			char head[384];
+			snprintf(head, sizeof head, "%s at step %d, layer %d, branch %d", trap.msg, step, layer, branch);
+			memory_message(ctx->err, MSG_MAX, head, &ctx->policy, &ctx->sched, ctx->rho, ctx->layers,
+				       ctx->heads, ctx->d, ctx->branches, ctx->n, ctx->gpu, avail, from);
+		} else {
+			fail(ctx, 0, "step %d, layer %d, branch %d: %s", step, layer, branch, trap.msg);
+		}
+		snprintf(ctx->broken, MSG_MAX, "%.600s", ctx->err);
+		return oom ? DSGAP_E_MEMORY : ctx->gpu ? DSGAP_E_DEVICE : DSGAP_E_RUN;
+	}
+	dg_trap_cur = &trap;
+	int rc = attend(ctx, step, layer, branch, q, k, v, o, dtype, tokens, stream);
+	dg_trap_cur = NULL;
+	return rc;
+}
+
+static int attend(dsgap_context *ctx, int step, int layer, int branch, const dsgap_tensor *q,
+		  const dsgap_tensor *k, const dsgap_tensor *v, const dsgap_tensor *o, dsgap_dtype dtype,
+		  int tokens, void *stream)
+{
 	if (dtype != DSGAP_BF16 && dtype != DSGAP_FP16 && dtype != DSGAP_FP32)
 		return fail(ctx, DSGAP_E_DTYPE, "dtype %d is none of bf16 (0), fp16 (1), fp32 (2)", (int)dtype);
 	if (ctx->gpu && dtype == DSGAP_FP32)
@@ -415,6 +627,8 @@ int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsga
 		if (rc)
 			return rc;
 	}
+	if (!ctx->gpu && (rc = host_memory_check(ctx, step, layer, branch)))
+		return rc;
 	double t0 = dg_now();
 	int n = ctx->n, H = ctx->heads, d = ctx->d;
 	float *dst[3] = { ctx->q, ctx->k, ctx->v };

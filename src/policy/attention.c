@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,29 @@ void openblas_set_num_threads(int n); /* OpenBLAS extension */
 #define BQ 128 /* queries per block */
 #define BK 256 /* keys per chunk */
 
-void dg_attn_init_threads(void) { openblas_set_num_threads(1); }
+/* OpenBLAS takes its working buffer (about 128 MB of address space) at a thread's first SGEMM, and
+ * retries forever when that allocation fails: taken here once per process for every OpenMP thread,
+ * so that a call under a memory limit (libdsgap's callers, include/dsgap.h) finds it taken and gets
+ * DSGAP_E_MEMORY from its own allocations instead of hanging in OpenBLAS */
+static void warm_blas(void)
+{
+	enum { N = 256 }; /* large enough for OpenBLAS's buffered path (small products skip the buffer) */
+#pragma omp parallel
+	{
+		float *a = calloc((size_t)N * N, sizeof *a), *c = malloc((size_t)N * N * sizeof *c);
+#pragma omp barrier
+		if (a && c)
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, N, 1.0f, a, N, a, N, 0.0f, c, N);
+		free(a), free(c);
+	}
+}
+
+void dg_attn_init_threads(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	openblas_set_num_threads(1);
+	pthread_once(&once, warm_blas);
+}
 
 /* Per-thread state of one query block. */
 typedef struct {

@@ -46,9 +46,33 @@ void dg_warn(const char *fmt, ...)
 	va_end(ap);
 }
 
+_Thread_local dg_trap *dg_trap_cur;
+
+/* out of memory for n bytes (what: "%zu bytes" or "%zu x %zu bytes"): to the thread's trap, else fatal */
+static _Noreturn void out_of_memory(size_t n, const char *what)
+{
+	dg_trap *t = dg_trap_cur;
+	if (t) {
+		dg_trap_cur = NULL; /* one jump; the trap's owner sets it again */
+		t->bytes = n;
+		snprintf(t->msg, sizeof t->msg, "out of memory (%s)", what);
+		longjmp(t->jb, 1);
+	}
+	dg_die("out of memory (%s)", what);
+}
+
 void dg_die(const char *fmt, ...)
 {
 	va_list ap;
+	dg_trap *t = dg_trap_cur;
+	if (t) {
+		dg_trap_cur = NULL;
+		t->bytes = 0;
+		va_start(ap, fmt);
+		vsnprintf(t->msg, sizeof t->msg, fmt, ap);
+		va_end(ap);
+		longjmp(t->jb, 2);
+	}
 	va_start(ap, fmt);
 	vreport("fatal", fmt, ap);
 	va_end(ap);
@@ -69,24 +93,33 @@ void dg_bug_(const char *file, int line, const char *func, const char *fmt, ...)
 void *dg_malloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
-	if (!p)
-		dg_die("out of memory (%zu bytes)", n);
+	if (!p) {
+		char what[64];
+		snprintf(what, sizeof what, "%zu bytes", n);
+		out_of_memory(n, what);
+	}
 	return p;
 }
 
 void *dg_calloc(size_t count, size_t size)
 {
 	void *p = calloc(count ? count : 1, size ? size : 1);
-	if (!p)
-		dg_die("out of memory (%zu x %zu bytes)", count, size);
+	if (!p) {
+		char what[80];
+		snprintf(what, sizeof what, "%zu x %zu bytes", count, size);
+		out_of_memory(count > 0 && size > SIZE_MAX / count ? SIZE_MAX : count * size, what);
+	}
 	return p;
 }
 
 void *dg_realloc(void *p, size_t n)
 {
 	p = realloc(p, n ? n : 1);
-	if (!p)
-		dg_die("out of memory (%zu bytes)", n);
+	if (!p) {
+		char what[64];
+		snprintf(what, sizeof what, "%zu bytes", n);
+		out_of_memory(n, what);
+	}
 	return p;
 }
 

@@ -28,7 +28,24 @@ _Noreturn void dg_bug_(const char *file, int line, const char *func, const char 
 	DG_PRINTF(4, 5);
 #define DG_ASSERT(c) do { if (!(c)) DG_BUG("assertion failed: %s", #c); } while (0)
 
-/* Allocation that dies (out of memory) instead of returning NULL. Sizes are checked for overflow. */
+/*
+ * A trap for what would end the program (libdsgap: the caller's process must survive, include/dsgap.h):
+ * while the calling thread has one set (dg_trap_cur), an allocation failure of dg_malloc, dg_calloc or
+ * dg_realloc, and dg_die, on that thread write their message (and bytes: the failed allocation's size,
+ * 0 for another fatal condition) into it and longjmp to jb (setjmp's value 1: out of memory, 2: another
+ * fatal condition) instead of exiting. What the interrupted code had allocated before is not freed
+ * (its owner may free it). Other threads (OpenMP workers) are not covered: a caller checks their
+ * memory up front (src/api/api.c).
+ */
+#include <setjmp.h>
+typedef struct {
+	jmp_buf jb;
+	size_t bytes;
+	char msg[256];
+} dg_trap;
+extern _Thread_local dg_trap *dg_trap_cur;
+
+/* Allocation that dies (out of memory) instead of returning NULL (or longjmps to the thread's trap, above). */
 void *dg_malloc(size_t n);
 void *dg_calloc(size_t count, size_t size);
 void *dg_realloc(void *p, size_t n);

@@ -6,6 +6,7 @@ against the C writer, dsgap-capture on a pipeline directory and `pip install ./p
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -241,14 +242,31 @@ def main():
              r.returncode == 2 and "model_index.json" in r.stderr, r.stderr)
 
     # --- pip install ./python ----------------------------------------------------------------------
-    import shutil
-    tgt, srccopy = os.path.join(work, "site"), os.path.join(work, "pysrc")  # a copy: no build files in the tree
-    shutil.rmtree(srccopy, ignore_errors=True)
-    shutil.copytree(os.path.join(SRC, "python"), srccopy, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    # from the source tree itself (issue 51): nothing written there (no build/, no *.egg-info: the
+    # package's backend, python/build_backend.py, builds on a copy), libdsgap shipped in the package
+    # ($DSGAP_LIB, as tests/python.cmake sets it) and found from it with DSGAP_LIB unset
+    tgt = os.path.join(work, "site")
+    shutil.rmtree(tgt, ignore_errors=True)
+    pysrc = os.path.join(SRC, "python")
+
+    def tree():
+        return sorted(os.path.relpath(os.path.join(d, f), pysrc) for d, dirs, files in os.walk(pysrc) for f in files + dirs
+                      if "__pycache__" not in d and f != "__pycache__")
+    before = tree()
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", tgt,
-                        srccopy], capture_output=True, text=True)
+                        pysrc], capture_output=True, text=True, cwd=work)
+    after = tree()
     ck.check("pip install ./python", r.returncode == 0 and os.path.exists(os.path.join(tgt, "dsgap", "capture.py")) and
              os.path.exists(os.path.join(tgt, "bin", "dsgap-capture")), r.stderr[-1000:])
+    ck.check("pip install ./python leaves the source tree as it was (no build/, no *.egg-info)", before == after,
+             f"new: {sorted(set(after) - set(before))}")
+    env = {k: v for k, v in os.environ.items() if k != "DSGAP_LIB"}
+    env["PYTHONPATH"] = tgt
+    r = subprocess.run([sys.executable, "-c", "import dsgap.torch_abi as a; print(a.library_path()); print(a.version())"],
+                       capture_output=True, text=True, env=env, cwd=work)
+    ck.check("after pip install, dsgap.torch_abi finds the libdsgap shipped in the package (DSGAP_LIB unset)",
+             r.returncode == 0 and r.stdout.startswith(os.path.join(tgt, "dsgap", "libdsgap.so")) and "0.1.0" in r.stdout,
+             (r.stdout + r.stderr)[-500:])
     return ck.done()
 
 

@@ -1,6 +1,7 @@
 """test_families.py: dsgap.capture on a tiny random-initialised model of each diffusers family (CPU).
 
-  python test_families.py FAMILY WORKDIR      (FAMILY: wan, wan22, hunyuanvideo, cogvideox, mochi, ltx, flux, generic)
+  python test_families.py FAMILY WORKDIR      (FAMILY: wan, wan22, hunyuanvideo, cogvideox, mochi, ltx, flux, skyreels, cosmos, sd3,
+                                               qwenimage, flux2)
 
 Per family, two denoising steps (different timesteps), a selection of layers and heads:
   1. a float32 trace: softmax(Q K^T / sqrt d) V in fp64 from the recorded Q/K/V equals the model's own
@@ -88,6 +89,58 @@ def models(fam):
         return m, lambda t: dict(hidden_states=x, encoder_hidden_states=txt, pooled_projections=pooled,
                                  timestep=torch.full((1,), float(t) / 1000), img_ids=ids.reshape(-1, 3),
                                  txt_ids=torch.zeros(6, 3)), (1, h, w), 6
+    if fam == "skyreels":
+        m = D.SkyReelsV2Transformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16,
+                                           in_channels=4, out_channels=4, text_dim=24, freq_dim=16, ffn_dim=32,
+                                           num_layers=2)
+        x, txt = torch.randn(1, 4, 3, 6, 8), torch.randn(1, 5, 24)
+        return m, lambda t: dict(hidden_states=x, timestep=torch.full((1,), float(t)), encoder_hidden_states=txt), \
+            (3, 3, 4), 0
+    if fam == "cosmos":
+        m = D.CosmosTransformer3DModel(in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16,
+                                       num_layers=2, text_embed_dim=24, adaln_lora_dim=8, max_size=(8, 16, 16),
+                                       patch_size=(1, 2, 2), concat_padding_mask=False, extra_pos_embed_type=None)
+        x, txt = torch.randn(1, 4, 3, 6, 8), torch.randn(1, 5, 24)
+        return m, lambda t: dict(hidden_states=x, timestep=torch.full((1,), float(t)), encoder_hidden_states=txt), \
+            (3, 3, 4), 0
+    if fam == "sd3":
+        m = D.SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=16,
+                                    num_attention_heads=2, joint_attention_dim=24, caption_projection_dim=32,
+                                    pooled_projection_dim=8, out_channels=4, pos_embed_max_size=16,
+                                    dual_attention_layers=(0,))   # SD3.5's image-only attn2 in block 0: not a layer
+        x, txt, pooled = torch.randn(1, 4, 6, 8), torch.randn(1, 6, 24), torch.randn(1, 8)
+        return m, lambda t: dict(hidden_states=x, encoder_hidden_states=txt, pooled_projections=pooled,
+                                 timestep=torch.full((1,), float(t))), (1, 3, 4), 6
+    if fam == "qwenimage":
+        m = D.QwenImageTransformer2DModel(patch_size=2, in_channels=16, out_channels=4, num_layers=2,
+                                          attention_head_dim=16, num_attention_heads=2, joint_attention_dim=24,
+                                          axes_dims_rope=(4, 6, 6))
+        h, w = 4, 5
+        x, txt = torch.randn(1, h * w, 16), torch.randn(1, 7, 24)
+        mask = torch.tensor([[1, 1, 1, 1, 1, 1, 0]])   # one padded text token: dropped
+        return m, lambda t: dict(hidden_states=x, encoder_hidden_states=txt, encoder_hidden_states_mask=mask,
+                                 timestep=torch.full((1,), float(t) / 1000), img_shapes=[(1, h, w)]), (1, h, w), 6
+    if fam == "flux2":
+        m = D.Flux2Transformer2DModel(patch_size=1, in_channels=8, num_layers=2, num_single_layers=2,
+                                      attention_head_dim=16, num_attention_heads=2, joint_attention_dim=24,
+                                      axes_dims_rope=(4, 4, 4, 4), timestep_guidance_channels=16, guidance_embeds=False)
+        h, w = 4, 5
+        ids = torch.zeros(h * w, 4)
+        ids[:, 1], ids[:, 2] = torch.arange(h).repeat_interleave(w), torch.arange(w).repeat(h)
+        x, txt = torch.randn(1, h * w, 8), torch.randn(1, 6, 24)
+        return m, lambda t: dict(hidden_states=x, encoder_hidden_states=txt, timestep=torch.full((1,), float(t) / 1000),
+                                 img_ids=ids[None], txt_ids=torch.zeros(1, 6, 4)), (1, h, w), 6
+    if fam == "hunyuanvideo15":
+        m = D.HunyuanVideo15Transformer3DModel(in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16,
+                                               num_layers=2, num_refiner_layers=1, patch_size=1, patch_size_t=1,
+                                               text_embed_dim=24, text_embed_2_dim=16, image_embed_dim=8,
+                                               rope_axes_dim=(4, 6, 6), target_size=64, task_type="t2v")
+        x, txt, txt2 = torch.randn(1, 4, 2, 4, 6), torch.randn(1, 7, 24), torch.randn(1, 3, 16)
+        mask, mask2 = torch.tensor([[1, 1, 1, 1, 1, 0, 0]]), torch.tensor([[1, 1, 0]])   # padded: dropped
+        img = torch.randn(1, 4, 8)
+        return m, lambda t: dict(hidden_states=x, timestep=torch.full((1,), float(t)), encoder_hidden_states=txt,
+                                 encoder_attention_mask=mask, encoder_hidden_states_2=txt2,
+                                 encoder_attention_mask_2=mask2, image_embeds=img), (2, 4, 6), 11
     raise SystemExit(f"unknown family {fam}")
 
 
@@ -108,7 +161,9 @@ def collectors(m, store):
             inner = attn.heads * (attn.head_dim if hasattr(attn, "head_dim") else attn.inner_dim // attn.heads)
             hooks.append(block.proj_out.register_forward_pre_hook(grab("proj", inner)))
             continue
-        hooks.append(attn.to_out[0].register_forward_pre_hook(grab("out")))
+        out = attn.to_out[0] if isinstance(attn.to_out, torch.nn.ModuleList) else attn.to_out
+        # FLUX.2's single-stream to_out takes [attention, MLP] columns: the attention's come first
+        hooks.append(out.register_forward_pre_hook(grab("out")))
         if getattr(attn, "to_add_out", None) is not None:
             hooks.append(attn.to_add_out.register_forward_pre_hook(grab("add")))
     return hooks

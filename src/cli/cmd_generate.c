@@ -19,7 +19,7 @@
 #include "cli/commands.h"
 #include "cli/dit_cli.h"
 #include "loop/generate.h"
-#include "loop/memplan.h"
+#include "dit/memplan.h"
 #include "policy/presets.h"
 #include "dit/tensorfile.h"
 #include "util/files.h"

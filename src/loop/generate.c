@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dit/fidelity.h"
-#include "loop/memplan.h"
+#include "dit/memplan.h"
 #include "util/util.h"
 
 int dg_generate_run(dg_dit_sample_opts *so, const int grid[3], const dg_policy *p, double rho,

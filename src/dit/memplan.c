@@ -1,7 +1,7 @@
 /*
  * memplan.c: the memory plan of a closed-loop run (memplan.h).
  */
-#include "loop/memplan.h"
+#include "dit/memplan.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * test_memplan.c: the memory plan (src/loop/memplan.h) reproduces issue 21's numbers for Wan2.1 at 720p x
+ * test_memplan.c: the memory plan (src/dit/memplan.h) reproduces issue 21's numbers for Wan2.1 at 720p x
  * 81 frames (latent 21x90x160, 75600 tokens), mc-sparse with every layer cached under CFG:
  *   1.3B (30 layers x 12 heads): ~28 GB fp32 residuals, ~19 GB int32 key lists at rho 0.15;
  *   14B (dim 5120, 40 layers x 40 heads): 124 GB residuals, 86 GB key lists at 0.15 (143 GB at 0.25),
@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "loop/memplan.h"
+#include "dit/memplan.h"
 #include "policy/peers.h"
 #include "testhelp.h"
 

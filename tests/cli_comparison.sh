@@ -201,6 +201,6 @@ sha=$(sha256sum < "${fcl%/*}/run.json")
 "$DSGAP" compare "${fcl%/*}" --out "${fcl%/*}" 2> "$tmp/bad5.err"
 rc=$?
 check "compare: --out an input run's folder is refused, its run.json untouched" \
-  all '[ $rc -eq 2 ]' '[ "$(sha256sum < "${fcl%/*}/run.json")" = "$sha" ]' 'grep -q "would be overwritten" "$tmp/bad5.err"'
+  all '[ $rc -eq 2 ]' '[ "$(sha256sum < "${fcl%/*}/run.json")" = "$sha" ]' 'grep -q "is the input" "$tmp/bad5.err"'
 
 finish

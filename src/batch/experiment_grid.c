@@ -90,15 +90,15 @@ int dg_exp_grid_open(dg_experiment *e, dg_exp_error *err)
 				snprintf(cell->id, sizeof cell->id, "l%d-h%d", cell->layer, cell->head);
 			}
 	}
-	/* cells of one run must have distinct folders (duplicate indices in a trace) */
-	for (int r = 0; r < e->nruns; r++) {
-		const dg_exp_run *run = &e->runs[r];
-		for (int a = 0; a < run->ncells; a++)
-			for (int b = a + 1; b < run->ncells && run->ncells < 20000; b++)
-				if (!strcmp(e->cells[run->first_cell + a].id, e->cells[run->first_cell + b].id))
-					return dg_exp_fail(err, e->traces[run->trace].line, "trace '%s' repeats layer/head "
-						    "indices (cell %s twice)", e->traces[run->trace].label,
-						    e->cells[run->first_cell + a].id), -1;
+	/* cells of one run must have distinct folders, l<layer>-h<head>: no layer or head index twice */
+	for (int t = 0; t < e->ntraces; t++) {
+		const dg_trace_meta *m = &e->traces[t].meta;
+		int a, b;
+		bool layer = dg_ints_repeat(m->layer_index, m->layers, &a, &b);
+		if (layer || dg_ints_repeat(m->head_index, m->heads, &a, &b))
+			return dg_exp_fail(err, e->traces[t].line, "trace '%s' repeats %s index %d (positions %d and "
+				    "%d)", e->traces[t].label, layer ? "layer" : "head",
+				    layer ? m->layer_index[a] : m->head_index[a], a, b), -1;
 	}
 	e->fingerprint = dg_exp_fingerprint(e);
 	if (e->trace_dir)

@@ -533,6 +533,10 @@ int dg_cmd_attnstats(int argc, char **argv)
 	char *cmdline = dg_join_args(argc, argv);
 	sources S = { 0 };
 	int rc = parse_sources(&S, argc, argv, optind);
+	for (int i = 0; i < S.nsrc * S.ns && !rc; i++) /* no output may be, hold or lie in an input */
+		dg_input_add(S.src[i].path);
+	if (!rc && dg_output_folder_check("attnstats", out))
+		rc = 2;
 	for (int i = 0; i < S.nsrc * S.ns && !rc; i++)
 		rc = measure(&S.src[i], rho, quiet) ? 1 : 0;
 	if (!rc)

@@ -160,7 +160,7 @@ static int max_staleness(const ctx *C, int k)
 typedef struct {
 	int np, nk, nst[MAX_SCHED];
 	const char *policy[MAX_POL];
-	const char *sched[MAX_SCHED];
+	char *sched[MAX_SCHED];
 	int n_anchors[MAX_SCHED];
 	stat E[MAX_SCHED][MAX_POL];             /* E per schedule, policy */
 	stat stale[MAX_SCHED][MAX_POL][MAX_STALE]; /* E per staleness (n_units 0: none) */
@@ -682,12 +682,12 @@ int dg_cmd_refreshstats(int argc, char **argv)
 	}
 	tables *T = dg_calloc(1, sizeof *T);
 	char *list = dg_strdup(scheds);
-	for (char *save, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		if (T->nk == MAX_SCHED) {
-			free(list), free(T);
-			return dg_error("refreshstats: more than %d schedules", MAX_SCHED), 2;
-		}
-		T->sched[T->nk++] = t;
+	T->nk = dg_split(list, ',', T->sched, MAX_SCHED);
+	if (T->nk < 0 || dg_opt_list_check("refreshstats", "schedules", scheds, T->sched, T->nk)) {
+		if (T->nk < 0)
+			dg_error("refreshstats: --schedules '%s': more than %d schedules", scheds, MAX_SCHED);
+		free(list), free(T);
+		return 2;
 	}
 	if (T->nk < 2) {
 		free(list), free(T);
@@ -714,6 +714,8 @@ int dg_cmd_refreshstats(int argc, char **argv)
 	if (rc == 1)
 		loaded--;
 	C.run = run;
+	if (!rc && dg_output_folder_check("refreshstats", out))
+		rc = 2;
 	if (!rc) {
 		C.rho = isnan(rho) ? run[0].density[0] : rho;
 		rc = check_runs(&C, &l, T) ? 1 : 0;

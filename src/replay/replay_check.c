@@ -20,11 +20,10 @@
 /* -1 after naming the first index that appears twice in v[n] */
 static int check_unique(const char *path, const char *what, const int *v, int n)
 {
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < i; j++)
-			if (v[i] == v[j])
-				return dg_error("%s: %s index %d appears twice in /%s_index (positions %d and %d)",
-						path, what, v[i], what, j, i);
+	int j, i;
+	if (dg_ints_repeat(v, n, &j, &i))
+		return dg_error("%s: %s index %d appears twice in /%s_index (positions %d and %d)", path, what,
+				v[i], what, j, i);
 	return 0;
 }
 

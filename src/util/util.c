@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +25,28 @@ static void vreport(const char *kind, const char *fmt, va_list ap)
 	if (progress_open)
 		fputc('\n', stderr);
 	progress_open = false;
+	char small[1024], *msg = small;
+	va_list again;
+	va_copy(again, ap);
+	int n = vsnprintf(small, sizeof small, fmt, ap);
+	if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1)))
+		vsnprintf(msg, (size_t)n + 1, fmt, again);
+	va_end(again);
 	fprintf(stderr, "dsgap: %s: ", kind);
-	vfprintf(stderr, fmt, ap);
+	/* one line whatever a name read from a file or the command line holds: control characters
+	 * shown escaped */
+	for (const unsigned char *c = (const unsigned char *)(msg ? msg : small); *c; c++)
+		if (*c == '\n')
+			fputs("\\n", stderr);
+		else if (*c == '\t')
+			fputs("\\t", stderr);
+		else if (*c < 0x20 || *c == 0x7f)
+			fprintf(stderr, "\\x%02x", *c);
+		else
+			fputc(*c, stderr);
 	fputc('\n', stderr);
+	if (msg != small)
+		free(msg);
 }
 
 int dg_error(const char *fmt, ...)
@@ -107,6 +127,58 @@ float *dg_alloc_poisoned(size_t n)
 	float *p = dg_malloc(n * sizeof(float));
 	dg_poison(p, n);
 	return p;
+}
+
+const char *dg_signal_what(int sig, char *buf, size_t size)
+{
+	static const struct {
+		int sig;
+		const char *name, *what;
+	} known[] = {
+		{ SIGXFSZ, "SIGXFSZ", "file size limit exceeded" }, { SIGXCPU, "SIGXCPU", "CPU time limit exceeded" },
+		{ SIGKILL, "SIGKILL", "killed (out of memory, or by a user)" }, { SIGSEGV, "SIGSEGV", "segmentation fault" },
+		{ SIGBUS, "SIGBUS", "bus error (a mapped file shrank?)" }, { SIGABRT, "SIGABRT", "aborted" },
+		{ SIGTERM, "SIGTERM", "terminated" }, { SIGINT, "SIGINT", "interrupted" }, { SIGHUP, "SIGHUP", "hangup" },
+		{ SIGPIPE, "SIGPIPE", "broken pipe" }, { SIGFPE, "SIGFPE", "arithmetic exception" },
+	};
+	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+		if (known[i].sig == sig) {
+			snprintf(buf, size, "%s, %s", known[i].name, known[i].what);
+			return buf;
+		}
+	snprintf(buf, size, "signal %d", sig);
+	return buf;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+int dg_ints_repeat(const int *v, int n, int *first, int *second)
+{
+	if (n < 2)
+		return 0;
+	/* (value, position) in one key, sorted: equal values lie together, positions ascending */
+	uint64_t *key = dg_malloc((size_t)n * sizeof *key);
+	for (int i = 0; i < n; i++)
+		key[i] = (uint64_t)((uint32_t)v[i] ^ 0x80000000u) << 32 | (uint32_t)i;
+	qsort(key, (size_t)n, sizeof *key, cmp_u64);
+	int found = 0;
+	for (int i = 1; i < n; i++)
+		if (key[i] >> 32 == key[i - 1] >> 32 && (!found || (int)(uint32_t)key[i] < *second)) {
+			int g = i - 1; /* the value's first position starts its group */
+			while (g > 0 && key[g - 1] >> 32 == key[i] >> 32)
+				g--;
+			*first = (int)(uint32_t)key[g];
+			*second = (int)(uint32_t)key[i];
+			found = 1;
+			while (i + 1 < n && key[i + 1] >> 32 == key[i] >> 32) /* the rest of the group is later */
+				i++;
+		}
+	free(key);
+	return found;
 }
 
 double dg_now(void)
@@ -204,6 +276,19 @@ int dg_split(char *s, char sep, char **items, int max)
 		s = c + 1;
 	}
 	return n;
+}
+
+int dg_opt_list_check(const char *cmd, const char *opt, const char *s, char *const *items, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!items[i][0])
+			return dg_error("%s: --%s '%s': item %d is empty (a list is ITEM,ITEM,...)", cmd, opt, s, i + 1);
+		for (int j = 0; j < i; j++)
+			if (!strcmp(items[i], items[j]))
+				return dg_error("%s: --%s '%s': '%s' is listed twice (items %d and %d)", cmd, opt, s,
+						items[i], j + 1, i + 1);
+	}
+	return 0;
 }
 
 int dg_parse_doubles(const char *s, double *out, int max)

@@ -16,7 +16,9 @@
 
 #define DG_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
-/* Print "dsgap: error: <message>" on one line to stderr and return -1 (for `return dg_error(..)`). */
+/* Print "dsgap: error: <message>" on one line to stderr and return -1 (for `return dg_error(..)`).
+ * Every report (error, warning, fatal) is one line: a control character in it (a newline, an escape
+ * of a name read from a file) is shown escaped, \n, \t or \xNN. */
 int dg_error(const char *fmt, ...) DG_PRINTF(1, 2);
 /* Print "dsgap: warning: <message>" to stderr and continue. */
 void dg_warn(const char *fmt, ...) DG_PRINTF(1, 2);
@@ -59,6 +61,14 @@ static inline float dg_round_bf16(float f) { return dg_bf16_to_f32(dg_f32_to_bf1
 #define DG_FNV_OFFSET 1469598103934665603ull
 uint64_t dg_fnv_str(uint64_t h, const char *s);
 uint64_t dg_fnv_words(uint64_t h, const void *x, size_t n);
+
+/* A signal by name and meaning, "SIGXFSZ, file size limit exceeded" (unknown: "signal N"), into buf:
+ * how a child process (gnuplot, a worker) that a signal ended is reported. Returns buf. */
+const char *dg_signal_what(int sig, char *buf, size_t size);
+/* Whether v[0..n) holds a value twice: 0 if not, else 1 with the first such value's two positions
+ * (*first < *second; the pair whose later position is smallest). O(n log n): an index vector of a
+ * file's header may declare millions of entries. */
+int dg_ints_repeat(const int *v, int n, int *first, int *second);
 
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double dg_now(void);
@@ -107,6 +117,9 @@ const char *dg_strerror(int err);
 
 /* Split a comma-separated list in place into at most max items; returns the count or -1. */
 int dg_split(char *s, char sep, char **items, int max);
+/* The items of list option --OPT S (split by dg_split): -1 with one line "CMD: --OPT 'S': item I is
+ * empty" or "...: 'X' is listed twice (items I and J)" (items compared as text); else 0. */
+int dg_opt_list_check(const char *cmd, const char *opt, const char *s, char *const *items, int n);
 /* Parse a list "0.1,0.15" / "1,5,9" / "0-3" (ints only: ranges a-b inclusive). Return count or -1. */
 int dg_parse_doubles(const char *s, double *out, int max);
 int dg_parse_ints(const char *s, int *out, int max);

@@ -299,8 +299,6 @@ int dg_output_check(const char *path)
 
 int dg_output_folder_check(const char *cmd, const char *dir)
 {
-	if (!*dir)
-		return dg_error("%s: --out '' names no folder", cmd);
 	char *real = real_out(dir);
 	size_t m = strlen(real);
 	int rc = 0;

@@ -39,11 +39,13 @@ void dg_input_add(const char *path);
 int dg_output_check(const char *path);
 /* An output folder: no input may lie inside it under one of the names NAMES (NULL-terminated) */
 int dg_output_dir_check(const char *dir, const char *const *names);
-/* The output folder DIR (--out) of a command CMD that writes apart from its inputs (every command
- * but decompose DIR and plot DIR, which add tables to a run's folder, and merge, whose --out may be a
- * shard): refused with one line "CMD: --out DIR ..." when DIR is empty, is an input, holds one at any
- * depth or lies inside an input folder, whether or not it exists yet (its real path: the deepest
- * existing folder's); 0 when it is safe. Called after every input is added, before any work. */
+/* The output folder DIR (--out) of a command CMD whose outputs are its own, apart from its inputs
+ * (compare, drift, decompose over samples or closed runs, refreshstats, generate, attnstats; not
+ * decompose DIR or plot DIR, which add tables to a run's folder, nor merge, whose --out may be a
+ * shard, nor replay and run, whose --out may hold their trace): refused with one line "CMD: --out DIR ..." when DIR is an input, holds one at any depth
+ * or lies inside an input folder, whether or not it exists yet (its real path: the deepest existing
+ * folder's); 0 when it is safe. Called after every input is added, before any work. (--out '' is
+ * refused for every command by main.c.) */
 int dg_output_folder_check(const char *cmd, const char *dir);
 /* Whether paths A and B name one existing file (same st_dev and st_ino): the same input twice */
 bool dg_same_file(const char *a, const char *b);

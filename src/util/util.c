@@ -129,6 +129,16 @@ float *dg_alloc_poisoned(size_t n)
 	return p;
 }
 
+const char *dg_bytes_str(double bytes, char *buf, size_t size)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	int u = 0;
+	while (u < 6 && !(fabs(bytes) < 1024))
+		bytes /= 1024, u++;
+	snprintf(buf, size, u ? "%.3g %s" : "%.0f %s", bytes, unit[u]);
+	return buf;
+}
+
 const char *dg_signal_what(int sig, char *buf, size_t size)
 {
 	static const struct {

@@ -62,6 +62,9 @@ static inline float dg_round_bf16(float f) { return dg_bf16_to_f32(dg_f32_to_bf1
 uint64_t dg_fnv_str(uint64_t h, const char *s);
 uint64_t dg_fnv_words(uint64_t h, const void *x, size_t n);
 
+/* A size in bytes as people read it, three significant figures: "512 B", "12.3 KiB", "4.56 MiB",
+ * "1.23 GiB", "2.5 TiB" (never "0.0 GB" for a small one). Returns buf. */
+const char *dg_bytes_str(double bytes, char *buf, size_t size);
 /* A signal by name and meaning, "SIGXFSZ, file size limit exceeded" (unknown: "signal N"), into buf:
  * how a child process (gnuplot, a worker) that a signal ended is reported. Returns buf. */
 const char *dg_signal_what(int sig, char *buf, size_t size);

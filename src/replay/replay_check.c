@@ -14,8 +14,6 @@
 #include "util/util.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-/* CPU throughput assumed by the time estimate, per thread (SGEMM with the softmax around it) */
-#define FLOPS_PER_THREAD 2e10
 
 /* -1 after naming the first index that appears twice in v[n] */
 static int check_unique(const char *path, const char *what, const int *v, int n)
@@ -174,18 +172,6 @@ static int check_data(const dg_replay_opts *o)
 	return rc;
 }
 
-static void duration(double s, char *buf, size_t size)
-{
-	if (s < 120)
-		snprintf(buf, size, "%.0f s", s);
-	else if (s < 7200)
-		snprintf(buf, size, "%.0f min", s / 60);
-	else if (s < 3 * 86400)
-		snprintf(buf, size, "%.0f h", s / 3600);
-	else
-		snprintf(buf, size, "%.0f days", s / 86400);
-}
-
 int dg_replay_check(const dg_replay_opts *o, const dg_trace_meta *m)
 {
 	const char *path = o->trace_path;
@@ -206,14 +192,13 @@ int dg_replay_check(const dg_replay_opts *o, const dg_trace_meta *m)
 				e.bytes / GIB, part, avail / GIB);
 	}
 	bool gpu = o->device && !strcmp(o->device, "gpu");
-	double secs = e.flops / (FLOPS_PER_THREAD * omp_get_max_threads());
-	if (!gpu && (secs > 3600 || (o->progress && secs > 300))) {
-		char buf[32];
-		duration(secs, buf, sizeof buf);
-		fprintf(stderr, "replay: %s: %ld unit%s of %d tokens, %.2g flop: roughly %s on %d CPU threads, "
-			"%.2f GiB of memory\n", path, e.units, e.units == 1 ? "" : "s", m->tokens, e.flops, buf, omp_get_max_threads(),
-			e.bytes / GIB);
-	}
+	double secs = dg_cpu_seconds(e.flops);
+	char what[256];
+	snprintf(what, sizeof what, "%s: %ld unit%s of %d tokens, %.2g flop, %.2f GiB of memory", path, e.units,
+		 e.units == 1 ? "" : "s", m->tokens, e.flops, e.bytes / GIB);
+	if (!gpu && dg_work_bound("replay", what, secs, o->progress && secs > 300,
+				  "--device gpu, or dsgap run (a cell per (layer, head), --shard, --workers)"))
+		return -1;
 	return o->check_as_read ? 0 : check_data(o);
 }
 

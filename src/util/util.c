@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -127,6 +128,39 @@ float *dg_alloc_poisoned(size_t n)
 	float *p = dg_malloc(n * sizeof(float));
 	dg_poison(p, n);
 	return p;
+}
+
+double dg_cpu_seconds(double flops)
+{
+	return flops / (DG_CPU_FLOPS_PER_THREAD * omp_get_max_threads());
+}
+
+const char *dg_duration_str(double s, char *buf, size_t size)
+{
+	if (s < 120)
+		snprintf(buf, size, "%.0f s", s);
+	else if (s < 7200)
+		snprintf(buf, size, "%.0f min", s / 60);
+	else if (s < 3 * 86400)
+		snprintf(buf, size, "%.0f h", s / 3600);
+	else
+		snprintf(buf, size, "%.0f days", s / 86400);
+	return buf;
+}
+
+int dg_work_bound(const char *cmd, const char *what, double seconds, bool announce, const char *hint)
+{
+	const char *env = getenv("DSGAP_MAX_HOURS");
+	double hours = env && *env ? atof(env) : 24;
+	char est[32], lim[32];
+	dg_duration_str(seconds, est, sizeof est);
+	if (hours > 0 && seconds > hours * 3600)
+		return dg_error("%s: %s: roughly %s on %d CPU threads, past the limit of %s: %s (or DSGAP_MAX_HOURS=H "
+				"to allow it)", cmd, what, est, omp_get_max_threads(),
+				dg_duration_str(hours * 3600, lim, sizeof lim), hint);
+	if (announce || seconds > 3600)
+		fprintf(stderr, "%s: %s: roughly %s on %d CPU threads\n", cmd, what, est, omp_get_max_threads());
+	return 0;
 }
 
 const char *dg_bytes_str(double bytes, char *buf, size_t size)

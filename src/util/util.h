@@ -73,6 +73,22 @@ const char *dg_signal_what(int sig, char *buf, size_t size);
  * file's header may declare millions of entries. */
 int dg_ints_repeat(const int *v, int n, int *first, int *second);
 
+/*
+ * Work bounded before it starts: a command estimates its run from its inputs' headers (tokens,
+ * units, grid) before any work. dg_cpu_seconds: the time of FLOPS floating-point operations on this
+ * process's OpenMP threads, roughly (DG_CPU_FLOPS_PER_THREAD each: SGEMM with a softmax around it).
+ * dg_work_bound: past the limit (24 h; DSGAP_MAX_HOURS=H in the environment sets another) it refuses
+ * with one line "CMD: WHAT: roughly T on N CPU threads, past the limit of L: HINT (or
+ * DSGAP_MAX_HOURS=H)" and returns -1; else, when announce is set or the estimate passes an hour, it
+ * prints "CMD: WHAT: roughly T on N CPU threads" on stderr and returns 0. WHAT: the size ("60000000
+ * units of 256 tokens, 8.6e+15 flop"); HINT: the option that helps.
+ */
+#define DG_CPU_FLOPS_PER_THREAD 2e10
+double dg_cpu_seconds(double flops);
+int dg_work_bound(const char *cmd, const char *what, double seconds, bool announce, const char *hint);
+/* A duration as people read it: "45 s", "12 min", "5 h", "4 days". Returns buf. */
+const char *dg_duration_str(double s, char *buf, size_t size);
+
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double dg_now(void);
 /* The median of x[0..n) (n >= 1; the mean of the middle two for even n), sorting x in place: the

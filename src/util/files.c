@@ -230,6 +230,7 @@ void dg_input_add(const char *path)
 	struct stat st;
 	if (!path)
 		return;
+	dg_oom_input(path); /* an allocation that fails from here on names it */
 	if (stat(path, &st)) { /* "FILE:KEY" names a tensor in FILE */
 		char *copy = dg_strdup(path), *colon = strrchr(copy, ':');
 		if (colon) {

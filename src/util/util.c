@@ -87,11 +87,25 @@ void dg_bug_(const char *file, int line, const char *func, const char *fmt, ...)
 	abort();
 }
 
+static char oom_input[512]; /* the input last read (dg_oom_input), "" before any */
+
+void dg_oom_input(const char *path)
+{
+	snprintf(oom_input, sizeof oom_input, "%s", path);
+}
+
+static _Noreturn void out_of_memory(double bytes)
+{
+	char b[32];
+	dg_die("out of memory: %s wanted%s%s", dg_bytes_str(bytes, b, sizeof b), *oom_input ? " while reading " : "",
+	       oom_input);
+}
+
 void *dg_malloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
 	if (!p)
-		dg_die("out of memory (%zu bytes)", n);
+		out_of_memory((double)n);
 	return p;
 }
 
@@ -99,7 +113,7 @@ void *dg_calloc(size_t count, size_t size)
 {
 	void *p = calloc(count ? count : 1, size ? size : 1);
 	if (!p)
-		dg_die("out of memory (%zu x %zu bytes)", count, size);
+		out_of_memory((double)count * size);
 	return p;
 }
 
@@ -107,7 +121,7 @@ void *dg_realloc(void *p, size_t n)
 {
 	p = realloc(p, n ? n : 1);
 	if (!p)
-		dg_die("out of memory (%zu bytes)", n);
+		out_of_memory((double)n);
 	return p;
 }
 

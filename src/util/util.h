@@ -30,7 +30,10 @@ _Noreturn void dg_bug_(const char *file, int line, const char *func, const char 
 	DG_PRINTF(4, 5);
 #define DG_ASSERT(c) do { if (!(c)) DG_BUG("assertion failed: %s", #c); } while (0)
 
-/* Allocation that dies (out of memory) instead of returning NULL. Sizes are checked for overflow. */
+/* Allocation that dies (out of memory) instead of returning NULL. Sizes are checked for overflow.
+ * The report names the size asked for and the input last read ("fatal: out of memory: 12.3 GiB
+ * wanted while reading trace.h5"): dg_oom_input records it (files.h's dg_input_add calls it). */
+void dg_oom_input(const char *path);
 void *dg_malloc(size_t n);
 void *dg_calloc(size_t count, size_t size);
 void *dg_realloc(void *p, size_t n);

@@ -205,8 +205,9 @@ static int plan_only(const generate_args *a)
 			fits |= dg_memplan_check(&m, &cf, grid, &a->sched, limit, dg_memplan_host_limit());
 		}
 	}
+	char b[32];
 	if (limit > 0)
-		printf("limit: %.1f GiB (%s)\n", limit / 1073741824.0, lim && *lim ? "DSGAP_MEM_LIMIT_GIB" : "the device");
+		printf("limit: %s (%s)\n", dg_bytes_str(limit, b, sizeof b), lim && *lim ? "DSGAP_MEM_LIMIT_GIB" : "the device");
 	return fits ? 1 : 0;
 }
 

@@ -152,7 +152,7 @@ double dg_cpu_seconds(double flops)
 const char *dg_duration_str(double s, char *buf, size_t size)
 {
 	if (s < 120)
-		snprintf(buf, size, "%.0f s", s);
+		snprintf(buf, size, s < 10 ? "%.2g s" : "%.0f s", s);
 	else if (s < 7200)
 		snprintf(buf, size, "%.0f min", s / 60);
 	else if (s < 3 * 86400)

@@ -1094,16 +1094,20 @@ static int index_of(const int *idx, int n, int v)
 	return -1;
 }
 
-/* The open-loop cells of input dir (its plan) against the traces as they are now, as
+/* The open-loop cells of input dir (its plan) against their trace files as they are now, as
  * dg_batch_validate checks them before a run: a cell without input.sum, or whose trace units no
  * longer have the checksum it recorded (the trace changed after that shard ran), is refused with
- * one line naming it and the fix. A trace that is not on this machine is named in a warning. */
+ * one line naming it and the fix. A trace file that is not on this machine is named in a warning;
+ * a synthetic trace is what its spec makes (in the fingerprint): not read again. */
 static int check_cell_inputs(const char *dir, const cJSON *plan)
 {
 	const cJSON *run;
 	int rc = 0;
 	cJSON_ArrayForEach(run, cJSON_GetObjectItemCaseSensitive(plan, "runs")) {
-		const char *path = jstr(cJSON_GetObjectItemCaseSensitive(run, "trace"), "path");
+		const cJSON *trace = cJSON_GetObjectItemCaseSensitive(run, "trace");
+		const char *path = jstr(trace, "path");
+		if (!strcmp(jstr(trace, "kind"), "synthetic"))
+			continue; /* its contents are its spec's, which the fingerprint holds */
 		if (!exists(path)) {
 			dg_warn("merge: %s: trace %s of run %s is not here: its cells' input.sum not checked", dir, path,
 				jstr(run, "name"));

@@ -164,6 +164,7 @@ lim=$(( (big + png) / 2 / 1024 ))
 rc=$?
 check "compare: gnuplot stopped by a file size limit ($lim KiB, PNG $png B) publishes nothing: exit 1, one line" \
   all '[ $rc -eq 1 ]' '[ $big -lt $((lim * 1024)) ]' '[ "$(wc -l < "$tmp/fsz.err")" -eq 1 ]' 'grep -q "gnuplot" "$tmp/fsz.err"' \
+  'grep -q "(SIGXFSZ, file size limit exceeded)" "$tmp/fsz.err"' \
   '[ -z "$(find "$tmp/fsz" -type f 2>/dev/null)" ]'
 sed "s/,mc-sparse,/,mc-$(printf '\033')sparse,/" "$fcl" > "$tmp/ctl/closed_loop.csv"
 "$DSGAP" compare "$tmp/ctl" --out "$tmp/ctl_out" 2> "$tmp/ctl.err"

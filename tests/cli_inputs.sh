@@ -132,6 +132,21 @@ timeout 60 "$DSGAP" callspeed --device cpu --grids 1x8x16 --heads 1 --policies m
   >/dev/null 2>"$tmp/err"
 check "callspeed --device cpu shows its progress with an ETA" eval '[ $? -eq 0 ] && grep -q "ETA" "$tmp/err"'
 
+# --- a CSV that bench or callspeed appends to is one of its own ------------------------------------
+B=(--device cpu --tokens 256 --heads 1 --reps 1 --layer-step none)
+"$DSGAP" bench "${B[@]}" --csv "$tmp/bench.csv" >/dev/null 2>&1
+"$DSGAP" bench "${B[@]}" --csv "$tmp/bench.csv" >/dev/null 2>"$tmp/err"
+check "bench appends to its own CSV (exit 0, rows twice)" \
+  eval '[ $? -eq 0 ] && [ $(grep -c "^replay_dense_ms," "$tmp/bench.csv") -eq 2 ]'
+cs=$(md5sum < "$tmp/cs2.csv") bs=$(md5sum < "$tmp/bench.csv")
+refused "bench --csv a callspeed CSV" "bench: $tmp/cs2.csv is not a bench CSV of this version" - \
+  "$DSGAP" bench "${B[@]}" --csv "$tmp/cs2.csv"
+refused "callspeed --csv a bench CSV" "callspeed: $tmp/bench.csv is not a callspeed CSV of this version" - \
+  "$DSGAP" callspeed --device cpu --grids 1x8x16 --heads 1 --csv "$tmp/bench.csv"
+check "  ... both files unchanged" [ "$(md5sum < "$tmp/cs2.csv")" = "$cs" -a "$(md5sum < "$tmp/bench.csv")" = "$bs" ]
+refused "bench --csv a FIFO (answers at once)" "bench: $tmp/fifo is not a regular file; nothing written" - \
+  "$DSGAP" bench "${B[@]}" --csv "$tmp/fifo"
+
 # --- nothing partial on a failure ----------------------------------------------------------------------
 printf '[traces]\nt = synth: grid=1x8x16 heads=1 layers=1 steps=3 head_dim=32 seed=3\n[policies]\nlist = dense, oracle\n[densities]\nlist = 0.5\n[schedules]\na = warmup=1\n' > "$in/s.ini"
 refused "run with a synthetic trace past ulimit -f: no output folder" "File too large" "$tmp/rf" \

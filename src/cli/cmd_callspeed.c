@@ -503,23 +503,9 @@ int dg_cmd_callspeed(int argc, char **argv)
 		return dg_error("callspeed: no GPU (this build has no CUDA, or no device answers)"), 1;
 	if (!gpu && bound_work(&o))
 		return 1;
-	FILE *f = fopen(o.csv, "a+");
+	FILE *f = dg_csv_append_open("callspeed", o.csv, HEADER, NULL); /* rows never go into another file */
 	if (!f)
-		return dg_error("callspeed: cannot open %s: %s", o.csv, strerror(errno)), 1;
-	fseek(f, 0, SEEK_END);
-	if (ftell(f) == 0) {
-		fprintf(f, "%s\n", HEADER);
-	} else { /* rows go on only after this header: never into another file */
-		char line[sizeof HEADER + 2] = "";
-		rewind(f);
-		bool same = fgets(line, sizeof line, f) && !strcmp(line, HEADER "\n");
-		fseek(f, 0, SEEK_END);
-		if (!same) {
-			fclose(f);
-			return dg_error("callspeed: %s is not a callspeed CSV of this version (its first line is not "
-					"the header); nothing written", o.csv), 1;
-		}
-	}
+		return 1;
 	cs_sink s = { .f = f, .commit = dg_git_commit() };
 	dg_utc_now(s.date, sizeof s.date);
 	snprintf(s.device, sizeof s.device, "%s", gpu ? "gpu" : dg_cpu_name());

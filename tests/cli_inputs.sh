@@ -53,6 +53,13 @@ refused "refreshstats --schedules with an empty item" "--schedules 'a1,,a2': ite
   "$DSGAP" refreshstats --schedules a1,,a2 --out "$tmp/o" "$in/x"
 refused "refreshstats --schedules with a repeat" "--schedules 'a1,a1': 'a1' is listed twice" "$tmp/o" \
   "$DSGAP" refreshstats --schedules a1,a1 --out "$tmp/o" "$in/x"
+T='[traces]\nt = synth: grid=1x8x16 heads=1 layers=2 steps=3 head_dim=32 seed=3\n[schedules]\n'
+bad_ini "run: dense_layers=99 on a 2-layer trace (replay's rule)" \
+  "$tmp/bad.ini:4: schedule 'a' on trace 't': dense layer 99 is not in the trace (its layers: 0,1)" "${T}a = dense_layers=99\n"
+bad_ini "run: warmup=5 on a 3-step trace (replay's rule)" \
+  "$tmp/bad.ini:4: schedule 'a' on trace 't': warmup=5 covers every step of the trace (its steps: 0..2)" "${T}a = warmup=5\n"
+refused "replay: the same rule, the same words" "$t: schedule warmup=5 covers every step of the trace (its steps: 0..2)" \
+  "$tmp/o" "$DSGAP" replay "$t" --schedule warmup=5 --out "$tmp/o"
 refused "--policies ',,,'" "policy list ',,,': item 1 is empty" "$tmp/o" \
   "$DSGAP" replay "$t" --policies ,,, --out "$tmp/o"
 refused "sta/window=-3 says the range" "bad switch 'window=-3' (window= takes an integer in [0, 1048576])" "$tmp/o" \

@@ -29,28 +29,11 @@ static int resolve_anchors(dg_exp_error *err, const dg_exp_schedule *s, const dg
 {
 	*sc = s->schedule;
 	const dg_trace_meta *m = &t->meta;
-	/* steps and layers the trace has (dg_replay_check_schedule's rules) */
-	int last = m->step_index[0];
-	for (int i = 1; i < m->steps; i++)
-		last = m->step_index[i] > last ? m->step_index[i] : last;
-	if (sc->warmup > last)
-		return dg_exp_fail(err, s->line, "schedule '%s': warmup=%d covers every step of trace '%s' (its "
-			    "steps: %d..%d), so no policy would be sparse", s->label, sc->warmup, t->label,
-			    m->step_index[0], m->step_index[m->steps - 1]), -1;
-	for (int a = 0; a < sc->ndense_layers; a++) {
-		bool found = false;
-		for (int i = 0; i < m->layers && !found; i++)
-			found = m->layer_index[i] == sc->dense_layers[a];
-		if (!found)
-			return dg_exp_fail(err, s->line, "schedule '%s': dense layer %d is not in trace '%s' (%d "
-				    "layers, %d..%d)", s->label, sc->dense_layers[a], t->label, m->layers,
-				    m->layer_index[0], m->layer_index[m->layers - 1]), -1;
-	}
+	char why[256];
+	if (dg_schedule_check_trace(sc, m->step_index, m->steps, m->layer_index, m->layers, why, sizeof why))
+		return dg_exp_fail(err, s->line, "schedule '%s' on trace '%s': %s", s->label, t->label, why), -1;
 	int missing = dg_schedule_resolve_anchors(sc, m->step_index, m->steps);
-	if (missing >= 0)
-		return dg_exp_fail(err, s->line, "schedule '%s': anchor step %d is not in trace '%s' (its steps: "
-			    "%d..%d)", s->label, sc->anchors[missing], t->label, m->step_index[0],
-			    m->step_index[m->steps - 1]), -1;
+	DG_ASSERT(missing < 0); /* given anchors are stored steps: checked above */
 	return 0;
 }
 

@@ -531,6 +531,42 @@ bool dg_schedule_dense_step(const dg_schedule *s, int step)
 	return s->sparse_window && (step < s->sparse_lo || step > s->sparse_hi);
 }
 
+int dg_schedule_check_trace(const dg_schedule *s, const int *step_index, int nsteps, const int *layer_index,
+			    int nlayers, char *why, size_t size)
+{
+	char steps[64], layers[128];
+	snprintf(steps, sizeof steps, nsteps == 1 ? "%d" : nsteps == 2 ? "%d,%d" : "%d..%d", step_index[0],
+		 step_index[nsteps - 1]);
+	int last = step_index[0], lo = layer_index[0], hi = lo;
+	for (int i = 1; i < nsteps; i++)
+		last = step_index[i] > last ? step_index[i] : last;
+	layers[0] = 0;
+	for (int i = 0; i < nlayers; i++) {
+		lo = layer_index[i] < lo ? layer_index[i] : lo, hi = layer_index[i] > hi ? layer_index[i] : hi;
+		if (strlen(layers) < 100)
+			snprintf(layers + strlen(layers), sizeof layers - strlen(layers), "%s%d", i ? "," : "",
+				 layer_index[i]);
+	}
+	if (strlen(layers) >= 100)
+		snprintf(layers, sizeof layers, "%d layers, %d..%d", nlayers, lo, hi);
+	if (s->warmup > last)
+		return snprintf(why, size, "warmup=%d covers every step of the trace (its steps: %s), so no policy "
+				"would be sparse", s->warmup, steps), -1;
+	for (int a = 0; s->anchors_given && a < s->nanchors; a++) /* a default one moves onto the steps */
+		if (!has_step(step_index, nsteps, s->anchors[a]))
+			return snprintf(why, size, "anchor step %d is not in the trace (its steps: %s)", s->anchors[a],
+					steps), -1;
+	for (int a = 0; a < s->ndense_layers; a++) {
+		bool found = false;
+		for (int i = 0; i < nlayers && !found; i++)
+			found = layer_index[i] == s->dense_layers[a];
+		if (!found)
+			return snprintf(why, size, "dense layer %d is not in the trace (its layers: %s)", s->dense_layers[a],
+					layers), -1;
+	}
+	return 0;
+}
+
 int dg_schedule_check_loop(const dg_schedule *s, int steps, int layers, char *why, size_t size)
 {
 	if (steps > 0 && s->warmup >= steps)

@@ -204,39 +204,8 @@ int dg_replay_check(const dg_replay_opts *o, const dg_trace_meta *m)
 
 int dg_replay_check_schedule(const char *path, const dg_schedule *s, const dg_trace_meta *m)
 {
-	char steps[128], layers[128];
-	int last = m->step_index[0];
-	for (int i = 1; i < m->steps; i++)
-		last = m->step_index[i] > last ? m->step_index[i] : last;
-	snprintf(steps, sizeof steps, m->steps == 1 ? "%d" : m->steps == 2 ? "%d,%d" : "%d..%d",
-		 m->step_index[0], m->step_index[m->steps - 1]);
-	int lo = m->layer_index[0], hi = lo;
-	for (int i = 1; i < m->layers; i++)
-		lo = m->layer_index[i] < lo ? m->layer_index[i] : lo, hi = m->layer_index[i] > hi ? m->layer_index[i] : hi;
-	layers[0] = 0;
-	for (int i = 0; i < m->layers && strlen(layers) < 100; i++)
-		snprintf(layers + strlen(layers), sizeof layers - strlen(layers), "%s%d", i ? "," : "",
-			 m->layer_index[i]);
-	if (strlen(layers) >= 100)
-		snprintf(layers, sizeof layers, "%d layers, %d..%d", m->layers, lo, hi);
-	if (s->warmup > last)
-		return dg_error("%s: schedule warmup=%d covers every step of the trace (its steps: %s), so no "
-				"policy would be sparse", path, s->warmup, steps);
-	for (int a = 0; s->anchors_given && a < s->nanchors; a++) { /* a default one moves onto the steps */
-		bool found = false;
-		for (int i = 0; i < m->steps && !found; i++)
-			found = m->step_index[i] == s->anchors[a];
-		if (!found)
-			return dg_error("%s: schedule anchor step %d is not in the trace (its steps: %s)", path,
-					s->anchors[a], steps);
-	}
-	for (int a = 0; a < s->ndense_layers; a++) {
-		bool found = false;
-		for (int i = 0; i < m->layers && !found; i++)
-			found = m->layer_index[i] == s->dense_layers[a];
-		if (!found)
-			return dg_error("%s: schedule dense layer %d is not in the trace (its layers: %s)", path,
-					s->dense_layers[a], layers);
-	}
+	char why[256];
+	if (dg_schedule_check_trace(s, m->step_index, m->steps, m->layer_index, m->layers, why, sizeof why))
+		return dg_error("%s: schedule %s", path, why);
 	return 0;
 }

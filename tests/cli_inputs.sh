@@ -49,6 +49,18 @@ refused "a sample folder listed twice under two labels" "samples a and b are the
 mkfifo "$tmp/fifo"
 refused "a FIFO as the sample list (answers at once)" "$tmp/fifo: cannot open the sample list: not a regular file" \
   "$tmp/o" "$DSGAP" decompose --samples "$tmp/fifo" --out "$tmp/o"
+refused "attnstats: one trace twice in a source" "attnstats: source a lists sample t twice (traces 1 and 2)" "$tmp/o" \
+  "$DSGAP" attnstats --out "$tmp/o" --quiet "a=$t,$in/../in/t.h5"
+refused "attnstats: two sources with one label" "attnstats: two sources labelled a" "$tmp/o" \
+  "$DSGAP" attnstats --out "$tmp/o" --quiet "a=$t" "a=$t"
+refused "compare: a fidelity run twice" "compare: the fidelity run $in/./x.a1 is given twice" "$tmp/o" \
+  "$DSGAP" compare "$in/x.a1" "$in/./x.a1" --out "$tmp/o"
+refused "drift: a run twice" "drift: the run $in/x.a1/ is given twice (as $in/x.a1)" "$tmp/o" \
+  "$DSGAP" drift "$in/x.a1" "$in/x.a1/" --out "$tmp/o"
+refused "callspeed: a grid twice" "callspeed: --grids '1x8x16,1x8x16': '1x8x16' is listed twice" "$tmp/cs3.csv" \
+  "$DSGAP" callspeed --device cpu --grids 1x8x16,1x8x16 --csv "$tmp/cs3.csv"
+refused "callspeed: a head count twice" "callspeed: --heads '2,1,2': 2 is listed twice (items 1 and 3)" "$tmp/cs3.csv" \
+  "$DSGAP" callspeed --device cpu --grids 1x8x16 --heads 2,1,2 --csv "$tmp/cs3.csv"
 refused "refreshstats --schedules with an empty item" "--schedules 'a1,,a2': item 2 is empty" "$tmp/o" \
   "$DSGAP" refreshstats --schedules a1,,a2 --out "$tmp/o" "$in/x"
 refused "refreshstats --schedules with a repeat" "--schedules 'a1,a1': 'a1' is listed twice" "$tmp/o" \

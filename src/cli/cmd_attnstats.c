@@ -490,6 +490,9 @@ static int parse_sources(sources *S, int argc, char **argv, int first)
 			return dg_error("attnstats: source %s has %d traces, source %s %d: every source needs "
 					"the same samples", a, n, argv[first], S->ns), 2;
 		}
+		for (int j = 0; j < i; j++)
+			if (!strcmp(a, S->src[j * S->ns].label))
+				return dg_error("attnstats: two sources labelled %s: one label each", a), 2;
 		char *save, *t = strtok_r(eq + 1, ",", &save);
 		for (int s = 0; s < n; s++, t = strtok_r(NULL, ",", &save)) {
 			if (!t)
@@ -498,6 +501,11 @@ static int parse_sources(sources *S, int argc, char **argv, int first)
 			it->label = a;
 			it->path = t;
 			it->sample = sample_name(t);
+			for (int j = 0; j < s; j++)
+				if (!strcmp(it->sample, S->src[i * S->ns + j].sample) ||
+				    dg_same_file(t, S->src[i * S->ns + j].path))
+					return dg_error("attnstats: source %s lists sample %s twice (traces %d and %d): one "
+							"trace per sample", a, it->sample, j + 1, s + 1), 2;
 			if (i && strcmp(it->sample, S->src[s].sample))
 				return dg_error("attnstats: source %s's trace %d is sample %s, source %s's is %s: "
 						"list the same samples in the same order", a, s + 1, it->sample,

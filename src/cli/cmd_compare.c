@@ -116,8 +116,16 @@ int dg_cmd_compare(int argc, char **argv)
 	o.speed = speed;
 	o.fidelity = argv + optind;
 	o.nfidelity = argc - optind;
-	for (int i = 0; i < o.nfidelity + o.nspeed; i++) /* no output may be, hold or lie in an input run */
-		dg_input_add(i < o.nfidelity ? o.fidelity[i] : o.speed[i - o.nfidelity]);
+	for (int i = 0; i < o.nfidelity + o.nspeed; i++) { /* no output may be, hold or lie in an input run */
+		bool fid = i < o.nfidelity;
+		const char *in = fid ? o.fidelity[i] : o.speed[i - o.nfidelity];
+		for (int j = fid ? 0 : o.nfidelity; j < i; j++) /* a run may be both, not one of them twice */
+			if (dg_same_file(in, j < o.nfidelity ? o.fidelity[j] : o.speed[j - o.nfidelity])) {
+				dg_error("compare: %s run %s is given twice", fid ? "the fidelity" : "the --speed", in);
+				goto done;
+			}
+		dg_input_add(in);
+	}
 	if (dg_output_folder_check("compare", o.out))
 		goto done;
 	rc = dg_compare(&o) ? 1 : 0;

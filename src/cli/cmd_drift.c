@@ -59,8 +59,12 @@ int dg_cmd_drift(int argc, char **argv)
 		dg_error("drift: %s (dsgap drift --help)", out ? "no RUN folder given" : "--out DIR is required");
 		return 2;
 	}
-	for (int i = optind; i < argc; i++) /* no output may be, hold or lie in an input run */
+	for (int i = optind; i < argc; i++) { /* no output may be, hold or lie in an input run */
+		for (int j = optind; j < i; j++)
+			if (dg_same_file(argv[i], argv[j]))
+				return dg_error("drift: the run %s is given twice (as %s)", argv[i], argv[j]), 2;
 		dg_input_add(argv[i]);
+	}
 	if (dg_output_folder_check("drift", out))
 		return 2;
 	return dg_drift(argv + optind, argc - optind, out, &o) ? 1 : 0;

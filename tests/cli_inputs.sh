@@ -40,6 +40,9 @@ refused "generate --out MODEL_DIR" "generate: --out $in/model is the input $in/m
 refused "generate --out inside MODEL_DIR" "generate: --out $in/model/g lies inside the input folder $in/model" \
   "$in/model/g" "$DSGAP" generate --model "$in/model" --text "$in/text.safetensors" --seed 1 --latent 1x4x4 \
   --out "$in/model/g"
+refused "capture --out a new file inside MODEL_DIR" "refusing to write $in/model/t.h5: it lies inside the input folder $in/model" \
+  "$in/model/t.h5" "$DSGAP" capture --model "$in/model" --text "$in/text.safetensors" --seed 1 --latent 1x4x4 \
+  --out "$in/model/t.h5"
 check "the inputs are unchanged" [ "$(sums "$in")" = "$before" ]
 
 # --- lists checked before work ---------------------------------------------------------------------

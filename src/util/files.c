@@ -287,11 +287,13 @@ int dg_output_check(const char *path)
 			continue; /* gone or replaced since it was read: its inode may be reused */
 		if ((exists && st.st_dev == in->dev && st.st_ino == in->ino) || !strcmp(real, in->real))
 			rc = dg_error("refusing to write %s: it is the input %s", path, in->path);
-		else if (in->dir && exists && S_ISREG(st.st_mode)) {
+		else if (in->dir) {
 			size_t n = strlen(in->real);
 			if (!strncmp(real, in->real, n) && real[n] == '/')
-				rc = dg_error("refusing to write %s: it would overwrite a file of the input %s",
-					      path, in->path);
+				rc = exists ? dg_error("refusing to write %s: it would overwrite a file of the input %s",
+						       path, in->path)
+					    : dg_error("refusing to write %s: it lies inside the input folder %s", path,
+						       in->path);
 		}
 	}
 	free(real);

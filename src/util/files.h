@@ -32,8 +32,8 @@ int dg_remove_tree(const char *path);
 /* ---- inputs -----------------------------------------------------------------------------------
  * dg_input_add records PATH (a file or a folder; "FILE:KEY" counts as FILE) as an input of this
  * command, and as the input an out-of-memory report names (dg_oom_input). dg_output_check
- * refuses an output path that names an input (same real path, or same st_dev and st_ino), or an
- * existing file inside an input folder, with one line naming both; 0 if it is safe. Every writer
+ * refuses an output path that names an input (same real path, or same st_dev and st_ino), or lies
+ * inside an input folder (a file of it, or a new one), with one line naming both; 0 if it is safe. Every writer
  * of util (dg_out_open) and of trace files calls it. */
 void dg_input_add(const char *path);
 int dg_output_check(const char *path);

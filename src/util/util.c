@@ -225,13 +225,12 @@ int dg_ints_repeat(const int *v, int n, int *first, int *second)
 	qsort(key, (size_t)n, sizeof *key, cmp_u64);
 	int found = 0;
 	for (int i = 1; i < n; i++)
-		if (key[i] >> 32 == key[i - 1] >> 32 && (!found || (int)(uint32_t)key[i] < *second)) {
-			int g = i - 1; /* the value's first position starts its group */
-			while (g > 0 && key[g - 1] >> 32 == key[i] >> 32)
-				g--;
-			*first = (int)(uint32_t)key[g];
-			*second = (int)(uint32_t)key[i];
-			found = 1;
+		if (key[i] >> 32 == key[i - 1] >> 32) { /* key[i - 1]: the value's first position */
+			if (!found || (int)(uint32_t)key[i] < *second) {
+				*first = (int)(uint32_t)key[i - 1];
+				*second = (int)(uint32_t)key[i];
+				found = 1;
+			}
 			while (i + 1 < n && key[i + 1] >> 32 == key[i] >> 32) /* the rest of the group is later */
 				i++;
 		}

@@ -9,7 +9,8 @@
 #   attnstats, callspeed: refused at once from the headers); run with a synthetic trace and
 #   decompose --samples past a file-size limit (no folder left); policy switches out of range;
 #   --out ''; control characters in a message; memory sizes that read as 0.0.
-# Run: ctest -R cli_inputs (needs $DSGAP; /usr/bin/python3 with h5py for the big-index traces).
+# Run: ctest -R cli_inputs (needs $DSGAP; /usr/bin/python3 with h5py for the big-index traces);
+# argument: tests/faultfs.c's faultfs.so, for the full-disk case.
 . "$(dirname "$0")/lib.sh" inputs
 PY=/usr/bin/python3
 in=$tmp/in
@@ -173,6 +174,16 @@ refused "bench --csv a FIFO (answers at once)" "bench: $tmp/fifo is not a regula
 printf '[traces]\nt = synth: grid=1x8x16 heads=1 layers=1 steps=3 head_dim=32 seed=3\n[policies]\nlist = dense, oracle\n[densities]\nlist = 0.5\n[schedules]\na = warmup=1\n' > "$in/s.ini"
 refused "run with a synthetic trace past ulimit -f: no output folder" "File too large" "$tmp/rf" \
   bash -c 'ulimit -f 4; exec "$0" "$@"' "$DSGAP" run "$in/s.ini" --out "$tmp/rf" --quiet
+if [ -n "${1:-}" ]; then # a full disk (tests/faultfs.c) at each of the run's first write calls
+  left=""
+  for n in 1 2 3 4 5 6 8 10 12 16 20 24; do
+    rm -rf "$tmp/w"; mkdir -p "$tmp/w"
+    FAULTFS_DIR=$tmp/w FAULTFS_N=$n LD_PRELOAD=$1 "$DSGAP" run "$in/s.ini" --out "$tmp/w/o" --quiet >/dev/null 2>"$tmp/err" &&
+      left="$left call $n: exit 0;"
+    [ -e "$tmp/w/o" ] && left="$left call $n: $(find "$tmp/w/o" | head -3 | tr '\n' ' ');"
+  done
+  check "run with a synthetic trace on a full disk leaves no output folder${left:+ ($left)}" [ -z "$left" ]
+fi
 refused "decompose --samples past ulimit -f: no empty --out" "File too large" "$tmp/dz" \
   bash -c 'ulimit -f 1; exec "$0" "$@"' "$DSGAP" decompose --samples "$in/list" --out "$tmp/dz" --boot 10
 

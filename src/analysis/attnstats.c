@@ -64,6 +64,7 @@ static int measure(dg_attn_source *src, double rho, bool quiet)
 	src->mass = dg_malloc(units * sizeof(double));
 	int rc = 0;
 	dg_progress pr = { 0 };
+	double t0 = dg_now();
 	for (size_t u = 0; u < units && !rc; u++) {
 		int s = (int)(u / ((size_t)m->layers * m->heads)), l = (int)(u / m->heads % m->layers),
 		    h = (int)(u % m->heads);
@@ -73,8 +74,10 @@ static int measure(dg_attn_source *src, double rho, bool quiet)
 		dg_attn_rows(q, k, n, d, stats_row, &rs);
 		src->entropy[u] = mean(rs.entropy, n);
 		src->mass[u] = mean(rs.mass, n);
+		char eta[32];
 		if (!quiet)
-			dg_progress_show(&pr, u + 1 == units, "attnstats: %s unit %zu/%zu", src->label, u + 1, units);
+			dg_progress_show(&pr, u + 1 == units, "attnstats: %s unit %zu/%zu, ETA %s", src->label, u + 1, units,
+					 dg_duration_str((dg_now() - t0) / (u + 1) * (units - u - 1), eta, sizeof eta));
 	}
 	free(rs.entropy), free(rs.mass);
 	free(q), free(k);
@@ -399,8 +402,34 @@ static int same_layout(const dg_attn_sources *S)
 	return 0;
 }
 
+/* The work of every trace from its header (per unit, each row of softmax(q k^T): 2d flops a key for
+ * the scores, about 16 for the softmax, entropy and top-k mass), bounded before any (util.h) */
+static int bound_work(const dg_attn_source *src, int n, bool quiet)
+{
+	double flops = 0, units = 0;
+	int tokens = 0;
+	for (int i = 0; i < n; i++) {
+		dg_trace t;
+		if (dg_trace_open(&t, src[i].path))
+			return -1;
+		const dg_trace_meta *m = &t.meta;
+		double u = (double)m->steps * m->layers * m->heads;
+		units += u;
+		flops += u * m->tokens * (double)m->tokens * (2.0 * m->head_dim + 16);
+		tokens = m->tokens > tokens ? m->tokens : tokens;
+		dg_trace_close(&t);
+	}
+	double secs = dg_cpu_seconds(flops);
+	char what[160];
+	snprintf(what, sizeof what, "%.0f units of up to %d tokens, %.2g flop", units, tokens, flops);
+	return dg_work_bound("attnstats", what, secs, !quiet && secs > 300,
+			     "traces of fewer tokens, steps or heads (dsgap capture --latent, --steps)");
+}
+
 int dg_attnstats(dg_attn_sources *S, const char *out, double rho, int boot, bool quiet, const char *cmdline)
 {
+	if (bound_work(S->src, S->nsrc * S->ns, quiet))
+		return -1;
 	for (int i = 0; i < S->nsrc * S->ns; i++)
 		if (measure(&S->src[i], rho, quiet))
 			return -1;

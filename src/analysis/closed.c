@@ -229,8 +229,11 @@ int dg_decompose_closed(int argc, char **argv)
 	const int ns = rc ? 0 : distinct_samples(&rs, first);
 	dg_results *r = dg_calloc(ns + 1, sizeof *r);
 	char **label = dg_calloc(ns + 1, sizeof *label);
-	if (!rc && dg_mkdir_p(out))
-		rc = dg_error("decompose: cannot create %s", out);
+	if (!rc && dg_output_folder_check("decompose", out))
+		rc = 2;
+	dg_made_dirs made = { 0 }; /* removed again (when empty) if the tables are not published */
+	if (!rc && dg_mkdir_track(out, &made))
+		rc = 1;
 	dg_dir_lock_t lock;
 	bool locked = !rc && !dg_dir_lock(&lock, out);
 	if (!rc && !locked)
@@ -269,10 +272,13 @@ int dg_decompose_closed(int argc, char **argv)
 	}
 	if (locked)
 		dg_dir_unlock(&lock);
+	if (rc)
+		dg_made_dirs_remove(&made);
+	dg_made_dirs_free(&made);
 	free(label);
 	free(r);
 	free(first);
 	free(runs);
 	free(rs.r), free(rs.runs);
-	return rc ? 1 : 0;
+	return rc == 2 ? 2 : rc ? 1 : 0;
 }

@@ -1032,11 +1032,13 @@ int dg_gnuplot(const char *dir, const char *name)
 		out[--n] = 0;
 	char *last = strrchr(out, '\n');
 	last = last ? last + 1 : out;
+	char how[96];
+	if (WIFEXITED(status))
+		snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(status));
+	else
+		dg_signal_what(WTERMSIG(status), how, sizeof how);
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		return dg_error("plot: gnuplot failed on figures/%s (%s %d): %s", gp,
-				WIFEXITED(status) ? "exit status" : "signal",
-				WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-				*last ? last : "no message");
+		return dg_error("plot: gnuplot failed on figures/%s (%s)%s%s", gp, how, *last ? ": " : "", last);
 	if (*last)
 		dg_warn("plot: gnuplot on figures/%s: %s", gp, last);
 	for (int i = 0; i < 2; i++) {

@@ -616,6 +616,8 @@ int dg_refreshstats(const dg_refresh_opts *o, const dg_sample_list *l)
 	if (rc)
 		loaded--;
 	C.run = run;
+	if (!rc && dg_output_folder_check("refreshstats", o->out)) /* no output may be, hold or lie in an input */
+		rc = -1;
 	if (!rc) {
 		C.rho = isnan(o->rho) ? run[0].density[0] : o->rho;
 		rc = check_runs(&C, l, T);

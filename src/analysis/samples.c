@@ -4,10 +4,12 @@
  */
 #include "analysis/samples.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analysis/decompose.h"
 #include "analysis/results.h"
@@ -72,9 +74,14 @@ void dg_sample_list_add(dg_sample_list *l, const char *spec, const char *base)
 
 int dg_sample_list_read(dg_sample_list *l, const char *file)
 {
-	FILE *f = fopen(file, "r");
-	if (!f)
-		return dg_error("%s: cannot open the sample list", file);
+	int fd = dg_open_input(file); /* a FIFO or device would block */
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+	if (!f) {
+		int err = errno;
+		if (fd >= 0)
+			close(fd);
+		return dg_error("%s: cannot open the sample list: %s", file, dg_strerror(err));
+	}
 	char *base = dg_strdup(file), *slash = strrchr(base, '/');
 	if (slash)
 		*slash = 0;
@@ -114,6 +121,9 @@ int dg_sample_list_unique(const dg_sample_list *l, const char *cmd)
 			if (!strcmp(l->label[i], l->label[j]))
 				return dg_error("%s: two samples labelled '%s' (%s, %s): give LABEL=DIR", cmd,
 						l->label[i], l->dir[j], l->dir[i]);
+			else if (dg_same_file(l->dir[i], l->dir[j]))
+				return dg_error("%s: samples %s and %s are the same folder %s: list each sample once",
+						cmd, l->label[j], l->label[i], l->dir[i]);
 	return 0;
 }
 
@@ -208,15 +218,18 @@ int dg_decompose_samples(int argc, char **argv)
 		loaded--;
 	if (!rc)
 		rc = same_design(r, l.n, (const char *const *)l.label);
-	if (!rc && dg_mkdir_p(out))
-		rc = dg_error("decompose: cannot create %s", out);
-	for (int i = 0; i < l.n; i++) { /* no table may overwrite an input */
+	for (int i = 0; i < l.n; i++) { /* no table may overwrite an input, no --out hold one */
 		char *m = dg_path_join(l.dir[i], "metrics.csv"), *j = dg_path_join(l.dir[i], "run.json");
 		dg_input_add(m);
 		dg_input_add(j);
 		free(m);
 		free(j);
 	}
+	if (!rc && dg_output_folder_check("decompose", out))
+		rc = 2;
+	dg_made_dirs made = { 0 }; /* removed again (when empty) if the tables are not published */
+	if (!rc && dg_mkdir_track(out, &made))
+		rc = 1;
 	dg_dir_lock_t lock;
 	bool locked = !rc && !dg_dir_lock(&lock, out);
 	if (!rc && !locked)
@@ -272,9 +285,12 @@ int dg_decompose_samples(int argc, char **argv)
 	}
 	if (locked)
 		dg_dir_unlock(&lock);
+	if (rc)
+		dg_made_dirs_remove(&made);
+	dg_made_dirs_free(&made);
 	for (int i = 0; i < loaded; i++)
 		dg_results_free(&r[i]);
 	free(r);
 	dg_sample_list_free(&l);
-	return rc ? 1 : 0;
+	return rc == 2 ? 2 : rc ? 1 : 0;
 }

@@ -24,11 +24,11 @@ typedef struct {
 /* Add LABEL=DIR or DIR (label: DIR's last component); DIR joined to base unless base is NULL or
  * DIR is absolute. */
 void dg_sample_list_add(dg_sample_list *l, const char *spec, const char *base);
-/* Add the LABEL=DIR (or DIR) lines of file, DIR relative to its folder ('#' comments); a problem:
- * one line naming the file (and line), -1. */
+/* Add the LABEL=DIR (or DIR) lines of file, DIR relative to its folder ('#' comments); a problem
+ * (a FIFO or device, refused before any read): one line naming the file (and line), -1. */
 int dg_sample_list_read(dg_sample_list *l, const char *file);
-/* -1 with one line naming cmd (and both folders) when a label holds a control character or two
- * samples have the same label; else 0 */
+/* -1 with one line naming cmd (and both folders) when a label holds a control character, two
+ * samples have the same label or two are the same folder (under other names); else 0 */
 int dg_sample_list_unique(const dg_sample_list *l, const char *cmd);
 void dg_sample_list_free(dg_sample_list *l);
 

@@ -1085,6 +1085,71 @@ static void remove_stale_temps(const merge_ctx *m)
 	}
 }
 
+/* position of index v in idx[0..n), -1 if absent */
+static int index_of(const int *idx, int n, int v)
+{
+	for (int i = 0; i < n; i++)
+		if (idx[i] == v)
+			return i;
+	return -1;
+}
+
+/* The open-loop cells of input dir (its plan) against their trace files as they are now, as
+ * dg_batch_validate checks them before a run: a cell without input.sum, or whose trace units no
+ * longer have the checksum it recorded (the trace changed after that shard ran), is refused with
+ * one line naming it and the fix. A trace file that is not on this machine is named in a warning;
+ * a synthetic trace is what its spec makes (in the fingerprint): not read again. */
+static int check_cell_inputs(const char *dir, const cJSON *plan)
+{
+	const cJSON *run;
+	int rc = 0;
+	cJSON_ArrayForEach(run, cJSON_GetObjectItemCaseSensitive(plan, "runs")) {
+		const cJSON *trace = cJSON_GetObjectItemCaseSensitive(run, "trace");
+		const char *path = jstr(trace, "path");
+		if (!strcmp(jstr(trace, "kind"), "synthetic"))
+			continue; /* its contents are its spec's, which the fingerprint holds */
+		if (!exists(path)) {
+			dg_warn("merge: %s: trace %s of run %s is not here: its cells' input.sum not checked", dir, path,
+				jstr(run, "name"));
+			continue;
+		}
+		dg_trace tr;
+		if (dg_trace_open(&tr, path))
+			return -1;
+		const dg_trace_meta *m = &tr.meta;
+		float *buf = dg_malloc((size_t)m->tokens * m->head_dim * sizeof *buf);
+		const cJSON *cell;
+		cJSON_ArrayForEach(cell, cJSON_GetObjectItemCaseSensitive(run, "cells")) {
+			char *cd = dg_malloc(strlen(dir) + strlen(jstr(run, "name")) + strlen(cell->valuestring) + 16);
+			sprintf(cd, "%s/cells/%s/%s", dir, jstr(run, "name"), cell->valuestring);
+			char *mp = dg_path_join(cd, "metrics.csv");
+			int layer, head, l = -1, h = -1;
+			uint64_t old, now;
+			if (exists(mp) && sscanf(cell->valuestring, "l%d-h%d", &layer, &head) == 2) {
+				l = index_of(m->layer_index, m->layers, layer);
+				h = index_of(m->head_index, m->heads, head);
+				if (read_cell_input(cd, &old))
+					rc = dg_error("merge: cell %s/%s in %s records no checksum of its input (no %s): rerun "
+						      "dsgap run with --out %s", jstr(run, "name"), cell->valuestring, dir,
+						      CELL_INPUT, dir);
+				else if (l < 0 || h < 0 || cluster_sum(&tr, l, h, buf, &now) || old != now)
+					rc = dg_error("merge: cell %s/%s in %s was computed from other contents of %s (it "
+						      "changed since): rerun dsgap run with --out %s to recompute it, then merge",
+						      jstr(run, "name"), cell->valuestring, dir, path, dir);
+			}
+			free(mp);
+			free(cd);
+			if (rc)
+				break;
+		}
+		free(buf);
+		dg_trace_close(&tr);
+		if (rc)
+			break;
+	}
+	return rc;
+}
+
 int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 {
 	if (ndirs < 1)
@@ -1095,7 +1160,12 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 	if (read_plans(dirs, ndirs, plans))
 		goto out;
 	merge_init(&m, plans[0]);
-	if (check_cells_present(&m, &total) || dg_mkdir_track(out, &m.made))
+	if (check_cells_present(&m, &total))
+		goto out;
+	for (int i = 0; i < ndirs && !m.closed; i++)
+		if (check_cell_inputs(dirs[i], plans[i]))
+			goto out;
+	if (dg_mkdir_track(out, &m.made))
 		goto out;
 	summary_heads(&m);
 	if ((m.closed ? merge_closed_runs(&m) : merge_open_runs(&m)) || write_summaries(&m) ||

@@ -47,8 +47,10 @@ int dg_batch_count_done(const dg_experiment *e, const char *out_dir, const int *
 /* Run the cells idx[0..n) that are not finished yet. Stops at the first failure (-1). */
 int dg_batch_run(const dg_batch_opts *o, const int *idx, int n, int *ran, int *skipped);
 /* Merge the cells found in dirs[0..ndirs) (each an OUT of the same experiment) into out: every
- * RUN/metrics.csv + run.json, summary.{csv,md}, experiment.json. All cells must be present;
- * nothing is written otherwise. out may be one of the dirs. */
+ * RUN/metrics.csv + run.json, summary.{csv,md}, experiment.json. All cells must be present, and
+ * (open loop) each must have been computed from its trace file as it is now (CELL/input.sum, checked
+ * as dg_batch_validate checks it; a trace file absent from this machine: a warning); nothing is written
+ * otherwise. out may be one of the dirs. */
 int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose);
 
 #endif

@@ -29,28 +29,11 @@ static int resolve_anchors(dg_exp_error *err, const dg_exp_schedule *s, const dg
 {
 	*sc = s->schedule;
 	const dg_trace_meta *m = &t->meta;
-	/* steps and layers the trace has (dg_replay_check_schedule's rules) */
-	int last = m->step_index[0];
-	for (int i = 1; i < m->steps; i++)
-		last = m->step_index[i] > last ? m->step_index[i] : last;
-	if (sc->warmup > last)
-		return dg_exp_fail(err, s->line, "schedule '%s': warmup=%d covers every step of trace '%s' (its "
-			    "steps: %d..%d), so no policy would be sparse", s->label, sc->warmup, t->label,
-			    m->step_index[0], m->step_index[m->steps - 1]), -1;
-	for (int a = 0; a < sc->ndense_layers; a++) {
-		bool found = false;
-		for (int i = 0; i < m->layers && !found; i++)
-			found = m->layer_index[i] == sc->dense_layers[a];
-		if (!found)
-			return dg_exp_fail(err, s->line, "schedule '%s': dense layer %d is not in trace '%s' (%d "
-				    "layers, %d..%d)", s->label, sc->dense_layers[a], t->label, m->layers,
-				    m->layer_index[0], m->layer_index[m->layers - 1]), -1;
-	}
+	char why[256];
+	if (dg_schedule_check_trace(sc, m->step_index, m->steps, m->layer_index, m->layers, why, sizeof why))
+		return dg_exp_fail(err, s->line, "schedule '%s' on trace '%s': %s", s->label, t->label, why), -1;
 	int missing = dg_schedule_resolve_anchors(sc, m->step_index, m->steps);
-	if (missing >= 0)
-		return dg_exp_fail(err, s->line, "schedule '%s': anchor step %d is not in trace '%s' (its steps: "
-			    "%d..%d)", s->label, sc->anchors[missing], t->label, m->step_index[0],
-			    m->step_index[m->steps - 1]), -1;
+	DG_ASSERT(missing < 0); /* given anchors are stored steps: checked above */
 	return 0;
 }
 
@@ -90,15 +73,15 @@ int dg_exp_grid_open(dg_experiment *e, dg_exp_error *err)
 				snprintf(cell->id, sizeof cell->id, "l%d-h%d", cell->layer, cell->head);
 			}
 	}
-	/* cells of one run must have distinct folders (duplicate indices in a trace) */
-	for (int r = 0; r < e->nruns; r++) {
-		const dg_exp_run *run = &e->runs[r];
-		for (int a = 0; a < run->ncells; a++)
-			for (int b = a + 1; b < run->ncells && run->ncells < 20000; b++)
-				if (!strcmp(e->cells[run->first_cell + a].id, e->cells[run->first_cell + b].id))
-					return dg_exp_fail(err, e->traces[run->trace].line, "trace '%s' repeats layer/head "
-						    "indices (cell %s twice)", e->traces[run->trace].label,
-						    e->cells[run->first_cell + a].id), -1;
+	/* cells of one run must have distinct folders, l<layer>-h<head>: no layer or head index twice */
+	for (int t = 0; t < e->ntraces; t++) {
+		const dg_trace_meta *m = &e->traces[t].meta;
+		int a, b;
+		bool layer = dg_ints_repeat(m->layer_index, m->layers, &a, &b);
+		if (layer || dg_ints_repeat(m->head_index, m->heads, &a, &b))
+			return dg_exp_fail(err, e->traces[t].line, "trace '%s' repeats %s index %d (positions %d and "
+				    "%d)", e->traces[t].label, layer ? "layer" : "head",
+				    layer ? m->layer_index[a] : m->head_index[a], a, b), -1;
 	}
 	e->fingerprint = dg_exp_fingerprint(e);
 	if (e->trace_dir)

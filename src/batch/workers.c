@@ -209,8 +209,10 @@ static int report_workers(const dg_workers_opts *o, const worker *w, double star
 		char what[96];
 		if (WIFEXITED(st))
 			snprintf(what, sizeof what, "exited with status %d", WEXITSTATUS(st));
-		else if (WIFSIGNALED(st))
-			snprintf(what, sizeof what, "was killed by signal %d", WTERMSIG(st));
+		else if (WIFSIGNALED(st)) {
+			char sig[64];
+			snprintf(what, sizeof what, "was killed (%s)", dg_signal_what(WTERMSIG(st), sig, sizeof sig));
+		}
 		else
 			snprintf(what, sizeof what, "ended");
 		bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;

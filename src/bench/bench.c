@@ -39,6 +39,23 @@ static void put(sink *s, const char *name, double value, const char *unit)
 	}
 }
 
+/* Whether line is a row put writes: NAME,VALUE,UNIT,DEVICE,DATE,COMMIT (NAME of [a-z0-9_@.-], VALUE a
+ * number, DATE 2026-12-02T16:51:53Z just before the last field) */
+static bool is_bench_row(const char *line)
+{
+	size_t n = strspn(line, "abcdefghijklmnopqrstuvwxyz0123456789_@.-");
+	char *end;
+	if (!n || line[n] != ',')
+		return false;
+	strtod(line + n + 1, &end);
+	const char *last = strrchr(line, ',');
+	int y, mo, d, h, mi, sec;
+	char z;
+	return end > line + n + 1 && *end == ',' && last && last - line > 21 &&
+	       sscanf(last - 20, "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &sec, &z) == 7 && z == 'Z' &&
+	       last[-21] == ',';
+}
+
 /* phase accounting of a synchronous backend (no dg_backend.phases): the wall time since *t */
 static void lap(dg_backend *be, double *t, double *ph, dg_phase p)
 {
@@ -316,13 +333,14 @@ int dg_bench(const dg_bench_opts *o)
 	sink s = { .commit = dg_git_commit() };
 	snprintf(s.device, sizeof s.device, "%s", be->device);
 	dg_utc_now(s.date, sizeof s.date);
-	if (*o->csv && !(s.csv = fopen(o->csv, "a"))) {
-		int e = errno;
+	if (*o->csv && !strcmp(o->csv, DG_BENCH_DEFAULT_CSV) && access("results/bench", F_OK)) {
 		be->destroy(be);
-		return dg_error("bench: cannot append to %s: %s%s", o->csv, strerror(e),
-				strcmp(o->csv, DG_BENCH_DEFAULT_CSV) ? ""
-							   : " (the default --csv, relative to the repository root: run "
-							     "there, or give --csv FILE, or --csv '' for none)"), 1;
+		return dg_error("bench: cannot append to %s: %s (the default --csv, relative to the repository root: "
+				"run there, or give --csv FILE, or --csv '' for none)", o->csv, strerror(errno)), 1;
+	}
+	if (*o->csv && !(s.csv = dg_csv_append_open("bench", o->csv, NULL, is_bench_row))) {
+		be->destroy(be);
+		return 1;
 	}
 	printf("dsgap bench: %s, %d heads x %d tokens x d=%d, %d reps, P.V %s, commit %s, %s\n", be->device,
 	       o->heads, o->n, o->d, o->reps, o->precise ? "precise" : "fast", s.commit, s.date);

@@ -178,6 +178,40 @@ static int reps_at(int reps, int n)
 	return r < 2 ? 2 : r;
 }
 
+/* The flops of one configuration (n tokens, H heads) on the CPU: a dense call is 4 n^2 d H; the dense
+ * reference runs 2 + reps calls; each policy x density a warm-up (an anchor, 2 sparse calls) and
+ * 2 + reps steps (an anchor, sparse calls at about its density); per path and P.V mode. */
+static double config_flops(const dg_callspeed_opts *o, int n, int H)
+{
+	double dense = 4.0 * n * (double)n * o->d * H, reps = reps_at(o->reps, n), calls = 2 + reps;
+	for (int r = 0; r < o->ndens; r++)
+		calls += o->npol * (2 + (3 + reps) * o->dens[r]);
+	int modes = (strcmp(o->path, "backend") ? 1 : 0) + (strcmp(o->path, "dit") ? 2 : 0);
+	return dense * calls * modes;
+}
+
+/* The whole sweep's time on the CPU estimated from the grids and heads, bounded before any work
+ * (util.h); --budget stops it after the configuration that passes it */
+static int bound_work(const dg_callspeed_opts *o)
+{
+	double flops = 0, largest = 0;
+	for (int hi = 0; hi < o->nheads; hi++)
+		for (int gi = 0; gi < o->ngrids; gi++) {
+			const int *g = o->grids[gi];
+			double f = config_flops(o, g[0] * g[1] * g[2], o->heads[hi]);
+			flops += f;
+			largest = f > largest ? f : largest;
+		}
+	double secs = dg_cpu_seconds(flops);
+	if (o->budget > 0 && secs > o->budget + dg_cpu_seconds(largest))
+		secs = o->budget + dg_cpu_seconds(largest);
+	char what[128];
+	snprintf(what, sizeof what, "%d grid%s x %d head count%s, %.2g flop", o->ngrids, o->ngrids == 1 ? "" : "s",
+		 o->nheads, o->nheads == 1 ? "" : "s", flops);
+	return dg_work_bound("callspeed", what, secs, secs > 300,
+			     "smaller --grids or --heads, --budget S, or --device gpu");
+}
+
 static int sweep(const dg_callspeed_opts *o, cs_sink *s, bool gpu)
 {
 	bool do_dit = strcmp(o->path, "backend"), do_be = strcmp(o->path, "dit");
@@ -189,6 +223,11 @@ static int sweep(const dg_callspeed_opts *o, cs_sink *s, bool gpu)
 	if (do_dit && !ops)
 		return -1;
 	int rc = 0;
+	double work = 0, done = 0; /* flops of the whole sweep and of the configurations measured */
+	for (int hi = 0; hi < o->nheads; hi++)
+		for (int gi = 0; gi < o->ngrids; gi++)
+			work += config_flops(o, o->grids[gi][0] * o->grids[gi][1] * o->grids[gi][2], o->heads[hi]);
+	dg_progress pr = { 0 };
 	for (int hi = 0; hi < o->nheads && !rc; hi++) {
 		for (int gi = 0; gi < o->ngrids && !rc; gi++) {
 			if (o->budget > 0 && dg_now() - t0 > o->budget) {
@@ -198,6 +237,14 @@ static int sweep(const dg_callspeed_opts *o, cs_sink *s, bool gpu)
 			}
 			const int *g = o->grids[gi];
 			int H = o->heads[hi], d = o->d, n = g[0] * g[1] * g[2], reps = reps_at(o->reps, n);
+			if (!gpu) { /* the time left: the estimate, scaled by how the measured part went */
+				char eta[32];
+				double el = dg_now() - t0, left = done > 0 ? el / done * (work - done) : dg_cpu_seconds(work);
+				dg_progress_show(&pr, false, "callspeed: grid %dx%dx%d x %d heads, %.0f%% of the work done, "
+						 "ETA %s", g[0], g[1], g[2], H, 100 * done / work,
+						 dg_duration_str(left, eta, sizeof eta));
+				done += config_flops(o, n, H);
+			}
 			size_t total = (size_t)H * n * d;
 			float *host = dg_malloc(total * sizeof *host);
 			if (do_dit) {
@@ -286,6 +333,11 @@ static int sweep(const dg_callspeed_opts *o, cs_sink *s, bool gpu)
 		}
 	}
 out:
+	if (!gpu && pr.last > 0) {
+		char el[32];
+		dg_progress_show(&pr, true, "callspeed: %s in %s", rc ? "stopped" : "done",
+				 dg_duration_str(dg_now() - t0, el, sizeof el));
+	}
 	if (ops)
 		ops->destroy(ops);
 	return rc;
@@ -296,23 +348,11 @@ int dg_callspeed(const dg_callspeed_opts *o)
 	bool gpu = !strcmp(o->device, "gpu");
 	if (gpu && !dg_backend_gpu_available())
 		return dg_error("callspeed: no GPU (this build has no CUDA, or no device answers)");
-	FILE *f = fopen(o->csv, "a+");
+	if (!gpu && bound_work(o))
+		return -1;
+	FILE *f = dg_csv_append_open("callspeed", o->csv, HEADER, NULL); /* rows never go into another file */
 	if (!f)
-		return dg_error("callspeed: cannot open %s: %s", o->csv, strerror(errno));
-	fseek(f, 0, SEEK_END);
-	if (ftell(f) == 0) {
-		fprintf(f, "%s\n", HEADER);
-	} else { /* rows go on only after this header: never into another file */
-		char line[sizeof HEADER + 2] = "";
-		rewind(f);
-		bool same = fgets(line, sizeof line, f) && !strcmp(line, HEADER "\n");
-		fseek(f, 0, SEEK_END);
-		if (!same) {
-			fclose(f);
-			return dg_error("callspeed: %s is not a callspeed CSV of this version (its first line is not "
-					"the header); nothing written", o->csv);
-		}
-	}
+		return -1;
 	cs_sink s = { .f = f, .commit = dg_git_commit() };
 	dg_utc_now(s.date, sizeof s.date);
 	snprintf(s.device, sizeof s.device, "%s", gpu ? "gpu" : dg_cpu_name());

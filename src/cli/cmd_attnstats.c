@@ -13,6 +13,7 @@
 
 #include "analysis/attnstats.h"
 #include "cli/commands.h"
+#include "util/files.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -57,6 +58,9 @@ static int parse_sources(dg_attn_sources *S, int argc, char **argv, int first)
 			return dg_error("attnstats: source %s has %d traces, source %s %d: every source needs "
 					"the same samples", a, n, argv[first], S->ns), 2;
 		}
+		for (int j = 0; j < i; j++)
+			if (!strcmp(a, S->src[j * S->ns].label))
+				return dg_error("attnstats: two sources labelled %s: one label each", a), 2;
 		char *save, *t = strtok_r(eq + 1, ",", &save);
 		for (int s = 0; s < n; s++, t = strtok_r(NULL, ",", &save)) {
 			if (!t)
@@ -65,6 +69,11 @@ static int parse_sources(dg_attn_sources *S, int argc, char **argv, int first)
 			it->label = a;
 			it->path = t;
 			it->sample = sample_name(t);
+			for (int j = 0; j < s; j++)
+				if (!strcmp(it->sample, S->src[i * S->ns + j].sample) ||
+				    dg_same_file(t, S->src[i * S->ns + j].path))
+					return dg_error("attnstats: source %s lists sample %s twice (traces %d and %d): one "
+							"trace per sample", a, it->sample, j + 1, s + 1), 2;
 			if (i && strcmp(it->sample, S->src[s].sample))
 				return dg_error("attnstats: source %s's trace %d is sample %s, source %s's is %s: "
 						"list the same samples in the same order", a, s + 1, it->sample,
@@ -111,6 +120,10 @@ int dg_cmd_attnstats(int argc, char **argv)
 	char *cmdline = dg_join_args(argc, argv);
 	dg_attn_sources S = { 0 };
 	int rc = parse_sources(&S, argc, argv, optind);
+	for (int i = 0; i < S.nsrc * S.ns && !rc; i++) /* no output may be, hold or lie in an input */
+		dg_input_add(S.src[i].path);
+	if (!rc && dg_output_folder_check("attnstats", out))
+		rc = 2;
 	if (!rc)
 		rc = dg_attnstats(&S, out, rho, (int)boot, quiet, cmdline) ? 1 : 0;
 	dg_attn_sources_free(&S);

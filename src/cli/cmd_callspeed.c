@@ -85,6 +85,10 @@ static int parse(int argc, char **argv, dg_callspeed_opts *o)
 		return dg_error("callspeed: bad --path '%s' (dit, backend or both)", o->path), 2;
 	char *buf = dg_strdup(grids), *item[DG_CALLSPEED_MAXL];
 	o->ngrids = dg_split(buf, ',', item, DG_CALLSPEED_MAXL);
+	if (dg_opt_list_check("callspeed", "grids", grids, item, o->ngrids)) {
+		free(buf);
+		return 2;
+	}
 	for (int i = 0; i < o->ngrids; i++)
 		if (dg_opt_grid("callspeed", "grids", item[i], o->grids[i])) {
 			free(buf);
@@ -98,6 +102,10 @@ static int parse(int argc, char **argv, dg_callspeed_opts *o)
 	for (int i = 0; i < o->nheads; i++)
 		if (o->heads[i] < 1 || o->heads[i] > 256)
 			return dg_error("callspeed: bad --heads '%s' (1..256 each)", heads), 2;
+	int first, again;
+	if (dg_ints_repeat(o->heads, o->nheads, &first, &again))
+		return dg_error("callspeed: --heads '%s': %d is listed twice (items %d and %d)", heads, o->heads[first],
+				first + 1, again + 1), 2;
 	if ((o->ndens = dg_parse_doubles(dens, o->dens, DG_CALLSPEED_MAXL)) < 1)
 		return dg_error("callspeed: bad --density '%s'", dens), 2;
 	for (int i = 0; i < o->ndens; i++)

@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "analysis/compare.h"
 #include "cli/commands.h"
+#include "util/files.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -116,14 +116,18 @@ int dg_cmd_compare(int argc, char **argv)
 	o.speed = speed;
 	o.fidelity = argv + optind;
 	o.nfidelity = argc - optind;
-	struct stat so, si; /* --out an input run's folder: its run.json would be overwritten */
-	for (int i = 0; i < o.nfidelity + o.nspeed && stat(o.out, &so) == 0; i++) {
-		const char *in = i < o.nfidelity ? o.fidelity[i] : o.speed[i - o.nfidelity];
-		if (stat(in, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
-			dg_error("compare: --out %s is the input run %s: its run.json would be overwritten", o.out, in);
-			goto done;
-		}
+	for (int i = 0; i < o.nfidelity + o.nspeed; i++) { /* no output may be, hold or lie in an input run */
+		bool fid = i < o.nfidelity;
+		const char *in = fid ? o.fidelity[i] : o.speed[i - o.nfidelity];
+		for (int j = fid ? 0 : o.nfidelity; j < i; j++) /* a run may be both, not one of them twice */
+			if (dg_same_file(in, j < o.nfidelity ? o.fidelity[j] : o.speed[j - o.nfidelity])) {
+				dg_error("compare: %s run %s is given twice", fid ? "the fidelity" : "the --speed", in);
+				goto done;
+			}
+		dg_input_add(in);
 	}
+	if (dg_output_folder_check("compare", o.out))
+		goto done;
 	rc = dg_compare(&o) ? 1 : 0;
 done:
 	free(speed);

@@ -5,10 +5,10 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include "analysis/drift.h"
 #include "cli/commands.h"
+#include "util/files.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -59,11 +59,13 @@ int dg_cmd_drift(int argc, char **argv)
 		dg_error("drift: %s (dsgap drift --help)", out ? "no RUN folder given" : "--out DIR is required");
 		return 2;
 	}
-	struct stat so, si; /* --out an input run's folder: its drift.csv would be overwritten */
-	for (int i = optind; i < argc && stat(out, &so) == 0; i++)
-		if (stat(argv[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
-			dg_error("drift: --out %s is the input run %s: its drift.csv would be overwritten", out, argv[i]);
-			return 2;
-		}
+	for (int i = optind; i < argc; i++) { /* no output may be, hold or lie in an input run */
+		for (int j = optind; j < i; j++)
+			if (dg_same_file(argv[i], argv[j]))
+				return dg_error("drift: the run %s is given twice (as %s)", argv[i], argv[j]), 2;
+		dg_input_add(argv[i]);
+	}
+	if (dg_output_folder_check("drift", out))
+		return 2;
 	return dg_drift(argv + optind, argc - optind, out, &o) ? 1 : 0;
 }

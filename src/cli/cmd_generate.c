@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -206,8 +205,9 @@ static int plan_only(const generate_args *a)
 			fits |= dg_memplan_check(&m, &cf, grid, &a->sched, limit, dg_memplan_host_limit());
 		}
 	}
+	char b[32];
 	if (limit > 0)
-		printf("limit: %.1f GiB (%s)\n", limit / 1073741824.0, lim && *lim ? "DSGAP_MEM_LIMIT_GIB" : "the device");
+		printf("limit: %s (%s)\n", dg_bytes_str(limit, b, sizeof b), lim && *lim ? "DSGAP_MEM_LIMIT_GIB" : "the device");
 	return fits ? 1 : 0;
 }
 
@@ -369,42 +369,6 @@ static int write_json(const generate_args *a, const dg_dit_inputs *di, const run
 	return orc;
 }
 
-/* Whether output path o is the file of input spec in (FILE, or FILE:NAME for a tensor in it) */
-static bool same_file(const char *o, const char *in)
-{
-	struct stat so, si;
-	if (!in || stat(o, &so))
-		return false;
-	char *f = dg_strdup(in), *colon = strrchr(f, ':');
-	if (stat(f, &si) && colon) { /* FILE:NAME */
-		*colon = 0;
-		if (stat(f, &si))
-			colon = NULL;
-	}
-	bool same = (colon || !stat(f, &si)) && so.st_dev == si.st_dev && so.st_ino == si.st_ino;
-	free(f);
-	return same;
-}
-
-/* -1 after one line when a file generate writes would replace one of its inputs */
-static int check_inputs_kept(const generate_args *a)
-{
-	const char *in[] = { a->cli.in.noise, a->cli.in.text, a->cli.in.negative };
-	int rc = 0;
-	for (int pi = 0; pi <= a->np && !rc; pi++)
-		for (int k = 0; k < (a->pol[pi].dense ? 1 : a->nd) + (pi == 0 ? 2 : 0) && !rc; k++) {
-			char *o = pi == 0 && k == 1 ? dg_path_join(a->cli.out, "generate.csv")
-				: pi == 0 && k == 2 ? dg_path_join(a->cli.out, "generate.json")
-						    : run_file(a->cli.out, &a->pol[pi], a->pol[pi].dense ? 1 : a->dens[k]);
-			for (int i = 0; i < 3 && !rc; i++)
-				if (same_file(o, in[i]))
-					rc = dg_error("generate: %s would be written over the input %s: give another --out", o,
-						      in[i]);
-			free(o);
-		}
-	return rc;
-}
-
 int dg_cmd_generate(int argc, char **argv)
 {
 	generate_args a;
@@ -414,7 +378,10 @@ int dg_cmd_generate(int argc, char **argv)
 	if (a.plan_only)
 		return plan_only(&a);
 	const char *out = a.cli.out;
-	if (check_inputs_kept(&a))
+	const char *in[] = { a.cli.in.model, a.cli.in.text, a.cli.in.negative, a.cli.in.noise };
+	for (int i = 0; i < 4; i++) /* no output may be, hold or lie in an input */
+		dg_input_add(in[i]);
+	if (dg_output_folder_check("generate", out))
 		return 1;
 	dg_dit_inputs di;
 	if (dg_dit_inputs_load(&a.cli.in, &di))

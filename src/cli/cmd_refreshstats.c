@@ -77,14 +77,16 @@ int dg_cmd_refreshstats(int argc, char **argv)
 		return 2;
 	}
 	dg_refresh_opts ro = { .out = out, .scheds = scheds, .rho = rho, .boot = (int)boot, .seed = seed };
-	char *list = dg_strdup(scheds);
-	for (char *save, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		if (ro.nk == DG_REFRESH_MAX_SCHED) {
-			free(list);
-			return dg_error("refreshstats: more than %d schedules", DG_REFRESH_MAX_SCHED), 2;
-		}
-		ro.sched[ro.nk++] = t;
+	char *list = dg_strdup(scheds), *item[DG_REFRESH_MAX_SCHED];
+	ro.nk = dg_split(list, ',', item, DG_REFRESH_MAX_SCHED);
+	if (ro.nk < 0 || dg_opt_list_check("refreshstats", "schedules", scheds, item, ro.nk)) {
+		if (ro.nk < 0)
+			dg_error("refreshstats: --schedules '%s': more than %d schedules", scheds, DG_REFRESH_MAX_SCHED);
+		free(list);
+		return 2;
 	}
+	for (int k = 0; k < ro.nk; k++)
+		ro.sched[k] = item[k];
 	if (ro.nk < 2) {
 		free(list);
 		return dg_error("refreshstats: --schedules '%s': at least two, fewest anchors first", scheds), 2;

@@ -11,9 +11,11 @@
  * worker's end. A worker that dies loses only the cell it was on; rerunning finishes the batch.
  * The workers themselves are batch/workers.h.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "batch/batch.h"
 #include "batch/experiment.h"
@@ -178,6 +180,10 @@ static void list_cells(const dg_experiment *e, const run_args *a, const int *idx
 		printf("%d %s/%s\n", idx[i], e->runs[e->cells[idx[i]].run].name, e->cells[idx[i]].id);
 }
 
+/* The output folder is this run's (its workers run under its lock) until the process ends: a second
+ * run or merge there is refused, naming this one */
+static dg_dir_lock_t run_lock = { .fd = -1 };
+
 /* The cells idx[0..n) into out: prepared, their traces made, then run here or by the workers. */
 static int run_cells(const dg_experiment *e, const run_args *a, const char *out, const int *idx, int n,
 		     char **gpu_ids, const char *cmd, double t0)
@@ -187,11 +193,8 @@ static int run_cells(const dg_experiment *e, const run_args *a, const char *out,
 		return dg_error("run: %s: device gpu, and no CUDA device answers (or this dsgap has no CUDA): "
 				"--device cpu runs it here; nothing written", a->ini);
 	int err = dg_batch_prepare(e, out);
-	/* the folder is this run's (its workers run under its lock) until the process ends: a second
-	 * run or merge there is refused, naming this one */
-	static dg_dir_lock_t lock = { .fd = -1 };
 	if (!err && !a->is_worker)
-		err = dg_dir_lock(&lock, out);
+		err = dg_dir_lock(&run_lock, out);
 	if (!err && !a->quiet && !a->is_worker)
 		fprintf(stderr, "run: experiment '%s': %d run%s, %d cells (%s), device %s; this %s: %d cells -> %s\n",
 			e->name, e->nruns, e->nruns == 1 ? "" : "s", e->ncells,
@@ -279,7 +282,15 @@ int dg_cmd_run(int argc, char **argv)
 	}
 	char *cmd = dg_join_args(argc, argv);
 	double t0 = dg_now();
+	bool fresh = access(out, F_OK) != 0;
 	int err = run_cells(&e, &a, out, idx, n, gpu_ids, cmd, t0);
+	/* a failure leaves nothing new: a folder this run made holding no finished cell (only
+	 * experiment.json, a synthetic trace, both remade by a rerun) is removed */
+	if (err && fresh && !a.is_worker && access(out, F_OK) == 0 && dg_batch_count_done(&e, out, NULL, 0) == 0) {
+		dg_dir_unlock(&run_lock);
+		if (dg_remove_tree(out))
+			dg_warn("run: cannot remove %s, which this failed run made: %s", out, strerror(errno));
+	}
 	free(cmd);
 	free(idx);
 	rc = err ? 1 : a.is_worker ? 0 : merge_if_complete(&e, &a, out, t0);

@@ -70,6 +70,12 @@ int main(int argc, char **argv)
 		printf("dsgap %s (commit %s)\n", DG_VERSION, dg_git_commit());
 		return 0;
 	}
+	/* --out '' (or --out=) names nothing any command could write: refused alike for all of them */
+	for (int i = 2; i < argc; i++)
+		if ((!strcmp(argv[i], "--out") && i + 1 < argc && !argv[i + 1][0]) || !strcmp(argv[i], "--out=")) {
+			dg_error("%s: --out '' names no file or folder", argv[1]);
+			return 2;
+		}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		if (!strcmp(commands[i].name, argv[1]))
 			return commands[i].run(argc - 1, argv + 1);

@@ -164,10 +164,11 @@ void dg_memplan_print(const dg_memplan *m, FILE *f)
 int dg_memplan_check(const dg_memplan *m, const dg_wan_config *c, const int grid[3], const dg_schedule *s,
 		     double limit, double host_limit)
 {
+	char need[32], has[32], alone[32];
 	if (m->offload && host_limit > 0 && m->host_pinned > host_limit)
-		return dg_error("memory plan: %s at rho %g with --cache-offload needs %.1f GB of pinned host memory, "
-				"and the host has %.1f GB available", m->policy.name, m->rho, m->host_pinned / GB,
-				host_limit / GB);
+		return dg_error("memory plan: %s at rho %g with --cache-offload needs %s of pinned host memory, "
+				"and the host has %s available", m->policy.name, m->rho,
+				dg_bytes_str(m->host_pinned, need, sizeof need), dg_bytes_str(host_limit, has, sizeof has));
 	if (!(limit > 0) || m->total <= limit)
 		return 0;
 	/* the switches in order of what they cost in fidelity: none (bitmap), then the residual's
@@ -203,14 +204,15 @@ int dg_memplan_check(const dg_memplan *m, const dg_wan_config *c, const int grid
 			fits = found;
 		}
 	}
+	dg_bytes_str(m->total, need, sizeof need);
+	dg_bytes_str(limit, has, sizeof has);
 	if (fits)
-		return dg_error("memory plan: %s at rho %g needs %.1f GB (%.1f GiB) on the device, which has %.1f GiB: "
-				"it would fit as %s (%.1f GB)", m->policy.name, m->rho, m->total / GB,
-				m->total / 1073741824.0, limit / 1073741824.0, fits, t.total / GB);
-	return dg_error("memory plan: %s at rho %g needs %.1f GB (%.1f GiB) on the device, which has %.1f GiB, "
-			"and no storage switch makes it fit (weights and activations alone: %.1f GB)",
-			m->policy.name, m->rho, m->total / GB, m->total / 1073741824.0, limit / 1073741824.0,
-			(m->weights + m->activations + m->context) / GB);
+		return dg_error("memory plan: %s at rho %g needs %s on the device, which has %s: it would fit as %s "
+				"(%s)", m->policy.name, m->rho, need, has, fits,
+				dg_bytes_str(t.total, alone, sizeof alone));
+	return dg_error("memory plan: %s at rho %g needs %s on the device, which has %s, and no storage switch "
+			"makes it fit (weights and activations alone: %s)", m->policy.name, m->rho, need, has,
+			dg_bytes_str(m->weights + m->activations + m->context, alone, sizeof alone));
 }
 
 double dg_memplan_limit(bool gpu)

@@ -301,6 +301,13 @@ int dg_st_parse(const char *label, const unsigned char *data, size_t size, dg_st
 				 printable(t[i - 1].name, prev, sizeof prev));
 			goto done;
 		}
+		if (t[i].offset + t[i].nbytes > data_len) { /* before a hole: the offsets may be what is wrong */
+			dg_error("%s: tensor '%s' has data_offsets [%llu, %llu], past the end of the data buffer "
+				 "(%llu bytes; the file: %zu): truncated, or its data_offsets are wrong", label,
+				 NAME(t[i].name), (unsigned long long)t[i].offset,
+				 (unsigned long long)(t[i].offset + t[i].nbytes), (unsigned long long)data_len, size);
+			goto done;
+		}
 		if (t[i].offset > expect) {
 			dg_error("%s: hole in the data buffer before tensor '%s' (data bytes %llu-%llu unused)",
 				 label, NAME(t[i].name), (unsigned long long)expect,
@@ -308,11 +315,6 @@ int dg_st_parse(const char *label, const unsigned char *data, size_t size, dg_st
 			goto done;
 		}
 		expect = t[i].offset + t[i].nbytes;
-		if (expect > data_len) {
-			dg_error("%s: tensor '%s' ends at byte %llu, past the end of the file (%zu bytes): "
-				 "truncated", label, NAME(t[i].name), (unsigned long long)(base + expect), size);
-			goto done;
-		}
 	}
 	if (expect != data_len) {
 		dg_error("%s: %llu bytes after the last tensor (from byte %llu): the data buffer must end "

@@ -20,6 +20,11 @@
 			if (!strcmp(s, fn##_names[i]))                           \
 				return *k = i, 0;                                \
 		return -1;                                                       \
+	}                                                                        \
+	static __attribute__((unused)) void fn##_list(char *buf, size_t n)      \
+	{                                                                        \
+		for (int i = 0; i < (int)(sizeof fn##_names / sizeof *fn##_names); i++) \
+			snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? "|" : "", fn##_names[i]); \
 	}
 
 NAMES(dg_group_kind, dg_group_name, "raster", "tile3d", "pca", "query", "kmeans", "voxel")
@@ -97,6 +102,10 @@ int dg_policies_expand(const char *list, dg_policy *out, int max)
 			 : dg_error("no policies given");
 	}
 	for (int i = 0; i < k && n >= 0; i++) {
+		if (!items[i][0]) {
+			n = dg_error("policy list '%s': item %d is empty (a list is SPEC,SPEC,...)", list, i + 1);
+			break;
+		}
 		if (!dg_is_alias(items[i])) {
 			if (add_policy(items[i], out, &n, max))
 				n = -1;
@@ -110,22 +119,24 @@ int dg_policies_expand(const char *list, dg_policy *out, int max)
 	return n;
 }
 
-static int bad_switch(const char *spec, const char *sw)
+#define SWITCH_KEYS                                                                                       \
+	"group kv score residual refresh residual_dtype keys cfg_meta fresh mask approx theta minkc decay "  \
+	"stride qc kc window block threshold budget sinks"
+
+/* -1 after one line: switch sw of spec is bad; expect: what its key takes */
+static int bad_switch(const char *spec, const char *sw, const char *expect)
 {
-	return dg_error("policy '%s': bad switch '%s' (keys: group=raster|tile3d|pca|query|kmeans|voxel "
-			"kv=token|block score=exact|pooled|antidiag|sparge|centroid|runmax "
-			"mask=none|radial|sta|window approx=none|pisa budget=topk|topp:P|matched sinks=A-B "
-			"residual=none|cached refresh=anchor|step theta= minkc= decay= stride= qc= kc= "
-			"window= block= threshold= residual_dtype=fp32|bf16|fp8 keys=list|bitmap cfg_meta=own|shared "
-			"fresh=groups+keys+residual)",
-			spec, sw);
+	return dg_error("policy '%s': bad switch '%s' (%s)", spec, sw, expect);
 }
 
-/* a numeric peer parameter: a double in [lo, hi], or an integer there when i is set */
-static int set_param(const char *val, double lo, double hi, double *d, int *i)
+/* a numeric peer parameter: a double in [lo, hi], or an integer there when i is set; 1 with
+ * what it takes in expect */
+static int set_param(const char *key, const char *val, double lo, double hi, double *d, int *i, char *expect,
+		     size_t size)
 {
 	char *end;
 	double x = strtod(val, &end);
+	snprintf(expect, size, "%s= takes %s in [%.10g, %.10g]", key, i ? "an integer" : "a number", lo, hi);
 	if (end == val || *end || !(x >= lo && x <= hi) || (i && x != (int)x))
 		return 1;
 	if (i)
@@ -163,52 +174,60 @@ static int set_switch(dg_policy *p, const char *spec, char *sw)
 {
 	char *eq = strchr(sw, '=');
 	if (!eq)
-		return bad_switch(spec, sw);
+		return bad_switch(spec, sw, "a switch is KEY=VALUE; keys: " SWITCH_KEYS);
 	*eq = 0;
 	const char *key = sw, *val = eq + 1;
+	char expect[256];
 	int v, bad = 0;
+	/* a named value: the names the key takes (the name table's) */
+#define NAMED(fn, field)                                                                                  \
+	(snprintf(expect, sizeof expect, "%s= takes ", key), fn##_list(expect + strlen(expect),          \
+								       sizeof expect - strlen(expect)), \
+	 fn##_parse(val, &v) || ((field = v), 0))
 	if (!strcmp(key, "group"))
-		bad = dg_group_name_parse(val, &v) || ((p->group = v), 0);
+		bad = NAMED(dg_group_name, p->group);
 	else if (!strcmp(key, "kv"))
-		bad = dg_kv_name_parse(val, &v) || ((p->kv = v), 0);
+		bad = NAMED(dg_kv_name, p->kv);
 	else if (!strcmp(key, "score"))
-		bad = dg_score_name_parse(val, &v) || ((p->score = v), 0);
+		bad = NAMED(dg_score_name, p->score);
 	else if (!strcmp(key, "residual"))
-		bad = dg_residual_name_parse(val, &v) || ((p->residual = v), 0);
+		bad = NAMED(dg_residual_name, p->residual);
 	else if (!strcmp(key, "refresh"))
-		bad = dg_refresh_name_parse(val, &v) || ((p->refresh = v), 0);
+		bad = NAMED(dg_refresh_name, p->refresh);
 	else if (!strcmp(key, "residual_dtype"))
-		bad = dg_resdtype_name_parse(val, &v) || ((p->residual_dtype = v), 0);
+		bad = NAMED(dg_resdtype_name, p->residual_dtype);
 	else if (!strcmp(key, "keys"))
-		bad = dg_keys_name_parse(val, &v) || ((p->keys = v), 0);
+		bad = NAMED(dg_keys_name, p->keys);
 	else if (!strcmp(key, "cfg_meta"))
-		bad = dg_cfg_meta_name_parse(val, &v) || ((p->cfg_meta = v), 0);
+		bad = NAMED(dg_cfg_meta_name, p->cfg_meta);
 	else if (!strcmp(key, "fresh"))
-		bad = set_fresh(val, &p->fresh);
+		bad = (snprintf(expect, sizeof expect, "fresh= takes groups, keys, residual joined by +, each once"),
+		       set_fresh(val, &p->fresh));
 	else if (!strcmp(key, "mask"))
-		bad = dg_mask_name_parse(val, &v) || ((p->mask = v), 0);
+		bad = NAMED(dg_mask_name, p->mask);
 	else if (!strcmp(key, "approx"))
-		bad = dg_approx_name_parse(val, &v) || ((p->approx = v), 0);
+		bad = NAMED(dg_approx_name, p->approx);
 	else if (!strcmp(key, "theta"))
-		bad = set_param(val, -1, 1, &p->theta, NULL);
+		bad = set_param(key, val, -1, 1, &p->theta, NULL, expect, sizeof expect);
 	else if (!strcmp(key, "minkc"))
-		bad = set_param(val, 0, 1, &p->minkc, NULL);
+		bad = set_param(key, val, 0, 1, &p->minkc, NULL, expect, sizeof expect);
 	else if (!strcmp(key, "decay"))
-		bad = set_param(val, 1e-3, 1e3, &p->decay, NULL);
+		bad = set_param(key, val, 1e-3, 1e3, &p->decay, NULL, expect, sizeof expect);
 	else if (!strcmp(key, "stride"))
-		bad = set_param(val, 1, 128, NULL, &p->stride);
+		bad = set_param(key, val, 1, 128, NULL, &p->stride, expect, sizeof expect);
 	else if (!strcmp(key, "qc"))
-		bad = set_param(val, 1, 1 << 20, NULL, &p->qc);
+		bad = set_param(key, val, 1, 1 << 20, NULL, &p->qc, expect, sizeof expect);
 	else if (!strcmp(key, "kc"))
-		bad = set_param(val, 1, 1 << 20, NULL, &p->kc);
+		bad = set_param(key, val, 1, 1 << 20, NULL, &p->kc, expect, sizeof expect);
 	else if (!strcmp(key, "window"))
-		bad = set_param(val, 0, 1 << 20, NULL, &p->window);
+		bad = set_param(key, val, 0, 1 << 20, NULL, &p->window, expect, sizeof expect);
 	else if (!strcmp(key, "block"))
-		bad = set_param(val, 1, 1 << 16, NULL, &p->block);
+		bad = set_param(key, val, 1, 1 << 16, NULL, &p->block, expect, sizeof expect);
 	else if (!strcmp(key, "threshold"))
-		bad = set_param(val, 0, INFINITY, &p->threshold, NULL);
+		bad = set_param(key, val, 0, INFINITY, &p->threshold, NULL, expect, sizeof expect);
 	else if (!strcmp(key, "budget")) {
 		char *end;
+		snprintf(expect, sizeof expect, "budget= takes topk, matched or topp:P with P in (0, 1]");
 		p->matched = false;
 		if (!strcmp(val, "topk"))
 			p->budget = DG_BUDGET_TOPK;
@@ -222,16 +241,20 @@ static int set_switch(dg_policy *p, const char *spec, char *sw)
 			bad = 1;
 	} else if (!strcmp(key, "sinks")) {
 		char *end, *end2;
+		snprintf(expect, sizeof expect, "sinks= takes A-B, key positions 0 <= A < B <= 2^30");
 		long a = strtol(val, &end, 10), b = *end == '-' ? strtol(end + 1, &end2, 10) : -1;
 		bad = *end != '-' || end2 == end + 1 || *end2 || a < 0 || b <= a || b > 1 << 30;
 		if (!bad) {
 			p->sink_lo = (int)a;
 			p->sink_hi = (int)b;
 		}
-	} else
+	} else {
+		snprintf(expect, sizeof expect, "no key '%s'; keys: %s", key, SWITCH_KEYS);
 		bad = 1;
+	}
+#undef NAMED
 	*eq = '=';
-	return bad ? bad_switch(spec, sw) : 0;
+	return bad ? bad_switch(spec, sw, expect) : 0;
 }
 
 int dg_policy_parse(const char *spec, dg_policy *p)
@@ -245,8 +268,10 @@ int dg_policy_parse(const char *spec, dg_policy *p)
 	char buf[DG_POLICY_NAME_MAX], *items[16];
 	snprintf(buf, sizeof buf, "%s", spec);
 	int n = dg_split(buf, '/', items, 16);
+	if (n < 0)
+		return dg_error("policy '%s': more than 15 switches", spec);
 	if (n < 1)
-		return dg_error("policy '%s': too many switches", spec);
+		return dg_error("policy '': an empty spec (NAME[/key=value]...)");
 	const dg_preset *pr = dg_preset_find(items[0]);
 	if (!pr)
 		return dg_error("unknown policy '%s' (known: %s)", items[0], dg_preset_names());
@@ -504,6 +529,42 @@ bool dg_schedule_dense_layer(const dg_schedule *s, int layer)
 bool dg_schedule_dense_step(const dg_schedule *s, int step)
 {
 	return s->sparse_window && (step < s->sparse_lo || step > s->sparse_hi);
+}
+
+int dg_schedule_check_trace(const dg_schedule *s, const int *step_index, int nsteps, const int *layer_index,
+			    int nlayers, char *why, size_t size)
+{
+	char steps[64], layers[128];
+	snprintf(steps, sizeof steps, nsteps == 1 ? "%d" : nsteps == 2 ? "%d,%d" : "%d..%d", step_index[0],
+		 step_index[nsteps - 1]);
+	int last = step_index[0], lo = layer_index[0], hi = lo;
+	for (int i = 1; i < nsteps; i++)
+		last = step_index[i] > last ? step_index[i] : last;
+	layers[0] = 0;
+	for (int i = 0; i < nlayers; i++) {
+		lo = layer_index[i] < lo ? layer_index[i] : lo, hi = layer_index[i] > hi ? layer_index[i] : hi;
+		if (strlen(layers) < 100)
+			snprintf(layers + strlen(layers), sizeof layers - strlen(layers), "%s%d", i ? "," : "",
+				 layer_index[i]);
+	}
+	if (strlen(layers) >= 100)
+		snprintf(layers, sizeof layers, "%d layers, %d..%d", nlayers, lo, hi);
+	if (s->warmup > last)
+		return snprintf(why, size, "warmup=%d covers every step of the trace (its steps: %s), so no policy "
+				"would be sparse", s->warmup, steps), -1;
+	for (int a = 0; s->anchors_given && a < s->nanchors; a++) /* a default one moves onto the steps */
+		if (!has_step(step_index, nsteps, s->anchors[a]))
+			return snprintf(why, size, "anchor step %d is not in the trace (its steps: %s)", s->anchors[a],
+					steps), -1;
+	for (int a = 0; a < s->ndense_layers; a++) {
+		bool found = false;
+		for (int i = 0; i < nlayers && !found; i++)
+			found = layer_index[i] == s->dense_layers[a];
+		if (!found)
+			return snprintf(why, size, "dense layer %d is not in the trace (its layers: %s)", s->dense_layers[a],
+					layers), -1;
+	}
+	return 0;
 }
 
 int dg_schedule_check_loop(const dg_schedule *s, int steps, int layers, char *why, size_t size)

@@ -151,6 +151,13 @@ bool dg_schedule_same_but_anchors(const dg_schedule *a, const dg_schedule *b);
  * not known, not checked): warm-up below the step count, given anchors and dense layers that
  * exist. 0, or -1 with the problem in why[size] (no report: the caller names the input). */
 int dg_schedule_check_loop(const dg_schedule *s, int steps, int layers, char *why, size_t size);
+/* Whether s fits the steps and layers a trace stored (step_index[nsteps], layer_index[nlayers]): warm-up not past every stored step, given anchors and dense layers stored.
+ * 0, or -1 with why[size] = "warmup=5 covers every step of the trace (its steps: 0..2), so no policy
+ * would be sparse", "anchor step 9 is not in the trace (its steps: 0..3)" or "dense layer 99 is not
+ * in the trace (its layers: 0,1)" (no report: the caller names the trace). The one rule of `dsgap
+ * replay` and of every trace x schedule of an experiment (`dsgap run`). */
+int dg_schedule_check_trace(const dg_schedule *s, const int *step_index, int nsteps, const int *layer_index,
+			    int nlayers, char *why, size_t size);
 /* A step outside a given sparse_steps window (the output dense there). */
 bool dg_schedule_dense_step(const dg_schedule *s, int step);
 

@@ -14,17 +14,14 @@
 #include "util/util.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-/* CPU throughput assumed by the time estimate, per thread (SGEMM with the softmax around it) */
-#define FLOPS_PER_THREAD 2e10
 
 /* -1 after naming the first index that appears twice in v[n] */
 static int check_unique(const char *path, const char *what, const int *v, int n)
 {
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < i; j++)
-			if (v[i] == v[j])
-				return dg_error("%s: %s index %d appears twice in /%s_index (positions %d and %d)",
-						path, what, v[i], what, j, i);
+	int j, i;
+	if (dg_ints_repeat(v, n, &j, &i))
+		return dg_error("%s: %s index %d appears twice in /%s_index (positions %d and %d)", path, what,
+				v[i], what, j, i);
 	return 0;
 }
 
@@ -175,18 +172,6 @@ static int check_data(const dg_replay_opts *o)
 	return rc;
 }
 
-static void duration(double s, char *buf, size_t size)
-{
-	if (s < 120)
-		snprintf(buf, size, "%.0f s", s);
-	else if (s < 7200)
-		snprintf(buf, size, "%.0f min", s / 60);
-	else if (s < 3 * 86400)
-		snprintf(buf, size, "%.0f h", s / 3600);
-	else
-		snprintf(buf, size, "%.0f days", s / 86400);
-}
-
 int dg_replay_check(const dg_replay_opts *o, const dg_trace_meta *m)
 {
 	const char *path = o->trace_path;
@@ -207,52 +192,20 @@ int dg_replay_check(const dg_replay_opts *o, const dg_trace_meta *m)
 				e.bytes / GIB, part, avail / GIB);
 	}
 	bool gpu = o->device && !strcmp(o->device, "gpu");
-	double secs = e.flops / (FLOPS_PER_THREAD * omp_get_max_threads());
-	if (!gpu && (secs > 3600 || (o->progress && secs > 300))) {
-		char buf[32];
-		duration(secs, buf, sizeof buf);
-		fprintf(stderr, "replay: %s: %ld unit%s of %d tokens, %.2g flop: roughly %s on %d CPU threads, "
-			"%.2f GiB of memory\n", path, e.units, e.units == 1 ? "" : "s", m->tokens, e.flops, buf, omp_get_max_threads(),
-			e.bytes / GIB);
-	}
+	double secs = dg_cpu_seconds(e.flops);
+	char what[256];
+	snprintf(what, sizeof what, "%s: %ld unit%s of %d tokens, %.2g flop, %.2f GiB of memory", path, e.units,
+		 e.units == 1 ? "" : "s", m->tokens, e.flops, e.bytes / GIB);
+	if (!gpu && dg_work_bound("replay", what, secs, o->progress && secs > 300,
+				  "--device gpu, or dsgap run (a cell per (layer, head), --shard, --workers)"))
+		return -1;
 	return o->check_as_read ? 0 : check_data(o);
 }
 
 int dg_replay_check_schedule(const char *path, const dg_schedule *s, const dg_trace_meta *m)
 {
-	char steps[128], layers[128];
-	int last = m->step_index[0];
-	for (int i = 1; i < m->steps; i++)
-		last = m->step_index[i] > last ? m->step_index[i] : last;
-	snprintf(steps, sizeof steps, m->steps == 1 ? "%d" : m->steps == 2 ? "%d,%d" : "%d..%d",
-		 m->step_index[0], m->step_index[m->steps - 1]);
-	int lo = m->layer_index[0], hi = lo;
-	for (int i = 1; i < m->layers; i++)
-		lo = m->layer_index[i] < lo ? m->layer_index[i] : lo, hi = m->layer_index[i] > hi ? m->layer_index[i] : hi;
-	layers[0] = 0;
-	for (int i = 0; i < m->layers && strlen(layers) < 100; i++)
-		snprintf(layers + strlen(layers), sizeof layers - strlen(layers), "%s%d", i ? "," : "",
-			 m->layer_index[i]);
-	if (strlen(layers) >= 100)
-		snprintf(layers, sizeof layers, "%d layers, %d..%d", m->layers, lo, hi);
-	if (s->warmup > last)
-		return dg_error("%s: schedule warmup=%d covers every step of the trace (its steps: %s), so no "
-				"policy would be sparse", path, s->warmup, steps);
-	for (int a = 0; s->anchors_given && a < s->nanchors; a++) { /* a default one moves onto the steps */
-		bool found = false;
-		for (int i = 0; i < m->steps && !found; i++)
-			found = m->step_index[i] == s->anchors[a];
-		if (!found)
-			return dg_error("%s: schedule anchor step %d is not in the trace (its steps: %s)", path,
-					s->anchors[a], steps);
-	}
-	for (int a = 0; a < s->ndense_layers; a++) {
-		bool found = false;
-		for (int i = 0; i < m->layers && !found; i++)
-			found = m->layer_index[i] == s->dense_layers[a];
-		if (!found)
-			return dg_error("%s: schedule dense layer %d is not in the trace (its layers: %s)", path,
-					s->dense_layers[a], layers);
-	}
+	char why[256];
+	if (dg_schedule_check_trace(s, m->step_index, m->steps, m->layer_index, m->layers, why, sizeof why))
+		return dg_error("%s: schedule %s", path, why);
 	return 0;
 }

@@ -518,11 +518,11 @@ int dg_trace_open(dg_trace *t, const char *path)
 	for (int i = 0; i < DG_QKV_COUNT; i++)
 		t->dset[i] = H5I_INVALID_HID;
 	t->path = dg_strdup(path);
+	dg_input_add(path); /* no output of this process may overwrite it; named if memory runs out */
 	if (open_checked(t, path)) {
 		dg_trace_close(t);
 		return -1;
 	}
-	dg_input_add(path); /* no output of this process may overwrite it */
 	return 0;
 }
 

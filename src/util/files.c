@@ -230,6 +230,7 @@ void dg_input_add(const char *path)
 	struct stat st;
 	if (!path)
 		return;
+	dg_oom_input(path); /* an allocation that fails from here on names it */
 	if (stat(path, &st)) { /* "FILE:KEY" names a tensor in FILE */
 		char *copy = dg_strdup(path), *colon = strrchr(copy, ':');
 		if (colon) {
@@ -248,17 +249,23 @@ void dg_input_add(const char *path)
 				      S_ISDIR(st.st_mode) };
 }
 
-/* real path of PATH, which may not exist yet: the real path of its folder + its name (new) */
+/* real path of PATH, which may not exist yet: the real path of its deepest existing folder + the
+ * rest of PATH (new) */
 static char *real_out(const char *path)
 {
 	char *r = realpath(path, NULL);
-	if (r)
-		return r;
-	char *copy = dg_strdup(path), *slash = strrchr(copy, '/');
+	if (r || !*path)
+		return r ? r : dg_strdup(path);
+	char *copy = dg_strdup(path);
+	for (size_t n = strlen(copy); n > 1 && copy[n - 1] == '/'; n--) /* "dir/": dir */
+		copy[n - 1] = 0;
+	char *slash = strrchr(copy, '/');
 	const char *name = slash ? slash + 1 : copy;
+	while (slash && slash > copy && slash[-1] == '/') /* "a//b": one separator */
+		slash--;
 	char *dir = slash ? (slash == copy ? dg_strdup("/") : (*slash = 0, dg_strdup(copy))) : dg_strdup(".");
-	char *rd = realpath(dir, NULL);
-	char *out = rd ? dg_path_join(strcmp(rd, "/") ? rd : "", name) : dg_strdup(path);
+	char *rd = real_out(dir);
+	char *out = dg_path_join(strcmp(rd, "/") ? rd : "", name);
 	free(rd);
 	free(dir);
 	free(copy);
@@ -280,15 +287,47 @@ int dg_output_check(const char *path)
 			continue; /* gone or replaced since it was read: its inode may be reused */
 		if ((exists && st.st_dev == in->dev && st.st_ino == in->ino) || !strcmp(real, in->real))
 			rc = dg_error("refusing to write %s: it is the input %s", path, in->path);
-		else if (in->dir && exists && S_ISREG(st.st_mode)) {
+		else if (in->dir) {
 			size_t n = strlen(in->real);
 			if (!strncmp(real, in->real, n) && real[n] == '/')
-				rc = dg_error("refusing to write %s: it would overwrite a file of the input %s",
-					      path, in->path);
+				rc = exists ? dg_error("refusing to write %s: it would overwrite a file of the input %s",
+						       path, in->path)
+					    : dg_error("refusing to write %s: it lies inside the input folder %s", path,
+						       in->path);
 		}
 	}
 	free(real);
 	return rc;
+}
+
+int dg_output_folder_check(const char *cmd, const char *dir)
+{
+	char *real = real_out(dir);
+	size_t m = strlen(real);
+	int rc = 0;
+	for (int i = 0; i < n_inputs && !rc; i++) {
+		const input *in = &inputs[i];
+		size_t n = strlen(in->real);
+		struct stat now;
+		if (stat(in->path, &now) || now.st_dev != in->dev || now.st_ino != in->ino)
+			continue; /* gone or replaced since it was read */
+		if (!strcmp(real, in->real))
+			rc = dg_error("%s: --out %s is the input %s: give another folder", cmd, dir, in->path);
+		else if (n > m && !strncmp(in->real, real, m) && (in->real[m] == '/' || !strcmp(real, "/")))
+			rc = dg_error("%s: --out %s holds the input %s: give a folder apart from the inputs", cmd, dir,
+				      in->path);
+		else if (in->dir && m > n && !strncmp(real, in->real, n) && real[n] == '/')
+			rc = dg_error("%s: --out %s lies inside the input folder %s: give a folder apart from the inputs",
+				      cmd, dir, in->path);
+	}
+	free(real);
+	return rc;
+}
+
+bool dg_same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 int dg_output_dir_check(const char *dir, const char *const *names)

@@ -31,14 +31,24 @@ int dg_remove_tree(const char *path);
 
 /* ---- inputs -----------------------------------------------------------------------------------
  * dg_input_add records PATH (a file or a folder; "FILE:KEY" counts as FILE) as an input of this
- * command. dg_output_check
- * refuses an output path that names an input (same real path, or same st_dev and st_ino), or an
- * existing file inside an input folder, with one line naming both; 0 if it is safe. Every writer
- * of util (dg_out_open) and of trace files calls it. */
+ * command, and as the input an out-of-memory report names (dg_oom_input). dg_output_check
+ * refuses an output path that names an input (same real path, or same st_dev and st_ino), or lies
+ * inside an input folder (a file of it, or a new one), with one line naming both; 0 if it is safe.
+ * Every writer of util (dg_out_open) and of trace files calls it. */
 void dg_input_add(const char *path);
 int dg_output_check(const char *path);
 /* An output folder: no input may lie inside it under one of the names NAMES (NULL-terminated) */
 int dg_output_dir_check(const char *dir, const char *const *names);
+/* The output folder DIR (--out) of a command CMD whose outputs are its own, apart from its inputs
+ * (compare, drift, decompose over samples or closed runs, refreshstats, generate, attnstats; not
+ * decompose DIR or plot DIR, which add tables to a run's folder, nor merge, whose --out may be a
+ * shard, nor replay and run, whose --out may hold their trace): refused with one line "CMD: --out
+ * DIR ..." when DIR is an input, holds one at any depth or lies inside an input folder, whether or
+ * not it exists yet (its real path: the deepest existing folder's); 0 when it is safe. Called after
+ * every input is added, before any work. (--out '' is refused for every command by main.c.) */
+int dg_output_folder_check(const char *cmd, const char *dir);
+/* Whether paths A and B name one existing file (same st_dev and st_ino): the same input twice */
+bool dg_same_file(const char *a, const char *b);
 
 /* ---- locks on output folders ------------------------------------------------------------------
  * dg_dir_lock takes an exclusive lock on DIR (flock on DIR/.dsgap.lock holding "pid host start");

@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <omp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +26,28 @@ static void vreport(const char *kind, const char *fmt, va_list ap)
 	if (progress_open)
 		fputc('\n', stderr);
 	progress_open = false;
+	char small[1024], *msg = small;
+	va_list again;
+	va_copy(again, ap);
+	int n = vsnprintf(small, sizeof small, fmt, ap);
+	if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1)))
+		vsnprintf(msg, (size_t)n + 1, fmt, again);
+	va_end(again);
 	fprintf(stderr, "dsgap: %s: ", kind);
-	vfprintf(stderr, fmt, ap);
+	/* one line whatever a name read from a file or the command line holds: control characters
+	 * shown escaped */
+	for (const unsigned char *c = (const unsigned char *)(msg ? msg : small); *c; c++)
+		if (*c == '\n')
+			fputs("\\n", stderr);
+		else if (*c == '\t')
+			fputs("\\t", stderr);
+		else if (*c < 0x20 || *c == 0x7f)
+			fprintf(stderr, "\\x%02x", *c);
+		else
+			fputc(*c, stderr);
 	fputc('\n', stderr);
+	if (msg != small)
+		free(msg);
 }
 
 int dg_error(const char *fmt, ...)
@@ -48,18 +69,6 @@ void dg_warn(const char *fmt, ...)
 
 _Thread_local dg_trap *dg_trap_cur;
 
-/* out of memory for n bytes (what: "%zu bytes" or "%zu x %zu bytes"): to the thread's trap, else fatal */
-static _Noreturn void out_of_memory(size_t n, const char *what)
-{
-	dg_trap *t = dg_trap_cur;
-	if (t) {
-		dg_trap_cur = NULL; /* one jump; the trap's owner sets it again */
-		t->bytes = n;
-		snprintf(t->msg, sizeof t->msg, "out of memory (%s)", what);
-		longjmp(t->jb, 1);
-	}
-	dg_die("out of memory (%s)", what);
-}
 
 void dg_die(const char *fmt, ...)
 {
@@ -90,13 +99,37 @@ void dg_bug_(const char *file, int line, const char *func, const char *fmt, ...)
 	abort();
 }
 
+static char oom_input[512]; /* the input last read (dg_oom_input), "" before any */
+
+void dg_oom_input(const char *path)
+{
+	snprintf(oom_input, sizeof oom_input, "%s", path);
+}
+
+
+/* out of memory for n bytes (what: "%zu bytes" or "%zu x %zu bytes"): to the thread's trap, else
+ * fatal, naming the size and the input last read (dg_oom_input) */
+static _Noreturn void out_of_memory(size_t n, double bytes, const char *what)
+{
+	dg_trap *t = dg_trap_cur;
+	if (t) {
+		dg_trap_cur = NULL; /* one jump; the trap's owner sets it again */
+		t->bytes = n;
+		snprintf(t->msg, sizeof t->msg, "out of memory (%s)", what);
+		longjmp(t->jb, 1);
+	}
+	char b[32];
+	dg_die("out of memory: %s wanted%s%s", dg_bytes_str(bytes, b, sizeof b), *oom_input ? " while reading " : "",
+	       oom_input);
+}
+
 void *dg_malloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
 	if (!p) {
 		char what[64];
 		snprintf(what, sizeof what, "%zu bytes", n);
-		out_of_memory(n, what);
+		out_of_memory(n, (double)n, what);
 	}
 	return p;
 }
@@ -107,7 +140,7 @@ void *dg_calloc(size_t count, size_t size)
 	if (!p) {
 		char what[80];
 		snprintf(what, sizeof what, "%zu x %zu bytes", count, size);
-		out_of_memory(count > 0 && size > SIZE_MAX / count ? SIZE_MAX : count * size, what);
+		out_of_memory(count > 0 && size > SIZE_MAX / count ? SIZE_MAX : count * size, (double)count * size, what);
 	}
 	return p;
 }
@@ -118,7 +151,7 @@ void *dg_realloc(void *p, size_t n)
 	if (!p) {
 		char what[64];
 		snprintf(what, sizeof what, "%zu bytes", n);
-		out_of_memory(n, what);
+		out_of_memory(n, (double)n, what);
 	}
 	return p;
 }
@@ -140,6 +173,100 @@ float *dg_alloc_poisoned(size_t n)
 	float *p = dg_malloc(n * sizeof(float));
 	dg_poison(p, n);
 	return p;
+}
+
+double dg_cpu_seconds(double flops)
+{
+	return flops / (DG_CPU_FLOPS_PER_THREAD * omp_get_max_threads());
+}
+
+const char *dg_duration_str(double s, char *buf, size_t size)
+{
+	if (s < 120)
+		snprintf(buf, size, s < 10 ? "%.2g s" : "%.0f s", s);
+	else if (s < 7200)
+		snprintf(buf, size, "%.0f min", s / 60);
+	else if (s < 3 * 86400)
+		snprintf(buf, size, "%.0f h", s / 3600);
+	else
+		snprintf(buf, size, "%.0f days", s / 86400);
+	return buf;
+}
+
+int dg_work_bound(const char *cmd, const char *what, double seconds, bool announce, const char *hint)
+{
+	const char *env = getenv("DSGAP_MAX_HOURS");
+	double hours = env && *env ? atof(env) : 24;
+	char est[32], lim[32];
+	dg_duration_str(seconds, est, sizeof est);
+	if (hours > 0 && seconds > hours * 3600)
+		return dg_error("%s: %s: roughly %s on %d CPU threads, past the limit of %s: %s (or DSGAP_MAX_HOURS=H "
+				"to allow it)", cmd, what, est, omp_get_max_threads(),
+				dg_duration_str(hours * 3600, lim, sizeof lim), hint);
+	if (announce || seconds > 3600)
+		fprintf(stderr, "%s: %s: roughly %s on %d CPU threads\n", cmd, what, est, omp_get_max_threads());
+	return 0;
+}
+
+const char *dg_bytes_str(double bytes, char *buf, size_t size)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	int u = 0;
+	while (u < 6 && !(fabs(bytes) < 1024))
+		bytes /= 1024, u++;
+	snprintf(buf, size, u ? "%.3g %s" : "%.0f %s", bytes, unit[u]);
+	return buf;
+}
+
+const char *dg_signal_what(int sig, char *buf, size_t size)
+{
+	static const struct {
+		int sig;
+		const char *name, *what;
+	} known[] = {
+		{ SIGXFSZ, "SIGXFSZ", "file size limit exceeded" }, { SIGXCPU, "SIGXCPU", "CPU time limit exceeded" },
+		{ SIGKILL, "SIGKILL", "killed (out of memory, or by a user)" }, { SIGSEGV, "SIGSEGV", "segmentation fault" },
+		{ SIGBUS, "SIGBUS", "bus error (a mapped file shrank?)" }, { SIGABRT, "SIGABRT", "aborted" },
+		{ SIGTERM, "SIGTERM", "terminated" }, { SIGINT, "SIGINT", "interrupted" }, { SIGHUP, "SIGHUP", "hangup" },
+		{ SIGPIPE, "SIGPIPE", "broken pipe" }, { SIGFPE, "SIGFPE", "arithmetic exception" },
+	};
+	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+		if (known[i].sig == sig) {
+			snprintf(buf, size, "%s, %s", known[i].name, known[i].what);
+			return buf;
+		}
+	snprintf(buf, size, "signal %d", sig);
+	return buf;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+int dg_ints_repeat(const int *v, int n, int *first, int *second)
+{
+	if (n < 2)
+		return 0;
+	/* (value, position) in one key, sorted: equal values lie together, positions ascending */
+	uint64_t *key = dg_malloc((size_t)n * sizeof *key);
+	for (int i = 0; i < n; i++)
+		key[i] = (uint64_t)((uint32_t)v[i] ^ 0x80000000u) << 32 | (uint32_t)i;
+	qsort(key, (size_t)n, sizeof *key, cmp_u64);
+	int found = 0;
+	for (int i = 1; i < n; i++)
+		if (key[i] >> 32 == key[i - 1] >> 32) { /* key[i - 1]: the value's first position */
+			if (!found || (int)(uint32_t)key[i] < *second) {
+				*first = (int)(uint32_t)key[i - 1];
+				*second = (int)(uint32_t)key[i];
+				found = 1;
+			}
+			while (i + 1 < n && key[i + 1] >> 32 == key[i] >> 32) /* the rest of the group is later */
+				i++;
+		}
+	free(key);
+	return found;
 }
 
 double dg_now(void)
@@ -237,6 +364,19 @@ int dg_split(char *s, char sep, char **items, int max)
 		s = c + 1;
 	}
 	return n;
+}
+
+int dg_opt_list_check(const char *cmd, const char *opt, const char *s, char *const *items, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!items[i][0])
+			return dg_error("%s: --%s '%s': item %d is empty (a list is ITEM,ITEM,...)", cmd, opt, s, i + 1);
+		for (int j = 0; j < i; j++)
+			if (!strcmp(items[i], items[j]))
+				return dg_error("%s: --%s '%s': '%s' is listed twice (items %d and %d)", cmd, opt, s,
+						items[i], j + 1, i + 1);
+	}
+	return 0;
 }
 
 int dg_parse_doubles(const char *s, double *out, int max)

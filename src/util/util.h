@@ -16,7 +16,9 @@
 
 #define DG_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
-/* Print "dsgap: error: <message>" on one line to stderr and return -1 (for `return dg_error(..)`). */
+/* Print "dsgap: error: <message>" on one line to stderr and return -1 (for `return dg_error(..)`).
+ * Every report (error, warning, fatal) is one line: a control character in it (a newline, an escape
+ * of a name read from a file) is shown escaped, \n, \t or \xNN. */
 int dg_error(const char *fmt, ...) DG_PRINTF(1, 2);
 /* Print "dsgap: warning: <message>" to stderr and continue. */
 void dg_warn(const char *fmt, ...) DG_PRINTF(1, 2);
@@ -45,7 +47,11 @@ typedef struct {
 } dg_trap;
 extern _Thread_local dg_trap *dg_trap_cur;
 
-/* Allocation that dies (out of memory) instead of returning NULL (or longjmps to the thread's trap, above). */
+/* Allocation that dies (out of memory) instead of returning NULL (or longjmps to the thread's trap,
+ * above). Sizes are checked for overflow. The report names the size asked for and the input last read
+ * ("fatal: out of memory: 12.3 GiB wanted while reading trace.h5"): dg_oom_input records it (files.h's
+ * dg_input_add calls it). */
+void dg_oom_input(const char *path);
 void *dg_malloc(size_t n);
 void *dg_calloc(size_t count, size_t size);
 void *dg_realloc(void *p, size_t n);
@@ -76,6 +82,33 @@ static inline float dg_round_bf16(float f) { return dg_bf16_to_f32(dg_f32_to_bf1
 #define DG_FNV_OFFSET 1469598103934665603ull
 uint64_t dg_fnv_str(uint64_t h, const char *s);
 uint64_t dg_fnv_words(uint64_t h, const void *x, size_t n);
+
+/* A size in bytes as people read it, three significant figures: "512 B", "12.3 KiB", "4.56 MiB",
+ * "1.23 GiB", "2.5 TiB" (never "0.0 GB" for a small one). Returns buf. */
+const char *dg_bytes_str(double bytes, char *buf, size_t size);
+/* A signal by name and meaning, "SIGXFSZ, file size limit exceeded" (unknown: "signal N"), into buf:
+ * how a child process (gnuplot, a worker) that a signal ended is reported. Returns buf. */
+const char *dg_signal_what(int sig, char *buf, size_t size);
+/* Whether v[0..n) holds a value twice: 0 if not, else 1 with the first such value's two positions
+ * (*first < *second; the pair whose later position is smallest). O(n log n): an index vector of a
+ * file's header may declare millions of entries. */
+int dg_ints_repeat(const int *v, int n, int *first, int *second);
+
+/*
+ * Work bounded before it starts: a command estimates its run from its inputs' headers (tokens,
+ * units, grid) before any work. dg_cpu_seconds: the time of FLOPS floating-point operations on this
+ * process's OpenMP threads, roughly (DG_CPU_FLOPS_PER_THREAD each: SGEMM with a softmax around it).
+ * dg_work_bound: past the limit (24 h; DSGAP_MAX_HOURS=H in the environment sets another) it refuses
+ * with one line "CMD: WHAT: roughly T on N CPU threads, past the limit of L: HINT (or
+ * DSGAP_MAX_HOURS=H)" and returns -1; else, when announce is set or the estimate passes an hour, it
+ * prints "CMD: WHAT: roughly T on N CPU threads" on stderr and returns 0. WHAT: the size ("60000000
+ * units of 256 tokens, 8.6e+15 flop"); HINT: the option that helps.
+ */
+#define DG_CPU_FLOPS_PER_THREAD 2e10
+double dg_cpu_seconds(double flops);
+int dg_work_bound(const char *cmd, const char *what, double seconds, bool announce, const char *hint);
+/* A duration as people read it: "45 s", "12 min", "5 h", "4 days". Returns buf. */
+const char *dg_duration_str(double s, char *buf, size_t size);
 
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double dg_now(void);
@@ -124,6 +157,9 @@ const char *dg_strerror(int err);
 
 /* Split a comma-separated list in place into at most max items; returns the count or -1. */
 int dg_split(char *s, char sep, char **items, int max);
+/* The items of list option --OPT S (split by dg_split): -1 with one line "CMD: --OPT 'S': item I is
+ * empty" or "...: 'X' is listed twice (items I and J)" (items compared as text); else 0. */
+int dg_opt_list_check(const char *cmd, const char *opt, const char *s, char *const *items, int n);
 /* Parse a list "0.1,0.15" / "1,5,9" / "0-3" (ints only: ranges a-b inclusive). Return count or -1. */
 int dg_parse_doubles(const char *s, double *out, int max);
 int dg_parse_ints(const char *s, int *out, int max);

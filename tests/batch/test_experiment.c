@@ -185,7 +185,7 @@ int main(void)
 		{ "[traces]\nt = synth:\n[policies]\nlist = nope\n", "x.ini:4: unknown policy 'nope'" },
 		{ "[traces]\nt = synth:\n[densities]\nlist = 0.1\nlist = 0\n", "x.ini:5: density 0 is outside (0, 1]" },
 		{ "[traces]\nt = synth:\n[schedules]\ns = warmup=1,\n  bogus=2\n", "x.ini:4: schedule 's': unknown key 'bogus'" },
-		{ "[traces]\nt = synth: steps=3\n[schedules]\ns = anchors=7\n", "x.ini:4: schedule 's': anchor step 7 is not in trace 't'" },
+		{ "[traces]\nt = synth: steps=3\n[schedules]\ns = anchors=7\n", "x.ini:4: schedule 's' on trace 't': anchor step 7 is not in the trace" },
 		{ "[traces]\nt = synth:\n\n\nnot a pair\n", "x.ini:5: syntax error" },
 		{ "[trace]\nt = synth:\n", "x.ini:2: unknown section [trace]" },
 		{ "[traces]\nt = synth:\n[output]\ncolour = red\n", "x.ini:4: unknown key 'colour' in [output]" },

@@ -69,8 +69,9 @@ png=$(stat -c %s "$tmp/as/attnstats-rho0.3.png")
 big=$(stat -c %s "$tmp/as"/*.csv "$tmp/as"/*.md "$tmp/as"/*.dat "$tmp/as"/*.gp "$tmp/as"/*.pdf | sort -n | tail -1)
 lim=$(( (big + png) / 2 / 1024 ))
 (ulimit -f "$lim"; "$DSGAP" attnstats --density 0.3 --out "$tmp/asf" --quiet bundled="$tmp/trace.h5") >/dev/null 2>"$tmp/err"
-check "attnstats: gnuplot stopped by a file size limit ($lim KiB, PNG $png B): exit 1, one line, nothing written" \
-  eval '[ $? -eq 1 ] && [ $big -lt $((lim * 1024)) ] && [ $(wc -l < "$tmp/err") -eq 1 ] && [ ! -e "$tmp/asf" ]'
+check "attnstats: gnuplot stopped by a file size limit ($lim KiB, PNG $png B): exit 1, one line naming the signal, nothing written" \
+  eval '[ $? -eq 1 ] && [ $big -lt $((lim * 1024)) ] && [ $(wc -l < "$tmp/err") -eq 1 ] && [ ! -e "$tmp/asf" ] &&
+    grep -q "(SIGXFSZ, file size limit exceeded)" "$tmp/err"'
 "$DSGAP" attnstats --out "$tmp/x" bundled="$tmp/nonexistent.h5" 2>"$tmp/err"
 check "attnstats: missing trace is one line, exit 1, nothing written" \
   eval '[ $? -eq 1 ] && [ $(wc -l < "$tmp/err") -eq 1 ] && [ ! -e "$tmp/x" ]'

@@ -164,6 +164,7 @@ lim=$(( (big + png) / 2 / 1024 ))
 rc=$?
 check "compare: gnuplot stopped by a file size limit ($lim KiB, PNG $png B) publishes nothing: exit 1, one line" \
   all '[ $rc -eq 1 ]' '[ $big -lt $((lim * 1024)) ]' '[ "$(wc -l < "$tmp/fsz.err")" -eq 1 ]' 'grep -q "gnuplot" "$tmp/fsz.err"' \
+  'grep -q "(SIGXFSZ, file size limit exceeded)" "$tmp/fsz.err"' \
   '[ -z "$(find "$tmp/fsz" -type f 2>/dev/null)" ]'
 sed "s/,mc-sparse,/,mc-$(printf '\033')sparse,/" "$fcl" > "$tmp/ctl/closed_loop.csv"
 "$DSGAP" compare "$tmp/ctl" --out "$tmp/ctl_out" 2> "$tmp/ctl.err"
@@ -201,6 +202,6 @@ sha=$(sha256sum < "${fcl%/*}/run.json")
 "$DSGAP" compare "${fcl%/*}" --out "${fcl%/*}" 2> "$tmp/bad5.err"
 rc=$?
 check "compare: --out an input run's folder is refused, its run.json untouched" \
-  all '[ $rc -eq 2 ]' '[ "$(sha256sum < "${fcl%/*}/run.json")" = "$sha" ]' 'grep -q "would be overwritten" "$tmp/bad5.err"'
+  all '[ $rc -eq 2 ]' '[ "$(sha256sum < "${fcl%/*}/run.json")" = "$sha" ]' 'grep -q "is the input" "$tmp/bad5.err"'
 
 finish

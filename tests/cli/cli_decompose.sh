@@ -263,10 +263,11 @@ refused "plot: a density not in the results" "no density_target 0.2 in" - $DSGAP
 refused "decompose: bad --boot" "bad --boot '-3'" - $DSGAP decompose "$tmp/ladder" --boot -3
 refused "plot: bad --density" "bad --density 'x'" - $DSGAP plot "$tmp/ladder" --density x
 write_results "$tmp/fresh" $all
+cp -r "$tmp/fresh" "$tmp/fresh2" # two samples: two folders (one folder twice is refused)
 refused "decompose: a sample label with a line break" "control character" "$tmp/nl" \
-  $DSGAP decompose "$(printf 'a\nb')=$tmp/fresh" "c=$tmp/fresh" --boot 20 --out "$tmp/nl"
+  $DSGAP decompose "$(printf 'a\nb')=$tmp/fresh" "c=$tmp/fresh2" --boot 20 --out "$tmp/nl"
 # a label with a comma and a quote is one CSV field (RFC 4180), every row 5 fields
-$DSGAP decompose "a,\"b=$tmp/fresh" "c=$tmp/fresh" --boot 20 --out "$tmp/comma" >"$tmp/stdout" 2>"$tmp/stderr" || cat "$tmp/stderr"
+$DSGAP decompose "a,\"b=$tmp/fresh" "c=$tmp/fresh2" --boot 20 --out "$tmp/comma" >"$tmp/stdout" 2>"$tmp/stderr" || cat "$tmp/stderr"
 f=$tmp/comma/decomposition-samples.csv
 check "decompose: a label with a comma and a quote stays one field of decomposition-samples.csv" \
   eval '[ -s "$f" ] && sed -n 2p "$f" | grep -q "^\"a,\"\"b\"," &&

@@ -188,7 +188,7 @@ refused "several tensors, none named" "the file holds 2 (name one: FILE:NAME)" "
 refused "no such named tensor" "no tensor 'zz'" "$tmp/bad.h5" "$DSGAP" capture --model "$M" --text "$MODELS/conds.safetensors:zz" --noise "$FIX/noise.safetensors" --out "$tmp/bad.h5"
 refused "unknown policy" "unknown policy" "$tmp/bad.h5" "$DSGAP" generate --model "$M" --text "$FIX/text.safetensors" --noise "$FIX/noise.safetensors" --policies dense,nope --out "$tmp/gen2"
 sha=$(sha256sum < "$tmp/gen/dense.h5") # an earlier run's latents as the noise, --out that folder
-refused "generate over its own --noise" "would be written over the input" - "$DSGAP" generate --model "$MODELS/orig_hd64" \
+refused "generate over its own --noise" "holds the input" - "$DSGAP" generate --model "$MODELS/orig_hd64" \
   --text "$FIX/text.safetensors" --noise "$tmp/gen/dense.h5" --steps 2 --out "$tmp/gen"
 check "the noise input is kept" eval '[ "$(sha256sum < "$tmp/gen/dense.h5")" = "$sha" ]'
 refused "bad config.json" "qk_norm" "$tmp/bad.h5" "$DSGAP" capture --model "$MODELS/badcfg" --text "$FIX/text.safetensors" --noise "$FIX/noise.safetensors" --out "$tmp/bad.h5"

@@ -104,7 +104,7 @@ if command -v gnuplot > /dev/null; then
 fi
 refused "no RUN folder" "no RUN folder given" "$tmp/o2" "$DSGAP" drift --out "$tmp/o2"
 refused "a folder without run.json" "drift: cannot read $tmp/nowhere/run.json" "$tmp/o3" "$DSGAP" drift "$tmp/nowhere" --out "$tmp/o3"
-refused "--out an input run" "is the input run" - "$DSGAP" drift "$tmp/model.all" --out "$tmp/model.all"
+refused "--out an input run" "drift: --out $tmp/model.all is the input" - "$DSGAP" drift "$tmp/model.all" --out "$tmp/model.all"
 check "--out an input run: its drift.csv kept" [ "$(head -1 "$tmp/model.all/drift.csv")" = "prompt,seed,policy,density_target,step,rel_l2" ]
 mkdir -p "$tmp/empty" && cp "$tmp/model.all/run.json" "$tmp/empty/" &&
   printf 'prompt,seed,policy,density_target,psnr,rel_l2\nc0,1,dense,1,inf,0\n' > "$tmp/empty/closed_loop.csv"

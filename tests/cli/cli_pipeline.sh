@@ -80,7 +80,7 @@ PY
     bash -c 'grep -a "dsgap: error:" "$1" | tr -d "\r" | grep -q "^dsgap: error: .*non-finite value in /k"' - "$tmp/tty.out"
   "$DSGAP" attnstats --boot 10 --out "$tmp/a12" "x=$tmp/nan.h5" 2>"$tmp/log.err" && bad "attnstats of a NaN trace exited 0"
   check "attnstats in a log: whole progress lines (no \\r), then the error on its own line" \
-    bash -c '! grep -q $'"'"'\r'"'"' "$1" && grep -q "^attnstats: x unit 1/40$" "$1" &&
+    bash -c '! grep -q $'"'"'\r'"'"' "$1" && grep -q "^attnstats: x unit 1/40, ETA " "$1" &&
       grep -q "^dsgap: error: .*non-finite value in /k" "$1" && [ "$(grep -c "dsgap: error" "$1")" = 1 ]' - "$tmp/log.err"
   check "a failed attnstats leaves no output" test ! -e "$tmp/a11" -a ! -e "$tmp/a12"
 fi

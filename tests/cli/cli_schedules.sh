@@ -93,8 +93,8 @@ bad_ini "a dense layer of an axis past the model's" "$tmp/bad.ini:15: schedule '
 bad_ini "warm-up over every step" "$tmp/bad.ini:15: schedule 'x': warmup=3 covers every one of the 3 denoising steps" "${S}x = warmup=3\n"
 bad_ini "anchors every 0 steps" "$tmp/bad.ini:15: schedule 'x': bad anchors 'every:0'" "${S}x = anchors=every:0\n"
 T='[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=3 head_dim=32\n[schedules]\n'
-bad_ini "open loop: dense layer the trace lacks" "$tmp/bad.ini:4: schedule 'x': dense layer 99 is not in trace 't'" "${T}x = dense_layers=99\n"
-bad_ini "open loop: warm-up past the trace's steps" "$tmp/bad.ini:4: schedule 'x': warmup=5 covers every step of trace 't'" "${T}x = warmup=5\n"
+bad_ini "open loop: dense layer the trace lacks" "$tmp/bad.ini:4: schedule 'x' on trace 't': dense layer 99 is not in the trace (its layers: 0)" "${T}x = dense_layers=99\n"
+bad_ini "open loop: warm-up past the trace's steps" "$tmp/bad.ini:4: schedule 'x' on trace 't': warmup=5 covers every step of the trace" "${T}x = warmup=5\n"
 
 # --- replay and generate ----------------------------------------------------------------------------------
 "$DSGAP" synth --grid 2x8x16 --heads 2 --layers 1 --steps 8 --head-dim 32 --out "$tmp/t.h5" > /dev/null 2>&1

@@ -180,7 +180,12 @@ static void header_rules(void)
 	       "hole in the data buffer before tensor 'a'");
 	b = make("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16, 1);
 	b.n -= 3;
-	expect("truncated", b, "tensor 'a' ends at byte 80, past the end of the file (77 bytes): truncated");
+	expect("truncated", b, "tensor 'a' has data_offsets [0, 16], past the end of the data buffer (13 bytes; "
+	       "the file: 77)");
+	expect("data_offsets past the end, not a hole (issue 52)",
+	       make("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+		    "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[100,104]}}", 8, 1),
+	       "tensor 'b' has data_offsets [100, 104], past the end of the data buffer (8 bytes");
 	expect("trailing data", make("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 9, 1),
 	       "5 bytes after the last tensor (from byte 68)");
 	expect("duplicate names", make("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"

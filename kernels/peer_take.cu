@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(1024) choose_keeps(ranked r, int ngroups, int 
 		bool take_lo = false;
 		if (dhi > b.rho) {
 			dlo = keep_counts(r, ngroups, P, pt, b, lo, keep + (size_t)lo_k * ngroups, red);
-			if (dlo > b.rho + b.tol && b.min_parts > 1) { /* peers.c: the floor lowered */
+			if (dlo > b.rho + DG_PEER_MATCH_TOL && b.min_parts > 1) { /* peers.c: the floor lowered */
 				int m_lo = 1, m_hi = b.min_parts;
 				while (m_hi - m_lo > 1) {
 					b.min_parts = m_lo + (m_hi - m_lo) / 2;

@@ -105,12 +105,12 @@
 #ifndef DG_PEERS_H
 #define DG_PEERS_H
 
+#include "dsgap_budget.h" /* DG_PEER_MATCH_TOL */
 #include "policy/groups.h"
 #include "policy/policy.h"
 #include "policy/select.h"
 
 #define DG_PEER_MATCH_STEPS 30  /* bisection halvings of budget=matched */
-#define DG_PEER_MATCH_TOL 0.02   /* |computed density - rho| a matched peer must reach */
 
 typedef struct dg_peer_state dg_peer_state; /* carried from step to step (svg2's centroids) */
 

@@ -10,6 +10,8 @@
  *   dg_topk_count     K = min(n, max(128, 128 * ceil(rho * n / 128))): the keys kept by topk at
  *                     density rho over n keys, before sinks (the 1e-9 keeps rho * n an exact
  *                     multiple of 128 from rounding up a block)
+ *   DG_PEER_MATCH_TOL  |computed density - rho| a peer under budget=matched must reach (src/policy/
+ *                     peers.h; kernels/peer_take.cu lowers svg2's cluster floor by it as peers.c does)
  */
 #ifndef DSGAP_BUDGET_H
 #define DSGAP_BUDGET_H
@@ -17,6 +19,7 @@
 #include <math.h>
 
 #define DG_KV_BLOCK_SIZE 128
+#define DG_PEER_MATCH_TOL 0.02
 
 #ifdef __CUDACC__
 #define DG_BUDGET_FN static inline __host__ __device__

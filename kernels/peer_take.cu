@@ -173,6 +173,19 @@ __global__ void __launch_bounds__(1024) choose_keeps(ranked r, int ngroups, int 
 		bool take_lo = false;
 		if (dhi > b.rho) {
 			dlo = keep_counts(r, ngroups, P, pt, b, lo, keep + (size_t)lo_k * ngroups, red);
+			if (dlo > b.rho + DG_PEER_MATCH_TOL && b.min_parts > 1) { /* peers.c: the floor lowered */
+				int m_lo = 1, m_hi = b.min_parts;
+				while (m_hi - m_lo > 1) {
+					b.min_parts = m_lo + (m_hi - m_lo) / 2;
+					if (keep_counts(r, ngroups, P, pt, b, lo, keep + (size_t)mid_k * ngroups, red) <= b.rho)
+						m_lo = b.min_parts;
+					else
+						m_hi = b.min_parts;
+				}
+				b.min_parts = m_lo;
+				dhi = keep_counts(r, ngroups, P, pt, b, hi, keep + (size_t)hi_k * ngroups, red);
+				dlo = keep_counts(r, ngroups, P, pt, b, lo, keep + (size_t)lo_k * ngroups, red);
+			}
 			for (int it = 0; it < b.steps && dlo < b.rho; it++) {
 				double t = 0.5 * (lo + hi);
 				double dm = keep_counts(r, ngroups, P, pt, b, t, keep + (size_t)mid_k * ngroups, red);

@@ -352,6 +352,23 @@ void dg_peer_take(const float *scores, int ngroups, const int *gsize, int P, con
 	if (dhi > b->rho) { /* else the densest the knob gives */
 		t.topp = lo;
 		dlo = keep_counts(&r, gsize, psize, n, sinks, &t, min_parts, lo_k);
+		if (dlo > b->rho + DG_PEER_MATCH_TOL && min_parts > 1) {
+			/* the minimum part count is the floor: the largest m < min_parts at which the
+			 * fewest parts fit rho (density nondecreasing in m), else 1 (peers.h) */
+			int m_lo = 1, m_hi = min_parts;
+			while (m_hi - m_lo > 1) {
+				int m = m_lo + (m_hi - m_lo) / 2;
+				if (keep_counts(&r, gsize, psize, n, sinks, &t, m, mid_k) <= b->rho)
+					m_lo = m;
+				else
+					m_hi = m;
+			}
+			min_parts = m_lo;
+			t.topp = hi;
+			dhi = keep_counts(&r, gsize, psize, n, sinks, &t, min_parts, hi_k);
+			t.topp = lo;
+			dlo = keep_counts(&r, gsize, psize, n, sinks, &t, min_parts, lo_k);
+		}
 		for (int it = 0; it < DG_PEER_MATCH_STEPS && dlo < b->rho; it++) {
 			t.topp = 0.5 * (lo + hi);
 			double dm = keep_counts(&r, gsize, psize, n, sinks, &t, min_parts, mid_k);

@@ -82,8 +82,12 @@
  * allows; deterministic, and the same on both backends (both run dg_peer_take on the same scores).
  *   svg2, spargeattn, xattention: the top-p mass P, bisected (DG_PEER_MATCH_STEPS halvings of
  *                      [2^-30, 1]; density nondecreasing in P); the closest of the two brackets.
- *                      Floors the knob cannot go below: svg2's ceil(minkc * kc) clusters,
- *                      spargeattn's always-kept blocks of low self-similarity (theta).
+ *                      svg2: where its ceil(minkc * kc) clusters alone are more than
+ *                      DG_PEER_MATCH_TOL above rho (unequal clusters at 32760 tokens: 0.42 at
+ *                      rho 0.15), that minimum is lowered to the largest count whose fewest clusters
+ *                      fit rho (at least 1), then P bisected (a deviation: SVG2 never goes below
+ *                      minkc). Floor the knob cannot go below: spargeattn's always-kept blocks of
+ *                      low self-similarity (theta).
  *   radial             the decay, bisected on log2(decay) in [-10, 10]; the mask depends on the
  *                      shape only, so once per (frames, tokens, text, rho) per process. Floor: the
  *                      dense frame diagonal, the half band of neighbouring frames and the frame-0 sink.
@@ -101,12 +105,12 @@
 #ifndef DG_PEERS_H
 #define DG_PEERS_H
 
+#include "dsgap_budget.h" /* DG_PEER_MATCH_TOL */
 #include "policy/groups.h"
 #include "policy/policy.h"
 #include "policy/select.h"
 
 #define DG_PEER_MATCH_STEPS 30  /* bisection halvings of budget=matched */
-#define DG_PEER_MATCH_TOL 0.02   /* |computed density - rho| a matched peer must reach */
 
 typedef struct dg_peer_state dg_peer_state; /* carried from step to step (svg2's centroids) */
 

@@ -472,6 +472,21 @@ static void take_ref(const float *sc, int ng, const int *gsize, int P, const int
 		t.topp = lo;
 		take_at(sc, ng, P, psize, n, &t, min_parts, lo_t);
 		dlo = take_density_ref(lo_t, ng, gsize, P, psize, psink, sinks, n);
+		if (dlo > b->rho + DG_PEER_MATCH_TOL && min_parts > 1) { /* the floor lowered: a linear scan */
+			int m = min_parts - 1;
+			for (; m > 1; m--) {
+				take_at(sc, ng, P, psize, n, &t, m, mid_t);
+				if (take_density_ref(mid_t, ng, gsize, P, psize, psink, sinks, n) <= b->rho)
+					break;
+			}
+			min_parts = m;
+			t.topp = hi;
+			take_at(sc, ng, P, psize, n, &t, min_parts, hi_t);
+			dhi = take_density_ref(hi_t, ng, gsize, P, psize, psink, sinks, n);
+			t.topp = lo;
+			take_at(sc, ng, P, psize, n, &t, min_parts, lo_t);
+			dlo = take_density_ref(lo_t, ng, gsize, P, psize, psink, sinks, n);
+		}
 		for (int s = 0; s < DG_PEER_MATCH_STEPS && dlo < b->rho; s++) {
 			t.topp = 0.5 * (lo + hi);
 			take_at(sc, ng, P, psize, n, &t, min_parts, mid_t);

@@ -9,16 +9,15 @@
 #   (here)   cmake --build --preset default && scripts/device_pack.sh
 #   (device) OUT=dir [DEADLINE=540] [CHECKS=...] [BENCHES=...] [STEPS=...] bash scripts/device_all.sh
 #            with carry [".carry"]; --help prints this header, --list the steps a call would run.
-# Checks (CHECKS, default "gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache gpu_fresh memcheck closed_loop
-# demo_gpu sass"):
-#   gpu_kernels gpu_meta gpu_replay  the kernel and metadata tests, GPU replay against CPU replay
+# Checks (CHECKS, default "gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache memcheck closed_loop demo_gpu
+# sass"):
+#   gpu_kernels gpu_meta gpu_replay  the kernel and metadata tests, GPU replay against CPU replay (the
+#                                    staleness switches fresh= and a sparse_steps window included)
 #   gpu_meta_peers                   gpu_meta --peers: the peers' device metadata alone (in gpu_meta too)
 #   gpu_api                          libdsgap's C ABI on the GPU against its CPU ABI (tests/api/gpu_api.c)
 #   gpu_cache                        the GPU's cache storage (residual_dtype, keys=bitmap) against the
 #                                    CPU twin, bit for bit, and --cache-offload bit-identical to the
 #                                    run without (backend and closed loop; tests/backend/gpu_cache.c)
-#   gpu_fresh                        staleness (fresh=groups|keys|residual) and sparse_steps on the GPU
-#                                    backend against the CPU's (tests/backend/gpu_fresh.c)
 #   gpu_dit                          scripts/gpu_dit.sh check: op table test, PyTorch comparison
 #   memcheck racecheck               compute-sanitizer on a GPU replay of every policy (with and
 #                                    without a text prefix)
@@ -68,9 +67,9 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
-DEFAULT_CHECKS="gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache gpu_fresh memcheck closed_loop demo_gpu sass"
+DEFAULT_CHECKS="gpu_kernels gpu_meta gpu_replay gpu_dit gpu_api gpu_cache memcheck closed_loop demo_gpu sass"
 DEFAULT_BENCHES="bench dit"
-ALL_CHECKS="gpu_kernels gpu_meta gpu_meta_peers gpu_replay gpu_dit gpu_api gpu_cache gpu_fresh memcheck racecheck memcheck_dit kernels_memcheck \
+ALL_CHECKS="gpu_kernels gpu_meta gpu_meta_peers gpu_replay gpu_dit gpu_api gpu_cache memcheck racecheck memcheck_dit kernels_memcheck \
 kernels_racecheck kernels_synccheck meta_memcheck sass closed_loop demo_gpu experiments"
 ALL_BENCHES="bench kernels torch meta dit length comparison"
 expand() { # step and group names -> step names
@@ -193,7 +192,6 @@ has "$SEL" gpu_meta && run gpu_meta "$CAP" "$BIN/gpu_meta" &
 has "$SEL" gpu_meta_peers && run gpu_meta_peers "$CAP" "$BIN/gpu_meta" --peers &
 has "$SEL" gpu_replay && run gpu_replay "$CAP" bash tests/replay/gpu_replay.sh &
 has "$SEL" gpu_cache && run gpu_cache "$CAP" "$BIN/gpu_cache" &
-has "$SEL" gpu_fresh && run gpu_fresh "$CAP" "$BIN/gpu_fresh" &
 has "$SEL" gpu_dit && run dit_check "$CAP" bash scripts/gpu_dit.sh check &
 has "$SEL" dit && run dit_prepare "$CAP" bash scripts/gpu_dit.sh prepare &
 for tool in memcheck racecheck; do

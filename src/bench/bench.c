@@ -338,9 +338,13 @@ int dg_bench(const dg_bench_opts *o)
 		return dg_error("bench: cannot append to %s: %s (the default --csv, relative to the repository root: "
 				"run there, or give --csv FILE, or --csv '' for none)", o->csv, strerror(errno)), 1;
 	}
-	if (*o->csv && !(s.csv = dg_csv_append_open("bench", o->csv, NULL, is_bench_row))) {
-		be->destroy(be);
-		return 1;
+	dg_out csv = { 0 };
+	if (*o->csv) {
+		if (dg_csv_append_open(&csv, "bench", o->csv, NULL, is_bench_row)) {
+			be->destroy(be);
+			return 1;
+		}
+		s.csv = csv.f;
 	}
 	printf("dsgap bench: %s, %d heads x %d tokens x d=%d, %d reps, P.V %s, commit %s, %s\n", be->device,
 	       o->heads, o->n, o->d, o->reps, o->precise ? "precise" : "fast", s.commit, s.date);
@@ -357,8 +361,12 @@ int dg_bench(const dg_bench_opts *o)
 	be->destroy(be);
 
 	int rc = strcmp(o->grid, "none") ? layer_step(&s, o) : 0;
-	if (s.csv)
-		fclose(s.csv);
+	if (s.csv) { /* the rows published together, or none */
+		if (rc)
+			dg_out_abort(&csv);
+		else if (dg_out_commit(&csv))
+			rc = 1;
+	}
 	free(q), free(k), free(v);
 	times_free(&t);
 	gsl_rng_free(r);

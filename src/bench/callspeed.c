@@ -350,10 +350,10 @@ int dg_callspeed(const dg_callspeed_opts *o)
 		return dg_error("callspeed: no GPU (this build has no CUDA, or no device answers)");
 	if (!gpu && bound_work(o))
 		return -1;
-	FILE *f = dg_csv_append_open("callspeed", o->csv, HEADER, NULL); /* rows never go into another file */
-	if (!f)
+	dg_out csv; /* rows never go into another file; published together at the end, or none */
+	if (dg_csv_append_open(&csv, "callspeed", o->csv, HEADER, NULL))
 		return -1;
-	cs_sink s = { .f = f, .commit = dg_git_commit() };
+	cs_sink s = { .f = csv.f, .commit = dg_git_commit() };
 	dg_utc_now(s.date, sizeof s.date);
 	snprintf(s.device, sizeof s.device, "%s", gpu ? "gpu" : dg_cpu_name());
 	if (gpu) { /* the device's name, from a backend */
@@ -364,7 +364,9 @@ int dg_callspeed(const dg_callspeed_opts *o)
 		}
 	}
 	int rc = sweep(o, &s, gpu);
-	if (fclose(f))
-		return dg_error("callspeed: cannot write %s", o->csv);
-	return rc ? -1 : 0;
+	if (rc) {
+		dg_out_abort(&csv);
+		return -1;
+	}
+	return dg_out_commit(&csv) ? -1 : 0;
 }

@@ -27,7 +27,8 @@
  * sparsity). --max-call S: a policy whose call took more than S seconds (default 5) at n tokens is not
  * run at n tokens or more from then on, at this or a later head count (one over it in the warm-up
  * instance: that instance's one timed call is its row, reps 1); --budget S: no configuration starts after S seconds (0: none).
- * Rows (CSV, appended as they are measured, so that a run cut short keeps them):
+ * Rows (CSV, appended together at the end: a run stopped by --budget keeps them, a failure or a
+ * signal leaves the file as it was; util/csv.h):
  *   path,pv,policy,density_target,n,grid,heads,d,refresh_every,density,dense_ms,call_ms,anchor_ms,
  *   amortised_ms,meta_ms,reps,device,date,commit
  * policy "dense" rows: call_ms = dense_ms. density: computed pairs / n^2 of the timed calls. meta_ms:

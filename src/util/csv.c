@@ -26,22 +26,47 @@ int dg_csv_field(FILE *f, const char *s)
 	return putc('"', f);
 }
 
-FILE *dg_csv_append_open(const char *cmd, const char *path, const char *header, bool (*is_row)(const char *line))
+int dg_csv_append_open(dg_out *o, const char *cmd, const char *path, const char *header,
+		       bool (*is_row)(const char *line))
 {
+	if (!*path)
+		return dg_error("%s: --csv '' names no file", cmd), -1;
 	struct stat st;
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* a FIFO would block, a device take the rows */
-		return dg_error("%s: %s is not a regular file; nothing written", cmd, path), NULL;
-	FILE *f = fopen(path, "a+");
-	if (!f)
-		return dg_error("%s: cannot append to %s: %s", cmd, path, strerror(errno)), NULL;
+	bool exists = stat(path, &st) == 0;
+	if (exists && !S_ISREG(st.st_mode)) /* a FIFO would block, a device take the rows */
+		return dg_error("%s: %s is not a regular file; nothing written", cmd, path), -1;
+	FILE *in = exists ? fopen(path, "r") : NULL;
+	if (exists && !in)
+		return dg_error("%s: cannot read %s: %s", cmd, path, strerror(errno)), -1;
 	char line[4096] = "";
-	bool empty = !fgets(line, sizeof line, f); /* "a+" reads from the start */
+	bool empty = !in || !fgets(line, sizeof line, in);
 	line[strcspn(line, "\n")] = 0;
-	if (empty ? header && fprintf(f, "%s\n", header) < 0
-		  : header ? strcmp(line, header) != 0 : !is_row(line)) {
-		fclose(f);
+	if (!empty && (header ? strcmp(line, header) != 0 : !is_row(line))) {
+		fclose(in);
 		return dg_error("%s: %s is not a %s CSV of this version (its first line is not %s); nothing written",
-				cmd, path, cmd, header ? "the header" : "one of its rows"), NULL;
+				cmd, path, cmd, header ? "the header" : "one of its rows"), -1;
 	}
-	return f;
+	if (dg_out_open(o, path)) {
+		if (in)
+			fclose(in);
+		return -1;
+	}
+	int bad = 0;
+	if (empty) {
+		bad = header && fprintf(o->f, "%s\n", header) < 0;
+	} else { /* the rows so far, then the new ones */
+		rewind(in);
+		char buf[65536];
+		size_t n;
+		while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0)
+			bad = fwrite(buf, 1, n, o->f) != n;
+		bad = bad || ferror(in);
+	}
+	if (in)
+		fclose(in);
+	if (bad) {
+		dg_out_abort(o);
+		return dg_error("%s: cannot copy %s into its temporary; nothing written", cmd, path), -1;
+	}
+	return 0;
 }

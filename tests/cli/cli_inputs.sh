@@ -196,4 +196,16 @@ check "  ... and never written raw" eval '! grep -q "$esc" "$tmp/stderr"'
   --policies mc-sparse) >"$tmp/stdout" 2>"$tmp/stderr"
 check "a memory plan past a tiny limit says its sizes (not 0.0 GB ... 0.0 GiB)" \
   eval '[ $? -eq 1 ] && grep -q "needs 3.49 GiB on the device, which has 1.05 KiB" "$tmp/stderr" && ! grep -q " 0\.0 Gi\?B" "$tmp/stderr" "$tmp/stdout"'
+# a CSV that callspeed appends to is replaced whole at the end: a run killed midway leaves it as it
+# was (byte for byte) and no temporary beside it
+cp "$tmp/cs2.csv" "$tmp/cs2.before"
+"$DSGAP" callspeed --device cpu --grids 1x8x16,16x32x32 --heads 1,2 --policies mc-sparse --csv "$tmp/cs2.csv" \
+  >/dev/null 2>&1 &
+cs_pid=$!
+for _ in $(seq 50); do [ -n "$(ls "$tmp"/cs2.csv.tmp.* 2>/dev/null)" ] && break; sleep 0.1; done
+sleep 0.5
+kill -TERM $cs_pid 2>/dev/null
+wait $cs_pid
+check "callspeed killed midway: its CSV as before, no temporary left" \
+  eval 'cmp -s "$tmp/cs2.csv" "$tmp/cs2.before" && [ -z "$(ls "$tmp"/cs2.csv.tmp.* 2>/dev/null)" ]'
 finish

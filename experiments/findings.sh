@@ -11,7 +11,8 @@
 # results/refresh/{trends,anchors}.csv, README.md; results/attention/attnstats.md, README.md;
 # results/comparison/{comparison.csv,run.json}, fidelity/*/closed_loop.csv, speed/*/run.json;
 # results/gpu/2026-12-04T0210Z-dit/{480p,720p}/generate.csv; results/kernel_speed/*/crossover.csv;
-# results/closed_ladder/{decomposition,ablation}.csv.
+# results/closed_ladder/{decomposition,ablation}.csv; results/staleness_calls/samples.csv;
+# results/mass_vs_error/summary.csv.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$ROOT/results/README.md R=$ROOT/results
@@ -300,6 +301,35 @@ cat <<EOF
   φ_R $(q "$L/ablation.csv" 0.15 shapley_R); the grouping–residual interaction $(q "$L/ablation.csv" 0.15 I_GR) (positive:
   together they win back less than the sum apart). The same components made fresh at every call
   reach E(oracle+res) above: the distance between the two is what one anchor's staleness costs.
+
+EOF
+fi
+# --- staleness per call and mass against error (issue 50, items 4 and 7) ----------------------------
+SC=$R/staleness_calls/samples.csv MV=$R/mass_vs_error/summary.csv
+if [ -s "$SC" ] && [ -s "$MV" ]; then
+# scm POLICY: "mean rel-L2 (retained mass)" over the samples
+scm() { awk -F, -v p="$1" 'NR > 1 && $2 == p { e += $4; m += $5; n++ } END { printf "%.3f (mass %.3f)", e / n, m / n }' "$SC"; }
+# scn POLICY OP: in how many samples POLICY's error is below (<) or above (>) mc-sparse's
+scn() { awk -F, -v p="$1" -v op="$2" 'NR > 1 { v[$1 "|" $2] = $4; S[$1] = 1 }
+    END { for (s in S) { n++; d = v[s "|" p] - v[s "|mc-sparse"]; k += op == "<" ? d < 0 : d > 0 } printf "%d of %d", k, n }' "$SC"; }
+cat <<EOF
+## Staleness per call, and why single keys err more
+
+\`results/staleness_calls/\` (\`experiments/staleness_calls.sh\`): six sample traces replayed in the
+open loop at ρ 0.15 with one anchor, mc-sparse's cached components remade one at a time at every call
+(2-core CPU, 2026-12-07; six samples, no interval claimed). Mean rel-L2 per call: mc-sparse
+$(scm mc-sparse); residual remade $(scm mc-sparse/fresh=residual), lower in $(scn mc-sparse/fresh=residual "<") samples;
+key lists remade $(scm mc-sparse/fresh=keys) and groups remade $(scm mc-sparse/fresh=groups), both higher
+(in $(scn mc-sparse/fresh=keys ">") and $(scn mc-sparse/fresh=groups ">")): staleness lives in the residual, and a
+selection remade without its residual is worse than a stale pair.
+
+\`results/mass_vs_error/\` (\`dev/mass_vs_error.py\`, float64 from the traces, agreeing with dsgap
+replay to 2e-7): per query the error is the dropped mass times the gap between the kept and the
+dropped keys' mean value. In $(awk -F, 'NR > 1 { if ($2 == "oracle-tile") { t[$1] = $3; tm[$1] = $4 } else { b[$1] = $3; bm[$1] = $4 } S[$1] = 1 }
+  END { for (s in S) { n++; k += t[s] > b[s] && tm[s] > bm[s] } printf "%d of %d", k, n }' "$MV") samples single keys keep more mass than key blocks yet
+err more: the keys they keep are the ones most like the queries, so the kept mean sits farther
+from the dropped one (the gap $(awk -F, 'NR > 1 { if ($2 == "oracle-tile") t[$1] = $6; else b[$1] = $6; S[$1] = 1 }
+  END { lo = 1e9; hi = 0; for (s in S) { r = t[s] / b[s]; if (r > 1) { lo = r < lo ? r : lo; hi = r > hi ? r : hi } } printf "%.2f–%.2f×", lo, hi }' "$MV") the blocks' where it holds).
 
 EOF
 fi

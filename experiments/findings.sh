@@ -197,8 +197,8 @@ cat <<EOF
 
 In the open loop mc-sparse's per-call error is well below est-block's (above), yet in the closed
 loop it trails the methods that reach the density (the counts above): the loss is in how errors compound over
-the steps (a likely cause, not tested: the residual cached at the anchor going stale, as the
-refresh block shows it growing with the steps since the anchor).
+the steps, from metadata one anchor old. Which component goes stale is measured per call below
+("Staleness per call": the residual), and the loop's schedules in the next block.
 
 EOF
 # --- the closed loop across schedules (issue 50) ------------------------------------------------------

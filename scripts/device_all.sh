@@ -110,7 +110,9 @@ T0=$SECONDS
 OUT=${OUT:-$PWD/device-out}
 DEADLINE=${DEADLINE:-540}
 mkdir -p "$OUT" /tmp/dglib
-tar -C /tmp/dglib -xJf .carry/lib.tar.xz
+# unpack once per machine: a second unpack under running workers of an earlier step bus-faults them
+sum=$(cksum < .carry/lib.tar.xz)
+[ "$(cat /tmp/dglib/.packed 2>/dev/null)" = "$sum" ] || { tar -C /tmp/dglib -xJf .carry/lib.tar.xz && echo "$sum" > /tmp/dglib/.packed; }
 [ -d .carry/bin ] || tar -C .carry -xJf .carry/bin.tar.xz
 CUBLAS_PY=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${CUBLAS_PY:+$CUBLAS_PY:}${LD_LIBRARY_PATH:-}

@@ -697,6 +697,35 @@ static int read_plans(char *const *dirs, int ndirs, cJSON **plans)
 	return 0;
 }
 
+/* Whether the experiment file the shards were run from still describes them, as `dsgap run` checks
+ * its --out: a file that changed since (another grid, trace, model or switch) is refused; one that is
+ * no longer there (or sits elsewhere from this folder) is a warning, the shards' own record then
+ * stands. */
+static int check_experiment_file(const char *dir, const cJSON *plan)
+{
+	const char *path = jstr(plan, "config_path");
+	if (!*path || !exists(path)) {
+		dg_warn("merge: the experiment file %s of %s is not here: the shards' own record (experiment.json) "
+			"is used", *path ? path : "(none recorded)", dir);
+		return 0;
+	}
+	dg_experiment e;
+	if (dg_experiment_load(&e, path))
+		return dg_error("merge: the experiment file %s of the shards no longer loads (above): fix it, or "
+				"merge elsewhere from the shards' own record", path);
+	if (*jstr(plan, "device"))
+		dg_experiment_set_device(&e, jstr(plan, "device"));
+	char fp[17];
+	dg_experiment_fingerprint_str(&e, fp);
+	int rc = 0;
+	if (strcmp(fp, jstr(plan, "fingerprint")))
+		rc = dg_error("merge: %s changed since the shards in %s were run (fingerprint %s, the shards' %s): "
+			      "rerun dsgap run %s on every shard, then merge", path, dir, fp, jstr(plan, "fingerprint"),
+			      path);
+	dg_experiment_free(&e);
+	return rc;
+}
+
 static void merge_init(merge_ctx *m, const cJSON *plan)
 {
 	m->plan = plan;
@@ -1157,7 +1186,7 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 	cJSON **plans = dg_calloc(ndirs, sizeof *plans);
 	merge_ctx m = { .dirs = dirs, .ndirs = ndirs, .out = out };
 	int rc = -1, total;
-	if (read_plans(dirs, ndirs, plans))
+	if (read_plans(dirs, ndirs, plans) || check_experiment_file(dirs[0], plans[0]))
 		goto out;
 	merge_init(&m, plans[0]);
 	if (check_cells_present(&m, &total))

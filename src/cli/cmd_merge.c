@@ -2,7 +2,8 @@
  * cmd_merge.c: `dsgap merge DIR... --out OUT` combines the output folders of the shards of one
  * experiment (dsgap run --shard i/n --out DIR) into OUT: per run OUT/RUN/metrics.csv and run.json,
  * the rows in canonical order (identical, but time_ms, to an unsharded run), and
- * OUT/summary.{csv,md}. Refuses folders of different experiments and incomplete sets of cells,
+ * OUT/summary.{csv,md}. Refuses folders of different experiments, incomplete sets of cells, cells
+ * whose input changed and an experiment file that changed since the shards ran,
  * and writes nothing then (batch.h).
  */
 #include <getopt.h>

@@ -4,7 +4,8 @@
 # the fix, and nothing left behind (no output folder, no temporary, inputs unchanged):
 #   an output folder that is, holds or lies inside an input (decompose --samples, refreshstats,
 #   generate, attnstats: one check, util/files.h); the same sample folder twice, a FIFO as a sample
-#   list; empty or repeated list items; merge of a shard computed before its trace changed;
+#   list; empty or repeated list items; merge of a shard computed before its trace changed or
+#   whose experiment file changed since;
 #   index vectors of a million entries (no pairwise check) and work past DSGAP_MAX_HOURS (replay,
 #   attnstats, callspeed: refused at once from the headers); run with a synthetic trace and
 #   decompose --samples past a file-size limit (no folder left); policy switches out of range;
@@ -103,6 +104,20 @@ rm -rf "$tmp/s1"
 refused "merge of a shard made before its trace changed" \
   "merge: cell m.a/l0-h0 in $tmp/s0 was computed from other contents of $in/m.h5 (it changed since): rerun dsgap run with --out $tmp/s0" \
   "$tmp/m_stale" "$DSGAP" merge "$tmp/s0" "$tmp/s1" --out "$tmp/m_stale" --quiet
+# the experiment file changed since the shards ran (another density): refused as run refuses its --out
+rm -rf "$tmp/s0" && "$DSGAP" run "$in/m.ini" --shard 0/2 --out "$tmp/s0" --quiet >/dev/null 2>&1
+sed -i 's/list = 0.5/list = 0.25/' "$in/m.ini"
+refused "merge of shards whose experiment file changed since" \
+  "merge: $in/m.ini changed since the shards in $tmp/s0 were run (fingerprint" \
+  "$tmp/m_ini" "$DSGAP" merge "$tmp/s0" "$tmp/s1" --out "$tmp/m_ini" --quiet
+sed -i 's/list = 0.25/list = 0.5/' "$in/m.ini"
+"$DSGAP" merge "$tmp/s0" "$tmp/s1" --out "$tmp/m_back" --quiet 2>"$tmp/err"
+check "the file as the shards ran it: the merge goes through" eval '[ $? -eq 0 ] && [ -s "$tmp/m_back/m.a/metrics.csv" ]'
+mv "$in/m.ini" "$in/m.moved"
+"$DSGAP" merge "$tmp/s0" "$tmp/s1" --out "$tmp/m_gone" --quiet 2>"$tmp/err"
+check "the experiment file gone: merged from the shards' record, with a warning" \
+  eval '[ $? -eq 0 ] && grep -q "experiment file $in/m.ini of $tmp/s0 is not here" "$tmp/err"'
+mv "$in/m.moved" "$in/m.ini"
 
 # --- work bounded before it starts -------------------------------------------------------------------
 # big N DST NAME: a copy of t.h5 whose /NAME_index has N entries (q, k, v declared to match, never

@@ -5,7 +5,10 @@
  */
 #include <hdf5.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <gsl/gsl_errno.h>
 
@@ -47,8 +50,23 @@ static void usage(FILE *f)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
 }
 
+/* OpenBLAS starts its server threads when it loads, and each maps a work buffer there; under an
+ * address-space limit (ulimit -v) too small for them a thread retries forever, and the first fork
+ * (trace.c reads attributes in a child) waits on it for good. dsgap calls OpenBLAS single-threaded
+ * from its own OpenMP threads (policy/attention.c), so with a finite limit and no
+ * OPENBLAS_NUM_THREADS given it runs itself again with that set to 1: no server threads at all. */
+static void blas_threads_under_limit(char **argv)
+{
+	struct rlimit r;
+	if (getenv("OPENBLAS_NUM_THREADS") || getrlimit(RLIMIT_AS, &r) || r.rlim_cur == RLIM_INFINITY)
+		return;
+	if (setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0)
+		execv("/proc/self/exe", argv); /* returns only on failure: then go on as we are */
+}
+
 int main(int argc, char **argv)
 {
+	blas_threads_under_limit(argv);
 	/* HDF5 1.10 keeps a file whose close failed (a full disk) half-closed, and its exit handler then
 	 * crashes on it: every file dsgap writes is closed (or abandoned and removed) explicitly, so
 	 * HDF5 needs no exit handler. Must come before any other HDF5 call. */

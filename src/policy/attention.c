@@ -7,6 +7,7 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,18 +20,31 @@ void openblas_set_num_threads(int n); /* OpenBLAS extension */
 #define BQ 128 /* queries per block */
 #define BK 256 /* keys per chunk */
 
-/* OpenBLAS takes its working buffer (about 128 MB of address space) at a thread's first SGEMM, and
- * retries forever when that allocation fails: taken here once per process for every OpenMP thread,
- * so that a call under a memory limit (libdsgap's callers, include/dsgap.h) finds it taken and gets
- * DSGAP_E_MEMORY from its own allocations instead of hanging in OpenBLAS */
+/* OpenBLAS takes its working buffer (128 MiB of address space in Debian's build) at a thread's first
+ * SGEMM, and retries forever when that allocation fails: taken here once per process for every
+ * OpenMP thread, so that a call under a memory limit (libdsgap's callers, include/dsgap.h) finds it
+ * taken and gets DSGAP_E_MEMORY from its own allocations instead of hanging in OpenBLAS. Where even
+ * that buffer does not fit (ulimit -v), each thread's probe of its size fails first and the SGEMM is
+ * never made: an out-of-memory report naming the buffer, not a hang. */
+#define BLAS_BUFFER ((size_t)128 << 20)
+static bool blas_ok = true;
 static void warm_blas(void)
 {
 	enum { N = 256 }; /* large enough for OpenBLAS's buffered path (small products skip the buffer) */
 #pragma omp parallel
 	{
 		float *a = calloc((size_t)N * N, sizeof *a), *c = malloc((size_t)N * N * sizeof *c);
+		void *probe = malloc(BLAS_BUFFER + ((size_t)1 << 16)); /* held by all threads at once */
+		if (!probe || !a || !c) {
+#pragma omp atomic write
+			blas_ok = false;
+		}
 #pragma omp barrier
-		if (a && c)
+		free(probe);
+		bool ok;
+#pragma omp atomic read
+		ok = blas_ok;
+		if (ok)
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, N, 1.0f, a, N, a, N, 0.0f, c, N);
 		free(a), free(c);
 	}
@@ -41,6 +55,12 @@ void dg_attn_init_threads(void)
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	openblas_set_num_threads(1);
 	pthread_once(&once, warm_blas);
+	if (!blas_ok) {
+		char what[96];
+		snprintf(what, sizeof what, "OpenBLAS's work buffer of each of %d OpenMP threads (fewer: OMP_NUM_THREADS)",
+			 omp_get_max_threads());
+		dg_out_of_memory(BLAS_BUFFER, what);
+	}
 }
 
 /* Per-thread state of one query block. */

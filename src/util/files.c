@@ -29,6 +29,7 @@
 #define DG_TMPS_MAX 1024
 static char *tmp_path[DG_TMPS_MAX];
 static pid_t tmp_pid[DG_TMPS_MAX];
+static bool tmp_made_dir[DG_TMPS_MAX]; /* a folder this command made: removed only if empty */
 static volatile sig_atomic_t tmp_count;
 static const int cleanup_signals[] = { SIGINT, SIGTERM, SIGHUP };
 
@@ -43,7 +44,7 @@ static void block(sigset_t *old)
 
 static void unblock(const sigset_t *old) { sigprocmask(SIG_SETMASK, old, NULL); }
 
-void dg_tmp_register(const char *path)
+static void tmp_add(const char *path, bool made_dir)
 {
 	sigset_t old;
 	char *copy = dg_strdup(path);
@@ -55,6 +56,7 @@ void dg_tmp_register(const char *path)
 			struct stat st;
 			if (tmp_pid[i] == getpid() && lstat(tmp_path[i], &st) == 0) {
 				tmp_path[k] = tmp_path[i];
+				tmp_made_dir[k] = tmp_made_dir[i];
 				tmp_pid[k++] = tmp_pid[i];
 			} else {
 				free(tmp_path[i]);
@@ -64,6 +66,7 @@ void dg_tmp_register(const char *path)
 	}
 	if (n < DG_TMPS_MAX) {
 		tmp_path[n] = copy;
+		tmp_made_dir[n] = made_dir;
 		tmp_pid[n] = getpid();
 		tmp_count = n + 1;
 		copy = NULL;
@@ -73,6 +76,8 @@ void dg_tmp_register(const char *path)
 	unblock(&old);
 	free(copy);
 }
+
+void dg_tmp_register(const char *path) { tmp_add(path, false); }
 
 void dg_tmp_release(const char *path)
 {
@@ -86,6 +91,7 @@ void dg_tmp_release(const char *path)
 			gone = tmp_path[i];
 			for (int j = i; j + 1 < tmp_count; j++) {
 				tmp_path[j] = tmp_path[j + 1];
+				tmp_made_dir[j] = tmp_made_dir[j + 1];
 				tmp_pid[j] = tmp_pid[j + 1];
 			}
 			tmp_count = tmp_count - 1;
@@ -122,8 +128,12 @@ static void remove_flat_dir_sigsafe(const char *path)
 void dg_tmp_remove_all(void)
 {
 	pid_t me = getpid();
-	for (int i = tmp_count - 1; i >= 0; i--)
-		if (tmp_pid[i] == me && unlink(tmp_path[i]) != 0 && (errno == EISDIR || errno == EPERM))
+	for (int i = tmp_count - 1; i >= 0; i--) /* newest first: a made folder after what lies in it */
+		if (tmp_pid[i] != me)
+			continue;
+		else if (tmp_made_dir[i])
+			rmdir(tmp_path[i]);
+		else if (unlink(tmp_path[i]) != 0 && (errno == EISDIR || errno == EPERM))
 			remove_flat_dir_sigsafe(tmp_path[i]);
 }
 
@@ -152,6 +162,7 @@ void dg_signals_install(void)
 		sigaction(cleanup_signals[i], &sa, NULL);
 	}
 	signal(SIGXFSZ, SIG_IGN);
+	dg_fatal_cleanup(dg_tmp_remove_all);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -482,6 +493,7 @@ int dg_mkdir_track(const char *path, dg_made_dirs *made)
 			if (made) {
 				made->dirs = dg_realloc(made->dirs, (made->n + 1) * sizeof *made->dirs);
 				made->dirs[made->n++] = dg_strdup(p);
+				tmp_add(p, true);
 			}
 		} else if (errno != EEXIST) {
 			int e = errno;
@@ -510,8 +522,10 @@ void dg_made_dirs_remove(dg_made_dirs *made)
 
 void dg_made_dirs_free(dg_made_dirs *made)
 {
-	for (int i = 0; i < made->n; i++)
+	for (int i = 0; i < made->n; i++) {
+		dg_tmp_release(made->dirs[i]);
 		free(made->dirs[i]);
+	}
 	free(made->dirs);
 	made->dirs = NULL;
 	made->n = 0;

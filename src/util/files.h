@@ -13,8 +13,10 @@
 
 /* ---- temporaries ------------------------------------------------------------------------------
  * Every name made by dg_tmp_name (below) is registered as a live temporary of this process; a
- * SIGINT, SIGTERM or SIGHUP removes every registered one (files, then their folders if empty) and
- * ends the process with that signal. dg_tmp_release forgets a name (renamed or removed). */
+ * SIGINT, SIGTERM or SIGHUP, or a fatal error (dg_die), removes every registered one, and then the
+ * folders dg_mkdir_track made for the command if they are empty, and ends the process with that
+ * signal (or status 1). dg_tmp_release forgets a name (renamed or removed); dg_made_dirs_free
+ * forgets the command's folders. */
 void dg_tmp_register(const char *path);
 void dg_tmp_release(const char *path);
 /* Install the handlers (main), and ignore SIGXFSZ so that a write past `ulimit -f` fails with EFBIG

@@ -70,6 +70,10 @@ void dg_warn(const char *fmt, ...)
 _Thread_local dg_trap *dg_trap_cur;
 
 
+static void (*fatal_cleanup)(void);
+
+void dg_fatal_cleanup(void (*cleanup)(void)) { fatal_cleanup = cleanup; }
+
 void dg_die(const char *fmt, ...)
 {
 	va_list ap;
@@ -85,6 +89,8 @@ void dg_die(const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("fatal", fmt, ap);
 	va_end(ap);
+	if (fatal_cleanup)
+		fatal_cleanup();
 	exit(1);
 }
 
@@ -121,6 +127,15 @@ static _Noreturn void out_of_memory(size_t n, double bytes, const char *what)
 	char b[32];
 	dg_die("out of memory: %s wanted%s%s", dg_bytes_str(bytes, b, sizeof b), *oom_input ? " while reading " : "",
 	       oom_input);
+}
+
+_Noreturn void dg_out_of_memory(size_t n, const char *what)
+{
+	if (dg_trap_cur)
+		out_of_memory(n, (double)n, what);
+	char b[32];
+	dg_die("out of memory: %s wanted for %s%s%s", dg_bytes_str((double)n, b, sizeof b), what,
+	       *oom_input ? " while reading " : "", oom_input);
 }
 
 void *dg_malloc(size_t n)

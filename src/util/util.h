@@ -47,12 +47,18 @@ typedef struct {
 } dg_trap;
 extern _Thread_local dg_trap *dg_trap_cur;
 
+/* What dg_die runs before it exits (files.c: the registered temporaries and the folders the command
+ * made, so that a fatal error leaves no partial output); NULL for nothing. */
+void dg_fatal_cleanup(void (*cleanup)(void));
+
 /* Allocation that dies (out of memory) instead of returning NULL (or longjmps to the thread's trap,
  * above). Sizes are checked for overflow. The report names the size asked for and the input last read
  * ("fatal: out of memory: 12.3 GiB wanted while reading trace.h5"): dg_oom_input records it (files.h's
  * dg_input_add calls it). */
 void dg_oom_input(const char *path);
 void *dg_malloc(size_t n);
+/* The same report (or trap) for an allocation made elsewhere that failed: n bytes, what wanted them. */
+_Noreturn void dg_out_of_memory(size_t n, const char *what);
 void *dg_calloc(size_t count, size_t size);
 void *dg_realloc(void *p, size_t n);
 char *dg_strdup(const char *s);

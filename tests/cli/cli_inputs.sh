@@ -9,7 +9,8 @@
 #   index vectors of a million entries (no pairwise check) and work past DSGAP_MAX_HOURS (replay,
 #   attnstats, callspeed: refused at once from the headers); run with a synthetic trace and
 #   decompose --samples past a file-size limit (no folder left); policy switches out of range;
-#   --out ''; control characters in a message; memory sizes that read as 0.0.
+#   --out ''; control characters in a message; memory sizes that read as 0.0; limits of address
+#   space from 100 to 600 MB (an answer or one out-of-memory line, no hang, no folder left).
 # Run: ctest -R cli_inputs (needs $DSGAP; /usr/bin/python3 with h5py for the big-index traces);
 # argument: tests/util/faultfs.c's faultfs.so, for the full-disk case.
 . "$(dirname "$0")/../lib.sh" inputs
@@ -201,6 +202,26 @@ if [ -n "${1:-}" ]; then # a full disk (tests/util/faultfs.c) at each of the run
 fi
 refused "decompose --samples past ulimit -f: no empty --out" "File too large" "$tmp/dz" \
   bash -c 'ulimit -f 1; exec "$0" "$@"' "$DSGAP" decompose --samples "$in/list" --out "$tmp/dz" --boot 10
+
+# --- under an address-space limit (ulimit -v): a result or one line, never a hang or a partial folder --
+# (OpenBLAS retries forever where its work buffer does not fit: dsgap probes it first, and runs OpenBLAS
+# without its own threads under a limit, whose start would otherwise block the first fork)
+"$DSGAP" synth --out "$in/v.h5" --grid 4x32x32 --heads 2 --layers 1 --steps 2 --head-dim 64 --seed 4 >/dev/null
+oom=0 ok=0 bad=""
+for kib in 100000 150000 250000 350000 400000 420000 440000 480000 600000; do
+  rm -rf "$tmp/v"
+  (ulimit -v $kib; exec env OMP_NUM_THREADS=2 timeout 30 "$DSGAP" info "$in/v.h5") >/dev/null 2>"$tmp/err" ||
+    bad="$bad info at $kib KiB: status $? $(head -c 120 "$tmp/err");"
+  (ulimit -v $kib; exec env OMP_NUM_THREADS=2 timeout 30 "$DSGAP" replay "$in/v.h5" --policies dense,mc-sparse \
+    --out "$tmp/v" --quiet) >/dev/null 2>"$tmp/err"
+  st=$?
+  if [ $st -eq 0 ] && [ -s "$tmp/v/metrics.csv" ]; then ok=$((ok + 1))
+  elif [ $st -eq 1 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "^dsgap: fatal: out of memory: .* wanted .*while reading $in/v.h5" "$tmp/err" &&
+       [ ! -e "$tmp/v" ]; then oom=$((oom + 1))
+  else bad="$bad replay at $kib KiB: status $st, $(head -c 160 "$tmp/err" | tr '\n' ' ')$( [ -e "$tmp/v" ] && echo ", left $(ls -A "$tmp/v")");"; fi
+done
+check "ulimit -v from 100 to 600 MB: info answers; replay gives its rows or one out-of-memory line naming the input, no folder left (ok $ok, out of memory $oom)${bad:+:$bad}" \
+  eval '[ -z "$bad" ] && [ $ok -ge 1 ] && [ $oom -ge 1 ]'
 
 # --- messages -----------------------------------------------------------------------------------------
 esc=$(printf '\033')

@@ -523,6 +523,11 @@ int dg_trace_open(dg_trace *t, const char *path)
 		dg_trace_close(t);
 		return -1;
 	}
+	char what[600]; /* an allocation that fails from here on names the trace and its size */
+	const dg_trace_meta *m = &t->meta;
+	snprintf(what, sizeof what, "%s (%d steps x %d layers x %d heads x %d tokens x %d)", path, m->steps, m->layers,
+		 m->heads, m->tokens, m->head_dim);
+	dg_oom_input(what);
 	return 0;
 }
 

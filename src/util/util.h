@@ -55,7 +55,7 @@ void dg_fatal_cleanup(void (*cleanup)(void));
  * above). Sizes are checked for overflow. The report names the size asked for and the input last read
  * ("fatal: out of memory: 12.3 GiB wanted while reading trace.h5"): dg_oom_input records it (files.h's
  * dg_input_add calls it). */
-void dg_oom_input(const char *path);
+void dg_oom_input(const char *path); /* the path, or "PATH (its size)" */
 void *dg_malloc(size_t n);
 /* The same report (or trap) for an allocation made elsewhere that failed: n bytes, what wanted them. */
 _Noreturn void dg_out_of_memory(size_t n, const char *what);

@@ -13,6 +13,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "cli/commands.h"
+#include "trace/trace.h"
 #include "util/files.h"
 #include "util/util.h"
 
@@ -71,7 +72,7 @@ int main(int argc, char **argv)
 	 * crashes on it: every file dsgap writes is closed (or abandoned and removed) explicitly, so
 	 * HDF5 needs no exit handler. Must come before any other HDF5 call. */
 	H5dont_atexit();
-	H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* we report HDF5 failures ourselves, in one line */
+	dg_h5_quiet(); /* we report HDF5 failures ourselves, in one line (every thread: trace.h) */
 	dg_signals_install(); /* temporaries removed on SIGINT/SIGTERM/SIGHUP; SIGXFSZ: a write error */
 	gsl_set_error_handler_off();           /* every GSL status is checked where it matters */
 	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

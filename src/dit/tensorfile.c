@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "dit/safetensors.h"
+#include "trace/trace.h"
 #include "util/files.h"
 #include "util/util.h"
 
@@ -68,6 +69,7 @@ static herr_t find_dataset(hid_t g, const char *name, const H5L_info_t *info, vo
 
 static int read_hdf5(const char *path, const char *name, const char *what, dg_tensor *t)
 {
+	dg_h5_quiet();
 	hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), ds = -1, sp = -1, ty = -1;
 	if (file < 0)
 		return dg_error("cannot open %s as HDF5", path);
@@ -187,6 +189,7 @@ static int attr_string(hid_t obj, const char *name, const char *value)
 int dg_latents_put(hid_t file, const char *label, const float *x, const int shape[4],
 		   const char *const *attrs)
 {
+	dg_h5_quiet();
 	hsize_t dims[4], chunk[4];
 	for (int i = 0; i < 4; i++)
 		dims[i] = chunk[i] = (hsize_t)shape[i];
@@ -208,6 +211,7 @@ int dg_latents_put(hid_t file, const char *label, const float *x, const int shap
 
 int dg_latents_write(const char *path, const float *x, const int shape[4], const char *const *attrs)
 {
+	dg_h5_quiet();
 	if (dg_output_check(path))
 		return -1;
 	char *tmp = dg_tmp_name(path);

@@ -20,21 +20,26 @@ void openblas_set_num_threads(int n); /* OpenBLAS extension */
 #define BQ 128 /* queries per block */
 #define BK 256 /* keys per chunk */
 
-/* OpenBLAS takes its working buffer (128 MiB of address space in Debian's build) at a thread's first
- * SGEMM, and retries forever when that allocation fails: taken here once per process for every
- * OpenMP thread, so that a call under a memory limit (libdsgap's callers, include/dsgap.h) finds it
- * taken and gets DSGAP_E_MEMORY from its own allocations instead of hanging in OpenBLAS. Where even
- * that buffer does not fit (ulimit -v), each thread's probe of its size fails first and the SGEMM is
- * never made: an out-of-memory report naming the buffer, not a hang. */
+/* OpenBLAS takes a working buffer (128 MiB of address space in Debian's build) for each SGEMM that
+ * runs while others hold theirs, keeps it for later calls, and retries forever when that allocation
+ * fails. Taken here once per process, one per OpenMP thread: every thread multiplies in a loop until
+ * all have made four products since the last one started, so their calls overlap and OpenBLAS holds
+ * as many buffers as dsgap's threads will ever need at once. A call under a memory limit (libdsgap's
+ * callers, include/dsgap.h) then finds them taken and gets DSGAP_E_MEMORY from its own allocations
+ * instead of hanging in OpenBLAS. Where the buffers do not fit (ulimit -v), each thread's probe of
+ * their size, held by all threads at once, fails first and no SGEMM is made: an out-of-memory report
+ * naming the buffer, not a hang. */
 #define BLAS_BUFFER ((size_t)128 << 20)
 static bool blas_ok = true;
 static void warm_blas(void)
 {
-	enum { N = 256 }; /* large enough for OpenBLAS's buffered path (small products skip the buffer) */
+	enum { N = 256, ROUNDS = 4 }; /* N: large enough for OpenBLAS's buffered path */
+	int entered = 0, done = 0;
 #pragma omp parallel
 	{
+		int team = omp_get_num_threads();
 		float *a = calloc((size_t)N * N, sizeof *a), *c = malloc((size_t)N * N * sizeof *c);
-		void *probe = malloc(BLAS_BUFFER + ((size_t)1 << 16)); /* held by all threads at once */
+		void *probe = malloc(BLAS_BUFFER + ((size_t)1 << 16));
 		if (!probe || !a || !c) {
 #pragma omp atomic write
 			blas_ok = false;
@@ -44,8 +49,25 @@ static void warm_blas(void)
 		bool ok;
 #pragma omp atomic read
 		ok = blas_ok;
-		if (ok)
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, N, 1.0f, a, N, a, N, 0.0f, c, N);
+		if (ok) {
+#pragma omp atomic
+			entered++;
+			int seen_in = 0, seen_done = 0;
+			for (int r = 0; seen_in < team || seen_done < team; r++) {
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, N, 1.0f, a, N, a, N,
+					    0.0f, c, N);
+				if (seen_in < team) {
+#pragma omp atomic read
+					seen_in = entered;
+					r = -1; /* count rounds from the moment every thread is in */
+				} else if (r == ROUNDS) {
+#pragma omp atomic
+					done++;
+				}
+#pragma omp atomic read
+				seen_done = done;
+			}
+		}
 		free(a), free(c);
 	}
 }

@@ -78,6 +78,13 @@ static hid_t bf16_type(void)
 	return t;
 }
 
+void dg_h5_quiet(void)
+{
+	static _Thread_local int quiet;
+	if (!quiet)
+		quiet = H5Eset_auto2(H5E_DEFAULT, NULL, NULL) >= 0;
+}
+
 void dg_trace_meta_free(dg_trace_meta *m)
 {
 	free(m->step_index);
@@ -513,6 +520,7 @@ static int open_checked(dg_trace *t, const char *path)
 
 int dg_trace_open(dg_trace *t, const char *path)
 {
+	dg_h5_quiet();
 	memset(t, 0, sizeof *t);
 	t->file = t->mem_type = H5I_INVALID_HID;
 	for (int i = 0; i < DG_QKV_COUNT; i++)
@@ -533,6 +541,7 @@ int dg_trace_open(dg_trace *t, const char *path)
 
 int dg_trace_read(dg_trace *t, dg_qkv which, int s, int l, int h, float *out)
 {
+	dg_h5_quiet();
 	const dg_trace_meta *m = &t->meta;
 	DG_ASSERT(which >= 0 && which < DG_QKV_COUNT);
 	DG_ASSERT(s >= 0 && s < m->steps && l >= 0 && l < m->layers && h >= 0 && h < m->heads);
@@ -545,9 +554,16 @@ int dg_trace_read(dg_trace *t, dg_qkv which, int s, int l, int h, float *out)
 			 t->raw_bf16 ? (void *)t->scratch : (void *)out) < 0 ? h5_failed() : 0;
 	close_id(&fs, H5Sclose);
 	close_id(&ms, H5Sclose);
-	if (rc)
+	if (rc) {
+		/* HDF5 reports a decompression buffer it could not allocate as a filter failure: say so */
+		size_t want = 2 * n * sizeof(float) + ((size_t)1 << 20);
+		void *probe = malloc(want);
+		if (!probe)
+			dg_out_of_memory(want, "decompressing a trace chunk");
+		free(probe);
 		return dg_error("%s: cannot read /%s at step %d layer %d head %d: %s", t->path, name,
 				m->step_index[s], m->layer_index[l], m->head_index[h], h5_why);
+	}
 	if (t->raw_bf16)
 		for (size_t i = 0; i < n; i++)
 			out[i] = dg_bf16_to_f32(t->scratch[i]);
@@ -703,6 +719,7 @@ static int write_chunk(void *ctx, const void *tag, const void *z, size_t zlen)
 
 int dg_trace_writer_open(dg_trace_writer *w, const char *path, const dg_trace_meta *meta)
 {
+	dg_h5_quiet();
 	memset(w, 0, sizeof *w);
 	w->file = w->bf16 = H5I_INVALID_HID;
 	for (int i = 0; i < DG_QKV_COUNT; i++)
@@ -727,6 +744,7 @@ static size_t unit_id(const dg_trace_meta *m, dg_qkv which, int s, int l, int h)
 
 int dg_trace_writer_put(dg_trace_writer *w, dg_qkv which, int s, int l, int h, const float *data)
 {
+	dg_h5_quiet();
 	const dg_trace_meta *m = &w->meta;
 	DG_ASSERT(which >= 0 && which < DG_QKV_COUNT);
 	DG_ASSERT(s >= 0 && s < m->steps && l >= 0 && l < m->layers && h >= 0 && h < m->heads);

@@ -38,6 +38,11 @@ typedef struct {
 
 void dg_trace_meta_free(dg_trace_meta *m);
 
+/* HDF5's automatic error printing off in the calling thread: dsgap reports every HDF5 failure itself,
+ * in one line. HDF5 keeps that setting per thread (a reader thread or worker that has not called this
+ * prints HDF5's stack), so every entry point that touches HDF5 calls it; cheap after the first call. */
+void dg_h5_quiet(void);
+
 /* An open trace for reading. */
 typedef struct {
 	char *path;

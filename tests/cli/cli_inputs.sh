@@ -204,11 +204,11 @@ refused "decompose --samples past ulimit -f: no empty --out" "File too large" "$
   bash -c 'ulimit -f 1; exec "$0" "$@"' "$DSGAP" decompose --samples "$in/list" --out "$tmp/dz" --boot 10
 
 # --- under an address-space limit (ulimit -v): a result or one line, never a hang or a partial folder --
-# (OpenBLAS retries forever where its work buffer does not fit: dsgap probes it first, and runs OpenBLAS
+# (OpenBLAS retries forever where its work buffers do not fit: dsgap probes and takes them first, runs OpenBLAS
 # without its own threads under a limit, whose start would otherwise block the first fork)
 "$DSGAP" synth --out "$in/v.h5" --grid 4x32x32 --heads 2 --layers 1 --steps 2 --head-dim 64 --seed 4 >/dev/null
 oom=0 ok=0 bad=""
-for kib in 100000 150000 250000 350000 400000 420000 440000 480000 600000; do
+for kib in 100000 150000 250000 350000 400000 410000 415000 420000 425000 430000 435000 440000 480000 600000; do
   rm -rf "$tmp/v"
   (ulimit -v $kib; exec env OMP_NUM_THREADS=2 timeout 30 "$DSGAP" info "$in/v.h5") >/dev/null 2>"$tmp/err" ||
     bad="$bad info at $kib KiB: status $? $(head -c 120 "$tmp/err");"

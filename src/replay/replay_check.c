@@ -13,7 +13,6 @@
 #include "policy/select.h"
 #include "util/util.h"
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* -1 after naming the first index that appears twice in v[n] */
 static int check_unique(const char *path, const char *what, const int *v, int n)
@@ -183,19 +182,20 @@ int dg_replay_check(const dg_replay_opts *o, const dg_trace_meta *m)
 	dg_replay_estimate(o, m, &e);
 	double avail = dg_memory_available();
 	if (e.bytes > avail) {
-		char part[96] = "";
+		char part[96] = "", need[32], have[32], lists[32];
 		if (e.oracle_bytes > 0)
-			snprintf(part, sizeof part, " (%.2f GiB of them the per-query oracle's key lists)",
-				 e.oracle_bytes / GIB);
-		return dg_error("%s: a replay of %d tokens x %d dims with these policies needs at least %.2f GiB "
-				"of memory%s but %.2f GiB is available", path, m->tokens, m->head_dim,
-				e.bytes / GIB, part, avail / GIB);
+			snprintf(part, sizeof part, " (%s of them the per-query oracle's key lists)",
+				 dg_bytes_str(e.oracle_bytes, lists, sizeof lists));
+		return dg_error("%s: a replay of %d tokens x %d dims with these policies needs at least %s "
+				"of memory%s but %s is available", path, m->tokens, m->head_dim,
+				dg_bytes_str(e.bytes, need, sizeof need), part, dg_bytes_str(avail, have, sizeof have));
 	}
 	bool gpu = o->device && !strcmp(o->device, "gpu");
 	double secs = dg_cpu_seconds(e.flops);
 	char what[256];
-	snprintf(what, sizeof what, "%s: %ld unit%s of %d tokens, %.2g flop, %.2f GiB of memory", path, e.units,
-		 e.units == 1 ? "" : "s", m->tokens, e.flops, e.bytes / GIB);
+	char mem[32];
+	snprintf(what, sizeof what, "%s: %ld unit%s of %d tokens, %.2g flop, %s of memory", path, e.units,
+		 e.units == 1 ? "" : "s", m->tokens, e.flops, dg_bytes_str(e.bytes, mem, sizeof mem));
 	if (!gpu && dg_work_bound("replay", what, secs, o->progress && secs > 300,
 				  "--device gpu, or dsgap run (a cell per (layer, head), --shard, --workers)"))
 		return -1;

@@ -163,18 +163,22 @@ exp_collect() { # exp_collect RUN DEST
 }
 
 exp_readme() { # exp_readme TEXT RUN.JSON
-  local secs=$(( $(date +%s) - T0 )) device commit cells_s=0 j
-  device=$(sed -n 's/^[[:space:]]*"device":[[:space:]]*"\(.*\)",*$/\1/p' "$2" | head -1)
+  # the cells' provenance (where, when and by which commit they ran) from RUN.JSON; the tables' from
+  # the dsgap that made them here
+  local secs=$(( $(date +%s) - T0 )) device date cells_commit commit cells_s=0 j
+  field() { sed -n 's/^[[:space:]]*"'"$1"'":[[:space:]]*"\(.*\)",*$/\1/p' "$2" | head -1; }
+  device=$(field device "$2") date=$(field date "$2") cells_commit=$(field git_commit "$2")
   for j in "$WORK"/*/run.json; do # time summed over the cells of every run (timing: replay's wall_s,
     # the closed loop's transformer_s)
     cells_s=$(awk -v s="$cells_s" '/"wall_s"|"transformer_s"/ { gsub(/[^0-9.e+-]/, "", $2); s += $2 } END { printf "%.0f", s }' "$j")
   done
-  commit=$("$DSGAP" --version | sed 's/.*commit \([0-9a-f]*\).*/\1/')
+  commit=$("$DSGAP" --version | sed 's/.*commit \([0-9a-f+wip]*\).*/\1/')
   cp "$WORK/summary.csv" "$WORK/summary.md" "$RESULTS/"
   {
     printf '%s\n\n' "$1"
     printf 'Regenerate: `experiments/%s.sh --update-results` (`dsgap run experiments/%s.ini`, then `dsgap decompose`, `dsgap plot` and the script'"'"'s own tables and figures; traces and cells go to the scratch folder `build/experiments/%s/`).\n\n' "$NAME" "$NAME" "$NAME"
-    printf 'Last run: %s on %s, dsgap commit %s: %s s in the cells (replay or transformer time, summed); this invocation %d s wall (cells not already done, tables, figures).\n\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$device" "$commit" "$cells_s" "$secs"
+    printf 'Last run: %s on %s, dsgap commit %s: %s s in the cells (replay or transformer time, summed). Tables and figures: %s, dsgap commit %s, %d s wall (cells not already done included).\n\n' \
+      "${date:-?}" "$device" "${cells_commit:-?}" "$cells_s" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$secs"
     printf 'Files:\n\n'
     (cd "$RESULTS" && find . -type f ! -name README.md | sort | sed 's|^\./|- |')
   } > "$RESULTS/README.md"

@@ -23,7 +23,7 @@
 #define KEY_MAX 160
 /* drift.md marks a row whose interval rests on fewer samples than this (issue 50 item 7) */
 #define FEW_SAMPLES 5
-#define FEW(n) ((n) < FEW_SAMPLES ? " â " : "")
+#define FEW(n) ((n) < FEW_SAMPLES ? " ‡" : "")
 
 typedef struct {
 	char sample[KEY_MAX], policy[DG_POLICY_NAME_MAX];
@@ -566,7 +566,7 @@ int dg_drift(char *const *dirs, int nruns, const char *out, const dg_drift_opts 
 			dg_sbuf md = { 0 };
 			dg_sb_printf(&md, "# Closed-loop staleness, drift and sensitivity (dsgap drift)\n\nOver the "
 				     "samples (prompt, seed) of %d run%s; 95%% percentile bootstrap intervals over the samples "
-				     "(%d replicates, seed %lu; none: --boot 0); 3 significant figures (the CSVs: 6). â : fewer "
+				     "(%d replicates, seed %lu; none: --boot 0); 3 significant figures (the CSVs: 6). ‡: fewer "
 				     "than %d samples, an interval no wider than their spread (too few to rest on).\n\n",
 				     nruns, nruns > 1 ? "s" : "", o->boot, o->seed, FEW_SAMPLES);
 			dg_sb_printf(&md, "## Staleness, the fourth source\n\nBeside the paper's three (lost "

@@ -60,6 +60,11 @@ def _ltx_grid(m, a):
     return a["num_frames"], a["height"], a["width"]
 
 
+def _ltx2_grid(m, a):
+    p, pt = _cfg(m, "patch_size", 1) or 1, _cfg(m, "patch_size_t", 1) or 1
+    return a["num_frames"] // pt, a["height"] // p, a["width"] // p
+
+
 def _flux_grid(m, a):
     ids = a.get("img_ids")
     S = a["hidden_states"].shape[1]
@@ -116,6 +121,9 @@ FAMILIES = {
                                           _cogvideox_grid),
     "MochiTransformer3DModel": Family("mochi", _blocks("transformer_blocks", "attn1"), "video,text", _mochi_grid),
     "LTXVideoTransformer3DModel": Family("ltx-video", _blocks("transformer_blocks", "attn1"), "video", _ltx_grid),
+    # LTX-2: the video self-attention attn1 of each audio-video block (not attn2, the audio streams or the
+    # audio<->video cross-attention)
+    "LTX2VideoTransformer3DModel": Family("ltx-2", _blocks("transformer_blocks", "attn1"), "video", _ltx2_grid),
     # issue 51: SkyReels-V2 (Wan's blocks), Cosmos (self-attention attn1; attn2 is cross), SD3/3.5 (the
     # joint attention attn only, not SD3.5's image-only attn2; text last), Qwen-Image (joint, text first,
     # given t / 1000), FLUX.2 (dual + single stream, text first, given t / 1000)

@@ -1,6 +1,6 @@
 """test_families.py: dsgap.capture on a tiny random-initialised model of each diffusers family (CPU).
 
-  python test_families.py FAMILY WORKDIR      (FAMILY: wan, wan22, hunyuanvideo, cogvideox, mochi, ltx, flux, skyreels, cosmos, sd3,
+  python test_families.py FAMILY WORKDIR      (FAMILY: wan, wan22, hunyuanvideo, cogvideox, mochi, ltx, ltx2, flux, skyreels, cosmos, sd3,
                                                qwenimage, flux2)
 
 Per family, two denoising steps (different timesteps), a selection of layers and heads:
@@ -78,6 +78,16 @@ def models(fam):
         x, txt = torch.randn(1, 3 * 3 * 4, 8), torch.randn(1, 5, 24)
         return m, lambda t: dict(hidden_states=x, encoder_hidden_states=txt, timestep=torch.full((1,), float(t)),
                                  encoder_attention_mask=torch.ones(1, 5), num_frames=3, height=3, width=4), (3, 3, 4), 0
+    if fam == "ltx2":   # audio-video blocks: the video self-attention only; audio streams run beside it
+        m = D.LTX2VideoTransformer3DModel(in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=16,
+                                          cross_attention_dim=32, audio_in_channels=8, audio_out_channels=8,
+                                          audio_num_attention_heads=2, audio_attention_head_dim=8,
+                                          audio_cross_attention_dim=16, num_layers=2, caption_channels=24)
+        x, ax, txt, atxt = torch.randn(1, 3 * 3 * 4, 8), torch.randn(1, 5, 8), torch.randn(1, 5, 24), torch.randn(1, 5, 24)
+        return m, lambda t: dict(hidden_states=x, audio_hidden_states=ax, encoder_hidden_states=txt,
+                                 audio_encoder_hidden_states=atxt, timestep=torch.full((1,), float(t)),
+                                 encoder_attention_mask=torch.ones(1, 5), audio_encoder_attention_mask=torch.ones(1, 5),
+                                 num_frames=3, height=3, width=4, audio_num_frames=5), (3, 3, 4), 0
     if fam == "flux":
         m = D.FluxTransformer2DModel(patch_size=1, in_channels=8, num_layers=2, num_single_layers=2, attention_head_dim=16,
                                      num_attention_heads=2, joint_attention_dim=24, pooled_projection_dim=8,

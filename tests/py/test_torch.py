@@ -4,12 +4,12 @@ diffusers models on the CPU backend.
   python test_torch.py            (DSGAP_LIB: libdsgap.so, set by tests/CMakeLists.txt)
 
   1. every family of test_families.py (Wan2.1, Wan2.2, HunyuanVideo with padded text, CogVideoX,
-     Mochi, LTX-Video, FLUX), fp32, a 3-step loop: policy "dense" through libdsgap equals torch's own
+     Mochi, LTX-Video, LTX-2, FLUX and issue 51's families), fp32, a 3-step loop: policy "dense" through libdsgap equals torch's own
      attention, and "mc-sparse" at density 1 equals it too (max rel < 1e-5 on every step's output);
      every attention call went to libdsgap (no fallback), the sparse path ran (sparse_calls > 0); and
      "mc-sparse" at density 0.25 over the same 3 steps stays finite (test python_torch_asan runs all
      of this file with libdsgap_asan.so, the C side under AddressSanitizer and UBSan);
-  2. Wan2.1, FLUX, SD3 and Qwen-Image at 512+ video tokens: mc-sparse at density 0.25 differs from dense, stays finite,
+  2. Wan2.1, FLUX, SD3, Qwen-Image and LTX-2 at 512+ video tokens: mc-sparse at density 0.25 differs from dense, stays finite,
      computes fewer pairs (effective density < 1);
   3. dense_sites="torch": the schedule's plain dense sites run torch's SDPA, with the same outputs;
      Wan2.1 in bf16: "dense" through libdsgap equals torch's bf16 SDPA within bf16 tolerance;
@@ -56,7 +56,7 @@ def loop(m, kw):
 
 
 def families():
-    for fam in ("wan", "wan22", "hunyuanvideo", "cogvideox", "mochi", "ltx", "flux", "skyreels", "cosmos", "sd3",
+    for fam in ("wan", "wan22", "hunyuanvideo", "cogvideox", "mochi", "ltx", "ltx2", "flux", "skyreels", "cosmos", "sd3",
                 "qwenimage", "flux2", "hunyuanvideo15"):
         t0 = time.time()
         m, kw, grid, text = models(fam)
@@ -119,8 +119,14 @@ def sparse():
     qx, qtxt = torch.randn(1, h * w, 16), torch.randn(1, 7, 24)
     qkw = lambda t: dict(hidden_states=qx, encoder_hidden_states=qtxt, encoder_hidden_states_mask=torch.ones(1, 7),  # noqa: E731
                          timestep=torch.full((1,), t / 1000), img_shapes=[(1, h, w)])
+    ltx2 = models("ltx2")[0]   # LTX-2: 2 x 16 x 16 video tokens beside 5 audio ones
+    randomize(ltx2)
+    lx, lax, ltxt = torch.randn(1, 512, 8), torch.randn(1, 5, 8), torch.randn(1, 5, 24)
+    lkw = lambda t: dict(hidden_states=lx, audio_hidden_states=lax, encoder_hidden_states=ltxt,  # noqa: E731
+                         audio_encoder_hidden_states=ltxt, timestep=torch.full((1,), t), num_frames=2, height=16,
+                         width=16, audio_num_frames=5)
     for name, model, k in (("wan", m, kw), ("flux", flux.eval(), fkw), ("sd3", sd3.eval(), skw),
-                           ("qwen-image", qwen.eval(), qkw)):
+                           ("qwen-image", qwen.eval(), qkw), ("ltx-2", ltx2.eval(), lkw)):
         ref = loop(model, k)
         with dt.attention(model, policy="mc-sparse", density=0.25) as a:
             out = loop(model, k)

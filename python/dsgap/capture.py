@@ -147,6 +147,11 @@ class _Progress:
 class capture:
     """Context manager: record the attention of `module` into the trace `path`.
 
+    module: a transformer, or a list of expert transformers of one family that share the denoising
+    loop (Wan2.2 A14B: [pipe.transformer, pipe.transformer_2]): one trace, each step from the expert
+    that ran it (layers are block positions, the same in every expert), the trace's config naming
+    the expert of every stored step (capture.experts).
+
     steps, layers, heads: denoising steps, attention layers (positions in the family's list of
     attention modules; in generic mode the self- and joint-attention sites in the order a forward
     reaches them, as dsgap.describe lists them: block numbers, cross attention skipped) and heads to
@@ -177,7 +182,15 @@ class capture:
                  compression=_trace.DEFAULT_COMPRESSION, check_text=True):
         if branch not in ("cond", "uncond") and not isinstance(branch, int):
             raise CaptureError(f"dsgap.capture: branch must be 'cond', 'uncond' or a batch index, not {branch!r}")
-        self.module, self.path = module, os.fspath(path)
+        self.modules = list(module) if isinstance(module, (list, tuple)) else [module]
+        if not self.modules:
+            raise CaptureError("dsgap.capture: no module given: pass a transformer, or a list of expert transformers")
+        kinds = {type(m).__name__ for m in self.modules}
+        if len(kinds) > 1:
+            raise CaptureError(f"dsgap.capture: experts of different classes ({', '.join(sorted(kinds))}): the "
+                               f"experts of one loop are transformers of one family (e.g. Wan2.2's transformer and "
+                               f"transformer_2)")
+        self.module, self.path = self.modules[0], os.fspath(path)
         self.steps, self.layers, self.heads = _as_list(steps, "steps"), _as_list(layers, "layers"), _as_list(heads, "heads")
         self.branch, self.scheduler, self.total_steps = branch, scheduler, total_steps
         self.progress_on, self.max_queue_bytes, self.threads = progress, max_queue_bytes, threads
@@ -188,7 +201,7 @@ class capture:
             raise CaptureError(f"dsgap.capture: compression must be one of {_trace.COMPRESSIONS}, not {compression!r}")
         self.compression = compression
         self.extra = dict(model=model, source=source, config=config or {})
-        self.family = None if layout is not None else family_of(module)
+        self.family = None if layout is not None else family_of(self.module)
         if self.family is None:
             if layout is None:
                 raise CaptureError(
@@ -224,18 +237,23 @@ class capture:
         self.copy_stream = None
         self.werr = None
         if self.family:
-            mods = self.family.attention(self.module)
+            per = [self.family.attention(m) for m in self.modules]
+            mods = per[0]
             if not mods:
                 raise CaptureError(f"dsgap.capture: {type(self.module).__name__} has no attention blocks")
+            if len({len(x) for x in per}) > 1:
+                raise CaptureError(f"dsgap.capture: experts with {', '.join(str(len(x)) for x in per)} attention "
+                                   f"layers: the experts of one loop have the same blocks")
             self.nlayers = len(mods)
             keep = self.layers or list(range(len(mods)))
             if keep[-1] >= len(mods):
                 raise CaptureError(f"dsgap.capture: layer {keep[-1]} is outside 0..{len(mods) - 1}")
             self.layer_pos = {lid: i for i, lid in enumerate(keep)}
-            for lid in keep:
-                name, mod, order = mods[lid]
-                self.hooks.append(mod.register_forward_pre_hook(self._attn_pre(lid, name, order)))
-                self.hooks.append(mod.register_forward_hook(self._attn_post))
+            for expert_mods in per:
+                for lid in keep:
+                    name, mod, order = expert_mods[lid]
+                    self.hooks.append(mod.register_forward_pre_hook(self._attn_pre(lid, name, order)))
+                    self.hooks.append(mod.register_forward_hook(self._attn_post))
         else:
             self.nlayers = None
             self.layer_pos = {lid: i for i, lid in enumerate(self.layers)} if self.layers else None
@@ -244,13 +262,16 @@ class capture:
             # is no layer; calls outside any such module are numbered by their order in the forward
             self.site_ids, self.site_names, self.gen_stack, self.site = {}, [], [], None
             self.vproj = {}   # the text's V projection of a joint module (add_v_proj): where the text sits
-            for name, mod in attention_modules(self.module):
-                self.hooks.append(mod.register_forward_pre_hook(self._gen_pre(name)))
-                self.hooks.append(mod.register_forward_hook(self._gen_post))
-                if isinstance(getattr(mod, "add_v_proj", None), torch.nn.Module):
-                    self.hooks.append(mod.add_v_proj.register_forward_hook(self._grab_v(name)))
-        self.hooks.append(self.module.register_forward_pre_hook(self._pre, with_kwargs=True))
-        self.hooks.append(self.module.register_forward_hook(self._post))
+            for m in self.modules:
+                for name, mod in attention_modules(m):
+                    self.hooks.append(mod.register_forward_pre_hook(self._gen_pre(name)))
+                    self.hooks.append(mod.register_forward_hook(self._gen_post))
+                    if isinstance(getattr(mod, "add_v_proj", None), torch.nn.Module):
+                        self.hooks.append(mod.add_v_proj.register_forward_hook(self._grab_v(name)))
+        self.expert, self.expert_of = 0, {}   # the running expert; step position -> its expert
+        for e, m in enumerate(self.modules):
+            self.hooks.append(m.register_forward_pre_hook(self._pre_of(e), with_kwargs=True))
+            self.hooks.append(m.register_forward_hook(self._post))
         self.orig_sdpa = torch.nn.functional.scaled_dot_product_attention
         torch.nn.functional.scaled_dot_product_attention = self._sdpa
         self.thread = threading.Thread(target=self._write_loop, name="dsgap-trace-writer", daemon=True)
@@ -281,11 +302,21 @@ class capture:
             raise CaptureError(f"dsgap.capture: step {want} was requested but the run never reached it "
                                f"({self.step + 1} steps ran)")
         info = [self.step_info[p] for p in range(n)]
+        if len(self.modules) > 1:   # written with the config at finish
+            self.meta["config"]["capture"]["experts"] = dict(
+                count=len(self.modules), classes=[type(m).__name__ for m in self.modules],
+                expert_of_step=[self.expert_of[p] for p in range(n)])
         self.writer.finish([i[0] for i in info], [i[1] for i in info], [i[2] for i in info])
         self.prog.update(self.units_done, self.bytes_done, self.step, final=True)
         return False
 
     # ----------------------------------------------------------------------------------------------
+    def _pre_of(self, expert):
+        def hook(module, args, kwargs):
+            self.expert = expert
+            return self._pre(module, args, kwargs)
+        return hook
+
     def _pre(self, module, args, kwargs):
         a = _bind(module, args, kwargs)
         t = a.get("timestep", a.get("t"))
@@ -325,6 +356,7 @@ class capture:
                 hit = (torch.as_tensor(ts).float().cpu() - timestep).abs().argmin().item()
                 sigma = float(self.scheduler.sigmas[hit])
         self.step_info[pos] = (self.step, timestep, sigma)
+        self.expert_of[pos] = self.expert
         self.cur = dict(step_pos=pos, b=b, B=B, grid=grid, video=grid[0] * grid[1] * grid[2], sdpa=0,
                         text_given=None if self.family or not self.check_text else text_given(a, b))
 

@@ -61,7 +61,9 @@ def parser():
     p.add_argument("--device", default=None, help="cuda or cpu (default cuda when available)")
     p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default=None,
                    help="the model's dtype (default bfloat16 on cuda, float32 on cpu)")
-    p.add_argument("--transformer", default="transformer", help="the pipeline component to capture")
+    p.add_argument("--transformer", default="transformer",
+                   help="the pipeline component to capture (with its expert NAME_2 where the pipeline has one, "
+                        "as Wan2.2 A14B: both in one trace)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -106,6 +108,9 @@ def main(argv=None):
     if module is None:
         print(f"dsgap-capture: the pipeline has no component '{a.transformer}'", file=sys.stderr)
         return 2
+    second = getattr(pipe, a.transformer + "_2", None)   # Wan2.2 A14B's low-noise expert: one loop, one trace
+    if isinstance(second, torch.nn.Module):
+        module = [module, second]
     params = inspect.signature(pipe.__call__).parameters
     kw = dict(num_inference_steps=a.steps, output_type="latent",
               generator=torch.Generator(device="cpu").manual_seed(a.seed))

@@ -24,7 +24,7 @@ under their own mask rows. A call that is plain dense attention under the
 schedule (dsgap_site_is_dense: a warm-up step before the anchor, a dense layer) runs torch's own SDPA
 (dense_sites="torch", the default: cuDNN/flash on the GPU), counted in stats()["torch_dense_calls"].
 CFG branches whose prompts keep different numbers of text tokens get one libdsgap context per text
-length (self.ctxs; stats() sums them). Calls dsgap cannot take (another mask, causal,
+length, and the experts of one loop (Wan2.2's two) one each (self.ctxs; stats() sums them). Calls dsgap cannot take (another mask, causal,
 dropout, cross or grouped-query attention, another scale) run torch's own SDPA and are counted in
 stats()["fallback_calls"].
 """
@@ -83,7 +83,10 @@ def _view(t):
 
 class attention:
     """Install dsgap's policy on `model`'s self- and joint-attention (context manager; or
-    install()/remove()). policy: a spec ("mc-sparse", "oracle-tile", "svg2", ...); density: one,
+    install()/remove()). model: a transformer, or a list of expert transformers of one family that
+    share the denoising loop (Wan2.2 A14B: [pipe.transformer, pipe.transformer_2]); steps count over
+    the loop whichever expert runs them, and each expert keeps its own metadata (its first sparse
+    step after the other's is an anchor). policy: a spec ("mc-sparse", "oracle-tile", "svg2", ...); density: one,
     or one per attention layer; schedule: "warmup=W,anchors=a;b,dense_layers=l" over the denoising
     steps and the family's attention layers; branches: 2 (CFG) or 1; dense_sites: "torch" (calls
     that are plain dense attention under the schedule, dsgap_site_is_dense: warm-up steps before the
@@ -97,12 +100,20 @@ class attention:
                  layout=None, grid=None):
         if dense_sites not in ("torch", "dsgap"):
             raise _err(1, f"dense_sites={dense_sites!r}: pass dense_sites='torch' (the default) or 'dsgap'")
-        self.model, self.policy, self.schedule, self.branches = model, policy, schedule or "", branches
+        self.models = list(model) if isinstance(model, (list, tuple)) else [model]
+        if not self.models:
+            raise _err(1, "no model given: pass a transformer, or a list of expert transformers")
+        self.model = self.models[0]
+        self.policy, self.schedule, self.branches = policy, schedule or "", branches
         self.dense_sites = dense_sites
         self.density = list(density) if isinstance(density, (list, tuple)) else [float(density)]
-        self.family = family_of(model) if layout is None else _Generic(layout, grid)
+        self.family = family_of(self.model) if layout is None else _Generic(layout, grid)
+        kinds = {type(m).__name__ for m in self.models}
+        if len(kinds) > 1:
+            raise _err(1, f"experts of different classes ({', '.join(sorted(kinds))}): the experts of one "
+                          f"loop are transformers of one family (e.g. Wan2.2's transformer and transformer_2)")
         if self.family is None:
-            raise _err(1, f"{type(model).__name__} is not a model dsgap.torch.attention supports: pass the "
+            raise _err(1, f"{type(self.model).__name__} is not a model dsgap.torch.attention supports: pass the "
                           f"transformer of a supported family ({', '.join(FAMILIES)}), e.g. pipe.transformer, or "
                           f"use the generic mode: dsgap.torch.attention(model, ..., layout='text,video', "
                           f"grid=(F, H, W)); dsgap.describe(model, ...) lists where the model attends, its "
@@ -113,19 +124,24 @@ class attention:
 
     # --------------------------------------------------------------------------------------------
     def install(self):
-        mods = self.family.attention(self.model)
-        if not mods:
+        per = [self.family.attention(m) for m in self.models]
+        if not per[0]:
             raise _err(1, f"{type(self.model).__name__} has no attention blocks: pass the model's transformer "
                           f"with its blocks (e.g. pipe.transformer)")
-        self.nlayers = len(mods)
+        if len({len(mods) for mods in per}) > 1:
+            raise _err(1, f"experts with {', '.join(str(len(mods)) for mods in per)} attention layers: the experts "
+                          f"of one loop have the same blocks")
+        self.nlayers = len(per[0])
         self.fallback_calls = self.torch_dense_calls = 0   # a new run counts from zero
         self._final = None
         self.step, self.last_t, self.call_in_step, self.cur, self.layer = -1, None, 0, None, None
-        for lid, (name, mod, order) in enumerate(mods):
-            self.hooks.append(mod.register_forward_pre_hook(self._layer_pre(lid, order)))
-            self.hooks.append(mod.register_forward_hook(self._layer_post))
-        self.hooks.append(self.model.register_forward_pre_hook(self._pre, with_kwargs=True))
-        self.hooks.append(self.model.register_forward_hook(self._post))
+        self.expert = 0
+        for e, (m, mods) in enumerate(zip(self.models, per)):
+            for lid, (name, mod, order) in enumerate(mods):
+                self.hooks.append(mod.register_forward_pre_hook(self._layer_pre(lid, order)))
+                self.hooks.append(mod.register_forward_hook(self._layer_post))
+            self.hooks.append(m.register_forward_pre_hook(self._pre_of(e), with_kwargs=True))
+            self.hooks.append(m.register_forward_hook(self._post))
         self.orig_sdpa = _torch.nn.functional.scaled_dot_product_attention
         _torch.nn.functional.scaled_dot_product_attention = self._sdpa
         self.installed = True
@@ -174,6 +190,12 @@ class attention:
         return s
 
     # --------------------------------------------------------------------------------------------
+    def _pre_of(self, expert):
+        def hook(module, args, kwargs):
+            self.expert = expert
+            return self._pre(module, args, kwargs)
+        return hook
+
     def _pre(self, module, args, kwargs):
         a = _bind(module, args, kwargs)
         t = a.get("timestep", a.get("t"))
@@ -202,9 +224,10 @@ class attention:
 
     # --------------------------------------------------------------------------------------------
     def _context(self, H, D, text, cuda):
-        """the libdsgap context of calls with `text` text tokens: one per text length, so that CFG branches
-        whose prompts keep different numbers of text tokens (HunyuanVideo's padded prompts, joint models)
-        each have theirs (the same state layout: branch b of its own context)"""
+        """the libdsgap context of the running expert's calls with `text` text tokens: one per text length,
+        so that CFG branches whose prompts keep different numbers of text tokens (HunyuanVideo's padded
+        prompts, joint models) each have theirs (the same state layout: branch b of its own context),
+        and one per expert (its own metadata)"""
         grid, device = self.cur["grid"], "gpu" if cuda else "cpu"
         shape = (H, D, tuple(grid), device)
         if self.shape is None:
@@ -213,17 +236,18 @@ class attention:
             raise _err(4, f"attention of {H} heads x {D}, grid {grid} on {device}, but this dsgap.torch.attention "
                           f"was made for {self.shape} (heads, head_dim, grid, device): use one "
                           f"dsgap.torch.attention per resolution")
-        ctx = self.ctxs.get(text)
+        ctx = self.ctxs.get((self.expert, text))
         if ctx is None:
-            if self.ctxs and "cfg_meta=shared" in self.policy:
-                raise _err(4, f"{text} text tokens in this call, {sorted(self.ctxs)} in earlier ones: cfg_meta=shared "
+            lens = sorted(t for e, t in self.ctxs if e == self.expert)
+            if lens and "cfg_meta=shared" in self.policy:
+                raise _err(4, f"{text} text tokens in this call, {lens} in earlier ones: cfg_meta=shared "
                               f"gives one CFG branch the other's selections, which needs one token count; pad both "
                               f"prompts to one length (the same text mask length) or drop cfg_meta=shared")
-            if len(self.ctxs) >= self.branches:
-                raise _err(4, f"{text} text tokens in this call, {sorted(self.ctxs)} in earlier ones: more text "
+            if len(lens) >= self.branches:
+                raise _err(4, f"{text} text tokens in this call, {lens} in earlier ones: more text "
                               f"lengths than the {self.branches} CFG branch(es); keep one prompt length per branch "
                               f"through the run")
-            ctx = self.ctxs[text] = _abi.Context(self.policy, self.density, self.schedule, self.nlayers, H, D,
+            ctx = self.ctxs[(self.expert, text)] = _abi.Context(self.policy, self.density, self.schedule, self.nlayers, H, D,
                                                  self.branches, grid, text, device)
             if self.ctx is None:
                 self.ctx = ctx

@@ -235,6 +235,39 @@ def main():
         ck.check("dsgap-capture --compression deflate: shuffle + deflate chunks",
                  filters == [h5py.h5z.FILTER_SHUFFLE, h5py.h5z.FILTER_DEFLATE], filters)
         ck.check("dsgap-capture shows a progress bar", "dsgap capture [" in err_text, err_text[-300:])
+    # a pipeline with two experts (Wan2.2 A14B's transformer and transformer_2, switched at a boundary
+    # timestep): dsgap-capture records both in one trace, each step from the expert that ran it
+    class TinyExpertPipeline(Dif.DiffusionPipeline):
+        def __init__(self, transformer, transformer_2, scheduler):
+            super().__init__()
+            self.register_modules(transformer=transformer, transformer_2=transformer_2, scheduler=scheduler)
+
+        def __call__(self, prompt_embeds=None, num_inference_steps=4, height=16, width=16, num_frames=5,
+                     generator=None, output_type="latent"):
+            x = torch.randn(1, 4, (num_frames - 1) // 4 + 1, height // 8, width // 8, generator=generator)
+            self.scheduler.set_timesteps(num_inference_steps)
+            for i, t in enumerate(self.scheduler.timesteps):
+                m = self.transformer if i < num_inference_steps // 2 else self.transformer_2
+                x = self.scheduler.step(m(hidden_states=x, timestep=t.expand(1), encoder_hidden_states=prompt_embeds)[0],
+                                        t, x)[0]
+            return x
+    Dif.TinyExpertPipeline = TinyExpertPipeline
+    pipe2 = os.path.join(work, "pipe2")
+    torch.manual_seed(1)
+    second = tiny_wan()
+    randomize(second, seed=1)
+    TinyExpertPipeline(tiny_wan(), second, Dif.FlowMatchEulerDiscreteScheduler(shift=3.0)).save_pretrained(pipe2)
+    out2 = os.path.join(work, "cli2.h5")
+    with contextlib.redirect_stderr(io.StringIO()):
+        rc = dsgap_cli.main([pipe2, "--prompt-embeds", os.path.join(work, "emb.safetensors"), "--out", out2,
+                             "--steps", "4", "--height", "16", "--width", "16", "--frames", "5", "--device", "cpu",
+                             "--quiet"])
+    experts = None
+    if rc == 0 and os.path.exists(out2):
+        with h5py.File(out2) as f:
+            experts = json.loads(f.attrs["config"])["capture"].get("experts", {}).get("expert_of_step")
+    ck.check("dsgap-capture on a two-expert pipeline: one trace, steps 0-1 from transformer, 2-3 from transformer_2",
+             experts == [0, 0, 1, 1], f"rc {rc}, experts {experts}")
     env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
     r = subprocess.run([sys.executable, "-m", "dsgap.cli", work, "--prompt", "x", "--out", out],
                        capture_output=True, text=True, env=env)

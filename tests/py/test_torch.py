@@ -249,7 +249,7 @@ def cfg_text():
         ref = run()
         with dt.attention(hv, policy="dense", dense_sites="dsgap") as a:
             out = run()
-            texts = sorted(a.ctxs)
+            texts = sorted(t for _, t in a.ctxs)   # (expert, text length)
         s = a.stats()
         e = max(rel(o, r) for o, r in zip(out, ref))
         ck.check(f"HunyuanVideo, CFG {name}, cond 5 / uncond 3 text tokens: 'dense' through libdsgap = torch, "
@@ -259,7 +259,7 @@ def cfg_text():
     for name, run in (("batched", run_bat), ("sequential", run_seq)):
         with dt.attention(hv, policy="mc-sparse", density=0.25) as a:
             outs[name] = run()
-            texts = sorted(a.ctxs)
+            texts = sorted(t for _, t in a.ctxs)   # (expert, text length)
         s = a.stats()
         ck.check(f"HunyuanVideo, CFG {name}, 5 / 3 text tokens: mc-sparse at 0.25 runs (a context per text length), "
                  f"finite, sparse", texts == [3, 5] and s["sparse_calls"] > 0 and s["fallback_calls"] == 0 and

@@ -28,6 +28,9 @@ for r in "${runs[@]}"; do
   mkdir -p "$RESULTS/$(basename "$r")"
   cp "$r/closed_loop.csv" "$r/drift.csv" "$r/run.json" "$RESULTS/$(basename "$r")/"
 done
+flag=; [ "$name" = closed_staleness ] || flag=" --sensitivity"
+EXP_REGEN="\`experiments/closed_staleness.sh$flag --update-results\` (\`dsgap run experiments/$name.ini\`, a GPU job: \
+run it on the GPU machine and bring its folder here with \`--cells DIR\`; then \`dsgap drift\` over its runs)." \
 exp_readme "# $name: issue 50's staleness, drift and sensitivity in the closed loop
 
 The tables and figures are dsgap drift's (drift.md; src/analysis/drift.h says what each one is)." \

@@ -162,7 +162,7 @@ exp_collect() { # exp_collect RUN DEST
   cp "$src"/figures/style.gp "$dest/figures/" 2>/dev/null || true
 }
 
-exp_readme() { # exp_readme TEXT RUN.JSON
+exp_readme() { # exp_readme TEXT RUN.JSON (EXP_REGEN: the "Regenerate:" sentence, if not the default)
   # the cells' provenance (where, when and by which commit they ran) from RUN.JSON; the tables' from
   # the dsgap that made them here
   local secs=$(( $(date +%s) - T0 )) device date cells_commit commit cells_s=0 j
@@ -176,7 +176,8 @@ exp_readme() { # exp_readme TEXT RUN.JSON
   cp "$WORK/summary.csv" "$WORK/summary.md" "$RESULTS/"
   {
     printf '%s\n\n' "$1"
-    printf 'Regenerate: `experiments/%s.sh --update-results` (`dsgap run experiments/%s.ini`, then `dsgap decompose`, `dsgap plot` and the script'"'"'s own tables and figures; traces and cells go to the scratch folder `build/experiments/%s/`).\n\n' "$NAME" "$NAME" "$NAME"
+    if [ -n "${EXP_REGEN:-}" ]; then printf 'Regenerate: %s\n\n' "$EXP_REGEN"; else
+    printf 'Regenerate: `experiments/%s.sh --update-results` (`dsgap run experiments/%s.ini`, then `dsgap decompose`, `dsgap plot` and the script'"'"'s own tables and figures; traces and cells go to the scratch folder `build/experiments/%s/`).\n\n' "$NAME" "$NAME" "$NAME"; fi
     printf 'Last run: %s on %s, dsgap commit %s: %s s in the cells (replay or transformer time, summed). Tables and figures: %s, dsgap commit %s, %d s wall (cells not already done included).\n\n' \
       "${date:-?}" "$device" "${cells_commit:-?}" "$cells_s" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$secs"
     printf 'Files:\n\n'

@@ -8,15 +8,16 @@
 #
 #   experiments/schedules.sh --stage gpu [--budget S] [--pack FILE]   (on the GPU machine)
 #       the fidelity experiments schedules_cached.ini, schedules_peers.ini, schedules_cached_b.ini,
-#       schedules_axes.ini (50 UniPC steps, the bundled model's 24 samples; FID_WORKERS processes,
-#       default 8) until S x 0.6 s (default S 545), then the speed experiments
+#       schedules_axes.ini, schedules_skipsoftmax.ini (50 UniPC steps, the bundled model's 24
+#       samples; FID_WORKERS processes, default 8) until S x 0.6 s (default S 545), then the speed experiments
 #       schedules_speed_{cached,step,dl0,peers}.ini (one process) on the Wan2.1-1.3B random-weight model
 #       (scripts/gpu_dit.py make, first), through experiments/device_runs.sh: it packs the merged
 #       runs (their cells' latents too for a run cut short) into FILE (default $OUT/schedules.tgz,
 #       split into 15 MB parts FILE.NN for the device tool)
 #   experiments/schedules.sh --stage analyse --from FILE|DIR [--out DIR | --update-results]
 #       here: unpack (FILE or its parts FILE.NN; or a folder of the experiments' merged run folders,
-#       as results/schedules/runs/ keeps them), merge a run cut short from its finished cells,
+#       as results/schedules/runs/ keeps them), merge a run cut short from its finished cells
+#       (dsgap merge --partial: the cells it lacks are named in its run.json),
 #       dsgap compare of every fidelity run with the speed runs -> DIR (default build/results/schedules)
 # DSGAP (default build/dsgap, or .carry/bin/dsgap on the GPU machine) is the binary.
 set -euo pipefail
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-FID="schedules_cached schedules_peers schedules_cached_b schedules_axes"
+FID="schedules_cached schedules_peers schedules_cached_b schedules_axes schedules_skipsoftmax"
 SPEED="schedules_speed_cached schedules_speed_step schedules_speed_dl0 schedules_speed_peers"
 case $stage in
 gpu)
@@ -54,8 +55,8 @@ analyse)
   if [ -d "$from" ]; then cp -r "$from"/. "$u"; elif [ -s "$from" ]; then tar xzf "$from" -C "$u"
   else cat "$from".[0-9]* | tar xz -C "$u"; fi
   for e in $FID $SPEED; do # a run cut short: merge the cells it finished into E.merged
-    if [ -d "$u/$e" ] && [ ! -s "$u/$e/summary.csv" ]; then
-      "$DSGAP" merge "$u/$e" --out "$u/$e.merged" --quiet || echo "schedules.sh: $e: no merge of its finished cells" >&2
+    if [ -d "$u/$e/cells" ] && [ ! -s "$u/$e/summary.csv" ]; then
+      "$DSGAP" merge "$u/$e" --out "$u/$e.merged" --partial --quiet || echo "schedules.sh: $e: no merge of its finished cells" >&2
     fi
   done
   fid=() spd=()

@@ -632,7 +632,8 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 			 const char *speed_device, int *nmethods)
 {
 	fprintf(dat, "# pareto.dat: made by dsgap compare (commit %s): %s\n# columns: speedup psnr psnr_lo "
-		     "psnr_hi sparse_density density_target; one block per method, then the frontier\n",
+		     "psnr_hi sparse_density density_target label label_y (moved down where labels would overlap); one "
+		     "block per method, then the frontier\n",
 		dg_git_commit(), o->title);
 	const char *methods[128];
 	int nm = 0;
@@ -647,10 +648,18 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 			methods[nm++] = x->policy;
 	}
 	bool one_warmup = true, projected = false;
+	double xmax = 0, ylo = INFINITY, yhi = -INFINITY; /* the plotted points' extent */
 	for (int p = 0; p < ne; p++) {
 		one_warmup = one_warmup && e[p].rs.warmup == e[0].rs.warmup;
 		projected = projected || (e[p].projected && !isnan(e[p].speedup));
+		if (e[p].reached && strcmp(e[p].policy, "dense") && !isnan(e[p].speedup) && isfinite(e[p].est[0]))
+			xmax = fmax(xmax, e[p].speedup), ylo = fmin(ylo, e[p].est[0]), yhi = fmax(yhi, e[p].est[0]);
 	}
+	/* labels placed so far, per placement (method m % 3): a label that would cover one of them
+	 * moves down a line (column 8: the label's y) */
+	double (*placed)[2] = dg_calloc((size_t)ne + 1, sizeof *placed);
+	int *pclass = dg_calloc((size_t)ne + 1, sizeof *pclass), np = 0;
+	double line = yhi > ylo ? (yhi - ylo) * 0.035 : 1, near = xmax > 0 ? xmax * 0.08 : 1;
 	for (int m = 0; m < nm; m++) {
 		fprintf(dat, "# method %s\n", methods[m]);
 		for (int p = 0; p < ne; p++) {
@@ -670,11 +679,22 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 				else
 					lab[k++] = *sd;
 			snprintf(lab + k, sizeof lab - k, "%s%.2f", k ? " " : "", x->density);
-			fprintf(dat, "%.6g %.6g %.6g %.6g %.3f %g \"%s\"\n", x->speedup, x->est[0], x->lo[0], x->hi[0],
-				x->sparse_density, x->rho, lab);
+			double ly = x->est[0];
+			for (bool moved = true; moved;) {
+				moved = false;
+				for (int q = 0; q < np; q++)
+					if (pclass[q] == m % 3 && fabs(placed[q][0] - x->speedup) < near &&
+					    fabs(placed[q][1] - ly) < line * 0.99)
+						ly = placed[q][1] - line, moved = true;
+			}
+			placed[np][0] = x->speedup, placed[np][1] = ly, pclass[np++] = m % 3;
+			fprintf(dat, "%.6g %.6g %.6g %.6g %.3f %g \"%s\" %.6g\n", x->speedup, x->est[0], x->lo[0],
+				x->hi[0], x->sparse_density, x->rho, lab, ly);
 		}
 		fputs("\n\n", dat);
 	}
+	free(placed);
+	free(pclass);
 	/* the frontier: a point is on it when no other point is at least as fast and at least as good */
 	fputs("# frontier (non-dominated points by speedup and PSNR), by speedup\n", dat);
 	int *on = dg_calloc((size_t)ne, sizeof *on), non = 0;
@@ -732,7 +752,7 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 		fprintf(gp, "%s'pareto.dat' index %d using 1:2:3:4 with yerrorbars ls %d ps 1.4 title ",
 			m ? ", \\\n  " : "", m, m % 15 + 1);
 		dg_gp_string(gp, methods[m]); /* a name from the input file: quoted, never code */
-		fprintf(gp, ", \\\n  '' index %d using 1:2:7 with labels offset %s "  /* three placements by method */
+		fprintf(gp, ", \\\n  '' index %d using 1:8:7 with labels offset %s "  /* three placements by method */
 			    "font ',6' textcolor rgb '#444444' notitle", m, m % 3 == 1 ? "-0.6, 0.6 right" : m % 3 == 2 ? "0.6, -0.8 left" : "0.6, 0.6 left");
 	}
 	fprintf(gp, "%s'pareto.dat' index %d using 1:2 with lines ls 8 dt 2 lw 1 title 'frontier (labels: "

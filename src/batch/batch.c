@@ -651,6 +651,8 @@ typedef struct {
 	int np, nd;
 	char (*dstr)[32]; /* the densities as the rows print them (%g) */
 	bool closed;      /* a closed-loop experiment: closed_loop.csv per run */
+	bool partial;     /* merge the finished cells, leave the missing out (closed loop) */
+	int missing;      /* cells left out (partial) */
 	pending pend;
 	dg_made_dirs made; /* the folders it made: removed (when empty) if it fails */
 	dg_sbuf summary, md;
@@ -765,9 +767,18 @@ static int check_cells_present(const merge_ctx *m, int *total)
 				snprintf(first_missing, sizeof first_missing, "%s/%s", rname, cell->valuestring);
 		}
 	}
-	if (missing)
+	if (missing && !m->partial)
 		return dg_error("merge: %d of %d cells are missing (the first: %s): finish them with dsgap run "
-				"(the same --shard and --out) and merge again", missing, *total, first_missing);
+				"(the same --shard and --out) and merge again, or merge the rest with --partial",
+				missing, *total, first_missing);
+	if (missing && !m->closed)
+		return dg_error("merge: %d of %d cells are missing (the first: %s): --partial merges only a closed-loop "
+				"experiment (an open-loop run's tables need every cluster)", missing, *total, first_missing);
+	if (missing == *total)
+		return dg_error("merge: none of the %d cells is finished in the folders given", *total);
+	if (missing)
+		dg_warn("merge: %d of %d cells are missing (the first: %s): merged without them (--partial)",
+			missing, *total, first_missing);
 	return 0;
 }
 
@@ -800,8 +811,13 @@ static int merge_closed_runs(merge_ctx *m)
 	const cJSON *run;
 	cJSON_ArrayForEach(run, m->runs) {
 		dg_closed_merged cm;
-		if ((err = dg_closed_merge_run(m->plan, run, m->dirs, m->ndirs, &cm)))
+		if ((err = dg_closed_merge_run(m->plan, run, m->dirs, m->ndirs, m->partial, &cm)))
 			break;
+		m->missing += cm.missing;
+		int nrun = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(run, "cells"));
+		if (cm.missing)
+			dg_warn("merge: run %s: %d of %d cells left out (unfinished, or their sample's dense run is): "
+				"%s/run.json names them", jstr(run, "name"), cm.missing, nrun, jstr(run, "name"));
 		char *dir = dg_path_join(m->out, jstr(run, "name"));
 		char *cp = dg_path_join(dir, "closed_loop.csv"), *jp = dg_path_join(dir, "run.json");
 		char *dp = dg_path_join(dir, "drift.csv");
@@ -810,7 +826,7 @@ static int merge_closed_runs(merge_ctx *m)
 		free(dp);
 		dg_sb_add(&m->summary, cm.summary, strlen(cm.summary));
 		dg_sb_add(&m->md, cm.md, strlen(cm.md));
-		m->rows_total += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(run, "cells"));
+		m->rows_total += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(run, "cells")) - cm.missing;
 		dg_closed_merged_free(&cm);
 		free(cp);
 		free(jp);
@@ -1179,12 +1195,12 @@ static int check_cell_inputs(const char *dir, const cJSON *plan)
 	return rc;
 }
 
-int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
+int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose, bool partial)
 {
 	if (ndirs < 1)
 		return dg_error("merge: no input folders");
 	cJSON **plans = dg_calloc(ndirs, sizeof *plans);
-	merge_ctx m = { .dirs = dirs, .ndirs = ndirs, .out = out };
+	merge_ctx m = { .dirs = dirs, .ndirs = ndirs, .out = out, .partial = partial };
 	int rc = -1, total;
 	if (read_plans(dirs, ndirs, plans) || check_experiment_file(dirs[0], plans[0]))
 		goto out;
@@ -1200,7 +1216,8 @@ int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose)
 	if ((m.closed ? merge_closed_runs(&m) : merge_open_runs(&m)) || write_summaries(&m) ||
 	    rename_pending(&m.pend))
 		goto out;
-	remove_stale_temps(&m);
+	if (!m.missing)
+		remove_stale_temps(&m);
 	if (verbose)
 		fprintf(stderr, "merge: %d runs, %d cells, %lld rows from %d folder%s -> %s/{RUN/%s, "
 				"RUN/run.json, summary.csv, summary.md}\n", cJSON_GetArraySize(m.runs), total,

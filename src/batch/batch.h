@@ -50,7 +50,9 @@ int dg_batch_run(const dg_batch_opts *o, const int *idx, int n, int *ran, int *s
  * RUN/metrics.csv + run.json, summary.{csv,md}, experiment.json. All cells must be present, and
  * (open loop) each must have been computed from its trace file as it is now (CELL/input.sum, checked
  * as dg_batch_validate checks it; a trace file absent from this machine: a warning); nothing is written
- * otherwise. out may be one of the dirs. */
-int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose);
+ * otherwise. partial (closed loop only): merge the finished cells, leaving out the missing ones and
+ * the cells of samples whose dense reference is missing (each run.json names them). out may be one
+ * of the dirs. */
+int dg_batch_merge(char *const *dirs, int ndirs, const char *out, bool verbose, bool partial);
 
 #endif

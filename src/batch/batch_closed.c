@@ -338,6 +338,18 @@ static int load_cell(const char *rname, const char *id, char *const *dirs, int n
 	return 0;
 }
 
+/* whether cell id of run rname is finished in one of dirs[0..ndirs) */
+static bool cell_found(const char *rname, const char *id, char *const *dirs, int ndirs)
+{
+	for (int i = 0; i < ndirs; i++) {
+		char d[4096];
+		snprintf(d, sizeof d, "%s/cells/%s/%s", dirs[i], rname, id);
+		if (dg_closed_cell_done(d))
+			return true;
+	}
+	return false;
+}
+
 /* the cell's per-step drift rows (prompt,seed,policy,density_target,step,rel_l2) into b: from its
  * drift.csv, else from its steps.h5 against the reference's; nothing where neither is there (the
  * latents did not fit DRIFT_MAX_BYTES). 0 or -1 (reported). */
@@ -409,7 +421,7 @@ char *dg_closed_md_head(const char *name, const char *fp)
 	return b.buf;
 }
 
-int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, int ndirs,
+int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, int ndirs, bool partial,
 			dg_closed_merged *out)
 {
 	memset(out, 0, sizeof *out);
@@ -444,6 +456,7 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 	acc *a = dg_calloc((size_t)ncells, sizeof *a);
 	int na = 0, rc = 0, mixed = 0;
 	found_cell ref = { 0 };
+	cJSON *missing = cJSON_CreateArray(); /* --partial: the cells left out */
 	char first_date[64] = "";
 	double transformer_total = 0;
 	for (int i = 0; i < ncells && !rc; i++) {
@@ -451,6 +464,11 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		const cJSON *ci = cJSON_GetArrayItem(info, i);
 		const char *rid = jstr(ci, "reference");
 		found_cell cell;
+		if (partial && (!cell_found(dg_closed_cell_run(run, i), id, dirs, ndirs) ||
+				!cell_found(jstr_or(ci, "reference_run", rname), rid, dirs, ndirs))) {
+			cJSON_AddItemToArray(missing, cJSON_CreateString(id)); /* it, or its sample's reference */
+			continue;
+		}
 		if (strcmp(ref.id, rid)) { /* the sample's reference: the cell before its policies */
 			found_free(&ref);
 			if ((rc = load_cell(jstr_or(ci, "reference_run", rname), rid, dirs, ndirs, &ref)))
@@ -552,6 +570,8 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		cJSON_AddStringToObject(x, "fingerprint", jstr(plan, "fingerprint"));
 		cJSON_AddStringToObject(x, "config_path", jstr(plan, "config_path"));
 		cJSON_AddNumberToObject(x, "cells", ncells);
+		if (partial) /* merged with --partial: the cells it lacks (none: complete) */
+			cJSON_AddItemToObject(x, "cells_missing", cJSON_Duplicate(missing, 1));
 		cJSON *in = cJSON_AddArrayToObject(x, "merged_from");
 		for (int i = 0; i < ndirs; i++)
 			cJSON_AddItemToArray(in, cJSON_CreateString(dirs[i]));
@@ -572,6 +592,8 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		free(summary.buf);
 		free(md.buf);
 	}
+	out->missing = cJSON_GetArraySize(missing);
+	cJSON_Delete(missing);
 	free(devices.buf);
 	free(a);
 	return rc;

@@ -63,6 +63,7 @@ typedef struct {
 	char *run_json; /* run.json */
 	char *summary;  /* lines of summary.csv */
 	char *md;       /* lines of summary.md's table */
+	int missing;    /* cells left out (partial): unfinished, or their sample's reference is */
 } dg_closed_merged;
 
 /* The summary.md text before the table lines (name: the experiment's, fp: its fingerprint). */
@@ -71,9 +72,11 @@ char *dg_closed_md_head(const char *name, const char *fp);
 /*
  * Merge run (an entry of experiment.json's runs; plan: the whole experiment.json) from the cells
  * in dirs[0..ndirs) (each present in at least one; a cell in several must hold the same latents).
+ * partial: a cell that is in none, or whose sample's reference is in none, is left out (named in
+ * run.json's experiment.cells_missing, counted in out->missing) instead of failing the merge.
  * out's strings are new (free them with dg_closed_merged_free). 0 or -1 (reported).
  */
-int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, int ndirs,
+int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, int ndirs, bool partial,
 			dg_closed_merged *out);
 void dg_closed_merged_free(dg_closed_merged *m);
 

@@ -228,7 +228,7 @@ static int merge_if_complete(const dg_experiment *e, const run_args *a, const ch
 	int done = dg_batch_count_done(e, out, NULL, 0);
 	if (done == e->ncells) {
 		char *dirs[] = { (char *)out };
-		if (dg_batch_merge(dirs, 1, out, !a->quiet))
+		if (dg_batch_merge(dirs, 1, out, !a->quiet, false))
 			return 1;
 		if (!a->quiet)
 			fprintf(stderr, e->closed ? "run: done in %.1f s; results in %s/ (%s/%s/closed_loop.csv)\n" :

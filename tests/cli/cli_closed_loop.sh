@@ -5,7 +5,9 @@
 # its closed_loop.csv (the reference is exact, density 1 reproduces it, a sparse policy does not);
 # resume (finished cells skipped, a killed run's temporary folder removed, a removed cell redone,
 # the same rows); shards 0/2 + 1/2 merged and --workers 2 equal the unsharded run but for the
-# time columns; merge refuses an incomplete set; a changed experiment in the same folder is
+# time columns; merge refuses an incomplete set, and with --partial merges the finished cells whose
+# sample's reference is there (rows equal to the full run's; run.json names the rest; an open-loop
+# experiment is refused); a changed experiment in the same folder is
 # refused; [device] cache_offload = true (--cache-offload: a no-op on the CPU) is the same
 # experiment (its fingerprint); bad experiment files (one line naming FILE:LINE, nothing written).
 # Run: ctest -R cli_closed_loop (needs $DSGAP, $DSGAP_SOURCE and the wan_models fixture).
@@ -62,8 +64,29 @@ check "resume: the same rows" same_rows "$tmp/first.csv" "$csv"
 "$DSGAP" run "$tmp/c.ini" --out "$tmp/s0" --shard 0/2 --quiet && "$DSGAP" run "$tmp/c.ini" --out "$tmp/s1" --shard 1/2 --quiet
 check "shards run" [ $? -eq 0 ]
 "$DSGAP" merge "$tmp/s0" --out "$tmp/bad_merge" 2> "$tmp/merge1.err"
+st=$?
 check "merge refuses an incomplete set of cells and writes nothing" \
-  [ $? -ne 0 -a ! -e "$tmp/bad_merge/summary.csv" ] && grep -q "cells are missing" "$tmp/merge1.err"
+  [ $st -ne 0 -a ! -e "$tmp/bad_merge/summary.csv" ]
+check "merge: the refusal names the count and --partial" grep -q "cells are missing.*--partial" "$tmp/merge1.err"
+"$DSGAP" merge "$tmp/s0" --out "$tmp/part" --partial 2> "$tmp/part.err"
+check "merge --partial: exit 0" [ $? -eq 0 ]
+check "merge --partial: a warning naming the count" \
+  grep -q "5 of 10 cells are missing (the first: $run/fix.s3.mc-sparse@0.3): merged without them" "$tmp/part.err"
+check "merge --partial: a warning naming the cells left out of the run" \
+  grep -q "run $run: 7 of 10 cells left out" "$tmp/part.err"
+# shard 0/2 holds cells 0 2 4 6 8: sample s3's reference (0) and two of its policies (mc-sparse and
+# ditfastattn at 1); s4's policies (6, 8) without their reference (5) are left out
+check "merge --partial: the rows of the finished cells with their reference, as in the full run" \
+  same_rows <(grep -e '^prompt,' -e '^fix,3,dense,' -e '^fix,3,mc-sparse,1,' -e '^fix,3,ditfastattn/window=64,1,' "$csv") \
+  "$tmp/part/$run/closed_loop.csv"
+check "merge --partial: 3 rows, run.json names the 7 cells left out" \
+  [ "$(wc -l < "$tmp/part/$run/closed_loop.csv")" -eq 4 -a "$(python3 -c 'import json,sys
+print(len(json.load(open(sys.argv[1]))["experiment"]["cells_missing"]))' "$tmp/part/$run/run.json")" = 7 ]
+printf '[traces]\nt = synth: grid=2x8x16 heads=2 layers=1 steps=4 head_dim=32\n[policies]\nlist = mc-sparse\n[densities]\nlist = 0.3\n' > "$tmp/o.ini"
+"$DSGAP" run "$tmp/o.ini" --out "$tmp/o0" --shard 0/2 --quiet && "$DSGAP" merge "$tmp/o0" --out "$tmp/o_part" --partial 2> "$tmp/o.err"
+st=$?
+check "merge --partial of an open-loop experiment is refused, nothing written" [ $st -ne 0 -a ! -e "$tmp/o_part/summary.csv" ]
+check "merge --partial of an open-loop experiment: the reason" grep -q "partial merges only a closed-loop experiment" "$tmp/o.err"
 "$DSGAP" merge "$tmp/s0" "$tmp/s1" --out "$tmp/merged" --quiet
 check "merge of 2 shards = the unsharded run (closed_loop.csv)" same_rows "$csv" "$tmp/merged/$run/closed_loop.csv"
 check "merge of 2 shards = the unsharded run (summary.csv)" same_summary "$tmp/full/summary.csv" "$tmp/merged/summary.csv"

@@ -267,8 +267,10 @@ cat <<EOF
     printf "%.2f of the pairs past the warm-up (%.2f over every call)", $6, $5 }') at every
   target, and at that density its generations reach $(sed 's/"[^"]*"/x/g' "$S/comparison.csv" | awk -F, '$1 ~ /^skipsoftmax/ && $3 + 0 == 0.15 {
     printf "%.1f [%.1f, %.1f] dB", $8, $9, $10 }') (24 samples),
-  below svg2 at 0.32 of the pairs. Why so few tiles trail the running maximum by its threshold in
-  these samples is measured here, not explained (\`results/peer_budgets/\`: the same at 75600 tokens).
+  below svg2 at 0.32 of the pairs. That density is the rule's floor (\`src/policy/peers.h\`): a key
+  tile is computed wherever one of the 128 queries of a query tile meets a new running maximum in it
+  (tiles in ascending key order), whatever the threshold; the density is the same at all three
+  targets because the threshold search stops there (\`results/peer_budgets/\`: 0.44 at 75600 tokens).
 - **Speed of the per-step peers** (\`runs/schedules_speed_peers/\`: one 10-step run each, projected to
   the 50-step schedule): svg2 $(awk -F, 'NR > 1 && $1 == "svg2/budget=matched" { printf "%s%.2f×", n++ ? "–" : "", $17 }' "$S/comparison.csv" | awk -F– '{ print ($1 == $NF ? $1 : $1 "–" $NF) }'),
   PISA $(awk -F, 'NR > 1 && $1 == "pisa" { printf "%s%.2f×", n++ ? "–" : "", $17 }' "$S/comparison.csv" | awk -F– '{ print ($1 == $NF ? $1 : $1 "–" $NF) }'),

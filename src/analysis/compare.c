@@ -626,6 +626,23 @@ static void write_tex(FILE *f, const entry *e, int ne, const dg_compare_opts *o)
 	fputs("\\bottomrule\n\\end{tabular}\n\\end{table*}\n", f);
 }
 
+/* sched written short into out (size n > 0): "every:10" as "e10", "—" as nothing, the leading
+ * warm-up "wW " left out when drop_warmup; returns its length */
+static int sched_short(const char *sched, bool drop_warmup, char *out, size_t n)
+{
+	const char *sd = strcmp(sched, "—") ? sched : "";
+	if (drop_warmup && sd[0] == 'w')
+		sd += strcspn(sd, " "), sd += *sd == ' ';
+	size_t k = 0;
+	for (; *sd && k + 1 < n; sd++)
+		if (!strncmp(sd, "every:", 6))
+			out[k++] = 'e', sd += 5;
+		else
+			out[k++] = *sd;
+	out[k] = 0;
+	return (int)k;
+}
+
 /* pareto.dat: one block per method (its points by density), then the frontier block; pareto.gp;
  * speed_device: the speed runs' device (the x axis names it), NULL for the fidelity runs' own times */
 static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_compare_opts *o,
@@ -666,18 +683,10 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 			const entry *x = &e[p];
 			if (strcmp(x->policy, methods[m]) || !x->reached || isnan(x->speedup) || !isfinite(x->est[0]))
 				continue;
-			/* the label: the schedule short ("every:10" as "e10"; the warm-up left out when every
-			 * plotted row shares it) and the density over every call */
+			/* the label: the schedule short (the warm-up left out when every plotted row shares
+			 * it) and the density over every call */
 			char lab[DG_SCHED_DESC_MAX + 16];
-			const char *sd = strcmp(x->sched, "—") ? x->sched : "";
-			if (one_warmup && sd[0] == 'w')
-				sd += strcspn(sd, " "), sd += *sd == ' ';
-			int k = 0;
-			for (; *sd && k < DG_SCHED_DESC_MAX; sd++)
-				if (!strncmp(sd, "every:", 6))
-					lab[k++] = 'e', sd += 5;
-				else
-					lab[k++] = *sd;
+			int k = sched_short(x->sched, one_warmup, lab, DG_SCHED_DESC_MAX);
 			snprintf(lab + k, sizeof lab - k, "%s%.2f", k ? " " : "", x->density);
 			double ly = x->est[0];
 			for (bool moved = true; moved;) {
@@ -883,7 +892,8 @@ static void matched_tex(FILE *f, const entry *e, int ne, const char **m, int nm,
 		   "speed" : "computed density", kind == 0 ? "a measured or projected ($^p$) speedup of at least the "
 		   "column's" : "a computed density over every call of at most the column's");
 	dg_tex_name(f, o->title);
-	fprintf(f, "); the last row: the paired difference of the best method over the next.}\n\\label{tab:matched-%s}\n"
+	fprintf(f, "); schedules: w$W$ $W$ warm-up steps, e$N$ an anchor every $N$ steps, dl= dense layers; the "
+		   "last row: the paired difference of the best method over the next.}\n\\label{tab:matched-%s}\n"
 		   "\\begin{tabular}{l", matched_kind[kind]);
 	for (int i = 0; i < nt; i++)
 		fputs("l", f);
@@ -906,7 +916,9 @@ static void matched_tex(FILE *f, const entry *e, int ne, const char **m, int nm,
 			fprintf(f, " & \\begin{tabular}[t]{@{}l@{}}%s$%s$%s\\\\{\\scriptsize $[%s, %s]$}\\\\{\\scriptsize ",
 				p == c[i].best ? "\\textbf{" : "", dg_sig3(a, x->est[0]), p == c[i].best ? "}" : "",
 				dg_sig3(b, x->lo[0]), dg_sig3(d, x->hi[0]));
-			dg_tex_name(f, x->sched);
+			char sd[DG_SCHED_DESC_MAX];
+			sched_short(x->sched, false, sd, sizeof sd);
+			dg_tex_name(f, sd);
 			fprintf(f, ", $\\rho$ %g}\\end{tabular}", x->rho);
 		}
 		fputs(" \\\\\n", f);

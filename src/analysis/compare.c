@@ -239,6 +239,21 @@ int dg_loop_rows_read(const char *dir, dg_loop_rows *rs, const char *who)
 				goto done;
 			}
 		}
+		r->first_extra = NAN; /* the run's first sparse step's one-off cost for this policy */
+		const cJSON *fe;
+		cJSON_ArrayForEach(fe, cJSON_GetObjectItemCaseSensitive(j, "first_sparse_extra_s")) {
+			const cJSON *fp = cJSON_GetObjectItemCaseSensitive(fe, "policy");
+			const cJSON *fr = cJSON_GetObjectItemCaseSensitive(fe, "density_target");
+			const cJSON *fs = cJSON_GetObjectItemCaseSensitive(fe, "seconds");
+			if (!cJSON_IsString(fp) || !cJSON_IsNumber(fr) || !cJSON_IsNumber(fs) || !isfinite(fs->valuedouble) ||
+			    fabs(fs->valuedouble) > 1e12) {
+				dg_error("%s: %s: first_sparse_extra_s: an entry without policy, density_target and "
+					 "finite seconds", who, jp);
+				goto done;
+			}
+			if (!strcmp(fp->valuestring, r->policy) && fr->valuedouble == r->rho)
+				r->first_extra = fs->valuedouble;
+		}
 		bool again = false; /* a sample counted twice would weigh twice */
 		for (int i = 0; i < rs->n && !again; i++)
 			again = !strcmp(rs->r[i].sample, r->sample) && !strcmp(rs->r[i].policy, r->policy) &&
@@ -446,7 +461,10 @@ static bool fit_step_costs(int nrun, const int *na, const int *ns, const int *dl
  *   dense layer's extra cost in a sparse step t_l (t_a only for refresh=anchor policies, which
  *   need two schedules of different anchor shares; t_l only where a speed run has dense layers,
  *   which an entry with dense layers needs); the entry's time is then nd t_d + na t_a +
- *   ns (t_s + dl t_l) at its own steps, else NaN.
+ *   ns (t_s + dl t_l) at its own steps, else NaN. A refresh=step policy's first sparse step may cost
+ *   more once (svg2's first k-means; later calls start from the last centroids): where the speed
+ *   run's run.json gives that extra (first_sparse_extra_s, from the cells' step times), it is taken
+ *   out of T_j before the fit and added once to the projection.
  */
 static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 {
@@ -461,6 +479,8 @@ static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 	const double td = dense_t / sp->steps;
 	const int nr = sp->nruns + 1;
 	double *tj = dg_malloc((size_t)nr * sizeof *tj), *y = dg_malloc((size_t)nr * sizeof *y);
+	double *xj = dg_malloc((size_t)nr * sizeof *xj); /* first sparse step's extra, summed */
+	int *xn = dg_malloc((size_t)nr * sizeof *xn);
 	int *nj = dg_malloc((size_t)nr * sizeof *nj), *fa = dg_malloc((size_t)nr * 3 * sizeof *fa);
 	int *fs = fa + nr, *fl = fa + 2 * nr;
 	for (int p = 0; p < ne; p++) {
@@ -473,11 +493,14 @@ static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 		double t = 0, dn = 0, dall = 0;
 		int n = 0, nall = 0;
 		memset(tj, 0, (size_t)sp->nruns * sizeof *tj), memset(nj, 0, (size_t)sp->nruns * sizeof *nj);
+		memset(xj, 0, (size_t)sp->nruns * sizeof *xj), memset(xn, 0, (size_t)sp->nruns * sizeof *xn);
 		for (int i = 0; i < sp->n; i++) {
 			const row *r = &sp->r[i];
 			if (strcmp(r->policy, x->policy) || r->rho != x->rho)
 				continue;
 			tj[r->run] += r->time, nj[r->run]++, dall += r->density, nall++;
+			if (isfinite(r->first_extra))
+				xj[r->run] += r->first_extra, xn[r->run]++;
 			if ((own || sp->steps == x->rs.steps) && !strcmp(r->sched, x->sched))
 				t += r->time, dn += r->density, n++;
 		}
@@ -490,21 +513,25 @@ static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 		if (own || !nall)
 			continue;
 		bool cached = is_cached(x->policy);
-		int nfit = 0;
+		int nfit = 0, nfirst = 0;
+		double first = 0; /* a per-step policy's one-off first sparse step (svg2's first k-means) */
 		for (int j = 0; j < sp->nruns; j++) {
 			if (!nj[j])
 				continue;
 			int nd;
 			step_counts(&sp->runs[j], cached, &nd, &fa[nfit], &fs[nfit]);
 			fl[nfit] = sp->runs[j].ndense_layers;
-			y[nfit++] = tj[j] / nj[j] - nd * td;
+			double ex = !cached && xn[j] && fs[nfit] > 0 ? xj[j] / xn[j] : 0;
+			first += ex, nfirst += ex != 0;
+			y[nfit++] = tj[j] / nj[j] - nd * td - ex;
 		}
+		first = nfirst ? first / nfirst : 0;
 		double cost[3];
 		if (!fit_step_costs(nfit, fa, fs, fl, y, cached, cost))
 			continue;
 		int nd, na, ns;
 		step_counts(&x->rs, cached, &nd, &na, &ns);
-		double tp = nd * td + na * cost[0] + ns * cost[1];
+		double tp = nd * td + na * cost[0] + ns * cost[1] + (ns > 0 ? first : 0);
 		if (x->rs.ndense_layers)
 			tp += (double)ns * x->rs.ndense_layers * cost[2];
 		if (!(tp > 0))
@@ -514,7 +541,7 @@ static int speed_stats(const rows *sp, entry *e, int ne, bool own)
 		x->speed_samples = nall;
 		x->projected = true;
 	}
-	free(tj), free(y), free(nj), free(fa);
+	free(tj), free(y), free(nj), free(fa), free(xj), free(xn);
 	return 0;
 }
 
@@ -552,7 +579,8 @@ static void write_md(FILE *f, const entry *e, int ne, const dg_compare_opts *o, 
 	if (sp->n)
 		fprintf(f, "Speedup: the denoising loop's transformer time, dense / method, of the speed run "
 			   "(%d steps; device: %s); ᵖ: projected to the row's schedule from the step costs fitted to "
-			   "the speed runs (dense step, anchor step, sparse step: `dsgap compare --help`). ",
+			   "the speed runs (dense step, anchor step, sparse step, a per-step method's first sparse step "
+			   "once: `dsgap compare --help`). ",
 			sp->steps, sp->device);
 	else
 		fprintf(f, "Speedup: the fidelity runs' own transformer times (dense / method). ");

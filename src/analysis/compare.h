@@ -79,6 +79,7 @@ typedef struct {
 					* (refresh=step), "w10 once", "w10 every:10", "w10 a=9;29" */
 	int run;
 	double rho, density, psnr, ssim, rel_l2, time;
+	double first_extra; /* run.json's first_sparse_extra_s for this policy and density; NaN: none */
 } dg_loop_row;
 typedef struct {
 	dg_loop_row *r;

@@ -405,7 +405,28 @@ static int cell_drift(const found_cell *cell, const found_cell *ref, const char 
 typedef struct {
 	char policy[DG_POLICY_NAME_MAX];
 	double rho, n, density, psnr, psnr_min, ssim, ssim_min, time, ref_time;
+	double first_extra, n_first; /* the first sparse step's time over the later ones' mean */
 } acc;
+
+/* A cell's first step past the warm-up minus the mean of its later steps (seconds; its run.json's
+ * step_s): a one-off cost of that step (svg2's first k-means; an anchor's metadata), so that a
+ * projection to more steps counts it once. NaN where the cell has fewer than two such steps. */
+static double first_sparse_extra(const cJSON *cell, int warmup)
+{
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(cell, "step_s");
+	int n = cJSON_GetArraySize(st);
+	if (!cJSON_IsArray(st) || n < warmup + 2)
+		return NAN;
+	double later = 0;
+	for (int i = warmup + 1; i < n; i++) {
+		const cJSON *x = cJSON_GetArrayItem(st, i);
+		if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble))
+			return NAN;
+		later += x->valuedouble;
+	}
+	const cJSON *f = cJSON_GetArrayItem(st, warmup);
+	return cJSON_IsNumber(f) ? f->valuedouble - later / (n - warmup - 1) : NAN;
+}
 
 char *dg_closed_md_head(const char *name, const char *fp)
 {
@@ -533,6 +554,9 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		a[k].ssim_min = fmin(a[k].ssim_min, fs.ssim_min);
 		a[k].time += t;
 		a[k].ref_time += tref;
+		double fx = strcmp(id, rid) ? first_sparse_extra(cell.json, warmup) : NAN;
+		if (isfinite(fx))
+			a[k].first_extra += fx, a[k].n_first += 1;
 		found_free(&cell);
 	}
 	found_free(&ref);
@@ -562,6 +586,16 @@ int dg_closed_merge_run(const cJSON *plan, const cJSON *run, char *const *dirs, 
 		cJSON_AddItemToObject(j, "seeds", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(plan, "seeds"), 1));
 		cJSON_AddItemToObject(j, "prompts", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(plan, "prompts"), 1));
 		cJSON_AddItemToObject(j, "schedule", cJSON_Duplicate(sched, 1));
+		cJSON *fe = cJSON_AddArrayToObject(j, "first_sparse_extra_s"); /* per policy and density */
+		for (int k = 0; k < na; k++)
+			if (a[k].n_first > 0) {
+				cJSON *o = cJSON_CreateObject();
+				cJSON_AddStringToObject(o, "policy", a[k].policy);
+				cJSON_AddNumberToObject(o, "density_target", a[k].rho);
+				cJSON_AddNumberToObject(o, "seconds", a[k].first_extra / a[k].n_first);
+				cJSON_AddNumberToObject(o, "samples", a[k].n_first);
+				cJSON_AddItemToArray(fe, o);
+			}
 		cJSON *t = cJSON_AddObjectToObject(j, "timing");
 		cJSON_AddNumberToObject(t, "transformer_s", transformer_total);
 		cJSON *x = cJSON_AddObjectToObject(j, "experiment");

@@ -2,7 +2,8 @@
 # cli_closed_loop.sh: the closed-loop cells of dsgap run (experiment 4, [model] + [prompts]) on the
 # tiny random-weight Wan model of the test fixtures (tests/wan_ref.py derive: 2 layers, 2 heads of
 # 64): the grid (--list: one dense reference per sample, then policy x density), a full run and
-# its closed_loop.csv (the reference is exact, density 1 reproduces it, a sparse policy does not);
+# its closed_loop.csv (the reference is exact, density 1 reproduces it, a sparse policy does not) and
+# run.json's first_sparse_extra_s (against the cells' step times);
 # resume (finished cells skipped, a killed run's temporary folder removed, a removed cell redone,
 # the same rows); shards 0/2 + 1/2 merged and --workers 2 equal the unsharded run but for the
 # time columns; merge refuses an incomplete set, and with --partial merges the finished cells whose
@@ -45,6 +46,23 @@ check "mc-sparse at density 1 reproduces the reference (psnr > 90, rel_l2 < 1e-4
   [ "$(awk -F, '$3 == "mc-sparse" && (($4 == 1 && $6 > 90 && $13 < 1e-4) || ($4 == 0.3 && $6 < 90 && $5 < 0.9 && $7 < 1 && $13 > 1e-3))' "$csv" | wc -l)" -eq 4 ]
 check "summary.csv: one line per policy x density (+ header)" [ "$(wc -l < "$tmp/full/summary.csv")" -eq 6 ]
 check "summary.md and experiment.json written" [ -s "$tmp/full/summary.md" -a -s "$tmp/full/experiment.json" ]
+check "run.json: first_sparse_extra_s per policy and density = the cells' first step past the warm-up minus the later steps' mean" \
+  python3 - "$tmp/full" "$run" <<'PY'
+import glob, json, os, sys
+out, run = sys.argv[1:]
+got = {(e["policy"], e["density_target"]): (e["seconds"], e["samples"])
+       for e in json.load(open(os.path.join(out, run, "run.json")))["first_sparse_extra_s"]}
+want = {}
+for c in glob.glob(os.path.join(out, "cells", run, "*", "run.json")):
+    j = json.load(open(c))
+    if j["policy"] == "dense":
+        continue
+    s = j["step_s"]  # warm-up 1 of 3 steps: step 1 against the mean of step 2
+    want.setdefault((j["policy"], j["density_target"]), []).append(s[1] - sum(s[2:]) / len(s[2:]))
+ok = len(want) == 4 and set(got) == set(want) and all(
+    abs(got[k][0] - sum(v) / len(v)) < 1e-9 and got[k][1] == len(v) for k, v in want.items())
+sys.exit(0 if ok else 1)
+PY
 check "each cell holds latents.h5 and run.json" [ -s "$tmp/full/cells/$run/fix.s4.mc-sparse@0.3/latents.h5" \
   -a -s "$tmp/full/cells/$run/fix.s4.mc-sparse@0.3/run.json" ]
 

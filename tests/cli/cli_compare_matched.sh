@@ -3,7 +3,7 @@
 # answers are known: rows keyed by schedule (a refresh=step policy's repeats under anchor-only variants
 # counted once), speedups projected from step costs fitted to speed runs of another step count
 # (t_dense 1, mc-sparse's anchor step 2 and reuse step 0.5, est-block's sparse step 0.4: worked out
-# below by hand), matched.csv's picks at each speedup and density, and its paired difference (the
+# below by hand; a first sparse step's one-off cost from run.json counted once), matched.csv's picks at each speedup and density, and its paired difference (the
 # mean of the per-sample differences).
 # Run: ctest -R cli_compare_matched (needs $DSGAP).
 . "$(dirname "$0")/../lib.sh" compare_matched
@@ -106,6 +106,20 @@ check "dense layers projected: mc-sparse 50/41, est-block 50/36" \
 "$DSGAP" compare "$tmp/f_dl0" --speed "$tmp/s_once" --speed "$tmp/s_all" --out "$tmp/out5" --boot 50 > /dev/null 2>&1
 check "dense layers with no speed run of a dense layer: not projected (nan)" \
   eval '[ "$(dl0 "$tmp/out5" mc-sparse | cut -d"|" -f2)" = nan ] && [ "$(dl0 "$tmp/out5" est-block | cut -d"|" -f2)" = nan ]'
+# a per-step policy's first sparse step costing more once (svg2's first k-means): with the speed run's
+# run.json giving that extra (1.5 s), est-block's 10-step time 2 + 1.5 + 8 * 0.4 = 6.7 projects to
+# 10 + 1.5 + 40 * 0.4 = 27.5 at 50 steps (50 / 27.5); without it the extra would be spread over every
+# sparse step: 10 + 40 * (4.7 / 8) = 33.5 (50 / 33.5)
+run "$tmp/s_first" 10 2 '[1]' <<'R'
+x,1,dense,1,1,inf,10
+x,1,est-block,0.15,0.3,0,6.7
+R
+sed -i 's/}}$/}, "first_sparse_extra_s": [{"policy": "est-block", "density_target": 0.15, "seconds": 1.5, "samples": 1}]}/' "$tmp/s_first/run.json"
+"$DSGAP" compare "$tmp/f_once" --speed "$tmp/s_first" --out "$tmp/out6" --boot 50 > "$tmp/out6.log" 2>&1
+check "a first sparse step's one-off cost counted once: est-block 50/27.5" \
+  near "$(awk -F, 'NR > 1 && $1 == "est-block" { print $17 }' "$tmp/out6/comparison.csv")" 1.818182 || cat "$tmp/out6.log"
+sed -i 's/"seconds": 1.5/"seconds": "x"/' "$tmp/s_first/run.json"
+refused "first_sparse_extra_s without a number" "first_sparse_extra_s" "$tmp/out7" "$DSGAP" compare "$tmp/f_once" --speed "$tmp/s_first" --out "$tmp/out7"
 # a sample twice inside one run is refused
 { cat "$tmp/f_once/closed_loop.csv"; tail -1 "$tmp/f_once/closed_loop.csv"; } > "$tmp/dup.csv"
 mkdir -p "$tmp/f_dup" && cp "$tmp/f_once/run.json" "$tmp/f_dup/" && mv "$tmp/dup.csv" "$tmp/f_dup/closed_loop.csv"

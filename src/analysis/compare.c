@@ -700,11 +700,17 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 		if (e[p].reached && strcmp(e[p].policy, "dense") && !isnan(e[p].speedup) && isfinite(e[p].est[0]))
 			xmax = fmax(xmax, e[p].speedup), ylo = fmin(ylo, e[p].est[0]), yhi = fmax(yhi, e[p].est[0]);
 	}
-	/* labels placed so far, per placement (method m % 3): a label that would cover one of them
-	 * moves down a line (column 8: the label's y) */
-	double (*placed)[2] = dg_calloc((size_t)ne + 1, sizeof *placed);
-	int *pclass = dg_calloc((size_t)ne + 1, sizeof *pclass), np = 0;
-	double line = yhi > ylo ? (yhi - ylo) * 0.035 : 1, near = xmax > 0 ? xmax * 0.08 : 1;
+	/* labels placed so far, as boxes in data units (x0, x1, y of the text's middle), from the
+	 * plot's placements (method m % 3: offset 0.6 characters right and 0.6 up, left-aligned; 0.6
+	 * left and up, right-aligned; 0.6 right and 0.8 down; an offset character is the default
+	 * font's) and the PNG's sizes, measured on it: an offset character about 1/200 of the x span
+	 * and 1/17 of the y span, a label's character 1/270 of the x span, its line 1/40 of the y span
+	 * (spans: the axes' extents with their margins). A label that would cover one moves to the
+	 * nearest line where it covers none (column 8: the label's y). */
+	double (*placed)[3] = dg_calloc((size_t)ne + 1, sizeof *placed);
+	int np = 0;
+	const double xspan = (xmax > 0 ? xmax : 1) * 1.25, yspan = yhi > ylo ? (yhi - ylo) * 1.2 : 1;
+	const double hx = xspan / 200, vy = yspan / 17, ch = xspan / 270, line = yspan / 40;
 	for (int m = 0; m < nm; m++) {
 		fprintf(dat, "# method %s\n", methods[m]);
 		for (int p = 0; p < ne; p++) {
@@ -716,22 +722,29 @@ static void write_figure(FILE *dat, FILE *gp, const entry *e, int ne, const dg_c
 			char lab[DG_SCHED_DESC_MAX + 16];
 			int k = sched_short(x->sched, one_warmup, lab, DG_SCHED_DESC_MAX);
 			snprintf(lab + k, sizeof lab - k, "%s%.2f", k ? " " : "", x->density);
+			const int c = m % 3;
+			const double w = (double)strlen(lab) * ch, up = c == 2 ? -0.8 * vy : 0.6 * vy;
+			const double x0 = c == 1 ? x->speedup - 0.6 * hx - w : x->speedup + 0.6 * hx, x1 = x0 + w;
+			/* the nearest free place: a line down, up, two down, two up, else its own */
 			double ly = x->est[0];
-			for (bool moved = true; moved;) {
-				moved = false;
-				for (int q = 0; q < np; q++)
-					if (pclass[q] == m % 3 && fabs(placed[q][0] - x->speedup) < near &&
-					    fabs(placed[q][1] - ly) < line * 0.99)
-						ly = placed[q][1] - line, moved = true;
+			for (int t = 0; t <= 4; t++) {
+				const double cand = x->est[0] + (t % 2 ? -1 : 1) * ((t + 1) / 2) * line;
+				bool free_here = true;
+				for (int q = 0; q < np && free_here; q++)
+					free_here = !(x0 < placed[q][1] && placed[q][0] < x1 &&
+						      fabs(placed[q][2] - (cand + up)) < line * 0.99);
+				if (free_here) {
+					ly = cand;
+					break;
+				}
 			}
-			placed[np][0] = x->speedup, placed[np][1] = ly, pclass[np++] = m % 3;
+			placed[np][0] = x0, placed[np][1] = x1, placed[np++][2] = ly + up;
 			fprintf(dat, "%.6g %.6g %.6g %.6g %.3f %g \"%s\" %.6g\n", x->speedup, x->est[0], x->lo[0],
 				x->hi[0], x->sparse_density, x->rho, lab, ly);
 		}
 		fputs("\n\n", dat);
 	}
 	free(placed);
-	free(pclass);
 	/* the frontier: a point is on it when no other point is at least as fast and at least as good */
 	fputs("# frontier (non-dominated points by speedup and PSNR), by speedup\n", dat);
 	int *on = dg_calloc((size_t)ne, sizeof *on), non = 0;

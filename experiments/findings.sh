@@ -277,8 +277,10 @@ cat <<EOF
   Skip-Softmax $(sed 's/"[^"]*"/x/g' "$S/comparison.csv" | awk -F, '$1 ~ /^skipsoftmax/ && $17 != "nan" { printf "%s%.2f×", n++ ? "–" : "", $17 }' | awk -F– '{ print ($1 == $NF ? $1 : $1 "–" $NF) }')
   of dense: dsgap's implementations of these peers, not their authors' kernels (the cells' run.json:
   svg2's k-means and Skip-Softmax's threshold search take most of their attention time, PISA's
-  attention kernel most of its), so they say where these peers stand in dsgap, not what the
-  methods could reach. Skip-Softmax at ρ 0.3 has
+  attention kernel most of its; svg2's first sparse step costs $(python3 -c 'import json, sys
+print("%.1f" % [e["seconds"] for e in json.load(open(sys.argv[1]))["first_sparse_extra_s"] if e["policy"].startswith("svg2")][0])' "$S/runs/schedules_speed_peers/wan13b-480p.w2/run.json") s more than its
+  later ones, its first k-means, counted once in the projection), so they say where these peers
+  stand in dsgap, not what the methods could reach. Skip-Softmax at ρ 0.3 has
   no speed row (the call ran out of device time; \`dsgap merge --partial\` merged the rest).
 - **Where the paper's expectation fails**: MC-Sparse ahead at equal density holds only with anchors
   every 10 steps or more often and a warm-up of 5 steps or more, and even then not clearly against

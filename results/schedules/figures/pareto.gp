@@ -1,4 +1,4 @@
-# pareto.gp: made by dsgap compare (commit 31e0eb112442): bundled model, 24 samples, 50 steps
+# pareto.gp: made by dsgap compare (commit 6111ff07ac8c): bundled model, 24 samples, 50 steps
 # re-render inside this directory: gnuplot pareto.gp   (writes pareto.pdf and pareto.png)
 load 'style.gp'
 do for [fmt in "pdf png"] {

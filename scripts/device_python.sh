@@ -11,7 +11,7 @@
 #            with carry [".carry", ".whl"]
 # $OUT: summary.txt and python.tgz (bench_capture.{md,csv}, bench_processor.{md,csv}, capture.log, processor.log:
 # the device returns a limited number of files).
-# Each benchmark's limit: CAPTURE_CAP (default 210 s), PROCESSOR_CAP (default 330 s).
+# Each benchmark's limit: CAPTURE_CAP (default 300 s), PROCESSOR_CAP (default 330 s).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 [ -f .carry/lib.tar.xz ] || { echo "device_python.sh: no .carry/: run scripts/device_pack.sh here and carry .carry" >&2; exit 2; }
@@ -41,13 +41,13 @@ run() { # name limit command...: output in $OUT/name.log, a line in the summary
 }
 for b in ${BENCHES:-processor capture}; do
 	case $b in
-	capture) run capture "${CAPTURE_CAP:-210}" python3 python/bench/bench_capture.py --out "$OUT" ;;
+	capture) run capture "${CAPTURE_CAP:-300}" python3 python/bench/bench_capture.py --out "$OUT" ;;
 	processor) run processor "${PROCESSOR_CAP:-330}" python3 python/bench/bench_processor.py --out "$OUT" \
 		--parts "${PARTS:-overhead,hunyuan,wan}" ;;
 	*) echo "device_python.sh: unknown benchmark '$b' (capture, processor)" | tee -a "$S" ;;
 	esac
 done
-grep -hE "^(capture_overhead|capture_compression|writer_[a-z]+_gb_per_s)," "$OUT/bench_capture.csv" 2>/dev/null | tee -a "$S"
+grep -hE "^(generation_s_no_capture|[a-z0-9_]+_overhead|capture_compression|writer_[a-z]+_gb_per_s)," "$OUT/bench_capture.csv" 2>/dev/null | tee -a "$S"
 grep -hE "^(wan,(speedup|psnr_db|ssim|dense_s|mc_sparse_s)|hunyuan,.*(speedup|refused)|overhead,.*overhead_us)" \
 	"$OUT/bench_processor.csv" 2>/dev/null | tee -a "$S"
 # the device returns a limited number of files: everything but the summary in one archive

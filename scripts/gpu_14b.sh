@@ -230,7 +230,10 @@ if off:
     print("offload_copy_s,%.2f,s copy-stream busy" % off["offload_copy_s"])
     print("offload_wait_s,%.3f,s the compute stream waited (exposed)" % off["offload_wait_s"])
     print("offload_hidden_pct,%.1f,%% of the copy time hidden" % (100 * (1 - off["offload_wait_s"] / off["offload_copy_s"]) if off["offload_copy_s"] > 0 else 100))
-    print("offload_pin_s,%.2f,s pinning host memory (once)" % off["offload_pin_s"])
+    print("offload_pin_s,%.2f,s pinning host memory on the loop's thread (exposed)" % off["offload_pin_s"])
+    if "offload_pin_ahead_bytes" in off:
+        print("offload_pin_ahead_gb,%.2f,GB pinned ahead beside the loop (from the memory plan)" % (off["offload_pin_ahead_bytes"] / 1e9))
+        print("offload_pin_ahead_s,%.2f,s until the last of it was pinned" % off["offload_pin_ahead_s"])
 PY
 log "--- $OUT/gpu_14b.csv"; tee -a "$L" < "$OUT/gpu_14b.csv"
 missing=$(grep -c "_missing," "$OUT/gpu_14b.csv")

@@ -1,8 +1,9 @@
 """bench_capture.py: the Python capture's performance targets (issue 20) on a GPU machine with
 torch and diffusers: Wan2.1-1.3B architecture, random weights, 480p x 81 frames (latent 21x60x104,
 32760 tokens), 50 steps through diffusers' WanTransformer3DModel with sequential CFG (two calls per
-step), once without capture and once capturing 2 steps x 30 layers x 12 heads (18.1 GB of bf16)
-with the default compression, and the trace writer alone on synthetic units in each compression
+step), once without capture and once for each capture of CAPTURES with the default compression:
+issue 51's (3 steps x 10 layers x 2 heads, 1.5 GB of bf16) and the whole model's (2 steps x 30
+layers x 12 heads, 18.1 GB), and the trace writer alone on synthetic units in each compression
 ("none", "deflate": python/dsgap/trace.py).
 
   python python/bench/bench_capture.py [--steps 50] [--out DIR]     (DIR default $OUT or .)
@@ -38,14 +39,27 @@ def wan13b():
     return m.to("cuda", torch.bfloat16).eval()
 
 
-def generate(m, steps, capture_path=None, capture_steps=(10, 30)):
-    """steps of a flow-matching Euler loop with sequential CFG; seconds"""
+# name: (captured steps, layers (None: all), heads (None: all)); the units' bf16 bytes: 3 x steps x layers x
+# heads x 32760 x 128 x 2
+CAPTURES = {"issue51": ([10, 20, 30], list(range(10)), [0, 1]), "all_layers": ([10, 30], None, None)}
+
+
+def unit_bytes(name):
+    steps, layers, heads = CAPTURES[name]
+    return 3 * len(steps) * len(layers or range(30)) * len(heads or range(12)) * 32760 * 128 * 2
+
+
+def generate(m, steps, capture_path=None, capture=None):
+    """steps of a flow-matching Euler loop with sequential CFG, capturing CAPTURES[capture]; seconds"""
     g = torch.Generator(device="cuda").manual_seed(1)
     x = torch.randn(1, 16, 21, 60, 104, device="cuda", dtype=torch.bfloat16, generator=g)
     cond = torch.randn(1, 512, 4096, device="cuda", dtype=torch.bfloat16, generator=g)
     unc = torch.randn(1, 512, 4096, device="cuda", dtype=torch.bfloat16, generator=g)
     sig = torch.linspace(1, 0, steps + 1)
-    ctx = dsgap.capture(m, capture_path, steps=list(capture_steps), progress=False) if capture_path else None
+    ctx = None
+    if capture_path:
+        cs, cl, ch = CAPTURES[capture]
+        ctx = dsgap.capture(m, capture_path, steps=cs, layers=cl, heads=ch, progress=False)
     torch.cuda.synchronize()
     t0 = time.time()
     with torch.no_grad():
@@ -124,15 +138,17 @@ def main():
     m = wan13b()
     generate(m, 2)  # warm-up
     base = generate(m, a.steps)
-    path = os.path.join(tmp, "trace.h5")
-    cap = generate(m, a.steps, path)
-    size = os.path.getsize(path)
-    os.remove(path)
-    over = cap / base - 1
-    rows = [("generation_s_no_capture", f"{base:.2f}"), ("generation_s_capture", f"{cap:.2f}"),
-            ("capture_overhead", f"{over:.4f}"), ("capture_overhead_target", "0.10"),
-            ("capture_overhead_ok", str(over <= 0.10)), ("capture_compression", dsgap.trace.DEFAULT_COMPRESSION),
-            ("trace_bytes_on_disk", str(size)), ("trace_bytes_bf16", str(3 * 2 * 30 * 12 * 32760 * 128 * 2))]
+    rows = [("generation_s_no_capture", f"{base:.2f}"), ("capture_compression", dsgap.trace.DEFAULT_COMPRESSION),
+            ("capture_overhead_target", "0.10")]
+    for name in CAPTURES:
+        path = os.path.join(tmp, f"trace_{name}.h5")
+        cap = generate(m, a.steps, path, name)
+        size = os.path.getsize(path)
+        os.remove(path)
+        over = cap / base - 1
+        rows += [(f"{name}_generation_s", f"{cap:.2f}"), (f"{name}_overhead", f"{over:.4f}"),
+                 (f"{name}_overhead_ok", str(over <= 0.10)), (f"{name}_trace_bytes_on_disk", str(size)),
+                 (f"{name}_trace_bytes_bf16", str(unit_bytes(name)))]
     rows += writer_rows(tmp, a.layers)
     rows += [("device", torch.cuda.get_device_name()), ("torch", torch.__version__), ("steps", str(a.steps))]
     report(a.out, f"dsgap.capture benchmark (Wan2.1-1.3B architecture, random weights, 480p x 81, {a.steps} steps, CFG)",

@@ -40,7 +40,10 @@ typedef struct {
 	double up_bytes, down_bytes; /* host to device (fetch), device to host (park's write-backs) */
 	double copy_s;               /* the copy stream's busy time (device events) */
 	double wait_s;               /* the compute stream's waits for a fetch (device events) */
-	double pin_s;                /* host time allocating pinned memory */
+	double pin_s;                /* host time allocating pinned memory (or waiting for pin_ahead's) */
+	double pin_ahead_bytes;      /* pinned ahead (pin_ahead), off the caller's thread */
+	double pin_own_bytes;        /* pinned by park itself (no pool, or beyond it) */
+	double pin_ahead_s;          /* wall seconds from pin_ahead to its last chunk pinned (0: not done) */
 } dg_offload_stats;
 
 struct dg_backend {
@@ -159,6 +162,10 @@ struct dg_backend {
 	 * A parked handle that a primitive needs is fetched then (exposed). Outputs are bit-identical.
 	 */
 	void (*park)(dg_backend *, int count, dg_bvec *const *vecs, dg_bsel *const *sels);
+	/* Optional, with park: start pinning about `bytes` of host memory for park's copies now, on the
+	 * backend's own threads, so that the first park (an anchor) finds it pinned instead of pinning
+	 * it then; park waits only for what is not pinned yet, and pins beyond it as before. */
+	void (*pin_ahead)(dg_backend *, double bytes);
 	void (*fetch)(dg_backend *, int count, dg_bvec *const *vecs, dg_bsel *const *sels);
 	/* Optional, with park: the offload's totals since the backend was made (waits for the copies
 	 * so far): bytes to and from the host, copy-stream seconds, and the seconds the compute stream

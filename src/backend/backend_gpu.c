@@ -637,6 +637,7 @@ static void gpu_destroy(dg_backend *be)
 			CUDA_CHECK(cudaEventDestroy(g->off.pev[i]));
 		CUDA_CHECK(cudaStreamDestroy(g->off.copy));
 	}
+	gb_pool_free(g);
 	CUDA_CHECK(cudaStreamDestroy(g->side));
 	CUDA_CHECK(cudaStreamDestroy(g->stream));
 	CUDA_CHECK(cudaFreeHost(g->hq));
@@ -704,7 +705,7 @@ dg_backend *dg_backend_gpu(int n, int d)
 			    .exact = gb_exact,
 			    .pooled = gb_pooled, .to_blocks = gb_to_blocks, .vote = gb_vote, .select = gb_select,
 			    .attend = gpu_attend, .compact = gpu_compact, .peer = gb_peer, .approx = gb_approx,
-			    .park = gb_park, .fetch = gb_fetch, .offload_stats = gb_offload_stats,
+			    .park = gb_park, .fetch = gb_fetch, .pin_ahead = gb_pin_ahead, .offload_stats = gb_offload_stats,
 			    .vec_bytes = gpu_vec_bytes, .sel_lists = gb_sel_lists, .phases = gpu_phases, .submit = gb_flush, .output = gpu_output, .output_device = gpu_output_device, .groups_free = gpu_groups_free,
 			    .scores_free = gpu_scores_free, .sel_free = gb_sel_free,
 			    .vec_free = gpu_vec_free, .destroy = gpu_destroy };

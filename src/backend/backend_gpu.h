@@ -13,6 +13,7 @@
 #ifdef DG_HAVE_CUDA
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,8 +32,9 @@
  */
 /* --cache-offload (park, fetch): where a cached handle's bytes are */
 typedef struct {
-	void *host;   /* pinned copy (cudaHostAlloc), or NULL: never parked */
+	void *host;   /* pinned copy (a slice of the pin pool, or cudaHostAlloc), or NULL: never parked */
 	size_t bytes; /* of host */
+	size_t cap;   /* of the slice at host (>= bytes); 0: host is its own cudaHostAlloc */
 	bool dirty;   /* the device copy changed after host was written */
 	bool parked;  /* no device copy: host is the one */
 	long seq;     /* the fetch batch that brings the device copy (backend's off.seq numbering) */
@@ -69,6 +71,35 @@ struct dg_bvec {
 	dg_resdtype t;
 	parking pk;
 };
+
+/*
+ * --cache-offload's host memory pinned ahead (backend.pin_ahead): chunks of PIN_CHUNK bytes, each
+ * malloc'd, its pages touched and registered with CUDA (cudaHostRegister) by PIN_THREADS threads of
+ * its own while the caller's dense steps run; park carves its copies out of them in order (slices
+ * of freed handles are reused first), waiting for a chunk that is not pinned yet. Under mu.
+ */
+#define PIN_CHUNK ((size_t)1 << 30)
+#define PIN_THREADS 4
+typedef struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int device;
+	int n;              /* chunks planned (0: no pool) */
+	size_t chunk;       /* bytes a chunk */
+	char **at;          /* n: chunk i, or NULL while pending or failed */
+	signed char *state; /* n: 0 pending, 1 pinned, -1 failed (park pins on its own) */
+	int next;           /* the next chunk a thread takes */
+	int cur;            /* the chunk park carves from */
+	size_t used;        /* of cur */
+	bool stop;
+	pthread_t th[PIN_THREADS];
+	int nth;
+	double t0, done_s;  /* start; seconds until the last chunk was pinned */
+	size_t pinned;      /* bytes pinned so far */
+	void **free_at;     /* slices of freed handles, with their capacities */
+	size_t *free_cap;
+	int nfree, free_max;
+} pin_pool;
 
 #define OFF_RING 8    /* fetch batches whose events are kept (a later one implies an earlier) */
 #define OFF_PAIRS 1024 /* timed event pairs between two reads of the offload's times (~3 a site) */
@@ -168,6 +199,7 @@ typedef struct {
 		cudaEvent_t pev[2 * OFF_PAIRS];
 		bool pwait[OFF_PAIRS];
 		dg_offload_stats st;
+		pin_pool pool;
 	} off;
 } gpu;
 
@@ -219,6 +251,8 @@ void gb_vec_resident(dg_backend *be, dg_bvec *v);
 void gb_sel_resident(dg_backend *be, dg_bsel *s);
 void gb_park(dg_backend *be, int count, dg_bvec *const *vecs, dg_bsel *const *sels);
 void gb_offload_stats(dg_backend *be, dg_offload_stats *st);
+void gb_pin_ahead(dg_backend *be, double bytes);
+void gb_pool_free(gpu *g);
 
 #endif
 #endif

@@ -209,6 +209,8 @@ int dg_closed_cell(const dg_experiment *e, int k, const char *dir, const char *d
 		cJSON_AddNumberToObject(j, "offload_copy_s", os->copy_s);
 		cJSON_AddNumberToObject(j, "offload_wait_s", os->wait_s);
 		cJSON_AddNumberToObject(j, "offload_pin_s", os->pin_s);
+		cJSON_AddNumberToObject(j, "offload_pin_ahead_bytes", os->pin_ahead_bytes);
+		cJSON_AddNumberToObject(j, "offload_pin_ahead_s", os->pin_ahead_s);
 		cJSON_AddNumberToObject(j, "units", (double)st.as.calls);
 		cJSON_AddNumberToObject(j, "sparse_units", (double)st.as.sparse_calls);
 		dg_json_paths_shown(j);

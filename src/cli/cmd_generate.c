@@ -344,6 +344,8 @@ static cJSON *run_json(const run_result *res, int steps)
 	cJSON_AddNumberToObject(r, "offload_copy_s", off->copy_s);
 	cJSON_AddNumberToObject(r, "offload_wait_s", off->wait_s);
 	cJSON_AddNumberToObject(r, "offload_pin_s", off->pin_s);
+	cJSON_AddNumberToObject(r, "offload_pin_ahead_bytes", off->pin_ahead_bytes);
+	cJSON_AddNumberToObject(r, "offload_pin_ahead_s", off->pin_ahead_s);
 	return r;
 }
 

@@ -127,10 +127,12 @@ void dg_dit_attn_set_capture(dg_dit_attn *a, dg_attn_capture_fn fn, void *user)
 	a->capture_user = user;
 }
 
-void dg_dit_attn_set_offload(dg_dit_attn *a, bool offload, bool log)
+void dg_dit_attn_set_offload(dg_dit_attn *a, bool offload, bool log, double pin_bytes)
 {
 	a->offload = a->be && a->be->park && offload;
 	a->offload_log = a->offload && log;
+	if (a->offload && a->be->pin_ahead && pin_bytes > 0)
+		a->be->pin_ahead(a->be, pin_bytes);
 }
 
 void dg_dit_attn_free(dg_dit_attn *a)
@@ -207,7 +209,7 @@ static void offload_step(dg_dit_attn *a, int step)
 	a->be->offload_stats(a->be, &t);
 	if (a->offload_log)
 		fprintf(stderr, "cache offload, step %d: %.2f GB up, %.2f GB written back, copy %.3f s, exposed wait "
-			"%.3f s, pinning %.2f s\n", step, (t.up_bytes - o->up_bytes) / 1e9, (t.down_bytes - o->down_bytes) / 1e9,
+			"%.3f s, pinning %.2f s exposed\n", step, (t.up_bytes - o->up_bytes) / 1e9, (t.down_bytes - o->down_bytes) / 1e9,
 			t.copy_s - o->copy_s, t.wait_s - o->wait_s, t.pin_s - o->pin_s);
 	*o = t;
 	a->stats.offload = t;

@@ -70,8 +70,10 @@ void dg_dit_attn_set_capture(dg_dit_attn *a, dg_attn_capture_fn fn, void *user);
  * table's syncs wait for every stream, so the fetches are issued right after a site's opening sync
  * (they overlap its attention) and the parking right after its closing one (the rest of its layer);
  * copies those do not hide lengthen the step, beyond the compute stream's own waits that the
- * backend counts. log: one line a step on stderr, the copies and the compute stream's waits. */
-void dg_dit_attn_set_offload(dg_dit_attn *a, bool offload, bool log);
+ * backend counts. log: one line a step on stderr, the copies and the compute stream's waits.
+ * pin_bytes (> 0: the memory plan's pinned host bytes): the backend starts pinning them now, on
+ * threads of its own (backend.h pin_ahead), so that the first anchor finds its host memory ready. */
+void dg_dit_attn_set_offload(dg_dit_attn *a, bool offload, bool log, double pin_bytes);
 /* out (n, heads*d), the heads merged, in an operand buffer of the op table (alloc_operand) =
  * attention of q, k, v (heads, n, d) at site under the policy. 0 or -1. */
 int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *site, const float *q, const float *k,

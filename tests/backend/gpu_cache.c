@@ -16,8 +16,11 @@
  *     residual (the same selection, bit-exact rounding) and have the CPU's size; keys=bitmap outputs
  *     and residuals bit-identical to keys=list's on the GPU; with --cache-offload's park/fetch
  *     between units (fetched ahead, or on use) outputs and residuals bit-identical to the run without;
+ *     host memory pinned ahead (pin_ahead) serves every parked copy where it holds them (freed
+ *     handles' slices reused), and park pins its own beyond it;
  *   - the closed loop (dsgap generate's run, the bundled model at 4x32x32, CFG, 5 steps) with
- *     --cache-offload: final latents bit-identical to the run without, the traffic counted.
+ *     --cache-offload: final latents bit-identical to the run without, the traffic counted, every
+ *     parked copy in the memory plan's pinned-ahead host memory.
  * Exits 77 (skipped) without a CUDA device.
  */
 #include <math.h>
@@ -278,6 +281,11 @@ static void test_runs(int n, int d, int grid0, int grid1, int grid2)
 	}
 	dg_backend *gpu = dg_backend_gpu(n, d), *cpu = dg_backend_cpu(n, d);
 	gpu->precise = true; /* the replay's mode: fp32-level outputs, as the CPU's */
+	/* host memory pinned ahead (pin_ahead): at n=1000 less than one residual (every park pins its
+	 * own, as without a pool), else enough for a run's caches (a freed handle's slice serves the
+	 * next: park never pins its own) */
+	const bool pool_fits = n > 1000;
+	gpu->pin_ahead(gpu, pool_fits ? 2.0 * nd * 4 : 4096);
 	gpu->load(gpu, q[0], k[0], v[0]), gpu->dense(gpu);
 	cpu->load(cpu, q[0], k[0], v[0]), cpu->dense(cpu);
 	test_selection(gpu, cpu);
@@ -350,6 +358,10 @@ static void test_runs(int n, int d, int grid0, int grid1, int grid2)
 	CHECKF(os.up_bytes > 0 && os.down_bytes > 0 && os.copy_s > 0 && os.wait_s >= 0,
 	       "n=%d: offload traffic counted (%.1f MB up, %.1f MB written back, copy %.2f ms, waits %.2f ms)", n,
 	       os.up_bytes / 1e6, os.down_bytes / 1e6, os.copy_s * 1e3, os.wait_s * 1e3);
+	CHECKF(os.pin_ahead_bytes > 0 && (pool_fits ? os.pin_own_bytes == 0 : os.pin_own_bytes > 0),
+	       "n=%d: %.2f MB pinned ahead (in %.1f ms), %.2f MB pinned by park itself (%s)", n, os.pin_ahead_bytes / 1e6,
+	       os.pin_ahead_s * 1e3, os.pin_own_bytes / 1e6,
+	       pool_fits ? "none: the pool's slices reused" : "every residual: larger than the pool's chunk");
 	gpu->destroy(gpu), cpu->destroy(cpu);
 	for (int s = 0; s < 3; s++)
 		free(q[s]), free(k[s]), free(v[s]);
@@ -400,6 +412,9 @@ static void test_generate(void)
 		CHECKF(o->up_bytes > 0 && o->down_bytes > 0 && st[0].as.offload.up_bytes == 0,
 		       "generate %s: %.1f MB fetched, %.1f MB written back, copy %.1f ms, exposed wait %.1f ms, pinning %.1f ms",
 		       specs[i], o->up_bytes / 1e6, o->down_bytes / 1e6, o->copy_s * 1e3, o->wait_s * 1e3, o->pin_s * 1e3);
+		CHECKF(o->pin_ahead_bytes > 0 && o->pin_own_bytes == 0,
+		       "generate %s: the memory plan's %.2f MB pinned ahead held every parked copy (%.2f MB pinned by park)",
+		       specs[i], o->pin_ahead_bytes / 1e6, o->pin_own_bytes / 1e6);
 		for (int r = 0; r < 3; r++)
 			free(x[r]);
 	}

@@ -97,7 +97,8 @@ def kind(v):
 # keys of the C engine's own machinery, which a diffusers pipeline does not have (issue 21: the
 # checkpoint loader's figures, --cache-offload's copies, each step's transformer seconds)
 C_ONLY = {"weight_files", "load_s", "load_bytes", "bf16_direct", "cache_offload", "step_s", "offload_up_bytes",
-          "offload_down_bytes", "offload_copy_s", "offload_wait_s", "offload_pin_s"}
+          "offload_down_bytes", "offload_copy_s", "offload_wait_s", "offload_pin_s",
+          "offload_pin_ahead_bytes", "offload_pin_ahead_s"}
 
 
 def schema(cj, pj, where, bad):

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# offload_14b.sh: issue 53 item 4 on one GPU of 80 GB (an H100, where the 14B's caches at 720p fit only
+# offloaded): the Wan2.1-14B architecture at 720p x 81 (random weights, scripts/gpu_dit.py make 14b, 6
+# shards), one closed-loop cell (dsgap run) of mc-sparse/keys=bitmap/residual_dtype=bf16 at rho 0.15 with
+# [device] cache_offload = true, STEPS (4) UniPC steps, CFG 5, shift 5, warm-up WARMUP (3: dense steps
+# 0..WARMUP-2, the anchor at WARMUP-1), layer 0 dense. Prints the cell's step times, the offload's
+# figures (host memory pinned ahead beside the dense steps, pinning left on the loop's thread, copies,
+# exposed waits) and the 50-step projection (9 dense + anchor + 40 reuse against 50 dense steps, each
+# the measured mean of its kind). From the binaries of scripts/device_pack.sh (builds nothing).
+#   (device) OUT=dir [STEPS=4] [WARMUP=3] bash dev/device/offload_14b.sh    (carry .carry)
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+OUT=${OUT:-$PWD/device-out}
+STEPS=${STEPS:-4}
+WARMUP=${WARMUP:-3}
+W=/tmp/offload_14b
+mkdir -p "$OUT" "$W" /tmp/dglib
+[ -d /tmp/dglib/lib ] || tar -C /tmp/dglib -xJf .carry/lib.tar.xz
+[ -d .carry/bin ] || tar -C .carry -xJf .carry/bin.tar.xz
+export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$(nproc)
+DSGAP=$PWD/.carry/bin/dsgap
+L=$OUT/offload_14b.log
+echo "offload_14b.sh $(date -u +%FT%TZ) commit $(cat .carry/COMMIT); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" | tee "$L"
+M=$W/m
+if [ ! -f "$M/model/diffusion_pytorch_model.safetensors.index.json" ]; then
+	t0=$SECONDS
+	python3 scripts/gpu_dit.py make 14b "$M" --seed 3 --shards 6 --latent 21x90x160 >> "$L" 2>&1 || { echo "no model" | tee -a "$L"; exit 1; }
+	echo "model made in $((SECONDS - t0)) s" | tee -a "$L"
+fi
+printf '%s\n' "[experiment]" "name = offload14b" "[model]" "path = $M/model" "latent = 21x90x160" "steps = $STEPS" \
+	"shift = 5" "guidance = 5" "sampler = unipc" "seeds = 0" "[prompts]" "p = $M/text.safetensors" \
+	"[policies]" "list = mc-sparse/keys=bitmap/residual_dtype=bf16" "[densities]" "list = 0.15" \
+	"[schedules]" "w = warmup=$WARMUP,dense_layers=0" "[device]" "device = gpu" "cache_offload = true" > "$W/e.ini"
+rm -rf "$W/exp"
+(while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; sleep 0.5; done > "$W/mem.txt") &
+poll=$!
+t0=$SECONDS
+"$DSGAP" run "$W/e.ini" --out "$W/exp" --shard 1/2 >> "$L" 2>&1 # cell 1, the sparse one (cell 0: dense)
+rc=$?
+kill $poll 2>/dev/null
+echo "dsgap run: rc=$rc ($((SECONDS - t0)) s)" | tee -a "$L"
+j=$(ls "$W"/exp/cells/*/*mc-sparse*/run.json 2>/dev/null | head -1)
+[ -n "$j" ] || { echo "no run.json" | tee -a "$L"; exit 1; }
+cp "$j" "$OUT/run.json"
+python3 - "$j" "$W/mem.txt" "$WARMUP" <<'PY' | tee "$OUT/offload_14b.csv" | tee -a "$L"
+import json, sys
+r = json.load(open(sys.argv[1]))
+w = int(sys.argv[3])
+s = r["step_s"]
+peak = max((float(x) for x in open(sys.argv[2]) if x.strip()), default=0) / 1024
+dense = sum(s[:w - 1]) / (w - 1)
+anchor = s[w - 1]
+reuse = sum(s[w:]) / len(s[w:])
+print("name,value,unit")
+print("peak_gib,%.2f,GiB (nvidia-smi)" % peak)
+print("steps_s,%s,s (measured; step_s of run.json)" % ";".join("%.3f" % x for x in s))
+print("dense_step_s,%.3f,s (mean of steps 0..%d)" % (dense, w - 2))
+print("anchor_step_s,%.3f,s (step %d)" % (anchor, w - 1))
+print("reuse_step_s,%.3f,s (mean of steps %d..)" % (reuse, w))
+for k in ("offload_pin_s", "offload_pin_ahead_bytes", "offload_pin_ahead_s", "offload_copy_s", "offload_wait_s",
+          "offload_up_bytes", "offload_down_bytes", "metadata_s", "attend_s", "load_s"):
+    if k in r:
+        print("%s,%.6g,%s" % (k, r[k], "bytes" if k.endswith("bytes") else "s"))
+d50, s50 = 50 * dense, 9 * dense + anchor + 40 * reuse
+print("speedup_50,%.3f,ratio (projection: 50 dense steps %.1f s against 9 dense + anchor + 40 reuse %.1f s)" % (d50 / s50, d50, s50))
+print("anchor_over_dense,%.3f,ratio" % (anchor / dense))
+PY

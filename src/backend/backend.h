@@ -60,6 +60,10 @@ struct dg_backend {
 	 * scales); the constructors' default fp32. policy_run.c sets it from the policy before every
 	 * attend that makes one; a residual keeps its own storage, and reads decode it. */
 	dg_resdtype residual_dtype;
+	/* The next attend's sparse output is read after it by approx (PISA's term): policy_run.c sets it
+	 * around that attend; the GPU then writes the output where approx reads it instead of batching
+	 * the launch. */
+	bool term_follows;
 	/* Load the unit's Q, K, V (host, (n, d) each). */
 	void (*load)(dg_backend *, const float *q, const float *k, const float *v);
 	/* Load the unit's Q, K, V from where the backend computes, fp32 (n, d) each (device memory on the

@@ -184,29 +184,30 @@ const int32_t *gb_sel_keys(dg_backend *be, const dg_bsel *csel, int slot)
 	return g->dec[slot];
 }
 
-/* the loaded unit's sparse attention with its cached residual into o16, joining the batch when it
- * is the next head of the batch's buffers (and, DiTFastAttn's window, of the batch's window) */
+/* the loaded unit's sparse attention (with its cached residual, or none) into o16, joining the batch
+ * when it is the next head of the batch's buffers (and, DiTFastAttn's window, of the batch's window) */
 static void batch_add(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, const dg_bvec *residual)
 {
 	gpu *g = be->impl;
 	size_t hs = (size_t)be->n * be->d;
 	int c = g->batch.count;
+	const int rcode = residual ? gb_res_code(residual->t) : -1;
 	bool next = c < DG_SPARSE_HEADS_MAX && g->batch.ngroups == bg->g.ngroups && g->batch.precise == be->precise &&
 		    g->batch.ldo == g->ldo && g->dq == g->batch.q + c * hs && g->dk == g->batch.k + c * hs &&
 		    g->dv == g->batch.v + c * hs && g->o16 == g->batch.o16 + (size_t)c * be->d &&
-		    g->batch.rdt == residual->t && g->batch.win == sel->shared;
+		    g->batch.rcode == rcode && g->batch.win == sel->shared;
 	if (c && !next)
 		gb_flush(be);
 	if (!g->batch.count) {
 		g->batch.ngroups = bg->g.ngroups, g->batch.precise = be->precise;
 		g->batch.q = g->dq, g->batch.k = g->dk, g->batch.v = g->dv;
 		g->batch.o16 = g->o16, g->batch.ldo = g->ldo;
-		g->batch.rdt = residual->t;
+		g->batch.rcode = rcode;
 		g->batch.win = sel->shared;
 	}
 	const int32_t *keys = sel->shared ? NULL : gb_sel_keys(be, sel, g->batch.count);
-	g->batch.tab[g->batch.count++] = (dg_sparse_head){ bg->perm, bg->off, sel->off, keys, residual->x,
-							   gb_res_code(residual->t) };
+	g->batch.tab[g->batch.count++] = (dg_sparse_head){ bg->perm, bg->off, sel->off, keys,
+							   residual ? residual->x : NULL, rcode < 0 ? DG_RES_F32 : rcode };
 	g->batched = g->unit;
 }
 
@@ -430,10 +431,10 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 		(*new_residual)->pk.dirty = true;
 	double s = 0;
 	bool fused = !new_residual && !seconds && !m; /* no O_sparse of its own needed */
-	if (fused && residual && g->o16 && !g->text) {
-		/* batched: a site's reuse steps. Not with text rows (written after the launch), nor without a
-		 * residual (then g->out: PISA's term reads it, and a per-step policy's metadata of the next
-		 * head would flush the batch anyway) */
+	if (fused && (residual || !be->term_follows) && g->o16 && !g->text) {
+		/* batched: a site's reuse steps, and the sparse calls of policies without a residual (the DiT
+		 * entry point makes every head's metadata first). Not with text rows (written after the
+		 * launch), nor where PISA's term reads g->out after it */
 		batch_add(be, bg, sel, residual);
 	} else if (fused) {
 		/* out = O_sparse (+ R from the kernel's epilogue: a reuse step of a cached residual), the DiT's

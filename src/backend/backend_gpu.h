@@ -142,7 +142,7 @@ typedef struct {
 		const uint16_t *q, *k, *v; /* the first head's; head i's are i (n, d) further */
 		uint16_t *o16;             /* the first head's; head i's columns are i d further */
 		int ldo;
-		dg_resdtype rdt;           /* the heads' residual storage */
+		int rcode;                 /* the heads' residual storage (DG_RES_*), -1: no residual */
 		const shared_lists *win;   /* DiTFastAttn's window of every head (dg_window_fwd_heads), or NULL */
 		dg_sparse_head tab[DG_SPARSE_HEADS_MAX]; /* a window's: the residual alone */
 	} batch;

@@ -315,8 +315,10 @@ dg_policy_out dg_policy_run_apply(dg_backend *be, dg_policy_run *r, int step, dg
 	/* output O_sparse [+ R]; refresh=step: R becomes this step's O_dense - O_sparse */
 	dg_policy_meta *meta = per_step || part ? r->fresh : r->meta;
 	bool pisa = p->approx == DG_APPROX_PISA, new_res = per_step || (p->fresh & DG_FRESH_RESIDUAL);
+	be->term_follows = pisa;
 	out.pairs = be->attend(be, meta->groups->g, meta->sel, cached ? r->residual : NULL,
 			       cached && new_res ? &r->residual : NULL, pisa ? NULL : m, timed ? &out.seconds : NULL);
+	be->term_follows = false;
 	if (pisa) {
 		double t0 = dg_now();
 		be->approx(be, meta->groups->g, meta->sel, p->block, m);

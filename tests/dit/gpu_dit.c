@@ -819,10 +819,12 @@ static void test_model(const char *sub, bool runs)
 	 * the error is reported, not held to the rule: two H200 runs of 2026-12-02 gave 0.132 against
 	 * 2 x 0.129 and 0.257 against 2 x 0.0904 from the same code; DiTFastAttn's window (its key sets
 	 * fixed by the shape: nothing flips) under the rule, its reuse steps through the window kernel,
-	 * the heads batched with their residuals (dg_window_fwd_heads) */
+	 * the heads batched with their residuals (dg_window_fwd_heads); STA (a static mask, no residual:
+	 * every call's heads batched without one, dg_sparse_fwd_heads) under the rule */
 	static const struct { const char *spec; double rho; bool rule; } runs3[] = {
-		{ NULL, 1, true }, { "mc-sparse", 1, true }, { "mc-sparse", 0.3, false }, { "ditfastattn/window=40", 0.2, true } };
-	for (int pol = 0; runs && pol < 4; pol++) {
+		{ NULL, 1, true }, { "mc-sparse", 1, true }, { "mc-sparse", 0.3, false }, { "ditfastattn/window=40", 0.2, true },
+		{ "sta", 0.2, true } };
+	for (int pol = 0; runs && pol < (int)(sizeof runs3 / sizeof *runs3); pol++) {
 		long long units[3];
 		const char *spec = runs3[pol].spec;
 		for (int i = 0; i < 3; i++)

@@ -7,7 +7,9 @@
 # figures (host memory pinned ahead beside the dense steps, pinning left on the loop's thread, copies,
 # exposed waits) and the 50-step projection (9 dense + anchor + 40 reuse against 50 dense steps, each
 # the measured mean of its kind). From the binaries of scripts/device_pack.sh (builds nothing).
-#   (device) OUT=dir [STEPS=4] [WARMUP=3] bash dev/device/offload_14b.sh    (carry .carry)
+# PAIR=1 runs the cell without offload first (a GPU that holds its caches: an H200), for the anchor
+# step with offload against the one without on one card.
+#   (device) OUT=dir [STEPS=4] [WARMUP=3] [PAIR=1] bash dev/device/offload_14b.sh    (carry .carry)
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-$PWD/device-out}
@@ -28,41 +30,47 @@ if [ ! -f "$M/model/diffusion_pytorch_model.safetensors.index.json" ]; then
 	python3 scripts/gpu_dit.py make 14b "$M" --seed 3 --shards 6 --latent 21x90x160 >> "$L" 2>&1 || { echo "no model" | tee -a "$L"; exit 1; }
 	echo "model made in $((SECONDS - t0)) s" | tee -a "$L"
 fi
-printf '%s\n' "[experiment]" "name = offload14b" "[model]" "path = $M/model" "latent = 21x90x160" "steps = $STEPS" \
-	"shift = 5" "guidance = 5" "sampler = unipc" "seeds = 0" "[prompts]" "p = $M/text.safetensors" \
-	"[policies]" "list = mc-sparse/keys=bitmap/residual_dtype=bf16" "[densities]" "list = 0.15" \
-	"[schedules]" "w = warmup=$WARMUP,dense_layers=0" "[device]" "device = gpu" "cache_offload = true" > "$W/e.ini"
-rm -rf "$W/exp"
-(while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; sleep 0.5; done > "$W/mem.txt") &
-poll=$!
-t0=$SECONDS
-"$DSGAP" run "$W/e.ini" --out "$W/exp" --shard 1/2 >> "$L" 2>&1 # cell 1, the sparse one (cell 0: dense)
-rc=$?
-kill $poll 2>/dev/null
-echo "dsgap run: rc=$rc ($((SECONDS - t0)) s)" | tee -a "$L"
-j=$(ls "$W"/exp/cells/*/*mc-sparse*/run.json 2>/dev/null | head -1)
-[ -n "$j" ] || { echo "no run.json" | tee -a "$L"; exit 1; }
-cp "$j" "$OUT/run.json"
-python3 - "$j" "$W/mem.txt" "$WARMUP" <<'PY' | tee "$OUT/offload_14b.csv" | tee -a "$L"
+# PAIR=1 (a GPU that holds the caches, an H200): the same cell without offload first, in its own process
+cell() { # tag offload(true|false): one run of the sparse cell; its run.json -> $OUT/run_TAG.json, a CSV block
+	local tag=$1
+	printf '%s\n' "[experiment]" "name = offload14b" "[model]" "path = $M/model" "latent = 21x90x160" "steps = $STEPS" \
+		"shift = 5" "guidance = 5" "sampler = unipc" "seeds = 0" "[prompts]" "p = $M/text.safetensors" \
+		"[policies]" "list = mc-sparse/keys=bitmap/residual_dtype=bf16" "[densities]" "list = 0.15" \
+		"[schedules]" "w = warmup=$WARMUP,dense_layers=0" "[device]" "device = gpu" "cache_offload = $2" > "$W/e_$tag.ini"
+	rm -rf "$W/exp_$tag"
+	(while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; sleep 0.5; done > "$W/mem_$tag.txt") &
+	local poll=$! t0=$SECONDS
+	"$DSGAP" run "$W/e_$tag.ini" --out "$W/exp_$tag" --shard 1/2 >> "$L" 2>&1 # cell 1, the sparse one (cell 0: dense)
+	local rc=$?
+	kill $poll 2>/dev/null
+	echo "dsgap run ($tag): rc=$rc ($((SECONDS - t0)) s)" | tee -a "$L"
+	local j
+	j=$(ls "$W"/exp_$tag/cells/*/*mc-sparse*/run.json 2>/dev/null | head -1)
+	[ -n "$j" ] || { echo "no run.json ($tag)" | tee -a "$L"; return 1; }
+	cp "$j" "$OUT/run_$tag.json"
+	python3 - "$j" "$W/mem_$tag.txt" "$WARMUP" "$tag" <<'PY' | tee -a "$OUT/offload_14b.csv" | tee -a "$L"
 import json, sys
 r = json.load(open(sys.argv[1]))
-w = int(sys.argv[3])
+w, tag = int(sys.argv[3]), sys.argv[4]
 s = r["step_s"]
 peak = max((float(x) for x in open(sys.argv[2]) if x.strip()), default=0) / 1024
 dense = sum(s[:w - 1]) / (w - 1)
 anchor = s[w - 1]
 reuse = sum(s[w:]) / len(s[w:])
-print("name,value,unit")
-print("peak_gib,%.2f,GiB (nvidia-smi)" % peak)
-print("steps_s,%s,s (measured; step_s of run.json)" % ";".join("%.3f" % x for x in s))
-print("dense_step_s,%.3f,s (mean of steps 0..%d)" % (dense, w - 2))
-print("anchor_step_s,%.3f,s (step %d)" % (anchor, w - 1))
-print("reuse_step_s,%.3f,s (mean of steps %d..)" % (reuse, w))
+print("%s_peak_gib,%.2f,GiB (nvidia-smi)" % (tag, peak))
+print("%s_steps_s,%s,s (measured; step_s of run.json)" % (tag, ";".join("%.3f" % x for x in s)))
+print("%s_dense_step_s,%.3f,s (mean of steps 0..%d)" % (tag, dense, w - 2))
+print("%s_anchor_step_s,%.3f,s (step %d)" % (tag, anchor, w - 1))
+print("%s_reuse_step_s,%.3f,s (mean of steps %d..)" % (tag, reuse, w))
 for k in ("offload_pin_s", "offload_pin_ahead_bytes", "offload_pin_ahead_s", "offload_copy_s", "offload_wait_s",
           "offload_up_bytes", "offload_down_bytes", "metadata_s", "attend_s", "load_s"):
     if k in r:
-        print("%s,%.6g,%s" % (k, r[k], "bytes" if k.endswith("bytes") else "s"))
+        print("%s_%s,%.6g,%s" % (tag, k, r[k], "bytes" if k.endswith("bytes") else "s"))
 d50, s50 = 50 * dense, 9 * dense + anchor + 40 * reuse
-print("speedup_50,%.3f,ratio (projection: 50 dense steps %.1f s against 9 dense + anchor + 40 reuse %.1f s)" % (d50 / s50, d50, s50))
-print("anchor_over_dense,%.3f,ratio" % (anchor / dense))
+print("%s_speedup_50,%.3f,ratio (projection: 50 dense steps %.1f s against 9 dense + anchor + 40 reuse %.1f s)" % (tag, d50 / s50, d50, s50))
+print("%s_anchor_over_dense,%.3f,ratio" % (tag, anchor / dense))
 PY
+}
+echo "name,value,unit" > "$OUT/offload_14b.csv"
+[ "${PAIR:-0}" = 1 ] && cell plain false
+cell offload true

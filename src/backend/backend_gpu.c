@@ -61,15 +61,33 @@ void gb_dfree(gpu *g, void *p)
 		CUDA_CHECK(cudaFreeAsync(p, g->stream));
 }
 
+/* freed in the stream's order after the waiting batch's launch (which may read it), without
+ * launching the batch now: a per-step policy frees each head's metadata right after its attend */
+void gb_dfree_later(dg_backend *be, void *p)
+{
+	gpu *g = be->impl;
+	if (!p)
+		return;
+	if (!g->batch.count) {
+		gb_dfree(g, p);
+		return;
+	}
+	if (g->batch.nlater == BATCH_LATER)
+		gb_flush(be);
+	if (g->batch.count)
+		g->batch.later[g->batch.nlater++] = p;
+	else
+		gb_dfree(g, p);
+}
+
 /* here rather than with the other handles' frees: a load drops an unconsumed grouping ahead */
 static void gpu_groups_free(dg_backend *be, dg_bgroups *bg)
 {
 	if (!bg)
 		return;
-	gb_flush(be);
 	dg_groups_free(&bg->g);
-	gb_dfree(be->impl, bg->perm);
-	gb_dfree(be->impl, bg->off);
+	gb_dfree_later(be, bg->perm);
+	gb_dfree_later(be, bg->off);
 	free(bg);
 }
 
@@ -156,6 +174,9 @@ void gb_flush(dg_backend *be)
 	CUDA_CHECK(cudaEventRecord(g->ev_out, g->stream));
 	CUDA_CHECK(cudaStreamWaitEvent(0, g->ev_out, 0));
 	g->batch.count = 0;
+	for (int i = 0; i < g->batch.nlater; i++)
+		gb_dfree(g, g->batch.later[i]);
+	g->batch.nlater = 0;
 }
 
 /* the DG_RES_* code of a storage (kernels/dsgap_kernels.h) */
@@ -552,9 +573,8 @@ static void gpu_scores_free(dg_backend *be, dg_bscores *s)
 {
 	if (!s)
 		return;
-	gb_flush(be);
 	if (s->owned)
-		gb_dfree(be->impl, s->s);
+		gb_dfree_later(be, s->s);
 	gpu_scores_free(be, s->blocks);
 	free(s);
 }
@@ -563,18 +583,19 @@ void gb_sel_free(dg_backend *be, dg_bsel *s)
 {
 	if (!s)
 		return;
-	gb_flush(be);
+	if (s->shared) /* a window's lists: shared by the batch's heads, released here */
+		gb_flush(be);
 	gb_sel_ready(be->impl, s); /* freed in the stream's order, after side's writes */
 	gb_settle(be->impl, &s->pk);
 	gb_unpin(be->impl, &s->pk);
 	free(s->hoff);
 	if (s->shared) {
 		gb_shared_release(be->impl, s->shared);
-	} else {
-		gb_dfree(be->impl, s->off);
-		gb_dfree(be->impl, s->idx);
+	} else { /* after the waiting batch's launch, which may read them */
+		gb_dfree_later(be, s->off);
+		gb_dfree_later(be, s->idx);
 	}
-	gb_dfree(be->impl, s->bits);
+	gb_dfree_later(be, s->bits);
 	free(s);
 }
 

@@ -101,6 +101,7 @@ typedef struct {
 	int nfree, free_max;
 } pin_pool;
 
+#define BATCH_LATER 256 /* frees held back while a batch waits (more: the batch goes first) */
 #define OFF_RING 8    /* fetch batches whose events are kept (a later one implies an earlier) */
 #define OFF_PAIRS 1024 /* timed event pairs between two reads of the offload's times (~3 a site) */
 
@@ -145,6 +146,8 @@ typedef struct {
 		int rcode;                 /* the heads' residual storage (DG_RES_*), -1: no residual */
 		const shared_lists *win;   /* DiTFastAttn's window of every head (dg_window_fwd_heads), or NULL */
 		dg_sparse_head tab[DG_SPARSE_HEADS_MAX]; /* a window's: the residual alone */
+		void *later[BATCH_LATER]; /* device memory freed while the batch waits: after its launch */
+		int nlater;
 	} batch;
 	double *dmet;            /* device (6) */
 	float *res_old, *res_new; /* device (n, d) fp32, made when first needed: a stored residual other
@@ -207,6 +210,7 @@ typedef struct {
 void *gb_dmalloc_on(cudaStream_t st, size_t bytes);
 void *gb_dmalloc(gpu *g, size_t bytes);
 void gb_dfree(gpu *g, void *p);
+void gb_dfree_later(dg_backend *be, void *p);
 void gb_phase_begin_on(gpu *g, cudaStream_t st);
 void gb_phase_begin(gpu *g);
 void gb_phase_end_on(gpu *g, cudaStream_t st, dg_phase ph);

@@ -65,9 +65,14 @@ def wan_cfg(c):
 
 
 def random_weights(c, gen, dev):
-    """dict original name -> bf16 tensor"""
+    """dict original name -> bf16 tensor (each rounded as it is drawn: the 14B's fp32 draws would not
+    fit beside them on an 80 GB card)"""
     D, F_, P = c["dim"], c["ffn_dim"], c["patch_size"]
-    W = {}
+
+    class Bf16(dict):
+        def __setitem__(self, k, v):
+            super().__setitem__(k, v.to(torch.bfloat16).contiguous())
+    W = Bf16()
 
     def lin(name, out, inp):
         W[name + ".weight"] = torch.randn(out, inp, generator=gen, device=dev) / math.sqrt(inp)
@@ -98,7 +103,7 @@ def random_weights(c, gen, dev):
         lin(b + "ffn.2", D, F_)
     W["head.modulation"] = torch.randn(1, 2, D, generator=gen, device=dev) * 0.1
     lin("head.head", c["out_dim"] * P[0] * P[1] * P[2], D)
-    return {k: v.to(torch.bfloat16).contiguous() for k, v in W.items()}
+    return dict(W)
 
 
 def diffusers_config(c):

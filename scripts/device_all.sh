@@ -257,7 +257,7 @@ if can dit 90; then
 fi
 if can length 60; then
 	rm -f "$OUT/cudnn_length.csv" "$OUT/callspeed.csv"
-	LENGTH_GRIDS=${LENGTH_GRIDS:-4x16x16,8x16x16,16x16x16,8x32x32,16x32x32,21x30x52,16x64x64,32x64x64}
+	LENGTH_GRIDS=${LENGTH_GRIDS:-4x16x16,8x16x16,16x16x16,8x32x32,16x32x32,21x30x52,21x45x80,32x64x64}
 	LENGTH_HEADS=${LENGTH_HEADS:-12,24,40}
 	ns=$(echo "$LENGTH_GRIDS" | tr ',' '\n' | awk -Fx '{ printf "%s%d", (NR > 1 ? "," : ""), $1 * $2 * $3 }')
 	PYTHONUNBUFFERED=1 run length_cudnn "$(upto 90)" python3 scripts/gpu_bench_torch.py --sweep "$ns" \

@@ -21,8 +21,10 @@ static void usage(FILE *f)
 		   "metadata amortised over its refresh schedule (refresh=anchor: one anchor per K calls, --every,\n"
 		   "default 40; refresh=step: every call). Paths: dit (the DiT entry point, fast P.V; default),\n"
 		   "backend (the replay's backend per head, fast and precise P.V), both. Defaults: gpu, grids\n"
-		   "4x16x16,8x16x16,16x16x16,8x32x32,16x32x32,21x30x52,16x64x64,32x64x64 (1k..128k tokens),\n"
-		   "heads 12,24,40, d 128, policies mc-sparse,est-block and the 8 peers at matched budgets,\n"
+		   "4x16x16,8x16x16,16x16x16,8x32x32,16x32x32,21x30x52,21x45x80,32x64x64 (1k..128k tokens; Wan's\n"
+		   "480p and 720p at 81 frames among them),\n"
+		   "heads 12,24,40, d 128, policies mc-sparse,est-block and the 8 peers at matched budgets (SpargeAttn\n"
+		   "with theta -0.1: random inputs have no self-similar blocks, so its default keeps all),\n"
 		   "density 0.15, reps 5, max-call 5 s. Rows are appended to FILE (header when new).\n");
 }
 
@@ -37,9 +39,9 @@ static int parse(int argc, char **argv, dg_callspeed_opts *o)
 		{ "budget", required_argument, 0, 'b' }, { "csv", required_argument, 0, 'c' },
 		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
 	};
-	const char *grids = "4x16x16,8x16x16,16x16x16,8x32x32,16x32x32,21x30x52,16x64x64,32x64x64",
+	const char *grids = "4x16x16,8x16x16,16x16x16,8x32x32,16x32x32,21x30x52,21x45x80,32x64x64",
 		   *heads = "12,24,40", *dens = "0.15",
-		   *pols = "mc-sparse,est-block,svg2/budget=matched,spargeattn/budget=matched,xattention/budget=matched,"
+		   *pols = "mc-sparse,est-block,svg2/budget=matched,spargeattn/theta=-0.1/budget=matched,xattention/budget=matched,"
 			   "radial/budget=matched,sta/budget=matched,ditfastattn/budget=matched,chipmunk,pisa";
 	*o = (dg_callspeed_opts){ .device = "gpu", .path = "dit", .d = 128, .reps = 5, .every = 40, .max_call = 5 };
 	int c;

@@ -279,13 +279,19 @@ def part_wan(S, a, rows, md):
               f"(`{sched}`) **{T1:.2f} s**: **{T0 / T1:.3f}x** (target >= 1.5x). Final latents against dense: "
               f"PSNR {fid['psnr']:.2f} dB (worst frame {fid['psnr_min']:.2f}), SSIM {fid['ssim']:.4f}. "
               f"Effective density {st['pairs'] / st['full_pairs']:.3f}; {st['fallback_calls']} calls fell back "
-              f"to torch.\n\n| where the time goes | dense (diffusers) | mc-sparse (dsgap) |\n|---|--:|--:|\n" +
+              f"to torch{fell_back(st)}.\n\n| where the time goes | dense (diffusers) | mc-sparse (dsgap) |\n|---|--:|--:|\n" +
               "".join(f"| {w[0]} | {fmt(w[1])} | {fmt(w[2])} |\n" for w in where) +
               f"\nPer step: dense {1e3 * T0 / steps:.0f} ms; mc-sparse warm-up steps "
               f"{1e3 * np.mean(t_sp[:10] if steps > 10 else t_sp[:1]):.0f} ms, later steps "
               f"{1e3 * np.mean(t_sp[10:] if steps > 10 else t_sp[1:]):.0f} ms.\n")
     del m
     return ok and st["fallback_calls"] == 0 and st["sparse_calls"] > 0
+
+
+def fell_back(st):
+    """stats()'s fallbacks as " (N reason, ...)", or nothing"""
+    f = st.get("fallbacks") or {}
+    return f" ({', '.join(f'{n} {why}' for why, n in sorted(f.items()))})" if f else ""
 
 
 def rows_get(rows, part, key):

@@ -231,7 +231,8 @@ def run(pipe, out, policies=("mc-sparse",), densities=(0.15,), schedule="", call
                               sparse_units=st["sparse_calls"] if st else 0, transformer_s=timer.seconds,
                               forwards=timer.forwards, shared_forwards=0, **{k: None for k in NULL_TIMES},
                               units=st["calls"] if st else None,
-                              fallback_calls=st["fallback_calls"] if st else 0, total_s=total))
+                              fallback_calls=st["fallback_calls"] if st else 0,
+                              fallbacks=st["fallbacks"] if st else {}, total_s=total))
             write_latents(os.path.join(stage, run_name(policy, rho, dense)), x, policy, rho)
             if vae:
                 fr = res.frames if hasattr(res, "frames") else res.images if hasattr(res, "images") else res[0]

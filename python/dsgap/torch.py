@@ -75,6 +75,25 @@ def _bind(module, args, kwargs):
         return dict(kwargs)
 
 
+def _refusal(q, k, v, is_causal, dropout_p, scale, kw):
+    """why libdsgap cannot take this SDPA call (None: it can): the reason stats()["fallbacks"] counts"""
+    if q.dim() != 4:
+        return f"{q.dim()}-D query (4-D (batch, heads, tokens, head_dim) taken)"
+    if k.shape != q.shape or v.shape != q.shape:
+        return "K/V shaped unlike Q (cross attention or GQA)"
+    if is_causal:
+        return "causal"
+    if dropout_p:
+        return "dropout"
+    if kw.get("enable_gqa"):
+        return "enable_gqa"
+    if scale is not None and abs(scale * math.sqrt(q.shape[-1]) - 1) >= 1e-6:
+        return "a scale other than 1/sqrt(head_dim)"
+    if q.dtype not in _DTYPES:
+        return f"dtype {str(q.dtype).replace('torch.', '')}"
+    return None
+
+
 def _view(t):
     """(tokens, heads, head_dim) of a (heads, tokens, head_dim) tensor, by address and strides"""
     sh, st, sd = t.stride()
@@ -120,6 +139,7 @@ class attention:
                           f"layout and video tokens")
         self.ctx, self.ctxs, self.shape, self.hooks, self.installed = None, {}, None, [], False
         self.fallback_calls = self.torch_dense_calls = 0
+        self.fallbacks = {}   # why a call at a site went to torch -> calls (stats()["fallbacks"])
         self._final = None   # libdsgap's counters when the context was closed (stats() after the with block)
 
     # --------------------------------------------------------------------------------------------
@@ -133,6 +153,7 @@ class attention:
                           f"of one loop have the same blocks")
         self.nlayers = len(per[0])
         self.fallback_calls = self.torch_dense_calls = 0   # a new run counts from zero
+        self.fallbacks = {}
         self._final = None
         self.step, self.last_t, self.call_in_step, self.cur, self.layer = -1, None, 0, None, None
         self.expert = 0
@@ -168,7 +189,8 @@ class attention:
 
     def stats(self):
         """libdsgap's counters (dsgap_stats: calls, sparse_calls, pairs, full_pairs, seconds, ...)
-        and the SDPA calls that ran torch's own attention: fallback_calls (calls dsgap cannot take),
+        and the SDPA calls that ran torch's own attention: fallback_calls (calls dsgap cannot take) and
+        fallbacks (their reasons, e.g. {"causal": 2}),
         torch_dense_calls (plain dense sites under dense_sites="torch"). Inside the with block: so
         far; after it: the whole run's (kept when the context is freed); zeros before any call"""
         if self.ctxs:
@@ -178,6 +200,7 @@ class attention:
         else:
             s = {name: 0 for name, _ in _abi._Stats._fields_}
         s["fallback_calls"] = self.fallback_calls
+        s["fallbacks"] = dict(self.fallbacks)
         s["torch_dense_calls"] = self.torch_dense_calls
         return s
 
@@ -288,18 +311,17 @@ class attention:
     def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
         il, cur = self.layer, self.cur
         q, k, v = query, key, value
-        D = q.shape[-1] if q.dim() == 4 else 0
-        ok = (il is not None and cur is not None and q.dim() == 4 and k.shape == q.shape and v.shape == q.shape
-              and not is_causal and not dropout_p and not kw.get("enable_gqa")
-              and (scale is None or abs(scale * math.sqrt(D) - 1) < 1e-6) and q.dtype in _DTYPES)
+        why = None if il is not None and cur is not None else "outside a step"
+        why = why or _refusal(q, k, v, is_causal, dropout_p, scale, kw)
         keeps = None
-        if ok and attn_mask is not None:
+        if why is None and attn_mask is not None:
             keeps = self._key_padding(attn_mask, q.shape[0], q.shape[2])
-            ok = keeps is not None
-        if not ok:
+            why = None if keeps is not None else "a mask that is not key padding"
+        if why is not None:
             cross = q.dim() == 4 and k.dim() == 4 and k.shape[-2] != q.shape[-2]
             if il is not None and not (cross and self.family.name == "generic"):   # generic: cross attention is no site
                 self.fallback_calls += 1
+                self.fallbacks[why] = self.fallbacks.get(why, 0) + 1
             return self.orig_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                                   scale=scale, **kw)
         call = il["calls"]

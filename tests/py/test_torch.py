@@ -21,7 +21,8 @@ diffusers models on the CPU backend.
      and sequential (cut prompts), FLUX sequential: "dense" = torch, mc-sparse runs (a context per text
      length), batched = sequential; cfg_meta=shared with two lengths is one clear error;
   6. the generic mode (layout=, grid=) on Wan2.1 and SD3: "dense" = torch, mc-sparse = the family mode's;
-  7. stats() read after the with block is the run's numbers (issue 51), a second run its own;
+  7. stats() read after the with block is the run's numbers (issue 51), a second run its own; calls
+     dsgap cannot take (causal, another scale) run torch's SDPA, counted under their reasons;
   8. errors: an unsupported model, a bad argument, a shape other than the context's, a bad policy: one
      line starting "dsgap:" that says what to do, no "libdsgap:" or DSGAP_E_* (issue 51).
 """
@@ -367,6 +368,26 @@ def after_with():
              f"{again['calls']} units, {again['torch_dense_calls']} torch dense")
 
 
+def fallbacks():
+    """issue 53: calls dsgap cannot take run torch's SDPA and are counted under their reasons"""
+    m, x = wan(layers=2, latent=(2, 8, 8))
+    txt = torch.randn(1, 5, 24)
+    F = torch.nn.functional
+    for why, extra in (("causal", dict(is_causal=True)), ("a scale other than 1/sqrt(head_dim)", dict(scale=0.5))):
+        a = dt.attention(m, policy="mc-sparse", density=0.25, branches=1)
+        with a:
+            sdpa = F.scaled_dot_product_attention   # the processor's
+            F.scaled_dot_product_attention = lambda *args, **kw: sdpa(*args, **{**kw, **extra})  # noqa: E731
+            try:
+                y = m(hidden_states=x, timestep=torch.tensor([900.0]), encoder_hidden_states=txt)[0]
+            finally:
+                F.scaled_dot_product_attention = sdpa
+        s = a.stats()
+        ck.check(f"a call dsgap cannot take ({why}) runs torch's SDPA, counted under its reason",
+                 s["fallbacks"] == {why: 2} and s["fallback_calls"] == 2 and s["calls"] == 0 and
+                 bool(torch.isfinite(y).all()), f"fallbacks {s['fallbacks']}, units {s['calls']}")
+
+
 def errors():
     try:
         dt.attention(torch.nn.Linear(2, 2))
@@ -405,7 +426,7 @@ def errors():
 
 def main():
     print("libdsgap", torch_abi.version(), "at", torch_abi.library_path())
-    for part in (families, sparse, dense_sites, bf16, cfg, cfg_text, generic, after_with, errors):
+    for part in (families, sparse, dense_sites, bf16, cfg, cfg_text, generic, after_with, fallbacks, errors):
         t0 = time.time()
         part()
         print(f"   {part.__name__}: {time.time() - t0:.1f} s")

@@ -1,0 +1,29 @@
+#!/bin/bash
+# checks_processor.sh: a change to the DiT entry point or the sparse kernel's loads checked, then measured through
+# diffusers, in one device call: gpu_kernels --quick, gpu_api (libdsgap's GPU ABI against its CPU ABI) and gpu_dit
+# at once; then, if all pass, the processor benchmark (PARTS, default overhead and Wan2.1-1.3B 480p 50 steps)
+# alone on the GPU (scripts/device_python.sh). Carry .carry (scripts/device_pack.sh; bin.tar.xz may be slimmed to
+# gpu_kernels, gpu_api, gpu_dit and libdsgap.so to stay within 64 MiB) and .whl.
+#   (device) OUT=dir [PARTS=overhead,wan] [PROCESSOR_CAP=330] bash dev/device/checks_processor.sh
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+OUT=${OUT:-$PWD/device-out}
+T0=$SECONDS
+mkdir -p /tmp/dglib $OUT
+[ -d /tmp/dglib/lib ] || tar -C /tmp/dglib -xJf .carry/lib.tar.xz
+[ -d .carry/bin ] || tar -C .carry -xJf .carry/bin.tar.xz
+export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64 OPENBLAS_NUM_THREADS=1
+echo "card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(date -u +%FT%TZ) commit $(cat .carry/COMMIT); cores $(nproc)"
+B=.carry/bin
+(timeout 150 $B/gpu_kernels --quick > $OUT/gpu_kernels.log 2>&1; echo "gpu_kernels rc=$? ($((SECONDS-T0)) s)") &
+(OMP_NUM_THREADS=4 timeout 150 $B/gpu_api > $OUT/gpu_api.log 2>&1; echo "gpu_api rc=$? ($((SECONDS-T0)) s)") &
+(python3 -B tests/wan_ref.py derive tests/fixtures/wan /tmp/wan_models > $OUT/gpu_dit.log 2>&1 && OMP_NUM_THREADS=4 timeout 150 $B/gpu_dit /tmp/wan_models tests/fixtures/wan >> $OUT/gpu_dit.log 2>&1; echo "gpu_dit rc=$? ($((SECONDS-T0)) s)") &
+wait
+ok=1
+for t in gpu_kernels gpu_api gpu_dit; do echo "== $t"; grep -E "FAIL|passed|failed|token-major|direct" $OUT/$t.log | tail -5; grep -q " 0 failed" $OUT/$t.log || ok=0; done
+if [ $ok = 1 ]; then
+  BENCHES=processor PARTS=${PARTS:-overhead,wan} PROCESSOR_CAP=${PROCESSOR_CAP:-330} OUT=$OUT bash scripts/device_python.sh
+else
+  echo "checks failed: no benchmark"
+fi
+echo "end $((SECONDS-T0)) s $(date -u +%FT%TZ)"

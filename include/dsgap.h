@@ -28,7 +28,10 @@
  * Distinct contexts are independent on the CPU. On the GPU a call converts Q/K/V on `stream`, waits
  * for the whole device (the DiT engine's attention entry point, src/dit/dit_attn.c, which a context
  * runs on, does so at its start and end), and queues the conversion into O on `stream`: O is ready
- * for the stream's next work, and for the host after it synchronises the stream. Calls of several
+ * for the stream's next work, and for the host after it synchronises the stream. Where Q, K, V and O
+ * are bf16 rows of one token stride (torch's (tokens, heads, dim), contiguous or padded; rows 16-byte
+ * aligned) a call at a plain reuse step reads Q, K, V and writes O in place, with no conversion
+ * (the same output). Calls of several
  * contexts serialise on the device. A stream being captured into a CUDA graph is not supported.
  *
  * Errors. Every function returns a code (dsgap_status: 0 = DSGAP_OK) and never exits on bad input;

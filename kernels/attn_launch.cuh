@@ -153,11 +153,12 @@ static inline int dg_sparse_fwd_params(dg_attn_params &p, const uint16_t *q, con
 
 static inline bool dg_res_dtype_ok(int t) { return t == DG_RES_F32 || t == DG_RES_BF16 || t == DG_RES_FP8; }
 
-/* sparse, dg_sparse_fwd_heads's arguments: each head's arrays and residual from tab, bf16 token-major
- * output (row stride ldo), one residual dtype for all heads */
+/* sparse, dg_sparse_fwd_heads's arguments: each head's arrays and residual from tab, inputs head-major
+ * (ldi 0) or token-major (row stride ldi), bf16 token-major output (row stride ldo), one residual
+ * dtype for all heads */
 static inline int dg_sparse_heads_params(dg_attn_params &p, const uint16_t *q, const uint16_t *k, const uint16_t *v,
-					 int heads, int n, int d, const dg_sparse_head *tab, int ngroups, uint16_t *o16,
-					 int ldo)
+					 int ldi, int heads, int n, int d, const dg_sparse_head *tab, int ngroups,
+					 uint16_t *o16, int ldo)
 {
 	if (heads < 1 || heads > DG_SPARSE_HEADS_MAX || !tab || !o16) {
 		fprintf(stderr, "sparse_fwd_heads: %d heads (1..%d), tab and o16 needed\n", heads, DG_SPARSE_HEADS_MAX);
@@ -166,6 +167,11 @@ static inline int dg_sparse_heads_params(dg_attn_params &p, const uint16_t *q, c
 	if (ldo < heads * d || (ldo & 1) || ((uintptr_t)o16 & 3)) {
 		fprintf(stderr, "sparse_fwd_heads: row stride %d below %d x %d, odd, or o16 not 4-byte aligned\n", ldo,
 			heads, d);
+		return -1;
+	}
+	if (ldi && (ldi < heads * d || (ldi & 7))) {
+		fprintf(stderr, "sparse_fwd_heads: input row stride %d below %d x %d or not a multiple of 8 (16-byte rows)\n",
+			ldi, heads, d);
 		return -1;
 	}
 	p = dg_attn_params{};
@@ -190,6 +196,7 @@ static inline int dg_sparse_heads_params(dg_attn_params &p, const uint16_t *q, c
 	p.ldo = ldo;
 	if (dg_sparse_params(p, q, k, v, heads, n, d, ngroups))
 		return -1;
+	p.ldi = ldi;
 	p.residual_dtype = rdt < 0 ? DG_RES_F32 : rdt;
 	return 0;
 }

@@ -17,7 +17,8 @@
 
 /* Parameters of one attention launch (dense or sparse). */
 struct dg_attn_params {
-	const bf16 *q, *k, *v; /* q (heads, n, d); k, v (heads, nk, d) */
+	const bf16 *q, *k, *v; /* q (heads, n, d); k, v (heads, nk, d); or, ldi > 0, token-major */
+	int ldi;               /* 0, or the inputs' row stride: head h's row r at r * ldi + h * d (sparse) */
 	int heads, n;
 	int nk;                /* dense: keys per head (cross-attention); 0 = n (always 0 for sparse) */
 	float scale_log2;      /* log2(e)/sqrt(d) */
@@ -118,6 +119,14 @@ template <int D> DG_DEV size_t out_offset(const dg_attn_params &p, int h, int ro
 
 /* Keys per head: p.nk for dense attention with its own key count, else n. */
 DG_DEV int dg_kv_len(const dg_attn_params &p) { return p.nk > 0 ? p.nk : p.n; }
+
+/* where head h's rows of an input of `rows` rows a head start, and the elements between two rows:
+ * (heads, rows, d), or token-major with row stride ldi */
+template <int D> DG_DEV size_t in_head(const dg_attn_params &p, int h, int rows)
+{
+	return p.ldi ? (size_t)h * D : (size_t)h * rows * D;
+}
+template <int D> DG_DEV int in_ld(const dg_attn_params &p) { return p.ldi ? p.ldi : D; }
 
 /* One unit of work: up to BM query rows of one head against one key list. */
 struct dg_item {

@@ -119,16 +119,17 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p)
 		reg_dealloc<PREGS>();
 		int kvit = 0, iq = 0;
 		dg_for_each_item<SPARSE, BM>(p, [&](const dg_item &it) {
-			const size_t hoff = (size_t)it.h * p.n * D, kvoff = (size_t)it.h * dg_kv_len(p) * D;
+			const size_t hoff = in_head<D>(p, it.h, p.n), kvoff = in_head<D>(p, it.h, dg_kv_len(p));
 			const bf16 *kh = p.k + kvoff, *vh = p.v + kvoff;
+			const int ld = in_ld<D>(p);
 			if constexpr (SPARSE) { /* one perm load per thread, rows by shuffle */
 				const int myr = tile_lane_row<D, 128>(tid);
 				const int qidx = myr < it.qcount ? __ldg(head_perm(p, it.h) + it.qpos + myr) : 0;
 				mbar_wait(emptyQ, (iq & 1) ^ 1);
-				load_tile_shfl<BM, D, 128>(sQ, p.q + hoff, qidx, it.qcount, tid);
+				load_tile_shfl<BM, D, 128>(sQ, p.q + hoff, qidx, it.qcount, tid, ld);
 			} else {
 				mbar_wait(emptyQ, (iq & 1) ^ 1);
-				load_tile<BM, D, 128, false>(sQ, p.q + hoff, nullptr, it.qpos, it.qcount, tid);
+				load_tile<BM, D, 128, false>(sQ, p.q + hoff, nullptr, it.qpos, it.qcount, tid, ld);
 			}
 			mbar_arrive_cpasync(fullQ);
 			iq++;
@@ -145,10 +146,10 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p)
 					const int rn = (t + 1) * BN + myr;
 					const int nidx = rn < it.nkeys ? __ldg(klist + rn) : 0;
 					mbar_wait(EMPTYK(s), ph ^ 1);
-					load_tile_shfl<BN, D, 128>(sK + s * C::KVB, kh, idx, nv, tid);
+					load_tile_shfl<BN, D, 128>(sK + s * C::KVB, kh, idx, nv, tid, ld);
 					mbar_arrive_cpasync(FULLK(s));
 					mbar_wait(EMPTYV(s), ph ^ 1);
-					load_tile_shfl<BN, D, 128>(sV + s * C::KVB, vh, idx, nv, tid);
+					load_tile_shfl<BN, D, 128>(sV + s * C::KVB, vh, idx, nv, tid, ld);
 					mbar_arrive_cpasync(FULLV(s));
 					idx = nidx;
 				}
@@ -159,10 +160,10 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p)
 					if constexpr (WINDOW)
 						dg_window_tile(&wt, t, BN, &row0, &nv);
 					mbar_wait(EMPTYK(s), ph ^ 1);
-					load_tile<BN, D, 128, false>(sK + s * C::KVB, kh, nullptr, row0, nv, tid);
+					load_tile<BN, D, 128, false>(sK + s * C::KVB, kh, nullptr, row0, nv, tid, ld);
 					mbar_arrive_cpasync(FULLK(s));
 					mbar_wait(EMPTYV(s), ph ^ 1);
-					load_tile<BN, D, 128, false>(sV + s * C::KVB, vh, nullptr, row0, nv, tid);
+					load_tile<BN, D, 128, false>(sV + s * C::KVB, vh, nullptr, row0, nv, tid, ld);
 					mbar_arrive_cpasync(FULLV(s));
 				}
 			}

@@ -21,11 +21,12 @@ template <int R> DG_DEV uint32_t swz(int r, int c)
 
 /*
  * Copy R rows of D bf16 into the swizzled tile at sdst with NT threads (tid in 0..NT-1):
- * row r comes from base + row(r)*D, row(r) = idx[r] (INDEXED: rows gathered through a list) or
- * row0 + r (contiguous); rows r >= nvalid are zero-filled.
+ * row r comes from base + row(r)*ld, row(r) = idx[r] (INDEXED: rows gathered through a list) or
+ * row0 + r (contiguous); rows r >= nvalid are zero-filled. ld: elements between two rows (D: packed).
  */
 template <int R, int D, int NT, bool INDEXED>
-DG_DEV void load_tile(uint32_t sdst, const bf16 *base, const int32_t *idx, int row0, int nvalid, int tid)
+DG_DEV void load_tile(uint32_t sdst, const bf16 *base, const int32_t *idx, int row0, int nvalid, int tid,
+		      int ld = D)
 {
 	constexpr int CPR = D / 8, RPP = NT / CPR;
 	static_assert(R % RPP == 0, "tile rows");
@@ -37,7 +38,7 @@ DG_DEV void load_tile(uint32_t sdst, const bf16 *base, const int32_t *idx, int r
 		int row = 0;
 		if (ok)
 			row = INDEXED ? __ldg(idx + r) : row0 + r;
-		cp_async16(sdst + swz<R>(r, c), base + (size_t)row * D + c * 8, ok ? 16 : 0);
+		cp_async16(sdst + swz<R>(r, c), base + (size_t)row * ld + c * 8, ok ? 16 : 0);
 	}
 }
 
@@ -45,7 +46,7 @@ DG_DEV void load_tile(uint32_t sdst, const bf16 *base, const int32_t *idx, int r
  * Gather loader with the list entries prefetched: for a tile of 128 rows copied by 128 threads, each
  * warp needs 32 list entries; lane l of warp w holds entry tile_lane_row(tid) (loaded a tile ahead),
  * and each copy pass takes its row index by warp shuffle instead of a dependent global load; UNROLL
- * passes are unrolled (all by default; fewer need fewer of the producer's registers).
+ * passes are unrolled (all by default; fewer need fewer of the producer's registers). ld as load_tile's.
  */
 template <int D, int NT> DG_DEV int tile_lane_row(int tid)
 {
@@ -54,7 +55,7 @@ template <int D, int NT> DG_DEV int tile_lane_row(int tid)
 	return (lane / RPW) * RPP + w * RPW + lane % RPW;
 }
 template <int R, int D, int NT>
-DG_DEV void load_tile_shfl(uint32_t sdst, const bf16 *base, int idx, int nvalid, int tid)
+DG_DEV void load_tile_shfl(uint32_t sdst, const bf16 *base, int idx, int nvalid, int tid, int ld = D)
 {
 	constexpr int CPR = D / 8, RPP = NT / CPR, RPW = 32 / CPR;
 	static_assert(R == NT && (R / RPP) * RPW == 32, "one list entry per lane");
@@ -63,7 +64,7 @@ DG_DEV void load_tile_shfl(uint32_t sdst, const bf16 *base, int idx, int nvalid,
 		const int r = i * RPP + rin;
 		const int row = __shfl_sync(0xffffffffu, idx, i * RPW + lane / CPR);
 		const bool ok = r < nvalid;
-		cp_async16(sdst + swz<R>(r, c), base + (size_t)(ok ? row : 0) * D + c * 8, ok ? 16 : 0);
+		cp_async16(sdst + swz<R>(r, c), base + (size_t)(ok ? row : 0) * ld + c * 8, ok ? 16 : 0);
 	};
 #pragma unroll
 	for (int i = 0; i < R / RPP; i++)

@@ -138,12 +138,13 @@ typedef struct {
 /*
  * dg_sparse_fwd of `heads` (1 .. DG_SPARSE_HEADS_MAX) heads in one launch, each with its own
  * metadata and residual (tab[h], an array in host memory, passed by value: it may be reused on
- * return; every head ngroups groups; residuals 8-byte aligned): q, k, v (heads, n, d) bf16; output
- * bf16 token-major, head h's query r at o16[r * ldo + h * d] (o16 4-byte aligned, ldo >= heads * d,
- * even; the heads merged, as the DiT's output projection reads them; other columns untouched); no
- * mass. The DiT's sparse calls: one launch for a site's heads.
+ * return; every head ngroups groups; residuals 8-byte aligned): q, k, v (heads, n, d) bf16 (ldi 0),
+ * or token-major as the caller keeps them, head h's row r at q[r * ldi + h * d] (ldi >= heads * d, a
+ * multiple of 8: 16-byte rows); output bf16 token-major, head h's query r at o16[r * ldo + h * d]
+ * (o16 4-byte aligned, ldo >= heads * d, even; the heads merged, as the DiT's output projection reads
+ * them; other columns untouched); no mass. The DiT's sparse calls: one launch for a site's heads.
  */
-int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int ldi, int heads, int n, int d,
 			const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
 			dg_stream stream);
 

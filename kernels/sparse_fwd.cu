@@ -132,12 +132,12 @@ static int sparse_launch(dg_attn_params &p, int d, int precise, dg_stream stream
 	return rc;
 }
 
-extern "C" int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
-				   const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
+extern "C" int dg_sparse_fwd_heads(const uint16_t *q, const uint16_t *k, const uint16_t *v, int ldi, int heads, int n,
+				   int d, const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
 				   dg_stream stream)
 {
 	dg_attn_params p;
-	if (dg_sparse_heads_params(p, q, k, v, heads, n, d, tab, ngroups, o16, ldo))
+	if (dg_sparse_heads_params(p, q, k, v, ldi, heads, n, d, tab, ngroups, o16, ldo))
 		return -1;
 	return sparse_launch(p, d, precise, stream);
 }

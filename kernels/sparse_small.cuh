@@ -36,10 +36,11 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 	if (p.chunk_off && __ldg(p.chunk_off + gw + 1) > __ldg(p.chunk_off + gw)) /* the tensor-core kernel's */
 		return;
 	const int32_t *perm = head_perm(p, h) + q0, *sidx = head_sidx(p, h);
-	const size_t hoff = (size_t)h * p.n * D;
+	const size_t hoff = in_head<D>(p, h, p.n);
+	const int ld = in_ld<D>(p);
 	const float sl2 = p.scale_log2;
 	for (int qi = 0; qi < qn; qi++) {
-		const bf16 *qr = p.q + hoff + (size_t)__ldg(perm + qi) * D;
+		const bf16 *qr = p.q + hoff + (size_t)__ldg(perm + qi) * ld;
 		for (int c = lane; c < D; c += 32)
 			qs[warp][qi][c] = __bfloat162float(qr[c]); /* exact; products q*k are exact in fp32 */
 	}
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 #pragma unroll
 		for (int qi = 0; qi < MAXQ; qi++)
 			s[qi] = 0.f;
-		const uint4 *kr = reinterpret_cast<const uint4 *>(kh + (size_t)key * D);
+		const uint4 *kr = reinterpret_cast<const uint4 *>(kh + (size_t)key * ld);
 #pragma unroll 4
 		for (int c = 0; c < D / 8; c++) {
 			const uint4 kv = __ldg(kr + c);
@@ -122,7 +123,7 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 		__syncwarp();
 #pragma unroll 4
 		for (int j = 0; j < cnt; j++) {
-			const bf16 *vr = vh + (size_t)ks[warp][j] * D + lane * DPL;
+			const bf16 *vr = vh + (size_t)ks[warp][j] * ld + lane * DPL;
 			float vf[DPL];
 			if constexpr (DPL == 4) {
 				const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(vr));

@@ -30,9 +30,11 @@ static int sparse_v(const uint16_t *q, const uint16_t *k, const uint16_t *v, int
 			       precise, stream);
 }
 template <int V>
-static int heads_v(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+static int heads_v(const uint16_t *q, const uint16_t *k, const uint16_t *v, int ldi, int heads, int n, int d,
 		   const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise, dg_stream stream)
 {
+	if (ldi) /* the numbered versions read head-major inputs */
+		return -1;
 	return dg_sparse_fwd_heads_v(V, q, k, v, heads, n, d, tab, ngroups, o16, ldo, precise, stream);
 }
 static const flash_fn flash_versions[MAXV + 1] = {NULL,	     flash_v<1>, flash_v<2>, flash_v<3>, flash_v<4>,

@@ -244,9 +244,9 @@ extern "C" int dg_sparse_fwd_heads_v(int version, const uint16_t *q, const uint1
 				     int precise, dg_stream stream)
 {
 	if (version == 0 || version == DG_SPARSE_FWD_PROMOTED)
-		return dg_sparse_fwd_heads(q, k, v, heads, n, d, tab, ngroups, o16, ldo, precise, stream);
+		return dg_sparse_fwd_heads(q, k, v, 0, heads, n, d, tab, ngroups, o16, ldo, precise, stream);
 	dg_attn_params p;
-	if (dg_sparse_heads_params(p, q, k, v, heads, n, d, tab, ngroups, o16, ldo))
+	if (dg_sparse_heads_params(p, q, k, v, 0, heads, n, d, tab, ngroups, o16, ldo))
 		return -1;
 	if (p.residual_dtype != DG_RES_F32) {
 		fprintf(stderr, "sparse_fwd_heads: version %d takes fp32 residuals only\n", version);

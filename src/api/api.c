@@ -12,7 +12,10 @@
  *     (kernels/api_convert.cu, on the caller's stream). On the device nothing waits: the op table's
  *     stream waits for the caller's conversions, the entry point queues its work without waiting
  *     for the device (dg_dit_attn_opts.no_wait), and the caller's stream waits for the op table's
- *     before the output's conversion (events).
+ *     before the output's conversion (events). Where q, k, v and o are bf16 token-major rows of one
+ *     stride (torch's (tokens, heads, dim), contiguous or padded) and the site is a plain reuse step
+ *     (dg_dit_attention_direct), the sparse kernel reads the caller's Q, K, V and writes its O in
+ *     place: no conversion at all.
  */
 #include "api/api_internal.h"
 
@@ -607,6 +610,39 @@ int dsgap_attend(dsgap_context *ctx, int step, int layer, int branch, const dsga
 	return rc;
 }
 
+#ifdef DG_HAVE_CUDA
+/* t holds H heads of d as token-major rows ld apart (head h's row r at r * ld + h * d), 16-byte rows:
+ * what the sparse kernel reads in place (dg_dit_attention_direct) */
+static bool token_major(const dsgap_tensor *t, int ld, int H, int d)
+{
+	return t->stride_dim == 1 && t->stride_head == d && t->stride_token == ld && ld >= H * d && ld % 8 == 0 &&
+	       !((uintptr_t)t->data & 15);
+}
+
+/* the op table works on the legacy default stream, and the entry point may copy Q/K/V to the host
+ * (peers' host twins) before it waits for the device: it is ordered after the caller's work so far
+ * (the conversions, or the caller's own writes of Q, K, V; nothing to do when the caller's stream is
+ * that stream already: torch's default stream) */
+static int order_after(dsgap_context *ctx, void *stream)
+{
+	if (stream && ((!ctx->converted && cudaEventCreateWithFlags(&ctx->converted, cudaEventDisableTiming)) ||
+		       cudaEventRecord(ctx->converted, (cudaStream_t)stream) || cudaStreamWaitEvent(0, ctx->converted, 0)))
+		return fail(ctx, DSGAP_E_DEVICE, "ordering the op table after the caller's stream: %s",
+			    cudaGetErrorString(cudaGetLastError()));
+	return 0;
+}
+
+/* the entry point queued its work on the table's stream: the caller's waits for it */
+static int caller_after(dsgap_context *ctx, void *stream)
+{
+	if (stream && ((!ctx->attended && cudaEventCreateWithFlags(&ctx->attended, cudaEventDisableTiming)) ||
+		       cudaEventRecord(ctx->attended, 0) || cudaStreamWaitEvent((cudaStream_t)stream, ctx->attended, 0)))
+		return fail(ctx, DSGAP_E_DEVICE, "ordering the caller's stream after the op table: %s",
+			    cudaGetErrorString(cudaGetLastError()));
+	return 0;
+}
+#endif
+
 static int attend(dsgap_context *ctx, int step, int layer, int branch, const dsgap_tensor *q,
 		  const dsgap_tensor *k, const dsgap_tensor *v, const dsgap_tensor *o, dsgap_dtype dtype,
 		  int tokens, void *stream)
@@ -631,6 +667,25 @@ static int attend(dsgap_context *ctx, int step, int layer, int branch, const dsg
 		return rc;
 	double t0 = dg_now();
 	int n = ctx->n, H = ctx->heads, d = ctx->d;
+	dg_attn_site site = { .step = step, .layer = layer, .pass = branch, .sigma = 0 };
+#ifdef DG_HAVE_CUDA
+	const int ld = (int)q->stride_token;
+	if (ctx->gpu && dtype == DSGAP_BF16 && token_major(q, ld, H, d) && token_major(k, ld, H, d) &&
+	    token_major(v, ld, H, d) && token_major(o, ld, H, d)) {
+		if ((rc = order_after(ctx, stream)))
+			return rc;
+		rc = dg_dit_attention_direct(ctx->attn, &site, q->data, k->data, v->data, ld, o->data, ld);
+		if (rc < 0)
+			return fail(ctx, DSGAP_E_RUN, "the policy failed at step %d, layer %d, branch %d (its reason is "
+				    "on stderr)", step, layer, branch);
+		if (rc == 0) {
+			if ((rc = caller_after(ctx, stream)))
+				return rc;
+			ctx->seconds += dg_now() - t0;
+			return DSGAP_OK;
+		}
+	}
+#endif
 	float *dst[3] = { ctx->q, ctx->k, ctx->v };
 	if (!ctx->gpu) {
 		for (int i = 0; i < 3; i++)
@@ -644,17 +699,10 @@ static int attend(dsgap_context *ctx, int step, int layer, int branch, const dsg
 			if (e)
 				return fail(ctx, DSGAP_E_DEVICE, "converting %s on the device: CUDA error %d", names[i], e);
 		}
-		/* the op table works on the legacy default stream, and the entry point may copy Q/K/V to the
-		 * host (peers' host twins) before it waits for the device: order it after the conversions
-		 * (nothing to do when they are on that stream already: torch's default stream) */
-		if (stream && ((!ctx->converted && cudaEventCreateWithFlags(&ctx->converted, cudaEventDisableTiming)) ||
-			       cudaEventRecord(ctx->converted, (cudaStream_t)stream) ||
-			       cudaStreamWaitEvent(0, ctx->converted, 0)))
-			return fail(ctx, DSGAP_E_DEVICE, "ordering the op table after the caller's stream: %s",
-				    cudaGetErrorString(cudaGetLastError()));
+		if ((rc = order_after(ctx, stream)))
+			return rc;
 #endif
 	}
-	dg_attn_site site = { .step = step, .layer = layer, .pass = branch, .sigma = 0 };
 	if (dg_dit_attention(ctx->attn, &site, ctx->q, ctx->k, ctx->v, ctx->out))
 		return fail(ctx, DSGAP_E_RUN, "the policy failed at step %d, layer %d, branch %d (its reason is "
 			    "on stderr)", step, layer, branch);
@@ -662,13 +710,8 @@ static int attend(dsgap_context *ctx, int step, int layer, int branch, const dsg
 		dg_api_scatter_host(ctx->out, n, H, d, o, dtype);
 	} else {
 #ifdef DG_HAVE_CUDA
-		/* the entry point queued its work on the table's stream: the caller's waits for it (nothing
-		 * to do when they are one: torch's default stream) */
-		if (stream && ((!ctx->attended && cudaEventCreateWithFlags(&ctx->attended, cudaEventDisableTiming)) ||
-			       cudaEventRecord(ctx->attended, 0) ||
-			       cudaStreamWaitEvent((cudaStream_t)stream, ctx->attended, 0)))
-			return fail(ctx, DSGAP_E_DEVICE, "ordering the caller's stream after the op table: %s",
-				    cudaGetErrorString(cudaGetLastError()));
+		if ((rc = caller_after(ctx, stream)))
+			return rc;
 		const uint16_t *b = ctx->ops->bf16(ctx->ops, ctx->out, (size_t)H * n * d);
 		int e = dg_api_scatter_bf16(b, n, H, d, o->data, (int)dtype, o->stride_token, o->stride_head,
 					    o->stride_dim, stream);

@@ -81,9 +81,11 @@ struct dg_backend {
 	 * buffers are consecutive heads into one launch there). order: the unit's work first waits for
 	 * the DiT op table's work queued so far; true at a site's first load, and false only where the
 	 * table has queued nothing since the last load that ordered (a later head of the same site: an
-	 * event and a wait fewer a head). */
+	 * event and a wait fewer a head). ldi: 0, or q16, k16, v16 are token-major rows ldi apart (the
+	 * caller's own buffers, libdsgap's direct path) and q NULL: such a unit is read by nothing but a
+	 * plain reuse step's sparse attention (dg_policy_run_plain_reuse), which joins the batch. */
 	void (*load_device_bf16)(dg_backend *, const float *q, const uint16_t *q16, const uint16_t *k16,
-				 const uint16_t *v16, uint16_t *o16, int ldo, bool order);
+				 const uint16_t *v16, int ldi, uint16_t *o16, int ldo, bool order);
 	/* Optional (NULL: nothing ahead). A hint before loads: the units whose Q buffers are q[0 ..
 	 * count) ((n, d) fp32 each; on the host, or where the backend computes if device) will be loaded
 	 * (load or load_device from the same q pointer, in any order) and grouped by this kind. The

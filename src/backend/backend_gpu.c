@@ -166,7 +166,7 @@ void gb_flush(dg_backend *be)
 						 g->batch.win->text, g->batch.win->w, res, g->batch.tab[0].residual_dtype,
 						 g->batch.o16, g->batch.ldo, g->batch.precise, (dg_stream)g->stream));
 	} else {
-		KERNEL_CHECK(dg_sparse_fwd_heads(g->batch.q, g->batch.k, g->batch.v, g->batch.count, be->n, be->d,
+		KERNEL_CHECK(dg_sparse_fwd_heads(g->batch.q, g->batch.k, g->batch.v, g->batch.ldi, g->batch.count, be->n, be->d,
 						 g->batch.tab, g->batch.ngroups, g->batch.o16, g->batch.ldo, g->batch.precise,
 						 (dg_stream)g->stream));
 	}
@@ -210,18 +210,19 @@ const int32_t *gb_sel_keys(dg_backend *be, const dg_bsel *csel, int slot)
 static void batch_add(dg_backend *be, const dg_bgroups *bg, const dg_bsel *sel, const dg_bvec *residual)
 {
 	gpu *g = be->impl;
-	size_t hs = (size_t)be->n * be->d;
+	const uint16_t *q = g->ldi ? g->sq : g->dq, *k = g->ldi ? g->sk : g->dk, *v = g->ldi ? g->sv : g->dv;
+	size_t hs = g->ldi ? (size_t)be->d : (size_t)be->n * be->d; /* from one head to the next */
 	int c = g->batch.count;
 	const int rcode = residual ? gb_res_code(residual->t) : -1;
 	bool next = c < DG_SPARSE_HEADS_MAX && g->batch.ngroups == bg->g.ngroups && g->batch.precise == be->precise &&
-		    g->batch.ldo == g->ldo && g->dq == g->batch.q + c * hs && g->dk == g->batch.k + c * hs &&
-		    g->dv == g->batch.v + c * hs && g->o16 == g->batch.o16 + (size_t)c * be->d &&
+		    g->batch.ldo == g->ldo && g->batch.ldi == g->ldi && q == g->batch.q + c * hs &&
+		    k == g->batch.k + c * hs && v == g->batch.v + c * hs && g->o16 == g->batch.o16 + (size_t)c * be->d &&
 		    g->batch.rcode == rcode && g->batch.win == sel->shared;
 	if (c && !next)
 		gb_flush(be);
 	if (!g->batch.count) {
 		g->batch.ngroups = bg->g.ngroups, g->batch.precise = be->precise;
-		g->batch.q = g->dq, g->batch.k = g->dk, g->batch.v = g->dv;
+		g->batch.q = q, g->batch.k = k, g->batch.v = v, g->batch.ldi = g->ldi;
 		g->batch.o16 = g->o16, g->batch.ldo = g->ldo;
 		g->batch.rcode = rcode;
 		g->batch.win = sel->shared;
@@ -253,7 +254,8 @@ static void unit_begin(dg_backend *be, const float *q)
 	g->unit++; /* a kept sparse output belongs to the previous unit */
 	g->o16 = NULL;
 	g->dense_current = false;
-	for (int i = 0; i < g->ahead.count; i++)
+	g->ldi = 0;
+	for (int i = 0; q && i < g->ahead.count; i++)
 		if (g->ahead.q[i] == q) {
 			g->ahead.cur = g->ahead.bg[i];
 			g->ahead.q[i] = NULL;
@@ -302,7 +304,7 @@ static void gpu_load_device(dg_backend *be, const float *q, const float *k, cons
 /* as load_device, the bf16 copies read in place (no conversion pass) and the output going to o16;
  * the caller keeps them unchanged until its default stream has waited for this unit's output */
 static void gpu_load_device_bf16(dg_backend *be, const float *q, const uint16_t *q16, const uint16_t *k16,
-				 const uint16_t *v16, uint16_t *o16, int ldo, bool order)
+				 const uint16_t *v16, int ldi, uint16_t *o16, int ldo, bool order)
 {
 	gpu *g = be->impl;
 	unit_begin(be, q);
@@ -311,7 +313,10 @@ static void gpu_load_device_bf16(dg_backend *be, const float *q, const uint16_t 
 		CUDA_CHECK(cudaEventRecord(g->ev_legacy, 0));
 		CUDA_CHECK(cudaStreamWaitEvent(g->stream, g->ev_legacy, 0));
 	}
-	g->dq = q16, g->dk = k16, g->dv = v16;
+	/* token-major: only the batch reads them (any other primitive finds no head-major unit) */
+	g->ldi = ldi;
+	g->dq = ldi ? NULL : q16, g->dk = ldi ? NULL : k16, g->dv = ldi ? NULL : v16;
+	g->sq = ldi ? q16 : NULL, g->sk = ldi ? k16 : NULL, g->sv = ldi ? v16 : NULL;
 	g->o16 = o16, g->ldo = ldo;
 }
 
@@ -452,7 +457,9 @@ static int64_t gpu_attend(dg_backend *be, const dg_bgroups *bg, const dg_bsel *c
 		(*new_residual)->pk.dirty = true;
 	double s = 0;
 	bool fused = !new_residual && !seconds && !m; /* no O_sparse of its own needed */
-	if (fused && (residual || !be->term_follows) && g->o16 && !g->text) {
+	const bool batch = fused && (residual || !be->term_follows) && g->o16 && !g->text && !(g->ldi && sel->shared);
+	DG_ASSERT(batch || !g->ldi); /* a token-major unit is a plain reuse step's: the batch's */
+	if (batch) {
 		/* batched: a site's reuse steps, and the sparse calls of policies without a residual (the DiT
 		 * entry point makes every head's metadata first). Not with text rows (written after the
 		 * launch), nor where PISA's term reads g->out after it */

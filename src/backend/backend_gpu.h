@@ -133,6 +133,8 @@ typedef struct {
 	uint16_t *hq;            /* pinned bf16 staging (3, n, d) */
 	uint16_t *bq, *bk, *bv;  /* device bf16 (n, d): the unit as loaded by load or load_device */
 	const uint16_t *dq, *dk, *dv; /* the loaded unit: bq.. or the caller's bf16 (load_device_bf16) */
+	const uint16_t *sq, *sk, *sv; /* or (dq.. NULL) token-major rows ldi apart (load_device_bf16's ldi) */
+	int ldi;
 	float *o_ref, *lse, *out, *o_sp, *mass; /* device */
 	uint16_t *o16;           /* load_device_bf16's output (row stride ldo), or NULL */
 	int ldo;
@@ -140,7 +142,8 @@ typedef struct {
 	struct {                 /* sparse attends of consecutive heads waiting for one launch (flush) */
 		int count, ngroups;
 		bool precise;
-		const uint16_t *q, *k, *v; /* the first head's; head i's are i (n, d) further */
+		const uint16_t *q, *k, *v; /* the first head's; head i's are i (n, d) further (ldi: i d) */
+		int ldi;                   /* 0, or the token-major inputs' row stride */
 		uint16_t *o16;             /* the first head's; head i's columns are i d further */
 		int ldo;
 		int rcode;                 /* the heads' residual storage (DG_RES_*), -1: no residual */

@@ -104,6 +104,14 @@ bool dg_policy_run_needs_dense(const dg_policy_run *r)
 	       (reuse && (p->fresh & DG_FRESH_RESIDUAL)) || (r->make_part && (p->fresh & DG_FRESH_KEYS) && exact);
 }
 
+bool dg_policy_run_plain_reuse(const dg_policy_run *r)
+{
+	const dg_policy *p = r->p;
+	return !r->dense_out && !r->make_meta && !r->make_part && r->meta && r->residual &&
+	       p->refresh == DG_REFRESH_ANCHOR && p->residual == DG_RESIDUAL_CACHED && !(p->fresh & DG_FRESH_RESIDUAL) &&
+	       p->approx != DG_APPROX_PISA && !dg_policy_run_needs_dense(r);
+}
+
 bool dg_policy_run_groups_with(dg_policy_run *const *runs, int nruns, dg_group_kind kind)
 {
 	for (int i = 0; i < nruns; i++)

@@ -77,6 +77,10 @@ void dg_policy_run_plan(dg_policy_run *r, const dg_schedule *sc, int step, int l
  * skipped, as the DiT loop does: a reuse step of refresh=anchor, and every step of a refresh=step
  * policy whose metadata is its own estimate (est-block's pooled scores, a peer's masks and scores). */
 bool dg_policy_run_needs_dense(const dg_policy_run *r);
+/* Whether the run, as planned, is a plain reuse step: its cached metadata's sparse attention plus its
+ * cached residual and nothing else (no metadata, no dense pass, no new residual, no term), so that
+ * the unit's Q, K, V are read by the sparse attention alone. */
+bool dg_policy_run_plain_reuse(const dg_policy_run *r);
 /* Whether dg_policy_run_metadata, as the runs are planned, groups the unit by kind (be->groups): a
  * run that makes metadata, not a peer's, groups by it. Known before the unit is loaded: the hint of
  * be->prefetch_groups. */

@@ -239,7 +239,7 @@ static void load_head(dg_dit_attn *a, int h, bool host_load, const float *q, con
 	if (host_load)
 		be->load(be, a->hq + h * hs, a->hk + h * hs, a->hv + h * hs);
 	else if (out16)
-		be->load_device_bf16(be, q + h * hs, b16[0] + h * hs, b16[1] + h * hs, b16[2] + h * hs,
+		be->load_device_bf16(be, q + h * hs, b16[0] + h * hs, b16[1] + h * hs, b16[2] + h * hs, 0,
 				     out16 + (size_t)h * a->d, a->heads * a->d, order);
 	else
 		be->load_device(be, q + h * hs, k + h * hs, v + h * hs);
@@ -381,5 +381,44 @@ int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *s, const float *q, cons
 		if (s->pass == a->passes - 1 && s->layer == a->layers - 1)
 			offload_step(a, s->step);
 	}
+	return 0;
+}
+
+int dg_dit_attention_direct(dg_dit_attn *a, const dg_attn_site *s, const uint16_t *q, const uint16_t *k,
+			    const uint16_t *v, int ldi, uint16_t *o, int ldo)
+{
+	DG_ASSERT(s->layer >= 0 && s->layer < a->layers && s->pass >= 0 && s->pass < a->passes);
+	const int n = a->n, d = a->d, H = a->heads;
+	if (!a->be || !a->be->load_device_bf16 || a->host || a->text || a->capture || a->offload)
+		return 1;
+	dg_policy_run *runs = a->runs + ((size_t)s->pass * a->layers + s->layer) * H;
+	for (int h = 0; h < H; h++) {
+		dg_policy_run_plan(&runs[h], &a->sched, s->step, s->layer);
+		if (!dg_policy_run_plain_reuse(&runs[h]))
+			return 1;
+	}
+	const bool wait = !a->no_wait;
+	if (wait)
+		a->ops->sync(a->ops);
+	const double t0 = dg_now();
+	a->stats.calls += H;
+	a->stats.full_pairs += H * (double)n * n;
+	for (int h = 0; h < H; h++) {
+		dg_backend *be = a->be;
+		be->load_device_bf16(be, NULL, q + (size_t)h * d, k + (size_t)h * d, v + (size_t)h * d, ldi,
+				     o + (size_t)h * d, ldo, h == 0);
+		dg_policy_out po = dg_policy_run_apply(be, &runs[h], s->step, NULL, NULL, false);
+		be->output_device(be, po.dense, NULL);
+		a->stats.pairs += (double)po.pairs;
+		a->stats.sparse_calls += !po.dense;
+	}
+	if (a->be->phases && wait)
+		fold_phases(a);
+	else if (a->be->submit)
+		a->be->submit(a->be);
+	if (wait)
+		a->ops->sync(a->ops);
+	a->stats.seconds += dg_now() - t0;
+	a->stats.policy_seconds += dg_now() - t0;
 	return 0;
 }

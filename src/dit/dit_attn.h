@@ -78,6 +78,13 @@ void dg_dit_attn_set_offload(dg_dit_attn *a, bool offload, bool log, double pin_
  * attention of q, k, v (heads, n, d) at site under the policy. 0 or -1. */
 int dg_dit_attention(dg_dit_attn *a, const dg_attn_site *site, const float *q, const float *k,
 		     const float *v, float *out);
+/* The same for bf16 inputs where the caller keeps them, token-major: head h's row r of q at
+ * q[r * ldi + h * d] (k, v likewise), the output into o[r * ldo + h * d], with no layout conversion,
+ * where the site is a plain reuse step for every head (dg_policy_run_plain_reuse) on a backend that
+ * reads such inputs (the GPU's) with no text prefix, capture hook or offload. 0 done; 1 not such a
+ * site (nothing done: the caller converts and calls dg_dit_attention); -1 after reporting. */
+int dg_dit_attention_direct(dg_dit_attn *a, const dg_attn_site *site, const uint16_t *q, const uint16_t *k,
+			    const uint16_t *v, int ldi, uint16_t *o, int ldo);
 
 /* Whether the sites of this layer give the same output in every pass whenever their inputs agree
  * (dense at every step under the policy and schedule, no capture hook), so that a forward may

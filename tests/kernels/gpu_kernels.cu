@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <algorithm>
+#include <string>
 #include <vector>
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -256,6 +257,17 @@ template <typename T> static T *dev_upload(const std::vector<T> &h)
 	return d;
 }
 
+/* x (heads, n, d) onto the device token-major: head h's row r at r * ld + h * d, the columns between
+ * rows poisoned (a NaN) */
+static uint16_t *token_major(const std::vector<uint16_t> &x, int heads, int n, int d, int ld)
+{
+	std::vector<uint16_t> t((size_t)n * ld, 0x7fc1);
+	for (int h = 0; h < heads; h++)
+		for (int r = 0; r < n; r++)
+			memcpy(&t[(size_t)r * ld + (size_t)h * d], &x[((size_t)h * n + r) * d], (size_t)d * 2);
+	return dev_upload(t);
+}
+
 /* The launchers the checks below run, each under its name in the check lines: main's are the promoted
  * ones; dev/kernels/gpu_kernels_dev.cu lists the numbered versions. */
 typedef int (*flash_fn)(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
@@ -264,7 +276,7 @@ typedef int (*sparse_fn)(const uint16_t *q, const uint16_t *k, const uint16_t *v
 			 const int32_t *perm, const int32_t *goff, int ngroups, const int64_t *soff,
 			 const int32_t *sidx, const float *residual, const float *lse_ref, float *o, float *mass,
 			 int precise, dg_stream stream);
-typedef int (*sparse_heads_fn)(const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
+typedef int (*sparse_heads_fn)(const uint16_t *q, const uint16_t *k, const uint16_t *v, int ldi, int heads, int n, int d,
 			       const dg_sparse_head *tab, int ngroups, uint16_t *o16, int ldo, int precise,
 			       dg_stream stream);
 struct Kernels {
@@ -616,7 +628,7 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 			CUDA_CHECK(cudaMemset(d16, 0xff, n16 * 2));
 			int rc = K.sparse(dq, dk, dv, heads, n, d, dperm, dgoff, ngroups, dsoff, dsidx, dres, NULL, dout, NULL,
 					  pm, NULL);
-			rc |= K.heads(dq, dk, dv, heads, n, d, tab.data(), ngroups, d16, ldo, pm, NULL);
+			rc |= K.heads(dq, dk, dv, 0, heads, n, d, tab.data(), ngroups, d16, ldo, pm, NULL);
 			CUDA_CHECK(cudaDeviceSynchronize());
 			CUDA_CHECK(cudaMemcpy(out.data(), dout, no * 4, cudaMemcpyDeviceToHost));
 			CUDA_CHECK(cudaMemcpy(o16.data(), d16, n16 * 2, cudaMemcpyDeviceToHost));
@@ -626,6 +638,22 @@ static void test_sparse(int heads, int n, int d, int kind, bool with_residual, b
 			       "sparse_fwd_heads %s%s %s n=%d d=%d%s: bf16 of the per-head output, heads merged, bit for bit "
 			       "(%ld values differ, %ld padding values written)",
 			       K.name, pm ? " precise" : "", kn[kind], n, d, with_residual ? " +R" : "", differ, pad);
+			if (K.name != std::string("promoted"))
+				continue;
+			/* the same from token-major inputs (as a caller keeps them: row stride ldi, 8 columns of
+			 * padding between rows): the same bits */
+			const int ldi = heads * d + 8;
+			uint16_t *tq = token_major(q, heads, n, d, ldi), *tk = token_major(k, heads, n, d, ldi),
+				 *tv = token_major(v, heads, n, d, ldi);
+			std::vector<uint16_t> o16t(n16);
+			CUDA_CHECK(cudaMemset(d16, 0xff, n16 * 2));
+			rc = K.heads(tq, tk, tv, ldi, heads, n, d, tab.data(), ngroups, d16, ldo, pm, NULL);
+			CUDA_CHECK(cudaDeviceSynchronize());
+			CUDA_CHECK(cudaMemcpy(o16t.data(), d16, n16 * 2, cudaMemcpyDeviceToHost));
+			CHECKF(rc == 0 && o16t == o16, "sparse_fwd_heads %s%s %s n=%d d=%d%s: token-major inputs (row stride "
+			       "%d) give the head-major inputs' output bit for bit", K.name, pm ? " precise" : "", kn[kind], n, d,
+			       with_residual ? " +R" : "", ldi);
+			cudaFree(tq), cudaFree(tk), cudaFree(tv);
 		}
 		for (void *p : owned)
 			cudaFree(p);
@@ -824,11 +852,15 @@ static void test_bad_args(void)
 			    o, o, 0, NULL) == -1);
 	dg_sparse_head t = { (int32_t *)x, (int32_t *)x, (int64_t *)x, (int32_t *)x, NULL, DG_RES_F32 };
 	CHECK("sparse_fwd_heads rejects a row stride below heads x d",
-	      dg_sparse_fwd_heads(x, x, x, 1, 16, 64, &t, 1, x, 32, 0, NULL) == -1);
+	      dg_sparse_fwd_heads(x, x, x, 0, 1, 16, 64, &t, 1, x, 32, 0, NULL) == -1);
 	CHECK("sparse_fwd_heads rejects more than DG_SPARSE_HEADS_MAX heads",
-	      dg_sparse_fwd_heads(x, x, x, DG_SPARSE_HEADS_MAX + 1, 16, 64, &t, 1, x, 64 * 64, 0, NULL) == -1);
+	      dg_sparse_fwd_heads(x, x, x, 0, DG_SPARSE_HEADS_MAX + 1, 16, 64, &t, 1, x, 64 * 64, 0, NULL) == -1);
+	CHECK("sparse_fwd_heads rejects an input row stride below heads x d",
+	      dg_sparse_fwd_heads(x, x, x, 32, 1, 16, 64, &t, 1, x, 64, 0, NULL) == -1);
+	CHECK("sparse_fwd_heads rejects an input row stride of rows not 16-byte aligned",
+	      dg_sparse_fwd_heads(x, x, x, 68, 1, 16, 64, &t, 1, x, 64, 0, NULL) == -1);
 	t.sidx = NULL;
-	CHECK("sparse_fwd_heads rejects a head without key lists", dg_sparse_fwd_heads(x, x, x, 1, 16, 64, &t, 1, x, 64, 0,
+	CHECK("sparse_fwd_heads rejects a head without key lists", dg_sparse_fwd_heads(x, x, x, 0, 1, 16, 64, &t, 1, x, 64, 0,
 										      NULL) == -1);
 	CHECK("window rejects a text prefix past n", dg_window_fwd(x, x, x, 1, 16, 64, 17, 4, NULL, DG_RES_F32, NULL, o, NULL,
 								 0, NULL) == -1);

@@ -3,8 +3,10 @@
 # diffusers, in one device call: gpu_kernels --quick, gpu_api (libdsgap's GPU ABI against its CPU ABI) and gpu_dit
 # at once; then, if all pass, the processor benchmark (PARTS, default overhead and Wan2.1-1.3B 480p 50 steps)
 # alone on the GPU (scripts/device_python.sh). Carry .carry (scripts/device_pack.sh; bin.tar.xz may be slimmed to
-# gpu_kernels, gpu_api, gpu_dit and libdsgap.so to stay within 64 MiB) and .whl.
-#   (device) OUT=dir [PARTS=overhead,wan] [PROCESSOR_CAP=330] bash dev/device/checks_processor.sh
+# gpu_kernels, gpu_api, gpu_dit and libdsgap.so to stay within 64 MiB) and .whl. With dsgap in the carry too, SWEEP_UNTIL=S
+# then runs the length sweep at 12 heads (scripts/device_all.sh STEPS=length into $OUT/len) until S seconds from the start.
+# $OUT/checks.tgz holds the checks' and the benchmark's files (a device call returns at most 8 files).
+#   (device) OUT=dir [PARTS=overhead,wan] [PROCESSOR_CAP=330] [SWEEP_UNTIL=580] bash dev/device/checks_processor.sh
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-$PWD/device-out}
@@ -26,4 +28,10 @@ if [ $ok = 1 ]; then
 else
   echo "checks failed: no benchmark"
 fi
+L=$((${SWEEP_UNTIL:-0} - (SECONDS - T0)))
+if [ $L -gt 150 ] && [ -x $B/dsgap ]; then
+  echo "length sweep: $L s"
+  STEPS=length LENGTH_HEADS=12 LENGTH_DIT_CAP=150 LENGTH_BACKEND_CAP=70 DEADLINE=$L OUT=$OUT/len bash scripts/device_all.sh | tail -12
+fi
+(cd $OUT && tar -czf /tmp/checks.tgz --exclude len . && find . -mindepth 1 -maxdepth 1 ! -name len -exec rm -rf {} + && mv /tmp/checks.tgz .)
 echo "end $((SECONDS-T0)) s $(date -u +%FT%TZ)"

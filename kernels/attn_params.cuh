@@ -18,7 +18,6 @@
 /* Parameters of one attention launch (dense or sparse). */
 struct dg_attn_params {
 	const bf16 *q, *k, *v; /* q (heads, n, d); k, v (heads, nk, d); or, ldi > 0, token-major */
-	int ldi;               /* 0, or the inputs' row stride: head h's row r at r * ldi + h * d (sparse) */
 	int heads, n;
 	int nk;                /* dense: keys per head (cross-attention); 0 = n (always 0 for sparse) */
 	float scale_log2;      /* log2(e)/sqrt(d) */
@@ -50,6 +49,9 @@ struct dg_attn_params {
 	/* window attention (dg_window_fwd; read by its kernels only): query i attends key j iff
 	 * i < win_text or j < win_text or |i - j| <= win_w */
 	int win_text, win_w;
+	/* 0, or the inputs' row stride (sparse): head h's row r at r * ldi + h * d; last, so that the head-major
+	 * kernels read every other field where they did before it */
+	int ldi;
 };
 
 /* head h's sparse arrays */
@@ -121,12 +123,13 @@ template <int D> DG_DEV size_t out_offset(const dg_attn_params &p, int h, int ro
 DG_DEV int dg_kv_len(const dg_attn_params &p) { return p.nk > 0 ? p.nk : p.n; }
 
 /* where head h's rows of an input of `rows` rows a head start, and the elements between two rows:
- * (heads, rows, d), or token-major with row stride ldi */
-template <int D> DG_DEV size_t in_head(const dg_attn_params &p, int h, int rows)
+ * (heads, rows, d), or (TM, a compile-time choice so that the head-major kernels keep their constant
+ * row stride) token-major with row stride p.ldi */
+template <int D, bool TM> DG_DEV size_t in_head(const dg_attn_params &p, int h, int rows)
 {
-	return p.ldi ? (size_t)h * D : (size_t)h * rows * D;
+	return TM ? (size_t)h * D : (size_t)h * rows * D;
 }
-template <int D> DG_DEV int in_ld(const dg_attn_params &p) { return p.ldi ? p.ldi : D; }
+template <int D, bool TM> DG_DEV int in_ld(const dg_attn_params &p) { return TM ? p.ldi : D; }
 
 /* One unit of work: up to BM query rows of one head against one key list. */
 struct dg_item {

@@ -15,6 +15,8 @@
  * The kernels (each with PRECISE both ways): dg_attn_sm90_kernel<D, false, PRECISE> (flash_fwd.cu),
  * dg_attn_sm90_kernel<D, true, PRECISE, RES> (sparse_fwd.cu), dg_attn_sm90_window_kernel (window_fwd.cu).
  * Template parameters of the body:
+ *   TM        (sparse) Q, K, V token-major as the caller keeps them (row stride p.ldi), else head-major
+ *             with the constant row stride D (a separate instance, so the head-major code is unchanged).
  *   SPARSE    gather-KV sparse attention: the producer holds the key-list entries one tile ahead in
  *             registers and takes each row index by warp shuffle, and the grid is persistent (one CTA
  *             per SM walks the flattened (head, group) items, attn_params.cuh dg_for_each_item), so
@@ -78,10 +80,11 @@ DG_DEV void pv_gemm(float (&o)[D / 2], const uint32_t (&pr)[32], const uint32_t 
 }
 
 /* The kernel's body: SPARSE, WINDOW, PRECISE, RES as the header comment says. */
-template <int D, bool SPARSE, bool PRECISE, int RES, bool WINDOW>
+template <int D, bool SPARSE, bool PRECISE, int RES, bool WINDOW, bool TM>
 DG_DEV void dg_attn_sm90_body(const dg_attn_params &p)
 {
 	static_assert(!(WINDOW && SPARSE), "window: the dense walk's items");
+	static_assert(!TM || SPARSE, "token-major inputs: the sparse kernel's");
 	constexpr int STAGES = 2;
 	/* registers of the producer and of each consumer: the sparse producer's fully unrolled shuffle
 	 * loops need 96 (released (168-P)*128 must cover (C-168)*256) */
@@ -119,9 +122,9 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p)
 		reg_dealloc<PREGS>();
 		int kvit = 0, iq = 0;
 		dg_for_each_item<SPARSE, BM>(p, [&](const dg_item &it) {
-			const size_t hoff = in_head<D>(p, it.h, p.n), kvoff = in_head<D>(p, it.h, dg_kv_len(p));
+			const size_t hoff = in_head<D, TM>(p, it.h, p.n), kvoff = in_head<D, TM>(p, it.h, dg_kv_len(p));
 			const bf16 *kh = p.k + kvoff, *vh = p.v + kvoff;
-			const int ld = in_ld<D>(p);
+			const int ld = in_ld<D, TM>(p);
 			if constexpr (SPARSE) { /* one perm load per thread, rows by shuffle */
 				const int myr = tile_lane_row<D, 128>(tid);
 				const int qidx = myr < it.qcount ? __ldg(head_perm(p, it.h) + it.qpos + myr) : 0;
@@ -326,11 +329,11 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p)
 #undef EMPTYV
 }
 
-/* dense (flash_fwd.cu) and gather-KV sparse (sparse_fwd.cu) attention */
-template <int D, bool SPARSE, bool PRECISE, int RES = DG_RES_F32>
+/* dense (flash_fwd.cu) and gather-KV sparse (sparse_fwd.cu) attention; TM: token-major inputs (p.ldi) */
+template <int D, bool SPARSE, bool PRECISE, int RES = DG_RES_F32, bool TM = false>
 __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_constant__ dg_attn_params p)
 {
-	dg_attn_sm90_body<D, SPARSE, PRECISE, RES, false>(p);
+	dg_attn_sm90_body<D, SPARSE, PRECISE, RES, false, TM>(p);
 }
 
 /* window attention (window_fwd.cu): the dense kernel's walk over the window's key tiles, the sparse
@@ -338,7 +341,7 @@ __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_const
 template <int D, bool PRECISE, int RES>
 __global__ void __launch_bounds__(384, 1) dg_attn_sm90_window_kernel(const __grid_constant__ dg_attn_params p)
 {
-	dg_attn_sm90_body<D, false, PRECISE, RES, true>(p);
+	dg_attn_sm90_body<D, false, PRECISE, RES, true, false>(p);
 }
 
 #endif

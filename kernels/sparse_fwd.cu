@@ -93,18 +93,23 @@ __global__ void __launch_bounds__(CHUNK_THREADS) sparse_chunks(const __grid_cons
 		chunk_off[total] = carry_s, chunk_off[total + 1] = multi_s;
 }
 
-template <int D, bool PR, int RES> static int sparse_run(const dg_attn_params &p, cudaStream_t st)
+template <int D, bool PR, int RES, bool TM> static int sparse_run(const dg_attn_params &p, cudaStream_t st)
 {
-	const int rc = dg_launch("sparse_fwd", dg_attn_sm90_kernel<D, true, PR, RES>,
+	const int rc = dg_launch("sparse_fwd", dg_attn_sm90_kernel<D, true, PR, RES, TM>,
 				 dg_sparse_persistent_grid(p), 384, dg_sm90_cfg<D, 2>::SMEM, p, st);
 	if (rc)
 		return rc;
-	return dg_sparse_small_launch<D, RES>(p, st);
+	return dg_sparse_small_launch<D, RES, TM>(p, st);
+}
+
+template <int D, bool PR, int RES> static int sparse_run_tm(const dg_attn_params &p, cudaStream_t st)
+{
+	return p.ldi ? sparse_run<D, PR, RES, true>(p, st) : sparse_run<D, PR, RES, false>(p, st);
 }
 
 template <int D, int RES> static int sparse_run_d(const dg_attn_params &p, int precise, cudaStream_t st)
 {
-	return precise ? sparse_run<D, true, RES>(p, st) : sparse_run<D, false, RES>(p, st);
+	return precise ? sparse_run_tm<D, true, RES>(p, st) : sparse_run_tm<D, false, RES>(p, st);
 }
 
 template <int RES> static int sparse_run_res(const dg_attn_params &p, int d, int precise, cudaStream_t st)

@@ -17,7 +17,7 @@
 /* One warp per group of <= DG_SPARSE_SMALL_GROUP queries: lane j scores key j of each chunk of 32
  * (a 16-byte-vector read of its K row), warp-wide online softmax, then the warp reads each V row
  * once (coalesced, D/32 dims per lane) for all queries of the group. */
-template <int D, int RES = DG_RES_F32>
+template <int D, int RES = DG_RES_F32, bool TM = false>
 __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const __grid_constant__ dg_attn_params p)
 {
 	constexpr int MAXQ = DG_SPARSE_SMALL_GROUP, DPL = D / 32;
@@ -36,8 +36,8 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 	if (p.chunk_off && __ldg(p.chunk_off + gw + 1) > __ldg(p.chunk_off + gw)) /* the tensor-core kernel's */
 		return;
 	const int32_t *perm = head_perm(p, h) + q0, *sidx = head_sidx(p, h);
-	const size_t hoff = in_head<D>(p, h, p.n);
-	const int ld = in_ld<D>(p);
+	const size_t hoff = in_head<D, TM>(p, h, p.n);
+	const int ld = in_ld<D, TM>(p);
 	const float sl2 = p.scale_log2;
 	for (int qi = 0; qi < qn; qi++) {
 		const bf16 *qr = p.q + hoff + (size_t)__ldg(perm + qi) * ld;
@@ -193,11 +193,12 @@ __global__ void __launch_bounds__(32 * SMALL_WARPS) dg_sparse_small_kernel(const
 }
 
 /* the small groups of p (the tensor-core kernel skips them), on st: 0, or -1 after one line */
-template <int D, int RES = DG_RES_F32> static int dg_sparse_small_launch(const dg_attn_params &p, cudaStream_t st)
+template <int D, int RES = DG_RES_F32, bool TM = false>
+static int dg_sparse_small_launch(const dg_attn_params &p, cudaStream_t st)
 {
 	const long long warps = (long long)p.ngroups * p.heads;
 	const dim3 sgrid((unsigned)((warps + SMALL_WARPS - 1) / SMALL_WARPS));
-	return dg_launch("sparse_fwd", dg_sparse_small_kernel<D, RES>, sgrid, 32 * SMALL_WARPS, 0, p, st);
+	return dg_launch("sparse_fwd", dg_sparse_small_kernel<D, RES, TM>, sgrid, 32 * SMALL_WARPS, 0, p, st);
 }
 
 #endif

@@ -498,14 +498,20 @@ if [ -s "$O" ] && [ -s "$P" ]; then
   read -r s0 s1 an re pa ps < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))
 print(*j["step_s"][:4], j["offload_pin_ahead_bytes"], j["offload_pin_ahead_s"])' "$O")
   sp=$(awk -F, '$1 == "wan" && $2 == "speedup" { print $3 }' "$P")
+  short=$(awk -F, '$1 == "wan" && $2 == "dense_s" { d = $3 } $1 == "wan" && $2 == "mc_sparse_s" { m = $3 }
+    END { printf "%.2f s of %.1f s", m - d / 1.5, m }' "$P")
+  pc=$(sed -n 's/^device_python.sh .* commit \([0-9a-f]\{7\}\).*/\1/p' "$R/processor/summary.txt")
+  again=$(sed -n 's/.*: \*\*\([0-9.]*\)x\*\* (target.*/\1/p' "$R/processor/bench_processor-rerun.md")
   cat <<EOF
 With \`--cache-offload\` the Wan2.1-14B at 720p fits one H100 (45.6 GiB): its host memory is pinned
 ahead, beside the dense warm-up ($(awk -v b="$pa" -v s="$ps" 'BEGIN { printf "%.1f GB in %.1f s", b / 1e9, s }')), so the anchor step costs $(awk -v a="$an" 'BEGIN { printf "%.1f s", a }') instead of the
 83.2 s it cost with 42.4 s of pinning in it, and the 50-step projection counting every step as run is
 $(awk -v a="$s0" -v d="$s1" -v x="$an" -v r="$re" 'BEGIN { printf "%.2f×", 50 * d / (a + 8 * d + x + 40 * r) }') (NVIDIA H100, 2026-12-07, \`results/gpu/2026-12-07T1643Z-14b-offload-h100/\`). Through
-diffusers on the H100 the paper's schedule runs $(awk -v x="$sp" 'BEGIN { printf "%.3f×", x }') faster than diffusers' dense (1.516× on the
-H200 of 2026-12-04): the layout conversions around each libdsgap call (274 µs at 32760 tokens) are
-the gap to 1.5×, and 1.77× is the schedule's ceiling on that card (\`results/processor/README.md\`).
+diffusers on the H100 the paper's schedule runs $(awk -v x="$sp" 'BEGIN { printf "%.3f×", x }') faster than diffusers' dense ($again× in a second run; NVIDIA
+H100, 2026-12-07, binaries of $pc; 1.516× on the H200 of 2026-12-04): reading the caller's
+token-major Q/K/V in place removed the layout conversions, but the sparse attention's device time
+rose by about as much as 1.5× still needs ($short), and 1.77× is the schedule's ceiling on
+that card (\`results/processor/README.md\`).
 
 EOF
 fi

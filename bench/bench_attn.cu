@@ -14,7 +14,10 @@
  *   against the first 128*ceil(0.15*n/128) keys of its head; the last ratio below 1 is what gathering
  *   the rows costs),
  *   sparse_query_ms@0.15, sparse_query_over_dense@0.15 (per-query oracle, groups of one),
- *   sparse_perhead_ms@0.15, sparse_perhead_over_one@0.15 (the same work as one launch per head); all in the
+ *   sparse_perhead_ms@0.15, sparse_perhead_over_one@0.15 (the same work as one launch per head),
+ *   sparse_heads_ms@0.15, sparse_heads_token_major_ms@0.15, sparse_token_major_over_head_major@0.15 (the
+ *   DiT's batched launch, dg_sparse_fwd_heads, on head-major inputs and on the same buffers read
+ *   token-major with row stride heads x d, as the processor's reuse calls read torch's Q/K/V); all in the
  *   fast P.V mode (P rounded to bf16), and the precise mode (P as bf16 hi + lo, dsgap_kernels.h) as
  *   dense_precise_ms, dense_precise_over_fast, sparse_precise_ms@rho, sparse_precise_over_fast@rho:
  *   precise time over fast time.
@@ -335,6 +338,25 @@ static void bench_promoted(Bench &B)
 			});
 			emit("sparse_perhead_ms@0.15", th, "ms");
 			emit("sparse_perhead_over_one@0.15", th / t, "x");
+			if (heads <= DG_SPARSE_HEADS_MAX) {
+				/* the DiT's batched launch (dg_sparse_fwd_heads: heads merged in the output) on head-major
+				 * inputs and on the same buffers read token-major (row stride heads x d, as the processor's
+				 * reuse calls read torch's Q/K/V in place): what the layout costs the gather */
+				dg_sparse_head tab[DG_SPARSE_HEADS_MAX];
+				for (int h = 0; h < heads; h++)
+					tab[h] = { G.perm + (size_t)h * n, G.goff + (size_t)h * (G.ngroups + 1),
+						   G.soff + (size_t)h * (G.ngroups + 1), G.sidx, res + (size_t)h * n * d, DG_RES_F32 };
+				auto run_heads = [&](int ldi) {
+					return time_ms([&] {
+						return dg_sparse_fwd_heads(q, k, v, ldi, heads, n, d, tab, G.ngroups, ob, heads * d, 0,
+									   NULL);
+					});
+				};
+				const double hm = run_heads(0), tm = run_heads(heads * d);
+				emit("sparse_heads_ms@0.15", hm, "ms");
+				emit("sparse_heads_token_major_ms@0.15", tm, "ms");
+				emit("sparse_token_major_over_head_major@0.15", tm / hm, "x");
+			}
 		}
 		G.free_all();
 	}

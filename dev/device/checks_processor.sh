@@ -5,7 +5,8 @@
 # alone on the GPU (scripts/device_python.sh). Carry .carry (scripts/device_pack.sh; bin.tar.xz may be slimmed to
 # gpu_kernels, gpu_api, gpu_dit and libdsgap.so to stay within 64 MiB) and .whl. With dsgap in the carry too, SWEEP_UNTIL=S
 # then runs the length sweep at 12 heads (scripts/device_all.sh STEPS=length into $OUT/len) until S seconds from the start.
-# $OUT/checks.tgz holds the checks' and the benchmark's files (a device call returns at most 8 files).
+# With dsgap-bench-kernels in the carry, its --quick lines (the sparse call on head-major and on token-major inputs)
+# come before the benchmark. $OUT/checks.tgz holds the checks' and the benchmark's files (a device call returns at most 8 files).
 #   (device) OUT=dir [PARTS=overhead,wan] [PROCESSOR_CAP=330] [SWEEP_UNTIL=580] bash dev/device/checks_processor.sh
 set -u
 cd "$(dirname "$0")/../.." || exit 2
@@ -23,6 +24,10 @@ B=.carry/bin
 wait
 ok=1
 for t in gpu_kernels gpu_api gpu_dit; do echo "== $t"; grep -E "FAIL|passed|failed|token-major|direct" $OUT/$t.log | tail -5; grep -q " 0 failed" $OUT/$t.log || ok=0; done
+if [ $ok = 1 ] && [ -x $B/dsgap-bench-kernels ]; then # the sparse call on head-major and token-major inputs
+  timeout 60 $B/dsgap-bench-kernels --quick --reps 10 > $OUT/bench_kernels.log 2>&1
+  grep -E "^(dense_ms|sparse_ms@0.15|sparse_heads|sparse_token_major)" $OUT/bench_kernels.log
+fi
 if [ $ok = 1 ]; then
   BENCHES=processor PARTS=${PARTS:-overhead,wan} PROCESSOR_CAP=${PROCESSOR_CAP:-330} OUT=$OUT bash scripts/device_python.sh
 else

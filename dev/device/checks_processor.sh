@@ -2,9 +2,8 @@
 # checks_processor.sh: a change to the DiT entry point or the sparse kernel's loads checked, then measured through
 # diffusers, in one device call: gpu_kernels --quick, gpu_api (libdsgap's GPU ABI against its CPU ABI) and gpu_dit
 # at once; then, if all pass, the processor benchmark (PARTS, default overhead and Wan2.1-1.3B 480p 50 steps)
-# alone on the GPU (scripts/device_python.sh). Carry .carry (scripts/device_pack.sh; bin.tar.xz may be slimmed to
-# gpu_kernels, gpu_api, gpu_dit and libdsgap.so to stay within 64 MiB) and .whl. With dsgap in the carry too, SWEEP_UNTIL=S
-# then runs the length sweep at 12 heads (scripts/device_all.sh STEPS=length into $OUT/len) until S seconds from the start.
+# alone on the GPU (scripts/device_python.sh). Carry .carry (scripts/device_pack.sh) and .whl. SWEEP_UNTIL=S then
+# runs the length sweep at 12 heads (scripts/device_all.sh STEPS=length into $OUT/len) until S seconds from the start.
 # With dsgap-bench-kernels in the carry, its --quick lines (the sparse call on head-major and on token-major inputs)
 # come before the benchmark. $OUT/checks.tgz holds the checks' and the benchmark's files (a device call returns at most 8 files).
 #   (device) OUT=dir [PARTS=overhead,wan] [PROCESSOR_CAP=330] [SWEEP_UNTIL=580] bash dev/device/checks_processor.sh

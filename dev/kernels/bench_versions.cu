@@ -8,7 +8,8 @@
  *                                       call, a table of heads and bf16 token-major output; fast mode)
  *   probe_v<i>_<warpgroup>_<phase>@0.15  (v11, v16, v18: the share of each phase in that warpgroup's clocks,
  *                                         fast mode; warpgroup producer or consumers, the two summed)
- *   dsgap-bench-kernels-dev [--n 32760] [--heads 12] [--d 128] [--reps 30] [--csv FILE] [--quick]
+ *   dsgap-bench-kernels-dev [--n 32760] [--heads 12] [--d 128] [--reps 30] [--csv FILE] [--quick] [--dense]
+ * --dense: the dense versions only, after the promoted lines of --quick.
  * The promoted version's number runs the promoted launcher: its lines repeat the promoted ones (a
  * view of the run-to-run spread).
  */
@@ -20,9 +21,17 @@
 int main(int argc, char **argv)
 {
 	Bench B;
-	const int rc = bench_setup(argc, argv, "dsgap-bench-kernels-dev", B);
+	bool dense_only = false;
+	int na = 0;
+	for (int i = 0; i < argc; i++) /* --dense is this program's own; the rest go to bench_setup */
+		if (!strcmp(argv[i], "--dense"))
+			dense_only = true;
+		else
+			argv[na++] = argv[i];
+	const int rc = bench_setup(na, argv, "dsgap-bench-kernels-dev", B);
 	if (rc)
 		return rc;
+	B.quick |= dense_only;
 	bench_promoted(B);
 	const int n = B.n, heads = B.heads, d = B.d;
 	const double dense_flop = 4.0 * n * (double)n * d * heads;
@@ -38,6 +47,10 @@ int main(int argc, char **argv)
 		emit(name, dense_flop / t * 1e-9, "TFLOP/s");
 		snprintf(name, sizeof name, "dense_precise_over_fast_v%d", ver);
 		emit(name, tp / t, "x");
+	}
+	if (dense_only) {
+		bench_free(B);
+		return 0;
 	}
 	Groups G = token_groups(B, 0.15);
 	for (int ver = 1; dg_sparse_fwd_name(ver); ver++) {

@@ -1,12 +1,14 @@
 /*
  * flash_fwd_v.cu: the numbered versions of dense attention (dg_flash_fwd_v, dsgap_kernels_dev.h).
- * v1 is attn_fa2.cuh's kernel, v2..v5 attn_sm90_lab.cuh's with other template switches; v4, the
- * promoted one, is kernels/flash_fwd.cu's launcher. Arguments are checked and the parameter block
+ * v1 is attn_fa2.cuh's kernel, v2..v5 attn_sm90_lab.cuh's with other template switches (v4, the
+ * promoted one, is kernels/flash_fwd.cu's launcher), v6 and v7 attn_sm90_dense_lab.cuh's (TMA tile loads;
+ * v7 with FA3's 128 x 176 tile at d = 128 in the fast mode, v6's tile otherwise). Arguments are checked and the parameter block
  * filled as the promoted launcher does (dg_flash_params). Measured times: docs/history.md, "Kernel versions".
  */
 #include "dsgap_kernels_dev.h"
 #include "attn_fa2.cuh"
-#include "attn_sm90_lab.cuh"
+#include "attn_sm90_dense_lab.cuh"
+#include "tma_map.h"
 
 static const char *const flash_names[] = {
 	"v1 fa2: 4 warps, 64x64 tiles, mma.sync m16n8k16, cp.async double buffer",
@@ -14,6 +16,8 @@ static const char *const flash_names[] = {
 	"v3 sm90: v2 + intra-warpgroup overlap of softmax with the P.V wgmma",
 	"v4 sm90: v3 + ping-pong scheduling of the two consumer warpgroups",
 	"v5 sm90: v4 with 3 K/V stages (4 at d=64)",
+	"v6 sm90: v4's consumers, Q/K/V tiles by TMA from one producer thread (registers 24/240)",
+	"v7 sm90: v6 with 128x176 tiles at d=128, fast mode (FA3's non-causal tile; else v6)",
 };
 #define FLASH_NVER ((int)(sizeof flash_names / sizeof flash_names[0]))
 
@@ -22,6 +26,19 @@ extern "C" const char *dg_flash_fwd_name(int version)
 	if (version == 0)
 		version = DG_FLASH_FWD_PROMOTED;
 	return version >= 1 && version <= FLASH_NVER ? flash_names[version - 1] : NULL;
+}
+
+/* v6, v7: the TMA kernel with BN-key tiles, its tensor maps made for this call */
+template <int D, int BN, bool PR> static int dense_tma(const dg_attn_params &p, dim3 grid, cudaStream_t st)
+{
+	CUtensorMap tq, tk, tv;
+	const int nk = p.nk > 0 ? p.nk : p.n;
+	if (dg_lab_tile_map(&tq, p.q, p.heads, p.n, D, 128, "flash_fwd v6") ||
+	    dg_lab_tile_map(&tk, p.k, p.heads, nk, D, BN, "flash_fwd v6") ||
+	    dg_lab_tile_map(&tv, p.v, p.heads, nk, D, BN, "flash_fwd v6"))
+		return -1;
+	return dg_launch_args("flash_fwd", dg_dense_lab_kernel<D, BN, PR>, grid, 384, dg_dense_lab_cfg<D, BN>::SMEM, st,
+			      p, tq, tk, tv);
 }
 
 /* the versions other than the promoted one */
@@ -43,6 +60,12 @@ template <int D, bool PR> static int flash_run(int ver, const dg_attn_params &p,
 		return dg_launch(op, dg_lab_sm90_kernel<D, S, true, true, false, false, PR>, g128, 384,
 				 dg_sm90_cfg<D, S>::SMEM, p, st);
 	}
+	case 6:
+	case 7:
+		if constexpr (D == 128 && !PR)
+			if (ver == 7)
+				return dense_tma<D, 176, PR>(p, g128, st);
+		return dense_tma<D, 128, PR>(p, g128, st);
 	}
 	return -1;
 }

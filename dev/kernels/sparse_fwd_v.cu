@@ -22,7 +22,7 @@
 #include "attn_sm90_lab.cuh"
 #include "sparse_small.cuh"
 
-#include <cuda.h>
+#include "tma_map.h"
 
 static const char *const sparse_names[] = {
 	"v1 fa2 gather: 64-query x 64-key tiles, mma.sync, cp.async row gather",
@@ -95,36 +95,6 @@ extern "C" int dg_sparse_probe_read(unsigned long long *out)
 	return 0;
 }
 
-/* the tensor map of k or v (heads, nk, d) bf16 for v9: boxes of 64 columns x 1 row, 128B swizzle; 0 or -1 */
-static int row_map(CUtensorMap *m, const void *base, int heads, int nk, int d)
-{
-	typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-				      const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-				      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-	static encode_fn encode = NULL;
-	if (!encode) {
-		cudaDriverEntryPointQueryResult q;
-		if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000, cudaEnableDefault,
-						     &q) != cudaSuccess ||
-		    q != cudaDriverEntryPointSuccess) {
-			fprintf(stderr, "sparse_fwd v9: no cuTensorMapEncodeTiled in the driver\n");
-			encode = NULL;
-			return -1;
-		}
-	}
-	const cuuint64_t dim[3] = {(cuuint64_t)d, (cuuint64_t)nk, (cuuint64_t)heads};
-	const cuuint64_t stride[2] = {(cuuint64_t)d * 2, (cuuint64_t)nk * d * 2};
-	const cuuint32_t box[3] = {64, 1, 1}, step[3] = {1, 1, 1};
-	const CUresult r = encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dim, stride, box, step,
-				  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-				  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-	if (r != CUDA_SUCCESS) {
-		fprintf(stderr, "sparse_fwd v9: cuTensorMapEncodeTiled failed (%d)\n", (int)r);
-		return -1;
-	}
-	return 0;
-}
-
 /* the versions other than the promoted one: the tensor-core kernel, then the small groups */
 template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p, cudaStream_t st)
 {
@@ -165,7 +135,8 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 	}
 	case 9: {
 		CUtensorMap tmk, tmv;
-		if (row_map(&tmk, p.k, p.heads, p.n, D) || row_map(&tmv, p.v, p.heads, p.n, D))
+		if (dg_lab_tile_map(&tmk, p.k, p.heads, p.n, D, 1, "sparse_fwd v9") ||
+		    dg_lab_tile_map(&tmv, p.v, p.heads, p.n, D, 1, "sparse_fwd v9"))
 			return -1;
 		rc = dg_launch_args(op, sparse_tma_kernel<D, PR>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, st, p, tmk, tmv);
 		break;

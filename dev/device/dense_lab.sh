@@ -5,7 +5,7 @@
 # bf16 output + LSE) and scripts/gpu_bench_torch.py (cuDNN, same shape) back to back at each SHAPE
 # (n:heads:d), and a table of each version's TFLOP/s over cuDNN's of the same round. From the binaries of a
 # -DDSGAP_DEV_KERNELS=ON build packed into .carry/bin.tar.xz (gpu_kernels_dev, dsgap-bench-kernels-dev).
-#   (device) OUT=dir [VERSIONS="6 7"] [ROUNDS=2] [SHAPES="32760:12:128 75600:12:128 32760:24:64"] bash dev/device/dense_lab.sh
+#   (device) OUT=dir [VERSIONS="6 7 8"] [ROUNDS=2] [SHAPES="32760:12:128 75600:12:128 32760:24:64"] bash dev/device/dense_lab.sh
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-$PWD/device-out}
@@ -17,7 +17,7 @@ export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64 OPENBLAS_NUM_THREADS
 B=.carry/bin
 echo "card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(date -u +%FT%TZ) commit $DG_COMMIT"
 ok=1
-for v in ${VERSIONS:-6 7}; do
+for v in ${VERSIONS:-6 7 8}; do
   timeout 120 $B/gpu_kernels_dev --quick --version $v > $OUT/gpu_kernels_dev_v$v.log 2>&1
   echo "gpu_kernels_dev v$v rc=$? ($((SECONDS-T0)) s): $(grep -E "passed|failed" $OUT/gpu_kernels_dev_v$v.log | tail -1)"
   grep -q " 0 failed" $OUT/gpu_kernels_dev_v$v.log || { ok=0; grep FAIL $OUT/gpu_kernels_dev_v$v.log | head -5; }

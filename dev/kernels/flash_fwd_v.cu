@@ -2,7 +2,7 @@
  * flash_fwd_v.cu: the numbered versions of dense attention (dg_flash_fwd_v, dsgap_kernels_dev.h).
  * v1 is attn_fa2.cuh's kernel, v2..v5 attn_sm90_lab.cuh's with other template switches (v4, the
  * promoted one, is kernels/flash_fwd.cu's launcher), v6 and v7 attn_sm90_dense_lab.cuh's (TMA tile loads;
- * v7 with FA3's 128 x 176 tile at d = 128 in the fast mode, v6's tile otherwise). Arguments are checked and the parameter block
+ * v7 with FA3's 128 x 176 tile at d = 128 in the fast mode, v6's tile otherwise; v8 v7 in clusters of two). Arguments are checked and the parameter block
  * filled as the promoted launcher does (dg_flash_params). Measured times: docs/history.md, "Kernel versions".
  */
 #include "dsgap_kernels_dev.h"
@@ -18,6 +18,7 @@ static const char *const flash_names[] = {
 	"v5 sm90: v4 with 3 K/V stages (4 at d=64)",
 	"v6 sm90: v4's consumers, Q/K/V tiles by TMA from one producer thread (registers 24/240)",
 	"v7 sm90: v6 with 128x176 tiles at d=128, fast mode (FA3's non-causal tile; else v6)",
+	"v8 sm90: v7 with clusters of two CTAs sharing each K/V tile by TMA multicast (d=128 fast; else v6)",
 };
 #define FLASH_NVER ((int)(sizeof flash_names / sizeof flash_names[0]))
 
@@ -28,8 +29,9 @@ extern "C" const char *dg_flash_fwd_name(int version)
 	return version >= 1 && version <= FLASH_NVER ? flash_names[version - 1] : NULL;
 }
 
-/* v6, v7: the TMA kernel with BN-key tiles, its tensor maps made for this call */
-template <int D, int BN, bool PR> static int dense_tma(const dg_attn_params &p, dim3 grid, cudaStream_t st)
+/* v6..v8: the TMA kernel with BN-key tiles in clusters of CLUSTER CTAs, its tensor maps made for this call */
+template <int D, int BN, bool PR, int CLUSTER = 1>
+static int dense_tma(const dg_attn_params &p, dim3 grid, cudaStream_t st)
 {
 	CUtensorMap tq, tk, tv;
 	const int nk = p.nk > 0 ? p.nk : p.n;
@@ -37,8 +39,33 @@ template <int D, int BN, bool PR> static int dense_tma(const dg_attn_params &p, 
 	    dg_lab_tile_map(&tk, p.k, p.heads, nk, D, BN, "flash_fwd v6") ||
 	    dg_lab_tile_map(&tv, p.v, p.heads, nk, D, BN, "flash_fwd v6"))
 		return -1;
-	return dg_launch_args("flash_fwd", dg_dense_lab_kernel<D, BN, PR>, grid, 384, dg_dense_lab_cfg<D, BN>::SMEM, st,
-			      p, tq, tk, tv);
+	auto kern = dg_dense_lab_kernel<D, BN, PR, CLUSTER>;
+	const size_t smem = dg_dense_lab_cfg<D, BN>::SMEM;
+	if (CLUSTER == 1)
+		return dg_launch_args("flash_fwd", kern, grid, 384, smem, st, p, tq, tk, tv);
+	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
+		fprintf(stderr, "flash_fwd v8: cannot set %zu bytes of shared memory\n", smem);
+		return -1;
+	}
+	grid.x = (grid.x + CLUSTER - 1) / CLUSTER * CLUSTER;
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute attr[1];
+	attr[0].id = cudaLaunchAttributeClusterDimension;
+	attr[0].val.clusterDim.x = CLUSTER;
+	attr[0].val.clusterDim.y = 1;
+	attr[0].val.clusterDim.z = 1;
+	cfg.gridDim = grid;
+	cfg.blockDim = dim3(384);
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = st;
+	cfg.attrs = attr;
+	cfg.numAttrs = 1;
+	const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, p, tq, tk, tv);
+	if (e != cudaSuccess) {
+		fprintf(stderr, "flash_fwd v8: launch failed: %s\n", cudaGetErrorString(e));
+		return -1;
+	}
+	return 0;
 }
 
 /* the versions other than the promoted one */
@@ -62,9 +89,13 @@ template <int D, bool PR> static int flash_run(int ver, const dg_attn_params &p,
 	}
 	case 6:
 	case 7:
-		if constexpr (D == 128 && !PR)
+	case 8:
+		if constexpr (D == 128 && !PR) {
 			if (ver == 7)
 				return dense_tma<D, 176, PR>(p, g128, st);
+			if (ver == 8)
+				return dense_tma<D, 176, PR, 2>(p, g128, st);
+		}
 		return dense_tma<D, 128, PR>(p, g128, st);
 	}
 	return -1;

@@ -1,6 +1,7 @@
 /*
- * attn_sm90.cuh: the Hopper (sm_90a) dense, gather-KV sparse and window attention kernel (not a public
- * header), FlashAttention-3 style. One CTA = 3 warpgroups:
+ * attn_sm90.cuh: the Hopper (sm_90a) gather-KV sparse and window attention kernel (not a public header),
+ * FlashAttention-3 style with cp.async producers (the rows a list names, or a window's; dense attention
+ * is attn_sm90_dense.cuh's TMA kernel). One CTA = 3 warpgroups:
  *   WG0 producer (setmaxnreg 40; 96 in the sparse kernel, whose unrolled shuffle loops need more):
  *       cp.async 16-byte copies of Q (once per item) and of each K and V tile (128 keys; contiguous
  *       rows, or rows gathered through the key list) into a 2-deep ring of 128B-swizzled
@@ -12,8 +13,9 @@
  *       the producer. The softmax of tile t+1 runs under the P V product of tile t (FA3's
  *       intra-warpgroup overlap), and named barriers make the two consumer warpgroups take turns
  *       issuing their GEMMs (FA3's ping-pong), so one warpgroup's softmax hides under the other's.
- * The kernels (each with PRECISE both ways): dg_attn_sm90_kernel<D, false, PRECISE> (flash_fwd.cu),
- * dg_attn_sm90_kernel<D, true, PRECISE, RES> (sparse_fwd.cu), dg_attn_sm90_window_kernel (window_fwd.cu).
+ * The kernels (each with PRECISE both ways): dg_attn_sm90_kernel<D, true, PRECISE, RES, TM> (sparse_fwd.cu),
+ * dg_attn_sm90_window_kernel (window_fwd.cu); the body's plain dense walk (neither SPARSE nor WINDOW) was
+ * the dense kernel until attn_sm90_dense.cuh's (dev/kernels' dense v4).
  * Template parameters of the body:
  *   TM        (sparse) Q, K, V token-major as the caller keeps them (row stride p.ldi), else head-major
  *             with the constant row stride D (a separate instance, so the head-major code is unchanged).
@@ -33,7 +35,7 @@
  * non-persistent sparse walk, TMA or lean gathers, the phase clock, K ahead of V, staged epilogues):
  * dev/kernels/attn_sm90_lab.cuh, measured in docs/history.md, "Kernel versions".
  * Contract: launched with 384 threads, dg_sm90_cfg<D, 2>::SMEM bytes of dynamic shared memory, and the
- * grid of its launcher (dense and window: (query blocks of 128, heads); sparse:
+ * grid of its launcher (window: (query blocks of 128, heads); sparse:
  * dg_sparse_persistent_grid); reads p only as dg_attn_params states.
  */
 #ifndef DG_ATTN_SM90_CUH
@@ -329,10 +331,11 @@ DG_DEV void dg_attn_sm90_body(const dg_attn_params &p)
 #undef EMPTYV
 }
 
-/* dense (flash_fwd.cu) and gather-KV sparse (sparse_fwd.cu) attention; TM: token-major inputs (p.ldi) */
+/* gather-KV sparse attention (sparse_fwd.cu); TM: token-major inputs (p.ldi) */
 template <int D, bool SPARSE, bool PRECISE, int RES = DG_RES_F32, bool TM = false>
 __global__ void __launch_bounds__(384, 1) dg_attn_sm90_kernel(const __grid_constant__ dg_attn_params p)
 {
+	static_assert(SPARSE, "dense attention: attn_sm90_dense.cuh's kernel");
 	dg_attn_sm90_body<D, SPARSE, PRECISE, RES, false, TM>(p);
 }
 

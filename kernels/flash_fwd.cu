@@ -5,9 +5,10 @@
  *   Two modes per call: P rounded to bf16 before P.V (the fast mode, as FlashAttention), or precise:
  *   P split into bf16 hi + lo and P.V = hi.V + lo.V (a second P.V product; P to 2^-16, so the output
  *   is at fp32-accumulation level; the replay's default). Softmax sums are fp32 in both.
- * The kernel: attn_sm90.cuh's Hopper kernel, FlashAttention-3 style: a producer warpgroup (cp.async ->
- * mbarrier, 2 K/V stages) and 2 consumer warpgroups (wgmma 128x128 tiles, P from registers, setmaxnreg
- * 40/232), the softmax of tile t+1 under the P.V wgmma of tile t (intra-warpgroup overlap) and the two
+ * The kernel: attn_sm90_dense.cuh's Hopper kernel, FlashAttention-3 style: one producer thread (TMA
+ * boxes into 2 K/V stages, tensor maps made here for each call: tma_map.h) and 2 consumer warpgroups
+ * (wgmma, 128 x 176 tiles at d = 128 in the fast mode, else 128 x 128; P from registers; setmaxnreg
+ * 24/240), the softmax of tile t+1 under the P.V wgmma of tile t (intra-warpgroup overlap) and the two
  * consumer warpgroups issuing their GEMMs in turns (ping-pong, named barriers).
  * Launchers: dg_flash_fwd, dg_flash_fwd_kv (its own key count, for cross-attention; heads merged) and
  * dg_flash_fwd_rows (the first rows of dg_flash_fwd's, for joint attention's text rows),
@@ -16,13 +17,20 @@
  * Earlier versions, their test and benchmark: dev/kernels/ (measured in docs/history.md, "Kernel versions").
  */
 #include "dsgap_kernels.h"
-#include "attn_sm90.cuh"
+#include "attn_sm90_dense.cuh"
+#include "tma_map.h"
 
 template <int D, bool PR> static int flash_run(const dg_attn_params &p, cudaStream_t st)
 {
+	constexpr int BN = D == 128 && !PR ? 176 : 128;
+	const int nk = p.nk > 0 ? p.nk : p.n;
+	CUtensorMap tq, tk, tv;
+	if (dg_tile_map(&tq, p.q, p.heads, p.n, D, 128, "flash_fwd") || dg_tile_map(&tk, p.k, p.heads, nk, D, BN, "flash_fwd") ||
+	    dg_tile_map(&tv, p.v, p.heads, nk, D, BN, "flash_fwd"))
+		return -1;
 	const dim3 grid((p.n + 127) / 128, p.heads);
-	return dg_launch("flash_fwd", dg_attn_sm90_kernel<D, false, PR>, grid, 384,
-			 dg_sm90_cfg<D, 2>::SMEM, p, st);
+	return dg_launch_args("flash_fwd", dg_attn_sm90_dense_kernel<D, BN, PR>, grid, 384, dg_dense_cfg<D, BN>::SMEM, st, p,
+			      tq, tk, tv);
 }
 
 /* n queries against nk keys per head (nk = n: self-attention); merged: o token-major (n, heads*d) */

@@ -2,14 +2,14 @@
  * attn_sm90_lab.cuh: the kernel lab's Hopper attention kernel (dev/kernels only): kernels/attn_sm90.cuh's
  * kernel with every switch the numbered versions need, and the lab-only helpers (the non-persistent
  * sparse walk, the TMA gather's PTX, the lean shuffle loader, the staged epilogues, the phase clock).
- * kernels/attn_sm90.cuh ships the promoted variant alone: dg_lab_sm90_kernel<D, 2, true, true, false,
- * false, PR> is kernels/' dense kernel, <D, 2, true, true, true, true, PR, RES> its sparse one (the
- * same code; scripts/kernels_sass.sh checks the shipped kernels' SASS across a refactor).
+ * kernels/attn_sm90.cuh ships the promoted variants alone: <D, 2, true, true, true, true, PR, RES> is
+ * kernels/' sparse kernel (the same code; scripts/kernels_sass.sh checks the shipped kernels' SASS across
+ * a refactor); <D, 2, true, true, false, false, PR> was kernels/' dense kernel up to dense v4 (kernels/
+ * attn_sm90_dense.cuh's TMA kernel since).
  * Contract: as kernels/attn_sm90.cuh (384 threads, dg_lab_sm90_cfg<D, STAGES>::SMEM bytes, or
  * SMEM_STAGED with the staged epilogues); the versions that use each switch: flash_fwd_v.cu,
  * sparse_fwd_v.cu, measured in docs/history.md, "Kernel versions".
- * Template switches (the promoted kernels are <D, 2, OVERLAP, PINGPONG, dense, !FAST> (flash_fwd.cu),
- * <D, 2, OVERLAP, PINGPONG, SPARSE, FAST> (sparse_fwd.cu) and the dense one with WINDOW (window_fwd.cu),
+ * Template switches (the promoted kernels are <D, 2, OVERLAP, PINGPONG, SPARSE, FAST> (sparse_fwd.cu) and the dense one with WINDOW (window_fwd.cu),
  * each with PRECISE both ways; the other combinations are the earlier numbered versions):
  *   STAGES    depth of the K/V ring (shared-memory stages);
  *   OVERLAP   issue S(t+1) = Q K(t+1)^T and O += P(t) V(t) back to back, do softmax(t+1) while the
@@ -80,21 +80,6 @@ DG_DEV void dg_lab_for_each_item(const dg_attn_params &p, F &&f)
 	}
 }
 
-/* TMA (dev/kernels' TMA gather): this thread's arrival on bar, which then also waits for bytes more
- * of asynchronous copies in its current phase */
-DG_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
-{
-	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-/* TMA copy of the box at (c0, c1, c2) of the 3-D tensor map at tmap (the generic address of a
- * __grid_constant__ CUtensorMap parameter) into shared memory at dst, its bytes completing on bar */
-DG_DEV void tma_load_3d(uint32_t dst, const void *tmap, int c0, int c1, int c2, uint32_t bar)
-{
-	asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-		     " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-		     "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-		     : "memory");
-}
 /* attn_tiles.cuh's load_tile_shfl with its copy passes unrolled by UNROLL (0: all, the shipped
  * loader; 4: the lean gather, whose producer fits 40 registers) */
 template <int R, int D, int NT, int UNROLL = 0 /* every pass */>

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 /* dense attention (dg_flash_fwd), versions 1..5 */
-#define DG_FLASH_FWD_PROMOTED 4
+#define DG_FLASH_FWD_PROMOTED 7
 int dg_flash_fwd_v(int version, const uint16_t *q, const uint16_t *k, const uint16_t *v, int heads, int n, int d,
 		   float *o_f32, uint16_t *o_bf16, float *lse, int precise, dg_stream stream);
 const char *dg_flash_fwd_name(int version);

@@ -1,12 +1,15 @@
 /*
  * flash_fwd_v.cu: the numbered versions of dense attention (dg_flash_fwd_v, dsgap_kernels_dev.h).
- * v1 is attn_fa2.cuh's kernel, v2..v5 attn_sm90_lab.cuh's with other template switches (v4, the
- * promoted one, is kernels/flash_fwd.cu's launcher), v6 and v7 attn_sm90_dense_lab.cuh's (TMA tile loads;
- * v7 with FA3's 128 x 176 tile at d = 128 in the fast mode, v6's tile otherwise; v8 v7 in clusters of two). Arguments are checked and the parameter block
- * filled as the promoted launcher does (dg_flash_params). Measured times: docs/history.md, "Kernel versions".
+ * v1 is attn_fa2.cuh's kernel, v2..v5 attn_sm90_lab.cuh's with other template switches (cp.async
+ * producers), v6 kernels/attn_sm90_dense.cuh's TMA kernel with 128 x 128 tiles, v7, the promoted one,
+ * kernels/flash_fwd.cu's launcher (the same kernel with 128 x 176 tiles at d = 128 in the fast mode), v8
+ * attn_sm90_dense_lab.cuh's clusters of two (d = 128 fast; v6 otherwise). Arguments are checked and the
+ * parameter block filled as the promoted launcher does (dg_flash_params). Measured times: docs/history.md,
+ * "Kernel versions".
  */
 #include "dsgap_kernels_dev.h"
 #include "attn_fa2.cuh"
+#include "attn_sm90_lab.cuh"
 #include "attn_sm90_dense_lab.cuh"
 #include "tma_map.h"
 
@@ -29,18 +32,18 @@ extern "C" const char *dg_flash_fwd_name(int version)
 	return version >= 1 && version <= FLASH_NVER ? flash_names[version - 1] : NULL;
 }
 
-/* v6..v8: the TMA kernel with BN-key tiles in clusters of CLUSTER CTAs, its tensor maps made for this call */
-template <int D, int BN, bool PR, int CLUSTER = 1>
-static int dense_tma(const dg_attn_params &p, dim3 grid, cudaStream_t st)
+/* v6, v8: a TMA kernel with BN-key tiles, launched in clusters of CLUSTER CTAs along x, its tensor maps
+ * made for this call */
+template <int BN, int CLUSTER, typename Kern>
+static int dense_tma(Kern kern, int d, const dg_attn_params &p, dim3 grid, cudaStream_t st)
 {
 	CUtensorMap tq, tk, tv;
 	const int nk = p.nk > 0 ? p.nk : p.n;
-	if (dg_lab_tile_map(&tq, p.q, p.heads, p.n, D, 128, "flash_fwd v6") ||
-	    dg_lab_tile_map(&tk, p.k, p.heads, nk, D, BN, "flash_fwd v6") ||
-	    dg_lab_tile_map(&tv, p.v, p.heads, nk, D, BN, "flash_fwd v6"))
+	if (dg_tile_map(&tq, p.q, p.heads, p.n, d, 128, "flash_fwd v6") ||
+	    dg_tile_map(&tk, p.k, p.heads, nk, d, BN, "flash_fwd v6") ||
+	    dg_tile_map(&tv, p.v, p.heads, nk, d, BN, "flash_fwd v6"))
 		return -1;
-	auto kern = dg_dense_lab_kernel<D, BN, PR, CLUSTER>;
-	const size_t smem = dg_dense_lab_cfg<D, BN>::SMEM;
+	const size_t smem = d == 128 ? dg_dense_cfg<128, BN>::SMEM : dg_dense_cfg<64, BN>::SMEM;
 	if (CLUSTER == 1)
 		return dg_launch_args("flash_fwd", kern, grid, 384, smem, st, p, tq, tk, tv);
 	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
@@ -82,21 +85,20 @@ template <int D, bool PR> static int flash_run(int ver, const dg_attn_params &p,
 	case 3:
 		return dg_launch(op, dg_lab_sm90_kernel<D, 2, true, false, false, false, PR>, g128, 384,
 				 dg_sm90_cfg<D, 2>::SMEM, p, st);
+	case 4:
+		return dg_launch(op, dg_lab_sm90_kernel<D, 2, true, true, false, false, PR>, g128, 384,
+				 dg_sm90_cfg<D, 2>::SMEM, p, st);
 	case 5: {
 		constexpr int S = D == 128 ? 3 : 4;
 		return dg_launch(op, dg_lab_sm90_kernel<D, S, true, true, false, false, PR>, g128, 384,
 				 dg_sm90_cfg<D, S>::SMEM, p, st);
 	}
-	case 6:
-	case 7:
 	case 8:
-		if constexpr (D == 128 && !PR) {
-			if (ver == 7)
-				return dense_tma<D, 176, PR>(p, g128, st);
-			if (ver == 8)
-				return dense_tma<D, 176, PR, 2>(p, g128, st);
-		}
-		return dense_tma<D, 128, PR>(p, g128, st);
+		if constexpr (D == 128 && !PR)
+			return dense_tma<176, 2>(dg_dense_cluster_kernel<176, PR>, D, p, g128, st);
+		[[fallthrough]];
+	case 6:
+		return dense_tma<128, 1>(dg_attn_sm90_dense_kernel<D, 128, PR>, D, p, g128, st);
 	}
 	return -1;
 }

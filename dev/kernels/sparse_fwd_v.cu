@@ -135,8 +135,8 @@ template <int D, bool PR> static int sparse_run(int ver, const dg_attn_params &p
 	}
 	case 9: {
 		CUtensorMap tmk, tmv;
-		if (dg_lab_tile_map(&tmk, p.k, p.heads, p.n, D, 1, "sparse_fwd v9") ||
-		    dg_lab_tile_map(&tmv, p.v, p.heads, p.n, D, 1, "sparse_fwd v9"))
+		if (dg_tile_map(&tmk, p.k, p.heads, p.n, D, 1, "sparse_fwd v9") ||
+		    dg_tile_map(&tmv, p.v, p.heads, p.n, D, 1, "sparse_fwd v9"))
 			return -1;
 		rc = dg_launch_args(op, sparse_tma_kernel<D, PR>, pgrid, 384, dg_sm90_cfg<D, 2>::SMEM, st, p, tmk, tmv);
 		break;

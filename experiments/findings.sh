@@ -500,18 +500,41 @@ print(*j["step_s"][:4], j["offload_pin_ahead_bytes"], j["offload_pin_ahead_s"])'
   sp=$(awk -F, '$1 == "wan" && $2 == "speedup" { print $3 }' "$P")
   short=$(awk -F, '$1 == "wan" && $2 == "dense_s" { d = $3 } $1 == "wan" && $2 == "mc_sparse_s" { m = $3 }
     END { printf "%.2f s of %.1f s", m - d / 1.5, m }' "$P")
-  pc=$(sed -n 's/^device_python.sh .* commit \([0-9a-f]\{7\}\).*/\1/p' "$R/processor/summary.txt")
-  again=$(sed -n 's/.*: \*\*\([0-9.]*\)x\*\* (target.*/\1/p' "$R/processor/bench_processor-rerun.md")
+  pc=$(sed -n 's/.* libdsgap [^ ]* (commit \([0-9a-f]\{7\}\).*/\1/p' "$R/processor/summary.txt")
+  pd=$(sed -n 's/^device_python.sh \([0-9-]*\)T.*/\1/p' "$R/processor/summary.txt")
+  before=$(awk -F, '$1 == "wan" && $2 == "speedup" { printf "%.3f", $3 }' "$R/processor/bench_processor-h100-1d840b9.csv")
+  tmr=$(awk -F, '$1 == "sparse_token_major_over_head_major@0.15" { printf "%.3f", $2 }' \
+    "$R/gpu/2026-12-08T0029Z-h100/bench_kernels.log")
   cat <<EOF
 With \`--cache-offload\` the Wan2.1-14B at 720p fits one H100 (45.6 GiB): its host memory is pinned
 ahead, beside the dense warm-up ($(awk -v b="$pa" -v s="$ps" 'BEGIN { printf "%.1f GB in %.1f s", b / 1e9, s }')), so the anchor step costs $(awk -v a="$an" 'BEGIN { printf "%.1f s", a }') instead of the
 83.2 s it cost with 42.4 s of pinning in it, and the 50-step projection counting every step as run is
 $(awk -v a="$s0" -v d="$s1" -v x="$an" -v r="$re" 'BEGIN { printf "%.2f×", 50 * d / (a + 8 * d + x + 40 * r) }') (NVIDIA H100, 2026-12-07, \`results/gpu/2026-12-07T1643Z-14b-offload-h100/\`). Through
-diffusers on the H100 the paper's schedule runs $(awk -v x="$sp" 'BEGIN { printf "%.3f×", x }') faster than diffusers' dense ($again× in a second run; NVIDIA
-H100, 2026-12-07, binaries of $pc; 1.516× on the H200 of 2026-12-04): reading the caller's
-token-major Q/K/V in place removed the layout conversions, but the sparse attention's device time
-rose by about as much as 1.5× still needs ($short), and 1.77× is the schedule's ceiling on
-that card (\`results/processor/README.md\`).
+diffusers on the H100 the paper's schedule runs $(awk -v x="$sp" 'BEGIN { printf "%.3f×", x }') faster than diffusers' dense (NVIDIA H100, $pd,
+binaries of $pc; $before× twice with 1d840b9's; 1.516× on the H200 of 2026-12-04): reading the
+caller's token-major Q/K/V in place removed the layout conversions, but the sparse kernel reads
+token-major rows ${tmr}× slower than head-major ones (the same call), about what 1.5× still needs
+($short); 1.77× is the schedule's ceiling on that card (\`results/processor/README.md\`).
+
+EOF
+fi
+Dn=$R/gpu/2026-12-08T0029Z-h100/dense
+if ls "$Dn"/round*-128-ours.csv > /dev/null 2>&1; then
+  # each d = 128 round: the TMA kernel (v7, promoted since) and the cp.async one (v4) against cuDNN's
+  read -r v7lo v7hi r7lo r7hi v4lo v4hi clo chi < <(for f in "$Dn"/round*-128-ours.csv; do
+    awk -F, -v c="$(awk -F, '$1 == "cudnn_tflops" { print $2 }' "${f%-ours.csv}-torch.csv")" \
+      '$1 == "dense_tflops_v7" { v7 = $2 } $1 == "dense_tflops_v4" { v4 = $2 } END { print v7, v7 / c, v4, c }' "$f"
+  done | awk 'NR == 1 { a = $1; b = $1; c = $2; d = $2; e = $3; f = $3; g = $4; h = $4 }
+    { a = $1 < a ? $1 : a; b = $1 > b ? $1 : b; c = $2 < c ? $2 : c; d = $2 > d ? $2 : d
+      e = $3 < e ? $3 : e; f = $3 > f ? $3 : f; g = $4 < g ? $4 : g; h = $4 > h ? $4 : h }
+    END { printf "%.0f %.0f %.2f %.2f %.0f %.0f %.0f %.0f\n", a, b, c, d, e, f, g, h }')
+  cat <<EOF
+Dense attention against cuDNN SDPA (\`results/gpu/2026-12-08T0029Z-h100/\`: the kernel lab beside
+PyTorch's cuDNN backend in one call, bf16, d = 128, 12 heads at 32760 and 75600 tokens; NVIDIA H100,
+2026-12-08): the kernel that loads by TMA with FlashAttention-3's 128 × 176 tile (dense v7) ran
+$v7lo-$v7hi TFLOP/s against cuDNN's $clo-$chi in the same rounds (**${r7lo}-${r7hi}× cuDNN**), where the
+cp.async kernel it replaced ran $v4lo-$v4hi. It is dsgap's dense kernel since commit d88622a; that build
+has not yet run on a GPU (the measurement is the lab's build of the same kernel).
 
 EOF
 fi

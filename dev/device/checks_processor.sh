@@ -14,7 +14,7 @@ T0=$SECONDS
 mkdir -p /tmp/dglib $OUT
 [ -d /tmp/dglib/lib ] || tar -C /tmp/dglib -xJf .carry/lib.tar.xz
 [ -d .carry/bin ] || tar -C .carry -xJf .carry/bin.tar.xz
-export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64 OPENBLAS_NUM_THREADS=1
+export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64 OPENBLAS_NUM_THREADS=1 DG_COMMIT=$(cat .carry/COMMIT)
 echo "card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(date -u +%FT%TZ) commit $(cat .carry/COMMIT); cores $(nproc)"
 B=.carry/bin
 (timeout 150 $B/gpu_kernels --quick > $OUT/gpu_kernels.log 2>&1; echo "gpu_kernels rc=$? ($((SECONDS-T0)) s)") &

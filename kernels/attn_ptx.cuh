@@ -44,18 +44,14 @@ DG_DEV void mbar_arrive_cpasync(uint32_t bar)
 {
 	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+/* wait for the phase of parity parity of bar to complete: a try_wait loop, SEM its semantics ("": acquire
+ * at CTA scope; dev/kernels' clusters: ".acquire.cluster") */
+#define DG_MBAR_WAIT(SEM)                                                                                 \
+	"{\n.reg .pred P1;\nDG_WAIT:\nmbarrier.try_wait.parity" SEM ".shared::cta.b64 P1, [%0], %1;\n"       \
+	"@P1 bra DG_DONE;\nbra DG_WAIT;\nDG_DONE:\n}\n"
 DG_DEV void mbar_wait(uint32_t bar, int parity)
 {
-	asm volatile("{\n"
-		     ".reg .pred P1;\n"
-		     "DG_WAIT:\n"
-		     "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-		     "@P1 bra DG_DONE;\n"
-		     "bra DG_WAIT;\n"
-		     "DG_DONE:\n"
-		     "}\n" ::"r"(bar),
-		     "r"(parity)
-		     : "memory");
+	asm volatile(DG_MBAR_WAIT("")::"r"(bar), "r"(parity) : "memory");
 }
 /* this thread's arrival on bar, which then also waits for bytes more of asynchronous (TMA) copies in
  * its current phase */

@@ -64,6 +64,22 @@ template <int D, int BN> struct dg_dense_ring {
 		}
 		mbar_fence_init();
 	}
+	/* the producer thread: each of the nk keys' K and V tiles into its stage once wait(empty barrier,
+	 * parity) says the stage's consumers released it, the tile's bytes expected on its full barrier,
+	 * then copy(stage, tensor map, first row, full barrier) */
+	template <typename Wait, typename Copy>
+	__device__ void load_kv(const CUtensorMap *tmk, const CUtensorMap *tmv, int nk, Wait &&wait, Copy &&copy) const
+	{
+		for (int t = 0; t < (nk + BN - 1) / BN; t++) {
+			const int s = t % C::STAGES, ph = (t / C::STAGES) & 1;
+			wait(emptyk(s), ph ^ 1);
+			mbar_arrive_expect_tx(fullk(s), C::KVB);
+			copy(sK + s * C::KVB, tmk, t * BN, fullk(s));
+			wait(emptyv(s), ph ^ 1);
+			mbar_arrive_expect_tx(fullv(s), C::KVB);
+			copy(sV + s * C::KVB, tmv, t * BN, fullv(s));
+		}
+	}
 	/* the producer thread: the Q tile of query block q0 of head h */
 	__device__ void load_q(const CUtensorMap *tmq, int q0, int h) const
 	{
@@ -210,20 +226,11 @@ __global__ void __launch_bounds__(384, 1)
 		reg_dealloc<24>();
 		if (tid == 0) {
 			r.load_q(&tmq, q0, h);
-			const int ntiles = (nk + BN - 1) / BN;
-			for (int t = 0; t < ntiles; t++) {
-				const int s = t % C::STAGES, ph = (t / C::STAGES) & 1;
-				mbar_wait(r.emptyk(s), ph ^ 1);
-				mbar_arrive_expect_tx(r.fullk(s), C::KVB);
+			r.load_kv(&tmk, &tmv, nk, mbar_wait, [h](uint32_t dst, const CUtensorMap *tm, int row, uint32_t full) {
 #pragma unroll
 				for (int hf = 0; hf < D / 64; hf++)
-					tma_load_3d(r.sK + s * C::KVB + hf * (BN * 128), &tmk, 64 * hf, t * BN, h, r.fullk(s));
-				mbar_wait(r.emptyv(s), ph ^ 1);
-				mbar_arrive_expect_tx(r.fullv(s), C::KVB);
-#pragma unroll
-				for (int hf = 0; hf < D / 64; hf++)
-					tma_load_3d(r.sV + s * C::KVB + hf * (BN * 128), &tmv, 64 * hf, t * BN, h, r.fullv(s));
-			}
+					tma_load_3d(dst + hf * (BN * 128), tm, 64 * hf, row, h, full);
+			});
 		}
 		return;
 	}

@@ -9,14 +9,9 @@
 #   (device) OUT=dir [PARTS=overhead,wan] [PROCESSOR_CAP=330] [SWEEP_UNTIL=580] bash dev/device/checks_processor.sh
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-OUT=${OUT:-$PWD/device-out}
 T0=$SECONDS
-mkdir -p /tmp/dglib $OUT
-[ -d /tmp/dglib/lib ] || tar -C /tmp/dglib -xJf .carry/lib.tar.xz
-[ -d .carry/bin ] || tar -C .carry -xJf .carry/bin.tar.xz
-export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64 OPENBLAS_NUM_THREADS=1 DG_COMMIT=$(cat .carry/COMMIT)
+. dev/device/carry_env.sh
 echo "card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(date -u +%FT%TZ) commit $(cat .carry/COMMIT); cores $(nproc)"
-B=.carry/bin
 (timeout 150 $B/gpu_kernels --quick > $OUT/gpu_kernels.log 2>&1; echo "gpu_kernels rc=$? ($((SECONDS-T0)) s)") &
 (OMP_NUM_THREADS=4 timeout 150 $B/gpu_api > $OUT/gpu_api.log 2>&1; echo "gpu_api rc=$? ($((SECONDS-T0)) s)") &
 (python3 -B tests/wan_ref.py derive tests/fixtures/wan /tmp/wan_models > $OUT/gpu_dit.log 2>&1 && OMP_NUM_THREADS=4 timeout 150 $B/gpu_dit /tmp/wan_models tests/fixtures/wan >> $OUT/gpu_dit.log 2>&1; echo "gpu_dit rc=$? ($((SECONDS-T0)) s)") &

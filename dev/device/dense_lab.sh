@@ -8,13 +8,8 @@
 #   (device) OUT=dir [VERSIONS="6 7 8"] [ROUNDS=2] [SHAPES="32760:12:128 75600:12:128 32760:24:64"] bash dev/device/dense_lab.sh
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-OUT=${OUT:-$PWD/device-out}
 T0=$SECONDS
-mkdir -p /tmp/dglib $OUT
-[ -d /tmp/dglib/lib ] || tar -C /tmp/dglib -xJf .carry/lib.tar.xz
-[ -d .carry/bin ] || tar -C .carry -xJf .carry/bin.tar.xz
-export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64 OPENBLAS_NUM_THREADS=1 DG_COMMIT=$(cat .carry/COMMIT)
-B=.carry/bin
+. dev/device/carry_env.sh
 echo "card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(date -u +%FT%TZ) commit $DG_COMMIT"
 ok=1
 for v in ${VERSIONS:-6 7 8}; do

@@ -12,16 +12,13 @@
 #   (device) OUT=dir [STEPS=4] [WARMUP=3] [PAIR=1] bash dev/device/offload_14b.sh    (carry .carry)
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-OUT=${OUT:-$PWD/device-out}
 STEPS=${STEPS:-4}
 WARMUP=${WARMUP:-3}
 W=/tmp/offload_14b
-mkdir -p "$OUT" "$W" /tmp/dglib
-[ -d /tmp/dglib/lib ] || tar -C /tmp/dglib -xJf .carry/lib.tar.xz
-[ -d .carry/bin ] || tar -C .carry -xJf .carry/bin.tar.xz
-export LD_LIBRARY_PATH=/tmp/dglib/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$(nproc)
-DSGAP=$PWD/.carry/bin/dsgap
+. dev/device/carry_env.sh
+mkdir -p "$W"
+export OMP_NUM_THREADS=$(nproc)
+DSGAP=$B/dsgap
 L=$OUT/offload_14b.log
 echo "offload_14b.sh $(date -u +%FT%TZ) commit $(cat .carry/COMMIT); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" | tee "$L"
 M=$W/m

@@ -41,16 +41,7 @@ DG_DEV void mbar_arrive_cluster(uint32_t bar)
 /* mbar_wait acquiring at cluster scope (arrivals of another CTA's threads) */
 DG_DEV void mbar_wait_cluster(uint32_t bar, int parity)
 {
-	asm volatile("{\n"
-		     ".reg .pred P1;\n"
-		     "DG_WAITC:\n"
-		     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%0], %1;\n"
-		     "@P1 bra DG_DONEC;\n"
-		     "bra DG_WAITC;\n"
-		     "DG_DONEC:\n"
-		     "}\n" ::"r"(bar),
-		     "r"(parity)
-		     : "memory");
+	asm volatile(DG_MBAR_WAIT(".acquire.cluster")::"r"(bar), "r"(parity) : "memory");
 }
 /* tma_load_3d to the same offset dst in each CTA of mask, completing on bar there */
 DG_DEV void tma_load_3d_multicast(uint32_t dst, const void *tmap, int c0, int c1, int c2, uint32_t bar, uint16_t mask)
@@ -80,20 +71,11 @@ __global__ void __launch_bounds__(384, 1)
 		reg_dealloc<24>();
 		if (tid == 0) {
 			r.load_q(&tmq, q0, h);
-			const int ntiles = (nk + BN - 1) / BN;
-			/* each stage: both CTAs' consumers done with the slot, the tile's bytes expected here,
-			 * column block rank copied to both CTAs */
-			for (int t = 0; t < ntiles; t++) {
-				const int s = t % C::STAGES, ph = (t / C::STAGES) & 1;
-				mbar_wait_cluster(r.emptyk(s), ph ^ 1);
-				mbar_arrive_expect_tx(r.fullk(s), C::KVB);
-				tma_load_3d_multicast(r.sK + s * C::KVB + rank * (BN * 128), &tmk, 64 * rank, t * BN, h,
-						      r.fullk(s), 0x3);
-				mbar_wait_cluster(r.emptyv(s), ph ^ 1);
-				mbar_arrive_expect_tx(r.fullv(s), C::KVB);
-				tma_load_3d_multicast(r.sV + s * C::KVB + rank * (BN * 128), &tmv, 64 * rank, t * BN, h,
-						      r.fullv(s), 0x3);
-			}
+			/* both CTAs' consumers done with a stage, column block rank of its tile to both CTAs */
+			r.load_kv(&tmk, &tmv, nk, mbar_wait_cluster,
+				  [h, rank](uint32_t dst, const CUtensorMap *tm, int row, uint32_t full) {
+					  tma_load_3d_multicast(dst + rank * (BN * 128), tm, 64 * rank, row, h, full, 0x3);
+				  });
 		}
 		__syncwarp();
 		cluster_sync(); /* the peer's consumers' last arrivals land while this CTA lives */
